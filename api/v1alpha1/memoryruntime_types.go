@@ -1,0 +1,269 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ReclaimPolicy says what happens to a tenant's schema and roles when its
+// MemoryRuntime is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type ReclaimPolicy string
+
+const (
+	// ReclaimRetain keeps the schema, its data and the roles.
+	ReclaimRetain ReclaimPolicy = "Retain"
+	// ReclaimDelete drops the schema (CASCADE) and both roles.
+	ReclaimDelete ReclaimPolicy = "Delete"
+)
+
+// EmbeddingProvider selects how memory text becomes vectors.
+// +kubebuilder:validation:Enum=builtin;openai
+type EmbeddingProvider string
+
+const (
+	// EmbeddingBuiltin is a deterministic local embedder (feature hashing); no network.
+	EmbeddingBuiltin EmbeddingProvider = "builtin"
+	// EmbeddingOpenAI is any OpenAI-compatible /v1/embeddings server.
+	EmbeddingOpenAI EmbeddingProvider = "openai"
+)
+
+// MemoryRuntimeSpec declares one tenant: a schema, a login role and a memory service.
+type MemoryRuntimeSpec struct {
+	// Database says where the tenant's schema lives and how the operator connects
+	// to create it.
+	Database DatabaseSpec `json:"database"`
+
+	// PolicyRef names a MemoryPolicy in the same namespace. Without it the
+	// built-in defaults apply.
+	// +optional
+	PolicyRef *LocalObjectReference `json:"policyRef,omitempty"`
+
+	// Embedding configures how memory text becomes vectors.
+	// +optional
+	// +kubebuilder:default={}
+	Embedding EmbeddingSpec `json:"embedding"`
+
+	// LLM is an optional OpenAI-compatible chat endpoint used for dedup
+	// arbitration and fact extraction. Without it no LLM call is ever made.
+	// +optional
+	LLM *LLMSpec `json:"llm,omitempty"`
+
+	// Service configures the memory service Deployment.
+	// +optional
+	// +kubebuilder:default={}
+	Service ServiceSpec `json:"service"`
+
+	// ReclaimPolicy says what happens to the schema and roles when this
+	// MemoryRuntime is deleted: Retain (default) keeps them, Delete drops them.
+	// Engram never drops a schema it did not create.
+	// +optional
+	// +kubebuilder:default=Retain
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+
+	// Paused stops reconciliation of this runtime; its objects stay as they are.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// DatabaseSpec locates the PostgreSQL database (with pgvector) of a tenant.
+// +kubebuilder:validation:XValidation:rule="has(self.connectionSecretRef) != has(self.clusterConnection)",message="set exactly one of database.connectionSecretRef or database.clusterConnection"
+// +kubebuilder:validation:XValidation:rule="(has(self.schema) ? self.schema : '') == (has(oldSelf.schema) ? oldSelf.schema : '')",message="database.schema cannot be changed after creation"
+type DatabaseSpec struct {
+	// ConnectionSecretRef names a Secret in this namespace holding an admin
+	// connection: key (default "uri") with a postgres:// URI, or the keys
+	// host, port, dbname, user, password (the format of CloudNativePG and
+	// Crunchy PGO user Secrets).
+	// +optional
+	ConnectionSecretRef *SecretKeySelector `json:"connectionSecretRef,omitempty"`
+
+	// ClusterConnection names an admin connection Secret that the platform team
+	// keeps in the operator's namespace, labelled
+	// memory.engram.dev/connection=<this name>, so admin credentials never live
+	// in tenant namespaces.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ClusterConnection string `json:"clusterConnection,omitempty"`
+
+	// Schema is the PostgreSQL schema of the tenant. Default: derived from
+	// namespace and name ("engram_<namespace>_<name>", sanitized, cut to 63
+	// bytes with a hash suffix). Cannot be changed after creation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="database.schema must not start with pg_ (reserved by PostgreSQL)"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['public', 'information_schema'])",message="database.schema must name a schema of its own, not public or information_schema"
+	Schema string `json:"schema,omitempty"`
+}
+
+// EmbeddingSpec configures the embedder of a tenant.
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'openai' || (has(self.endpoint) && has(self.model))",message="embedding.endpoint and embedding.model are required when embedding.provider is openai"
+type EmbeddingSpec struct {
+	// Provider is builtin (deterministic, local, the default) or openai (any
+	// OpenAI-compatible /v1/embeddings server: OpenAI, Ollama, vLLM, TEI, LiteLLM).
+	// +optional
+	// +kubebuilder:default=builtin
+	Provider EmbeddingProvider `json:"provider,omitempty"`
+
+	// Dimensions is the size of the vectors. It must match what the model
+	// returns and cannot be changed after creation.
+	// +optional
+	// +kubebuilder:default=384
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=4096
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="embedding.dimensions cannot be changed after creation: the tenant's stored vectors have that size"
+	Dimensions int32 `json:"dimensions,omitempty"`
+
+	// Model is the embedding model name sent to the server (openai provider).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+
+	// Endpoint is the base URL of the OpenAI-compatible API, including /v1
+	// (for example https://api.openai.com/v1 or http://ollama:11434/v1).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="embedding.endpoint must be an http or https URL"
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// APIKeySecretRef names the Secret key (default "apiKey") holding the API key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+}
+
+// LLMSpec configures an OpenAI-compatible chat completions endpoint.
+type LLMSpec struct {
+	// Endpoint is the base URL of the OpenAI-compatible API, including /v1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="llm.endpoint must be an http or https URL"
+	Endpoint string `json:"endpoint"`
+
+	// Model is the chat model name sent to the server.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+
+	// APIKeySecretRef names the Secret key (default "apiKey") holding the API key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+}
+
+// ServiceSpec configures the memory service Deployment and Service.
+type ServiceSpec struct {
+	// Replicas of the memory service.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Image of the memory service. Default: the operator's own image, so the
+	// service, the jobs and the schema version always match.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// Resources of the memory service container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Port the memory service listens on and the Service exposes.
+	// +optional
+	// +kubebuilder:default=8080
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// AppliedPolicy records which policy a runtime's config was resolved from.
+type AppliedPolicy struct {
+	// Name of the MemoryPolicy, empty for the built-in defaults.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Generation of the MemoryPolicy that was applied.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// MemoryRuntimeStatus is the observed state of a MemoryRuntime.
+type MemoryRuntimeStatus struct {
+	// Conditions: Ready, DatabaseReady, ServiceAvailable, Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Schema is the PostgreSQL schema of the tenant.
+	// +optional
+	Schema string `json:"schema,omitempty"`
+
+	// SchemaVersion is the migration version the schema is at.
+	// +optional
+	SchemaVersion int32 `json:"schemaVersion,omitempty"`
+
+	// Endpoint is the in-cluster URL of the memory service.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// CredentialsSecret names the Secret with the tenant role's credentials.
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+
+	// APITokenSecret names the Secret with the bearer tokens of the service.
+	// +optional
+	APITokenSecret string `json:"apiTokenSecret,omitempty"`
+
+	// Policy is the MemoryPolicy (name and generation) the current config comes from.
+	// +optional
+	Policy *AppliedPolicy `json:"policy,omitempty"`
+
+	// ConfigHash is the hash of the resolved config carried by the pod template.
+	// +optional
+	ConfigHash string `json:"configHash,omitempty"`
+
+	// RotatedCredentials is the last rotate-credentials annotation value acted on.
+	// +optional
+	RotatedCredentials string `json:"rotatedCredentials,omitempty"`
+}
+
+// MemoryRuntime is one tenant of Engram: a PostgreSQL schema with pgvector, a
+// login role that can touch only that schema, and a memory service for it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mrt,categories=engram
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name must be at most 53 characters so that derived names (<name>-api-token) fit"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter (it also names the Service)"
+type MemoryRuntime struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MemoryRuntimeSpec   `json:"spec"`
+	Status MemoryRuntimeStatus `json:"status,omitempty"`
+}
+
+// MemoryRuntimeList is a list of MemoryRuntime.
+//
+// +kubebuilder:object:root=true
+type MemoryRuntimeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MemoryRuntime `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MemoryRuntime{}, &MemoryRuntimeList{})
+}

@@ -1,0 +1,229 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Operation is one maintenance operation of a RetentionJob.
+// +kubebuilder:validation:Enum=decay;expire;purge;compact
+type Operation string
+
+const (
+	// OperationDecay forgets active memories whose decay score fell below forgetting.minDecayScore.
+	OperationDecay Operation = "decay"
+	// OperationExpire soft-deletes memories past their expiry time.
+	OperationExpire Operation = "expire"
+	// OperationPurge hard-deletes memories inactive for longer than retention.purgeInactiveAfter.
+	OperationPurge Operation = "purge"
+	// OperationCompact merges clusters of near-duplicate active memories per owner.
+	OperationCompact Operation = "compact"
+)
+
+// ConcurrencyPolicy says what happens when a run is due while one still runs.
+// +kubebuilder:validation:Enum=Allow;Forbid;Replace
+type ConcurrencyPolicy string
+
+const (
+	// ConcurrencyAllow lets runs overlap.
+	ConcurrencyAllow ConcurrencyPolicy = "Allow"
+	// ConcurrencyForbid skips a run while the previous one is active.
+	ConcurrencyForbid ConcurrencyPolicy = "Forbid"
+	// ConcurrencyReplace stops the active run and starts the new one.
+	ConcurrencyReplace ConcurrencyPolicy = "Replace"
+)
+
+// RetentionJobSpec is a maintenance schedule for one runtime or a set of runtimes.
+// +kubebuilder:validation:XValidation:rule="has(self.runtimeRef) != has(self.runtimeSelector)",message="set exactly one of runtimeRef or runtimeSelector"
+type RetentionJobSpec struct {
+	// RuntimeRef names one MemoryRuntime in the same namespace.
+	// +optional
+	RuntimeRef *LocalObjectReference `json:"runtimeRef,omitempty"`
+
+	// RuntimeSelector selects MemoryRuntimes in the same namespace by label;
+	// each gets its own CronJob.
+	// +optional
+	RuntimeSelector *metav1.LabelSelector `json:"runtimeSelector,omitempty"`
+
+	// Schedule in 5-field cron format ("minute hour day-of-month month
+	// day-of-week"), or a macro such as @daily.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self in ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'] || self.matches('^[0-9*/,?-]+ [0-9*/,?-]+ [0-9*/,?LW-]+ [0-9A-Za-z*/,?-]+ [0-9A-Za-z*/,?L#-]+$')",message="schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. \"0 3 * * *\", or a macro like @daily; put the time zone in timeZone, not in schedule"
+	Schedule string `json:"schedule"`
+
+	// TimeZone of the schedule, an IANA name such as "Europe/Berlin". Default:
+	// the time zone of the kube-controller-manager (usually UTC).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self == 'UTC' || self == 'Local' || self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$')",message="timeZone must be an IANA time zone name such as UTC or Europe/Berlin"
+	TimeZone *string `json:"timeZone,omitempty"`
+
+	// Operations to run, in the order decay, expire, purge, compact whatever
+	// the order written here. At least one; no repeats.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	Operations []Operation `json:"operations"`
+
+	// Suspend stops scheduling new runs; running ones finish.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// DryRun counts what each operation would change and changes nothing.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+
+	// ConcurrencyPolicy: Forbid (default) skips a run while one is active,
+	// Allow runs both (the job's advisory lock still lets only one work),
+	// Replace stops the old run.
+	// +optional
+	// +kubebuilder:default=Forbid
+	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
+
+	// SuccessfulJobsHistoryLimit is how many finished successful Jobs to keep.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	SuccessfulJobsHistoryLimit *int32 `json:"successfulJobsHistoryLimit,omitempty"`
+
+	// FailedJobsHistoryLimit is how many failed Jobs to keep.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	FailedJobsHistoryLimit *int32 `json:"failedJobsHistoryLimit,omitempty"`
+
+	// ActiveDeadlineSeconds bounds how long one run may take.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// RunResult is the outcome of one run.
+// +kubebuilder:validation:Enum=Succeeded;Failed;Skipped
+type RunResult string
+
+const (
+	// RunSucceeded: every operation finished.
+	RunSucceeded RunResult = "Succeeded"
+	// RunFailed: an operation failed; see message.
+	RunFailed RunResult = "Failed"
+	// RunSkipped: another run held the tenant's maintenance lock.
+	RunSkipped RunResult = "Skipped"
+)
+
+// OperationSummary is what one operation of a run did.
+type OperationSummary struct {
+	// Name of the operation.
+	Name Operation `json:"name"`
+	// Scanned rows.
+	// +optional
+	Scanned int64 `json:"scanned,omitempty"`
+	// Affected rows (forgotten, expired, purged, or superseded by compaction);
+	// in a dry run, the rows that would be.
+	// +optional
+	Affected int64 `json:"affected,omitempty"`
+	// DurationMillis is the wall time of the operation.
+	// +optional
+	DurationMillis int64 `json:"durationMillis,omitempty"`
+}
+
+// LastRun is the summary of the newest finished run.
+type LastRun struct {
+	// JobName of the batch/v1 Job.
+	JobName string `json:"jobName"`
+	// Runtime the run maintained.
+	// +optional
+	Runtime string `json:"runtime,omitempty"`
+	// StartTime of the run.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime of the run.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Result of the run.
+	Result RunResult `json:"result"`
+	// DryRun is true when nothing was changed.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// Operations and their counts.
+	// +optional
+	// +listType=atomic
+	Operations []OperationSummary `json:"operations,omitempty"`
+	// Message: the error of a failed run, or why it was skipped.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RetentionJobStatus is the observed state of a RetentionJob.
+type RetentionJobStatus struct {
+	// Conditions: Ready, Scheduled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// CronJobs are the names of the CronJobs, one per target runtime.
+	// +optional
+	// +listType=atomic
+	CronJobs []string `json:"cronJobs,omitempty"`
+
+	// LastScheduleTime is when a run last started.
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+
+	// LastSuccessfulTime is when a run last succeeded.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+
+	// NextScheduleTime is when the next run is due (absent while suspended).
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// LastRun summarises the newest finished run.
+	// +optional
+	LastRun *LastRun `json:"lastRun,omitempty"`
+
+	// RunNow is the last run-now annotation value acted on.
+	// +optional
+	RunNow string `json:"runNow,omitempty"`
+}
+
+// RetentionJob runs memory maintenance (decay, expire, purge, compact) on a
+// schedule, as one batch/v1 CronJob per target MemoryRuntime.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rj,categories=engram
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Result",type=string,JSONPath=`.status.lastRun.result`
+// +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters so that CronJob and Job names derived from it fit"
+type RetentionJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RetentionJobSpec   `json:"spec"`
+	Status RetentionJobStatus `json:"status,omitempty"`
+}
+
+// RetentionJobList is a list of RetentionJob.
+//
+// +kubebuilder:object:root=true
+type RetentionJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RetentionJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RetentionJob{}, &RetentionJobList{})
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# hack/pgvector.sh — a real PostgreSQL 17 + pgvector on 127.0.0.1 for tests and demos.
+#
+#   hack/pgvector.sh start    build (once) and start the server, print its URL
+#   hack/pgvector.sh stop     stop the server this script started (nothing else)
+#   hack/pgvector.sh status   say whether it runs; exit 0 when it does
+#   hack/pgvector.sh url      print the URL (DATABASE_URL when set)
+#
+# When DATABASE_URL is set it is used as is (any PostgreSQL with pgvector >= 0.7)
+# and nothing is started or stopped. Otherwise, as root, a Debian trixie root with
+# postgresql-17 and postgresql-17-pgvector is built once into the cache dir
+# (debootstrap, ~35 s cold) and the server runs from it via chroot as user postgres.
+#
+# Cache: ${ENGRAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/engram}/postgres
+set -euo pipefail
+
+CACHE="${ENGRAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/engram}"
+PGHOME="$CACHE/postgres"
+ROOTFS="$PGHOME/rootfs"
+STATE="$PGHOME/state"          # port, password: written by start, read by url/stop
+LOCK="$PGHOME/lock"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+PGBIN=/usr/lib/postgresql/17/bin
+DATADIR=/var/lib/engram/data   # inside the root
+DBNAME=engram
+
+log() { printf 'pgvector: %s\n' "$*" >&2; }
+die() { printf 'pgvector: error: %s\n' "$*" >&2; exit 1; }
+
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    cat >&2 <<'EOF'
+pgvector: error: no DATABASE_URL is set and this is not root, so no local
+PostgreSQL can be built here (it needs debootstrap and chroot).
+
+Do one of:
+  * run as root (the script builds a Debian trixie root with postgresql-17 and
+    postgresql-17-pgvector once, into ~/.cache/engram), or
+  * start any PostgreSQL with pgvector >= 0.7 yourself and export its URL, e.g.
+      docker run -d -p 127.0.0.1:5432:5432 -e POSTGRES_PASSWORD=pw pgvector/pgvector:pg17
+      export DATABASE_URL=postgres://postgres:pw@127.0.0.1:5432/postgres?sslmode=disable
+EOF
+    exit 1
+  fi
+}
+
+in_root() { chroot --userspec=postgres:postgres "$ROOTFS" "$@"; }
+
+build_root() {
+  [ -f "$ROOTFS/.engram-ready" ] && return 0
+  if ! command -v debootstrap >/dev/null 2>&1; then
+    log "installing debootstrap (apt)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  fi
+  log "building a Debian trixie root with postgresql-17 + pgvector in $ROOTFS (once)"
+  rm -rf "$ROOTFS"
+  mkdir -p "$ROOTFS"
+  debootstrap --variant=minbase trixie "$ROOTFS" "$MIRROR" >"$PGHOME/debootstrap.log" 2>&1 ||
+    die "debootstrap failed, see $PGHOME/debootstrap.log"
+  # Package scripts must not try to start services inside the root.
+  printf '#!/bin/sh\nexit 101\n' >"$ROOTFS/usr/sbin/policy-rc.d"
+  chmod +x "$ROOTFS/usr/sbin/policy-rc.d"
+  chroot "$ROOTFS" /bin/sh -c 'export DEBIAN_FRONTEND=noninteractive;
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-17 postgresql-17-pgvector' \
+    >"$PGHOME/apt.log" 2>&1 || die "installing postgresql-17 in the root failed, see $PGHOME/apt.log"
+  chroot "$ROOTFS" apt-get clean >/dev/null 2>&1 || true
+  touch "$ROOTFS/.engram-ready"
+}
+
+init_cluster() {
+  [ -f "$ROOTFS$DATADIR/PG_VERSION" ] && return 0
+  log "initdb"
+  mkdir -p "$ROOTFS$DATADIR" "$ROOTFS/run/postgresql"
+  chroot "$ROOTFS" chown -R postgres:postgres /var/lib/engram /run/postgresql
+  chmod 700 "$ROOTFS$DATADIR"
+  local pw
+  pw=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
+  printf '%s\n' "$pw" >"$ROOTFS/tmp/engram-pw"
+  chroot "$ROOTFS" chown postgres:postgres /tmp/engram-pw
+  in_root "$PGBIN/initdb" -D "$DATADIR" -U postgres --pwfile=/tmp/engram-pw \
+    --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >"$PGHOME/initdb.log" 2>&1 ||
+    die "initdb failed, see $PGHOME/initdb.log"
+  rm -f "$ROOTFS/tmp/engram-pw"
+  printf '%s\n' "$pw" >"$PGHOME/password"
+  chmod 600 "$PGHOME/password"
+  cat >>"$ROOTFS$DATADIR/postgresql.conf" <<'EOF'
+# engram test server: loopback only, sized for a 2-core dev machine
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '/run/postgresql'
+max_connections = 300
+shared_buffers = 512MB
+work_mem = 16MB
+maintenance_work_mem = 256MB
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+dynamic_shared_memory_type = mmap
+log_min_messages = warning
+EOF
+}
+
+running() {
+  [ -f "$ROOTFS$DATADIR/postmaster.pid" ] || return 1
+  local pid
+  pid=$(head -1 "$ROOTFS$DATADIR/postmaster.pid")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pick_port() {
+  local p
+  if [ -f "$STATE/port" ]; then
+    p=$(cat "$STATE/port")
+    port_free "$p" && { echo "$p"; return; }
+  fi
+  for p in $(seq 54329 54429); do
+    port_free "$p" && { echo "$p"; return; }
+  done
+  die "no free port in 54329..54429 on 127.0.0.1"
+}
+
+local_url() {
+  printf 'postgres://postgres:%s@127.0.0.1:%s/%s?sslmode=disable\n' \
+    "$(cat "$PGHOME/password")" "$(cat "$STATE/port")" "$DBNAME"
+}
+
+psql_root() { in_root "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port")" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
+
+cmd_start() {
+  if [ -n "${DATABASE_URL:-}" ]; then
+    echo "$DATABASE_URL"
+    return 0
+  fi
+  need_root
+  mkdir -p "$PGHOME" "$STATE"
+  exec 9>"$LOCK"
+  flock 9
+  build_root
+  init_cluster
+  # /proc lets postgres read its own limits; /dev/shm is not needed (mmap DSM).
+  mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+  if running; then
+    local_url
+    return 0
+  fi
+  local port
+  port=$(pick_port)
+  echo "$port" >"$STATE/port"
+  mkdir -p "$ROOTFS/run/postgresql"
+  chroot "$ROOTFS" chown postgres:postgres /run/postgresql
+  in_root "$PGBIN/pg_ctl" -D "$DATADIR" -l /var/lib/engram/server.log -w -t 60 \
+    -o "-p $port" start >/dev/null || die "postgres did not start, see $ROOTFS/var/lib/engram/server.log"
+  touch "$STATE/started-by-us"
+  psql_root -d postgres -c "SELECT 1 FROM pg_database WHERE datname='$DBNAME'" | grep -q 1 ||
+    psql_root -d postgres -c "CREATE DATABASE $DBNAME"
+  psql_root -d "$DBNAME" -c "CREATE EXTENSION IF NOT EXISTS vector"
+  log "PostgreSQL $(psql_root -d "$DBNAME" -c 'SHOW server_version') with pgvector $(psql_root -d "$DBNAME" -c "SELECT extversion FROM pg_extension WHERE extname='vector'") on 127.0.0.1:$port"
+  local_url
+}
+
+cmd_stop() {
+  if [ -n "${DATABASE_URL:-}" ]; then
+    log "DATABASE_URL is set: nothing was started here, nothing to stop"
+    return 0
+  fi
+  [ -d "$STATE" ] || { log "not started"; return 0; }
+  exec 9>"$LOCK"
+  flock 9
+  if [ -f "$STATE/started-by-us" ] && running; then
+    in_root "$PGBIN/pg_ctl" -D "$DATADIR" -m fast -w -t 60 stop >/dev/null
+    log "stopped"
+  else
+    log "not running"
+  fi
+  rm -f "$STATE/started-by-us"
+  if mountpoint -q "$ROOTFS/proc"; then umount "$ROOTFS/proc" || umount -l "$ROOTFS/proc"; fi
+}
+
+cmd_status() {
+  if [ -n "${DATABASE_URL:-}" ]; then
+    echo "external (DATABASE_URL)"
+    return 0
+  fi
+  if [ -d "$ROOTFS" ] && running; then
+    echo "running on 127.0.0.1:$(cat "$STATE/port")"
+  else
+    echo "stopped"
+    return 1
+  fi
+}
+
+cmd_url() {
+  if [ -n "${DATABASE_URL:-}" ]; then
+    echo "$DATABASE_URL"
+    return 0
+  fi
+  running || die "not running: run 'hack/pgvector.sh start' first"
+  local_url
+}
+
+case "${1:-}" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  url) cmd_url ;;
+  *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+esac

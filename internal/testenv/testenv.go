@@ -1,0 +1,35 @@
+// Package testenv gives tests the real parts a user has: a PostgreSQL server
+// with pgvector (DATABASE_URL) and a kube-apiserver + etcd (KUBEBUILDER_ASSETS).
+//
+// `make test` provisions both and sets ENGRAM_TEST_REQUIRE_INFRA=1; then a
+// missing part fails the test loudly. Outside `make test` (a plain `go test`)
+// a missing part skips the test with a message saying how to provide it.
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// RequireInfraEnv is set to 1 by `make test`: suites must not skip then.
+const RequireInfraEnv = "ENGRAM_TEST_REQUIRE_INFRA"
+
+// Required reports whether missing infrastructure must fail tests.
+func Required() bool { return os.Getenv(RequireInfraEnv) == "1" }
+
+// missing fails the test under `make test` and skips it otherwise.
+func missing(t testing.TB, what, how string) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%s is missing but %s=1 (make test): %s", what, RequireInfraEnv, how)
+	}
+	t.Skipf("%s is not available (%s); `make test` provisions it", what, how)
+}
+
+// RepoRoot returns the directory holding the product's go.mod.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
