@@ -1,0 +1,129 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// tableGrants is the least privilege of the login role on each tenant table:
+// DML where the service needs it, nothing else (no TRUNCATE, REFERENCES,
+// TRIGGER, no DDL: the owner role owns the tables and the login role is not
+// a member of it).
+var tableGrants = map[string][]string{
+	"memories":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"memory_history":  {"SELECT", "INSERT", "DELETE"},
+	"schema_migrations": {"SELECT"},
+}
+
+// maintainTables may be vacuumed and analyzed by the compact job; the
+// MAINTAIN privilege exists from PostgreSQL 17 on.
+var maintainTables = []string{"memories", "memory_history"}
+
+// ensureGrants checks every privilege the login role needs (and the few it
+// must not have) and repairs only what is wrong, so a healthy tenant sees no
+// catalog writes. It doubles as the periodic grant verification.
+func ensureGrants(ctx context.Context, conn *pgx.Conn, schema, extSchema string, names roleNames, res *Result) error {
+	login := pgx.Identifier{names.login}.Sanitize()
+	grant := func(what, stmt string) error {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("granting %s to %q: %w", what, names.login, err)
+		}
+		res.Changes = append(res.Changes, "granted "+what+" to "+names.login)
+		return nil
+	}
+
+	var usage bool
+	if err := conn.QueryRow(ctx, `SELECT has_schema_privilege($1, $2, 'USAGE')`, names.login, schema).Scan(&usage); err != nil {
+		return fmt.Errorf("checking schema usage: %w", err)
+	}
+	if !usage {
+		if err := grant("USAGE on schema "+schema, "GRANT USAGE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO "+login); err != nil {
+			return err
+		}
+	}
+
+	var serverVersion int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&serverVersion); err != nil {
+		return err
+	}
+	tables := make([]string, 0, len(tableGrants))
+	for t := range tableGrants {
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	for _, table := range tables {
+		privs := tableGrants[table]
+		if serverVersion >= 170000 && slices.Contains(maintainTables, table) {
+			privs = append(slices.Clone(privs), "MAINTAIN")
+		}
+		qualified := pgx.Identifier{schema, table}.Sanitize()
+		var missing []string
+		for _, p := range privs {
+			var has bool
+			if err := conn.QueryRow(ctx, `SELECT has_table_privilege($1, $2, $3)`, names.login, qualified, p).Scan(&has); err != nil {
+				return fmt.Errorf("checking %s on %s: %w", p, qualified, err)
+			}
+			if !has {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			what := strings.Join(missing, ", ") + " on " + schema + "." + table
+			if err := grant(what, "GRANT "+strings.Join(missing, ", ")+" ON "+qualified+" TO "+login); err != nil {
+				return err
+			}
+		}
+	}
+
+	if err := ensureSearchPath(ctx, conn, schema, extSchema, names, res); err != nil {
+		return err
+	}
+	return ensureNoPublicCreate(ctx, conn, names, res)
+}
+
+// ensureSearchPath sets the login role's search_path to its schema and the
+// schema of pgvector (for the vector type and its operators).
+func ensureSearchPath(ctx context.Context, conn *pgx.Conn, schema, extSchema string, names roleNames, res *Result) error {
+	var want string
+	if err := conn.QueryRow(ctx, `SELECT format('%I, %I', $1::text, $2::text)`, schema, extSchema).Scan(&want); err != nil {
+		return err
+	}
+	var config []string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(rolconfig, '{}') FROM pg_roles WHERE rolname = $1`, names.login).Scan(&config); err != nil {
+		return fmt.Errorf("reading settings of %q: %w", names.login, err)
+	}
+	if slices.Contains(config, "search_path="+want) {
+		return nil
+	}
+	stmt := "ALTER ROLE " + pgx.Identifier{names.login}.Sanitize() + " SET search_path = " +
+		pgx.Identifier{schema}.Sanitize() + ", " + pgx.Identifier{extSchema}.Sanitize()
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("setting search_path of %q: %w", names.login, err)
+	}
+	res.Changes = append(res.Changes, "set search_path of "+names.login)
+	return nil
+}
+
+// ensureNoPublicCreate makes sure the login role cannot create objects in the
+// public schema. PostgreSQL 15+ already revokes that from PUBLIC; on older
+// servers Engram applies the same revoke (documented in docs/operations.md).
+func ensureNoPublicCreate(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
+	var canCreate bool
+	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT has_schema_privilege($1, 'public', 'CREATE')
+		WHERE EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'public')), false)`, names.login).Scan(&canCreate)
+	if err != nil {
+		return fmt.Errorf("checking CREATE on schema public: %w", err)
+	}
+	if !canCreate {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`); err != nil {
+		return fmt.Errorf("revoking CREATE on schema public from PUBLIC: %w", err)
+	}
+	res.Changes = append(res.Changes, "revoked CREATE on schema public from PUBLIC")
+	return nil
+}

@@ -1,0 +1,129 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// RotatePassword gives the login role of schema a new random password and
+// returns it. Existing sessions stay connected; new ones need the new password.
+func RotatePassword(ctx context.Context, admin *pgxpool.Pool, schema string) (string, error) {
+	login := LoginRole(schema)
+	exists, managed, err := roleStateOnPool(ctx, admin, login)
+	if err != nil {
+		return "", err
+	}
+	if !exists {
+		return "", fmt.Errorf("rotating password: role %q does not exist; provision the tenant first", login)
+	}
+	if !managed {
+		return "", fmt.Errorf("rotating password: role %q is %w", login, ErrNotManaged)
+	}
+	pw, err := newPassword()
+	if err != nil {
+		return "", err
+	}
+	verifier, err := scramVerifier(pw)
+	if err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, "ALTER ROLE "+pgx.Identifier{login}.Sanitize()+" PASSWORD "+quoteLiteral(verifier)); err != nil {
+		return "", fmt.Errorf("rotating password of %q: %w", login, err)
+	}
+	return pw, nil
+}
+
+// DropResult says what Drop removed.
+type DropResult struct {
+	SchemaDropped bool
+	RolesDropped  []string
+}
+
+// Drop removes the tenant: the schema with everything in it (CASCADE) and
+// both roles. It refuses (ErrNotManaged) a schema or role that Engram did not
+// create, and is a no-op for a tenant that is already gone.
+func Drop(ctx context.Context, admin *pgxpool.Pool, schema string) (*DropResult, error) {
+	if !ValidSchemaName(schema) {
+		return nil, fmt.Errorf("dropping schema %q: invalid schema name", schema)
+	}
+	names := roleNames{owner: OwnerRole(schema), login: LoginRole(schema)}
+	res := &DropResult{}
+	err := withTenantLock(ctx, admin, schema, func(conn *pgx.Conn) error {
+		exists, managed, err := schemaState(ctx, conn, schema)
+		if err != nil {
+			return err
+		}
+		if exists && !managed {
+			return fmt.Errorf("schema %q is %w; refusing to drop it", schema, ErrNotManaged)
+		}
+		var roles []string
+		for _, r := range []string{names.login, names.owner} {
+			rExists, rManaged, err := roleState(ctx, conn, r)
+			if err != nil {
+				return err
+			}
+			if rExists && !rManaged {
+				return fmt.Errorf("role %q is %w; refusing to drop it", r, ErrNotManaged)
+			}
+			if rExists {
+				roles = append(roles, r)
+			}
+		}
+		if exists {
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+				return fmt.Errorf("dropping schema: %w", err)
+			}
+			res.SchemaDropped = true
+		}
+		for _, r := range roles {
+			ident := pgx.Identifier{r}.Sanitize()
+			// DROP OWNED removes the role's remaining privileges in this
+			// database (e.g. on the extension schema) so DROP ROLE can succeed.
+			if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident); err != nil {
+				return fmt.Errorf("dropping privileges of %q: %w", r, err)
+			}
+			if _, err := conn.Exec(ctx, "DROP ROLE "+ident); err != nil {
+				return fmt.Errorf("dropping role %q: %w", r, err)
+			}
+			res.RolesDropped = append(res.RolesDropped, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dropping tenant %q: %w", schema, err)
+	}
+	return res, nil
+}
+
+// SchemaStatus is the migration state of a tenant schema.
+type SchemaStatus struct {
+	Current int // applied version, 0 when the schema is not migrated
+	Latest  int // version this binary migrates to
+}
+
+// UpToDate reports whether the schema is at the binary's version.
+func (s SchemaStatus) UpToDate() bool { return s.Current == s.Latest }
+
+// Status reads the schema version; it works with the login role's
+// connection too (SELECT on schema_migrations).
+func Status(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, schema string) (SchemaStatus, error) {
+	cur, err := currentVersion(ctx, db, schema)
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	return SchemaStatus{Current: cur, Latest: LatestVersion}, nil
+}
+
+func roleStateOnPool(ctx context.Context, admin *pgxpool.Pool, name string) (exists, managed bool, err error) {
+	c, err := admin.Acquire(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("connecting as admin: %w", err)
+	}
+	defer c.Release()
+	return roleState(ctx, c.Conn(), name)
+}

@@ -1,0 +1,156 @@
+package tenant
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migration is one versioned, embedded SQL file.
+type Migration struct {
+	Version int
+	Name    string
+	sql     *template.Template
+}
+
+// migrationVars are the values a migration's template may use. Every one is
+// an already quoted identifier or a type built from one, never raw input.
+type migrationVars struct {
+	Schema string // quoted schema, e.g. "engram_team_a_bot"
+	Vector string // quoted vector type with its size, e.g. "public"."vector"(384)
+}
+
+var migrations = mustLoadMigrations()
+
+// LatestVersion is the schema version this binary migrates to.
+var LatestVersion = migrations[len(migrations)-1].Version
+
+func mustLoadMigrations() []Migration {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		prefix, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil {
+			panic("migration file without a version prefix: " + e.Name())
+		}
+		body, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		tmpl := template.Must(template.New(e.Name()).Option("missingkey=error").Parse(string(body)))
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(e.Name(), ".sql"), sql: tmpl})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			panic(fmt.Sprintf("migrations must be numbered 1..n without gaps; found %d at position %d", m.Version, i+1))
+		}
+	}
+	return out
+}
+
+const migrationsTable = "schema_migrations"
+
+// currentVersion reads the highest applied migration of schema; 0 when none.
+func currentVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, schema string) (int, error) {
+	var v int
+	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+pgx.Identifier{schema, migrationsTable}.Sanitize()).Scan(&v)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading schema version of %q: %w", schema, err)
+	}
+	return v, nil
+}
+
+// migrate applies every pending migration to schema, each in its own
+// transaction running as the owner role (so the owner owns what it creates).
+// The caller holds the tenant's advisory lock. It returns the versions applied.
+func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vectorType string, target int) ([]int, error) {
+	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
+	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`
+	if err := inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return nil
+		}
+		_, err := tx.Exec(ctx, create)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", table, err)
+	}
+
+	current, err := currentVersion(ctx, conn, schema)
+	if err != nil {
+		return nil, err
+	}
+	vars := migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: vectorType}
+	var applied []int
+	for _, m := range migrations {
+		if m.Version <= current || m.Version > target {
+			continue
+		}
+		var sql bytes.Buffer
+		if err := m.sql.Execute(&sql, vars); err != nil {
+			return applied, fmt.Errorf("rendering migration %s: %w", m.Name, err)
+		}
+		err := inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sql.String()); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("applying migration %s to schema %q: %w", m.Name, schema, err)
+		}
+		applied = append(applied, m.Version)
+	}
+	return applied, nil
+}
+
+// inTx runs fn in a transaction as role (SET LOCAL ROLE), committing on success.
+func inTx(ctx context.Context, conn *pgx.Conn, role string, fn func(pgx.Tx) error) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if role != "" {
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+			return fmt.Errorf("SET ROLE %s: %w", role, err)
+		}
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}

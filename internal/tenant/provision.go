@@ -1,0 +1,345 @@
+// Package tenant provisions the PostgreSQL side of an Engram tenant with an
+// admin connection: a schema with pgvector tables, a NOLOGIN role owning them
+// and a LOGIN role for the memory service that can use only that schema.
+// It has no Kubernetes imports; the operator calls it.
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// managedMarker is written as the comment of every schema and role Engram
+// creates; Drop refuses objects without it.
+const managedMarker = "managed-by=engram"
+
+// MinVectorVersion is the oldest pgvector release Engram supports.
+const MinVectorVersion = "0.7.0"
+
+// Errors callers can tell apart with errors.Is.
+var (
+	// ErrNotManaged: the schema or role exists but Engram did not create it.
+	ErrNotManaged = errors.New("not created by Engram")
+	// ErrExtensionMissing: pgvector is not installed and cannot be created.
+	ErrExtensionMissing = errors.New("extension vector (pgvector) is missing")
+	// ErrDimensionsMismatch: the schema exists with another vector size.
+	ErrDimensionsMismatch = errors.New("embedding dimensions differ from the existing schema")
+)
+
+// Spec says what to provision.
+type Spec struct {
+	// Schema is the tenant schema; see SchemaName for the default.
+	Schema string
+	// Dimensions of the embedding vectors (fixed once the schema exists).
+	Dimensions int
+	// Description goes into the schema comment (e.g. "team-a/support-bot").
+	Description string
+}
+
+// Result says what Provision found and did.
+type Result struct {
+	Schema          string
+	OwnerRole       string
+	LoginRole       string
+	ExtensionSchema string
+	// Password of the login role, set only when Provision created the role;
+	// otherwise the caller keeps the one it has (or calls RotatePassword).
+	Password string
+	// Version is the schema version after provisioning.
+	Version int
+	// Changes lists, for humans, what was created or repaired; empty when
+	// everything was already in place.
+	Changes []string
+}
+
+// Changed reports whether Provision changed anything.
+func (r *Result) Changed() bool { return len(r.Changes) > 0 }
+
+type roleNames struct{ owner, login string }
+
+func (s Spec) roles() roleNames { return roleNames{owner: OwnerRole(s.Schema), login: LoginRole(s.Schema)} }
+
+func (s Spec) validate() error {
+	if !ValidSchemaName(s.Schema) {
+		return fmt.Errorf("invalid schema name %q: use 1-63 characters of [a-z0-9_], starting with a letter or _, not pg_*", s.Schema)
+	}
+	if s.Dimensions < 1 || s.Dimensions > 16000 {
+		return fmt.Errorf("invalid dimensions %d: must be 1..16000", s.Dimensions)
+	}
+	return nil
+}
+
+// Provision creates or repairs the tenant of spec and migrates it to
+// LatestVersion. It is idempotent: a second run changes nothing and returns
+// no Changes. Two operators never provision the same schema at once (advisory lock).
+func Provision(ctx context.Context, admin *pgxpool.Pool, spec Spec) (*Result, error) {
+	return provisionTo(ctx, admin, spec, LatestVersion)
+}
+
+// provisionTo is Provision migrating up to version target (tests use it to
+// build an old schema and upgrade it).
+func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int) (*Result, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	names := spec.roles()
+	res := &Result{Schema: spec.Schema, OwnerRole: names.owner, LoginRole: names.login}
+	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) error {
+		extSchema, err := ensureExtension(ctx, conn, res)
+		if err != nil {
+			return err
+		}
+		res.ExtensionSchema = extSchema
+		if err := ensureRoles(ctx, conn, names, res); err != nil {
+			return err
+		}
+		if err := ensureSchema(ctx, conn, spec, names, res); err != nil {
+			return err
+		}
+		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
+		applied, err := migrate(ctx, conn, names, spec.Schema, vectorType, target)
+		for _, v := range applied {
+			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkDimensions(ctx, conn, spec); err != nil {
+			return err
+		}
+		if res.Version, err = currentVersion(ctx, conn, spec.Schema); err != nil {
+			return err
+		}
+		return ensureGrants(ctx, conn, spec.Schema, extSchema, names, res)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning schema %q: %w", spec.Schema, err)
+	}
+	return res, nil
+}
+
+// withTenantLock runs fn on one connection holding the tenant's session-level
+// advisory lock, so provisioning, migrating and dropping never overlap.
+func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn func(*pgx.Conn) error) error {
+	c, err := admin.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting as admin: %w", err)
+	}
+	defer c.Release()
+	k1, k2 := LockKey("engram:provision", schema)
+	if _, err := c.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", k1, k2); err != nil {
+		return fmt.Errorf("taking the provisioning lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the lock must be released even when ctx is done;
+		// if that fails, the connection is closed, which releases it too.
+		if _, err := c.Exec(context.Background(), "SELECT pg_advisory_unlock($1, $2)", k1, k2); err != nil {
+			_ = c.Conn().Close(context.Background())
+		}
+	}()
+	return fn(c.Conn())
+}
+
+// ensureExtension makes sure pgvector >= MinVectorVersion is installed in the
+// database and returns the schema it lives in.
+func ensureExtension(ctx context.Context, conn *pgx.Conn, res *Result) (string, error) {
+	version, schema, err := installedVector(ctx, conn)
+	if err != nil {
+		return "", err
+	}
+	if version == "" {
+		var available bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')`).Scan(&available); err != nil {
+			return "", fmt.Errorf("looking for extension vector: %w", err)
+		}
+		if !available {
+			return "", fmt.Errorf("%w: the server has no extension \"vector\"; install pgvector >= %s on the PostgreSQL server (package postgresql-<major>-pgvector)", ErrExtensionMissing, MinVectorVersion)
+		}
+		if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS vector`); err != nil {
+			return "", fmt.Errorf("%w: CREATE EXTENSION vector failed (%v); a superuser must run CREATE EXTENSION vector (pgvector >= %s) in this database once", ErrExtensionMissing, err, MinVectorVersion)
+		}
+		res.Changes = append(res.Changes, "created extension vector")
+		if version, schema, err = installedVector(ctx, conn); err != nil {
+			return "", err
+		}
+	}
+	if versionLess(version, MinVectorVersion) {
+		return "", fmt.Errorf("%w: pgvector %s is installed but Engram needs >= %s; run ALTER EXTENSION vector UPDATE", ErrExtensionMissing, version, MinVectorVersion)
+	}
+	return schema, nil
+}
+
+func installedVector(ctx context.Context, conn *pgx.Conn) (version, schema string, err error) {
+	err = conn.QueryRow(ctx, `SELECT e.extversion, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'`).Scan(&version, &schema)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("reading extension vector: %w", err)
+	}
+	return version, schema, nil
+}
+
+// versionLess compares dotted numeric versions ("0.7.0" < "0.8.0").
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y int
+		if i < len(pa) {
+			_, _ = fmt.Sscanf(pa[i], "%d", &x)
+		}
+		if i < len(pb) {
+			_, _ = fmt.Sscanf(pb[i], "%d", &y)
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// ensureRoles creates the owner (NOLOGIN) and login roles when missing and
+// lets the admin act as the owner (needed to create objects it owns).
+func ensureRoles(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
+	for _, r := range []struct {
+		name  string
+		login bool
+	}{{names.owner, false}, {names.login, true}} {
+		exists, managed, err := roleState(ctx, conn, r.name)
+		if err != nil {
+			return err
+		}
+		if exists && !managed {
+			return fmt.Errorf("role %q exists and is %w (no %q comment); rename the tenant schema or drop the role", r.name, ErrNotManaged, managedMarker)
+		}
+		if exists {
+			continue
+		}
+		ident := pgx.Identifier{r.name}.Sanitize()
+		stmt := "CREATE ROLE " + ident + " NOLOGIN NOINHERIT"
+		if r.login {
+			pw, err := newPassword()
+			if err != nil {
+				return err
+			}
+			verifier, err := scramVerifier(pw)
+			if err != nil {
+				return err
+			}
+			stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT PASSWORD " + quoteLiteral(verifier)
+			res.Password = pw
+		}
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("creating role %q: %w", r.name, err)
+		}
+		if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(managedMarker)); err != nil {
+			return fmt.Errorf("marking role %q: %w", r.name, err)
+		}
+		res.Changes = append(res.Changes, "created role "+r.name)
+	}
+	// The admin creates the tenant's objects as the owner role (SET ROLE).
+	var member, super bool
+	if err := conn.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'MEMBER'), rolsuper FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
+		return fmt.Errorf("checking membership in %q: %w", names.owner, err)
+	}
+	if !member && !super {
+		if _, err := conn.Exec(ctx, "GRANT "+pgx.Identifier{names.owner}.Sanitize()+" TO CURRENT_USER"); err != nil {
+			return fmt.Errorf("granting %q to the admin role: %w", names.owner, err)
+		}
+		res.Changes = append(res.Changes, "granted "+names.owner+" to the admin role")
+	}
+	return nil
+}
+
+func roleState(ctx context.Context, conn *pgx.Conn, name string) (exists, managed bool, err error) {
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, name).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("reading role %q: %w", name, err)
+	}
+	return true, comment != nil && strings.HasPrefix(*comment, managedMarker), nil
+}
+
+// ensureSchema creates the schema owned by the owner role, or checks that the
+// existing one is Engram's.
+func ensureSchema(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, res *Result) error {
+	exists, managed, err := schemaState(ctx, conn, spec.Schema)
+	if err != nil {
+		return err
+	}
+	if exists && !managed {
+		return fmt.Errorf("schema %q exists and is %w (no %q comment); choose another spec.database.schema", spec.Schema, ErrNotManaged, managedMarker)
+	}
+	if exists {
+		return nil
+	}
+	ident := pgx.Identifier{spec.Schema}.Sanitize()
+	comment := managedMarker
+	if spec.Description != "" {
+		comment += "; tenant=" + spec.Description
+	}
+	stmts := []string{
+		"CREATE SCHEMA " + ident + " AUTHORIZATION " + pgx.Identifier{names.owner}.Sanitize(),
+		"COMMENT ON SCHEMA " + ident + " IS " + quoteLiteral(comment),
+		"REVOKE ALL ON SCHEMA " + ident + " FROM PUBLIC",
+	}
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("creating schema %q: %w", spec.Schema, err)
+		}
+	}
+	res.Changes = append(res.Changes, "created schema "+spec.Schema)
+	return nil
+}
+
+func schemaState(ctx context.Context, conn *pgx.Conn, schema string) (exists, managed bool, err error) {
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("reading schema %q: %w", schema, err)
+	}
+	return true, comment != nil && strings.HasPrefix(*comment, managedMarker), nil
+}
+
+// checkDimensions refuses a spec whose vector size differs from the table's.
+func checkDimensions(ctx context.Context, conn *pgx.Conn, spec Spec) error {
+	dims, err := Dimensions(ctx, conn, spec.Schema)
+	if err != nil {
+		return err
+	}
+	if dims != spec.Dimensions {
+		return fmt.Errorf("%w: schema %q stores %d-dimensional vectors, the spec asks for %d", ErrDimensionsMismatch, spec.Schema, dims, spec.Dimensions)
+	}
+	return nil
+}
+
+// Dimensions returns the vector size of the schema's memories table.
+func Dimensions(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, schema string) (int, error) {
+	var dims int
+	err := q.QueryRow(ctx, `SELECT a.atttypmod FROM pg_attribute a
+		WHERE a.attrelid = to_regclass($1) AND a.attname = 'embedding'`,
+		pgx.Identifier{schema, "memories"}.Sanitize()).Scan(&dims)
+	if err != nil {
+		return 0, fmt.Errorf("reading vector size of %q.memories: %w", schema, err)
+	}
+	return dims, nil
+}
+
+// quoteLiteral quotes s as a SQL string literal (for statements such as
+// COMMENT and CREATE ROLE ... PASSWORD, which take no bind parameters).
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
