@@ -1,0 +1,58 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors the service maps to HTTP statuses (with errors.Is).
+var (
+	// ErrNotFound: no memory with that id.
+	ErrNotFound = errors.New("memory not found")
+	// ErrForbidden: the memory belongs to another owner.
+	ErrForbidden = errors.New("memory belongs to another owner")
+	// ErrProtected: the memory's category is protected and the source is not "user".
+	ErrProtected = errors.New("category is protected: only source \"user\" may change it")
+	// ErrConflict: the change would break an invariant (e.g. a supersede cycle).
+	ErrConflict = errors.New("conflict")
+	// ErrNoLLM: the operation needs an LLM and the runtime has none.
+	ErrNoLLM = errors.New("no LLM is configured for this runtime")
+	// ErrUnavailable: the database (or another dependency) cannot be reached.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrLocked: another maintenance run holds the tenant's job lock.
+	ErrLocked = errors.New("another maintenance run holds the lock")
+)
+
+// FieldError is one invalid input field.
+type FieldError struct {
+	// Field is the JSON name of the field, e.g. "content" or "items[3].importance".
+	Field string `json:"field"`
+	// Message says what is wrong, for humans.
+	Message string `json:"message"`
+}
+
+// ValidationError lists every invalid field of a request.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "invalid input: " + strings.Join(parts, "; ")
+}
+
+// invalid returns a ValidationError for one field.
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Fields: []FieldError{{Field: field, Message: fmt.Sprintf(format, args...)}}}
+}
+
+// IsValidation reports whether err is a ValidationError and returns it.
+func IsValidation(err error) (*ValidationError, bool) {
+	var v *ValidationError
+	ok := errors.As(err, &v)
+	return v, ok
+}

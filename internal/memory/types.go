@@ -1,0 +1,277 @@
+package memory
+
+import "time"
+
+// Source says who wrote: the end user, the agent, the system or a job.
+// Protected categories accept writes only from SourceUser.
+type Source string
+
+// Sources of a write.
+const (
+	SourceUser   Source = "user"
+	SourceAgent  Source = "agent"
+	SourceSystem Source = "system"
+	SourceJob    Source = "job"
+)
+
+// Memory is one stored fact about an owner (an end user).
+type Memory struct {
+	ID             string     `json:"id"`
+	Owner          string     `json:"owner"`
+	Agent          string     `json:"agent,omitempty"`
+	Session        string     `json:"session,omitempty"`
+	Source         Source     `json:"source"`
+	Category       string     `json:"category"`
+	Content        string     `json:"content"`
+	Importance     int        `json:"importance"`
+	Flags          []string   `json:"flags,omitempty"`
+	Active         bool       `json:"active"`
+	SupersededBy   string     `json:"supersededBy,omitempty"`
+	ExpiresAt      *time.Time `json:"expiresAt,omitempty"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
+	LastAccessedAt *time.Time `json:"lastAccessedAt,omitempty"`
+	AccessCount    int64      `json:"accessCount"`
+}
+
+// AddRequest is one write.
+type AddRequest struct {
+	Owner   string `json:"owner"`
+	Agent   string `json:"agent,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Source of the write; empty means agent.
+	Source  Source `json:"source,omitempty"`
+	Content string `json:"content"`
+	// Category; empty means the policy's default category (see Policy.DefaultCategory).
+	Category string `json:"category,omitempty"`
+	// Importance 1..10; 0 means 5.
+	Importance int `json:"importance,omitempty"`
+	// TTL overrides the category's ttl for this memory ("7d"; "0" = never).
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Action is what Add did.
+type Action string
+
+// Actions of AddResult.
+const (
+	// ActionAdded: a new memory was inserted.
+	ActionAdded Action = "added"
+	// ActionMerged: the nearest neighbour (similarity >= autoMerge) was updated in place.
+	ActionMerged Action = "merged"
+	// ActionReactivated: like merged, and the neighbour was inactive before.
+	ActionReactivated Action = "reactivated"
+	// ActionUpdated: the arbiter merged the write into its neighbour (LLM UPDATE).
+	ActionUpdated Action = "updated"
+	// ActionReplaced: the arbiter superseded the neighbour with a new memory (LLM DELETE).
+	ActionReplaced Action = "replaced"
+	// ActionNoop: nothing changed (LLM NOOP, or the neighbour is protected).
+	ActionNoop Action = "noop"
+)
+
+// AddResult says what one write did.
+type AddResult struct {
+	Action Action `json:"action"`
+	// Memory is the memory the write ended in (new, merged or kept).
+	Memory Memory `json:"memory"`
+	// Similarity to the nearest existing memory of the owner (0 when none).
+	Similarity float64 `json:"similarity"`
+	// AffectedIDs are other memories the write changed (the superseded one of "replaced").
+	AffectedIDs []string `json:"affectedIds,omitempty"`
+	// Redactions lists the kinds of secrets removed from the content.
+	Redactions []string `json:"redactions,omitempty"`
+	// Arbiter says how the arbitration band was decided: "llm", "none"
+	// (no LLM or arbitration None), or "fallback: <reason>".
+	Arbiter string `json:"arbiter,omitempty"`
+	// Evicted is the number of the owner's memories deleted to stay under the cap.
+	Evicted int `json:"evicted,omitempty"`
+}
+
+// SearchMode selects the ranking of Search.
+type SearchMode string
+
+// Search modes.
+const (
+	SearchVector SearchMode = "vector"
+	SearchHybrid SearchMode = "hybrid"
+	SearchText   SearchMode = "text"
+)
+
+// SearchRequest is a query over one owner's active memories.
+type SearchRequest struct {
+	Owner string `json:"owner"`
+	// Agent and Session narrow the scope: memories of that agent (session)
+	// plus the owner's memories that belong to no agent (session).
+	Agent   string `json:"agent,omitempty"`
+	Session string `json:"session,omitempty"`
+	Query   string `json:"query"`
+	// Mode: vector, hybrid (default) or text.
+	Mode SearchMode `json:"mode,omitempty"`
+	// TopK: 0 means the policy's defaultTopK.
+	TopK       int      `json:"topK,omitempty"`
+	Categories []string `json:"categories,omitempty"`
+	// MinScore drops results scoring below it.
+	MinScore float64 `json:"minScore,omitempty"`
+}
+
+// SearchHit is one result with its scores.
+type SearchHit struct {
+	Memory Memory `json:"memory"`
+	// Score is what the results are ordered by.
+	Score       float64 `json:"score"`
+	VectorScore float64 `json:"vectorScore"`
+	TextScore   float64 `json:"textScore"`
+	DecayScore  float64 `json:"decayScore"`
+}
+
+// ListRequest pages through one owner's memories, newest first.
+type ListRequest struct {
+	Owner    string `json:"owner"`
+	Agent    string `json:"agent,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Category string `json:"category,omitempty"`
+	// IncludeInactive also lists deleted, expired, forgotten and superseded memories.
+	IncludeInactive bool `json:"includeInactive,omitempty"`
+	// Limit: 1..maxTopK... 0 means 50; at most 500.
+	Limit int `json:"limit,omitempty"`
+	// Cursor from a previous page's NextCursor.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// ListPage is one page of List.
+type ListPage struct {
+	Items []Memory `json:"items"`
+	// NextCursor is empty on the last page.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// UpdateRequest changes fields of one memory; nil fields stay as they are.
+type UpdateRequest struct {
+	Owner      string  `json:"owner"`
+	ID         string  `json:"id"`
+	Source     Source  `json:"source,omitempty"`
+	Content    *string `json:"content,omitempty"`
+	Category   *string `json:"category,omitempty"`
+	Importance *int    `json:"importance,omitempty"`
+	TTL        *string `json:"ttl,omitempty"`
+}
+
+// HistoryEntry is one mutation of a memory.
+type HistoryEntry struct {
+	ID         int64          `json:"id"`
+	MemoryID   string         `json:"memoryId"`
+	Action     string         `json:"action"`
+	Actor      Source         `json:"actor"`
+	OldContent *string        `json:"oldContent,omitempty"`
+	NewContent *string        `json:"newContent,omitempty"`
+	Details    map[string]any `json:"details,omitempty"`
+	At         time.Time      `json:"at"`
+}
+
+// EraseResult counts what EraseOwner deleted.
+type EraseResult struct {
+	Memories int64 `json:"memories"`
+	History  int64 `json:"history"`
+}
+
+// ContextRequest renders an owner's memories for a prompt.
+type ContextRequest struct {
+	Owner   string `json:"owner"`
+	Agent   string `json:"agent,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Query, when set, orders non-pinned memories by relevance to it.
+	Query string `json:"query,omitempty"`
+	// MaxTokens is the budget; 0 means 1000.
+	MaxTokens int `json:"maxTokens,omitempty"`
+}
+
+// ContextResult is the rendered text and what went into it.
+type ContextResult struct {
+	Text string `json:"text"`
+	// Tokens is the estimated size of Text (about 4 bytes a token).
+	Tokens int `json:"tokens"`
+	// IDs of the memories rendered, in order.
+	IDs []string `json:"ids"`
+	// Omitted counts memories left out for lack of budget.
+	Omitted int `json:"omitted"`
+}
+
+// Message is one turn of a conversation given to Extract.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ExtractRequest asks the LLM to pull durable facts out of a conversation
+// and adds each one (with dedup).
+type ExtractRequest struct {
+	Owner    string    `json:"owner"`
+	Agent    string    `json:"agent,omitempty"`
+	Session  string    `json:"session,omitempty"`
+	Source   Source    `json:"source,omitempty"`
+	Messages []Message `json:"messages"`
+}
+
+// JobOptions apply to every maintenance operation.
+type JobOptions struct {
+	// DryRun counts what would change and changes nothing.
+	DryRun bool
+	// BatchSize bounds the rows one statement touches; 0 means 1000.
+	BatchSize int
+}
+
+// Maintenance operations.
+const (
+	OpDecay   = "decay"
+	OpExpire  = "expire"
+	OpPurge   = "purge"
+	OpCompact = "compact"
+)
+
+// Operations lists the maintenance operations in the order a job runs them.
+var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact}
+
+// JobResult counts what one maintenance operation did.
+type JobResult struct {
+	Operation string `json:"operation"`
+	DryRun    bool   `json:"dryRun"`
+	// Scanned rows considered.
+	Scanned int64 `json:"scanned"`
+	// Affected rows forgotten, expired, purged or superseded (would be, in a dry run).
+	Affected int64         `json:"affected"`
+	Duration time.Duration `json:"-"`
+	// Batches is the number of bounded statements run.
+	Batches int `json:"batches"`
+}
+
+// Results of a maintenance run (JobSummary.Result); the same words as the
+// RetentionJob's status.lastRun.result.
+const (
+	RunSucceeded = "Succeeded"
+	RunFailed    = "Failed"
+	RunSkipped   = "Skipped"
+)
+
+// JobSummary is the JSON that `manager job` prints to stdout and writes to
+// its termination-message file; the operator copies it into the
+// RetentionJob's status.lastRun. Keep it well under 4 KiB (the kubelet's
+// termination-message limit).
+type JobSummary struct {
+	Schema         string         `json:"schema"`
+	DryRun         bool           `json:"dryRun"`
+	Result         string         `json:"result"`
+	StartTime      time.Time      `json:"startTime"`
+	CompletionTime time.Time      `json:"completionTime"`
+	Operations     []JobSummaryOp `json:"operations"`
+	// Message is the error of a failed run or why it was skipped ("skipped: locked").
+	Message string `json:"message,omitempty"`
+}
+
+// JobSummaryOp is one operation of a JobSummary.
+type JobSummaryOp struct {
+	Name           string `json:"name"`
+	Scanned        int64  `json:"scanned"`
+	Affected       int64  `json:"affected"`
+	Batches        int    `json:"batches"`
+	DurationMillis int64  `json:"durationMillis"`
+}
