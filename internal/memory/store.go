@@ -73,3 +73,100 @@ func validateConfig(cfg *Config) error {
 	}
 	return nil
 }
+
+// Store is one tenant's memory engine. It is safe for concurrent use.
+type Store struct {
+	pool     *pgxpool.Pool
+	schema   string
+	policy   Policy
+	embedder Embedder
+	llm      LLM
+	timeout  time.Duration
+	log      *slog.Logger
+	redactor *redactor
+	access   *accessRecorder
+	sql      queries
+	// halfLives are the categories' half-lives in seconds, as SQL array
+	// parameters for the decay expression (decayNames[i] -> decaySeconds[i]).
+	decayNames   []string
+	decaySeconds []float64
+	lockScope    int32 // first key of the per-owner advisory locks
+}
+
+// New returns a Store for cfg. Close it to flush access statistics.
+func New(cfg Config) (*Store, error) {
+	if err := validateConfig(&cfg); err != nil {
+		return nil, err
+	}
+	red, err := newRedactor(cfg.Policy.Redaction)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	s := &Store{
+		pool:     cfg.Pool,
+		schema:   cfg.Schema,
+		policy:   cfg.Policy,
+		embedder: cfg.Embedder,
+		llm:      cfg.LLM,
+		timeout:  cfg.LLMTimeout,
+		log:      cfg.Logger,
+		redactor: red,
+		sql:      newQueries(cfg.Schema),
+	}
+	s.lockScope = hash32("engram:owner:" + cfg.Schema)
+	for _, c := range cfg.Policy.Categories {
+		s.decayNames = append(s.decayNames, c.Name)
+		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
+	}
+	s.access = newAccessRecorder(s)
+	return s, nil
+}
+
+// Close flushes pending access statistics (bounded by a few seconds). It
+// does not close the pool, which belongs to the caller.
+func (s *Store) Close() { s.access.close() }
+
+// Policy returns the policy the store enforces.
+func (s *Store) Policy() Policy { return s.policy }
+
+// Schema returns the tenant schema.
+func (s *Store) Schema() string { return s.schema }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return s.dbErr("ping", err)
+	}
+	return nil
+}
+
+// ownerLock returns the advisory lock keys that serialize writes of one owner.
+func (s *Store) ownerLock(owner string) (int32, int32) {
+	_, k2 := lockKeys("", owner)
+	return s.lockScope, k2
+}
+
+// lockOwner takes the owner's transaction-level advisory lock.
+func (s *Store) lockOwner(ctx context.Context, tx pgx.Tx, owner string) error {
+	k1, k2 := s.ownerLock(owner)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, k1, k2); err != nil {
+		return s.dbErr("locking owner", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.dbErr("begin", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return s.dbErr("commit", err)
+	}
+	return nil
+}

@@ -110,7 +110,7 @@ type SearchRequest struct {
 	// TopK: 0 means the policy's defaultTopK.
 	TopK       int      `json:"topK,omitempty"`
 	Categories []string `json:"categories,omitempty"`
-	// MinScore drops results scoring below it.
+	// MinScore, when not 0, drops results scoring below it.
 	MinScore float64 `json:"minScore,omitempty"`
 }
 

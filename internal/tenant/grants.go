@@ -14,8 +14,8 @@ import (
 // TRIGGER, no DDL: the owner role owns the tables and the login role is not
 // a member of it).
 var tableGrants = map[string][]string{
-	"memories":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
-	"memory_history":  {"SELECT", "INSERT", "DELETE"},
+	"memories":          {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"memory_history":    {"SELECT", "INSERT", "DELETE"},
 	"schema_migrations": {"SELECT"},
 }
 

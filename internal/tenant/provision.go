@@ -62,7 +62,9 @@ func (r *Result) Changed() bool { return len(r.Changes) > 0 }
 
 type roleNames struct{ owner, login string }
 
-func (s Spec) roles() roleNames { return roleNames{owner: OwnerRole(s.Schema), login: LoginRole(s.Schema)} }
+func (s Spec) roles() roleNames {
+	return roleNames{owner: OwnerRole(s.Schema), login: LoginRole(s.Schema)}
+}
 
 func (s Spec) validate() error {
 	if !ValidSchemaName(s.Schema) {

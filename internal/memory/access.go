@@ -1,0 +1,124 @@
+package memory
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// accessRecorder updates access_count and last_accessed_at of searched and
+// rendered memories in the background, batched, best effort: a search never
+// waits for a write, and when the buffer is full the statistic is dropped
+// rather than slowing reads down.
+type accessRecorder struct {
+	s       *Store
+	ids     chan string
+	done    chan struct{}
+	stopped sync.WaitGroup
+	once    sync.Once
+	// flushNow asks the loop to write what it has (tests and Close).
+	flushNow chan chan struct{}
+}
+
+const (
+	accessBuffer   = 8192
+	accessBatch    = 512
+	accessInterval = 500 * time.Millisecond
+)
+
+func newAccessRecorder(s *Store) *accessRecorder {
+	a := &accessRecorder{s: s, ids: make(chan string, accessBuffer), done: make(chan struct{}), flushNow: make(chan chan struct{})}
+	a.stopped.Add(1)
+	go a.loop()
+	return a
+}
+
+// record queues ids; it never blocks.
+func (a *accessRecorder) record(ids ...string) {
+	for _, id := range ids {
+		select {
+		case a.ids <- id:
+		default:
+			return // buffer full: drop, stats are best effort
+		}
+	}
+}
+
+func (a *accessRecorder) loop() {
+	defer a.stopped.Done()
+	pending := map[string]int{}
+	tick := time.NewTicker(accessInterval)
+	defer tick.Stop()
+	drain := func() {
+		for {
+			select {
+			case id := <-a.ids:
+				pending[id]++
+			default:
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case id := <-a.ids:
+			pending[id]++
+			if len(pending) >= accessBatch {
+				a.write(pending)
+				pending = map[string]int{}
+			}
+		case <-tick.C:
+			if len(pending) > 0 {
+				a.write(pending)
+				pending = map[string]int{}
+			}
+		case ack := <-a.flushNow:
+			drain()
+			a.write(pending)
+			pending = map[string]int{}
+			close(ack)
+		case <-a.done:
+			drain()
+			a.write(pending)
+			return
+		}
+	}
+}
+
+func (a *accessRecorder) write(counts map[string]int) {
+	if len(counts) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(counts))
+	ns := make([]int32, 0, len(counts))
+	for id, n := range counts {
+		ids = append(ids, id)
+		ns = append(ns, int32(n))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Only access columns change and none is indexed, so these are HOT updates.
+	_, err := a.s.pool.Exec(ctx, `UPDATE `+a.s.sql.memories+` AS m
+		SET access_count = m.access_count + c.n, last_accessed_at = now()
+		FROM unnest($1::uuid[], $2::int[]) AS c(id, n) WHERE m.id = c.id`, ids, ns)
+	if err != nil {
+		a.s.log.Warn("recording memory access statistics failed", "memories", len(ids), "error", err)
+	}
+}
+
+// flush writes everything queued so far and waits for it.
+func (a *accessRecorder) flush() {
+	ack := make(chan struct{})
+	select {
+	case a.flushNow <- ack:
+		<-ack
+	case <-a.done:
+	}
+}
+
+func (a *accessRecorder) close() {
+	a.once.Do(func() {
+		close(a.done)
+		a.stopped.Wait()
+	})
+}

@@ -1,0 +1,404 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// maxBatch bounds one AddBatch call.
+const maxBatch = 1000
+
+// preparedAdd is a validated, redacted write ready to be embedded and stored.
+type preparedAdd struct {
+	req        AddRequest // normalized: source, category and importance set
+	content    string     // after redaction
+	redactions []string
+	flags      []string
+	ttl        *time.Duration // per-memory override of the category ttl
+	vec        []float32
+}
+
+// Add stores one memory with two-threshold dedup: validate, redact, guard,
+// embed (outside any transaction), then under the owner's advisory lock
+// compare with the owner's nearest memory: merge at or above
+// autoMergeThreshold, let the arbiter decide in the band below it, insert
+// otherwise. Over the per-owner cap, the lowest-value memories are evicted
+// after commit.
+func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
+	fe := &fieldErrors{}
+	p, err := s.prepareAdd(req, fe)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.embedAll(ctx, []*preparedAdd{p}); err != nil {
+		return nil, err
+	}
+	results, err := s.storeGroup(ctx, []*preparedAdd{p})
+	if err != nil {
+		return nil, err
+	}
+	return &results[0], nil
+}
+
+// AddBatch validates every item first — one ValidationError naming each bad
+// field as items[i].<field>, and nothing is written — then embeds them in
+// one call and stores them in order, one transaction per run of items of
+// the same owner.
+func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, error) {
+	if len(reqs) == 0 {
+		return nil, invalid("items", "at least one item is required")
+	}
+	if len(reqs) > maxBatch {
+		return nil, invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
+	}
+	prepared, err := s.prepareAll(reqs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.embedAll(ctx, prepared); err != nil {
+		return nil, err
+	}
+	out := make([]AddResult, 0, len(reqs))
+	for start := 0; start < len(prepared); {
+		end := start + 1
+		for end < len(prepared) && prepared[end].req.Owner == prepared[start].req.Owner {
+			end++
+		}
+		results, err := s.storeGroup(ctx, prepared[start:end])
+		if err != nil {
+			return out, fmt.Errorf("storing item %d: %w", start+len(results), err)
+		}
+		out = append(out, results...)
+		start = end
+	}
+	return out, nil
+}
+
+// prepareAll validates a batch; protected-category violations become field
+// errors too, so the caller gets every problem at once.
+func (s *Store) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
+	all := &fieldErrors{}
+	prepared := make([]*preparedAdd, len(reqs))
+	for i, r := range reqs {
+		fe := &fieldErrors{prefix: fmt.Sprintf("items[%d].", i)}
+		p, err := s.prepareAdd(r, fe)
+		if errors.Is(err, ErrProtected) {
+			fe.add("category", "%v", err)
+		} else if err != nil && len(fe.list) == 0 {
+			return nil, err
+		}
+		all.list = append(all.list, fe.list...)
+		prepared[i] = p
+	}
+	if err := all.err(); err != nil {
+		return nil, err
+	}
+	return prepared, nil
+}
+
+// prepareAdd validates req, applies the injection guard and redacts secrets.
+func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error) {
+	p := &preparedAdd{req: req}
+	fe.owner(req.Owner)
+	fe.scope(req.Agent, req.Session)
+	p.req.Source = fe.source(req.Source)
+	p.req.Category = fe.category(&s.policy, req.Category)
+	p.req.Importance = fe.importance(req.Importance)
+	p.ttl = fe.ttl(req.TTL)
+	fe.text("content", req.Content, s.policy.Limits.MaxContentBytes)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
+		return nil, err
+	}
+	content, flags, err := s.guard(req.Content, fe)
+	if err != nil {
+		return nil, err
+	}
+	p.flags = flags
+	p.content, p.redactions = s.redactor.redact(content)
+	return p, nil
+}
+
+// guard applies the policy's injection guard to content.
+func (s *Store) guard(content string, fe *fieldErrors) (string, []string, error) {
+	mode := s.policy.Redaction.InjectionGuard
+	if mode == GuardOff {
+		return content, nil, nil
+	}
+	reason := detectInjection(content)
+	if reason == "" {
+		return content, nil, nil
+	}
+	if mode == GuardReject {
+		fe.add("content", "rejected by the injection guard: looks like a prompt injection (%s)", reason)
+		return "", nil, fe.err()
+	}
+	return content, []string{FlagInjection}, nil
+}
+
+// embedAll embeds the content of every prepared write in one call.
+func (s *Store) embedAll(ctx context.Context, ps []*preparedAdd) error {
+	texts := make([]string, len(ps))
+	for i, p := range ps {
+		texts[i] = p.content
+	}
+	vecs, err := s.embedder.Embed(ctx, texts)
+	if err != nil {
+		return fmt.Errorf("embedding: %w", err)
+	}
+	if len(vecs) != len(ps) {
+		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", ErrUpstream, len(vecs), len(ps))
+	}
+	for i, p := range ps {
+		p.vec = vecs[i]
+	}
+	return nil
+}
+
+// storeGroup stores writes of one owner in one transaction under the owner's
+// lock, then evicts over the cap. Arbiter calls happen before the
+// transaction so no network call holds the lock.
+func (s *Store) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult, error) {
+	plans := make([]*arbiterPlan, len(ps))
+	for i, p := range ps {
+		plans[i] = s.planArbitration(ctx, p)
+	}
+	results := make([]AddResult, 0, len(ps))
+	owner := ps[0].req.Owner
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		results = results[:0]
+		if err := s.lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		for i, p := range ps {
+			r, err := s.applyAdd(ctx, tx, p, plans[i])
+			if err != nil {
+				return err
+			}
+			results = append(results, *r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.evictAfter(ctx, owner, results)
+	return results, nil
+}
+
+// neighbour is the owner's memory nearest to a write.
+type neighbour struct {
+	id, content, category string
+	agent, session        string
+	active                bool
+	updatedAt             time.Time
+	sim                   float64
+	exact                 bool
+}
+
+type querier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+// nearest finds the owner's memory most similar to vec among active and
+// inactive rows that are not superseded; an identical text always wins.
+// In a transaction it locks the row (FOR UPDATE).
+func (s *Store) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
+	sql := `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
+			1 - (m.embedding <=> $2), m.content = $3
+		FROM ` + s.sql.memories + ` AS m
+		WHERE m.owner_id = $1 AND m.superseded_by IS NULL
+		ORDER BY m.content = $3 DESC, m.embedding <=> $2
+		LIMIT 1`
+	if lock {
+		sql += ` FOR UPDATE OF m`
+	}
+	var n neighbour
+	err := q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content).Scan(
+		&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.dbErr("finding the nearest memory", err)
+	}
+	if n.exact {
+		n.sim = 1
+	}
+	return &n, nil
+}
+
+// applyAdd decides and performs one write inside the owner's transaction.
+func (s *Store) applyAdd(ctx context.Context, tx pgx.Tx, p *preparedAdd, plan *arbiterPlan) (*AddResult, error) {
+	nb, err := s.nearest(ctx, tx, p.req.Owner, p.content, p.vec, true)
+	if err != nil {
+		return nil, err
+	}
+	res := &AddResult{Redactions: p.redactions}
+	if nb == nil {
+		return s.insert(ctx, tx, p, res)
+	}
+	res.Similarity = nb.sim
+	d := s.policy.Dedup
+	switch {
+	case nb.exact || nb.sim >= d.AutoMergeThreshold:
+		if s.protectedFor(nb.category, p.req.Source) {
+			return s.noop(ctx, tx, nb, res)
+		}
+		return s.merge(ctx, tx, p, nb, res)
+	case nb.sim >= d.ArbitrationThreshold:
+		return s.applyArbitration(ctx, tx, p, nb, plan, res)
+	default:
+		return s.insert(ctx, tx, p, res)
+	}
+}
+
+// protectedFor reports whether a write from src may not change a memory of category.
+func (s *Store) protectedFor(category string, src Source) bool {
+	c, ok := s.policy.Category(category)
+	return ok && c.Protected && src != SourceUser
+}
+
+// expirySeconds is the ttl applied to a write: its own, else its category's; 0 = never.
+func (s *Store) expirySeconds(category string, override *time.Duration) float64 {
+	if override != nil {
+		return override.Seconds()
+	}
+	c, _ := s.policy.Category(category)
+	return time.Duration(c.TTL).Seconds()
+}
+
+const expirySQL = `CASE WHEN $EXP::float8 > 0 THEN now() + make_interval(secs => $EXP::float8) END`
+
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddResult) (*AddResult, error) {
+	sql := `WITH ins AS (
+			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
+			RETURNING ` + memoryColumns + `),
+		h AS (
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, new_content, details)
+			SELECT id::uuid, owner_id, 'add', $5, content, $12 FROM ins)
+		SELECT * FROM ins`
+	details := map[string]any{"similarity": res.Similarity}
+	if len(p.redactions) > 0 {
+		details["redactions"] = p.redactions
+	}
+	row := tx.QueryRow(ctx, sql, newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
+		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
+		s.expirySeconds(p.req.Category, p.ttl), details)
+	m, err := scanMemory(row)
+	if err != nil {
+		return nil, s.dbErr("inserting memory", err)
+	}
+	res.Action, res.Memory = ActionAdded, m
+	if res.Arbiter == "" && res.Similarity >= s.policy.Dedup.ArbitrationThreshold {
+		res.Arbiter = "none"
+	}
+	return res, nil
+}
+
+func expiry(param string) string {
+	return strings.ReplaceAll(expirySQL, "$EXP", param)
+}
+
+// mergedCategory keeps the more important of two categories (pinned, then
+// priority) so a duplicate written into a lesser category never demotes a fact.
+func (s *Store) mergedCategory(existing, incoming string) string {
+	a, okA := s.policy.Category(existing)
+	b, okB := s.policy.Category(incoming)
+	if !okA {
+		return incoming
+	}
+	if !okB || a.Pinned && !b.Pinned || (a.Pinned == b.Pinned && a.Priority > b.Priority) {
+		return existing
+	}
+	return incoming
+}
+
+// merge updates the neighbour in place with the new wording (and
+// reactivates it); the scope widens to owner level when agents or sessions differ.
+func (s *Store) merge(ctx context.Context, tx pgx.Tx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+	action := ActionMerged
+	if !nb.active {
+		action = ActionReactivated
+	}
+	category := s.mergedCategory(nb.category, p.req.Category)
+	m, err := s.rewrite(ctx, tx, nb, rewrite{
+		content: p.content, vec: p.vec, category: category, importance: p.req.Importance,
+		source: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
+		expiry: s.expirySeconds(category, p.ttl), action: string(action),
+		details: map[string]any{"similarity": nb.sim, "wasActive": nb.active},
+	})
+	if errors.Is(err, pgx.ErrNoRows) { // the neighbour vanished (purged) meanwhile
+		return s.insert(ctx, tx, p, res)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Action, res.Memory = action, m
+	return res, nil
+}
+
+// rewrite is an in-place update of a neighbour by a write.
+type rewrite struct {
+	content        string
+	vec            []float32
+	category       string
+	importance     int
+	source         Source
+	agent, session string
+	flags          []string
+	expiry         float64
+	action         string
+	details        map[string]any
+}
+
+func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite) (Memory, error) {
+	sql := `WITH upd AS (
+			UPDATE ` + s.sql.memories + ` AS m SET
+				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
+				source = $6, flags = $7,
+				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
+				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
+				active = true, deactivated_at = NULL, expires_at = ` + expiry("$10") + `, updated_at = now()
+			WHERE m.id = $1 AND m.superseded_by IS NULL
+			RETURNING ` + memoryColumns + `),
+		h AS (
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, old_content, new_content, details)
+			SELECT id::uuid, owner_id, $11, $6, $12, content, $13 FROM upd)
+		SELECT * FROM upd`
+	m, err := scanMemory(tx.QueryRow(ctx, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Memory{}, err
+	}
+	if err != nil {
+		return Memory{}, s.dbErr("updating memory "+nb.id, err)
+	}
+	return m, nil
+}
+
+// noop returns the neighbour unchanged.
+func (s *Store) noop(ctx context.Context, tx pgx.Tx, nb *neighbour, res *AddResult) (*AddResult, error) {
+	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+memoryColumns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
+	if err != nil {
+		return nil, s.dbErr("reading memory "+nb.id, err)
+	}
+	res.Action, res.Memory = ActionNoop, m
+	return res, nil
+}
+
+func flagsOrEmpty(f []string) []string {
+	if f == nil {
+		return []string{}
+	}
+	return f
+}

@@ -1,0 +1,428 @@
+package memory
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// Get returns one memory of owner: ErrNotFound when no memory has that id,
+// ErrForbidden when it belongs to another owner.
+func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
+	fe := &fieldErrors{}
+	fe.owner(owner)
+	fe.id("id", id)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	m, err := s.load(ctx, s.pool, owner, id, false)
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// load reads one memory and checks its owner; lock adds FOR UPDATE.
+func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
+	sql := `SELECT ` + memoryColumns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	m, err := scanMemory(q.QueryRow(ctx, sql, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Memory{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Memory{}, s.dbErr("reading memory "+id, err)
+	}
+	if m.Owner != owner {
+		return Memory{}, fmt.Errorf("%w: %s", ErrForbidden, id)
+	}
+	return m, nil
+}
+
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+// List pages through owner's memories, newest first (keyset pagination: a
+// page is stable while memories are added).
+func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	fe.scope(req.Agent, req.Session)
+	if req.Category != "" {
+		if _, ok := s.policy.Category(req.Category); !ok {
+			fe.add("category", "%q is not a category of this runtime's policy", req.Category)
+		}
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = defaultListLimit
+	}
+	if limit < 1 || limit > maxListLimit {
+		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
+	}
+	after, afterID, err := decodeCursor(req.Cursor)
+	if err != nil {
+		fe.add("cursor", "is not a cursor returned by a previous page")
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	a := &args{}
+	sql := `SELECT ` + memoryColumns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.add(req.Owner) +
+		scopeFilter(a, req.Agent, req.Session)
+	if req.Category != "" {
+		sql += ` AND m.category = ` + a.add(req.Category)
+	}
+	if !req.IncludeInactive {
+		sql += ` AND m.active`
+	}
+	if !after.IsZero() {
+		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
+	}
+	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
+	rows, err := s.pool.Query(ctx, sql, a.list...)
+	if err != nil {
+		return nil, s.dbErr("listing memories", err)
+	}
+	items, err := collectMemories(rows)
+	if err != nil {
+		return nil, s.dbErr("listing memories", err)
+	}
+	page := &ListPage{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		last := page.Items[limit-1]
+		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return page, nil
+}
+
+func collectMemories(rows pgx.Rows) ([]Memory, error) {
+	defer rows.Close()
+	out := []Memory{}
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// encodeCursor makes an opaque cursor from the last row of a page.
+func encodeCursor(t time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	if c == "" {
+		return time.Time{}, "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	ts, id, ok := strings.Cut(string(raw), "/")
+	us, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil || !validID(id) {
+		return time.Time{}, "", errors.New("malformed cursor")
+	}
+	return time.UnixMicro(us).UTC(), id, nil
+}
+
+// Update changes fields of one active memory of owner. New content is
+// validated, guarded, redacted and embedded like an add (without dedup).
+// Expiry is recomputed from now: the request's ttl, else the category's.
+func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	fe.id("id", req.ID)
+	src := fe.source(req.Source)
+	if req.Category != nil {
+		fe.category(&s.policy, *req.Category)
+		if *req.Category == "" {
+			fe.add("category", "must not be empty")
+		}
+	}
+	if req.Importance != nil {
+		if *req.Importance < 1 || *req.Importance > 10 {
+			fe.add("importance", "%d must be within 1..10", *req.Importance)
+		}
+	}
+	var ttl *time.Duration
+	if req.TTL != nil {
+		if ttl = fe.ttl(*req.TTL); ttl == nil && len(fe.list) == 0 {
+			fe.add("ttl", "must not be empty")
+		}
+	}
+	if req.Content != nil {
+		fe.text("content", *req.Content, s.policy.Limits.MaxContentBytes)
+	}
+	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
+		fe.add("request", "nothing to update: set content, category, importance or ttl")
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	var content string
+	var flags []string
+	var vec []float32
+	if req.Content != nil {
+		c, f, err := s.guard(*req.Content, fe)
+		if err != nil {
+			return nil, err
+		}
+		content, flags = c, f
+		content, _ = s.redactor.redact(content)
+		vecs, err := s.embedder.Embed(ctx, []string{content})
+		if err != nil {
+			return nil, fmt.Errorf("embedding: %w", err)
+		}
+		vec = vecs[0]
+	}
+	var out Memory
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
+			return err
+		}
+		cur, err := s.load(ctx, tx, req.Owner, req.ID, true)
+		if err != nil {
+			return err
+		}
+		if !cur.Active {
+			return fmt.Errorf("%w: memory %s is inactive (deleted, expired, forgotten or superseded); add it again instead", ErrConflict, req.ID)
+		}
+		category := cur.Category
+		if req.Category != nil {
+			category = *req.Category
+		}
+		for _, c := range []string{cur.Category, category} {
+			if err := checkProtected(&s.policy, c, src); err != nil {
+				return err
+			}
+		}
+		out, err = s.applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, ttl)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
+	category, content string, flags []string, vec []float32, ttl *time.Duration) (Memory, error) {
+	importance := cur.Importance
+	if req.Importance != nil {
+		importance = *req.Importance
+	}
+	var newContent *string
+	var embedding any
+	if req.Content != nil {
+		newContent, embedding = &content, pgv.NewVector(vec)
+	}
+	sql := `WITH upd AS (
+			UPDATE ` + s.sql.memories + ` AS m SET
+				content = coalesce($2, m.content), embedding = coalesce($3, m.embedding),
+				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
+				category = $5, importance = $6, source = $7,
+				expires_at = ` + expiry("$8") + `, updated_at = now()
+			WHERE m.id = $1 RETURNING ` + memoryColumns + `),
+		h AS (
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, old_content, new_content, details)
+			SELECT id::uuid, owner_id, 'update', $7, $9, content,
+				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
+		SELECT * FROM upd`
+	m, err := scanMemory(tx.QueryRow(ctx, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
+		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category))
+	if err != nil {
+		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
+	}
+	return m, nil
+}
+
+// Delete soft-deletes one memory of owner (purge removes it for good after
+// retention.purgeInactiveAfter). Deleting an inactive memory is a no-op.
+func (s *Store) Delete(ctx context.Context, owner, id string, source Source) error {
+	fe := &fieldErrors{}
+	fe.owner(owner)
+	fe.id("id", id)
+	src := fe.source(source)
+	if err := fe.err(); err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		cur, err := s.load(ctx, tx, owner, id, true)
+		if err != nil {
+			return err
+		}
+		if err := checkProtected(&s.policy, cur.Category, src); err != nil {
+			return err
+		}
+		if !cur.Active {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `WITH upd AS (
+				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
+				WHERE id = $1 RETURNING id, owner_id, content)
+			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, old_content)
+			SELECT id, owner_id, 'delete', $2, content FROM upd`, id, string(src))
+		return s.dbErr("deleting memory "+id, err)
+	})
+}
+
+// maxSupersedeChain bounds the cycle check of Supersede.
+const maxSupersedeChain = 1000
+
+// Supersede retires oldID in favour of newID, both of owner, in one
+// transaction: no self-reference, no other owner's memory, no cycle, and the
+// replacement must be active. It returns the retired memory.
+func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, source Source) (*Memory, error) {
+	fe := &fieldErrors{}
+	fe.owner(owner)
+	fe.id("id", oldID)
+	fe.id("by", newID)
+	src := fe.source(source)
+	if oldID != "" && strings.EqualFold(oldID, newID) {
+		fe.add("by", "a memory cannot supersede itself")
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	var out Memory
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		old, err := s.load(ctx, tx, owner, oldID, true)
+		if err != nil {
+			return err
+		}
+		replacement, err := s.load(ctx, tx, owner, newID, true)
+		if err != nil {
+			return err
+		}
+		if err := checkProtected(&s.policy, old.Category, src); err != nil {
+			return err
+		}
+		if !replacement.Active {
+			return fmt.Errorf("%w: the replacement %s is inactive", ErrConflict, newID)
+		}
+		if err := s.checkNoCycle(ctx, tx, oldID, newID); err != nil {
+			return err
+		}
+		if err := s.supersedeRow(ctx, tx, oldID, newID, src, "supersede"); err != nil {
+			return err
+		}
+		out, err = s.load(ctx, tx, owner, oldID, false)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// checkNoCycle follows newID's superseded_by chain; reaching oldID would make
+// a cycle.
+func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string) error {
+	var cycle bool
+	err := tx.QueryRow(ctx, `WITH RECURSIVE chain(id, depth) AS (
+			SELECT superseded_by, 1 FROM `+s.sql.memories+` WHERE id = $1
+			UNION ALL
+			SELECT m.superseded_by, c.depth + 1 FROM `+s.sql.memories+` m JOIN chain c ON m.id = c.id
+			WHERE c.depth < $3)
+		SELECT EXISTS (SELECT 1 FROM chain WHERE id = $2)`, newID, oldID, maxSupersedeChain).Scan(&cycle)
+	if err != nil {
+		return s.dbErr("checking the supersede chain", err)
+	}
+	if cycle {
+		return fmt.Errorf("%w: %s is already (transitively) superseded by %s; superseding it back would make a cycle", ErrConflict, newID, oldID)
+	}
+	return nil
+}
+
+// History returns the mutations of one memory of owner, oldest first.
+func (s *Store) History(ctx context.Context, owner, id string) ([]HistoryEntry, error) {
+	if _, err := s.Get(ctx, owner, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, old_content, new_content, details, created_at
+		FROM `+s.sql.history+` WHERE memory_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, s.dbErr("reading history", err)
+	}
+	defer rows.Close()
+	out := []HistoryEntry{}
+	for rows.Next() {
+		var h HistoryEntry
+		var actor string
+		if err := rows.Scan(&h.ID, &h.MemoryID, &h.Action, &actor, &h.OldContent, &h.NewContent, &h.Details, &h.At); err != nil {
+			return nil, s.dbErr("reading history", err)
+		}
+		h.Actor, h.At = Source(actor), h.At.UTC()
+		if len(h.Details) == 0 {
+			h.Details = nil
+		}
+		out = append(out, h)
+	}
+	return out, s.dbErr("reading history", rows.Err())
+}
+
+// EraseOwner hard-deletes every memory of owner and all their history (the
+// GDPR right to erasure) in one transaction, and returns the counts.
+func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, error) {
+	fe := &fieldErrors{}
+	fe.owner(owner)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	res := &EraseResult{}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM `+s.sql.history+` WHERE owner_id = $1`, owner)
+		if err != nil {
+			return s.dbErr("erasing history", err)
+		}
+		res.History = tag.RowsAffected()
+		tag, err = tx.Exec(ctx, `DELETE FROM `+s.sql.memories+` WHERE owner_id = $1`, owner)
+		if err != nil {
+			return s.dbErr("erasing memories", err)
+		}
+		res.Memories = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ActiveCount counts owner's active memories.
+func (s *Store) ActiveCount(ctx context.Context, owner string) (int64, error) {
+	fe := &fieldErrors{}
+	fe.owner(owner)
+	if err := fe.err(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner).Scan(&n)
+	return n, s.dbErr("counting memories", err)
+}

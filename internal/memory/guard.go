@@ -1,0 +1,78 @@
+package memory
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// FlagInjection marks a memory the injection guard flagged (mode Flag).
+// Flagged memories are stored and searchable but never rendered into context.
+const FlagInjection = "injection"
+
+// injectionMarkers are phrases and chat-template tokens that try to turn a
+// stored memory into instructions for the model reading it later.
+var injectionMarkers = []struct {
+	reason string
+	re     *regexp.Regexp
+}{
+	{"instruction override", regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override|bypass)\s+(all\s+|any\s+|every\s+)?(of\s+)?(the\s+|your\s+|my\s+)?(previous|prior|above|earlier|preceding|original|system|existing)\s+(instructions?|prompts?|messages?|rules|directions|guidelines|context)`)},
+	{"instruction override", regexp.MustCompile(`(?i)\b(ignore|disregard|forget)\s+(everything|all)\s+(you\s+were\s+told|above|before)`)},
+	{"role hijack", regexp.MustCompile(`(?i)\byou\s+are\s+now\s+(in\s+)?(an?\s+)?(unrestricted|jailbroken|developer\s+mode|dan\b|god\s+mode|evil)`)},
+	{"prompt exfiltration", regexp.MustCompile(`(?i)\b(reveal|print|show|repeat|output|leak)\s+(me\s+)?(your|the)\s+(system\s+prompt|hidden\s+instructions|initial\s+instructions|instructions\s+above)`)},
+	{"fake instructions", regexp.MustCompile(`(?i)(^|\n)\s*(new|updated|real|actual)\s+instructions\s*:`)},
+	{"fake system turn", regexp.MustCompile(`(?i)(^|\n)\s*(#+\s*)?(system|assistant)\s*(prompt|message)?\s*:\s*you\s+(are|must|will|should)`)},
+	{"chat template token", regexp.MustCompile(`(?i)<\|\s*(im_start|im_end|system|endoftext|eot_id|start_header_id)\s*\|>|\[/?INST\]|<<\s*/?SYS\s*>>|</?\s*system\s*>`)},
+}
+
+// isInvisible reports format and bidi control characters that hide text from
+// a human reviewer while a model still reads it.
+func isInvisible(r rune) bool {
+	switch {
+	case r == 0x200B, r == 0x200C, r == 0x200E, r == 0x200F, // zero-width space/non-joiner, LRM, RLM
+		r >= 0x202A && r <= 0x202E, // bidi embeddings and overrides
+		r >= 0x2060 && r <= 0x2064, // word joiner, invisible operators
+		r >= 0x2066 && r <= 0x2069, // bidi isolates
+		r == 0xFEFF, r == 0x00AD, r == 0x180E, r == 0x061C,
+		r >= 0xE0000 && r <= 0xE007F: // tag characters ("ASCII smuggling")
+		return true
+	}
+	// Other format characters too, except the zero-width joiner of emoji sequences.
+	return unicode.Is(unicode.Cf, r) && r != 0x200D
+}
+
+// detectInjection returns why s looks like a prompt injection, or "".
+func detectInjection(s string) string {
+	if strings.IndexFunc(s, isInvisible) >= 0 {
+		return "invisible or bidirectional Unicode control characters"
+	}
+	for _, m := range injectionMarkers {
+		if m.re.MatchString(s) {
+			return m.reason
+		}
+	}
+	return ""
+}
+
+// sanitizeForPrompt makes stored text safe to splice into a prompt line:
+// invisible characters and control characters removed, all whitespace
+// (newlines included) collapsed, so a memory cannot fake a new section.
+func sanitizeForPrompt(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case isInvisible(r) || (r < 0x20 && !unicode.IsSpace(r)) || r == 0x7f:
+			continue
+		case unicode.IsSpace(r):
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}

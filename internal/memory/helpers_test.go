@@ -1,0 +1,173 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// fixture is a provisioned tenant with a Store connected as its login role,
+// plus an admin pool for seeding and inspecting rows.
+type fixture struct {
+	store *Store
+	admin *pgxpool.Pool
+	t     *testing.T
+}
+
+var schemaSeq atomic.Int64
+
+type fixtureOption func(*Config)
+
+func withPolicy(mutate func(*Policy)) fixtureOption {
+	return func(c *Config) { mutate(&c.Policy) }
+}
+
+func withLLM(l LLM) fixtureOption { return func(c *Config) { c.LLM = l } }
+
+func withDims(d int) fixtureOption {
+	return func(c *Config) {
+		e, _ := NewBuiltinEmbedder(d)
+		c.Embedder = e
+	}
+}
+
+// newFixture provisions a tenant on a fresh database (internal/tenant, the
+// same code the operator runs) and opens a Store on it.
+func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
+	t.Helper()
+	adminURL := testenv.NewDatabase(t)
+	admin := testenv.NewPool(t, adminURL, 4)
+	emb, _ := NewBuiltinEmbedder(384)
+	cfg := Config{Policy: DefaultPolicy(), Embedder: emb, LLMTimeout: 2 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	schema := fmt.Sprintf("engram_mem_%d_%d", time.Now().UnixNano()%1e6, schemaSeq.Add(1))
+	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions()})
+	if err != nil {
+		t.Fatalf("provisioning: %v", err)
+	}
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema) })
+	pool, err := NewPool(ctx(t), testenv.WithUser(adminURL, res.LoginRole, res.Password), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	cfg.Pool, cfg.Schema = pool, schema
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return &fixture{store: s, admin: admin, t: t}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// add adds a memory and fails the test on error.
+func (f *fixture) add(req AddRequest) *AddResult {
+	f.t.Helper()
+	r, err := f.store.Add(ctx(f.t), req)
+	if err != nil {
+		f.t.Fatalf("Add(%+v): %v", req, err)
+	}
+	return r
+}
+
+// exec runs SQL as admin with %s replaced by the tenant's memories table.
+func (f *fixture) exec(sql string, args ...any) int64 {
+	f.t.Helper()
+	tag, err := f.admin.Exec(ctx(f.t), fmt.Sprintf(sql, f.store.sql.memories), args...)
+	if err != nil {
+		f.t.Fatalf("%s: %v", sql, err)
+	}
+	return tag.RowsAffected()
+}
+
+// count runs a COUNT query as admin, %s being the memories table.
+func (f *fixture) count(sql string, args ...any) int64 {
+	f.t.Helper()
+	var n int64
+	if err := f.admin.QueryRow(ctx(f.t), fmt.Sprintf(sql, f.store.sql.memories), args...).Scan(&n); err != nil {
+		f.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func (f *fixture) historyCount(id string) int64 {
+	f.t.Helper()
+	var n int64
+	if err := f.admin.QueryRow(ctx(f.t), `SELECT count(*) FROM `+f.store.sql.history+` WHERE memory_id = $1`, id).Scan(&n); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// fakeChat is an OpenAI-compatible chat server in httptest whose answers
+// the test scripts; it counts calls.
+type fakeChat struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	reply func(system, user string) (status int, content string)
+	calls atomic.Int64
+	delay time.Duration
+}
+
+func newFakeChat(t *testing.T, reply func(system, user string) (int, string)) *fakeChat {
+	f := &fakeChat{reply: reply}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeChat) serve(w http.ResponseWriter, r *http.Request) {
+	f.calls.Add(1)
+	if r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) != 2 {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	f.mu.Lock()
+	status, content := f.reply(req.Messages[0].Content, req.Messages[1].Content)
+	f.mu.Unlock()
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":{"message":"scripted failure"}}`))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": content}}}})
+}
+
+func (f *fakeChat) llm() LLM {
+	l := NewLLM(LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake"}, "test-key", f.srv.Client())
+	l.(*openAIChat).client.backoff = time.Millisecond
+	return l
+}

@@ -1,0 +1,97 @@
+package memory
+
+import (
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// secretPattern is one kind of secret and how to find it.
+type secretPattern struct {
+	kind string
+	re   *regexp.Regexp
+	// keep, when > 0, keeps that capture group (a key name or URL prefix)
+	// in front of the redaction marker.
+	keep int
+	// accept, when set, must confirm a match (for patterns with false positives).
+	accept func(match string) bool
+}
+
+// builtinSecrets are tried in order; specific token formats come before the
+// generic "password=..." rule so the marker names the precise kind.
+var builtinSecrets = []secretPattern{
+	{kind: "private_key", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)`)},
+	{kind: "aws_access_key", re: regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`)},
+	{kind: "aws_secret_key", re: regexp.MustCompile(`(?i)(aws_?secret_?access_?key["']?\s*[:=]\s*["']?)[A-Za-z0-9/+=]{40}`), keep: 1},
+	{kind: "github_token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`)},
+	{kind: "gitlab_token", re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,}`)},
+	{kind: "anthropic_key", re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_\-]{20,}`)},
+	{kind: "openai_key", re: regexp.MustCompile(`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`)},
+	{kind: "slack_token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9/]+`)},
+	{kind: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`)},
+	{kind: "bearer_token", re: regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*`), keep: 1},
+	{kind: "basic_auth", re: regexp.MustCompile(`(?i)(\bbasic\s+)[A-Za-z0-9+/]{6,}={0,2}`), keep: 1, accept: isBasicCredential},
+	{kind: "url_password", re: regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^/\s@]+@`), keep: 1},
+	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|secret[_-]?key|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"',;]+`), keep: 1},
+	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passphrase)\s+(?:is|was)\s+["']?)[^\s"',;]+`), keep: 1},
+}
+
+// isBasicCredential accepts "Basic xxx" only when xxx decodes to user:password,
+// so plain English such as "basic understanding" is left alone.
+func isBasicCredential(match string) bool {
+	fields := strings.Fields(match)
+	if len(fields) < 2 {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(fields[len(fields)-1])
+	return err == nil && strings.Contains(string(raw), ":")
+}
+
+// redactor removes secrets from memory content before it is stored or embedded.
+type redactor struct {
+	patterns []secretPattern
+}
+
+func newRedactor(r Redaction) (*redactor, error) {
+	var pats []secretPattern
+	if r.BuiltinPatterns {
+		pats = append(pats, builtinSecrets...)
+	}
+	for i, p := range r.Patterns {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, fmt.Errorf("redaction.patterns[%d]: %w", i, err)
+		}
+		pats = append(pats, secretPattern{kind: "custom", re: re})
+	}
+	return &redactor{patterns: pats}, nil
+}
+
+// redact returns s with every secret replaced by [REDACTED:<kind>] and the
+// sorted kinds found.
+func (r *redactor) redact(s string) (string, []string) {
+	var kinds []string
+	for _, p := range r.patterns {
+		found := false
+		s = p.re.ReplaceAllStringFunc(s, func(m string) string {
+			if p.accept != nil && !p.accept(m) {
+				return m
+			}
+			found = true
+			prefix := ""
+			if p.keep > 0 {
+				if sub := p.re.FindStringSubmatch(m); len(sub) > p.keep {
+					prefix = sub[p.keep]
+				}
+			}
+			return prefix + "[REDACTED:" + p.kind + "]"
+		})
+		if found && !slices.Contains(kinds, p.kind) {
+			kinds = append(kinds, p.kind)
+		}
+	}
+	slices.Sort(kinds)
+	return s, kinds
+}

@@ -1,0 +1,94 @@
+package memory
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// queries holds the quoted table names of one tenant schema; identifiers
+// are quoted by pgx, never built from user input.
+type queries struct {
+	memories string // "schema"."memories"
+	history  string // "schema"."memory_history"
+}
+
+func newQueries(schema string) queries {
+	return queries{
+		memories: pgx.Identifier{schema, "memories"}.Sanitize(),
+		history:  pgx.Identifier{schema, "memory_history"}.Sanitize(),
+	}
+}
+
+// memoryColumns are selected (with alias m) wherever a Memory is returned;
+// scanMemory reads them in this order.
+const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source, m.category, m.content,
+	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
+	m.last_accessed_at, m.access_count`
+
+// scanMemory scans memoryColumns, then extra destinations.
+func scanMemory(row pgx.Row, extra ...any) (Memory, error) {
+	var m Memory
+	var superseded *string
+	var src string
+	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &src, &m.Category, &m.Content,
+		&m.Importance, &m.Flags, &m.Active, &superseded, &m.ExpiresAt, &m.CreatedAt, &m.UpdatedAt,
+		&m.LastAccessedAt, &m.AccessCount}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return Memory{}, err
+	}
+	m.Source = Source(src)
+	if superseded != nil {
+		m.SupersededBy = *superseded
+	}
+	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+	m.ExpiresAt, m.LastAccessedAt = utcPtr(m.ExpiresAt), utcPtr(m.LastAccessedAt)
+	if len(m.Flags) == 0 {
+		m.Flags = nil
+	}
+	return m, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// decayExpr is the decay score of row m at query time:
+// exp(-ln2 / halfLife * age), age counted from the later of the last write
+// and the last access; 1 for categories without a half-life. $H1/$H2 are
+// the parameters holding the category names and half-lives in seconds.
+func decayExpr(names, seconds string) string {
+	r := strings.NewReplacer("$N", names, "$S", seconds)
+	return r.Replace(`coalesce((SELECT CASE WHEN h.s > 0 THEN exp(-0.6931471805599453 / h.s *
+		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(m.last_accessed_at, m.updated_at))), 0)) END
+		FROM unnest($N::text[], $S::float8[]) AS h(c, s) WHERE h.c = m.category), 1)`)
+}
+
+// scopeFilter narrows a query on alias m to an agent and a session: the
+// memories of that agent (session) plus the owner's memories that belong
+// to none. Parameters are added to a only when used.
+func scopeFilter(a *args, agent, session string) string {
+	var b strings.Builder
+	if agent != "" {
+		b.WriteString(" AND m.agent_id IN ('', " + a.add(agent) + ")")
+	}
+	if session != "" {
+		b.WriteString(" AND m.session_id IN ('', " + a.add(session) + ")")
+	}
+	return b.String()
+}
+
+// args numbers query parameters as they are added.
+type args struct{ list []any }
+
+// add appends v and returns its placeholder ("$3").
+func (a *args) add(v any) string {
+	a.list = append(a.list, v)
+	return "$" + strconv.Itoa(len(a.list))
+}
