@@ -148,7 +148,7 @@ func TestOpenAIEmbedder(t *testing.T) {
 		want    string
 		calls   int64
 	}{
-		{"gives up after retries", func(w http.ResponseWriter, _ []string, _ int64) { http.Error(w, "down", 503) }, "503", 4},
+		{"gives up after retries", func(w http.ResponseWriter, _ []string, _ int64) { http.Error(w, "down", http.StatusServiceUnavailable) }, "503", 4},
 		{"no retry on 400", func(w http.ResponseWriter, _ []string, _ int64) {
 			http.Error(w, `{"error":{"message":"model not found"}}`, 400)
 		}, "model not found", 1},

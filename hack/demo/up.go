@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/test/demo"
+)
+
+// up makes sure the supervisor runs (starting PostgreSQL and building the
+// control plane first when needed), then plays the scenario and prints a summary.
+func up(ctx context.Context, cfg config) error {
+	start := time.Now()
+	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
+		return err
+	}
+	if _, err := os.Stat(cfg.binary); err != nil {
+		return fmt.Errorf("%s is missing: run make build (make demo does)", cfg.binary)
+	}
+	st, err := ensureSupervisor(cfg)
+	if err != nil {
+		return err
+	}
+	restCfg, err := clientcmd.RESTConfigFromKubeConfig(mustRead(st.Kubeconfig))
+	if err != nil {
+		return fmt.Errorf("reading the demo kubeconfig: %w", err)
+	}
+	c, err := demo.NewClient(restCfg)
+	if err != nil {
+		return err
+	}
+	sc := &demo.Scenario{
+		Client: c, Config: restCfg, Kubeconfig: st.Kubeconfig, Out: os.Stdout,
+		SamplesDir: filepath.Join(cfg.repoRoot, "config", "samples"),
+		Endpoint: func(ns, name string) string {
+			if s, err := readState(cfg); err == nil {
+				return s.Endpoints[ns+"/"+name]
+			}
+			return ""
+		},
+	}
+	report, err := sc.Run(ctx)
+	if err != nil {
+		fmt.Printf("\nThe demo failed. Logs: %s (operator, pod runner), %s (service and job processes).\nStop everything with: make demo-down\n",
+			cfg.path("supervisor.log"), cfg.path("pods"))
+		return err
+	}
+	printSummary(cfg, st, report, time.Since(start))
+	return nil
+}
+
+// ensureSupervisor returns the state of a running supervisor, starting one
+// (with PostgreSQL and the envtest binaries) when none runs.
+func ensureSupervisor(cfg config) (*state, error) {
+	if pid, alive := supervisorPID(cfg); alive {
+		if st, err := readState(cfg); err == nil && st.Ready && st.PID == pid {
+			fmt.Printf("Reusing the running demo environment (supervisor pid %d).\n", pid)
+			return st, nil
+		}
+	}
+	dbURL, err := databaseURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Println(">> kube-apiserver + etcd (built from Go modules once, then cached)")
+	assets, err := runScript(cfg, "hack/envtest.sh")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(cfg.path("state.json"))
+	logFile, err := os.Create(cfg.path("supervisor.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "supervise", "--repo-root", cfg.repoRoot, "--binary", cfg.binary, "--state-dir", cfg.stateDir)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "KUBEBUILDER_ASSETS="+assets)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = logFile, logFile, cfg.repoRoot
+	// Its own session: Ctrl-C on `make demo` does not stop the environment;
+	// `make demo-down` does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the supervisor: %w", err)
+	}
+	pid := cmd.Process.Pid
+	if err := os.WriteFile(cfg.path("supervisor.pid"), []byte(strconv.Itoa(pid)), 0o600); err != nil {
+		return nil, err
+	}
+	_ = cmd.Process.Release()
+	fmt.Printf(">> control plane, operator and local pod runner starting (pid %d, log %s)\n", pid, cfg.path("supervisor.log"))
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if st, err := readState(cfg); err == nil && st.PID == pid {
+			if st.Error != "" {
+				return nil, fmt.Errorf("the supervisor failed: %s (log %s)", st.Error, cfg.path("supervisor.log"))
+			}
+			if st.Ready {
+				return st, nil
+			}
+		}
+		if !processAlive(pid) {
+			return nil, fmt.Errorf("the supervisor exited; its log %s ends with:\n%s", cfg.path("supervisor.log"), tail(cfg.path("supervisor.log"), 20))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("the supervisor was not ready within 2 minutes (log %s)", cfg.path("supervisor.log"))
+}
+
+// databaseURL returns DATABASE_URL, or starts the local PostgreSQL and
+// remembers that the demo started it (so demo-down stops it again).
+func databaseURL(cfg config) (string, error) {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		fmt.Println(">> PostgreSQL: using DATABASE_URL")
+		return u, nil
+	}
+	fmt.Println(">> PostgreSQL 17 + pgvector (hack/pgvector.sh)")
+	if err := exec.Command(filepath.Join(cfg.repoRoot, "hack/pgvector.sh"), "status").Run(); err != nil {
+		if err := os.WriteFile(cfg.path("postgres-started-by-demo"), nil, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return runScript(cfg, "hack/pgvector.sh", "start")
+}
+
+// runScript runs a hack/ script, streaming its stderr, and returns the last
+// line of its stdout.
+func runScript(cfg config, script string, args ...string) (string, error) {
+	var out bytes.Buffer
+	cmd := exec.Command(filepath.Join(cfg.repoRoot, script), args...)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = &out, os.Stderr, cfg.repoRoot
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w", script, strings.Join(args, " "), err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
+func mustRead(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+func tail(path string, n int) string {
+	lines := strings.Split(strings.TrimRight(string(mustRead(path)), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func printSummary(cfg config, st *state, r *demo.Report, took time.Duration) {
+	fmt.Printf(`
+== Done in %s. Everything keeps running.
+
+   Kubernetes API   %s   (kube-apiserver + etcd, no kubelet: localpod runs the pods)
+   kubeconfig       %s
+   namespace        %s: memorypolicy, memoryruntime/%s, retentionjob
+   PostgreSQL       schema %s (login role %s)
+   memory service   %s   (in the cluster: %s)
+
+Explore:
+   export KUBECONFIG=%s
+   kubectl get engram -n %s
+   kubectl describe memoryruntime %s -n %s
+   TOKEN=%s
+   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/owners/alice/memories
+   curl -s -H "Authorization: Bearer $TOKEN" -d '{"query":"peanuts"}' %s/v1/owners/alice/search
+   curl -s %s/openapi.json | head
+
+Logs: %s and %s
+Stop everything: make demo-down
+`, took.Round(100*time.Millisecond), st.APIServer, st.Kubeconfig, demo.Namespace, r.Runtime, r.Schema, tenant.LoginRole(r.Schema),
+		r.LocalEndpoint, r.ClusterEndpoint, st.Kubeconfig, demo.Namespace, r.Runtime, demo.Namespace, r.Token,
+		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, cfg.path("supervisor.log"), cfg.path("pods"))
+}

@@ -1,0 +1,130 @@
+// Package e2e runs Engram's whole flow — the same scenario `make demo`
+// shows — against a real kube-apiserver + etcd, the operator, real
+// PostgreSQL and real memory-service and job processes, and asserts each step.
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/test/demo"
+)
+
+// buildManager builds the manager binary the local pods run.
+func buildManager(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "manager")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// logWriter sends the scenario's output to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestDemoFlow(t *testing.T) {
+	dbURL := testenv.NewDatabase(t)
+	_, cfg := testenv.ControlPlane(t)
+	binary := buildManager(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	c, err := demo.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Prepare(ctx, c, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opCtx, stopOperator := context.WithCancel(ctx)
+	opDone, err := demo.StartOperator(opCtx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet, err := demo.NewKubelet(cfg, binary, t.TempDir(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kCtx, stopKubelet := context.WithCancel(ctx)
+	kDone := make(chan error, 1)
+	go func() { kDone <- kubelet.Run(kCtx) }()
+	var schemas []string
+	t.Cleanup(func() {
+		stopKubelet()
+		<-kDone
+		stopOperator()
+		<-opDone
+		// Roles are cluster-wide in PostgreSQL: drop the tenants the samples created.
+		admin := testenv.NewPool(t, dbURL, 2)
+		for _, s := range schemas {
+			if _, err := tenant.Drop(context.Background(), admin, s); err != nil {
+				t.Logf("dropping tenant %s: %v", s, err)
+			}
+		}
+	})
+
+	sc := &demo.Scenario{
+		Client: c, Config: cfg, Out: logWriter{t}, Endpoint: kubelet.Endpoint,
+		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
+	}
+	r, err := sc.Run(ctx)
+	if r != nil && r.Schema != "" {
+		schemas = append(schemas, r.Schema)
+	}
+	if err != nil {
+		t.Fatalf("scenario: %v", err)
+	}
+
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"the samples applied (a policy, a runtime and a retention job)", len(r.Applied) >= 3},
+		{"the runtime has a schema and an in-cluster endpoint", r.Schema != "" && strings.HasPrefix(r.ClusterEndpoint, "http://")},
+		{"one near-duplicate was merged", r.Actions[string(memory.ActionMerged)] == 1},
+		{"ten memories were added", r.Actions[string(memory.ActionAdded)] == 10},
+		{"secrets were redacted", slices.Contains(r.Redactions, "url_password") && slices.Contains(r.Redactions, "github_token")},
+		{"the prompt injection was rejected with a 422 problem", r.InjectionRejected && strings.Contains(r.InjectionProblem, "injection")},
+		{"alice has 6 memories, bob 4", r.ActiveAlice == 6 && r.ActiveBob == 4},
+		{"hybrid search ranks the dark-mode preference first", strings.Contains(strings.ToLower(r.SearchTop), "dark mode")},
+		{"context starts with the pinned identity", strings.HasPrefix(r.Context, "## identity\n- Alice is allergic to peanuts")},
+		{"context stays within its budget and never leaks secrets", len(r.Context) <= 120*4 && !strings.Contains(r.Context, "hunter2")},
+		{"erasing bob deleted his 4 memories and their history", r.Erased.Memories == 4 && r.Erased.History >= 4 && r.BobAfterErase == 0},
+		{"status.lastRun came from the Job's termination message", r.LastRun != nil && r.LastRun.Result == memoryv1alpha1.RunSucceeded && len(r.LastRun.Operations) > 0},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("FAILED: %s (report %+v)", c.what, *r)
+		}
+	}
+	if r.LastRun != nil {
+		var scanned int64
+		for _, op := range r.LastRun.Operations {
+			scanned += op.Scanned
+		}
+		if scanned == 0 {
+			t.Errorf("the maintenance run scanned nothing: %+v", r.LastRun.Operations)
+		}
+	}
+}
