@@ -78,10 +78,29 @@ test: manifests generate ## Provision PostgreSQL + control plane, then run every
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \
 	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $(TEST_PKGS)
 
+##@ Demo
+
+DEMO ?= $(LOCALBIN)/engram-demo
+
+.PHONY: demo
+demo: build ## Run Engram end to end here (control plane, operator, PostgreSQL, service) and leave it running.
+	@go build -o $(DEMO) ./hack/demo
+	@$(DEMO) up --binary $(LOCALBIN)/manager --repo-root $(CURDIR)
+
+.PHONY: demo-down
+demo-down: ## Stop everything make demo started.
+	@go build -o $(DEMO) ./hack/demo
+	@$(DEMO) down --repo-root $(CURDIR)
+
+.PHONY: demo-status
+demo-status: ## Show what the demo runs.
+	@go build -o $(DEMO) ./hack/demo
+	@$(DEMO) status --repo-root $(CURDIR)
+
 ##@ Build
 
 .PHONY: build
-build: generate ## Build the manager binary into bin/manager.
+build: ## Build the manager binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: docker-build
