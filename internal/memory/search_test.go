@@ -259,3 +259,28 @@ func bruteForceTop(vs [][]float32, q []float32, k int) []float64 {
 	sort.Sort(sort.Reverse(sort.Float64Slice(sims)))
 	return sims[:k]
 }
+
+// TestDecayAtQueryTime: decay is computed per row when ranking, and a very
+// old memory of a short half-life decays to ~0 instead of failing the query
+// (PostgreSQL's exp() errors on float underflow).
+func TestDecayAtQueryTime(t *testing.T) {
+	f := newFixture(t, withPolicy(func(p *Policy) {
+		p.Categories = append(p.Categories, Category{Name: "fleeting", TTL: 0, HalfLife: Duration(time.Hour), Priority: 10})
+	}))
+	old := f.add(AddRequest{Owner: "d", Content: "an ancient fleeting thought", Category: "fleeting"}).Memory
+	week := f.add(AddRequest{Owner: "d", Content: "a fleeting thought from last week", Category: "preference"}).Memory
+	f.add(AddRequest{Owner: "d", Content: "a fleeting identity fact", Category: "identity", Source: SourceUser})
+	f.exec(`UPDATE %s SET updated_at = now() - interval '3 years' WHERE id = $1`, old.ID)
+	f.exec(`UPDATE %s SET updated_at = now() - interval '45 days' WHERE id = $1`, week.ID)
+	hits, err := f.store.Search(ctx(t), SearchRequest{Owner: "d", Query: "fleeting thought", TopK: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decay := map[string]float64{}
+	for _, h := range hits {
+		decay[h.Memory.Category] = h.DecayScore
+	}
+	if decay["fleeting"] > 1e-100 || decay["identity"] != 1 || decay["preference"] < 0.49 || decay["preference"] > 0.51 {
+		t.Fatalf("decay scores = %v; want ~0 (3 years, 1h half-life), 1 (no half-life), 0.5 (one 45d half-life)", decay)
+	}
+}

@@ -61,13 +61,16 @@ func utcPtr(t *time.Time) *time.Time {
 
 // decayExpr is the decay score of row m at query time:
 // exp(-ln2 / halfLife * age), age counted from the later of the last write
-// and the last access; 1 for categories without a half-life. $H1/$H2 are
-// the parameters holding the category names and half-lives in seconds.
+// and the last access; 1 for categories without a half-life (or unknown to
+// the policy). names and seconds are the placeholders of two array
+// parameters: the category names and their half-lives in seconds. An array
+// lookup keeps it a plain per-row expression (no subquery per row).
 func decayExpr(names, seconds string) string {
-	r := strings.NewReplacer("$N", names, "$S", seconds)
-	return r.Replace(`coalesce((SELECT CASE WHEN h.s > 0 THEN exp(-0.6931471805599453 / h.s *
-		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(m.last_accessed_at, m.updated_at))), 0)) END
-		FROM unnest($N::text[], $S::float8[]) AS h(c, s) WHERE h.c = m.category), 1)`)
+	halfLife := strings.NewReplacer("$N", names, "$S", seconds).Replace(`($S::float8[])[array_position($N::text[], m.category)]`)
+	// greatest(-700, ...) keeps exp() above float8's underflow, which
+	// PostgreSQL reports as an error rather than rounding to 0.
+	return `CASE WHEN ` + halfLife + ` > 0 THEN exp(greatest(-700, -0.6931471805599453 / ` + halfLife + ` *
+		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(m.last_accessed_at, m.updated_at))), 0))) ELSE 1 END`
 }
 
 // scopeFilter narrows a query on alias m to an agent and a session: the
