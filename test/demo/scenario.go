@@ -41,7 +41,7 @@ type Report struct {
 	Schema            string
 	ClusterEndpoint   string
 	LocalEndpoint     string
-	Token             string // the first bearer token of the service
+	Token             string         // the first bearer token of the service
 	Actions           map[string]int // dedup action -> count over all adds
 	Redactions        []string
 	InjectionRejected bool
