@@ -286,7 +286,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, new_content, details)
 			SELECT id::uuid, owner_id, 'add', $5, content, $12 FROM ins)
-		SELECT * FROM ins`
+		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
@@ -294,7 +294,9 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 	row := tx.QueryRow(ctx, sql, newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
 		s.expirySeconds(p.req.Category, p.ttl), details)
-	m, err := scanMemory(row)
+	// The count runs in the statement's snapshot, which does not yet hold the
+	// new row: +1. It spares evictAfter a round trip when under the cap.
+	m, err := scanMemory(row, &res.ownerRows)
 	if err != nil {
 		return nil, s.dbErr("inserting memory", err)
 	}

@@ -85,6 +85,8 @@ type AddResult struct {
 	Arbiter string `json:"arbiter,omitempty"`
 	// Evicted is the number of the owner's memories deleted to stay under the cap.
 	Evicted int `json:"evicted,omitempty"`
+
+	ownerRows int // the owner's rows right after an insert
 }
 
 // SearchMode selects the ranking of Search.

@@ -1,0 +1,69 @@
+package memory
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// evictAfter enforces the per-owner cap after a commit that inserted rows:
+// the owner's inactive memories go first, then active ones of lowest value
+// (importance x decay, oldest first), pinned categories last. Evicted rows
+// are hard-deleted with their history, like an early purge. Best effort:
+// a failure is logged, the write it follows has succeeded.
+func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResult) {
+	var keep []string
+	rows := 0
+	for _, r := range results {
+		if r.Action == ActionAdded || r.Action == ActionReplaced {
+			keep = append(keep, r.Memory.ID)
+			rows = max(rows, r.ownerRows)
+		}
+	}
+	if len(keep) == 0 || rows <= s.policy.Limits.MaxMemoriesPerOwner {
+		return
+	}
+	n, err := s.evict(ctx, owner, keep)
+	if err != nil {
+		s.log.Warn("evicting over the per-owner cap failed", "error", err)
+		return
+	}
+	if n > 0 {
+		results[len(results)-1].Evicted = n
+	}
+}
+
+func (s *Store) evict(ctx context.Context, owner string, keep []string) (int, error) {
+	var count int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
+		return 0, s.dbErr("counting memories", err)
+	}
+	over := count - s.policy.Limits.MaxMemoriesPerOwner
+	if over <= 0 {
+		return 0, nil
+	}
+	var pinned []string
+	for _, c := range s.policy.Categories {
+		if c.Pinned {
+			pinned = append(pinned, c.Name)
+		}
+	}
+	var deleted int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `WITH victims AS (
+				SELECT m.id FROM `+s.sql.memories+` AS m
+				WHERE m.owner_id = $1 AND m.id <> ALL($2::uuid[])
+				ORDER BY m.active, m.category = ANY($4), m.importance * `+decayExpr("$5", "$6")+`, m.updated_at
+				LIMIT $3 FOR UPDATE SKIP LOCKED),
+			dh AS (DELETE FROM `+s.sql.history+` AS h USING victims v WHERE h.memory_id = v.id),
+			dm AS (DELETE FROM `+s.sql.memories+` AS m USING victims v WHERE m.id = v.id RETURNING 1)
+			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds).Scan(&deleted)
+	})
+	if err != nil {
+		return 0, s.dbErr("evicting memories", err)
+	}
+	return deleted, nil
+}
