@@ -151,7 +151,7 @@ cmd_start() {
   mkdir -p "$ROOTFS/run/postgresql"
   chroot "$ROOTFS" chown postgres:postgres /run/postgresql
   in_root "$PGBIN/pg_ctl" -D "$DATADIR" -l /var/lib/engram/server.log -w -t 60 \
-    -o "-p $port" start >/dev/null || die "postgres did not start, see $ROOTFS/var/lib/engram/server.log"
+    -o "-p $port" start >/dev/null 9>&- || die "postgres did not start, see $ROOTFS/var/lib/engram/server.log"
   touch "$STATE/started-by-us"
   psql_root -d postgres -c "SELECT 1 FROM pg_database WHERE datname='$DBNAME'" | grep -q 1 ||
     psql_root -d postgres -c "CREATE DATABASE $DBNAME"
