@@ -1,12 +1,18 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/engram-dev/engram/internal/server"
 )
 
-// runServe is being implemented (placeholder so the binary builds).
+// runServe is `manager serve`: the memory service of one tenant. SIGTERM
+// (the kubelet) and SIGINT start a graceful shutdown.
 func runServe(args []string) int {
-	fmt.Fprintln(os.Stderr, "manager serve: not implemented yet")
-	return 2
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return server.Main(ctx, args, os.Getenv, os.Stderr)
 }

@@ -1,0 +1,131 @@
+package jobrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// Options configure `manager job`; docs/configuration.md lists them.
+type Options struct {
+	ConfigPath     string
+	Ops            string
+	DryRun         bool
+	TerminationLog string
+	BatchSize      int
+	DBMaxConns     int
+	LogLevel       string
+	LogFormat      string
+	// From the environment.
+	DatabaseURL     string
+	EmbeddingAPIKey string
+	LLMAPIKey       string
+}
+
+// DefaultTerminationLog is the kubelet's default terminationMessagePath.
+const DefaultTerminationLog = "/dev/termination-log"
+
+// ParseFlags parses the arguments of `manager job`.
+func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*Options, error) {
+	o := &Options{}
+	fs := flag.NewFlagSet("manager job", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&o.ConfigPath, "config", "", "service config file (YAML of memory.ServiceConfig; the <runtime>-config ConfigMap)")
+	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations; they always run in the order decay, expire, purge, compact")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "count what would change and change nothing")
+	fs.StringVar(&o.TerminationLog, "termination-log", DefaultTerminationLog, "file the JSON summary is also written to (empty = none)")
+	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
+	fs.IntVar(&o.DBMaxConns, "db-max-conns", 2, "size of the database connection pool")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
+	err := fs.Parse(args)
+	o.DatabaseURL = getenv(bootstrap.EnvDatabaseURL)
+	o.EmbeddingAPIKey = getenv(bootstrap.EnvEmbeddingAPIKey)
+	o.LLMAPIKey = getenv(bootstrap.EnvLLMAPIKey)
+	if err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.BatchSize < 1 || o.BatchSize > 100_000 {
+		return o, fmt.Errorf("--batch-size %d: must be within 1..100000", o.BatchSize)
+	}
+	if o.DBMaxConns < 1 || o.DBMaxConns > 100 {
+		return o, fmt.Errorf("--db-max-conns %d: must be within 1..100", o.DBMaxConns)
+	}
+	return o, nil
+}
+
+// Main is `manager job`. It returns the exit code: 0 when the run succeeded
+// or was skipped because another run holds the lock, 1 when it failed, 2 for
+// bad flags. Every outcome but --help prints a summary.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := ParseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		emit(o, Failed("", o.DryRun, fmt.Errorf("invalid arguments: %w", err)), stdout, nil)
+		return 2
+	}
+	logger, err := bootstrap.NewLogger(stderr, o.LogLevel, o.LogFormat)
+	if err != nil {
+		emit(o, Failed("", o.DryRun, err), stdout, nil)
+		return 2
+	}
+	sum := run(ctx, o, logger)
+	emit(o, sum, stdout, logger)
+	if sum.Result == memory.RunFailed {
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary {
+	ops, err := ParseOps(o.Ops)
+	if err != nil {
+		return Failed("", o.DryRun, err)
+	}
+	cfg, err := bootstrap.LoadServiceConfig(o.ConfigPath)
+	if err != nil {
+		return Failed("", o.DryRun, err)
+	}
+	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{
+		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, LLMAPIKey: o.LLMAPIKey,
+		MaxConns: int32(o.DBMaxConns), Logger: logger.With("component", "memory"),
+	})
+	if err != nil {
+		return Failed(cfg.Schema, o.DryRun, err)
+	}
+	defer tn.Close()
+	logger.Info("maintenance run starting", "schema", cfg.Schema, "operations", ops, "dryRun", o.DryRun, "batchSize", o.BatchSize)
+	sum := Run(ctx, tn.Store, cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize})
+	logger.Info("maintenance run finished", "schema", cfg.Schema, "result", sum.Result, "message", sum.Message)
+	return sum
+}
+
+// emit prints the summary as one JSON line and writes it to the
+// termination-message file. A file that cannot be written is logged, not
+// fatal: the maintenance itself is done, and the summary is still on stdout.
+func emit(o *Options, sum memory.JobSummary, stdout io.Writer, logger *slog.Logger) {
+	js, err := json.Marshal(sum)
+	if err != nil { // cannot happen: JobSummary holds strings, numbers and times
+		js = []byte(`{"result":"Failed","message":"encoding the summary failed"}`)
+	}
+	_, _ = fmt.Fprintf(stdout, "%s\n", js)
+	if o == nil || o.TerminationLog == "" {
+		return
+	}
+	if err := os.WriteFile(o.TerminationLog, js, 0o644); err != nil && logger != nil {
+		logger.Warn("cannot write the termination message; the summary is on stdout only", "path", o.TerminationLog, "error", err.Error())
+	}
+}

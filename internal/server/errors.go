@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// UpstreamError marks a failure of the embedding or LLM API. The metric
+// decorators wrap every error of those APIs in it, so the service can answer
+// 502 (the service works, its upstream does not) instead of 500.
+type UpstreamError struct {
+	Service string // "embedding" or "llm"
+	Err     error
+}
+
+func (e *UpstreamError) Error() string { return e.Service + " API: " + e.Err.Error() }
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// problemFor maps an engine error to a problem. internal reports whether it
+// is a server fault (logged at error level with the cause).
+func problemFor(err error) (p *Problem, internal bool) {
+	if v, ok := memory.IsValidation(err); ok {
+		return validationProblem(v.Fields...), false
+	}
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		return newProblem(probNotFound, "no memory with this id"), false
+	case errors.Is(err, memory.ErrForbidden):
+		return newProblem(probForbidden, "the memory belongs to another owner"), false
+	case errors.Is(err, memory.ErrProtected):
+		return newProblem(probProtected, memory.ErrProtected.Error()), false
+	case errors.Is(err, memory.ErrNoLLM):
+		return newProblem(probNoLLM, "this runtime has no LLM configured (spec.llm of the MemoryRuntime); extraction needs one"), false
+	case errors.Is(err, memory.ErrLocked):
+		return newProblem(probLocked, memory.ErrLocked.Error()), false
+	case errors.Is(err, memory.ErrConflict):
+		return newProblem(probConflict, conflictDetail(err)), false
+	case errors.Is(err, context.Canceled):
+		// The client went away (or the server is being stopped); nobody
+		// reads this answer, and it is nobody's fault.
+		return newProblem(probUnavailable, "the request was canceled"), false
+	case errors.Is(err, context.DeadlineExceeded):
+		return newProblem(probUnavailable, "the request timed out"), true
+	}
+	var up *UpstreamError
+	if errors.As(err, &up) {
+		return newProblem(probUpstream, "the "+up.Service+" API failed; try again later"), true
+	}
+	if errors.Is(err, memory.ErrUpstream) {
+		return newProblem(probUpstream, "the embedding or LLM API failed; try again later"), true
+	}
+	if isUnavailable(err) {
+		return newProblem(probUnavailable, "the database cannot be reached; try again later"), true
+	}
+	return newProblem(probInternal, "an unexpected error occurred; the server log has details"), true
+}
+
+// conflictDetail keeps the engine's explanation ("conflict: supersede would
+// create a cycle") without repeating the word.
+func conflictDetail(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, memory.ErrConflict.Error()+": "); i >= 0 {
+		return msg[i+len(memory.ErrConflict.Error())+2:]
+	}
+	return msg
+}
+
+// isUnavailable reports whether err means the database cannot be used right
+// now: the engine said so, connecting failed, the server is shutting down or
+// out of connections.
+func isUnavailable(err error) bool {
+	if errors.Is(err, memory.ErrUnavailable) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P0x: shutdown / cannot connect now;
+		// 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P0") || pgErr.Code == "53300"
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	return pgconn.SafeToRetry(err)
+}

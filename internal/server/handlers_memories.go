@@ -1,0 +1,222 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// addMemory: POST /v1/owners/{owner}/memories. 201 when the write created a
+// memory (added, or replaced: the arbiter superseded the neighbour with a
+// new one), 200 when it ended in an existing one.
+func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(w, r) {
+		return
+	}
+	var b addBody
+	if p := s.decodeBody(w, r, &b); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	res, err := s.store.Add(r.Context(), b.request(r.PathValue("owner")))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.metrics.countActions(*res)
+	status := http.StatusOK
+	if res.Action == memory.ActionAdded || res.Action == memory.ActionReplaced {
+		status = http.StatusCreated
+		w.Header().Set("Location", memoryPath(r.PathValue("owner"), res.Memory.ID))
+	}
+	writeJSON(w, status, res)
+}
+
+func memoryPath(owner, id string) string {
+	return "/v1/owners/" + url.PathEscape(owner) + "/memories/" + url.PathEscape(id)
+}
+
+// addBatch: POST /v1/owners/{owner}/memories/batch. Every item is decoded
+// and checked before anything is written; one bad item fails the batch.
+func (s *Server) addBatch(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(w, r) {
+		return
+	}
+	var b batchBody
+	if p := s.decodeBody(w, r, &b); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if len(b.Items) == 0 || len(b.Items) > maxBatchItems {
+		writeProblem(w, r, validationProblem(fieldErr("items", fmt.Sprintf("must hold 1..%d items, got %d", maxBatchItems, len(b.Items)))))
+		return
+	}
+	owner := r.PathValue("owner")
+	reqs := make([]memory.AddRequest, len(b.Items))
+	var errs []memory.FieldError
+	for i, raw := range b.Items {
+		var item addBody
+		if p := decodeStrict(raw, &item, fmt.Sprintf("items[%d]", i)); p != nil {
+			if len(p.Errors) == 0 { // cannot happen: raw is valid JSON
+				p.Errors = []memory.FieldError{fieldErr(fmt.Sprintf("items[%d]", i), p.Detail)}
+			}
+			errs = append(errs, p.Errors...)
+			continue
+		}
+		reqs[i] = item.request(owner)
+	}
+	if len(errs) > 0 {
+		writeProblem(w, r, validationProblem(errs...))
+		return
+	}
+	res, err := s.store.AddBatch(r.Context(), reqs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.metrics.countActions(res...)
+	writeJSON(w, http.StatusOK, batchResponse{Results: nonNil(res)})
+}
+
+// listMemories: GET /v1/owners/{owner}/memories.
+func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
+	q := newQuery(r.URL, "agent", "session", "category", "includeInactive", "limit", "cursor")
+	req := memory.ListRequest{
+		Owner:           r.PathValue("owner"),
+		Agent:           q.str("agent"),
+		Session:         q.str("session"),
+		Category:        q.str("category"),
+		IncludeInactive: q.boolean("includeInactive"),
+		Limit:           q.integer("limit"),
+		Cursor:          q.str("cursor"),
+	}
+	if p := q.problem(); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	page, err := s.store.List(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	page.Items = nonNil(page.Items)
+	writeJSON(w, http.StatusOK, page)
+}
+
+// getMemory: GET /v1/owners/{owner}/memories/{id}.
+func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(w, r) {
+		return
+	}
+	id, ok := idParam(w, r)
+	if !ok {
+		return
+	}
+	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// updateMemory: PATCH /v1/owners/{owner}/memories/{id}.
+func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(w, r) {
+		return
+	}
+	id, ok := idParam(w, r)
+	if !ok {
+		return
+	}
+	var b updateBody
+	if p := s.decodeBody(w, r, &b); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	m, err := s.store.Update(r.Context(), memory.UpdateRequest{
+		Owner: r.PathValue("owner"), ID: id, Source: b.Source,
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// deleteMemory: DELETE /v1/owners/{owner}/memories/{id}?source=...; a soft
+// delete (the purge job removes the row after retention.purgeInactiveAfter).
+func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request) {
+	id, ok := idParam(w, r)
+	if !ok {
+		return
+	}
+	q := newQuery(r.URL, "source")
+	source := memory.Source(q.str("source"))
+	if p := q.problem(); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if source == "" {
+		source = memory.SourceAgent
+	}
+	if err := s.store.Delete(r.Context(), r.PathValue("owner"), id, source); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// supersede: POST /v1/owners/{owner}/memories/{id}/supersede {"by": id}.
+func (s *Server) supersede(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(w, r) {
+		return
+	}
+	id, ok := idParam(w, r)
+	if !ok {
+		return
+	}
+	var b supersedeBody
+	if p := s.decodeBody(w, r, &b); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if fe := uuidField("by", b.By); fe != nil {
+		writeProblem(w, r, validationProblem(*fe))
+		return
+	}
+	m, err := s.store.Supersede(r.Context(), r.PathValue("owner"), id, b.By, b.Source)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// history: GET /v1/owners/{owner}/memories/{id}/history.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	if !noQuery(w, r) {
+		return
+	}
+	id, ok := idParam(w, r)
+	if !ok {
+		return
+	}
+	entries, err := s.store.History(r.Context(), r.PathValue("owner"), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, historyResponse{Items: nonNil(entries)})
+}
+
+// nonNil turns a nil slice into an empty one, so lists are [] and never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

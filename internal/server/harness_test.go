@@ -1,0 +1,299 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"sigs.k8s.io/yaml"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// testDims is the embedding size of the test tenants.
+const testDims = 256
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testTenant is a provisioned tenant on a fresh database.
+type testTenant struct {
+	adminURL string
+	admin    *pgxpool.Pool
+	schema   string
+	loginURL string
+}
+
+// newTenant provisions a tenant with tenant.Provision on a fresh database;
+// the tenant's roles are dropped when the test ends (the database too).
+func newTenant(t *testing.T) *testTenant {
+	t.Helper()
+	adminURL := testenv.NewDatabase(t)
+	admin := testenv.NewPool(t, adminURL, 4)
+	schema := fmt.Sprintf("engram_srv_%d", time.Now().UnixNano()%1e12)
+	ctx := testCtx(t)
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: testDims, Description: "server test"})
+	if err != nil {
+		t.Fatalf("provisioning: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := tenant.Drop(context.Background(), admin, schema); err != nil {
+			t.Logf("dropping tenant: %v", err)
+		}
+	})
+	return &testTenant{adminURL: adminURL, admin: admin, schema: schema,
+		loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password)}
+}
+
+// testConfig is the service config of the tests: the default policy with
+// the identity category protected (to test 403 protected).
+func testConfig(schema string) memory.ServiceConfig {
+	p := memory.DefaultPolicy()
+	for i := range p.Categories {
+		if p.Categories[i].Name == "identity" {
+			p.Categories[i].Protected = true
+		}
+	}
+	return memory.ServiceConfig{
+		Schema:     schema,
+		Embedding:  memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: testDims},
+		Policy:     p,
+		PolicyName: "test", PolicyGeneration: 1,
+	}
+}
+
+// writeConfig writes cfg as YAML, the way the operator's ConfigMap holds it.
+func writeConfig(t *testing.T, cfg memory.ServiceConfig) string {
+	t.Helper()
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// logBuffer collects the server's log lines; they are printed when the
+// test fails and searched by the tests that check what is (not) logged.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testServer is a memory service started in-process through the same path
+// as `manager serve` (flags, environment, config file, Start).
+type testServer struct {
+	t       *testing.T
+	proc    *Process
+	base    string
+	token   string
+	tokens  string // path of the tokens file
+	client  *http.Client
+	logs    *logBuffer
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+type serverSetup struct {
+	databaseURL string
+	config      memory.ServiceConfig
+	args        []string // extra flags
+	env         map[string]string
+}
+
+// startServer starts a service listening on 127.0.0.1:0 with one token.
+func startServer(t *testing.T, s serverSetup) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	token := "tok-" + fmt.Sprint(time.Now().UnixNano())
+	tokensPath := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokensPath, []byte("# the test token\n"+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{
+		"--config=" + writeConfig(t, s.config),
+		"--tokens-file=" + tokensPath,
+		"--listen=127.0.0.1:0",
+		"--log-level=debug",
+		"--tokens-poll-interval=50ms",
+		"--shutdown-timeout=10s",
+	}, s.args...)
+	env := map[string]string{"ENGRAM_DATABASE_URL": s.databaseURL}
+	for k, v := range s.env {
+		env[k] = v
+	}
+	opts, err := ParseFlags(args, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatalf("ParseFlags(%q): %v", args, err)
+	}
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	proc, err := Start(ctx, *opts, logger)
+	if err != nil {
+		cancel()
+		t.Fatalf("Start: %v", err)
+	}
+	ts := &testServer{t: t, proc: proc, base: "http://" + proc.Addr().String(), token: token, tokens: tokensPath,
+		client: &http.Client{Timeout: 60 * time.Second}, logs: logs, cancel: cancel}
+	t.Cleanup(func() {
+		ts.stop()
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs.String())
+		}
+	})
+	return ts
+}
+
+// stop shuts the server down and waits for it.
+func (s *testServer) stop() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	if err := s.proc.Wait(); err != nil {
+		s.t.Errorf("server stopped with: %v", err)
+	}
+	s.client.CloseIdleConnections()
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+func (r *response) problem(t *testing.T) Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("status %d with Content-Type %q, want application/problem+json; body %s", r.status, ct, r.body)
+	}
+	var p Problem
+	r.decode(t, &p)
+	return p
+}
+
+// req describes a request; body is JSON-encoded unless it is a string or
+// []byte (sent as is).
+type req struct {
+	method, path string
+	body         any
+	header       map[string]string
+	noAuth       bool
+}
+
+// do sends r with the server's token and validates the response against
+// the OpenAPI document (status documented, body matching its schema).
+func (s *testServer) do(t *testing.T, r req) *response {
+	t.Helper()
+	var body io.Reader
+	switch b := r.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		js, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(js)
+	}
+	hr, err := http.NewRequest(r.method, s.base+r.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if !r.noAuth {
+		hr.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	for k, v := range r.header {
+		if v == "" {
+			hr.Header.Del(k)
+		} else {
+			hr.Header.Set(k, v)
+		}
+	}
+	resp, err := s.client.Do(hr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", r.method, r.path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading %s %s: %v", r.method, r.path, err)
+	}
+	out := &response{status: resp.StatusCode, header: resp.Header, body: raw}
+	checkAgainstOpenAPI(t, r.method, hr.URL.EscapedPath(), out)
+	return out
+}
+
+// want fails unless the response has status.
+func (r *response) want(t *testing.T, status int) *response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	return r
+}
+
+// closedPortURL returns a postgres URL on a loopback port nothing listens on.
+func closedPortURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "postgres://nobody:secret@" + addr + "/engram?sslmode=disable&connect_timeout=2"
+}

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// Version is reported to MCP clients (set by the linker for releases).
+var Version = "dev"
+
+// MCP tool arguments. The owner is an argument (one agent serves many end
+// users); the SDK infers the JSON schema of each tool from these types and
+// rejects calls that do not fit it before the handler runs.
+
+type mcpAddArgs struct {
+	Owner      string `json:"owner" jsonschema:"the end user the memory is about"`
+	Content    string `json:"content" jsonschema:"the fact to remember, one short sentence"`
+	Category   string `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
+	Importance int    `json:"importance,omitempty" jsonschema:"1..10, default 5"`
+	Agent      string `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
+	Session    string `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
+	TTL        string `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
+	Source     string `json:"source,omitempty" jsonschema:"who states the fact: user, agent (default), system"`
+}
+
+type mcpSearchArgs struct {
+	Owner      string   `json:"owner" jsonschema:"the end user whose memories are searched"`
+	Query      string   `json:"query" jsonschema:"what to look for, in natural language"`
+	TopK       int      `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
+	Mode       string   `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
+	Categories []string `json:"categories,omitempty" jsonschema:"only these categories"`
+	Agent      string   `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
+	Session    string   `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
+}
+
+type mcpListArgs struct {
+	Owner           string `json:"owner" jsonschema:"the end user whose memories are listed"`
+	Category        string `json:"category,omitempty" jsonschema:"only this category"`
+	Agent           string `json:"agent,omitempty" jsonschema:"only this agent's memories"`
+	Session         string `json:"session,omitempty" jsonschema:"only this session's memories"`
+	IncludeInactive bool   `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
+	Limit           int    `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
+	Cursor          string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+}
+
+type mcpDeleteArgs struct {
+	Owner  string `json:"owner" jsonschema:"the end user the memory belongs to"`
+	ID     string `json:"id" jsonschema:"id of the memory to delete"`
+	Source string `json:"source,omitempty" jsonschema:"who deletes: user or agent (default)"`
+}
+
+type mcpDeleteResult struct {
+	Deleted bool   `json:"deleted"`
+	ID      string `json:"id"`
+}
+
+type mcpContextArgs struct {
+	Owner     string `json:"owner" jsonschema:"the end user whose memories are rendered"`
+	Query     string `json:"query,omitempty" jsonschema:"the current task or message, to put relevant memories first"`
+	MaxTokens int    `json:"maxTokens,omitempty" jsonschema:"token budget, default 1000"`
+	Agent     string `json:"agent,omitempty" jsonschema:"agent id"`
+	Session   string `json:"session,omitempty" jsonschema:"session id"`
+}
+
+// mcpHandler serves MCP over streamable HTTP in stateless mode: every POST
+// carries a whole exchange and no session lives in the process, so any
+// replica behind the Service can answer any request (no sticky sessions)
+// and a rolling update drops nothing. Authentication, load shedding and
+// metrics are the root handler's, as for REST.
+func (s *Server) mcpHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "engram", Title: "Engram memory", Version: Version}, &mcp.ServerOptions{
+		Instructions: "Long-term memory about end users. Call get_context or search_memory before answering, " +
+			"add_memory for durable facts the user states (one fact per call), delete_memory when the user asks to forget.",
+		Logger: s.logger.With("component", "mcp"),
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "add_memory", Description: "Remember one fact about an owner (deduplicated against what is known)."},
+		toolHandler(s, "add_memory", s.mcpAdd))
+	mcp.AddTool(srv, &mcp.Tool{Name: "search_memory", Description: "Find an owner's memories relevant to a query, best first."},
+		toolHandler(s, "search_memory", s.mcpSearch))
+	mcp.AddTool(srv, &mcp.Tool{Name: "list_memories", Description: "List an owner's memories, newest first, one page at a time."},
+		toolHandler(s, "list_memories", s.mcpList))
+	mcp.AddTool(srv, &mcp.Tool{Name: "delete_memory", Description: "Forget one memory of an owner."},
+		toolHandler(s, "delete_memory", s.mcpDelete))
+	mcp.AddTool(srv, &mcp.Tool{Name: "get_context", Description: "An owner's memories rendered as text for a prompt, within a token budget."},
+		toolHandler(s, "get_context", s.mcpContext))
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+		Logger:              s.logger.With("component", "mcp"),
+	})
+}
+
+// toolHandler adapts fn to the SDK, counts the call and turns engine errors
+// into tool errors the model can read (invalid fields named, no internals).
+func toolHandler[In, Out any](s *Server, name string, fn func(context.Context, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		out, err := fn(ctx, in)
+		if err != nil {
+			s.metrics.mcpToolCalls.WithLabelValues(name, "error").Inc()
+			var zero Out
+			return nil, zero, s.toolError(name, err)
+		}
+		s.metrics.mcpToolCalls.WithLabelValues(name, "ok").Inc()
+		return nil, out, nil
+	}
+}
+
+// toolError is the message a model sees: the problem's detail, which names
+// invalid fields, and never the internal cause (logged instead).
+func (s *Server) toolError(tool string, err error) error {
+	p, internal := problemFor(err)
+	if internal {
+		s.logger.Error("MCP tool failed", "tool", tool, "error", err.Error())
+	}
+	return errors.New(p.Title + ": " + p.Detail)
+}
+
+func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error) {
+	res, err := s.store.Add(ctx, memory.AddRequest{Owner: a.Owner, Agent: a.Agent, Session: a.Session,
+		Source: memory.Source(a.Source), Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL})
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.countActions(*res)
+	return res, nil
+}
+
+func (s *Server) mcpSearch(ctx context.Context, a mcpSearchArgs) (searchResponse, error) {
+	hits, err := s.store.Search(ctx, memory.SearchRequest{Owner: a.Owner, Agent: a.Agent, Session: a.Session,
+		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories})
+	return searchResponse{Results: nonNil(hits)}, err
+}
+
+func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {
+	page, err := s.store.List(ctx, memory.ListRequest{Owner: a.Owner, Agent: a.Agent, Session: a.Session,
+		Category: a.Category, IncludeInactive: a.IncludeInactive, Limit: a.Limit, Cursor: a.Cursor})
+	if err != nil {
+		return nil, err
+	}
+	page.Items = nonNil(page.Items)
+	return page, nil
+}
+
+func (s *Server) mcpDelete(ctx context.Context, a mcpDeleteArgs) (mcpDeleteResult, error) {
+	if fe := uuidField("id", a.ID); fe != nil {
+		return mcpDeleteResult{}, &memory.ValidationError{Fields: []memory.FieldError{*fe}}
+	}
+	source := memory.Source(a.Source)
+	if source == "" {
+		source = memory.SourceAgent
+	}
+	if err := s.store.Delete(ctx, a.Owner, a.ID, source); err != nil {
+		return mcpDeleteResult{}, err
+	}
+	return mcpDeleteResult{Deleted: true, ID: a.ID}, nil
+}
+
+func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.ContextResult, error) {
+	res, err := s.store.Context(ctx, memory.ContextRequest{Owner: a.Owner, Agent: a.Agent, Session: a.Session,
+		Query: a.Query, MaxTokens: a.MaxTokens})
+	if err != nil {
+		return nil, err
+	}
+	res.IDs = nonNil(res.IDs)
+	return res, nil
+}

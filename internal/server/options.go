@@ -1,0 +1,126 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/engram-dev/engram/internal/bootstrap"
+)
+
+// Options configure `manager serve`. Every flag and variable is described in
+// docs/configuration.md; keep both in step.
+type Options struct {
+	ConfigPath string
+	TokensFile string
+	Listen     string
+
+	// From the environment (Secrets), never flags.
+	DatabaseURL     string
+	EmbeddingAPIKey string
+	LLMAPIKey       string
+
+	MaxBodyBytes       int64
+	MaxInflight        int
+	RequestTimeout     time.Duration
+	ShutdownTimeout    time.Duration
+	TokensPollInterval time.Duration
+	DBMaxConns         int
+	LogLevel           string
+	LogFormat          string
+}
+
+// Defaults of the flags.
+const (
+	DefaultListen             = ":8080"
+	DefaultMaxBodyBytes       = 1 << 20
+	DefaultMaxInflight        = 64
+	DefaultRequestTimeout     = 30 * time.Second
+	DefaultShutdownTimeout    = 25 * time.Second
+	DefaultTokensPollInterval = 2 * time.Second
+	DefaultDBMaxConns         = 10
+)
+
+// ParseFlags parses the arguments of `manager serve` and reads the
+// environment through getenv.
+func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*Options, error) {
+	o := &Options{}
+	fs := flag.NewFlagSet("manager serve", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&o.ConfigPath, "config", "", "service config file (YAML of memory.ServiceConfig; the <runtime>-config ConfigMap)")
+	fs.StringVar(&o.TokensFile, "tokens-file", "", "file of bearer tokens, one a line (the <runtime>-api-token Secret); reloaded on change")
+	fs.StringVar(&o.Listen, "listen", DefaultListen, "address to listen on, host:port")
+	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
+	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of one API request (0 = none)")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens file is checked for changes")
+	fs.IntVar(&o.DBMaxConns, "db-max-conns", DefaultDBMaxConns, "size of the database connection pool")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	o.DatabaseURL = getenv(bootstrap.EnvDatabaseURL)
+	o.EmbeddingAPIKey = getenv(bootstrap.EnvEmbeddingAPIKey)
+	o.LLMAPIKey = getenv(bootstrap.EnvLLMAPIKey)
+	return o, o.Validate()
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.ConfigPath == "" {
+		errs = append(errs, errors.New("--config is required"))
+	}
+	if o.TokensFile == "" {
+		errs = append(errs, errors.New("--tokens-file is required (the API never runs without authentication)"))
+	}
+	if o.DatabaseURL == "" {
+		errs = append(errs, fmt.Errorf("%s is required (postgres:// URL of the tenant login role)", bootstrap.EnvDatabaseURL))
+	}
+	if o.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1024", o.MaxBodyBytes))
+	}
+	if o.MaxInflight < 0 {
+		errs = append(errs, fmt.Errorf("--max-inflight %d: must not be negative", o.MaxInflight))
+	}
+	if o.RequestTimeout < 0 || o.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("--request-timeout and --shutdown-timeout must not be negative"))
+	}
+	if o.TokensPollInterval <= 0 {
+		errs = append(errs, errors.New("--tokens-poll-interval must be positive"))
+	}
+	if o.DBMaxConns < 1 || o.DBMaxConns > 1000 {
+		errs = append(errs, fmt.Errorf("--db-max-conns %d: must be within 1..1000", o.DBMaxConns))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills zero fields (for callers that build Options in code).
+func (o Options) withDefaults() Options {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.TokensPollInterval == 0 {
+		o.TokensPollInterval = DefaultTokensPollInterval
+	}
+	if o.DBMaxConns == 0 {
+		o.DBMaxConns = DefaultDBMaxConns
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	if o.LogFormat == "" {
+		o.LogFormat = "json"
+	}
+	return o
+}

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// query reads URL query parameters strictly, like the JSON bodies: unknown
+// or repeated parameters and invalid values are validation errors, so a
+// misspelt filter ("categroy=") never silently lists everything.
+type query struct {
+	values url.Values
+	errs   []memory.FieldError
+}
+
+func newQuery(u *url.URL, allowed ...string) *query {
+	q := &query{}
+	v, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		q.errs = append(q.errs, fieldErr("query", "the query string is malformed: "+err.Error()))
+		return q
+	}
+	q.values = v
+	names := make([]string, 0, len(v))
+	for k := range v {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		switch {
+		case !utf8.ValidString(k):
+			q.errs = append(q.errs, fieldErr("query", "parameter names must be valid UTF-8"))
+		case !slices.Contains(allowed, k):
+			q.errs = append(q.errs, fieldErr(k, "unknown query parameter"))
+		case len(v[k]) > 1:
+			q.errs = append(q.errs, fieldErr(k, "given more than once"))
+		case !utf8.ValidString(v[k][0]):
+			q.errs = append(q.errs, fieldErr(k, "must be valid UTF-8"))
+		}
+	}
+	return q
+}
+
+func (q *query) str(name string) string { return q.values.Get(name) }
+
+func (q *query) boolean(name string) bool {
+	s := q.values.Get(name)
+	if s == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		q.errs = append(q.errs, fieldErr(name, "must be true or false"))
+	}
+	return b
+}
+
+func (q *query) integer(name string) int {
+	s := q.values.Get(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		q.errs = append(q.errs, fieldErr(name, "must be an integer within range"))
+	}
+	return n
+}
+
+// problem returns the collected errors as one 422, or nil.
+func (q *query) problem() *Problem {
+	if len(q.errs) == 0 {
+		return nil
+	}
+	return validationProblem(q.errs...)
+}

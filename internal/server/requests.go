@@ -1,0 +1,95 @@
+package server
+
+import (
+	"encoding/json"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// Request and response bodies of the REST API. The owner is never in a body:
+// it is the {owner} of the path, so one token-holding client cannot write to
+// owner A through a URL of owner B by accident. openapi.yaml describes them.
+
+// addBody is memory.AddRequest without the owner.
+type addBody struct {
+	Agent      string        `json:"agent,omitempty"`
+	Session    string        `json:"session,omitempty"`
+	Source     memory.Source `json:"source,omitempty"`
+	Content    string        `json:"content"`
+	Category   string        `json:"category,omitempty"`
+	Importance int           `json:"importance,omitempty"`
+	TTL        string        `json:"ttl,omitempty"`
+}
+
+func (b addBody) request(owner string) memory.AddRequest {
+	return memory.AddRequest{Owner: owner, Agent: b.Agent, Session: b.Session, Source: b.Source,
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL}
+}
+
+// maxBatchItems bounds one batch: large enough for an import in pages, small
+// enough that one request cannot hold the owner's lock for long.
+const maxBatchItems = 100
+
+type batchBody struct {
+	Items []json.RawMessage `json:"items"`
+}
+
+type batchResponse struct {
+	Results []memory.AddResult `json:"results"`
+}
+
+type extractBody struct {
+	Agent    string           `json:"agent,omitempty"`
+	Session  string           `json:"session,omitempty"`
+	Source   memory.Source    `json:"source,omitempty"`
+	Messages []memory.Message `json:"messages"`
+}
+
+// updateBody is memory.UpdateRequest without owner and id; absent or null
+// fields stay as they are.
+type updateBody struct {
+	Source     memory.Source `json:"source,omitempty"`
+	Content    *string       `json:"content,omitempty"`
+	Category   *string       `json:"category,omitempty"`
+	Importance *int          `json:"importance,omitempty"`
+	TTL        *string       `json:"ttl,omitempty"`
+}
+
+type supersedeBody struct {
+	By     string        `json:"by"`
+	Source memory.Source `json:"source,omitempty"`
+}
+
+// searchBody is memory.SearchRequest without the owner.
+type searchBody struct {
+	Agent      string            `json:"agent,omitempty"`
+	Session    string            `json:"session,omitempty"`
+	Query      string            `json:"query"`
+	Mode       memory.SearchMode `json:"mode,omitempty"`
+	TopK       int               `json:"topK,omitempty"`
+	Categories []string          `json:"categories,omitempty"`
+	MinScore   float64           `json:"minScore,omitempty"`
+}
+
+type searchResponse struct {
+	Results []memory.SearchHit `json:"results"`
+}
+
+// contextBody is memory.ContextRequest without the owner.
+type contextBody struct {
+	Agent     string `json:"agent,omitempty"`
+	Session   string `json:"session,omitempty"`
+	Query     string `json:"query,omitempty"`
+	MaxTokens int    `json:"maxTokens,omitempty"`
+}
+
+type historyResponse struct {
+	Items []memory.HistoryEntry `json:"items"`
+}
+
+type statusResponse struct {
+	Status string `json:"status"`
+	// SchemaVersion and LatestSchemaVersion are set by /readyz.
+	SchemaVersion       int `json:"schemaVersion,omitempty"`
+	LatestSchemaVersion int `json:"latestSchemaVersion,omitempty"`
+}

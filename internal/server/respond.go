@@ -1,0 +1,81 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// writeJSON answers with v as application/json.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		setCause(w, err)
+		http.Error(w, "encoding the response failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// fail answers with the problem for an engine error.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p, internal := problemFor(err)
+	if internal {
+		setCause(w, err)
+	}
+	writeProblem(w, r, p)
+}
+
+// uuidField checks that v is a UUID in its canonical text form, so a
+// malformed id is a 422 naming the field and never reaches SQL.
+func uuidField(field, v string) *memory.FieldError {
+	if isUUID(v) {
+		return nil
+	}
+	fe := fieldErr(field, "must be a UUID such as 0b6c2f1e-8d1a-4c3e-9f57-2a9d0c4b7e11")
+	return &fe
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// idParam reads the {id} path value; ok is false when a problem was written.
+func idParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if fe := uuidField("id", id); fe != nil {
+		writeProblem(w, r, validationProblem(*fe))
+		return "", false
+	}
+	return id, true
+}
+
+// noQuery answers 422 when a route that takes no query parameters gets some,
+// like an unknown JSON field would.
+func noQuery(w http.ResponseWriter, r *http.Request) bool {
+	if p := newQuery(r.URL).problem(); p != nil {
+		writeProblem(w, r, p)
+		return false
+	}
+	return true
+}

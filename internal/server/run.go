@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/engram-dev/engram/internal/bootstrap"
+)
+
+// Process is a running memory service.
+type Process struct {
+	Server *Server
+	addr   net.Addr
+	done   chan struct{}
+	err    error
+}
+
+// Addr is the address the service listens on (useful with --listen=127.0.0.1:0).
+func (p *Process) Addr() net.Addr { return p.addr }
+
+// Wait blocks until the service has shut down (ctx of Start done) and
+// returns the first error of serving or shutting down.
+func (p *Process) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Start loads the config, opens the tenant's store, listens and serves until
+// ctx is done, then shuts down gracefully: /readyz fails, the listener
+// closes, in-flight requests get up to ShutdownTimeout to finish, then the
+// store and the pool close. The database is not needed to start: requests
+// get 503 and /readyz fails until it answers.
+func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error) {
+	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := bootstrap.LoadServiceConfig(o.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	metrics := NewMetrics()
+	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{
+		Config:          cfg,
+		DatabaseURL:     o.DatabaseURL,
+		EmbeddingAPIKey: o.EmbeddingAPIKey,
+		LLMAPIKey:       o.LLMAPIKey,
+		MaxConns:        int32(o.DBMaxConns),
+		WrapEmbedder:    metrics.InstrumentEmbedder,
+		WrapLLM:         metrics.InstrumentLLM,
+		Logger:          logger.With("component", "memory"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	metrics.RegisterPool(tn.Pool)
+	tokens := NewTokens(o.TokensFile, logger, metrics)
+	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o})
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		tn.Close()
+		return nil, fmt.Errorf("listening on %s: %w", o.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	p := &Process{Server: srv, addr: ln.Addr(), done: make(chan struct{})}
+	logger.Info("memory service listening", "address", ln.Addr().String(), "schema", cfg.Schema,
+		"embedding", cfg.Embedding.Provider, "llm", tn.HasLLM, "policy", cfg.PolicyName, "policyGeneration", cfg.PolicyGeneration,
+		"tokens", tokens.Count())
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	go tokens.Watch(watchCtx, o.TokensPollInterval)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	go func() {
+		defer close(p.done)
+		defer stopWatch()
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			// Serve returned on its own: the listener failed.
+			p.err = fmt.Errorf("serving HTTP: %w", err)
+			tn.Close()
+			return
+		}
+		p.err = shutdown(hs, srv, o.ShutdownTimeout, logger)
+		tn.Close()
+		logger.Info("memory service stopped")
+	}()
+	return p, nil
+}
+
+// shutdown stops accepting, waits up to timeout for in-flight requests, then
+// closes whatever is left.
+func shutdown(hs *http.Server, srv *Server, timeout time.Duration, logger *slog.Logger) error {
+	srv.SetDraining()
+	logger.Info("shutting down: finishing in-flight requests", "timeout", timeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := hs.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		logger.Warn("in-flight requests did not finish within the shutdown timeout; closing their connections")
+		_ = hs.Close()
+		return nil
+	}
+	return err
+}
+
+// Main is `manager serve`: it parses args, starts the service and waits until
+// ctx is done (SIGTERM or SIGINT in cmd/manager). It returns the exit code:
+// 0 after a clean shutdown, 1 on a start or serve error, 2 on bad flags.
+func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, err := ParseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "manager serve: %v\n", err)
+		return 2
+	}
+	logger, err := bootstrap.NewLogger(stderr, o.LogLevel, o.LogFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "manager serve: %v\n", err)
+		return 2
+	}
+	p, err := Start(ctx, *o, logger)
+	if err != nil {
+		logger.Error("memory service failed to start", "error", err.Error())
+		return 1
+	}
+	if err := p.Wait(); err != nil {
+		logger.Error("memory service failed", "error", err.Error())
+		return 1
+	}
+	return 0
+}
