@@ -14,7 +14,7 @@ export ENGRAM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/engram
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 STATICCHECK_VERSION ?= v0.8.2
 HELM_VERSION ?= v3.22.0
-KUSTOMIZE_VERSION ?= v5.8.3
+KUSTOMIZE_VERSION ?= v5.7.1
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
@@ -36,7 +36,7 @@ help: ## Show this help.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and internal/controller/.
 	$(CONTROLLER_GEN) rbac:roleName=engram-manager crd:allowDangerousTypes=true webhook paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	@mkdir -p charts/engram/crds && cp config/crd/bases/*.yaml charts/engram/crds/
+	@mkdir -p charts/engram/crds charts/engram/files && cp config/crd/bases/*.yaml charts/engram/crds/ && cp config/rbac/role.yaml charts/engram/files/role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
@@ -105,7 +105,7 @@ build: ## Build the manager binary into bin/manager.
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
-	docker build -t $(IMG) .
+	DOCKER_BUILDKIT=1 docker build -t $(IMG) .
 
 .PHONY: helm-lint
 helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
@@ -116,6 +116,36 @@ helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
 .PHONY: kustomize-build
 kustomize-build: manifests $(KUSTOMIZE) ## Render config/default with kustomize.
 	$(KUSTOMIZE) build config/default >/dev/null
+
+##@ Benchmark
+
+# N sets the MemoryRuntimes of the operator part (make bench-full N=1000);
+# BENCH_FLAGS passes more flags to the harness (go run ./bench -h).
+N ?=
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: ## Short benchmark (< 10 min): service vs raw SQL, jobs, operator; writes bench/results/.
+	@$(call run-bench,short)
+
+.PHONY: bench-full
+bench-full: ## Full benchmark at the sizes of issue 7 (N=1000 for 1,000 runtimes); writes bench/results/.
+	@$(call run-bench,full)
+
+# run-bench provisions PostgreSQL and the envtest binaries, builds the
+# manager (the binary under test) and the harness, and runs mode $(1).
+define run-bench
+echo ">> PostgreSQL with pgvector"; \
+DATABASE_URL="$$(hack/pgvector.sh start)"; \
+echo ">> kube-apiserver + etcd for envtest"; \
+KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
+export DATABASE_URL KUBEBUILDER_ASSETS; \
+echo ">> building bin/manager and bin/enginebench"; \
+mkdir -p $(LOCALBIN); \
+CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager; \
+go build -o $(LOCALBIN)/enginebench ./bench; \
+$(LOCALBIN)/enginebench --mode=$(1) --manager=$(LOCALBIN)/manager --out=bench/results $(if $(N),--runtimes=$(N)) $(BENCH_FLAGS)
+endef
 
 ##@ Tools (pinned, installed into ./bin)
 

@@ -38,6 +38,70 @@ const (
 	ConditionScheduled = "Scheduled"
 )
 
+// Reasons of the conditions. They are part of the API: alerts and scripts may
+// match on them, so they only ever get added, never renamed.
+const (
+	// ReasonAvailable: a runtime is serving (Ready=True).
+	ReasonAvailable = "Available"
+	// ReasonPaused: spec.paused is true.
+	ReasonPaused = "Paused"
+	// ReasonNotPaused: spec.paused is false (Paused=False).
+	ReasonNotPaused = "NotPaused"
+	// ReasonDeleting: the object is being deleted and the finalizer runs.
+	ReasonDeleting = "Deleting"
+
+	// ReasonConnectionSecretNotFound: the admin connection Secret does not exist.
+	ReasonConnectionSecretNotFound = "ConnectionSecretNotFound"
+	// ReasonConnectionInvalid: the admin connection Secret cannot be parsed.
+	ReasonConnectionInvalid = "ConnectionInvalid"
+	// ReasonDatabaseUnreachable: the operator cannot connect to PostgreSQL.
+	ReasonDatabaseUnreachable = "DatabaseUnreachable"
+	// ReasonExtensionMissing: pgvector is not installed and cannot be created.
+	ReasonExtensionMissing = "ExtensionMissing"
+	// ReasonSchemaNotManaged: the schema or a role exists but Engram did not create it.
+	ReasonSchemaNotManaged = "SchemaNotManaged"
+	// ReasonDimensionsMismatch: the schema exists with another vector size.
+	ReasonDimensionsMismatch = "DimensionsMismatch"
+	// ReasonProvisioningFailed: any other provisioning error; see the message.
+	ReasonProvisioningFailed = "ProvisioningFailed"
+	// ReasonProvisioned: the schema and roles exist, are migrated and granted.
+	ReasonProvisioned = "Provisioned"
+
+	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.
+	ReasonPolicyNotFound = "PolicyNotFound"
+	// ReasonPolicyInvalid: the referenced MemoryPolicy fails its semantic checks.
+	ReasonPolicyInvalid = "PolicyInvalid"
+	// ReasonSecretNotFound: a Secret named in spec (API key) does not exist.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonConfigInvalid: the runtime's resolved config fails validation; see the message.
+	ReasonConfigInvalid = "ConfigInvalid"
+	// ReasonImageNotSet: neither spec.service.image nor the operator's --service-image is set.
+	ReasonImageNotSet = "ImageNotSet"
+	// ReasonApplyFailed: the API server refused an owned object; see the message.
+	ReasonApplyFailed = "ApplyFailed"
+
+	// ReasonDeploying: the Deployment has no available replica yet.
+	ReasonDeploying = "Deploying"
+	// ReasonMinimumReplicasAvailable: the Deployment has available replicas.
+	ReasonMinimumReplicasAvailable = "MinimumReplicasAvailable"
+	// ReasonScaledToZero: spec.service.replicas is 0.
+	ReasonScaledToZero = "ScaledToZero"
+
+	// ReasonValid: a MemoryPolicy passed every check.
+	ReasonValid = "Valid"
+	// ReasonInvalid: a MemoryPolicy failed a check; the message lists each problem.
+	ReasonInvalid = "Invalid"
+
+	// ReasonCronJobsReady: every target runtime has its CronJob.
+	ReasonCronJobsReady = "CronJobsReady"
+	// ReasonRuntimeNotFound: spec.runtimeRef names a MemoryRuntime that does not exist.
+	ReasonRuntimeNotFound = "RuntimeNotFound"
+	// ReasonNoRuntimesSelected: spec.runtimeSelector matches no MemoryRuntime.
+	ReasonNoRuntimesSelected = "NoRuntimesSelected"
+	// ReasonInvalidSchedule: the schedule or time zone cannot be used.
+	ReasonInvalidSchedule = "InvalidSchedule"
+)
+
 // Annotations users set to ask for one-off actions.
 const (
 	// AnnotationRotateCredentials rotates the tenant role password when its value changes.

@@ -6,8 +6,8 @@ import (
 
 // Duration is a span of time written as a whole number and one unit:
 // s, m, h, d (days) or w (weeks), for example "30d" or "12h". "0" means never.
-// +kubebuilder:validation:Pattern=`^(0|[1-9][0-9]{0,5}(s|m|h|d|w))$`
 // +kubebuilder:validation:MaxLength=8
+// +kubebuilder:validation:XValidation:rule="self.matches('^(0|[1-9][0-9]{0,5}(s|m|h|d|w))$')",message="must be a whole number and one unit (s, m, h, d or w), such as 30d or 12h, or 0 for never"
 type Duration string
 
 // ArbitrationMode says who decides about memories in the arbitration band.
@@ -291,8 +291,4 @@ type MemoryPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MemoryPolicy `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&MemoryPolicy{}, &MemoryPolicyList{})
 }

@@ -61,14 +61,16 @@ type MemoryRuntimeSpec struct {
 	// +kubebuilder:default=Retain
 	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
 
-	// Paused stops reconciliation of this runtime; its objects stay as they are.
+	// Paused stops reconciliation of this runtime: its objects and its
+	// database stay as they are (condition Paused). Deleting a paused runtime
+	// still carries out its reclaimPolicy.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 }
 
 // DatabaseSpec locates the PostgreSQL database (with pgvector) of a tenant.
 // +kubebuilder:validation:XValidation:rule="has(self.connectionSecretRef) != has(self.clusterConnection)",message="set exactly one of database.connectionSecretRef or database.clusterConnection"
-// +kubebuilder:validation:XValidation:rule="(has(self.schema) ? self.schema : '') == (has(oldSelf.schema) ? oldSelf.schema : '')",message="database.schema cannot be changed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.schema) == has(oldSelf.schema) && (!has(self.schema) || self.schema == oldSelf.schema)",message="database.schema cannot be changed after creation"
 type DatabaseSpec struct {
 	// ConnectionSecretRef names a Secret in this namespace holding an admin
 	// connection: key (default "uri") with a postgres:// URI, or the keys
@@ -262,8 +264,4 @@ type MemoryRuntimeList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MemoryRuntime `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&MemoryRuntime{}, &MemoryRuntimeList{})
 }

@@ -48,7 +48,7 @@ type RetentionJobSpec struct {
 	// day-of-week"), or a macro such as @daily.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
-	// +kubebuilder:validation:XValidation:rule="self in ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'] || self.matches('^[0-9*/,?-]+ [0-9*/,?-]+ [0-9*/,?LW-]+ [0-9A-Za-z*/,?-]+ [0-9A-Za-z*/,?L#-]+$')",message="schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. \"0 3 * * *\", or a macro like @daily; put the time zone in timeZone, not in schedule"
+	// +kubebuilder:validation:XValidation:rule="self in ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'] || self.matches('^[0-9*/,-]+ [0-9*/,-]+ [0-9*/,?-]+ [0-9A-Za-z*/,-]+ [0-9A-Za-z*/,?-]+$')",message="schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. \"0 3 * * *\", or a macro like @daily; put the time zone in timeZone, not in schedule"
 	Schedule string `json:"schedule"`
 
 	// TimeZone of the schedule, an IANA name such as "Europe/Berlin". Default:
@@ -222,8 +222,4 @@ type RetentionJobList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RetentionJob `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&RetentionJob{}, &RetentionJobList{})
 }

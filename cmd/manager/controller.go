@@ -1,12 +1,201 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
+	"strings"
+	"time"
+	_ "time/tzdata" // RetentionJob time zones, also in images without /usr/share/zoneinfo
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/engram-dev/engram/internal/controller"
 )
 
-// runController is being implemented (placeholder so the binary builds).
+// controllerFlags are the flags of `manager` (the operator).
+type controllerFlags struct {
+	leaderElect        bool
+	metricsAddr        string
+	probeAddr          string
+	runtimeConcurrency int
+	policyConcurrency  int
+	jobConcurrency     int
+	watchNamespaces    string
+	operatorNamespace  string
+	grantCheckInterval time.Duration
+	serviceImage       string
+	logLevel           string
+	logFormat          string
+}
+
+func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, error) {
+	f := &controllerFlags{}
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect one active replica through a Lease in the operator namespace (enable when running more than one)")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" turns it off")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.IntVar(&f.runtimeConcurrency, "max-concurrent-reconciles-runtime", 4, "MemoryRuntimes reconciled at once")
+	fs.IntVar(&f.policyConcurrency, "max-concurrent-reconciles-policy", 1, "MemoryPolicies reconciled at once")
+	fs.IntVar(&f.jobConcurrency, "max-concurrent-reconciles-retentionjob", 2, "RetentionJobs reconciled at once")
+	fs.StringVar(&f.watchNamespaces, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to manage; empty = all (env WATCH_NAMESPACES)")
+	fs.StringVar(&f.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator: clusterConnection Secrets and the leader election Lease (env POD_NAMESPACE)")
+	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
+	fs.StringVar(&f.serviceImage, "service-image", os.Getenv("ENGRAM_IMAGE"), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "json or text")
+	config.RegisterFlags(fs) // --kubeconfig, for running outside a cluster
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if f.grantCheckInterval < time.Minute {
+		return nil, fmt.Errorf("--grant-check-interval %s is below the minimum of 1m", f.grantCheckInterval)
+	}
+	for _, c := range []int{f.runtimeConcurrency, f.policyConcurrency, f.jobConcurrency} {
+		if c < 1 {
+			return nil, errors.New("--max-concurrent-reconciles-* must be at least 1")
+		}
+	}
+	return f, nil
+}
+
+// newLogger is a slog logger (JSON by default, like `serve` and `job`) for controller-runtime.
+func newLogger(w io.Writer, level, format string) (logr.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return logr.Logger{}, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return logr.FromSlogHandler(slog.NewTextHandler(w, opts)), nil
+	}
+	return logr.Logger{}, fmt.Errorf("invalid --log-format %q: want json or text", format)
+}
+
+// runController is `manager` (or `manager controller`): the operator.
 func runController(args []string) int {
-	fmt.Fprintln(os.Stderr, "manager controller: not implemented yet")
-	return 2
+	f, err := parseControllerFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 2
+	}
+	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 2
+	}
+	ctrl.SetLogger(log)
+	namespaces, err := controller.ParseNamespaces(f.watchNamespaces)
+	if err != nil {
+		log.Error(err, "invalid --watch-namespaces")
+		return 2
+	}
+	if f.operatorNamespace == "" {
+		log.Info("no --operator-namespace (POD_NAMESPACE): clusterConnection cannot be resolved")
+	}
+
+	cfg, err := config.GetConfig()
+	if err != nil {
+		log.Error(err, "loading the Kubernetes client configuration")
+		return 1
+	}
+	if f.serviceImage == "" {
+		f.serviceImage = ownImage(cfg, f.operatorNamespace, os.Getenv("POD_NAME"), log)
+	}
+	if f.serviceImage == "" {
+		log.Info("no --service-image (ENGRAM_IMAGE): MemoryRuntimes without spec.service.image will report ImageNotSet")
+	}
+	mgr, err := controller.NewManager(cfg, ctrl.Options{
+		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              "engram-operator.memory.engram.dev",
+		LeaderElectionNamespace:       f.operatorNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	}, controller.Options{
+		OperatorNamespace:       f.operatorNamespace,
+		WatchNamespaces:         namespaces,
+		ServiceImage:            f.serviceImage,
+		GrantCheckInterval:      f.grantCheckInterval,
+		RuntimeConcurrency:      f.runtimeConcurrency,
+		PolicyConcurrency:       f.policyConcurrency,
+		RetentionJobConcurrency: f.jobConcurrency,
+	})
+	if err != nil {
+		log.Error(err, "setting up the operator")
+		return 1
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		log.Error(err, "adding the health check")
+		return 1
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}); err != nil {
+		log.Error(err, "adding the readiness check")
+		return 1
+	}
+	log.Info("starting the operator", "watchNamespaces", namespaces, "operatorNamespace", f.operatorNamespace,
+		"serviceImage", f.serviceImage, "grantCheckInterval", f.grantCheckInterval.String(), "leaderElection", f.leaderElect)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "the operator stopped")
+		return 1
+	}
+	return 0
+}
+
+// ownImage finds the operator's own image by reading its pod (POD_NAME and
+// POD_NAMESPACE from the downward API), so a kustomize or Helm image
+// override needs no second setting for the services and jobs. It returns ""
+// when that is not possible.
+func ownImage(cfg *rest.Config, namespace, podName string, log logr.Logger) string {
+	if namespace == "" || podName == "" {
+		return ""
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		log.Error(err, "finding the operator's own image")
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingFieldsSelector{
+		Selector: fields.OneTermEqualSelector("metadata.name", podName),
+	}); err != nil || len(pods.Items) == 0 {
+		log.Error(err, "finding the operator's own image", "pod", podName)
+		return ""
+	}
+	for _, ctr := range pods.Items[0].Spec.Containers {
+		if ctr.Name == "manager" {
+			return ctr.Image
+		}
+	}
+	return pods.Items[0].Spec.Containers[0].Image
 }

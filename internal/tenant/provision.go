@@ -97,6 +97,13 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		res.ExtensionSchema = extSchema
+		// Refuse a foreign schema before creating anything, so a refusal
+		// leaves no roles behind.
+		if exists, managed, err := schemaState(ctx, conn, spec.Schema); err != nil {
+			return err
+		} else if exists && !managed {
+			return fmt.Errorf("schema %q exists and is %w (no %q comment); choose another spec.database.schema", spec.Schema, ErrNotManaged, managedMarker)
+		}
 		if err := ensureRoles(ctx, conn, names, res); err != nil {
 			return err
 		}

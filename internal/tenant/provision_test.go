@@ -243,6 +243,9 @@ func TestDrop(t *testing.T) {
 		if _, err := Provision(ctx, pool, Spec{Schema: foreign, Dimensions: 3}); !errors.Is(err, ErrNotManaged) {
 			t.Fatalf("Provision over a foreign schema: %v, want ErrNotManaged", err)
 		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname = ANY($1)`, []string{OwnerRole(foreign), LoginRole(foreign)}).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("a refused Provision left %d roles behind (%v)", n, err)
+		}
 	})
 }
 

@@ -29,6 +29,9 @@ func ControlPlane(t testing.TB) (*envtest.Environment, *rest.Config) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// Start may fail after the processes run (e.g. a CRD the API server
+		// refuses): stop them, or they outlive the test.
+		_ = env.Stop()
 		t.Fatalf("starting envtest control plane: %v", err)
 	}
 	t.Cleanup(func() {

@@ -61,6 +61,7 @@ func StartControlPlane(assets, repoRoot string) (*ControlPlane, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // Start can fail after the processes run
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "engram-demo", Groups: []string{"system:masters"}}, nil)

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// ServiceConfig is the resolved configuration of a runtime's service and
+// jobs (the <runtime>-config ConfigMap's config.yaml), from the runtime, its
+// schema and its resolved policy.
+func ServiceConfig(rt *memoryv1alpha1.MemoryRuntime, schema string, policy memory.Policy, policyName string, policyGeneration int64) memory.ServiceConfig {
+	cfg := memory.ServiceConfig{
+		Schema: schema,
+		Embedding: memory.EmbeddingConfig{
+			Provider:   string(rt.EmbeddingProvider()),
+			Dimensions: int(rt.EmbeddingDimensions()),
+			Model:      rt.Spec.Embedding.Model,
+			Endpoint:   rt.Spec.Embedding.Endpoint,
+		},
+		Policy:           policy,
+		PolicyName:       policyName,
+		PolicyGeneration: policyGeneration,
+	}
+	if rt.Spec.LLM != nil {
+		cfg.LLM = &memory.LLMConfig{Endpoint: rt.Spec.LLM.Endpoint, Model: rt.Spec.LLM.Model}
+	}
+	return cfg
+}
+
+// MarshalServiceConfig renders a config as the YAML of the ConfigMap after
+// validating it, so the service never receives a config it would refuse.
+func MarshalServiceConfig(cfg memory.ServiceConfig) ([]byte, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("the resolved config is invalid: %w", err)
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the config: %w", err)
+	}
+	return b, nil
+}
+
+// ConfigMap is the <runtime>-config ConfigMap holding config.yaml.
+func ConfigMap(rt *memoryv1alpha1.MemoryRuntime, configYAML []byte) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: ownedMeta(rt, ConfigMapName(rt.Name), ComponentConfig),
+		Data:       map[string]string{KeyConfig: string(configYAML)},
+	}
+}
+
+// PodTemplateHash is the value of the pod template's config-hash annotation:
+// it changes whenever the config, the credentials or an API key changes, and
+// that rolls the pods (env vars and a Secret's old password are read only at
+// start).
+func PodTemplateHash(configYAML []byte, credentialsDigest string, apiKeyDigests ...string) string {
+	b := append([]byte(nil), configYAML...)
+	b = append(b, 0)
+	b = append(b, credentialsDigest...)
+	for _, d := range apiKeyDigests {
+		b = append(b, 0)
+		b = append(b, d...)
+	}
+	return sha256Hex(b)[:32]
+}
+
+// ownedMeta is the metadata of an object owned (and garbage-collected with)
+// a runtime.
+func ownedMeta(rt *memoryv1alpha1.MemoryRuntime, name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       rt.Namespace,
+		Labels:          RuntimeLabels(rt.Name, component),
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rt, memoryv1alpha1.GroupVersion.WithKind("MemoryRuntime"))},
+	}
+}

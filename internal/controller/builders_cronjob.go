@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// CronJob is the CronJob of retention job rj for one target runtime: it runs
+// `manager job` with the runtime's credentials and config.
+func CronJob(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, image string) *batchv1.CronJob {
+	labels := JobLabels(rj.Name, rt.Name)
+	return &batchv1.CronJob{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            CronJobName(rj.Name, rt.Name),
+			Namespace:       rj.Namespace,
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rj, memoryv1alpha1.GroupVersion.WithKind("RetentionJob"))},
+		},
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   rj.Spec.Schedule,
+			TimeZone:                   rj.Spec.TimeZone,
+			ConcurrencyPolicy:          batchv1.ConcurrencyPolicy(rj.ConcurrencyPolicyOrDefault()),
+			Suspend:                    ptr.To(rj.Spec.Suspend),
+			SuccessfulJobsHistoryLimit: ptr.To(ptr.Deref(rj.Spec.SuccessfulJobsHistoryLimit, 3)),
+			FailedJobsHistoryLimit:     ptr.To(ptr.Deref(rj.Spec.FailedJobsHistoryLimit, 1)),
+			JobTemplate: batchv1.JobTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       jobSpec(rj, rt, image, labels),
+			},
+		},
+	}
+}
+
+// jobSpec is one maintenance run. It is not retried within a run
+// (backoffLimit 0): the next scheduled run is the retry, and one run keeps
+// one pod whose termination message is the run's summary.
+func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, image string, labels map[string]string) batchv1.JobSpec {
+	return batchv1.JobSpec{
+		BackoffLimit:          ptr.To[int32](0),
+		ActiveDeadlineSeconds: rj.Spec.ActiveDeadlineSeconds,
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{
+				RestartPolicy:                corev1.RestartPolicyNever,
+				AutomountServiceAccountToken: ptr.To(false),
+				EnableServiceLinks:           ptr.To(false),
+				SecurityContext:              podSecurityContext(),
+				Containers: []corev1.Container{{
+					Name:                     ContainerJob,
+					Image:                    image,
+					Command:                  JobCommand(rj),
+					Env:                      tenantEnv(rt),
+					SecurityContext:          containerSecurityContext(),
+					TerminationMessagePath:   TerminationLogPath,
+					TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					VolumeMounts:             []corev1.VolumeMount{mount(volumeConfig, ConfigDir), mount(volumeTmp, "/tmp")},
+				}},
+				Volumes: []corev1.Volume{configVolume(rt), tmpVolume()},
+			},
+		},
+	}
+}
+
+// JobCommand is the job container's command: the operations in canonical order.
+func JobCommand(rj *memoryv1alpha1.RetentionJob) []string {
+	ops := rj.SortedOperations()
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = string(op)
+	}
+	cmd := []string{
+		BinaryPath, "job",
+		"--config=" + ConfigPath,
+		"--ops=" + strings.Join(names, ","),
+		"--termination-log=" + TerminationLogPath,
+	}
+	if rj.Spec.DryRun {
+		cmd = append(cmd, "--dry-run")
+	}
+	return cmd
+}
+
+// RunNowJob is the Job a run-now annotation starts: the CronJob's job
+// template, owned by the CronJob (as `kubectl create job --from=cronjob/...`
+// does), so the CronJob's history limits and deletion cover it too.
+func RunNowJob(cj *batchv1.CronJob, value string) *batchv1.Job {
+	labels := make(map[string]string, len(cj.Spec.JobTemplate.Labels))
+	for k, v := range cj.Spec.JobTemplate.Labels {
+		labels[k] = v
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      RunNowJobName(cj.Name, value),
+			Namespace: cj.Namespace,
+			Labels:    labels,
+			Annotations: map[string]string{
+				AnnotationInstantiate:           "manual",
+				memoryv1alpha1.AnnotationRunNow: value,
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))},
+		},
+		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
+	}
+}

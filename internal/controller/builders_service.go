@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+var tmpSizeLimit = resource.MustParse("64Mi")
+
+// Deployment is the memory service of a runtime. configHash goes on the pod
+// template, so a change of config or credentials rolls the pods.
+func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *appsv1.Deployment {
+	port := rt.ServicePort()
+	labels := RuntimeLabels(rt.Name, ComponentService)
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: ownedMeta(rt, DeploymentName(rt.Name), ComponentService),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(rt.Replicas()),
+			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(rt.Name)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: map[string]string{AnnotationConfigHash: configHash},
+				},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              podSecurityContext(),
+					Containers: []corev1.Container{{
+						Name:  ContainerSvc,
+						Image: image,
+						Command: []string{
+							BinaryPath, "serve",
+							"--config=" + ConfigPath,
+							"--tokens-file=" + TokensPath,
+							"--listen=:" + strconv.Itoa(int(port)),
+						},
+						Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+						Env:   tenantEnv(rt),
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:     httpGet("/healthz"),
+							PeriodSeconds:    10,
+							TimeoutSeconds:   2,
+							FailureThreshold: 3,
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:     httpGet("/readyz"),
+							PeriodSeconds:    5,
+							TimeoutSeconds:   2,
+							FailureThreshold: 3,
+						},
+						StartupProbe: &corev1.Probe{
+							ProbeHandler:     httpGet("/healthz"),
+							PeriodSeconds:    2,
+							FailureThreshold: 30,
+						},
+						Resources:                *rt.Spec.Service.Resources.DeepCopy(),
+						SecurityContext:          containerSecurityContext(),
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						VolumeMounts: []corev1.VolumeMount{
+							mount(volumeConfig, ConfigDir),
+							mount(volumeTokens, TokensDir),
+							mount(volumeTmp, "/tmp"),
+						},
+					}},
+					Volumes: []corev1.Volume{
+						configVolume(rt),
+						{Name: volumeTokens, VolumeSource: corev1.VolumeSource{
+							Secret: &corev1.SecretVolumeSource{SecretName: APITokenSecretName(rt.Name)},
+						}},
+						tmpVolume(),
+					},
+				},
+			},
+		},
+	}
+}
+
+func httpGet(path string) corev1.ProbeHandler {
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(PortName)}}
+}
+
+// Service exposes a runtime's memory service inside the cluster on spec.service.port.
+func Service(rt *memoryv1alpha1.MemoryRuntime) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: ownedMeta(rt, ServiceName(rt.Name), ComponentService),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: SelectorLabels(rt.Name),
+			Ports: []corev1.ServicePort{{
+				Name:       PortName,
+				Port:       rt.ServicePort(),
+				TargetPort: intstr.FromString(PortName),
+				Protocol:   corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// ServiceAvailability reads a Deployment's status the way `kubectl rollout
+// status` does: available when the Available condition is True and at least
+// one replica is available.
+func ServiceAvailability(rt *memoryv1alpha1.MemoryRuntime, d *appsv1.Deployment) (ok bool, reason, message string) {
+	want := rt.Replicas()
+	if want == 0 {
+		return false, memoryv1alpha1.ReasonScaledToZero, "spec.service.replicas is 0: no memory service pod runs"
+	}
+	if d == nil {
+		return false, memoryv1alpha1.ReasonDeploying, "the Deployment does not exist yet"
+	}
+	available := false
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			available = true
+		}
+	}
+	msg := fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
+	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want {
+		msg += "; a rollout is in progress"
+	}
+	if available && d.Status.AvailableReplicas > 0 {
+		return true, memoryv1alpha1.ReasonMinimumReplicasAvailable, msg
+	}
+	return false, memoryv1alpha1.ReasonDeploying, msg
+}

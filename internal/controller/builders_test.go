@@ -1,0 +1,381 @@
+package controller
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+func testRuntime() *memoryv1alpha1.MemoryRuntime {
+	rt := &memoryv1alpha1.MemoryRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: "team-a", UID: "uid-1"},
+		Spec: memoryv1alpha1.MemoryRuntimeSpec{
+			Database: memoryv1alpha1.DatabaseSpec{ClusterConnection: "main"},
+			Service: memoryv1alpha1.ServiceSpec{
+				Replicas: ptr.To[int32](2),
+				Port:     9090,
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+				},
+			},
+		},
+	}
+	return rt
+}
+
+func TestLoginCredentials(t *testing.T) {
+	c, err := LoginCredentials("postgres://admin:secret@db.example:6543/app?sslmode=require", "engram_team_a_bot", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Credentials{
+		URI:  "postgres://engram_team_a_bot_app:pw@db.example:6543/app?sslmode=require",
+		Host: "db.example", Port: "6543", DBName: "app", User: "engram_team_a_bot_app", Password: "pw", Schema: "engram_team_a_bot",
+	}
+	if c != want {
+		t.Errorf("LoginCredentials =\n%+v\nwant\n%+v", c, want)
+	}
+	c, err = LoginCredentials("postgres://admin@db/app", "s", "pw")
+	if err != nil || c.Port != "5432" {
+		t.Errorf("default port: %+v, %v", c, err)
+	}
+}
+
+func TestCredentialsSecret(t *testing.T) {
+	rt := testRuntime()
+	creds := Credentials{URI: "postgres://u:p@h:5432/d", Host: "h", Port: "5432", DBName: "d", User: "u", Password: "p", Schema: "s"}
+	s := CredentialsSecret(rt, creds)
+	if s.Name != "bot-db" || s.Namespace != "team-a" || s.Type != corev1.SecretTypeOpaque {
+		t.Errorf("metadata = %s/%s type %s", s.Namespace, s.Name, s.Type)
+	}
+	for _, k := range []string{"uri", "host", "port", "dbname", "user", "password", "schema"} {
+		if len(s.Data[k]) == 0 {
+			t.Errorf("key %q missing", k)
+		}
+	}
+	assertOwned(t, s.ObjectMeta, "credentials")
+	if pw, ok := StoredPassword(s); !ok || pw != "p" {
+		t.Errorf("StoredPassword of the operator's own Secret = %q, %v", pw, ok)
+	}
+	s.Data["password"] = []byte("edited")
+	if _, ok := StoredPassword(s); ok {
+		t.Error("a hand-edited password was not detected")
+	}
+	if _, ok := StoredPassword(nil); ok {
+		t.Error("a missing Secret has a stored password")
+	}
+}
+
+func TestAPITokens(t *testing.T) {
+	tok, err := NewToken()
+	if err != nil || len(tok) < 40 {
+		t.Fatalf("NewToken = %q, %v", tok, err)
+	}
+	if other, _ := NewToken(); other == tok {
+		t.Error("two tokens are equal")
+	}
+	for in, want := range map[string]bool{"": false, "\n\n": false, "# old\n": false, "abc\n": true, "# c\n  abc  \n": true} {
+		if HasToken(in) != want {
+			t.Errorf("HasToken(%q) = %v", in, !want)
+		}
+	}
+	s := APITokenSecret(testRuntime(), tok+"\n")
+	if s.Name != "bot-api-token" || string(s.Data["tokens"]) != tok+"\n" {
+		t.Errorf("token Secret = %s %q", s.Name, s.Data["tokens"])
+	}
+}
+
+// TestConfigMapRoundTrip: the ConfigMap's YAML is read back by the service
+// exactly as the contract says (sigs.k8s.io/yaml, then ParseServiceConfigJSON).
+func TestConfigMapRoundTrip(t *testing.T) {
+	rt := testRuntime()
+	rt.Spec.Embedding = memoryv1alpha1.EmbeddingSpec{Provider: "openai", Dimensions: 1536, Model: "text-embedding-3-small", Endpoint: "https://api.example/v1"}
+	rt.Spec.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm:8000/v1", Model: "qwen"}
+	cfg := ServiceConfig(rt, "engram_team_a_bot", memory.DefaultPolicy(), "default", 3)
+	b, err := MarshalServiceConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := ConfigMap(rt, b)
+	if cm.Name != "bot-config" {
+		t.Errorf("name = %s", cm.Name)
+	}
+	assertOwned(t, cm.ObjectMeta, "config")
+	js, err := yaml.YAMLToJSON([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := memory.ParseServiceConfigJSON(js)
+	if err != nil {
+		t.Fatalf("the service would refuse the config: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	if !reflect.DeepEqual(*back, cfg) {
+		t.Errorf("round trip changed the config:\n%+v\nwant\n%+v", *back, cfg)
+	}
+
+	rt.Spec.Embedding = memoryv1alpha1.EmbeddingSpec{} // unset: builtin, 384
+	cfg = ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0)
+	if cfg.Embedding.Provider != "builtin" || cfg.Embedding.Dimensions != 384 || cfg.LLM == nil {
+		t.Errorf("embedding defaults = %+v", cfg.Embedding)
+	}
+	bad := cfg
+	bad.Policy.Dedup.ArbitrationThreshold = 2
+	if _, err := MarshalServiceConfig(bad); err == nil {
+		t.Error("an invalid config was rendered")
+	}
+}
+
+func TestPodTemplateHash(t *testing.T) {
+	base := PodTemplateHash([]byte("a"), "pw1", "k1")
+	for name, other := range map[string]string{
+		"config":      PodTemplateHash([]byte("b"), "pw1", "k1"),
+		"credentials": PodTemplateHash([]byte("a"), "pw2", "k1"),
+		"api key":     PodTemplateHash([]byte("a"), "pw1", "k2"),
+		"no api key":  PodTemplateHash([]byte("a"), "pw1"),
+	} {
+		if other == base {
+			t.Errorf("a change of %s leaves the hash unchanged", name)
+		}
+	}
+	if PodTemplateHash([]byte("a"), "pw1", "k1") != base {
+		t.Error("the hash is not deterministic")
+	}
+}
+
+func TestDeployment(t *testing.T) {
+	rt := testRuntime()
+	rt.Spec.Embedding.APIKeySecretRef = &memoryv1alpha1.SecretKeySelector{Name: "openai"}
+	rt.Spec.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://x/v1", Model: "m", APIKeySecretRef: &memoryv1alpha1.SecretKeySelector{Name: "llm", Key: "token"}}
+	d := Deployment(rt, "ghcr.io/engram-dev/engram:1.0", "hash-1")
+
+	assertOwned(t, d.ObjectMeta, "memory-service")
+	if d.Name != "bot" || *d.Spec.Replicas != 2 {
+		t.Errorf("name %s replicas %d", d.Name, *d.Spec.Replicas)
+	}
+	if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, SelectorLabels("bot")) {
+		t.Errorf("selector = %v", d.Spec.Selector.MatchLabels)
+	}
+	tpl := d.Spec.Template
+	if tpl.Annotations[AnnotationConfigHash] != "hash-1" {
+		t.Errorf("pod template annotations = %v", tpl.Annotations)
+	}
+	for k, v := range d.Spec.Selector.MatchLabels {
+		if tpl.Labels[k] != v {
+			t.Errorf("pod label %s != selector", k)
+		}
+	}
+	ps := tpl.Spec
+	if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
+		t.Error("the service account token is mounted")
+	}
+	if sc := ps.SecurityContext; !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context = %+v", sc)
+	}
+	c := ps.Containers[0]
+	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--listen=:9090"}
+	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
+		t.Errorf("command = %v image %s", c.Command, c.Image)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" {
+		t.Errorf("ports = %+v", c.Ports)
+	}
+	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.StrVal != "http" {
+		t.Errorf("probes = %+v / %+v", c.LivenessProbe.HTTPGet, c.ReadinessProbe.HTTPGet)
+	}
+	if c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Limits.Memory().String() != "256Mi" {
+		t.Errorf("resources = %+v", c.Resources)
+	}
+	csc := c.SecurityContext
+	if *csc.AllowPrivilegeEscalation || !*csc.ReadOnlyRootFilesystem || !*csc.RunAsNonRoot || !slices.Equal(csc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security context = %+v", csc)
+	}
+	env := envByName(c.Env)
+	for name, ref := range map[string][2]string{
+		"ENGRAM_DATABASE_URL":      {"bot-db", "uri"},
+		"ENGRAM_EMBEDDING_API_KEY": {"openai", "apiKey"},
+		"ENGRAM_LLM_API_KEY":       {"llm", "token"},
+	} {
+		e, ok := env[name]
+		if !ok || e.ValueFrom.SecretKeyRef.Name != ref[0] || e.ValueFrom.SecretKeyRef.Key != ref[1] {
+			t.Errorf("env %s = %+v, want from Secret %s key %s", name, e, ref[0], ref[1])
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	if mounts["config"] != "/etc/engram/config" || mounts["tokens"] != "/etc/engram/tokens" {
+		t.Errorf("mounts = %v", mounts)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range ps.Volumes {
+		vols[v.Name] = v
+	}
+	if vols["config"].ConfigMap.Name != "bot-config" || vols["tokens"].Secret.SecretName != "bot-api-token" {
+		t.Errorf("volumes = %+v", ps.Volumes)
+	}
+
+	plain := Deployment(testRuntime(), "img", "h")
+	if len(plain.Spec.Template.Spec.Containers[0].Env) != 1 {
+		t.Errorf("a runtime without API keys gets env %v", plain.Spec.Template.Spec.Containers[0].Env)
+	}
+}
+
+func TestService(t *testing.T) {
+	s := Service(testRuntime())
+	assertOwned(t, s.ObjectMeta, "memory-service")
+	p := s.Spec.Ports[0]
+	if s.Name != "bot" || p.Port != 9090 || p.TargetPort.StrVal != "http" || s.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("service = %s %+v", s.Name, s.Spec)
+	}
+	if !reflect.DeepEqual(s.Spec.Selector, SelectorLabels("bot")) {
+		t.Errorf("selector = %v", s.Spec.Selector)
+	}
+}
+
+func TestServiceAvailability(t *testing.T) {
+	rt := testRuntime()
+	avail := func(n int32) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Generation: 1},
+			Status: appsv1.DeploymentStatus{
+				ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: n,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionStatus(map[bool]string{true: "True", false: "False"}[n > 0])}},
+			},
+		}
+	}
+	if ok, reason, _ := ServiceAvailability(rt, nil); ok || reason != "Deploying" {
+		t.Errorf("no Deployment: %v %s", ok, reason)
+	}
+	if ok, reason, _ := ServiceAvailability(rt, avail(0)); ok || reason != "Deploying" {
+		t.Errorf("0 available: %v %s", ok, reason)
+	}
+	if ok, reason, msg := ServiceAvailability(rt, avail(2)); !ok || reason != "MinimumReplicasAvailable" || msg != "2 of 2 replicas available" {
+		t.Errorf("2 available: %v %s %q", ok, reason, msg)
+	}
+	rt.Spec.Service.Replicas = ptr.To[int32](0)
+	if ok, reason, _ := ServiceAvailability(rt, avail(0)); ok || reason != "ScaledToZero" {
+		t.Errorf("scaled to zero: %v %s", ok, reason)
+	}
+}
+
+func testRetentionJob() *memoryv1alpha1.RetentionJob {
+	return &memoryv1alpha1.RetentionJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "team-a", UID: "rj-uid"},
+		Spec: memoryv1alpha1.RetentionJobSpec{
+			RuntimeRef:            &memoryv1alpha1.LocalObjectReference{Name: "bot"},
+			Schedule:              "0 3 * * *",
+			TimeZone:              ptr.To("Europe/Berlin"),
+			Operations:            []memoryv1alpha1.Operation{"compact", "purge", "decay"},
+			ConcurrencyPolicy:     memoryv1alpha1.ConcurrencyReplace,
+			ActiveDeadlineSeconds: ptr.To[int64](600),
+			DryRun:                true,
+		},
+	}
+}
+
+func TestCronJob(t *testing.T) {
+	rt := testRuntime()
+	rt.Spec.Embedding.APIKeySecretRef = &memoryv1alpha1.SecretKeySelector{Name: "openai"}
+	cj := CronJob(testRetentionJob(), rt, "img:1")
+	if cj.Name != "nightly-bot" || cj.Namespace != "team-a" {
+		t.Errorf("name = %s/%s", cj.Namespace, cj.Name)
+	}
+	if len(cj.OwnerReferences) != 1 || cj.OwnerReferences[0].Kind != "RetentionJob" || !*cj.OwnerReferences[0].Controller {
+		t.Errorf("owner = %+v", cj.OwnerReferences)
+	}
+	s := cj.Spec
+	if s.Schedule != "0 3 * * *" || *s.TimeZone != "Europe/Berlin" || s.ConcurrencyPolicy != batchv1.ReplaceConcurrent || *s.Suspend {
+		t.Errorf("spec = %+v", s)
+	}
+	if *s.SuccessfulJobsHistoryLimit != 3 || *s.FailedJobsHistoryLimit != 1 {
+		t.Errorf("history limits = %d/%d, want the defaults 3/1", *s.SuccessfulJobsHistoryLimit, *s.FailedJobsHistoryLimit)
+	}
+	for _, l := range []map[string]string{cj.Labels, s.JobTemplate.Labels, s.JobTemplate.Spec.Template.Labels} {
+		if l[LabelRetentionJob] != "nightly" || l[LabelRuntime] != "bot" || l[LabelComponent] != "maintenance-job" {
+			t.Errorf("labels = %v", l)
+		}
+	}
+	js := s.JobTemplate.Spec
+	if *js.ActiveDeadlineSeconds != 600 || *js.BackoffLimit != 0 || js.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("job spec = %+v", js)
+	}
+	c := js.Template.Spec.Containers[0]
+	wantCmd := []string{"/manager", "job", "--config=/etc/engram/config/config.yaml", "--ops=decay,purge,compact", "--termination-log=/dev/termination-log", "--dry-run"}
+	if !slices.Equal(c.Command, wantCmd) {
+		t.Errorf("command = %v\nwant      %v", c.Command, wantCmd)
+	}
+	if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError || c.Image != "img:1" {
+		t.Errorf("termination message policy %s image %s", c.TerminationMessagePolicy, c.Image)
+	}
+	env := envByName(c.Env)
+	if env["ENGRAM_DATABASE_URL"].ValueFrom.SecretKeyRef.Name != "bot-db" || env["ENGRAM_EMBEDDING_API_KEY"].ValueFrom == nil {
+		t.Errorf("env = %+v", c.Env)
+	}
+	if js.Template.Spec.Volumes[0].ConfigMap.Name != "bot-config" || *js.Template.Spec.AutomountServiceAccountToken {
+		t.Errorf("pod = %+v", js.Template.Spec)
+	}
+
+	rj := testRetentionJob()
+	rj.Spec.Suspend, rj.Spec.DryRun = true, false
+	rj.Spec.SuccessfulJobsHistoryLimit, rj.Spec.FailedJobsHistoryLimit = ptr.To[int32](0), ptr.To[int32](5)
+	cj = CronJob(rj, rt, "img:1")
+	if !*cj.Spec.Suspend || *cj.Spec.SuccessfulJobsHistoryLimit != 0 || *cj.Spec.FailedJobsHistoryLimit != 5 {
+		t.Errorf("pass-through = %+v", cj.Spec)
+	}
+	if cmd := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Command; slices.Contains(cmd, "--dry-run") {
+		t.Errorf("--dry-run without spec.dryRun: %v", cmd)
+	}
+}
+
+func TestRunNowJob(t *testing.T) {
+	cj := CronJob(testRetentionJob(), testRuntime(), "img")
+	cj.UID = "cj-uid"
+	j := RunNowJob(cj, "now-1")
+	if j.Name != RunNowJobName("nightly-bot", "now-1") || !strings.HasPrefix(j.Name, "nightly-bot-") {
+		t.Errorf("name = %s", j.Name)
+	}
+	if o := j.OwnerReferences; len(o) != 1 || o[0].Kind != "CronJob" || o[0].UID != "cj-uid" {
+		t.Errorf("owner = %+v", o)
+	}
+	if j.Annotations[AnnotationInstantiate] != "manual" || j.Labels[LabelRetentionJob] != "nightly" {
+		t.Errorf("metadata = %+v", j.ObjectMeta)
+	}
+	a, _ := json.Marshal(j.Spec)
+	b, _ := json.Marshal(cj.Spec.JobTemplate.Spec)
+	if string(a) != string(b) {
+		t.Error("the Job's spec differs from the CronJob's template")
+	}
+}
+
+func assertOwned(t *testing.T, m metav1.ObjectMeta, component string) {
+	t.Helper()
+	if m.Labels[LabelComponent] != component || m.Labels[LabelManagedBy] != "engram-operator" || m.Labels[LabelInstance] != "bot" || m.Labels[LabelRuntime] != "bot" || m.Labels[LabelName] != "engram" {
+		t.Errorf("labels of %s = %v", m.Name, m.Labels)
+	}
+	if len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "MemoryRuntime" || m.OwnerReferences[0].Name != "bot" || !*m.OwnerReferences[0].Controller {
+		t.Errorf("owner references of %s = %+v", m.Name, m.OwnerReferences)
+	}
+}
+
+func envByName(env []corev1.EnvVar) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range env {
+		out[e.Name] = e
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// reasonError is an error that knows the condition reason it stands for.
+type reasonError struct {
+	reason string
+	err    error
+}
+
+func (e *reasonError) Error() string { return e.err.Error() }
+func (e *reasonError) Unwrap() error { return e.err }
+
+func withReason(reason string, format string, args ...any) error {
+	return &reasonError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// reasonOf returns the condition reason of err, or fallback.
+func reasonOf(err error, fallback string) string {
+	var re *reasonError
+	if errors.As(err, &re) {
+		return re.reason
+	}
+	return fallback
+}
+
+// adminURL resolves the admin connection of a runtime: the Secret named by
+// spec.database.connectionSecretRef in the runtime's namespace, or the Secret
+// of the operator's namespace labelled memory.engram.dev/connection=<clusterConnection>.
+func adminURL(ctx context.Context, c client.Reader, rt *memoryv1alpha1.MemoryRuntime, operatorNamespace string) (string, error) {
+	db := rt.Spec.Database
+	if db.ClusterConnection != "" {
+		return clusterConnectionURL(ctx, c, db.ClusterConnection, operatorNamespace)
+	}
+	if db.ConnectionSecretRef == nil {
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "spec.database names no connection")
+	}
+	ref := db.ConnectionSecretRef
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: rt.Namespace, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+				"the connection Secret %q does not exist in namespace %q", ref.Name, rt.Namespace)
+		}
+		return "", fmt.Errorf("reading the connection Secret %q: %w", ref.Name, err)
+	}
+	url, err := tenant.ConnectionURL(s.Data, ref.KeyOr(memoryv1alpha1.DefaultConnectionKey))
+	if err != nil {
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %q: %v", ref.Name, err)
+	}
+	return url, nil
+}
+
+func clusterConnectionURL(ctx context.Context, c client.Reader, name, operatorNamespace string) (string, error) {
+	if operatorNamespace == "" {
+		return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+			"clusterConnection %q cannot be resolved: the operator does not know its namespace (set --operator-namespace or POD_NAMESPACE)", name)
+	}
+	var list corev1.SecretList
+	if err := c.List(ctx, &list, client.InNamespace(operatorNamespace), client.MatchingLabels{memoryv1alpha1.LabelConnection: name}); err != nil {
+		return "", fmt.Errorf("listing the connection Secrets of %q: %w", operatorNamespace, err)
+	}
+	switch len(list.Items) {
+	case 0:
+		return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+			"no Secret in the operator namespace %q has the label %s=%s", operatorNamespace, memoryv1alpha1.LabelConnection, name)
+	case 1:
+	default:
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid,
+			"%d Secrets in the operator namespace %q have the label %s=%s; keep exactly one", len(list.Items), operatorNamespace, memoryv1alpha1.LabelConnection, name)
+	}
+	s := list.Items[0]
+	url, err := tenant.ConnectionURL(s.Data, memoryv1alpha1.DefaultConnectionKey)
+	if err != nil {
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %s/%s: %v", operatorNamespace, s.Name, err)
+	}
+	return url, nil
+}
+
+// provisionReason classifies a provisioning error into a condition reason.
+func provisionReason(err error) string {
+	switch {
+	case errors.Is(err, tenant.ErrNotManaged):
+		return memoryv1alpha1.ReasonSchemaNotManaged
+	case errors.Is(err, tenant.ErrExtensionMissing):
+		return memoryv1alpha1.ReasonExtensionMissing
+	case errors.Is(err, tenant.ErrDimensionsMismatch):
+		return memoryv1alpha1.ReasonDimensionsMismatch
+	case isAuthError(err):
+		return memoryv1alpha1.ReasonConnectionInvalid
+	case isConnectError(err):
+		return memoryv1alpha1.ReasonDatabaseUnreachable
+	}
+	return reasonOf(err, memoryv1alpha1.ReasonProvisioningFailed)
+}
+
+// isConnectError reports whether err means PostgreSQL could not be reached.
+func isConnectError(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return false // the server answered
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+}
+
+// isAuthError reports whether PostgreSQL refused the admin credentials.
+func isAuthError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
+}

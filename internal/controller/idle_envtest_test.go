@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// idleWindow is how long an idle system must stay without writes.
+const idleWindow = 30 * time.Second
+
+// testIdle: once everything the other scenarios left has settled, the
+// operator makes no write request at all for 30 s, and no object's
+// resourceVersion changes.
+func (e *operatorEnv) testIdle(t *testing.T) {
+	// Settle: the last status updates and events of the other scenarios.
+	eventually(t, "the operator settles", 60*time.Second, func() error {
+		n := e.writes.count()
+		time.Sleep(3 * time.Second)
+		if m := e.writes.count(); m != n {
+			return fmt.Errorf("%d writes in 3 s: %v", m-n, e.writes.since(n))
+		}
+		return nil
+	})
+	var runtimes memoryv1alpha1.MemoryRuntimeList
+	if err := e.c.List(testContext(t), &runtimes); err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, rt := range runtimes.Items {
+		if meta.IsStatusConditionTrue(rt.Status.Conditions, memoryv1alpha1.ConditionReady) {
+			ready++
+		}
+	}
+	if ready < 4 {
+		t.Fatalf("only %d Ready runtimes; the idle check needs the others' Ready runtimes", ready)
+	}
+
+	before := e.resourceVersions(t)
+	mark := e.writes.count()
+	t.Logf("watching %d objects (%d Ready runtimes) for %s", len(before), ready, idleWindow)
+	time.Sleep(idleWindow)
+	if writes := e.writes.since(mark); len(writes) > 0 {
+		t.Errorf("the operator made %d write requests while idle: %v", len(writes), writes)
+	}
+	after := e.resourceVersions(t)
+	for key, rv := range before {
+		if after[key] != rv {
+			t.Errorf("%s changed while idle: resourceVersion %s -> %s", key, rv, after[key])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("%d objects before, %d after", len(before), len(after))
+	}
+}
+
+// resourceVersions of every object of the kinds the operator reads or writes.
+func (e *operatorEnv) resourceVersions(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	lists := map[string]client.ObjectList{
+		"MemoryRuntime": &memoryv1alpha1.MemoryRuntimeList{}, "MemoryPolicy": &memoryv1alpha1.MemoryPolicyList{},
+		"RetentionJob": &memoryv1alpha1.RetentionJobList{}, "Deployment": &appsv1.DeploymentList{},
+		"Service": &corev1.ServiceList{}, "ConfigMap": &corev1.ConfigMapList{}, "Secret": &corev1.SecretList{},
+		"CronJob": &batchv1.CronJobList{}, "Job": &batchv1.JobList{}, "Pod": &corev1.PodList{},
+	}
+	for kind, list := range lists {
+		if err := e.c.List(testContext(t), list); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range items {
+			o := it.(client.Object)
+			if o.GetNamespace() == "default" && kind == "Service" {
+				continue // the API server's own "kubernetes" Service
+			}
+			out[kind+" "+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+	}
+	return out
+}

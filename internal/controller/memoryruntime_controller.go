@@ -1,0 +1,200 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// MemoryRuntimeReconciler provisions a tenant in PostgreSQL and runs its
+// memory service.
+type MemoryRuntimeReconciler struct {
+	client client.Client
+	reader client.Reader // uncached reads, for the rare cases the cache may lag
+	apply  *applier
+	pools  *poolCache
+	events events.EventRecorder
+	opts   Options
+	memory *runtimeMemory
+}
+
+// runtimeState is what the operator remembers about a runtime between
+// reconciles, in memory only. It lets periodic work skip API writes, and it
+// covers the short time in which the cache has not yet seen the operator's
+// own last write (so a rotation is never done twice for one request).
+type runtimeState struct {
+	// checkedAt is when the tenant was last provisioned or verified, for the
+	// inputs summed up in fingerprint.
+	checkedAt     time.Time
+	fingerprint   string
+	schemaVersion int
+	// password is the login password the operator last wrote.
+	password string
+	// rotated is the last rotate-credentials value acted on.
+	rotated string
+}
+
+type runtimeMemory struct {
+	mu sync.Mutex
+	m  map[types.UID]runtimeState
+}
+
+func newRuntimeMemory() *runtimeMemory { return &runtimeMemory{m: map[types.UID]runtimeState{}} }
+
+func (m *runtimeMemory) get(uid types.UID) runtimeState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.m[uid]
+}
+
+func (m *runtimeMemory) update(uid types.UID, fn func(*runtimeState)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.m[uid]
+	fn(&s)
+	m.m[uid] = s
+}
+
+func (m *runtimeMemory) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.m, uid)
+}
+
+// runtimeScope carries what the phases of one reconcile learn.
+type runtimeScope struct {
+	rt      *memoryv1alpha1.MemoryRuntime
+	schema  string
+	connID  string
+	admin   string // admin connection URL
+	pool    *pgxpool.Pool
+	created string // the password Provision set when it created the login role
+	creds   Credentials
+	apiKeys []string // digests of the API keys, for the pod template hash
+	config  []byte
+	hash    string
+	image   string
+	deploy  *appsv1.Deployment
+	requeue requeueTimer
+}
+
+// runtimePhase is one step of a reconcile. It sets the conditions it owns;
+// stop ends the reconcile early without an error (waiting for a watched
+// object to change), an error ends it and retries with backoff.
+type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err error)
+
+// Reconcile brings one MemoryRuntime to its declared state.
+func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	rt := &memoryv1alpha1.MemoryRuntime{}
+	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
+		return doneResult(), client.IgnoreNotFound(err)
+	}
+	orig := rt.DeepCopy()
+	defer func() {
+		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
+	}()
+	rt.Status.ObservedGeneration = rt.Generation
+	rt.Status.Schema = SchemaFor(rt)
+
+	if !rt.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, rt)
+	}
+	if rt.Spec.Paused {
+		rt.SetCondition(memoryv1alpha1.ConditionPaused, true, memoryv1alpha1.ReasonPaused,
+			"spec.paused is true: the operator leaves this runtime's objects and database as they are")
+		return doneResult(), nil
+	}
+	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
+
+	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), connID: connectionID(rt)}
+	for _, phase := range []runtimePhase{
+		r.ensureFinalizer,
+		r.connect,
+		r.provision,
+		r.reconcileCredentials,
+		r.reconcileAPIToken,
+		r.reconcileConfig,
+		r.reconcileDeployment,
+		r.reconcileService,
+		r.reconcileReadiness,
+	} {
+		stop, err := phase(ctx, s)
+		if err != nil {
+			return doneResult(), err
+		}
+		if stop {
+			break
+		}
+	}
+	return s.requeue.result(), nil
+}
+
+func (r *MemoryRuntimeReconciler) eventer() eventer { return eventer{rec: r.events} }
+
+func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&memoryv1alpha1.MemoryRuntime{}).
+		Owns(&corev1.Secret{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		Owns(&appsv1.Deployment{}).
+		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
+			RateLimiter:             rateLimiter(r.opts),
+		}).
+		Complete(r)
+}
+
+// runtimesOfPolicy maps a MemoryPolicy to the runtimes that reference it.
+func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPolicyRef: obj.GetName()})
+}
+
+// runtimesOfSecret maps a Secret to the runtimes that read it: by name in
+// the runtime's namespace, or as a clusterConnection in the operator's.
+func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	reqs := r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSecretRefs: obj.GetName()})
+	if name := obj.GetLabels()[memoryv1alpha1.LabelConnection]; name != "" && obj.GetNamespace() == r.opts.OperatorNamespace {
+		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexClusterConnection: name})...)
+	}
+	return reqs
+}
+
+func (r *MemoryRuntimeReconciler) listRuntimes(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
+	var list memoryv1alpha1.MemoryRuntimeList
+	if err := r.client.List(ctx, &list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing MemoryRuntimes for a watch event")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, rt := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rt)})
+	}
+	return reqs
+}
+
+// getOptional reads obj from the cache; a missing object is not an error (found false).
+func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) (found bool, err error) {
+	err = c.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}

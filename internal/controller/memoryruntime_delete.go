@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// reconcileDelete carries out the reclaim policy, then lets the runtime go.
+// The owned Kubernetes objects are removed by the garbage collector (owner
+// references); only the database needs the operator.
+func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(rt, Finalizer) {
+		r.memory.forget(rt.UID)
+		return doneResult(), nil
+	}
+	schema := SchemaFor(rt)
+	rt.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonDeleting,
+		fmt.Sprintf("deleting; reclaimPolicy %s", rt.ReclaimPolicyOrDefault()))
+
+	if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
+		if err := r.dropTenant(ctx, rt, schema); err != nil {
+			return doneResult(), err
+		}
+	} else {
+		reclaims.WithLabelValues("retained").Inc()
+		r.eventer().normal(rt, "Retained", "Reclaim", "schema %s and its roles are kept (reclaimPolicy Retain)", schema)
+	}
+
+	patched := rt.DeepCopy()
+	controllerutil.RemoveFinalizer(patched, Finalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+		return doneResult(), client.IgnoreNotFound(fmt.Errorf("removing the finalizer: %w", err))
+	}
+	rt.Finalizers, rt.ResourceVersion = patched.Finalizers, patched.ResourceVersion
+	r.memory.forget(rt.UID)
+	return doneResult(), nil
+}
+
+// dropTenant drops the schema and roles of a runtime with reclaimPolicy
+// Delete. It never drops what Engram did not create (tenant.Drop refuses).
+// When the connection Secret is already gone (the namespace is being
+// deleted) and no pool is left, the schema is kept and a warning says so:
+// blocking the namespace forever would be worse.
+func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema string) error {
+	pool, err := r.poolForDelete(ctx, rt)
+	if err != nil {
+		return err
+	}
+	if pool == nil {
+		reclaims.WithLabelValues("skipped").Inc()
+		r.eventer().warning(rt, "ReclaimSkipped", "Reclaim",
+			"the admin connection is gone, so schema %s and its roles were kept; drop them by hand if they are no longer needed", schema)
+		return nil
+	}
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	res, err := tenant.Drop(dbctx, pool, schema)
+	switch {
+	case errors.Is(err, tenant.ErrNotManaged):
+		reclaims.WithLabelValues("skipped").Inc()
+		r.eventer().warning(rt, memoryv1alpha1.ReasonSchemaNotManaged, "Reclaim", "not dropping: %v", err)
+		return nil
+	case err != nil:
+		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), fmt.Sprintf(
+			"dropping the tenant (reclaimPolicy Delete) failed, retrying; set reclaimPolicy: Retain to delete without dropping: %v", err))
+		return fmt.Errorf("dropping the tenant: %w", err)
+	}
+	what := "nothing was left to drop"
+	if res.SchemaDropped || len(res.RolesDropped) > 0 {
+		what = fmt.Sprintf("dropped schema %s (%v) and roles [%s]", schema, res.SchemaDropped, strings.Join(res.RolesDropped, ", "))
+	}
+	reclaims.WithLabelValues("dropped").Inc()
+	r.eventer().normal(rt, "Reclaimed", "Reclaim", "reclaimPolicy Delete: %s", what)
+	return nil
+}
+
+// poolForDelete resolves the admin pool of a runtime being deleted: nil
+// (without error) when its connection Secret no longer exists and no pool
+// for it is cached.
+func (r *MemoryRuntimeReconciler) poolForDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (*pgxpool.Pool, error) {
+	id := connectionID(rt)
+	url, err := adminURL(ctx, r.client, rt, r.opts.OperatorNamespace)
+	if err != nil {
+		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
+			return r.pools.peek(id), nil
+		}
+		return nil, err
+	}
+	return r.pools.get(id, url)
+}

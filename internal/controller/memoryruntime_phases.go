@@ -1,0 +1,383 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// notReady sets Ready (and, when it is not Ready itself, condType) to False
+// with the same reason and message.
+func notReady(rt *memoryv1alpha1.MemoryRuntime, condType, reason, message string) {
+	if condType != memoryv1alpha1.ConditionReady {
+		rt.SetCondition(condType, false, reason, message)
+	}
+	rt.SetCondition(memoryv1alpha1.ConditionReady, false, reason, message)
+}
+
+// ensureFinalizer adds the reclaim finalizer before anything is created in
+// the database, so nothing is ever left behind unnoticed.
+func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtimeScope) (bool, error) {
+	if controllerutil.ContainsFinalizer(s.rt, Finalizer) {
+		return false, nil
+	}
+	// Patch a copy: the response would overwrite the status this reconcile
+	// is building in s.rt.
+	patched := s.rt.DeepCopy()
+	controllerutil.AddFinalizer(patched, Finalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(s.rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+		return false, fmt.Errorf("adding the finalizer: %w", err)
+	}
+	s.rt.Finalizers = patched.Finalizers
+	s.rt.ResourceVersion = patched.ResourceVersion
+	return false, nil
+}
+
+// connect resolves the admin connection and its pool.
+func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) (bool, error) {
+	url, err := adminURL(ctx, r.client, s.rt, r.opts.OperatorNamespace)
+	if err == nil {
+		s.pool, err = r.pools.get(s.connID, url)
+		err = withReasonIfNone(err, memoryv1alpha1.ReasonConnectionInvalid)
+	}
+	if err != nil {
+		reason := reasonOf(err, "")
+		if reason == "" {
+			return false, err // an API read failed: retry
+		}
+		notReady(s.rt, memoryv1alpha1.ConditionDatabaseReady, reason, err.Error())
+		// Wait for the Secret to be created or fixed (it is watched).
+		return true, nil
+	}
+	s.admin = url
+	return false, nil
+}
+
+func withReasonIfNone(err error, reason string) error {
+	if err == nil || reasonOf(err, "") != "" {
+		return err
+	}
+	return &reasonError{reason: reason, err: err}
+}
+
+// provision creates or verifies the schema, roles, migrations and grants. A
+// Ready tenant is verified once per GrantCheckInterval; in between nothing
+// is asked of PostgreSQL (and nothing is written to the API server).
+func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope) (bool, error) {
+	rt := s.rt
+	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, shortHash(s.admin, 8))
+	mem := r.memory.get(rt.UID)
+	dbReady := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
+	if mem.fingerprint == fingerprint && dbReady != nil && dbReady.Status == "True" {
+		if since := time.Since(mem.checkedAt); since < r.opts.GrantCheckInterval {
+			s.requeue.at(r.opts.GrantCheckInterval - since)
+			return false, nil
+		}
+	}
+
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	started := time.Now()
+	res, err := tenant.Provision(dbctx, s.pool, tenant.Spec{
+		Schema:      s.schema,
+		Dimensions:  int(rt.EmbeddingDimensions()),
+		Description: rt.Namespace + "/" + rt.Name,
+	})
+	provisionSeconds.WithLabelValues(resultLabel(err)).Observe(time.Since(started).Seconds())
+	if err != nil {
+		reason := provisionReason(err)
+		var beforeReason string // copied: notReady changes the condition in place
+		if c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady); c != nil {
+			beforeReason = c.Reason
+		}
+		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, reason, err.Error())
+		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonDimensionsMismatch {
+			// Retrying soon cannot help: a human has to change the spec or
+			// the database. Look again at the grant-check interval.
+			if beforeReason != reason {
+				r.eventer().warning(rt, reason, "Provision", "%v", err)
+			}
+			s.requeue.at(r.opts.GrantCheckInterval)
+			return true, nil
+		}
+		return false, fmt.Errorf("provisioning the tenant: %w", err)
+	}
+	if res.Changed() {
+		provisionChanges.Add(float64(len(res.Changes)))
+		r.eventer().normal(rt, memoryv1alpha1.ReasonProvisioned, "Provision", "schema %s: %s", s.schema, strings.Join(res.Changes, "; "))
+	}
+	s.created = res.Password
+	r.memory.update(rt.UID, func(st *runtimeState) {
+		st.checkedAt, st.fingerprint, st.schemaVersion = time.Now(), fingerprint, res.Version
+	})
+	rt.Status.SchemaVersion = int32(res.Version)
+	rt.SetCondition(memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned,
+		fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole))
+	s.requeue.at(r.opts.GrantCheckInterval)
+	return false, nil
+}
+
+// reconcileCredentials writes the <name>-db Secret. PostgreSQL only tells the
+// login password when it creates the role; afterwards the Secret is the only
+// copy. When the Secret is gone, its password was edited, or the
+// rotate-credentials annotation has a new value, the operator sets a new
+// password (ALTER ROLE) and writes that.
+func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *runtimeScope) (bool, error) {
+	rt := s.rt
+	mem := r.memory.get(rt.UID)
+	key := client.ObjectKey{Namespace: rt.Namespace, Name: CredentialsSecretName(rt.Name)}
+	var live corev1.Secret
+	found, err := getOptional(ctx, r.client, key, &live)
+	if err != nil {
+		return false, fmt.Errorf("reading the credentials Secret: %w", err)
+	}
+	stored, intact := StoredPassword(&live)
+	if !found || !intact || (mem.password != "" && stored != mem.password) {
+		// Before rotating, make sure this is not the cache lagging behind the
+		// operator's own last write: ask the API server (a read, and only in
+		// this rare case).
+		live = corev1.Secret{}
+		if found, err = getOptional(ctx, r.reader, key, &live); err != nil {
+			return false, fmt.Errorf("reading the credentials Secret: %w", err)
+		}
+		stored, intact = StoredPassword(&live)
+	}
+
+	rotateValue := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
+	rotateAsked := rotateValue != "" && rotateValue != rt.Status.RotatedCredentials && rotateValue != mem.rotated
+
+	password, why, reason := stored, "", ""
+	switch {
+	case s.created != "":
+		password = s.created // a new role comes with a new password
+	case rotateAsked:
+		why, reason = "the rotate-credentials annotation changed to "+rotateValue, "requested"
+	case !found:
+		why, reason = "the credentials Secret was missing", "secret_missing"
+	case !intact:
+		why, reason = "the password in the credentials Secret was changed by hand", "secret_edited"
+	}
+	if why != "" {
+		dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+		defer cancel()
+		pw, err := tenant.RotatePassword(dbctx, s.pool, s.schema)
+		if err != nil {
+			notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), "rotating the login password: "+err.Error())
+			return false, fmt.Errorf("rotating the login password: %w", err)
+		}
+		password = pw
+		passwordRotations.WithLabelValues(reason).Inc()
+		r.eventer().normal(rt, "CredentialsRotated", "Rotate", "new password for role %s: %s", tenant.LoginRole(s.schema), why)
+	}
+	if rotateValue != "" {
+		rt.Status.RotatedCredentials = rotateValue
+	}
+
+	creds, err := LoginCredentials(s.admin, s.schema, password)
+	if err != nil {
+		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonConnectionInvalid, err.Error())
+		return true, nil
+	}
+	if err := r.applyOwned(ctx, s, CredentialsSecret(rt, creds)); err != nil {
+		return false, err
+	}
+	r.memory.update(rt.UID, func(st *runtimeState) { st.password, st.rotated = password, rotateValue })
+	s.creds = creds
+	rt.Status.CredentialsSecret = CredentialsSecretName(rt.Name)
+	return false, nil
+}
+
+// reconcileAPIToken writes the <name>-api-token Secret: one random token at
+// first, and afterwards whatever users put there (only an empty key is refilled).
+func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
+	rt := s.rt
+	var live corev1.Secret
+	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: APITokenSecretName(rt.Name)}, &live); err != nil {
+		return false, fmt.Errorf("reading the API token Secret: %w", err)
+	}
+	tokens := string(live.Data[KeyTokens])
+	if !HasToken(tokens) {
+		t, err := NewToken()
+		if err != nil {
+			return false, err
+		}
+		tokens = t + "\n"
+	}
+	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens)); err != nil {
+		return false, err
+	}
+	rt.Status.APITokenSecret = APITokenSecretName(rt.Name)
+	return false, nil
+}
+
+// reconcileConfig resolves the policy and the API keys into the
+// <name>-config ConfigMap and the pod template hash.
+func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtimeScope) (bool, error) {
+	rt := s.rt
+	policy := memory.DefaultPolicy()
+	var applied *memoryv1alpha1.AppliedPolicy
+	if name := rt.PolicyName(); name != "" {
+		var mp memoryv1alpha1.MemoryPolicy
+		found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: name}, &mp)
+		if err != nil {
+			return false, fmt.Errorf("reading MemoryPolicy %q: %w", name, err)
+		}
+		if !found {
+			notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyNotFound, fmt.Sprintf(
+				"MemoryPolicy %q does not exist in namespace %q: create it, or remove spec.policyRef to use the built-in defaults", name, rt.Namespace))
+			return true, nil
+		}
+		if policy, err = ResolvePolicy(&mp.Spec); err == nil {
+			err = policy.Validate()
+		}
+		if err != nil {
+			notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyInvalid, fmt.Sprintf(
+				"MemoryPolicy %q is invalid (the running config is kept): %s", name, oneLine(err)))
+			return true, nil
+		}
+		applied = &memoryv1alpha1.AppliedPolicy{Name: name, Generation: mp.Generation}
+	}
+
+	digests, stop, err := r.apiKeyDigests(ctx, rt)
+	if err != nil || stop {
+		return stop, err
+	}
+	cfg := ServiceConfig(rt, s.schema, policy, rt.PolicyName(), generationOf(applied))
+	configYAML, err := MarshalServiceConfig(cfg)
+	if err != nil {
+		notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonConfigInvalid, oneLine(err))
+		return true, nil
+	}
+	if err := r.applyOwned(ctx, s, ConfigMap(rt, configYAML)); err != nil {
+		return false, err
+	}
+	s.config, s.apiKeys = configYAML, digests
+	s.hash = PodTemplateHash(configYAML, PasswordDigest(s.creds.Password), digests...)
+	rt.Status.Policy = applied
+	rt.Status.ConfigHash = s.hash
+	return false, nil
+}
+
+// apiKeyDigests reads the API key Secrets the runtime names: a missing one
+// stops the reconcile (a pod could not start), and their digests go into the
+// pod template hash (env vars are only read at start).
+func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) ([]string, bool, error) {
+	var refs []apiKeyRef
+	if ref := rt.Spec.Embedding.APIKeySecretRef; ref != nil {
+		refs = append(refs, apiKeyRef{"spec.embedding.apiKeySecretRef", ref})
+	}
+	if rt.Spec.LLM != nil && rt.Spec.LLM.APIKeySecretRef != nil {
+		refs = append(refs, apiKeyRef{"spec.llm.apiKeySecretRef", rt.Spec.LLM.APIKeySecretRef})
+	}
+	var digests []string
+	for _, x := range refs {
+		var sec corev1.Secret
+		found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: x.ref.Name}, &sec)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading Secret %q: %w", x.ref.Name, err)
+		}
+		key := x.ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)
+		if !found || len(sec.Data[key]) == 0 {
+			notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+				"%s: Secret %q in namespace %q has no key %q", x.field, x.ref.Name, rt.Namespace, key))
+			return nil, true, nil
+		}
+		digests = append(digests, sha256Hex(sec.Data[key]))
+	}
+	return digests, false, nil
+}
+
+// apiKeyRef is an API key Secret reference and the field that holds it.
+type apiKeyRef struct {
+	field string
+	ref   *memoryv1alpha1.SecretKeySelector
+}
+
+// reconcileDeployment applies the memory service Deployment.
+func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *runtimeScope) (bool, error) {
+	s.image = Image(s.rt, r.opts.ServiceImage)
+	if s.image == "" {
+		notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonImageNotSet,
+			"no image for the memory service: set spec.service.image or start the operator with --service-image (ENGRAM_IMAGE)")
+		return true, nil
+	}
+	live, outcome, err := r.apply.apply(ctx, Deployment(s.rt, s.image, s.hash))
+	if err != nil {
+		notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
+		return false, err
+	}
+	r.recordApply(s.rt, live, outcome)
+	s.deploy = live.(*appsv1.Deployment)
+	return false, nil
+}
+
+// reconcileService applies the Service and publishes the endpoint.
+func (r *MemoryRuntimeReconciler) reconcileService(ctx context.Context, s *runtimeScope) (bool, error) {
+	if err := r.applyOwned(ctx, s, Service(s.rt)); err != nil {
+		return false, err
+	}
+	s.rt.Status.Endpoint = Endpoint(s.rt)
+	return false, nil
+}
+
+// reconcileReadiness derives ServiceAvailable from the Deployment's status
+// and Ready from everything.
+func (r *MemoryRuntimeReconciler) reconcileReadiness(_ context.Context, s *runtimeScope) (bool, error) {
+	rt := s.rt
+	ok, reason, msg := ServiceAvailability(rt, s.deploy)
+	rt.SetCondition(memoryv1alpha1.ConditionServiceAvailable, ok, reason, msg)
+	if !ok {
+		rt.SetCondition(memoryv1alpha1.ConditionReady, false, reason, msg)
+		return false, nil
+	}
+	rt.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable, "memory service available at "+rt.Status.Endpoint)
+	return false, nil
+}
+
+// applyOwned applies an owned object, records an event when it changed, and
+// turns a failure into the Ready condition.
+func (r *MemoryRuntimeReconciler) applyOwned(ctx context.Context, s *runtimeScope, obj client.Object) error {
+	live, outcome, err := r.apply.apply(ctx, obj)
+	if err != nil {
+		notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
+		return err
+	}
+	r.recordApply(s.rt, live, outcome)
+	return nil
+}
+
+func (r *MemoryRuntimeReconciler) recordApply(rt *memoryv1alpha1.MemoryRuntime, obj client.Object, outcome applyOutcome) {
+	if outcome == applyUnchanged {
+		return
+	}
+	kind := fmt.Sprintf("%T", obj)
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	r.eventer().normal(rt, string(outcome), "Apply", "%s %s %s", strings.ToLower(string(outcome)), kind, obj.GetName())
+}
+
+func generationOf(p *memoryv1alpha1.AppliedPolicy) int64 {
+	if p == nil {
+		return 0
+	}
+	return p.Generation
+}
+
+func resultLabel(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+// oneLine joins a multi-line error (errors.Join) for a condition message.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

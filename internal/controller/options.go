@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Options configure the operator. The `manager` command fills them from its
+// flags; tests fill them directly.
+type Options struct {
+	// OperatorNamespace holds the clusterConnection Secrets (labelled
+	// memory.engram.dev/connection=<name>). Empty: clusterConnection cannot resolve.
+	OperatorNamespace string
+	// WatchNamespaces limits the operator to these namespaces; empty = all.
+	WatchNamespaces []string
+	// ServiceImage is the image of the memory service and the jobs when a
+	// runtime does not set spec.service.image (normally the operator's own).
+	ServiceImage string
+	// GrantCheckInterval is how often a Ready runtime's schema, roles and
+	// grants are verified (and repaired) in PostgreSQL.
+	GrantCheckInterval time.Duration
+	// DatabaseTimeout bounds one provisioning, rotation or drop call.
+	DatabaseTimeout time.Duration
+	// ConnectTimeout bounds connecting to PostgreSQL.
+	ConnectTimeout time.Duration
+	// PoolMaxConns is the size of each admin connection pool.
+	PoolMaxConns int32
+	// Concurrency is the number of objects of each kind reconciled at once.
+	RuntimeConcurrency, PolicyConcurrency, RetentionJobConcurrency int
+	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a
+	// failing reconcile (database down, API errors).
+	RetryBaseDelay, RetryMaxDelay time.Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultGrantCheckInterval = 10 * time.Minute
+	DefaultDatabaseTimeout    = 60 * time.Second
+	DefaultConnectTimeout     = 10 * time.Second
+	DefaultPoolMaxConns       = 4
+	DefaultRetryBaseDelay     = 500 * time.Millisecond
+	DefaultRetryMaxDelay      = 5 * time.Minute
+)
+
+// withDefaults fills unset options.
+func (o Options) withDefaults() Options {
+	if o.GrantCheckInterval <= 0 {
+		o.GrantCheckInterval = DefaultGrantCheckInterval
+	}
+	if o.DatabaseTimeout <= 0 {
+		o.DatabaseTimeout = DefaultDatabaseTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.PoolMaxConns <= 0 {
+		o.PoolMaxConns = DefaultPoolMaxConns
+	}
+	if o.RuntimeConcurrency <= 0 {
+		o.RuntimeConcurrency = 4
+	}
+	if o.PolicyConcurrency <= 0 {
+		o.PolicyConcurrency = 1
+	}
+	if o.RetentionJobConcurrency <= 0 {
+		o.RetentionJobConcurrency = 2
+	}
+	if o.RetryBaseDelay <= 0 {
+		o.RetryBaseDelay = DefaultRetryBaseDelay
+	}
+	if o.RetryMaxDelay <= 0 {
+		o.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	return o
+}
+
+// ParseNamespaces splits a comma-separated namespace list, dropping blanks
+// and repeats.
+func ParseNamespaces(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for ns := range strings.SplitSeq(s, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" || seen[ns] {
+			continue
+		}
+		if len(ns) > 63 || strings.ContainsAny(ns, " /:") {
+			return nil, fmt.Errorf("%q is not a namespace name", ns)
+		}
+		seen[ns] = true
+		out = append(out, ns)
+	}
+	return out, nil
+}

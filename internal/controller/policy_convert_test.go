@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+const day = memory.Duration(24 * time.Hour)
+
+// crdDefaults is a MemoryPolicySpec as the API server stores an empty one:
+// every field with a CRD default filled in.
+func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
+	return memoryv1alpha1.MemoryPolicySpec{
+		Dedup:      memoryv1alpha1.DedupSpec{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: memoryv1alpha1.ArbitrationLLM},
+		Limits:     memoryv1alpha1.LimitsSpec{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
+		Search:     memoryv1alpha1.SearchSpec{VectorWeight: ptr.To(0.6), TextWeight: ptr.To(0.2), DecayWeight: ptr.To(0.2), DefaultTopK: 10},
+		Forgetting: memoryv1alpha1.ForgettingSpec{MinDecayScore: ptr.To(0.05)},
+		Retention:  memoryv1alpha1.RetentionSpec{PurgeInactiveAfter: "30d"},
+		Redaction:  memoryv1alpha1.RedactionSpec{BuiltinPatterns: ptr.To(true), InjectionGuard: memoryv1alpha1.InjectionReject},
+	}
+}
+
+func TestResolvePolicyDefaults(t *testing.T) {
+	want := memory.DefaultPolicy()
+	defaulted := crdDefaults()
+	for name, spec := range map[string]*memoryv1alpha1.MemoryPolicySpec{
+		"no policy":                    nil,
+		"empty spec (no API server)":   {},
+		"empty spec with CRD defaults": &defaulted,
+	} {
+		got, err := ResolvePolicy(spec)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: resolved to\n%+v\nwant the built-in defaults\n%+v", name, got, want)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: the default policy is invalid: %v", name, err)
+		}
+	}
+}
+
+func TestResolvePolicyCategories(t *testing.T) {
+	spec := crdDefaults()
+	spec.Categories = []memoryv1alpha1.CategorySpec{
+		{Name: "identity", Pinned: true, Protected: true, Priority: ptr.To[int32](100)},
+		{Name: "preference", TTL: "90d"},
+		{Name: "task", TTL: "7d", HalfLife: "1d", Priority: ptr.To[int32](0)},
+		{Name: "blip", TTL: "1s"},
+	}
+	got, err := ResolvePolicy(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []memory.Category{
+		{Name: "identity", TTL: 0, HalfLife: 0, Priority: 100, Pinned: true, Protected: true},
+		{Name: "preference", TTL: 90 * day, HalfLife: 45 * day, Priority: 50},
+		{Name: "task", TTL: 7 * day, HalfLife: day, Priority: 0},
+		{Name: "blip", TTL: memory.Duration(time.Second), HalfLife: memory.Duration(time.Second), Priority: 50},
+	}
+	if !reflect.DeepEqual(got.Categories, want) {
+		t.Errorf("categories =\n%+v\nwant\n%+v", got.Categories, want)
+	}
+	if spec.Categories[1].HalfLife != "" || spec.Categories[1].Priority != nil {
+		t.Error("ResolvePolicy wrote defaults back into the spec's list items")
+	}
+}
+
+func TestResolvePolicyPassesValuesThrough(t *testing.T) {
+	spec := crdDefaults()
+	spec.Dedup = memoryv1alpha1.DedupSpec{AutoMergeThreshold: 0.9, ArbitrationThreshold: 0.8, Arbitration: memoryv1alpha1.ArbitrationNone}
+	spec.Search.TextWeight = ptr.To(0.0) // an explicit 0 stays 0
+	spec.Forgetting.MinDecayScore = ptr.To(0.0)
+	spec.Retention.PurgeInactiveAfter = "0"
+	spec.Redaction = memoryv1alpha1.RedactionSpec{BuiltinPatterns: ptr.To(false), Patterns: []string{`ticket-[0-9]+`}, InjectionGuard: memoryv1alpha1.InjectionFlag}
+	got, err := ResolvePolicy(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Dedup != (memory.Dedup{AutoMergeThreshold: 0.9, ArbitrationThreshold: 0.8, Arbitration: "None"}) {
+		t.Errorf("dedup = %+v", got.Dedup)
+	}
+	if got.Search.TextWeight != 0 || got.Search.VectorWeight != 0.6 {
+		t.Errorf("search = %+v", got.Search)
+	}
+	if got.Forgetting.MinDecayScore != 0 || got.Retention.PurgeInactiveAfter != 0 {
+		t.Errorf("forgetting/retention = %+v / %+v", got.Forgetting, got.Retention)
+	}
+	if got.Redaction.BuiltinPatterns || got.Redaction.InjectionGuard != "Flag" || len(got.Redaction.Patterns) != 1 {
+		t.Errorf("redaction = %+v", got.Redaction)
+	}
+}
+
+// TestResolvePolicySemanticErrors: what CEL lets through, Validate catches.
+func TestResolvePolicySemanticErrors(t *testing.T) {
+	cases := map[string]func(*memoryv1alpha1.MemoryPolicySpec){
+		"redaction.patterns[0]": func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{"(unclosed"} },
+		"matches the empty string": func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Redaction.Patterns = []string{"x*"}
+		},
+		"more than ten times the ttl": func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", TTL: "1d", HalfLife: "30d"}}
+		},
+	}
+	for want, mutate := range cases {
+		spec := crdDefaults()
+		mutate(&spec)
+		p, err := ResolvePolicy(&spec)
+		if err == nil {
+			err = p.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v, want one mentioning %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// poolCache keeps one pgx pool per admin connection (a connection Secret),
+// shared by every runtime that uses it, and replaces a pool when the
+// connection's URL changes (the Secret was edited). Pools hold no idle
+// connection for long, so a pool nobody uses costs nothing.
+type poolCache struct {
+	maxConns       int32
+	connectTimeout time.Duration
+
+	mu     sync.Mutex
+	pools  map[string]*cachedPool
+	closed bool
+}
+
+type cachedPool struct {
+	pool    *pgxpool.Pool
+	urlHash string
+}
+
+func newPoolCache(maxConns int32, connectTimeout time.Duration) *poolCache {
+	return &poolCache{maxConns: maxConns, connectTimeout: connectTimeout, pools: map[string]*cachedPool{}}
+}
+
+// get returns the pool of connection id for url, opening it (lazily: no
+// connection is made here) or replacing it when url changed.
+func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
+	h := sha256Hex([]byte(url))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("the operator is shutting down")
+	}
+	if p, ok := c.pools[id]; ok {
+		if p.urlHash == h {
+			return p.pool, nil
+		}
+		// Close in the background: Close waits for connections in use by
+		// other reconciles, which finish with the old credentials.
+		go p.pool.Close()
+		delete(c.pools, id)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The parse error could quote the URL, password included; say less.
+		return nil, errors.New("the admin connection is not a valid PostgreSQL URL")
+	}
+	cfg.MaxConns = c.maxConns
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = 2 * time.Minute
+	cfg.ConnConfig.ConnectTimeout = c.connectTimeout
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "engram-operator"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening the admin connection pool: %w", err)
+	}
+	c.pools[id] = &cachedPool{pool: pool, urlHash: h}
+	return pool, nil
+}
+
+// peek returns the pool of id if one is open (used by the finalizer when the
+// connection Secret is already gone).
+func (c *poolCache) peek(id string) *pgxpool.Pool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pools[id]; ok {
+		return p.pool
+	}
+	return nil
+}
+
+// Start implements manager.Runnable: it closes every pool when the manager stops.
+func (c *poolCache) Start(ctx context.Context) error {
+	<-ctx.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for id, p := range c.pools {
+		p.pool.Close()
+		delete(c.pools, id)
+	}
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: pools are
+// closed on every replica, leader or not.
+func (c *poolCache) NeedLeaderElection() bool { return false }

@@ -1,0 +1,26 @@
+package controller
+
+// Least privilege of the operator, generated into config/rbac/role.yaml by
+// `make manifests`. Each line says why it is needed.
+
+// Read the three kinds; patch MemoryRuntimes to add and remove the finalizer.
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes;memorypolicies;retentionjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes,verbs=patch
+// Status is written through the status subresource only.
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/status;memorypolicies/status;retentionjobs/status,verbs=get;patch
+// Owner references with blockOwnerDeletion need update on the owner's finalizers.
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/finalizers;retentionjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=cronjobs/finalizers,verbs=update
+
+// Owned objects: server-side apply is a patch (create when the object is new).
+// Secrets are also read: connection Secrets and API key Secrets.
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// CronJobs of runtimes no longer targeted are deleted; run-now creates Jobs.
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// Pods of finished maintenance Jobs are listed for their termination message.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+
+// Events about real changes.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

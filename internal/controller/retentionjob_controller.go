@@ -1,0 +1,284 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// RetentionJobReconciler keeps one CronJob per target runtime of a
+// RetentionJob and reports on its runs.
+type RetentionJobReconciler struct {
+	client client.Client
+	reader client.Reader // uncached: pods are read only when a new run finished
+	apply  *applier
+	events events.EventRecorder
+	opts   Options
+}
+
+// retentionScope carries what the phases of one reconcile learn.
+type retentionScope struct {
+	rj       *memoryv1alpha1.RetentionJob
+	targets  []memoryv1alpha1.MemoryRuntime
+	cronJobs []*batchv1.CronJob
+	next     time.Time
+	requeue  requeueTimer
+	// notScheduled is the reason the CronJobs are not (all) in place.
+	notScheduled, message string
+}
+
+type retentionPhase func(ctx context.Context, s *retentionScope) (stop bool, err error)
+
+// Reconcile brings one RetentionJob's CronJobs to its declared state.
+func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	rj := &memoryv1alpha1.RetentionJob{}
+	if err := r.client.Get(ctx, req.NamespacedName, rj); err != nil {
+		return doneResult(), client.IgnoreNotFound(err)
+	}
+	if !rj.DeletionTimestamp.IsZero() {
+		return doneResult(), nil // the garbage collector removes the CronJobs
+	}
+	orig := rj.DeepCopy()
+	defer func() {
+		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rj, func(o *memoryv1alpha1.RetentionJob) any { return o.Status }))
+	}()
+	rj.Status.ObservedGeneration = rj.Generation
+
+	s := &retentionScope{rj: rj}
+	for _, phase := range []retentionPhase{
+		r.checkSchedule,
+		r.resolveTargets,
+		r.reconcileCronJobs,
+		r.pruneCronJobs,
+		r.runNow,
+		r.observeRuns,
+		r.setConditions,
+	} {
+		stop, err := phase(ctx, s)
+		if err != nil {
+			rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonApplyFailed, err.Error())
+			return doneResult(), err
+		}
+		if stop {
+			break
+		}
+	}
+	return s.requeue.result(), nil
+}
+
+func (r *RetentionJobReconciler) eventer() eventer { return eventer{rec: r.events} }
+
+// checkSchedule parses the schedule and time zone the way the CronJob
+// controller will, and computes the next run.
+func (r *RetentionJobReconciler) checkSchedule(_ context.Context, s *retentionScope) (bool, error) {
+	next, err := NextSchedule(s.rj.Spec.Schedule, s.rj.Spec.TimeZone, time.Now())
+	if err != nil {
+		msg := err.Error() + " (the existing CronJobs are left unchanged)"
+		s.rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, memoryv1alpha1.ReasonInvalidSchedule, msg)
+		s.rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonInvalidSchedule, msg)
+		return true, nil
+	}
+	s.next = next
+	return false, nil
+}
+
+// resolveTargets finds the runtimes the job maintains.
+func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentionScope) (bool, error) {
+	rj := s.rj
+	if ref := rj.Spec.RuntimeRef; ref != nil {
+		var rt memoryv1alpha1.MemoryRuntime
+		found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rj.Namespace, Name: ref.Name}, &rt)
+		if err != nil {
+			return false, fmt.Errorf("reading MemoryRuntime %q: %w", ref.Name, err)
+		}
+		if !found || !rt.DeletionTimestamp.IsZero() {
+			s.notScheduled = memoryv1alpha1.ReasonRuntimeNotFound
+			s.message = fmt.Sprintf("MemoryRuntime %q does not exist in namespace %q", ref.Name, rj.Namespace)
+			return false, nil
+		}
+		s.targets = []memoryv1alpha1.MemoryRuntime{rt}
+		return false, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(rj.Spec.RuntimeSelector)
+	if err != nil {
+		s.notScheduled, s.message = memoryv1alpha1.ReasonNoRuntimesSelected, "spec.runtimeSelector: "+err.Error()
+		return false, nil
+	}
+	var list memoryv1alpha1.MemoryRuntimeList
+	if err := r.client.List(ctx, &list, client.InNamespace(rj.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return false, fmt.Errorf("listing MemoryRuntimes: %w", err)
+	}
+	for _, rt := range list.Items {
+		if rt.DeletionTimestamp.IsZero() {
+			s.targets = append(s.targets, rt)
+		}
+	}
+	slices.SortFunc(s.targets, func(a, b memoryv1alpha1.MemoryRuntime) int { return strings.Compare(a.Name, b.Name) })
+	if len(s.targets) == 0 {
+		s.notScheduled = memoryv1alpha1.ReasonNoRuntimesSelected
+		s.message = fmt.Sprintf("spec.runtimeSelector (%s) matches no MemoryRuntime in namespace %q", sel, rj.Namespace)
+	}
+	return false, nil
+}
+
+// reconcileCronJobs applies one CronJob per target runtime.
+func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *retentionScope) (bool, error) {
+	for i := range s.targets {
+		rt := &s.targets[i]
+		image := Image(rt, r.opts.ServiceImage)
+		if image == "" {
+			s.notScheduled = memoryv1alpha1.ReasonImageNotSet
+			s.message = fmt.Sprintf("no image for MemoryRuntime %q: set its spec.service.image or start the operator with --service-image", rt.Name)
+			continue
+		}
+		live, outcome, err := r.apply.apply(ctx, CronJob(s.rj, rt, image))
+		if err != nil {
+			return false, err
+		}
+		if outcome != applyUnchanged {
+			r.eventer().normal(s.rj, string(outcome), "Apply", "%s CronJob %s for MemoryRuntime %s", strings.ToLower(string(outcome)), live.GetName(), rt.Name)
+		}
+		s.cronJobs = append(s.cronJobs, live.(*batchv1.CronJob))
+	}
+	return false, nil
+}
+
+// pruneCronJobs deletes the CronJobs of runtimes that are no longer targets.
+func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retentionScope) (bool, error) {
+	var list batchv1.CronJobList
+	if err := r.client.List(ctx, &list, client.InNamespace(s.rj.Namespace), client.MatchingLabels{LabelRetentionJob: s.rj.Name}); err != nil {
+		return false, fmt.Errorf("listing CronJobs: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, cj := range s.cronJobs {
+		keep[cj.Name] = true
+	}
+	for i := range list.Items {
+		cj := &list.Items[i]
+		if keep[cj.Name] || !metav1.IsControlledBy(cj, s.rj) {
+			continue
+		}
+		if s.notScheduled == memoryv1alpha1.ReasonImageNotSet {
+			continue // a runtime without image is still a target: keep its CronJob
+		}
+		err := r.client.Delete(ctx, cj, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cj.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("deleting CronJob %s: %w", cj.Name, err)
+		}
+		r.eventer().normal(s.rj, "Deleted", "Delete", "deleted CronJob %s: MemoryRuntime %s is no longer a target", cj.Name, cj.Labels[LabelRuntime])
+	}
+	return false, nil
+}
+
+// runNow starts one Job per target at once when the run-now annotation has
+// a value not acted on yet. The Job's name derives from the value, so a
+// repeated reconcile (or a stale cache) never starts a second one.
+func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) (bool, error) {
+	value := s.rj.Annotations[memoryv1alpha1.AnnotationRunNow]
+	if value == "" || value == s.rj.Status.RunNow {
+		return false, nil
+	}
+	for _, cj := range s.cronJobs {
+		job := RunNowJob(cj, value)
+		err := r.client.Create(ctx, job, client.FieldOwner(FieldOwner))
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			continue
+		case err != nil:
+			return false, fmt.Errorf("creating Job %s for run-now: %w", job.Name, err)
+		}
+		runNowJobs.Inc()
+		r.eventer().normal(s.rj, "RunNow", "Run", "started Job %s for MemoryRuntime %s (run-now %q)", job.Name, cj.Labels[LabelRuntime], value)
+	}
+	if len(s.cronJobs) == 0 {
+		r.eventer().warning(s.rj, "RunNowSkipped", "Run", "run-now %q: no target runtime has a CronJob; nothing was started", value)
+	}
+	s.rj.Status.RunNow = value
+	return false, nil
+}
+
+// setConditions sets Scheduled and Ready, and lists the CronJobs.
+func (r *RetentionJobReconciler) setConditions(_ context.Context, s *retentionScope) (bool, error) {
+	rj := s.rj
+	names := make([]string, 0, len(s.cronJobs))
+	for _, cj := range s.cronJobs {
+		names = append(names, cj.Name)
+	}
+	rj.Status.CronJobs = names
+	if s.notScheduled != "" {
+		rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, s.notScheduled, s.message)
+		rj.SetCondition(memoryv1alpha1.ConditionReady, false, s.notScheduled, s.message)
+		return false, nil
+	}
+	msg := fmt.Sprintf("CronJob %s", strings.Join(names, ", "))
+	if rj.Spec.Suspend {
+		msg += " (suspended)"
+	}
+	rj.SetCondition(memoryv1alpha1.ConditionScheduled, true, memoryv1alpha1.ReasonCronJobsReady, msg)
+	rj.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonCronJobsReady, msg)
+	return false, nil
+}
+
+func (r *RetentionJobReconciler) setupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&memoryv1alpha1.RetentionJob{}).
+		Owns(&batchv1.CronJob{}).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(retentionJobOfJob)).
+		Watches(&memoryv1alpha1.MemoryRuntime{}, handler.EnqueueRequestsFromMapFunc(r.retentionJobsOfRuntime)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.opts.RetentionJobConcurrency,
+			RateLimiter:             rateLimiter(r.opts),
+		}).
+		Complete(r)
+}
+
+// retentionJobOfJob maps a Job (scheduled or run-now) to its RetentionJob by label.
+func retentionJobOfJob(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[LabelRetentionJob]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// retentionJobsOfRuntime maps a runtime to the RetentionJobs that target it,
+// by reference or by selector.
+func (r *RetentionJobReconciler) retentionJobsOfRuntime(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list memoryv1alpha1.RetentionJobList
+	if err := r.client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing RetentionJobs for a watch event")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, rj := range list.Items {
+		if targets(&rj, obj) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rj)})
+		}
+	}
+	return reqs
+}
+
+// targets reports whether rj selects runtime rt.
+func targets(rj *memoryv1alpha1.RetentionJob, rt client.Object) bool {
+	if ref := rj.Spec.RuntimeRef; ref != nil {
+		return ref.Name == rt.GetName()
+	}
+	sel, err := metav1.LabelSelectorAsSelector(rj.Spec.RuntimeSelector)
+	return err == nil && sel.Matches(labels.Set(rt.GetLabels()))
+}

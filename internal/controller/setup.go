@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/time/rate"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// NewScheme returns a scheme with the Kubernetes kinds and Engram's.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(memoryv1alpha1.AddToScheme(s))
+	return s
+}
+
+// ManagerOptions completes manager options for the operator: the scheme and
+// a cache that holds only what the operator needs — owned kinds only when
+// they carry app.kubernetes.io/managed-by=engram-operator, and with
+// WatchNamespaces set, only those namespaces (plus the operator's own for
+// the clusterConnection Secrets).
+func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
+	if base.Scheme == nil {
+		base.Scheme = NewScheme()
+	}
+	base.Cache = CacheOptions(o)
+	return base
+}
+
+// CacheOptions is the cache configuration described at ManagerOptions.
+func CacheOptions(o Options) cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}: {Label: managed},
+		&corev1.Service{}:    {Label: managed},
+		&corev1.ConfigMap{}:  {Label: managed},
+		&batchv1.CronJob{}:   {Label: managed},
+		&batchv1.Job{}:       {Label: managed},
+	}}
+	if len(o.WatchNamespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		secrets := map[string]cache.Config{}
+		for _, ns := range o.WatchNamespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+			secrets[ns] = cache.Config{}
+		}
+		if o.OperatorNamespace != "" {
+			secrets[o.OperatorNamespace] = cache.Config{}
+		}
+		opts.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
+	}
+	return opts
+}
+
+// NewManager creates a manager with ManagerOptions and sets the operator up in it.
+func NewManager(cfg *rest.Config, base ctrl.Options, o Options) (manager.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ManagerOptions(base, o))
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := Setup(mgr, o); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// Setup registers the field indexes and the three reconcilers with mgr.
+func Setup(mgr manager.Manager, o Options) error {
+	o = o.withDefaults()
+	ctx := context.Background()
+	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	pools := newPoolCache(o.PoolMaxConns, o.ConnectTimeout)
+	if err := mgr.Add(pools); err != nil {
+		return fmt.Errorf("adding the connection pools: %w", err)
+	}
+	app := &applier{client: mgr.GetClient(), scheme: mgr.GetScheme()}
+
+	runtimes := &MemoryRuntimeReconciler{
+		client: mgr.GetClient(),
+		reader: mgr.GetAPIReader(),
+		apply:  app,
+		pools:  pools,
+		events: mgr.GetEventRecorder(FieldOwner),
+		opts:   o,
+		memory: newRuntimeMemory(),
+	}
+	if err := runtimes.setupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)
+	}
+	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(FieldOwner), opts: o}
+	if err := policies.setupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the MemoryPolicy controller: %w", err)
+	}
+	jobs := &RetentionJobReconciler{
+		client: mgr.GetClient(),
+		reader: mgr.GetAPIReader(),
+		apply:  app,
+		events: mgr.GetEventRecorder(FieldOwner),
+		opts:   o,
+	}
+	if err := jobs.setupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the RetentionJob controller: %w", err)
+	}
+	return nil
+}
+
+// rateLimiter retries a failing key with exponential backoff between
+// RetryBaseDelay and RetryMaxDelay (controller-runtime's default goes up to
+// 16 minutes, too slow to notice a database that came back), and bounds all
+// retries together to 10 per second.
+func rateLimiter(o Options) workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](o.RetryBaseDelay, o.RetryMaxDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}

@@ -1,0 +1,364 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5/pgxpool"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// operatorEnv is one real kube-apiserver + etcd, one real PostgreSQL
+// database and the operator running in-process against both, shared by the
+// subtests of TestOperator (starting a control plane takes seconds).
+type operatorEnv struct {
+	c        client.Client // the test's own client: uncached, not counted
+	adminURL string
+	pool     *pgxpool.Pool // admin pool for assertions
+	opNS     string
+	writes   *writeCounter // write requests of the operator
+
+	mu      sync.Mutex
+	schemas []string // tenant schemas to drop at the end
+}
+
+const testImage = "registry.example/engram:test"
+
+// TestOperator runs every envtest scenario of the operator against one
+// control plane; the idle check runs last, over everything the others left.
+func TestOperator(t *testing.T) {
+	e := startOperator(t)
+	t.Run("CEL", e.testCEL)
+	t.Run("Lifecycle", e.testLifecycle)
+	t.Run("PolicyChange", e.testPolicyChange)
+	t.Run("MissingPolicy", e.testMissingPolicy)
+	t.Run("DatabaseDown", e.testDatabaseDown)
+	t.Run("Drift", e.testDrift)
+	t.Run("RotateAndPause", e.testRotateAndPause)
+	t.Run("RetentionJob", e.testRetentionJob)
+	t.Run("RunNowAndLastRun", e.testRunNowAndLastRun)
+	t.Run("Delete", e.testDelete)
+	t.Run("Samples", e.testSamples)
+	t.Run("Idle", e.testIdle)
+}
+
+func startOperator(t *testing.T) *operatorEnv {
+	t.Helper()
+	start := time.Now()
+	_, cfg := testenv.ControlPlane(t)
+	adminURL := testenv.NewDatabase(t)
+	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}}
+	t.Cleanup(func() { e.dropTenants(t) }) // before the database is dropped: roles are cluster-wide
+	e.pool = testenv.NewPool(t, adminURL, 4)
+
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	ctx := testContext(t)
+	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.opNS}})
+	mustCreate(t, c, connectionSecret(e.opNS, "main", adminURL))
+
+	// The operator's requests go through a counting transport: the idle
+	// test asserts it makes no write at all.
+	mgrCfg := rest.CopyConfig(cfg)
+	mgrCfg.Wrap(e.writes.wrap)
+	ctrl.SetLogger(testLogger())
+	mgr, err := NewManager(mgrCfg, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	}, Options{
+		OperatorNamespace:  e.opNS,
+		ServiceImage:       testImage,
+		GrantCheckInterval: 10 * time.Minute,
+		RetryBaseDelay:     100 * time.Millisecond,
+		RetryMaxDelay:      2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the manager stopped with: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the operator's cache did not sync")
+	}
+	t.Logf("control plane, database and operator up in %s", time.Since(start).Round(time.Millisecond))
+	return e
+}
+
+// testLogger shows the operator's errors on stderr (ENGRAM_TEST_LOG=debug for everything).
+func testLogger() logr.Logger {
+	level := slog.LevelError
+	if os.Getenv("ENGRAM_TEST_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	return logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// writeCounter counts the requests that may change something (anything but
+// GET): the operator's API writes.
+type writeCounter struct {
+	n   atomic.Int64
+	mu  sync.Mutex
+	log []string
+}
+
+func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.n.Add(1)
+			w.mu.Lock()
+			w.log = append(w.log, req.Method+" "+req.URL.Path)
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// since returns the writes after the first skip ones.
+func (w *writeCounter) since(skip int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.log[min(skip, len(w.log)):])
+}
+
+func (w *writeCounter) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.log)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (e *operatorEnv) dropTenants(t *testing.T) {
+	e.mu.Lock()
+	schemas := slices.Clone(e.schemas)
+	e.mu.Unlock()
+	if len(schemas) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, e.adminURL)
+	if err != nil {
+		t.Logf("dropping tenants: %v", err)
+		return
+	}
+	defer pool.Close()
+	for _, s := range schemas {
+		if _, err := tenant.Drop(ctx, pool, s); err != nil {
+			t.Logf("dropping tenant %s: %v", s, err)
+		}
+	}
+}
+
+// track remembers a runtime's schema for the final cleanup.
+func (e *operatorEnv) track(rt *memoryv1alpha1.MemoryRuntime) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.schemas = append(e.schemas, SchemaFor(rt))
+}
+
+// --- helpers ---------------------------------------------------------------
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func randomSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newNamespace creates a namespace of its own for one scenario.
+func (e *operatorEnv) newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := prefix + "-" + randomSuffix()
+	mustCreate(t, e.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	return ns
+}
+
+func mustCreate(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(testContext(t), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func connectionSecret(ns, name, url string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: ns, Labels: map[string]string{memoryv1alpha1.LabelConnection: name}},
+		StringData: map[string]string{"uri": url},
+	}
+}
+
+// runtime is a MemoryRuntime on the test database ("main").
+func newRuntime(ns, name, policy string) *memoryv1alpha1.MemoryRuntime {
+	rt := &memoryv1alpha1.MemoryRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       memoryv1alpha1.MemoryRuntimeSpec{Database: memoryv1alpha1.DatabaseSpec{ClusterConnection: "main"}},
+	}
+	if policy != "" {
+		rt.Spec.PolicyRef = &memoryv1alpha1.LocalObjectReference{Name: policy}
+	}
+	return rt
+}
+
+func (e *operatorEnv) createRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRuntime) {
+	t.Helper()
+	e.track(rt)
+	mustCreate(t, e.c, rt)
+}
+
+// eventually polls check until it returns nil, or fails the test with its last error.
+func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (e *operatorEnv) get(t *testing.T, ns, name string, obj client.Object) error {
+	t.Helper()
+	return e.c.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj)
+}
+
+// waitCondition waits until the runtime's condition has status want (and
+// reason, when given) for its current generation, and returns the runtime.
+func (e *operatorEnv) waitCondition(t *testing.T, ns, name, condType string, want bool, reason string) *memoryv1alpha1.MemoryRuntime {
+	t.Helper()
+	rt := &memoryv1alpha1.MemoryRuntime{}
+	eventually(t, fmt.Sprintf("%s/%s %s=%v %s", ns, name, condType, want, reason), 30*time.Second, func() error {
+		if err := e.get(t, ns, name, rt); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(rt.Status.Conditions, condType)
+		switch {
+		case c == nil:
+			return fmt.Errorf("no %s condition yet; conditions %v", condType, rt.Status.Conditions)
+		case c.ObservedGeneration != rt.Generation:
+			return fmt.Errorf("%s is for generation %d, object is at %d", condType, c.ObservedGeneration, rt.Generation)
+		case (c.Status == metav1.ConditionTrue) != want || (reason != "" && c.Reason != reason):
+			return fmt.Errorf("%s is %s (%s: %s)", condType, c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	return rt
+}
+
+// markAvailable plays the deployment controller (envtest runs none): it
+// reports every replica of the runtime's Deployment as updated and available.
+func (e *operatorEnv) markAvailable(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, "marking Deployment "+ns+"/"+name+" available", 30*time.Second, func() error {
+		var d appsv1.Deployment
+		if err := e.get(t, ns, name, &d); err != nil {
+			return err
+		}
+		n := *d.Spec.Replicas
+		now := metav1.Now()
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
+			},
+		}
+		return e.c.Status().Update(testContext(t), &d)
+	})
+}
+
+// readyRuntime creates a runtime and brings it to Ready.
+func (e *operatorEnv) readyRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRuntime) *memoryv1alpha1.MemoryRuntime {
+	t.Helper()
+	e.createRuntime(t, rt)
+	e.waitCondition(t, rt.Namespace, rt.Name, memoryv1alpha1.ConditionDatabaseReady, true, "")
+	e.markAvailable(t, rt.Namespace, rt.Name)
+	return e.waitCondition(t, rt.Namespace, rt.Name, memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+}
+
+// update re-reads obj, applies mutate and writes it, retrying on conflicts.
+func update[T client.Object](t *testing.T, e *operatorEnv, obj T, mutate func(T)) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("updating %T %s", obj, obj.GetName()), 10*time.Second, func() error {
+		if err := e.get(t, obj.GetNamespace(), obj.GetName(), obj); err != nil {
+			return err
+		}
+		mutate(obj)
+		err := e.c.Update(testContext(t), obj)
+		if apierrors.IsConflict(err) {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("updating %T %s: %v", obj, obj.GetName(), err)
+		}
+		return nil
+	})
+}
+
+// schemaExists reports whether the schema and its two roles exist.
+func (e *operatorEnv) tenantState(t *testing.T, schema string) (schemaExists bool, roles int) {
+	t.Helper()
+	ctx := testContext(t)
+	if err := e.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&schemaExists); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname IN ($1, $2)`, tenant.OwnerRole(schema), tenant.LoginRole(schema)).Scan(&roles); err != nil {
+		t.Fatal(err)
+	}
+	return schemaExists, roles
+}
+
+func containsAll(s string, parts ...string) error {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return fmt.Errorf("%q does not contain %q", s, p)
+		}
+	}
+	return nil
+}
