@@ -81,7 +81,7 @@ func supervise(parent context.Context, cfg config) error {
 	if err != nil {
 		return fail(err)
 	}
-	if err := demo.Prepare(ctx, c, dbURL); err != nil {
+	if err := demo.Prepare(ctx, c, dbURL, demo.Namespace); err != nil {
 		return fail(err)
 	}
 

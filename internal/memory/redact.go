@@ -15,6 +15,8 @@ type secretPattern struct {
 	// keep, when > 0, keeps that capture group (a key name or URL prefix)
 	// in front of the redaction marker.
 	keep int
+	// tail is written after the marker (what the pattern consumed but is not secret).
+	tail string
 	// accept, when set, must confirm a match (for patterns with false positives).
 	accept func(match string) bool
 }
@@ -33,7 +35,7 @@ var builtinSecrets = []secretPattern{
 	{kind: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`)},
 	{kind: "bearer_token", re: regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*`), keep: 1},
 	{kind: "basic_auth", re: regexp.MustCompile(`(?i)(\bbasic\s+)[A-Za-z0-9+/]{6,}={0,2}`), keep: 1, accept: isBasicCredential},
-	{kind: "url_password", re: regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^/\s@]+@`), keep: 1},
+	{kind: "url_password", re: regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^/\s@]+@`), keep: 1, tail: "@"},
 	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|secret[_-]?key|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"',;]+`), keep: 1},
 	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passphrase)\s+(?:is|was)\s+["']?)[^\s"',;]+`), keep: 1},
 }
@@ -86,7 +88,7 @@ func (r *redactor) redact(s string) (string, []string) {
 					prefix = sub[p.keep]
 				}
 			}
-			return prefix + "[REDACTED:" + p.kind + "]"
+			return prefix + "[REDACTED:" + p.kind + "]" + p.tail
 		})
 		if found && !slices.Contains(kinds, p.kind) {
 			kinds = append(kinds, p.kind)

@@ -43,6 +43,9 @@ func TestRedaction(t *testing.T) {
 			}
 		})
 	}
+	if out, _ := r.redact("db at postgres://app:s3cr3t@db:5432/x"); out != "db at postgres://app:[REDACTED:url_password]@db:5432/x" {
+		t.Errorf("url password redaction mangled the URL: %q", out)
+	}
 	for _, clean := range []string{
 		"User prefers dark mode and basic understanding of Go",
 		"The password policy requires 12 characters", "Call me at 10am", "Basic English only",

@@ -85,8 +85,8 @@ func NewClient(cfg *rest.Config) (client.Client, error) {
 // Prepare creates the namespaces and the admin connection Secret (label
 // memory.engram.dev/connection=main in the operator namespace, the way a
 // platform team keeps admin credentials out of tenant namespaces).
-func Prepare(ctx context.Context, c client.Client, databaseURL string) error {
-	for _, ns := range []string{OperatorNamespace, Namespace} {
+func Prepare(ctx context.Context, c client.Client, databaseURL, namespace string) error {
+	for _, ns := range []string{OperatorNamespace, namespace} {
 		err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)

@@ -27,6 +27,10 @@ type Scenario struct {
 	Config     *rest.Config
 	Kubeconfig string // a file for kubectl; "" prints tables without it
 	SamplesDir string
+	// Namespace receives the samples; default demo.Namespace. Tenant schemas
+	// and roles are named after it, so concurrent runs on one PostgreSQL
+	// (a demo and the e2e test) must use different namespaces.
+	Namespace string
 	// Endpoint returns the local URL of a runtime's memory service ("" until it runs).
 	Endpoint func(namespace, name string) string
 	Out      io.Writer
@@ -60,6 +64,9 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 	if s.Wait == 0 {
 		s.Wait = 90 * time.Second
 	}
+	if s.Namespace == "" {
+		s.Namespace = Namespace
+	}
 	r := &Report{Actions: map[string]int{}}
 	steps := []struct {
 		title string
@@ -85,10 +92,10 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 func (s *Scenario) printf(format string, args ...any) { fmt.Fprintf(s.Out, format, args...) }
 
 func (s *Scenario) apply(ctx context.Context, r *Report) error {
-	applied, err := ApplySamples(ctx, s.Client, s.SamplesDir, Namespace)
+	applied, err := ApplySamples(ctx, s.Client, s.SamplesDir, s.Namespace)
 	r.Applied = applied
 	for _, a := range applied {
-		s.printf("   applied %s (namespace %s)\n", a, Namespace)
+		s.printf("   applied %s (namespace %s)\n", a, s.Namespace)
 	}
 	return err
 }
@@ -99,7 +106,7 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 	start := time.Now()
 	err := s.poll(ctx, "the runtimes to be Ready", func() (bool, error) {
 		var list memoryv1alpha1.MemoryRuntimeList
-		if err := s.Client.List(ctx, &list, client.InNamespace(Namespace)); err != nil {
+		if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace)); err != nil {
 			return false, err
 		}
 		if len(list.Items) == 0 {
@@ -122,13 +129,13 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 		return err
 	}
 	s.printf("   Ready after %s\n\n", time.Since(start).Round(100*time.Millisecond))
-	return PrintTables(ctx, s.Out, s.Config, s.Kubeconfig, Namespace)
+	return PrintTables(ctx, s.Out, s.Config, s.Kubeconfig, s.Namespace)
 }
 
 func (s *Scenario) othersReported() (bool, error) {
 	ctx := context.Background()
 	var pols memoryv1alpha1.MemoryPolicyList
-	if err := s.Client.List(ctx, &pols, client.InNamespace(Namespace)); err != nil {
+	if err := s.Client.List(ctx, &pols, client.InNamespace(s.Namespace)); err != nil {
 		return false, err
 	}
 	for _, p := range pols.Items {
@@ -137,7 +144,7 @@ func (s *Scenario) othersReported() (bool, error) {
 		}
 	}
 	var rjs memoryv1alpha1.RetentionJobList
-	if err := s.Client.List(ctx, &rjs, client.InNamespace(Namespace)); err != nil {
+	if err := s.Client.List(ctx, &rjs, client.InNamespace(s.Namespace)); err != nil {
 		return false, err
 	}
 	for _, rj := range rjs.Items {
@@ -170,7 +177,7 @@ func (s *Scenario) poll(ctx context.Context, what string, cond func() (bool, err
 // api returns a client of the runtime's service with its first bearer token.
 func (s *Scenario) api(ctx context.Context, r *Report) (*API, error) {
 	var secret corev1.Secret
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: Namespace, Name: r.Runtime + "-api-token"}, &secret); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: r.Runtime + "-api-token"}, &secret); err != nil {
 		return nil, fmt.Errorf("reading the API token Secret: %w", err)
 	}
 	token := ""
@@ -184,7 +191,7 @@ func (s *Scenario) api(ctx context.Context, r *Report) (*API, error) {
 		return nil, errors.New("the API token Secret holds no token")
 	}
 	err := s.poll(ctx, "the memory service to answer /readyz", func() (bool, error) {
-		r.LocalEndpoint = s.Endpoint(Namespace, r.Runtime)
+		r.LocalEndpoint = s.Endpoint(s.Namespace, r.Runtime)
 		if r.LocalEndpoint == "" {
 			return false, nil
 		}
@@ -319,7 +326,7 @@ func (s *Scenario) context(ctx context.Context, r *Report) error {
 // Job it starts (run by the local pod runner).
 func (s *Scenario) runNow(ctx context.Context, r *Report) error {
 	var list memoryv1alpha1.RetentionJobList
-	if err := s.Client.List(ctx, &list, client.InNamespace(Namespace)); err != nil {
+	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace)); err != nil {
 		return err
 	}
 	if len(list.Items) == 0 {

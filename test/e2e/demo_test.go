@@ -4,13 +4,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,12 +37,25 @@ func buildManager(t *testing.T) string {
 	return bin
 }
 
-// logWriter sends the scenario's output to the test log.
-type logWriter struct{ t *testing.T }
+// logWriter sends the scenario's output to the test log, a line at a time.
+type logWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf []byte
+}
 
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.t.Log(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
 }
 
 func TestDemoFlow(t *testing.T) {
@@ -53,10 +69,13 @@ func TestDemoFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := demo.Prepare(ctx, c, dbURL); err != nil {
+	// A namespace of its own: tenant roles are named after it and are
+	// cluster-wide, so this must not collide with a demo on the same server.
+	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1e6)
+	if err := demo.Prepare(ctx, c, dbURL, ns); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(&logWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opCtx, stopOperator := context.WithCancel(ctx)
 	opDone, err := demo.StartOperator(opCtx, cfg, log)
 	if err != nil {
@@ -85,7 +104,7 @@ func TestDemoFlow(t *testing.T) {
 	})
 
 	sc := &demo.Scenario{
-		Client: c, Config: cfg, Out: logWriter{t}, Endpoint: kubelet.Endpoint,
+		Client: c, Config: cfg, Out: &logWriter{t: t}, Endpoint: kubelet.Endpoint, Namespace: ns,
 		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
 	}
 	r, err := sc.Run(ctx)

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +44,8 @@ type Kubelet struct {
 
 	mu       sync.Mutex
 	services map[string]*process // by namespace/name of the Deployment
-	jobsDone map[string]bool     // namespace/name of Jobs already run
+	backoff  map[string]crashLoop
+	jobsDone map[string]bool // namespace/name of Jobs already run
 }
 
 // Endpoint returns the local URL of the memory service of Deployment
@@ -79,7 +81,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		k.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	k.mu.Lock()
-	k.services, k.jobsDone = map[string]*process{}, map[string]bool{}
+	k.services, k.jobsDone, k.backoff = map[string]*process{}, map[string]bool{}, map[string]crashLoop{}
 	k.mu.Unlock()
 	if err := os.MkdirAll(k.Dir, 0o755); err != nil {
 		return err
@@ -142,9 +144,25 @@ func (k *Kubelet) syncDeployment(ctx context.Context, key string, d *appsv1.Depl
 	if cur != nil && cur.hash == hash && cur.alive() {
 		return k.markAvailable(ctx, d, cur)
 	}
-	if cur != nil {
+	if cur != nil && cur.hash == hash && !cur.alive() {
+		// Crashed: restart with a growing delay, like CrashLoopBackOff.
+		k.mu.Lock()
+		b := k.backoff[key]
+		k.mu.Unlock()
+		if time.Now().Before(b.next) {
+			return nil
+		}
+		b.delay = min(max(2*b.delay, time.Second), 30*time.Second)
+		b.next = time.Now().Add(b.delay)
+		k.mu.Lock()
+		k.backoff[key] = b
+		k.mu.Unlock()
+	} else if cur != nil {
 		k.Log.Info("rolling out a new pod template", "deployment", key)
 		cur.stop()
+		k.mu.Lock()
+		delete(k.backoff, key)
+		k.mu.Unlock()
 	}
 	pod := newPodSpec(d.Namespace, d.Name, &d.Spec.Template)
 	p, err := k.start(ctx, pod, filepath.Join(k.Dir, "deployments", d.Namespace, d.Name))
@@ -157,9 +175,15 @@ func (k *Kubelet) syncDeployment(ctx context.Context, key string, d *appsv1.Depl
 	k.mu.Unlock()
 	k.Log.Info("started", "deployment", key, "url", p.url, "pid", p.cmd.Process.Pid)
 	if err := p.waitReady(ctx, 30*time.Second); err != nil {
-		return fmt.Errorf("%s did not become ready: %w (log: %s)", key, err, p.logPath)
+		return fmt.Errorf("%s did not become ready: %w; log %s ends with:\n%s", key, err, p.logPath, logTail(p.logPath, 15))
 	}
 	return k.markAvailable(ctx, d, p)
+}
+
+// crashLoop is the restart delay of a crashing service.
+type crashLoop struct {
+	delay time.Duration
+	next  time.Time
 }
 
 // syncJobs runs every Job that has not finished, once.
@@ -192,4 +216,14 @@ func (k *Kubelet) stopAll() {
 		p.stop()
 		delete(k.services, key)
 	}
+}
+
+// logTail returns the last n lines of a log file.
+func logTail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -284,13 +284,27 @@ func (k *Kubelet) rewrite(argv []string, mounts map[string]string, p *process) (
 		case strings.HasPrefix(a, "--termination-log="):
 			a = "--termination-log=" + p.termLog
 		default:
-			for _, m := range paths {
-				a = strings.ReplaceAll(a, m, mounts[m])
-			}
+			a = mapPath(a, paths, mounts)
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// mapPath replaces a mount path at the start of an argument's value
+// ("--config=/etc/engram/config/config.yaml" or "/etc/x") by its local
+// directory, once, using the longest matching mount.
+func mapPath(arg string, paths []string, mounts map[string]string) string {
+	prefix, value := "", arg
+	if i := strings.IndexByte(arg, '='); i >= 0 && strings.HasPrefix(arg, "-") {
+		prefix, value = arg[:i+1], arg[i+1:]
+	}
+	for _, m := range paths { // longest first
+		if value == m || strings.HasPrefix(value, strings.TrimSuffix(m, "/")+"/") {
+			return prefix + mounts[m] + value[len(m):]
+		}
+	}
+	return arg
 }
 
 func freePort() (int, error) {
