@@ -134,6 +134,11 @@ cmd_start() {
     return 0
   fi
   need_root
+  # Fast path without the lock: already running.
+  if [ -f "$STATE/port" ] && [ -f "$PGHOME/password" ] && running; then
+    local_url
+    return 0
+  fi
   mkdir -p "$PGHOME" "$STATE"
   exec 9>"$LOCK"
   flock 9
