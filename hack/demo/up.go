@@ -179,7 +179,7 @@ Explore:
    kubectl describe memoryruntime %s -n %s
    TOKEN=%s
    curl -s -H "Authorization: Bearer $TOKEN" %s/v1/owners/alice/memories
-   curl -s -H "Authorization: Bearer $TOKEN" -d '{"query":"peanuts"}' %s/v1/owners/alice/search
+   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"query":"peanuts"}' %s/v1/owners/alice/search
    curl -s %s/openapi.json | head
 
 Logs: %s and %s
