@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// JobsReport is the maintenance jobs part of the results.
+type JobsReport struct {
+	Rows       int     `json:"rows"`
+	Owners     int     `json:"owners"`
+	SeedMethod string  `json:"seedMethod"`
+	SeedSec    float64 `json:"seedSec"`
+	TableMiB   float64 `json:"tableMiB"`
+	Planted    Planted `json:"planted"`
+	Operations []JobOp `json:"operations"`
+	// AddWithoutPurge and AddDuringPurge are engine adds (Store.Add,
+	// in-process) at AddConcurrency, before and while the purge runs.
+	AddConcurrency  int      `json:"addConcurrency"`
+	AddWithoutPurge RunStats `json:"addWithoutPurge"`
+	AddDuringPurge  RunStats `json:"addDuringPurge"`
+	// P99Factor is the add p99 during purge / without purge.
+	P99Factor float64 `json:"p99Factor"`
+}
+
+// JobOp is one maintenance operation run through the engine's RunJob.
+type JobOp struct {
+	Name           string  `json:"name"`
+	Scanned        int64   `json:"scanned"`
+	Affected       int64   `json:"affected"`
+	Expected       int     `json:"expected"`
+	Batches        int     `json:"batches"`
+	WallSec        float64 `json:"wallSec"`
+	ScannedPerSec  float64 `json:"scannedPerSec"`
+	AffectedPerSec float64 `json:"affectedPerSec"`
+}
+
+const (
+	jobsSchema        = "engram_bench_jobs"
+	jobAddConcurrency = 2
+)
+
+// runJobs seeds a tenant with COPY and runs decay, expire, purge and compact
+// through the engine's RunJob (what `manager job` calls), measuring engine
+// adds before and during the purge.
+func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
+	sc := h.scale
+	rep := &JobsReport{Rows: sc.JobRows, Owners: sc.JobRows / seedPerOwner, Planted: plantedFor(sc.JobRows),
+		AddConcurrency: jobAddConcurrency,
+		SeedMethod:     "COPY through pgx (2 parallel streams), one history row per memory by INSERT ... SELECT, then VACUUM (ANALYZE)"}
+	db, err := createDatabase(ctx, h.serverURL, "jobs")
+	if db != nil {
+		defer h.dropDatabase("jobs database", db)
+	}
+	if err != nil {
+		return nil, err
+	}
+	loginURL, err := provisionTenant(ctx, db, jobsSchema, benchDims)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := memory.NewPool(ctx, db.URL, 4)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	h.logf("jobs: seeding %d memories (%d owners) with COPY", sc.JobRows, rep.Owners)
+	t0 := time.Now()
+	if err := h.seed(ctx, admin, db.URL, jobsSchema, sc.JobRows); err != nil {
+		return nil, err
+	}
+	rep.SeedSec = round3(time.Since(t0).Seconds())
+	rep.TableMiB, _ = tableMiB(ctx, admin, jobsSchema)
+	h.logf("jobs: seeded in %.1fs, table %.0f MiB", rep.SeedSec, rep.TableMiB)
+
+	pool, err := memory.NewPool(ctx, loginURL, 8)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	emb, err := memory.NewBuiltinEmbedder(benchDims)
+	if err != nil {
+		return nil, err
+	}
+	store, err := memory.New(memory.Config{Pool: pool, Schema: jobsSchema, Policy: benchPolicy(), Embedder: emb})
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+
+	p := rep.Planted
+	expected := map[string]int{memory.OpDecay: p.Decayed, memory.OpExpire: p.Expired, memory.OpPurge: p.Inactive, memory.OpCompact: p.Duplicates}
+	for _, op := range memory.Operations {
+		var res JobOp
+		if op == memory.OpPurge {
+			res, err = h.purgeUnderLoad(ctx, store, rep)
+		} else {
+			res, err = runOp(ctx, store, op)
+		}
+		if err != nil {
+			return rep, err
+		}
+		res.Expected = expected[op]
+		h.logf("jobs: %-7s scanned %8d affected %8d (planted %d) in %7.2fs = %9.0f rows/s", op, res.Scanned, res.Affected, res.Expected, res.WallSec, res.AffectedPerSec)
+		rep.Operations = append(rep.Operations, res)
+	}
+	return rep, nil
+}
+
+func runOp(ctx context.Context, store *memory.Store, op string) (JobOp, error) {
+	t0 := time.Now()
+	r, err := store.RunJob(ctx, op, memory.JobOptions{})
+	wall := time.Since(t0)
+	if err != nil {
+		return JobOp{Name: op}, fmt.Errorf("job %s: %w", op, err)
+	}
+	return JobOp{Name: op, Scanned: r.Scanned, Affected: r.Affected, Batches: r.Batches, WallSec: round3(wall.Seconds()),
+		ScannedPerSec: round3(float64(r.Scanned) / wall.Seconds()), AffectedPerSec: round3(float64(r.Affected) / wall.Seconds())}, nil
+}
+
+// purgeUnderLoad measures engine adds without purge (baseline), then runs
+// the purge while the same adds go on until it ends.
+func (h *harness) purgeUnderLoad(ctx context.Context, store *memory.Store, rep *JobsReport) (JobOp, error) {
+	sc := h.scale
+	add := func(seed uint64) opFunc {
+		rngs := make([]*rand.Rand, jobAddConcurrency)
+		for i := range rngs {
+			rngs[i] = rand.New(rand.NewPCG(seed, uint64(i)))
+		}
+		return func(ctx context.Context, w int) error {
+			it := h.corpus.fresh(rngs[w])
+			_, err := store.Add(ctx, memory.AddRequest{Owner: jobOwnerName(rngs[w].IntN(rep.Owners)), Content: it.Content,
+				Category: it.Category, Importance: it.Importance})
+			return err
+		}
+	}
+	runLoad(ctx, jobAddConcurrency, time.Second, sc.JobAddMaxOps, add(1)) // warm-up
+	rep.AddWithoutPurge = runLoad(ctx, jobAddConcurrency, sc.JobAddDuration, sc.JobAddMaxOps, add(2)).stats()
+
+	type outcome struct {
+		op  JobOp
+		err error
+	}
+	done := make(chan outcome, 1)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	go func() {
+		op, err := runOp(ctx, store, memory.OpPurge)
+		stopLoad()
+		done <- outcome{op, err}
+	}()
+	// Bounded by the purge's end, by count and by a generous time limit.
+	during := runLoad(loadCtx, jobAddConcurrency, 30*time.Minute, sc.JobAddMaxOps*20, add(3))
+	res := <-done
+	stopLoad()
+	rep.AddDuringPurge = during.stats()
+	rep.P99Factor = ratio(rep.AddDuringPurge.Latency.P99, rep.AddWithoutPurge.Latency.P99)
+	h.logf("jobs: add p99 %.2fms without purge, %.2fms during purge (%d adds)", rep.AddWithoutPurge.Latency.P99, rep.AddDuringPurge.Latency.P99, rep.AddDuringPurge.Ops)
+	return res.op, res.err
+}

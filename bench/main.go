@@ -1,0 +1,212 @@
+// Command bench is Engram's benchmark harness (make bench, make bench-full).
+// It measures, in one run on one machine:
+//
+//   - the memory service through its HTTP API (the real `manager serve`
+//     binary) against the raw SQL ceiling of the same work through pgx;
+//   - the maintenance jobs on a bulk-loaded tenant;
+//   - the operator (the real `manager` binary) on an envtest control plane.
+//
+// It needs DATABASE_URL (hack/pgvector.sh start) and, for the operator part,
+// KUBEBUILDER_ASSETS (hack/envtest.sh). Results go to bench/results/ as JSON
+// (timestamped and latest.json) and a markdown table (latest.md);
+// docs/performance.md explains the method.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// harness holds what every part of the benchmark shares.
+type harness struct {
+	scale      Scale
+	serverURL  string // DATABASE_URL: an admin connection to PostgreSQL with pgvector
+	assets     string // KUBEBUILDER_ASSETS
+	managerBin string
+	workDir    string // logs and config files of this run
+	corpus     *corpus
+	start      time.Time
+	keepDB     bool
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// dropDatabase drops a benchmark database unless --keep-db asks to keep it.
+func (h *harness) dropDatabase(what string, db *benchDB) {
+	if h.keepDB {
+		h.logf("kept %s %s (roles %v)", what, db.name, db.roles)
+		return
+	}
+	h.cleanup(what, db.drop)
+}
+
+// cleanup runs a teardown step and logs (does not hide) its failure.
+func (h *harness) cleanup(what string, fn func() error) {
+	if err := fn(); err != nil {
+		h.logf("cleanup of %s failed: %v", what, err)
+	}
+}
+
+type options struct {
+	mode, parts, out, manager string
+	runtimes, owners, jobRows int
+	timeout, idle             time.Duration
+	keepLogs, keepDB          bool
+}
+
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.mode, "mode", "short", "short (make bench, < 10 min) or full (make bench-full, the sizes of issue 7)")
+	fs.StringVar(&o.parts, "parts", "service,jobs,operator", "comma-separated parts to run")
+	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
+	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
+	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default; make bench-full N=1000)")
+	fs.IntVar(&o.owners, "owners", 0, "large owners of the service part (0 = the mode's default)")
+	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 10m short, 2h full)")
+	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
+	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
+	fs.BoolVar(&o.keepDB, "keep-db", false, "keep the benchmark databases and roles (to investigate plans afterwards; drop them by hand)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	// The harness's own Kubernetes clients (envtest, watches) log warnings
+	// and errors only; the operator under test logs to its own file.
+	ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	o, err := parseOptions(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	h, err := newHarness(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	if !o.keepLogs {
+		defer os.RemoveAll(h.workDir)
+	}
+	timeout := o.timeout
+	if timeout == 0 {
+		timeout = map[string]time.Duration{"short": 10 * time.Minute, "full": 2 * time.Hour}[o.mode]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	rep := h.runParts(ctx, strings.Split(o.parts, ","))
+	paths, err := writeResults(o.out, rep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	h.logf("results: %s", strings.Join(paths, ", "))
+	if len(rep.Errors) > 0 {
+		for _, e := range rep.Errors {
+			fmt.Fprintln(os.Stderr, "bench: error:", e)
+		}
+		if o.keepLogs {
+			h.logf("logs kept in %s", h.workDir)
+		}
+		return 1
+	}
+	return 0
+}
+
+func newHarness(o *options) (*harness, error) {
+	sc, err := scaleFor(o.mode)
+	if err != nil {
+		return nil, err
+	}
+	if o.runtimes > 0 {
+		sc.Runtimes = o.runtimes
+	}
+	if o.owners > 0 {
+		sc.Owners = o.owners
+	}
+	if o.jobRows > 0 {
+		sc.JobRows = o.jobRows
+	}
+	if o.idle > 0 {
+		sc.IdleWindow = o.idle
+	}
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB}
+	if h.serverURL == "" {
+		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
+	}
+	if h.managerBin, err = filepath.Abs(o.manager); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(h.managerBin); err != nil {
+		return nil, fmt.Errorf("manager binary %s: %w (build it: make build, or let make bench do it)", h.managerBin, err)
+	}
+	if h.workDir, err = os.MkdirTemp("", "engram-bench-"); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// runParts runs the selected parts in order; a failing part is recorded and
+// the others still run, so one broken part never hides the others' figures.
+func (h *harness) runParts(ctx context.Context, parts []string) *Report {
+	rep := &Report{Mode: h.scale.Mode, Scale: h.scale, StartedAt: time.Now().UTC(), Machine: machineInfo(ctx, h.serverURL)}
+	h.logf("engram bench, mode %s: %s", h.scale.Mode, rep.Machine.summary())
+	for _, part := range parts {
+		part = strings.TrimSpace(part)
+		if ctx.Err() != nil {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: not run: %v", part, ctx.Err()))
+			continue
+		}
+		var err error
+		switch part {
+		case "service":
+			rep.Service, err = h.runService(ctx)
+		case "jobs":
+			rep.Jobs, err = h.runJobs(ctx)
+		case "operator":
+			rep.Operator, err = h.runOperator(ctx)
+		default:
+			err = fmt.Errorf("unknown part (want service, jobs or operator)")
+		}
+		if err != nil {
+			h.logf("%s: FAILED: %v", part, err)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", part, err))
+		}
+	}
+	rep.FinishedAt = time.Now().UTC()
+	rep.DurationSec = round3(rep.FinishedAt.Sub(rep.StartedAt).Seconds())
+	rep.Machine.LoadAvgEnd = loadAvg()
+	rep.Targets = targets(rep)
+	rep.Parts = slices.Clone(parts)
+	return rep
+}

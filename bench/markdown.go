@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// markdown renders the report as the tables of bench/results/latest.md
+// (and of docs/performance.md, which quotes them).
+func markdown(rep *Report) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# Engram benchmark — %s mode\n\n", rep.Mode)
+	p("Run %s, %.0f s. Machine: %d x %s, %d GiB RAM, Linux %s, %s; %s. Load average %s at start, %s at end.\n\n",
+		rep.StartedAt.Format("2006-01-02 15:04 UTC"), rep.DurationSec, rep.Machine.Cores, rep.Machine.CPU, rep.Machine.MemoryGiB,
+		rep.Machine.Kernel, rep.Machine.Go, rep.Machine.Postgres, rep.Machine.LoadAvgStart, rep.Machine.LoadAvgEnd)
+	if s := rep.Service; s != nil {
+		serviceMarkdown(p, rep.Scale, s)
+	}
+	if j := rep.Jobs; j != nil {
+		jobsMarkdown(p, j)
+	}
+	if o := rep.Operator; o != nil {
+		operatorMarkdown(p, o)
+	}
+	if len(rep.Targets) > 0 {
+		p("## Targets\n\n| target | goal | measured | met | note |\n|---|---|---|---|---|\n")
+		for _, t := range rep.Targets {
+			p("| %s | %s | %s | %s | %s |\n", t.Name, t.Goal, t.Measured, yesNo(t.Met), t.Note)
+		}
+		if rep.LargestGap != "" {
+			p("\n**Largest gap:** %s.\n", rep.LargestGap)
+		} else {
+			p("\nEvery target measured in this run was met.\n")
+		}
+		p("\n")
+	}
+	if len(rep.Errors) > 0 {
+		p("## Errors\n\n")
+		for _, e := range rep.Errors {
+			p("- %s\n", e)
+		}
+	}
+	return b.String()
+}
+
+type printer func(format string, args ...any)
+
+func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
+	p("## Memory service (HTTP API of `manager serve`) vs raw SQL through pgx\n\n")
+	p("%d memories: %d owners x %d, plus owners with %s memories; builtin 384-d embeddings; table %.0f MiB with indexes. "+
+		"Each cell: %s per side, service and raw alternating in %d slices.\n\n",
+		s.Memories, s.Owners, s.PerOwner, strings.Trim(fmt.Sprint(s.SmallOwners), "[]"), s.TableMiB, sc.RunDuration, sc.Rounds)
+	p("Load through the batch API (%d items a request, %d in parallel): %d memories in %.1f s = **%.0f memories/s** (dedup actions %s).\n\n",
+		s.Load.BatchSize, s.Load.Concurrency, s.Load.Items, s.Load.ElapsedSec, s.Load.ItemsPerSec, sortedMap(s.Load.Actions))
+	p("| workload | c | service ops/s | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw | rows updated |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range s.Workloads {
+		p("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** | %d |\n", w.Name, w.Concurrency,
+			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
+			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, w.RowUpdates)
+	}
+	for _, w := range s.Workloads {
+		if w.Service.Errors+w.Raw.Errors > 0 {
+			p("\n%s c=%d: %d service errors (%s), %d raw errors (%s)", w.Name, w.Concurrency, w.Service.Errors, w.Service.FirstError, w.Raw.Errors, w.Raw.FirstError)
+		}
+	}
+	q := s.Quality
+	p("\nQuality: recall@10 of vector search against brute force **%.4f** (worst query %.2f, %d queries); owners with fewer than 10 memories get all of them: **%s**.",
+		q.RecallAt10, q.MinRecall, q.Queries, yesNo(q.SmallOwnersComplete))
+	p(" Dedup actions of the add workload: %s. `manager serve` peak RSS %.0f MiB.\n\n", sortedMap(s.AddActions), s.ServicePeakRSSMiB)
+}
+
+func jobsMarkdown(p printer, j *JobsReport) {
+	p("## Maintenance jobs (engine RunJob, as `manager job` runs it)\n\n")
+	p("%d memories of %d owners (%.0f MiB), seeded in %.0f s by %s. Planted: %d inactive for 60 days, %d expired, %d decayed, %d duplicates.\n\n",
+		j.Rows, j.Owners, j.TableMiB, j.SeedSec, j.SeedMethod, j.Planted.Inactive, j.Planted.Expired, j.Planted.Decayed, j.Planted.Duplicates)
+	p("| operation | scanned | affected | planted | batches | wall s | affected rows/s | scanned rows/s |\n|---|---|---|---|---|---|---|---|\n")
+	for _, o := range j.Operations {
+		p("| %s | %d | %d | %d | %d | %.2f | %.0f | %.0f |\n", o.Name, o.Scanned, o.Affected, o.Expected, o.Batches, o.WallSec, o.AffectedPerSec, o.ScannedPerSec)
+	}
+	p("\nEngine adds (%d in parallel) without purge: %.0f/s, p50 %.2f ms, p99 **%.2f ms**; while the purge runs: %.0f/s, p50 %.2f ms, p99 **%.2f ms** (%.1fx, max %.1f ms, %d adds).\n\n",
+		j.AddConcurrency, j.AddWithoutPurge.Throughput, j.AddWithoutPurge.Latency.P50, j.AddWithoutPurge.Latency.P99,
+		j.AddDuringPurge.Throughput, j.AddDuringPurge.Latency.P50, j.AddDuringPurge.Latency.P99, j.P99Factor,
+		j.AddDuringPurge.Latency.Max, j.AddDuringPurge.Ops)
+}
+
+func operatorMarkdown(p printer, o *OperatorReport) {
+	p("## Operator (envtest kube-apiserver + etcd, real PostgreSQL)\n\n")
+	p("%s. The harness stands in for the deployment controller (envtest has none): it marks each Deployment's rollout complete (%d status patches).\n\n",
+		o.Process, o.DeploymentStatusPatches)
+	p("| measure | value |\n|---|---|\n")
+	p("| MemoryRuntimes (namespaces) | %d (%d) |\n", o.Runtimes, o.Namespaces)
+	p("| created in | %.1f s |\n", o.CreateSec)
+	p("| all Ready after (from the first create) | **%.1f s** (%d of %d Ready) |\n", o.ReadySec, o.Ready, o.Runtimes)
+	p("| per runtime, create to Ready | p50 %.1f s, p95 %.1f s, max %.1f s |\n", o.ReadyLatency.P50/1000, o.ReadyLatency.P95/1000, o.ReadyLatency.Max/1000)
+	p("| reconciles per runtime (at Ready / at the end) | %.1f / %.1f %s |\n", o.ReconcilesPerRuntimeAtReady, o.ReconcilesPerRuntime, sortedMap(o.ReconcilesByResult))
+	p("| settle after Ready | %.0f s, %d operator writes |\n", o.SettleSec, o.SettleWrites)
+	p("| operator writes in %.0f s idle | **%d** %s (reconciles %d) |\n", o.IdleWindowSec, o.IdleWrites, sortedMap(o.IdleWritesByMethod), o.IdleReconciles)
+	if len(o.IdleWriteDetails) > 0 {
+		p("| the operator's idle writes (audit log) | %s |\n", strings.Join(o.IdleWriteDetails, "; "))
+	}
+	p("| API server writes in the idle window, all clients | %d %s |\n", o.IdleAPIServerWritesAll, sortedMap(o.IdleAPIServerWrites))
+	p("| operator peak RSS (VmHWM) / RSS at the end | **%.0f MiB** / %.0f MiB |\n\n", o.ManagerPeakRSSMiB, o.ManagerRSSMiB)
+}
+
+func sortedMap(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

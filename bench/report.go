@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Report is everything one run measured; bench/results/*.json hold it.
+type Report struct {
+	Mode        string          `json:"mode"`
+	Parts       []string        `json:"parts"`
+	Scale       Scale           `json:"scale"`
+	StartedAt   time.Time       `json:"startedAt"`
+	FinishedAt  time.Time       `json:"finishedAt"`
+	DurationSec float64         `json:"durationSec"`
+	Machine     Machine         `json:"machine"`
+	Service     *ServiceReport  `json:"service,omitempty"`
+	Jobs        *JobsReport     `json:"jobs,omitempty"`
+	Operator    *OperatorReport `json:"operator,omitempty"`
+	Targets     []Target        `json:"targets"`
+	// LargestGap names the target missed by the widest margin (empty when all are met).
+	LargestGap string   `json:"largestGap,omitempty"`
+	Errors     []string `json:"errors,omitempty"`
+}
+
+// writeResults writes <out>/<timestamp>-<mode>.json, latest.json and latest.md.
+func writeResults(out string, rep *Report) ([]string, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", out, err)
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding results: %w", err)
+	}
+	js = append(js, '\n')
+	stamp := filepath.Join(out, rep.StartedAt.Format("20060102T150405Z")+"-"+rep.Mode+".json")
+	latest := filepath.Join(out, "latest.json")
+	md := filepath.Join(out, "latest.md")
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{stamp, js}, {latest, js}, {md, []byte(markdown(rep))}} {
+		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", f.path, err)
+		}
+	}
+	return []string{stamp, latest, md}, nil
+}
