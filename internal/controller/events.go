@@ -24,3 +24,14 @@ func (e eventer) warning(obj runtime.Object, reason, action, format string, args
 		e.rec.Eventf(obj, nil, corev1.EventTypeWarning, reason, action, format, args...)
 	}
 }
+
+// changed records a change to one owned object. The object is the event's
+// "related" object and part of its reason (e.g. SecretCreated): events of
+// the new API that share regarding, related, reason and action are merged
+// into one series, which client-go rewrites minutes later — an API write on
+// an idle system. Distinct events are written once.
+func (e eventer) changed(obj runtime.Object, related runtime.Object, kind, outcome, format string, args ...any) {
+	if e.rec != nil {
+		e.rec.Eventf(obj, related, corev1.EventTypeNormal, kind+outcome, "Apply", format, args...)
+	}
+}

@@ -362,7 +362,7 @@ func (r *MemoryRuntimeReconciler) recordApply(rt *memoryv1alpha1.MemoryRuntime, 
 	}
 	kind := fmt.Sprintf("%T", obj)
 	kind = kind[strings.LastIndex(kind, ".")+1:]
-	r.eventer().normal(rt, string(outcome), "Apply", "%s %s %s", strings.ToLower(string(outcome)), kind, obj.GetName())
+	r.eventer().changed(rt, obj, kind, string(outcome), "%s %s %s", strings.ToLower(string(outcome)), kind, obj.GetName())
 }
 
 func generationOf(p *memoryv1alpha1.AppliedPolicy) int64 {

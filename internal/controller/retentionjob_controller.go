@@ -152,7 +152,7 @@ func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *reten
 			return false, err
 		}
 		if outcome != applyUnchanged {
-			r.eventer().normal(s.rj, string(outcome), "Apply", "%s CronJob %s for MemoryRuntime %s", strings.ToLower(string(outcome)), live.GetName(), rt.Name)
+			r.eventer().changed(s.rj, live, "CronJob", string(outcome), "%s CronJob %s for MemoryRuntime %s", strings.ToLower(string(outcome)), live.GetName(), rt.Name)
 		}
 		s.cronJobs = append(s.cronJobs, live.(*batchv1.CronJob))
 	}

@@ -23,7 +23,7 @@ type accessRecorder struct {
 const (
 	accessBuffer   = 8192
 	accessBatch    = 512
-	accessInterval = 500 * time.Millisecond
+	accessInterval = 2 * time.Second
 )
 
 func newAccessRecorder(s *Store) *accessRecorder {

@@ -302,6 +302,9 @@ func catalog(t *testing.T, pool *pgxpool.Pool, schema string) string {
 		UNION ALL
 		SELECT 'con ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = $1::regnamespace
 		UNION ALL
+		SELECT 'opt ' || c.relname || ' ' || coalesce(array_to_string(c.reloptions, ','), '')
+		FROM pg_class c WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'r'
+		UNION ALL
 		SELECT 'acl ' || c.relname || ' ' || coalesce(array_to_string(c.relacl, ','), '')
 		FROM pg_class c WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'r'
 		ORDER BY 1`, schema)
