@@ -195,10 +195,15 @@ func (e *operatorEnv) testPolicyChange(t *testing.T) {
 		}
 		return nil
 	})
-	rt := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, "")
-	if rt.Status.Policy.Generation != policy.Generation || rt.Status.ConfigHash != e.templateHash(t, ns, "bot") {
-		t.Errorf("status policy %+v hash %s", rt.Status.Policy, rt.Status.ConfigHash)
-	}
+	// The ConfigMap and the Deployment are written before the status: wait
+	// for the status of the same reconcile instead of reading a stale one.
+	eventually(t, "the status reports the new policy and hash", 20*time.Second, func() error {
+		rt := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, "")
+		if rt.Status.Policy == nil || rt.Status.Policy.Generation != policy.Generation || rt.Status.ConfigHash != e.templateHash(t, ns, "bot") {
+			return fmt.Errorf("status policy %+v hash %s", rt.Status.Policy, rt.Status.ConfigHash)
+		}
+		return nil
+	})
 
 	// An invalid regular expression passes CEL; the semantic check catches it.
 	applied := e.templateHash(t, ns, "bot")
@@ -214,7 +219,7 @@ func (e *operatorEnv) testPolicyChange(t *testing.T) {
 		}
 		return containsAll(c.Message, "redaction.patterns[0]", "RE2")
 	})
-	rt = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonPolicyInvalid)
+	rt := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonPolicyInvalid)
 	if err := containsAll(rt.GetCondition(memoryv1alpha1.ConditionReady).Message, `MemoryPolicy "standard" is invalid`); err != nil {
 		t.Error(err)
 	}
