@@ -75,6 +75,8 @@ test: manifests generate ## Provision PostgreSQL + control plane, then run every
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
 	export DATABASE_URL KUBEBUILDER_ASSETS ENGRAM_TEST_REQUIRE_INFRA=1; \
+	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
+	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \
 	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $(TEST_PKGS)
 
