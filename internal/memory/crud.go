@@ -136,7 +136,7 @@ func decodeCursor(c string) (time.Time, string, error) {
 	}
 	ts, id, ok := strings.Cut(string(raw), "/")
 	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !validID(id) {
+	if !ok || err != nil || !ValidID(id) {
 		return time.Time{}, "", errors.New("malformed cursor")
 	}
 	return time.UnixMicro(us).UTC(), id, nil

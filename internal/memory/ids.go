@@ -29,8 +29,8 @@ func newID() string {
 	return string(s[:])
 }
 
-// validID reports whether s is a UUID in its canonical 8-4-4-4-12 form.
-func validID(s string) bool {
+// ValidID reports whether s is a UUID in its canonical 8-4-4-4-12 form.
+func ValidID(s string) bool {
 	if len(s) != 36 {
 		return false
 	}

@@ -54,7 +54,7 @@ func (f *fieldErrors) scope(agent, session string) {
 func (f *fieldErrors) id(field, id string) {
 	if id == "" {
 		f.add(field, "is required")
-	} else if !validID(id) {
+	} else if !ValidID(id) {
 		f.add(field, "must be a memory id (a UUID such as 0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e)")
 	}
 }

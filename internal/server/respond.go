@@ -33,32 +33,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // uuidField checks that v is a UUID in its canonical text form, so a
 // malformed id is a 422 naming the field and never reaches SQL.
 func uuidField(field, v string) *memory.FieldError {
-	if isUUID(v) {
+	if memory.ValidID(v) {
 		return nil
 	}
 	fe := fieldErr(field, "must be a UUID such as 0b6c2f1e-8d1a-4c3e-9f57-2a9d0c4b7e11")
 	return &fe
 }
 
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // idParam reads the {id} path value; ok is false when a problem was written.
 func idParam(w http.ResponseWriter, r *http.Request) (string, bool) {
