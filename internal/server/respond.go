@@ -40,7 +40,6 @@ func uuidField(field, v string) *memory.FieldError {
 	return &fe
 }
 
-
 // idParam reads the {id} path value; ok is false when a problem was written.
 func idParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
