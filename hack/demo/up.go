@@ -69,15 +69,27 @@ func ensureSupervisor(cfg config) (*state, error) {
 			return st, nil
 		}
 	}
-	dbURL, err := databaseURL(cfg)
-	if err != nil {
-		return nil, err
+	// PostgreSQL (mostly downloads on a new machine) and the control plane
+	// (mostly compiling) are prepared at the same time.
+	type result struct {
+		out string
+		err error
 	}
+	pg := make(chan result, 1)
+	go func() {
+		u, err := databaseURL(cfg)
+		pg <- result{u, err}
+	}()
 	fmt.Println(">> kube-apiserver + etcd (built from Go modules once, then cached)")
 	assets, err := runScript(cfg, "hack/envtest.sh")
+	db := <-pg
 	if err != nil {
 		return nil, err
 	}
+	if db.err != nil {
+		return nil, db.err
+	}
+	dbURL := db.out
 	_ = os.Remove(cfg.path("state.json"))
 	logFile, err := os.Create(cfg.path("supervisor.log"))
 	if err != nil {
