@@ -8,8 +8,9 @@ import (
 
 // accessRecorder updates access_count and last_accessed_at of searched and
 // rendered memories in the background, batched, best effort: a search never
-// waits for a write, and when the buffer is full the statistic is dropped
-// rather than slowing reads down.
+// waits for a write, when the buffer is full the statistic is dropped rather
+// than slowing reads down, and one memory is rewritten at most once per
+// accessThrottle (see duePending).
 type accessRecorder struct {
 	s       *Store
 	ids     chan string
@@ -21,9 +22,10 @@ type accessRecorder struct {
 }
 
 const (
-	accessBuffer   = 8192
-	accessBatch    = 512
-	accessInterval = 2 * time.Second
+	accessBuffer     = 8192
+	accessInterval   = 2 * time.Second
+	accessThrottle   = time.Minute
+	accessMaxPending = 100_000
 )
 
 func newAccessRecorder(s *Store) *accessRecorder {
@@ -46,7 +48,8 @@ func (a *accessRecorder) record(ids ...string) {
 
 func (a *accessRecorder) loop() {
 	defer a.stopped.Done()
-	pending := map[string]int{}
+	pending := map[string]int{}       // accesses not yet written, by id
+	written := map[string]time.Time{} // when each id was last written
 	tick := time.NewTicker(accessInterval)
 	defer tick.Stop()
 	drain := func() {
@@ -63,15 +66,8 @@ func (a *accessRecorder) loop() {
 		select {
 		case id := <-a.ids:
 			pending[id]++
-			if len(pending) >= accessBatch {
-				a.write(pending)
-				pending = map[string]int{}
-			}
 		case <-tick.C:
-			if len(pending) > 0 {
-				a.write(pending)
-				pending = map[string]int{}
-			}
+			a.write(duePending(pending, written, time.Now()))
 		case ack := <-a.flushNow:
 			drain()
 			a.write(pending)
@@ -83,6 +79,31 @@ func (a *accessRecorder) loop() {
 			return
 		}
 	}
+}
+
+// duePending moves out of pending the ids not written within
+// accessThrottle and records them as written now. A memory that is hit on
+// every search is thus rewritten at most once a minute (its count adds up
+// meanwhile): each write copies the whole row, and decay needs no finer
+// resolution. Too many pending ids are all written, to bound memory.
+func duePending(pending map[string]int, written map[string]time.Time, now time.Time) map[string]int {
+	due := map[string]int{}
+	flushAll := len(pending) > accessMaxPending
+	for id, n := range pending {
+		if flushAll || now.Sub(written[id]) >= accessThrottle {
+			due[id] = n
+			written[id] = now
+			delete(pending, id)
+		}
+	}
+	if len(written) > accessMaxPending {
+		for id, t := range written {
+			if now.Sub(t) >= accessThrottle {
+				delete(written, id)
+			}
+		}
+	}
+	return due
 }
 
 func (a *accessRecorder) write(counts map[string]int) {
