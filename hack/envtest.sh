@@ -35,8 +35,11 @@ if [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/etcd" ]; then
   mkdir -p "$tmp"
   v=k8s.io/component-base/version
   ldflags="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
-  (cd "$TOOLS" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" ./kube-apiserver)
-  (cd "$TOOLS" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" ./etcd)
+  # One invocation for both: the go command then links one while it still
+  # compiles the other (etcd ignores the -X of a package it does not link).
+  # CGO_ENABLED=0 -trimpath match the Makefile's GOBUILD, so the Kubernetes
+  # packages the manager already compiled come from the build cache.
+  (cd "$TOOLS" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/" ./kube-apiserver ./etcd)
   rm -rf "$OUT"
   mv "$tmp" "$OUT"
 fi

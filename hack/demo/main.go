@@ -15,8 +15,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func main() {
@@ -31,6 +35,14 @@ func main() {
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "where the demo keeps its state, logs and kubeconfig")
 	_ = fs.Parse(os.Args[2:])
 	cfg.absolutize()
+
+	if os.Args[1] != "supervise" {
+		// The operator in the supervisor sets its own logger; here only the
+		// client logs, and a cold first run takes longer than the 30 s after
+		// which controller-runtime complains, with a stack trace, that no
+		// logger was set.
+		ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
 
 	ctx := context.Background()
 	var err error
