@@ -17,6 +17,9 @@ var tableGrants = map[string][]string{
 	"memories":          {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"memory_history":    {"SELECT", "INSERT", "DELETE"},
 	"schema_migrations": {"SELECT"},
+	// Row locks (SELECT ... FOR UPDATE needs UPDATE); erase removes an owner's row.
+	"owner_locks": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"job_locks":   {"SELECT", "UPDATE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the
