@@ -4,14 +4,19 @@
 -- schema can only be taken by roles with UPDATE on them: this tenant's.
 --   owner_locks: one row per owner, locked FOR UPDATE by every write that
 --                must be serialized per owner (add with dedup, compact, erase).
---   job_locks:   one row per maintenance lock, locked FOR UPDATE NOWAIT by a
---                job run, so two runs of one tenant never overlap.
+--   job_locks:   one row per maintenance lock, held as a lease (holder and
+--                expiry set and renewed in short transactions), so two runs
+--                of one tenant never overlap, no transaction stays open for a
+--                whole run (VACUUM keeps working) and a killed run's lease
+--                simply expires.
 CREATE TABLE {{.Schema}}.owner_locks (
     owner_id text PRIMARY KEY
 );
 
 CREATE TABLE {{.Schema}}.job_locks (
-    name text PRIMARY KEY
+    name       text PRIMARY KEY,
+    holder     text,
+    expires_at timestamptz
 );
 INSERT INTO {{.Schema}}.job_locks (name) VALUES ('maintenance');
 
