@@ -30,12 +30,18 @@ type Config struct {
 	LLM LLM
 	// LLMTimeout bounds one arbiter or extraction call; default 10s.
 	LLMTimeout time.Duration
-	Logger     *slog.Logger
+	// JobLeaseTTL is how long the maintenance lease lasts without renewal
+	// (WithJobLock renews it every third of that); default 10 min. It must
+	// exceed the longest statement of a run, since with a one-connection
+	// pool the renewal waits for that statement.
+	JobLeaseTTL time.Duration
+	Logger      *slog.Logger
 }
 
 // NewPool opens a pgx pool on url with pgvector's types registered on each
-// connection. maxConns <= 0 keeps pgx's default.
-func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+// connection and sess's timeouts set on every session it opens. maxConns
+// <= 0 keeps pgx's default.
+func NewPool(ctx context.Context, url string, maxConns int32, sess SessionSettings) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
@@ -43,6 +49,7 @@ func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, er
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	sess.apply(cfg.ConnConfig.RuntimeParams)
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return pgxvec.RegisterTypes(ctx, c) }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
