@@ -407,6 +407,11 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return s.dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
+		// Nothing of the owner is left, not even its lock row; the lock is
+		// held until commit, and a write waiting for it creates it anew.
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {
+			return s.dbErr("erasing the owner's lock row", err)
+		}
 		return nil
 	})
 	if err != nil {

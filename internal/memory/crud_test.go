@@ -223,6 +223,17 @@ func TestEraseOwner(t *testing.T) {
 	if n, _ := f.store.ActiveCount(ctx(t), "stays"); n != 1 {
 		t.Fatalf("other owner affected: %d", n)
 	}
+	// Not even the owner's lock row is left; the other owner's stays.
+	locks := func(owner string) (n int64) {
+		t.Helper()
+		if err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+f.store.sql.ownerLocks+` WHERE owner_id = $1`, owner).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if locks("gone") != 0 || locks("stays") != 1 {
+		t.Fatalf("owner_locks rows after erase: gone %d (want 0), stays %d (want 1)", locks("gone"), locks("stays"))
+	}
 	if again, err := f.store.EraseOwner(ctx(t), "gone"); err != nil || again.Memories != 0 {
 		t.Fatalf("second erase = %+v, %v", again, err)
 	}

@@ -55,6 +55,11 @@ func withDims(d int) fixtureOption {
 // withMaxConns sizes the tenant's pool (default 8).
 func withMaxConns(n int32) fixtureOption { return func(s *fixtureSettings) { s.maxConns = n } }
 
+// withLeaseTTL sets the maintenance lease's TTL.
+func withLeaseTTL(d time.Duration) fixtureOption {
+	return func(s *fixtureSettings) { s.cfg.JobLeaseTTL = d }
+}
+
 // withSession sets the session timeouts of the tenant's pool.
 func withSession(sess SessionSettings) fixtureOption {
 	return func(s *fixtureSettings) { s.session = sess }

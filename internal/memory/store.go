@@ -75,6 +75,9 @@ func validateConfig(cfg *Config) error {
 	if cfg.LLMTimeout <= 0 {
 		cfg.LLMTimeout = 10 * time.Second
 	}
+	if cfg.JobLeaseTTL <= 0 {
+		cfg.JobLeaseTTL = DefaultJobLeaseTTL
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +100,7 @@ type Store struct {
 	// parameters for the decay expression (decayNames[i] -> decaySeconds[i]).
 	decayNames   []string
 	decaySeconds []float64
-	lockScope    int32 // first key of the per-owner advisory locks
+	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
 }
 
 // New returns a Store for cfg. Close it to flush access statistics.
@@ -120,7 +123,7 @@ func New(cfg Config) (*Store, error) {
 		redactor: red,
 		sql:      newQueries(cfg.Schema),
 	}
-	s.lockScope = hash32("engram:owner:" + cfg.Schema)
+	s.leaseTTL = cfg.JobLeaseTTL
 	for _, c := range cfg.Policy.Categories {
 		s.decayNames = append(s.decayNames, c.Name)
 		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
@@ -143,21 +146,6 @@ func (s *Store) Schema() string { return s.schema }
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return s.dbErr("ping", err)
-	}
-	return nil
-}
-
-// ownerLock returns the advisory lock keys that serialize writes of one owner.
-func (s *Store) ownerLock(owner string) (int32, int32) {
-	_, k2 := lockKeys("", owner)
-	return s.lockScope, k2
-}
-
-// lockOwner takes the owner's transaction-level advisory lock.
-func (s *Store) lockOwner(ctx context.Context, tx pgx.Tx, owner string) error {
-	k1, k2 := s.ownerLock(owner)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, k1, k2); err != nil {
-		return s.dbErr("locking owner", err)
 	}
 	return nil
 }
