@@ -59,4 +59,3 @@ func isUnavailable(err error) bool {
 	}
 	return pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "closed pool")
 }
-
