@@ -14,6 +14,17 @@ import (
 // when Config.JobLeaseTTL is not set.
 const DefaultJobLeaseTTL = 10 * time.Minute
 
+// JobLeaseTTLFor returns a lease TTL for runs whose sessions have sess's
+// timeouts. On a one-connection pool a renewal waits for the run's current
+// statement: up to lock_timeout + statement_timeout, starting up to a third
+// of the TTL after the last renewal. Twice that plus a minute keeps the
+// lease alive through such a wait; a killed run's lease then blocks the next
+// run for at most that long.
+func JobLeaseTTLFor(sess SessionSettings) time.Duration {
+	sess = sess.withDefaults()
+	return 2*(sess.LockTimeout+sess.StatementTimeout) + time.Minute
+}
+
 // maintenanceLock is the row of job_locks that maintenance runs lease
 // (created by migration 4).
 const maintenanceLock = "maintenance"
