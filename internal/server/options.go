@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // Options configure `manager serve`. Every flag and variable is described in
@@ -28,6 +29,8 @@ type Options struct {
 	ShutdownTimeout    time.Duration
 	TokensPollInterval time.Duration
 	DBMaxConns         int
+	DBLockTimeout      time.Duration
+	DBStatementTimeout time.Duration
 	LogLevel           string
 	LogFormat          string
 }
@@ -58,6 +61,8 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens file is checked for changes")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", DefaultDBMaxConns, "size of the database connection pool")
+	fs.DurationVar(&o.DBLockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (lock_timeout of every session); past it the request gets 503")
+	fs.DurationVar(&o.DBStatementTimeout, "db-statement-timeout", memory.DefaultStatementTimeout, "longest database statement (statement_timeout of every session); past it the request gets 503")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +103,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DBMaxConns < 1 || o.DBMaxConns > 1000 {
 		errs = append(errs, fmt.Errorf("--db-max-conns %d: must be within 1..1000", o.DBMaxConns))
+	}
+	if o.DBLockTimeout < 0 || o.DBStatementTimeout < 0 {
+		errs = append(errs, errors.New("--db-lock-timeout and --db-statement-timeout must not be negative (0 = the default)"))
 	}
 	return errors.Join(errs...)
 }

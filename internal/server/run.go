@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // Process is a running memory service.
@@ -53,6 +54,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		EmbeddingAPIKey: o.EmbeddingAPIKey,
 		LLMAPIKey:       o.LLMAPIKey,
 		MaxConns:        int32(o.DBMaxConns),
+		Session:         memory.SessionSettings{LockTimeout: o.DBLockTimeout, StatementTimeout: o.DBStatementTimeout},
 		WrapEmbedder:    metrics.InstrumentEmbedder,
 		WrapLLM:         metrics.InstrumentLLM,
 		Logger:          logger.With("component", "memory"),
