@@ -102,7 +102,8 @@ func (s *Store) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
 	return prepared, nil
 }
 
-// prepareAdd validates req, applies the injection guard and redacts secrets.
+// prepareAdd validates req, redacts secrets, checks the stored size and
+// applies the injection guard.
 func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error) {
 	p := &preparedAdd{req: req}
 	fe.owner(req.Owner)
@@ -111,37 +112,56 @@ func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error
 	p.req.Category = fe.category(&s.policy, req.Category)
 	p.req.Importance = fe.importance(req.Importance)
 	p.ttl = fe.ttl(req.TTL)
-	fe.text("content", req.Content, s.policy.Limits.MaxContentBytes)
+	fe.text("content", req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
 	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
 		return nil, err
 	}
-	content, flags, err := s.guard(req.Content, fe)
+	c, err := s.clean("content", req.Content, fe)
 	if err != nil {
 		return nil, err
 	}
-	p.flags = flags
-	p.content, p.redactions = s.redactor.redact(content)
+	p.content, p.redactions, p.flags = c.text, c.redactions, c.flags
 	return p, nil
 }
 
-// guard applies the policy's injection guard to content.
-func (s *Store) guard(content string, fe *fieldErrors) (string, []string, error) {
+// cleaned is input text made ready to store.
+type cleaned struct {
+	text       string // redacted; otherwise exactly what was sent
+	redactions []string
+	flags      []string
+}
+
+// clean turns validated input text into what is stored: secrets redacted
+// first, so limits.maxContentBytes measures the stored text and the guard
+// judges what a model will later read; then the size check; then the
+// policy's injection guard. The stored text keeps the characters the caller
+// sent (full-width letters, zero-width joiners of emoji sequences): the
+// guard matches a normalized copy only (normalizeForGuard), since NFKC
+// would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
+func (s *Store) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
+	var c cleaned
+	c.text, c.redactions = s.redactor.redact(raw)
+	fe.storedSize(field, raw, c.text, s.policy.Limits.MaxContentBytes)
+	if err := fe.err(); err != nil {
+		return cleaned{}, err
+	}
 	mode := s.policy.Redaction.InjectionGuard
 	if mode == GuardOff {
-		return content, nil, nil
+		return c, nil
 	}
-	reason := detectInjection(content)
-	if reason == "" {
-		return content, nil, nil
+	reason := detectInjection(c.text)
+	switch {
+	case reason == "":
+	case mode == GuardReject:
+		fe.add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
+		return cleaned{}, fe.err()
+	default:
+		c.flags = []string{FlagInjection}
 	}
-	if mode == GuardReject {
-		fe.add("content", "rejected by the injection guard: looks like a prompt injection (%s)", reason)
-		return "", nil, fe.err()
-	}
-	return content, []string{FlagInjection}, nil
+	return c, nil
 }
 
 // embedAll embeds the content of every prepared write in one call.

@@ -67,7 +67,7 @@ func (s *Store) contextCandidates(ctx context.Context, req ContextRequest) ([]ca
 	where += scopeFilter(a, req.Agent, req.Session)
 	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if req.Query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
+		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(req.Query)})
 		if err != nil {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}

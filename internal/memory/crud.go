@@ -168,7 +168,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		}
 	}
 	if req.Content != nil {
-		fe.text("content", *req.Content, s.policy.Limits.MaxContentBytes)
+		fe.text("content", *req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
 	}
 	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
 		fe.add("request", "nothing to update: set content, category, importance or ttl")
@@ -180,12 +180,11 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	var flags []string
 	var vec []float32
 	if req.Content != nil {
-		c, f, err := s.guard(*req.Content, fe)
+		c, err := s.clean("content", *req.Content, fe)
 		if err != nil {
 			return nil, err
 		}
-		content, flags = c, f
-		content, _ = s.redactor.redact(content)
+		content, flags = c.text, c.flags
 		vecs, err := s.embedder.Embed(ctx, []string{content})
 		if err != nil {
 			return nil, fmt.Errorf("embedding: %w", err)

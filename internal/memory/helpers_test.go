@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,6 +53,9 @@ func withDims(d int) fixtureOption {
 		s.cfg.Embedder = e
 	}
 }
+
+// withEmbedder replaces the builtin embedder.
+func withEmbedder(e Embedder) fixtureOption { return func(s *fixtureSettings) { s.cfg.Embedder = e } }
 
 // withMaxConns sizes the tenant's pool (default 8).
 func withMaxConns(n int32) fixtureOption { return func(s *fixtureSettings) { s.maxConns = n } }
@@ -152,13 +157,21 @@ func (f *fixture) historyCount(id string) int64 {
 }
 
 // fakeChat is an OpenAI-compatible chat server in httptest whose answers
-// the test scripts; it counts calls.
+// the test scripts; it counts calls and keeps every request body.
 type fakeChat struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	reply func(system, user string) (status int, content string)
-	calls atomic.Int64
-	delay time.Duration
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reply  func(system, user string) (status int, content string)
+	calls  atomic.Int64
+	delay  time.Duration
+	bodies []string
+}
+
+// sent returns every request body received so far.
+func (f *fakeChat) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.bodies)
 }
 
 func newFakeChat(t *testing.T, reply func(system, user string) (int, string)) *fakeChat {
@@ -174,10 +187,18 @@ func (f *fakeChat) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(body))
+	f.mu.Unlock()
 	var req struct {
 		Messages []struct{ Role, Content string } `json:"messages"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) != 2 {
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) != 2 {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}

@@ -38,6 +38,9 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
+	// The query is redacted like content: it goes to the embedding server,
+	// and a secret in it could not match stored (redacted) text anyway.
+	req.Query = s.redactor.redacted(req.Query)
 	var vec []float32
 	if mode != SearchText {
 		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
