@@ -118,7 +118,9 @@ func assertNoSecret(t *testing.T, where string, sent []string) {
 // TestExtractionRedactsTheConversation: the conversation sent to the LLM for
 // fact extraction has every secret redacted.
 func TestExtractionRedactsTheConversation(t *testing.T) {
-	chat := newFakeChat(t, func(string, string) (int, string) { return 200, `{"facts": [{"content": "Is vegetarian", "category": "preference"}]}` })
+	chat := newFakeChat(t, func(string, string) (int, string) {
+		return 200, `{"facts": [{"content": "Is vegetarian", "category": "preference"}]}`
+	})
 	f := newFixture(t, withLLM(chat.llm()))
 	_, err := f.store.Extract(ctx(t), ExtractRequest{Owner: "x", Messages: []Message{
 		{Role: "user", Content: "I'm vegetarian. Deploy with AKIAIOSFODNN7EXAMPLE, my password is hunter2"},
@@ -193,4 +195,3 @@ func TestEmbeddingServerGetsNoSecrets(t *testing.T) {
 	}
 	assertNoSecret(t, "the embedding server", inputs)
 }
-
