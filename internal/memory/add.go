@@ -25,7 +25,7 @@ type preparedAdd struct {
 }
 
 // Add stores one memory with two-threshold dedup: validate, redact, guard,
-// embed (outside any transaction), then under the owner's advisory lock
+// embed (outside any transaction), then under the owner's row lock (lockOwner)
 // compare with the owner's nearest memory: merge at or above
 // autoMergeThreshold, let the arbiter decide in the band below it, insert
 // otherwise. Over the per-owner cap, the lowest-value memories are evicted
