@@ -350,6 +350,42 @@ func TestJobOneConnection(t *testing.T) {
 	}
 }
 
+// slowStore is the real store whose operations take a little longer, so
+// two runs started together surely overlap.
+type slowStore struct{ *memory.Store }
+
+func (s slowStore) RunJob(ctx context.Context, op string, opts memory.JobOptions) (*memory.JobResult, error) {
+	time.Sleep(200 * time.Millisecond)
+	return s.Store.RunJob(ctx, op, opts)
+}
+
+// TestConcurrentRunsOneSkips: of two runs of one tenant started together,
+// exactly one maintains it and the other reports Skipped.
+func TestConcurrentRunsOneSkips(t *testing.T) {
+	jt := newJobTenant(t)
+	seed(t, jt)
+	sums := make(chan memory.JobSummary, 2)
+	start := make(chan struct{})
+	for range 2 {
+		go func() {
+			<-start
+			sums <- Run(context.Background(), slowStore{jt.store}, jt.schema, memory.Operations, memory.JobOptions{})
+		}()
+	}
+	close(start)
+	results := map[string]int{}
+	for range 2 {
+		sum := <-sums
+		results[sum.Result]++
+		if sum.Result == memory.RunSkipped && (sum.Message != MessageSkippedLocked || len(sum.Operations) != 0) {
+			t.Errorf("skipped run: %+v", sum)
+		}
+	}
+	if results[memory.RunSucceeded] != 1 || results[memory.RunSkipped] != 1 {
+		t.Fatalf("two concurrent runs ended %v, want one Succeeded and one Skipped", results)
+	}
+}
+
 // TestJobLeaseTakeover: the lease of a run that was killed (never released)
 // makes the next runs skip until it expires; then a run takes it over and
 // gives it back at its end.
