@@ -100,7 +100,7 @@ func TestJobLeaseExpiry(t *testing.T) {
 // every third of the TTL), so another run is refused after the first TTL
 // has passed; a run whose lease is taken away stops with ErrLeaseLost.
 func TestJobLeaseRenewal(t *testing.T) {
-	const ttl = 900 * time.Millisecond
+	const ttl = 1500 * time.Millisecond
 	f := newFixture(t, withLeaseTTL(ttl))
 	err := f.store.WithJobLock(ctx(t), func(c context.Context) error {
 		time.Sleep(ttl + ttl/2)

@@ -146,7 +146,7 @@ func TestSessionTimeouts(t *testing.T) {
 // (the service answers 503 with Retry-After), and the same holds for a
 // statement cut by statement_timeout.
 func TestLockTimeoutIsRetryable(t *testing.T) {
-	f := newFixture(t, withSession(SessionSettings{LockTimeout: 300 * time.Millisecond, StatementTimeout: 300 * time.Millisecond}))
+	f := newFixture(t, withSession(SessionSettings{LockTimeout: 300 * time.Millisecond, StatementTimeout: time.Second}))
 	f.add(AddRequest{Owner: "stuck", Content: "a memory of the stuck owner"})
 	tx, err := f.admin.Begin(ctx(t))
 	if err != nil {
@@ -169,7 +169,7 @@ func TestLockTimeoutIsRetryable(t *testing.T) {
 		t.Fatalf("another owner's add: %v", err)
 	}
 
-	_, err = f.store.pool.Exec(ctx(t), `SELECT pg_sleep(2)`)
+	_, err = f.store.pool.Exec(ctx(t), `SELECT pg_sleep(5)`)
 	if err = f.store.dbErr("sleeping", err); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("statement past statement_timeout: %v, want ErrBusy", err)
 	}
