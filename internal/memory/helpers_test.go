@@ -54,11 +54,11 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		o(&cfg)
 	}
 	schema := fmt.Sprintf("engram_mem_%d_%d", time.Now().UnixNano()%1e6, schemaSeq.Add(1))
-	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions()})
+	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions(), Owner: testOwner(schema)})
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema) })
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, testOwner(schema)) })
 	pool, err := NewPool(ctx(t), testenv.WithUser(adminURL, res.LoginRole, res.Password), 8)
 	if err != nil {
 		t.Fatal(err)
@@ -170,4 +170,9 @@ func (f *fakeChat) llm() LLM {
 	l := NewLLM(LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake"}, "test-key", f.srv.Client())
 	l.(*openAIChat).client.backoff = time.Millisecond
 	return l
+}
+
+// testOwner is the runtime a test tenant belongs to.
+func testOwner(schema string) tenant.Owner {
+	return tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
 }
