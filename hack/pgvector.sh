@@ -11,6 +11,13 @@
 # postgresql-17 and postgresql-17-pgvector is built once into the cache dir
 # (debootstrap, ~35 s cold) and the server runs from it via chroot as user postgres.
 #
+# Durability: the server is durable by default (fsync, full_page_writes and
+# synchronous_commit on): an acknowledged write survives a crash. Tests and
+# benchmarks may ask for the unsafe fast settings with ENGRAM_PG_DURABILITY=fast
+# (fsync, full_page_writes and synchronous_commit off: a crash loses the last
+# writes and may corrupt the cluster). The mode applies to the whole server
+# and is switched with a reload when a later start asks for the other one.
+#
 # Cache: ${ENGRAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/engram}/postgres
 set -euo pipefail
 
@@ -92,9 +99,6 @@ max_connections = 300
 shared_buffers = 512MB
 work_mem = 16MB
 maintenance_work_mem = 256MB
-fsync = off
-synchronous_commit = off
-full_page_writes = off
 dynamic_shared_memory_type = mmap
 log_min_messages = warning
 EOF
@@ -128,14 +132,43 @@ local_url() {
 
 psql_root() { in_root "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port")" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
 
+# durability_conf writes the settings of mode $1 (durable|fast) into the file
+# postgresql.conf includes last, so they win over anything above them
+# (clusters made by earlier versions of this script had fast settings inline).
+durability_conf() {
+  local conf="$ROOTFS$DATADIR/postgresql.conf" inc="$ROOTFS$DATADIR/engram-durability.conf" want
+  grep -q "^include_if_exists = 'engram-durability.conf'" "$conf" ||
+    printf "include_if_exists = 'engram-durability.conf'\n" >>"$conf"
+  case "$1" in
+    durable) want=$'# written by hack/pgvector.sh: durable (the default)\nfsync = on\nfull_page_writes = on\nsynchronous_commit = on' ;;
+    fast) want=$'# written by hack/pgvector.sh: ENGRAM_PG_DURABILITY=fast, for tests only: a crash loses acknowledged writes\nfsync = off\nfull_page_writes = off\nsynchronous_commit = off' ;;
+    *) die "ENGRAM_PG_DURABILITY must be durable or fast, not '$1'" ;;
+  esac
+  [ -f "$inc" ] && [ "$(cat "$inc")" = "$want" ] && return 1
+  printf '%s\n' "$want" >"$inc"
+  chroot "$ROOTFS" chown postgres:postgres "$DATADIR/engram-durability.conf"
+  return 0
+}
+
+say_durability() {
+  if [ "$1" = fast ]; then
+    log "durability: FAST (fsync, full_page_writes, synchronous_commit off) as ENGRAM_PG_DURABILITY=fast asks: for tests only, a crash loses acknowledged writes"
+  else
+    log "durability: durable (fsync, full_page_writes, synchronous_commit on)"
+  fi
+}
+
 cmd_start() {
   if [ -n "${DATABASE_URL:-}" ]; then
     echo "$DATABASE_URL"
     return 0
   fi
   need_root
-  # Fast path without the lock: already running.
-  if [ -f "$STATE/port" ] && [ -f "$PGHOME/password" ] && running; then
+  local mode="${ENGRAM_PG_DURABILITY:-durable}"
+  # Fast path without the lock: already running in the asked mode.
+  if [ -f "$STATE/port" ] && [ -f "$PGHOME/password" ] && running &&
+    [ "$(cat "$STATE/durability" 2>/dev/null)" = "$mode" ]; then
+    say_durability "$mode"
     local_url
     return 0
   fi
@@ -146,7 +179,15 @@ cmd_start() {
   init_cluster
   # /proc lets postgres read its own limits; /dev/shm is not needed (mmap DSM).
   mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+  local changed=0
+  durability_conf "$mode" && changed=1
+  echo "$mode" >"$STATE/durability"
+  say_durability "$mode"
   if running; then
+    if [ "$changed" = 1 ]; then
+      in_root "$PGBIN/pg_ctl" -D "$DATADIR" reload >/dev/null 9>&-
+      log "reloaded the running server with the new durability settings"
+    fi
     local_url
     return 0
   fi

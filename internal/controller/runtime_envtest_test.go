@@ -144,6 +144,8 @@ func (e *operatorEnv) checkCredentials(t *testing.T, ns, name, otherSchema strin
 		`CREATE TABLE public.evil (id int)`,
 		`DROP TABLE memories`,
 		`CREATE SCHEMA evil`,
+		`CREATE TEMP TABLE evil (id int)`,
+		`SELECT * FROM engram_control.provision_locks`,
 	} {
 		if _, err := conn.Exec(ctx, sql); err == nil {
 			t.Errorf("the login role may %s", sql)

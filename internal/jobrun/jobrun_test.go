@@ -78,11 +78,12 @@ func newJobTenant(t *testing.T) *jobTenant {
 	adminURL := testenv.NewDatabase(t)
 	admin := testenv.NewPool(t, adminURL, 4)
 	schema := fmt.Sprintf("engram_job_%d", time.Now().UnixNano()%1e12)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims})
+	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema) })
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
 	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: memory.DefaultPolicy()}
 	js, _ := json.Marshal(cfg)
 	y, err := yaml.JSONToYAML(js)

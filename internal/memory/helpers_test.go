@@ -91,11 +91,11 @@ func newFixture(t testing.TB, opts ...fixtureOption) *fixture {
 	admin := testenv.NewPool(t, set.adminURL, 4)
 	cfg := set.cfg
 	schema := fmt.Sprintf("engram_mem_%d_%d", time.Now().UnixNano()%1e6, schemaSeq.Add(1))
-	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions()})
+	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions(), Owner: testOwner(schema)})
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema) })
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, testOwner(schema)) })
 	loginURL := testenv.WithUser(set.adminURL, res.LoginRole, res.Password)
 	pool, err := NewPool(ctx(t), loginURL, set.maxConns, set.session)
 	if err != nil {
@@ -224,4 +224,9 @@ func (f *fakeChat) llm() LLM {
 	l := NewLLM(LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake"}, "test-key", f.srv.Client())
 	l.(*openAIChat).client.backoff = time.Millisecond
 	return l
+}
+
+// testOwner is the runtime a test tenant belongs to.
+func testOwner(schema string) tenant.Owner {
+	return tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
 }

@@ -50,12 +50,12 @@ func newTenant(t *testing.T) *testTenant {
 	admin := testenv.NewPool(t, adminURL, 4)
 	schema := fmt.Sprintf("engram_srv_%d", time.Now().UnixNano()%1e12)
 	ctx := testCtx(t)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: testDims, Description: "server test"})
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
 	t.Cleanup(func() {
-		if _, err := tenant.Drop(context.Background(), admin, schema); err != nil {
+		if _, err := tenant.Drop(context.Background(), admin, schema, testOwner(schema)); err != nil {
 			t.Logf("dropping tenant: %v", err)
 		}
 	})
@@ -296,4 +296,9 @@ func closedPortURL(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return "postgres://nobody:secret@" + addr + "/engram?sslmode=disable&connect_timeout=2"
+}
+
+// testOwner is the runtime a test tenant belongs to.
+func testOwner(schema string) tenant.Owner {
+	return tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
 }

@@ -18,6 +18,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // Scenario is the demo's story: apply the samples, wait for Ready, use the
@@ -43,6 +44,7 @@ type Report struct {
 	Applied           []string
 	Runtime           string
 	Schema            string
+	Owner             tenant.Owner // the runtime the schema belongs to
 	ClusterEndpoint   string
 	LocalEndpoint     string
 	Token             string         // the first bearer token of the service
@@ -120,6 +122,7 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 		}
 		rt := list.Items[0]
 		r.Runtime, r.Schema, r.ClusterEndpoint = rt.Name, rt.Status.Schema, rt.Status.Endpoint
+		r.Owner = tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
 		return true, nil
 	})
 	if err != nil {

@@ -88,7 +88,7 @@ func TestDemoFlow(t *testing.T) {
 	kCtx, stopKubelet := context.WithCancel(ctx)
 	kDone := make(chan error, 1)
 	go func() { kDone <- kubelet.Run(kCtx) }()
-	var schemas []string
+	var tenants []*demo.Report
 	t.Cleanup(func() {
 		stopKubelet()
 		<-kDone
@@ -96,9 +96,9 @@ func TestDemoFlow(t *testing.T) {
 		<-opDone
 		// Roles are cluster-wide in PostgreSQL: drop the tenants the samples created.
 		admin := testenv.NewPool(t, dbURL, 2)
-		for _, s := range schemas {
-			if _, err := tenant.Drop(context.Background(), admin, s); err != nil {
-				t.Logf("dropping tenant %s: %v", s, err)
+		for _, r := range tenants {
+			if _, err := tenant.Drop(context.Background(), admin, r.Schema, r.Owner); err != nil {
+				t.Logf("dropping tenant %s: %v", r.Schema, err)
 			}
 		}
 	})
@@ -109,7 +109,7 @@ func TestDemoFlow(t *testing.T) {
 	}
 	r, err := sc.Run(ctx)
 	if r != nil && r.Schema != "" {
-		schemas = append(schemas, r.Schema)
+		tenants = append(tenants, r)
 	}
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
