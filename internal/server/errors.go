@@ -31,8 +31,6 @@ func problemFor(err error) (p *Problem, internal bool) {
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
 		return newProblem(probNotFound, "no memory with this id"), false
-	case errors.Is(err, memory.ErrForbidden):
-		return newProblem(probForbidden, "the memory belongs to another owner"), false
 	case errors.Is(err, memory.ErrProtected):
 		return newProblem(probProtected, memory.ErrProtected.Error()), false
 	case errors.Is(err, memory.ErrNoLLM):
