@@ -19,6 +19,9 @@ var (
 	errOwner    = errors.New("must be an owner id: 1-256 characters of letters, digits and . _ : @ + -, starting with a letter or digit")
 )
 
+// CheckIdentity checks a token name or a signed token's subject.
+func CheckIdentity(s string) error { return checkIdentity(s) }
+
 func checkIdentity(s string) error {
 	if !identityPattern.MatchString(s) {
 		return errIdentity
