@@ -33,10 +33,11 @@ func credentialOf(ctx context.Context) (auth.Credential, bool) {
 // authenticate answers 401 unless the request carries a valid token, and
 // returns the request with its credential.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	c, err := s.tokens.Authenticate(bearer(r.Header.Get("Authorization")))
+	token := bearer(r.Header.Get("Authorization"))
+	c, err := s.tokens.Authenticate(token)
 	if err != nil {
 		detail := "send a valid token as Authorization: Bearer <token>"
-		if auth.IsSigned(bearer(r.Header.Get("Authorization"))) {
+		if auth.IsSigned(token) { // why a signed token failed helps its minter; a static one is just unknown
 			detail += ": " + err.Error()
 		}
 		writeProblem(w, r, newProblem(probUnauth, detail))
@@ -56,8 +57,11 @@ func authorize(min auth.Role, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if !c.Role.Includes(min) {
-			writeProblem(w, r, newProblem(probForbidden, fmt.Sprintf(
-				"this route needs a token of role %s or above; this token has role %s", min, c.Role)))
+			need := "an admin token"
+			if min != auth.RoleAdmin {
+				need = "a token of role " + string(min) + " or admin"
+			}
+			writeProblem(w, r, newProblem(probForbidden, fmt.Sprintf("this route needs %s; this token has role %s", need, c.Role)))
 			return
 		}
 		if owner := r.PathValue("owner"); owner != "" && !c.MayActFor(owner) {
