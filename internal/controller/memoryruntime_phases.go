@@ -201,23 +201,20 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	return false, nil
 }
 
-// reconcileAPIToken writes the <name>-api-token Secret: one random token at
-// first, and afterwards whatever users put there (only an empty key is refilled).
+// reconcileAPIToken writes the <name>-api-token Secret: an admin token and
+// a signing key at first, and afterwards whatever users put there (see
+// APITokenContent for what is ever added).
 func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	var live corev1.Secret
 	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: APITokenSecretName(rt.Name)}, &live); err != nil {
 		return false, fmt.Errorf("reading the API token Secret: %w", err)
 	}
-	tokens := string(live.Data[KeyTokens])
-	if !HasToken(tokens) {
-		t, err := NewToken()
-		if err != nil {
-			return false, err
-		}
-		tokens = t + "\n"
+	tokens, key, err := APITokenContent(live.Data)
+	if err != nil {
+		return false, err
 	}
-	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens)); err != nil {
+	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens, key)); err != nil {
 		return false, err
 	}
 	rt.Status.APITokenSecret = APITokenSecretName(rt.Name)

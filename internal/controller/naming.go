@@ -59,18 +59,21 @@ const (
 
 // Keys of the owned Secrets and ConfigMap (the contract).
 const (
-	KeyURI       = "uri"
-	KeyHost      = "host"
-	KeyPort      = "port"
-	KeyDBName    = "dbname"
-	KeyUser      = "user"
-	KeyPassword  = "password"
-	KeySchema    = "schema"
-	KeyTokens    = "tokens"
-	KeyConfig    = "config.yaml"
-	ContainerSvc = "memory"
-	ContainerJob = "job"
-	PortName     = "http"
+	KeyURI      = "uri"
+	KeyHost     = "host"
+	KeyPort     = "port"
+	KeyDBName   = "dbname"
+	KeyUser     = "user"
+	KeyPassword = "password"
+	KeySchema   = "schema"
+	KeyTokens   = "tokens"
+	// KeySigningKey of the <runtime>-api-token Secret: base64 of 32 random
+	// bytes (one key a line) that verify signed tokens.
+	KeySigningKey = "signing-key"
+	KeyConfig     = "config.yaml"
+	ContainerSvc  = "memory"
+	ContainerJob  = "job"
+	PortName      = "http"
 )
 
 // Paths inside the containers (the contract).
@@ -79,6 +82,7 @@ const (
 	TokensDir          = "/etc/engram/tokens"
 	ConfigPath         = ConfigDir + "/" + KeyConfig
 	TokensPath         = TokensDir + "/" + KeyTokens
+	SigningKeyPath     = TokensDir + "/" + KeySigningKey
 	TerminationLogPath = "/dev/termination-log"
 	BinaryPath         = "/manager"
 )

@@ -304,8 +304,8 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
 			RETURNING ` + memoryColumns + `),
 		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, new_content, details)
-			SELECT id::uuid, owner_id, 'add', $5, content, $12 FROM ins)
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
+			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
@@ -313,7 +313,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 	}
 	row := tx.QueryRow(ctx, sql, newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details)
+		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx))
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
 	m, err := scanMemory(row, &res.ownerRows)
@@ -394,11 +394,11 @@ func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + memoryColumns + `),
 		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, old_content, new_content, details)
-			SELECT id::uuid, owner_id, $11, $6, $12, content, $13 FROM upd)
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
+			SELECT id::uuid, owner_id, $11, $6, $14, $12, content, $13 FROM upd)
 		SELECT * FROM upd`
 	m, err := scanMemory(tx.QueryRow(ctx, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details))
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}

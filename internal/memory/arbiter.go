@@ -195,9 +195,9 @@ func (s *Store) supersedeRow(ctx context.Context, tx pgx.Tx, oldID, newID string
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
 				deactivated_at = coalesce(m.deactivated_at, now()), updated_at = now()
 			WHERE m.id = $1 RETURNING m.id, m.owner_id, m.content)
-		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, old_content, details)
-		SELECT id, owner_id, $3, $4, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,
-		oldID, newID, action, string(actor))
+		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content, details)
+		SELECT id, owner_id, $3, $4, $5, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,
+		oldID, newID, action, string(actor), actorID(ctx))
 	if err != nil {
 		return s.dbErr("superseding memory "+oldID, err)
 	}

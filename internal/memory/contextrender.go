@@ -62,8 +62,7 @@ type candidate struct {
 // contextCandidates loads the owner's renderable memories, best first.
 func (s *Store) contextCandidates(ctx context.Context, req ContextRequest) ([]candidate, error) {
 	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
-		AND NOT ('` + FlagInjection + `' = ANY(m.flags))`
+	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if req.Query != "" {

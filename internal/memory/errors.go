@@ -8,10 +8,9 @@ import (
 
 // Errors the service maps to HTTP statuses (with errors.Is).
 var (
-	// ErrNotFound: no memory with that id.
+	// ErrNotFound: the owner has no memory with that id (another owner's
+	// memory is not found either: ids never leak across owners).
 	ErrNotFound = errors.New("memory not found")
-	// ErrForbidden: the memory belongs to another owner.
-	ErrForbidden = errors.New("memory belongs to another owner")
 	// ErrProtected: the memory's category is protected and the source is not "user".
 	ErrProtected = errors.New("category is protected: only source \"user\" may change it")
 	// ErrConflict: the change would break an invariant (e.g. a supersede cycle).
