@@ -75,8 +75,8 @@ envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUI
 
 .PHONY: test
 test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane, then run every suite with -race.
-	@echo ">> PostgreSQL with pgvector"; \
-	DATABASE_URL="$$(hack/pgvector.sh start)"; \
+	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
+	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
 	export DATABASE_URL KUBEBUILDER_ASSETS ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \

@@ -100,6 +100,16 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="database.schema must not start with pg_ (reserved by PostgreSQL)"
 	// +kubebuilder:validation:XValidation:rule="!(self in ['public', 'information_schema', 'engram_control'])",message="database.schema must name a schema of its own, not public, information_schema or engram_control (the operator's bookkeeping)"
 	Schema string `json:"schema,omitempty"`
+
+	// SynchronousCommit is the durability of the memory service's and the
+	// jobs' writes. "on" (the default): a write is acknowledged only once
+	// its WAL is flushed, so it survives a crash of PostgreSQL, whatever
+	// the server's own synchronous_commit. "off": commits return before the
+	// flush, which lowers write latency but loses the writes acknowledged in
+	// roughly the last 600 ms (3 × wal_writer_delay) if PostgreSQL crashes.
+	// +optional
+	// +kubebuilder:validation:Enum=on;off
+	SynchronousCommit string `json:"synchronousCommit,omitempty"`
 }
 
 // EmbeddingSpec configures the embedder of a tenant.

@@ -84,7 +84,10 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 			llm = p.WrapLLM(llm)
 		}
 	}
-	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns, p.Session)
+	// Durability is the runtime's choice (its config), never the server's default.
+	sess := p.Session
+	sess.AsynchronousCommit = p.Config.AsynchronousCommit
+	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns, sess)
 	if err != nil {
 		// pgx quotes the URL in parse errors and masks the password only on
 		// a best-effort basis; never let it reach a log.

@@ -31,6 +31,13 @@ type SessionSettings struct {
 	// StatementTimeout bounds every statement (PostgreSQL
 	// statement_timeout); zero means DefaultStatementTimeout.
 	StatementTimeout time.Duration
+	// AsynchronousCommit sets synchronous_commit=off: a commit returns
+	// before its WAL is flushed, so a crash of PostgreSQL loses the writes
+	// acknowledged in roughly the last 3 × wal_writer_delay (~600 ms by
+	// default). Only a runtime that opts out explicitly
+	// (spec.database.synchronousCommit: "off") sets it; otherwise every
+	// session commits synchronously whatever the server's default is.
+	AsynchronousCommit bool
 }
 
 // withDefaults fills the zero fields: no session runs without both timeouts.
@@ -51,6 +58,10 @@ func (s SessionSettings) apply(params map[string]string) {
 	s = s.withDefaults()
 	params["lock_timeout"] = millis(s.LockTimeout)
 	params["statement_timeout"] = millis(s.StatementTimeout)
+	params["synchronous_commit"] = "on"
+	if s.AsynchronousCommit {
+		params["synchronous_commit"] = "off"
+	}
 }
 
 // millis formats d as PostgreSQL milliseconds, at least 1 (0 would turn the

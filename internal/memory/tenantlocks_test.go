@@ -105,18 +105,19 @@ func TestTenantCannotBlockAnotherTenant(t *testing.T) {
 }
 
 // TestSessionTimeouts: every session of the engine's pool carries
-// lock_timeout and statement_timeout, defaults included and whatever the
-// URL asks for.
+// lock_timeout, statement_timeout and synchronous_commit=on (unless the
+// runtime opted out), defaults included and whatever the URL asks for.
 func TestSessionTimeouts(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		sess          SessionSettings
-		urlOptions    string
-		lock, statemt string
+		name                string
+		sess                SessionSettings
+		urlOptions          string
+		lock, statemt, sync string
 	}{
-		{"defaults", SessionSettings{}, "", "5s", "30s"},
-		{"configured", SessionSettings{LockTimeout: 250 * time.Millisecond, StatementTimeout: 5 * time.Minute}, "", "250ms", "5min"},
-		{"the URL cannot turn them off", SessionSettings{}, "options=-c%20lock_timeout%3D0%20-c%20statement_timeout%3D0", "5s", "30s"},
+		{"defaults", SessionSettings{}, "", "5s", "30s", "on"},
+		{"configured", SessionSettings{LockTimeout: 250 * time.Millisecond, StatementTimeout: 5 * time.Minute}, "", "250ms", "5min", "on"},
+		{"the URL cannot turn them off", SessionSettings{}, "options=-c%20lock_timeout%3D0%20-c%20statement_timeout%3D0%20-c%20synchronous_commit%3Doff", "5s", "30s", "on"},
+		{"asynchronous commit asked for", SessionSettings{AsynchronousCommit: true}, "", "5s", "30s", "off"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -129,12 +130,14 @@ func TestSessionTimeouts(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer pool.Close()
-			var lock, statement string
-			if err := pool.QueryRow(ctx(t), `SELECT current_setting('lock_timeout'), current_setting('statement_timeout')`).Scan(&lock, &statement); err != nil {
+			// The test server may run with synchronous_commit=off
+			// (ENGRAM_PG_DURABILITY=fast): the session must say on anyway.
+			var lock, statement, sync string
+			if err := pool.QueryRow(ctx(t), `SELECT current_setting('lock_timeout'), current_setting('statement_timeout'), current_setting('synchronous_commit')`).Scan(&lock, &statement, &sync); err != nil {
 				t.Fatal(err)
 			}
-			if lock != tc.lock || statement != tc.statemt {
-				t.Fatalf("lock_timeout %s, statement_timeout %s; want %s and %s", lock, statement, tc.lock, tc.statemt)
+			if lock != tc.lock || statement != tc.statemt || sync != tc.sync {
+				t.Fatalf("lock_timeout %s, statement_timeout %s, synchronous_commit %s; want %s, %s and %s", lock, statement, sync, tc.lock, tc.statemt, tc.sync)
 			}
 		})
 	}
