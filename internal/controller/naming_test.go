@@ -103,7 +103,7 @@ func TestLabelsFollowTheContract(t *testing.T) {
 func TestSchemaForAndEndpoint(t *testing.T) {
 	rt := &memoryv1alpha1.MemoryRuntime{}
 	rt.Namespace, rt.Name = "team-a", "support-bot"
-	if got := SchemaFor(rt); got != "engram_team_a_support_bot" {
+	if got := SchemaFor(rt); got != "engram_team_a_support_bot_6daa5987" {
 		t.Errorf("SchemaFor = %q", got)
 	}
 	rt.Spec.Database.Schema = "custom"
