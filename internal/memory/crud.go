@@ -408,6 +408,9 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return s.dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
+			return s.dbErr("erasing the owner's compaction state", err)
+		}
 		// Nothing of the owner is left, not even its lock row; the lock is
 		// held until commit, and a write waiting for it creates it anew.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {

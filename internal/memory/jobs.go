@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 const defaultBatchSize = 1000
@@ -135,94 +133,5 @@ func (s *Store) count(ctx context.Context, res *JobResult, sql string) error {
 		return s.dbErr("counting", err)
 	}
 	res.Batches, res.Scanned, res.Affected = 1, n, n
-	return nil
-}
-
-// compact merges clusters of near-duplicate active memories (similarity >=
-// dedup.autoMergeThreshold, same category) of each owner: the best memory of
-// a cluster is kept, the others are superseded by it. Each owner is one
-// short transaction under the owner's lock. Afterwards the tables are
-// vacuumed and analyzed to reclaim space (needs PostgreSQL 17's MAINTAIN
-// privilege, which provisioning grants; older servers skip it with a warning).
-func (s *Store) compact(ctx context.Context, opts JobOptions, res *JobResult) error {
-	after := ""
-	for {
-		rows, err := s.pool.Query(ctx, `SELECT owner_id FROM `+s.sql.memories+`
-			WHERE active AND owner_id > $1 GROUP BY owner_id HAVING count(*) > 1 ORDER BY owner_id LIMIT $2`, after, opts.BatchSize)
-		if err != nil {
-			return s.dbErr("listing owners to compact", err)
-		}
-		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return s.dbErr("listing owners to compact", err)
-		}
-		for _, owner := range owners {
-			if err := s.compactOwner(ctx, owner, opts.DryRun, res); err != nil {
-				return err
-			}
-		}
-		res.Batches++
-		if len(owners) < opts.BatchSize {
-			break
-		}
-		after = owners[len(owners)-1]
-	}
-	if opts.DryRun {
-		return nil
-	}
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) `+s.sql.memories+`, `+s.sql.history, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return s.dbErr("vacuuming after compaction", err)
-	}
-	return nil
-}
-
-func (s *Store) compactOwner(ctx context.Context, owner string, dryRun bool, res *JobResult) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, owner); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id::text, category, importance, access_count, updated_at, embedding::real[]
-			FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner)
-		if err != nil {
-			return s.dbErr("loading memories to compact", err)
-		}
-		mems, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (compactRow, error) {
-			var c compactRow
-			err := r.Scan(&c.id, &c.category, &c.importance, &c.accessCount, &c.updatedAt, &c.vec)
-			return c, err
-		})
-		if err != nil {
-			return s.dbErr("loading memories to compact", err)
-		}
-		res.Scanned += int64(len(mems))
-		groups := clusters(mems, s.policy.Dedup.AutoMergeThreshold)
-		for _, g := range groups {
-			res.Affected += int64(len(g.losers))
-			if !dryRun {
-				if err := s.applyCluster(ctx, tx, g); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// applyCluster supersedes the losers of a cluster by its keeper; the
-// keeper's scope widens to owner level when the cluster spans agents or sessions.
-func (s *Store) applyCluster(ctx context.Context, tx pgx.Tx, g cluster) error {
-	_, err := tx.Exec(ctx, `WITH upd AS (
-			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $1, deactivated_at = now()
-			WHERE m.id = ANY($2::uuid[]) RETURNING m.id, m.owner_id, m.content, m.agent_id, m.session_id),
-		h AS (
-			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, old_content, details)
-			SELECT id, owner_id, 'compact', 'job', content, jsonb_build_object('supersededBy', $1::text) FROM upd)
-		UPDATE `+s.sql.memories+` AS k SET
-			agent_id = CASE WHEN EXISTS (SELECT 1 FROM upd WHERE upd.agent_id <> k.agent_id) THEN '' ELSE k.agent_id END,
-			session_id = CASE WHEN EXISTS (SELECT 1 FROM upd WHERE upd.session_id <> k.session_id) THEN '' ELSE k.session_id END
-		WHERE k.id = $1`, g.keeper, g.losers)
-	if err != nil {
-		return s.dbErr("superseding duplicates of "+g.keeper, err)
-	}
 	return nil
 }

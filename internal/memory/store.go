@@ -101,6 +101,9 @@ type Store struct {
 	decayNames   []string
 	decaySeconds []float64
 	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
+	// afterCompactBatch, when set (by tests), runs after each batch of
+	// compaction, outside any transaction.
+	afterCompactBatch func(owner string)
 }
 
 // New returns a Store for cfg. Close it to flush access statistics.

@@ -227,8 +227,14 @@ type ExtractRequest struct {
 type JobOptions struct {
 	// DryRun counts what would change and changes nothing.
 	DryRun bool
-	// BatchSize bounds the rows one statement touches; 0 means 1000.
+	// BatchSize bounds the rows one statement touches; 0 means 1000. For
+	// compact it bounds the memories one batch looks at and supersedes,
+	// and so how long a write of the owner may wait for compaction.
 	BatchSize int
+	// OwnerBudget bounds the time compact spends on one owner in one run;
+	// the owner's pass continues in the next run. 0 means
+	// DefaultCompactOwnerBudget. At least one batch always runs.
+	OwnerBudget time.Duration
 }
 
 // Maintenance operations.
@@ -253,6 +259,9 @@ type JobResult struct {
 	Duration time.Duration `json:"-"`
 	// Batches is the number of bounded statements run.
 	Batches int `json:"batches"`
+	// Pending counts the owners whose compaction pass ran out of its time
+	// budget and continues in the next run.
+	Pending int64 `json:"pending,omitempty"`
 }
 
 // Results of a maintenance run (JobSummary.Result); the same words as the
