@@ -19,7 +19,7 @@ type compactRow struct {
 }
 
 // compactBefore is the compaction order: more important first, then more
-// recently written, then by id. Every key changes only when the memory is
+// recently written, then the smaller id (ids are time-ordered: the older). Every key changes only when the memory is
 // written (which makes it fresh), so a pass can stop and resume at a cursor
 // in this order. Access counts are left out on purpose: every search
 // changes them, and a cursor over them would skip or repeat rows.
@@ -30,7 +30,7 @@ func compactBefore(a, b compactRow) bool {
 	if !a.updatedAt.Equal(b.updatedAt) {
 		return a.updatedAt.After(b.updatedAt)
 	}
-	return a.id > b.id
+	return a.id < b.id
 }
 
 // cluster is a keeper and the near-duplicates it supersedes.

@@ -134,7 +134,9 @@ func (s *Store) loadCompactRows(ctx context.Context, owner string, cur *compactC
 	a := &args{}
 	where := `owner_id = ` + a.add(owner) + ` AND active`
 	if cur != nil {
-		where += ` AND (importance, updated_at, id) < (` + a.add(cur.importance) + `::smallint, ` + a.add(cur.updatedAt) + `::timestamptz, ` + a.add(cur.id) + `::uuid)`
+		// After the cursor in compaction order (compactBefore).
+		imp, at, id := a.add(cur.importance)+`::smallint`, a.add(cur.updatedAt)+`::timestamptz`, a.add(cur.id)+`::uuid`
+		where += ` AND (importance < ` + imp + ` OR importance = ` + imp + ` AND (updated_at < ` + at + ` OR updated_at = ` + at + ` AND id > ` + id + `))`
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::real[], statement_timestamp()
 		FROM `+s.sql.memories+` WHERE `+where, a.list...)

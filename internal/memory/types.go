@@ -294,4 +294,6 @@ type JobSummaryOp struct {
 	Affected       int64  `json:"affected"`
 	Batches        int    `json:"batches"`
 	DurationMillis int64  `json:"durationMillis"`
+	// Pending: owners whose compaction continues in the next run.
+	Pending int64 `json:"pending,omitempty"`
 }

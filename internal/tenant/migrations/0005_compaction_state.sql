@@ -5,7 +5,7 @@
 -- compares pairs with a memory written after it.
 --   pass_started_at:  the pass in progress began then (NULL: none in progress)
 --   cursor_*:         the last memory that pass looked at, in compaction order
---                     (importance DESC, updated_at DESC, id DESC)
+--                     (importance DESC, updated_at DESC, id)
 --   compared_through: memories written before it were compared with each
 --                     other by a complete pass (NULL: never)
 --   threshold:        the similarity threshold compared_through holds for
