@@ -42,12 +42,7 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string) (int, er
 	if over <= 0 {
 		return 0, nil
 	}
-	var pinned []string
-	for _, c := range s.policy.Categories {
-		if c.Pinned {
-			pinned = append(pinned, c.Name)
-		}
-	}
+	pinned := s.pinnedCategories()
 	var deleted int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := s.lockOwner(ctx, tx, owner); err != nil {

@@ -203,7 +203,8 @@ type ContextResult struct {
 	Tokens int `json:"tokens"`
 	// IDs of the memories rendered, in order.
 	IDs []string `json:"ids"`
-	// Omitted counts memories left out for lack of budget.
+	// Omitted counts the renderable memories left out: those that did not
+	// fit the budget and those that were not candidates (contextCandidates).
 	Omitted int `json:"omitted"`
 }
 
