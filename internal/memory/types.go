@@ -135,8 +135,13 @@ type ListRequest struct {
 	Agent    string `json:"agent,omitempty"`
 	Session  string `json:"session,omitempty"`
 	Category string `json:"category,omitempty"`
-	// IncludeInactive also lists deleted, expired, forgotten and superseded memories.
+	// IncludeInactive also lists deleted, expired, forgotten and superseded
+	// memories (expired ones whether or not the expire job has run).
 	IncludeInactive bool `json:"includeInactive,omitempty"`
+	// IncludeExpired also lists memories past their expiresAt that the
+	// expire job has not deactivated yet; without it (and without
+	// IncludeInactive) List shows what search and context can return.
+	IncludeExpired bool `json:"includeExpired,omitempty"`
 	// Limit: 1..maxTopK... 0 means 50; at most 500.
 	Limit int `json:"limit,omitempty"`
 	// Cursor from a previous page's NextCursor.
