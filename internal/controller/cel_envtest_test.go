@@ -73,6 +73,15 @@ func celCases(ns string) []celCase {
 		{"llm endpoint not a URL", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
 			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "not a url", Model: "m"}
 		}), "llm.endpoint must be an http or https URL"},
+		{"llm timeout in words", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "soon"}
+		}), "llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m"},
+		{"llm timeout too short", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "500ms"}
+		}), "llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m"},
+		{"llm timeout too long", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "1h"}
+		}), "llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m"},
 		{"privileged port", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Port = 80 }), "should be greater than or equal to 1024"},
 		{"too many replicas", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Replicas = ptr.To[int32](101) }), "should be less than or equal to 100"},
 		{"unknown reclaim policy", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.ReclaimPolicy = "Destroy" }), `Unsupported value: "Destroy"`},
@@ -140,6 +149,11 @@ func (e *operatorEnv) testCEL(t *testing.T) {
 	// The unmodified objects are valid, so each case fails for its own reason.
 	for _, obj := range []client.Object{
 		&memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: ns}, Spec: validRuntimeSpec()},
+		&memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns}, Spec: func() memoryv1alpha1.MemoryRuntimeSpec {
+			s := validRuntimeSpec()
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "1m30s"}
+			return s
+		}()},
 		&memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: crdDefaults()},
 		&memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: ns}, Spec: validRetentionSpec()},
 	} {

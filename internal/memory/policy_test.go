@@ -106,3 +106,29 @@ func TestParseServiceConfigJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestLLMTimeout: llm.timeout is a Go duration within 1s..5m, 10s when
+// absent; one attempt of the chat client may take all of it.
+func TestLLMTimeout(t *testing.T) {
+	base := ServiceConfig{Schema: "engram_a", Embedding: EmbeddingConfig{Provider: ProviderBuiltin, Dimensions: 384}, Policy: DefaultPolicy()}
+	for timeout, want := range map[string]time.Duration{"": 10 * time.Second, "1s": time.Second, "90s": 90 * time.Second, "5m": 5 * time.Minute} {
+		c := base
+		c.LLM = &LLMConfig{Endpoint: "http://llm/v1", Model: "m", Timeout: timeout}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("timeout %q refused: %v", timeout, err)
+		}
+		if got, _ := c.LLM.TimeoutDuration(); got != want {
+			t.Errorf("timeout %q = %s, want %s", timeout, got, want)
+		}
+		if got := NewLLM(*c.LLM, "", nil).(*openAIChat).client.timeout; got != want {
+			t.Errorf("timeout %q: one attempt is cut at %s, want %s", timeout, got, want)
+		}
+	}
+	for _, bad := range []string{"10", "500ms", "6m", "-5s", "soon"} {
+		c := base
+		c.LLM = &LLMConfig{Endpoint: "http://llm/v1", Model: "m", Timeout: bad}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "llm.timeout") {
+			t.Errorf("timeout %q: %v, want an llm.timeout error", bad, err)
+		}
+	}
+}
