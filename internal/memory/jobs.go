@@ -95,18 +95,39 @@ func (s *Store) expire(ctx context.Context, opts JobOptions, res *JobResult) err
 
 // purge hard-deletes memories that have been inactive for longer than
 // retention.purgeInactiveAfter, with their history, a batch per statement.
+// It locks only rows that are due (purgeDueSQL), which no add ever locks
+// (nearest leaves out rows due soon), so it never blocks an add.
 func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) error {
-	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter).Seconds()
-	due := `NOT active AND deactivated_at < now() - make_interval(secs => ` + fmt.Sprintf("%f", retention) + `)`
 	if opts.DryRun {
-		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` WHERE `+due)
+		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` AS m WHERE `+s.purgeDueSQL(0))
 	}
-	return s.batches(ctx, opts, res, "purging memories", `WITH p AS (
-			SELECT id FROM `+s.sql.memories+` WHERE `+due+`
-			ORDER BY deactivated_at LIMIT $1 FOR UPDATE SKIP LOCKED),
-		dh AS (DELETE FROM `+s.sql.history+` AS h USING p WHERE h.memory_id = p.id),
-		d AS (DELETE FROM `+s.sql.memories+` AS m USING p WHERE m.id = p.id RETURNING 1)
-		SELECT count(*) FROM d`)
+	return s.batches(ctx, opts, res, "purging memories", s.purgeBatchSQL())
+}
+
+// purgeDueSQL is the condition (on alias m) of the rows purge deletes, or
+// with a margin, of those it will delete within margin.
+func (s *Store) purgeDueSQL(margin time.Duration) string {
+	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter) - margin
+	return fmt.Sprintf(`NOT m.active AND m.deactivated_at < now() - make_interval(secs => %f)`, retention.Seconds())
+}
+
+// purgeBatchSQL deletes one batch of due rows ($1 of them at most) and
+// their history, and returns how many.
+func (s *Store) purgeBatchSQL() string {
+	return `WITH p AS (
+			SELECT m.id FROM ` + s.sql.memories + ` AS m WHERE ` + s.purgeDueSQL(0) + `
+			ORDER BY m.deactivated_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+		dh AS (DELETE FROM ` + s.sql.history + ` AS h USING p WHERE h.memory_id = p.id),
+		d AS (DELETE FROM ` + s.sql.memories + ` AS m USING p WHERE m.id = p.id RETURNING 1)
+		SELECT count(*) FROM d`
+}
+
+// purgeGuard is how long before it is due a row stops being a dedup
+// neighbour (nearest): longer than any add transaction (which reads now()
+// at its start), so a purge batch never holds a row an add waits for; half
+// the retention when that is shorter.
+func (s *Store) purgeGuard() time.Duration {
+	return min(time.Hour, time.Duration(s.policy.Retention.PurgeInactiveAfter)/2)
 }
 
 // batches runs sql (one parameter: the batch size, returning the rows
