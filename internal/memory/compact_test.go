@@ -117,3 +117,27 @@ func TestCompactorStepsEqualUnbounded(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCompactPairs measures compaction's inner loop: one comparison
+// of two 384-dimension memories (no duplicates, so every pair is compared).
+//
+//	go test ./internal/memory -run '^$' -bench BenchmarkCompactPairs
+func BenchmarkCompactPairs(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 4))
+	rows := make([]compactRow, 2000)
+	for i := range rows {
+		vec := make([]float32, 384)
+		for d := range vec {
+			vec[d] = r.Float32()*2 - 1
+		}
+		rows[i] = compactRow{id: fmt.Sprintf("%05d", i), category: "c", importance: 5, vec: vec, fresh: true}
+	}
+	pairs := len(rows) * (len(rows) - 1) / 2
+	b.ResetTimer()
+	for b.Loop() {
+		if len(clusters(rows, 0.95)) != 0 {
+			b.Fatal("random vectors clustered")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pairs), "ns/pair")
+}
