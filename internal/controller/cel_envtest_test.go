@@ -111,6 +111,8 @@ func celCases(ns string) []celCase {
 		{"defaultTopK above maxTopK", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.DefaultTopK = 200 }),
 			"search.defaultTopK must not exceed limits.maxTopK"},
 		{"unknown injection guard", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.InjectionGuard = "Maybe" }), `Unsupported value: "Maybe"`},
+		{"owner size above the maximum", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxMemoriesPerOwner = 2001 }),
+			"should be less than or equal to 2000"},
 		{"category priority too high", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", Priority: ptr.To[int32](1001)}}
 		}), "should be less than or equal to 1000"},

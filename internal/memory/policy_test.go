@@ -71,11 +71,17 @@ func TestPolicyValidate(t *testing.T) {
 		{"all weights zero", func(p *Policy) { p.Search = Search{DefaultTopK: 10} }, "at least one weight"},
 		{"topK over max", func(p *Policy) { p.Search.DefaultTopK = 500 }, "search.defaultTopK"},
 		{"limit zero", func(p *Policy) { p.Limits.MaxContentBytes = 0 }, "limits.maxContentBytes"},
+		{"owner above the largest supported", func(p *Policy) { p.Limits.MaxMemoriesPerOwner = 2001 }, "limits.maxMemoriesPerOwner: 2001 is more than the largest owner Engram supports, 2000"},
 		{"min decay", func(p *Policy) { p.Forgetting.MinDecayScore = 2 }, "forgetting.minDecayScore"},
 		{"guard mode", func(p *Policy) { p.Redaction.InjectionGuard = "Maybe" }, "redaction.injectionGuard"},
 		{"regex", func(p *Policy) { p.Redaction.Patterns = []string{"(unclosed"} }, "redaction.patterns[0]: not a valid RE2"},
 		{"empty-matching regex", func(p *Policy) { p.Redaction.Patterns = []string{"x*"} }, "matches the empty string"},
 		{"half-life far beyond ttl", func(p *Policy) { p.Categories[1].HalfLife = p.Categories[1].TTL * 11 }, "ten times the ttl"},
+	}
+	at := DefaultPolicy()
+	at.Limits.MaxMemoriesPerOwner = MaxMemoriesPerOwnerLimit
+	if err := at.Validate(); err != nil {
+		t.Fatalf("a policy at the largest owner size: %v", err)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
