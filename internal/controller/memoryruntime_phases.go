@@ -85,14 +85,15 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		}
 	}
 
-	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
 	defer cancel()
 	started := time.Now()
 	res, err := tenant.Provision(dbctx, s.pool, tenant.Spec{
-		Schema:     s.schema,
-		Dimensions: int(rt.EmbeddingDimensions()),
-		Owner:      TenantOwner(rt),
-		Claim:      TenantClaim(rt, s.recorded, s.schema),
+		Schema:       s.schema,
+		Dimensions:   int(rt.EmbeddingDimensions()),
+		Owner:        TenantOwner(rt),
+		Claim:        TenantClaim(rt, s.recorded, s.schema),
+		IndexTimeout: r.opts.MigrationTimeout,
 	})
 	provisionSeconds.WithLabelValues(resultLabel(err)).Observe(time.Since(started).Seconds())
 	if err != nil {

@@ -29,6 +29,11 @@ type Options struct {
 	// say) before it fails and the reconcile retries. DatabaseTimeout is
 	// also each session's statement_timeout.
 	LockTimeout time.Duration
+	// MigrationTimeout bounds a provisioning call that may migrate the
+	// schema, and each CREATE INDEX CONCURRENTLY of a migration (which may
+	// take minutes on a large tenant). Every other statement is bounded by
+	// DatabaseTimeout (statement_timeout) and LockTimeout.
+	MigrationTimeout time.Duration
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
@@ -44,6 +49,7 @@ const (
 	DefaultDatabaseTimeout    = 60 * time.Second
 	DefaultConnectTimeout     = 10 * time.Second
 	DefaultLockTimeout        = 5 * time.Second
+	DefaultMigrationTimeout   = 30 * time.Minute
 	DefaultPoolMaxConns       = 4
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 5 * time.Minute
@@ -59,6 +65,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.MigrationTimeout <= 0 {
+		o.MigrationTimeout = DefaultMigrationTimeout
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout

@@ -1,7 +1,6 @@
 package tenant
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -167,7 +166,7 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := connA.Exec(ctx, "SELECT * FROM "+pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()+" FOR UPDATE")
+	_, err := connA.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'tenant-a', expires_at = now() + interval '1 day'")
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 		t.Fatalf("a tenant's login role could touch the operator's lock table: %v", err)
@@ -182,8 +181,9 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 	}
 }
 
-// TestProvisionLockTimesOut: a provisioning that waits on another operator
-// gives up with a clear error instead of hanging.
+// TestProvisionLockTimesOut: a provisioning that waits on another
+// operator's lease gives up with a clear error instead of hanging, and an
+// expired lease is taken over.
 func TestProvisionLockTimesOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the lock timeout")
@@ -192,20 +192,23 @@ func TestProvisionLockTimesOut(t *testing.T) {
 	ctx := testCtx(t)
 	spec := newSpec(uniqueSchema(t, "engram_lockwait"), 3)
 	mustProvision(t, pool, url, spec)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()+" WHERE schema_name = $1 FOR UPDATE", spec.Schema); err != nil {
+	// Another operator's live lease.
+	if _, err := pool.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'other-operator', expires_at = now() + interval '1 hour' WHERE schema_name = $1", spec.Schema); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = Provision(ctx, pool, spec)
+	_, err := Provision(ctx, pool, spec)
 	if err == nil || !strings.Contains(err.Error(), "another operator") {
 		t.Fatalf("Provision while the lock is held: %v; want a lock timeout", err)
 	}
 	if d := time.Since(start); d > lockWait+5*time.Second {
 		t.Fatalf("waited %s for the lock", d)
+	}
+	// An expired lease (its operator died) is taken over.
+	if _, err := pool.Exec(ctx, "UPDATE "+locksTable()+" SET expires_at = now() - interval '1 second' WHERE schema_name = $1", spec.Schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Provision(ctx, pool, spec); err != nil {
+		t.Fatalf("Provision after the lease expired: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +37,9 @@ type Spec struct {
 	Owner Owner
 	// Claim says when an existing schema without this UID may be taken.
 	Claim Claim
+	// IndexTimeout bounds each CREATE INDEX CONCURRENTLY of a migration;
+	// zero means DefaultIndexTimeout.
+	IndexTimeout time.Duration
 }
 
 // Result says what Provision found and did.
@@ -112,7 +116,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
-		applied, err := migrate(ctx, conn, names, spec.Schema, vectorType, target)
+		applied, err := migrate(ctx, conn, names, spec.Schema, vectorType, target, spec.IndexTimeout)
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
