@@ -82,5 +82,12 @@ func TestNetworkPolicyEnabled(t *testing.T) {
 		if got := rt.NetworkPolicyEnabled(); got != c.want {
 			t.Errorf("%+v: enabled = %v, want %v", c.np, got, c.want)
 		}
+		names := map[string]bool{}
+		for _, o := range ownedNames(rt) {
+			names[o.kind] = true
+		}
+		if names["NetworkPolicy"] != c.want {
+			t.Errorf("%+v: the ownership check covers the NetworkPolicy: %v, want %v", c.np, names["NetworkPolicy"], c.want)
+		}
 	}
 }

@@ -124,6 +124,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
+		r.checkOwnership,
 		r.connect,
 		r.provision,
 		r.reconcileCredentials,
@@ -134,6 +135,12 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileReadiness,
 	} {
 		stop, err := phase(ctx, s)
+		if refused := asNotOwned(err); refused != nil {
+			// Not an error to retry with backoff: someone else's object
+			// has the name. Report it and look again later.
+			r.refuse(s, orig.GetCondition(memoryv1alpha1.ConditionReady), refused)
+			break
+		}
 		if err != nil {
 			return doneResult(), err
 		}

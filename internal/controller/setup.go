@@ -92,7 +92,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := mgr.Add(pools); err != nil {
 		return fmt.Errorf("adding the connection pools: %w", err)
 	}
-	app := &applier{client: mgr.GetClient(), scheme: mgr.GetScheme()}
+	app := &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), scheme: mgr.GetScheme()}
 
 	runtimes := &MemoryRuntimeReconciler{
 		client: mgr.GetClient(),

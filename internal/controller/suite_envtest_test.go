@@ -62,6 +62,8 @@ func TestOperator(t *testing.T) {
 	t.Run("RetentionJob", e.testRetentionJob)
 	t.Run("RunNowAndLastRun", e.testRunNowAndLastRun)
 	t.Run("Delete", e.testDelete)
+	t.Run("ForeignObjects", e.testForeignObjects)
+	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
 	t.Run("Samples", e.testSamples)
 	t.Run("Idle", e.testIdle)
 }
@@ -98,6 +100,7 @@ func startOperator(t *testing.T) *operatorEnv {
 		GrantCheckInterval: 10 * time.Minute,
 		RetryBaseDelay:     100 * time.Millisecond,
 		RetryMaxDelay:      2 * time.Second,
+		NotOwnedRetry:      time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
