@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
@@ -26,11 +27,14 @@ import (
 type MemoryRuntimeReconciler struct {
 	client client.Client
 	reader client.Reader // uncached reads, for the rare cases the cache may lag
-	apply  *applier
-	pools  *poolCache
-	events events.EventRecorder
-	opts   Options
-	memory *runtimeMemory
+	// secrets reads the Secrets users name in the spec, which the
+	// operator's cache does not hold (it holds only Engram's own).
+	secrets *secretReader
+	apply   *applier
+	pools   *poolCache
+	events  events.EventRecorder
+	opts    Options
+	memory  *runtimeMemory
 }
 
 // runtimeState is what the operator remembers about a runtime between
@@ -161,7 +165,9 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.Deployment{}).
 		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret)).
+		// Secrets users point at (connection, API keys): metadata only,
+		// from a cache of its own (see secrets.go).
+		WatchesRawSource(source.Kind[client.Object](r.secrets.meta, secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
 			RateLimiter:             rateLimiter(r.opts),

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -41,6 +42,7 @@ type operatorEnv struct {
 	pool     *pgxpool.Pool // admin pool for assertions
 	opNS     string
 	writes   *writeCounter // write requests of the operator
+	mgr      manager.Manager
 
 	mu      sync.Mutex
 	schemas []string // tenant schemas to drop at the end
@@ -64,6 +66,7 @@ func TestOperator(t *testing.T) {
 	t.Run("Delete", e.testDelete)
 	t.Run("ForeignObjects", e.testForeignObjects)
 	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
+	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("Idle", e.testIdle)
 }
@@ -105,6 +108,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.mgr = mgr
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
