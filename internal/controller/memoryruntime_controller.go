@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -136,6 +137,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileConfig,
 		r.reconcileDeployment,
 		r.reconcileService,
+		r.reconcileNetworkPolicy,
 		r.reconcileReadiness,
 	} {
 		stop, err := phase(ctx, s)
@@ -164,6 +166,7 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
 		// Secrets users point at (connection, API keys): metadata only,
 		// from a cache of its own (see secrets.go).

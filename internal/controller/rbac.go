@@ -19,6 +19,9 @@ package controller
 // one, so list and watch stay; what changed is what the operator keeps.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// The NetworkPolicy in front of each memory service; deleted when a runtime
+// turns it off (spec.service.networkPolicy.enabled: false).
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // CronJobs of runtimes no longer targeted are deleted; run-now creates Jobs.
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -48,12 +49,13 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 func CacheOptions(o Options) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}: {Label: managed},
-		&corev1.Service{}:    {Label: managed},
-		&corev1.ConfigMap{}:  {Label: managed},
-		&corev1.Secret{}:     {Label: managed},
-		&batchv1.CronJob{}:   {Label: managed},
-		&batchv1.Job{}:       {Label: managed},
+		&appsv1.Deployment{}:          {Label: managed},
+		&corev1.Service{}:             {Label: managed},
+		&corev1.ConfigMap{}:           {Label: managed},
+		&corev1.Secret{}:              {Label: managed},
+		&networkingv1.NetworkPolicy{}: {Label: managed},
+		&batchv1.CronJob{}:            {Label: managed},
+		&batchv1.Job{}:                {Label: managed},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

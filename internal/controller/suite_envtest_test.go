@@ -66,6 +66,7 @@ func TestOperator(t *testing.T) {
 	t.Run("Delete", e.testDelete)
 	t.Run("ForeignObjects", e.testForeignObjects)
 	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
+	t.Run("NetworkPolicy", e.testNetworkPolicy)
 	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("Idle", e.testIdle)
