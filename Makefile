@@ -74,12 +74,12 @@ envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUI
 	@hack/envtest.sh
 
 .PHONY: test
-test: manifests generate ## Provision PostgreSQL + control plane, then run every suite with -race.
-	@echo ">> PostgreSQL with pgvector"; \
-	DATABASE_URL="$$(hack/pgvector.sh start)"; \
+test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane, then run every suite with -race.
+	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
+	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
-	export DATABASE_URL KUBEBUILDER_ASSETS ENGRAM_TEST_REQUIRE_INFRA=1; \
+	export DATABASE_URL KUBEBUILDER_ASSETS ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \

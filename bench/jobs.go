@@ -44,6 +44,14 @@ const (
 	jobAddConcurrency = 2
 )
 
+// jobSession is what `manager job` sets on its sessions by default;
+// benchAdminSession lets the admin's COPY seeding of a million rows run
+// past it.
+var (
+	jobSession        = memory.SessionSettings{StatementTimeout: memory.DefaultJobStatementTimeout}
+	benchAdminSession = memory.SessionSettings{StatementTimeout: time.Hour}
+)
+
 // runJobs seeds a tenant with COPY and runs decay, expire, purge and compact
 // through the engine's RunJob (what `manager job` calls), measuring engine
 // adds before and during the purge.
@@ -63,7 +71,7 @@ func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, err := memory.NewPool(ctx, db.URL, 4)
+	admin, err := memory.NewPool(ctx, db.URL, 4, benchAdminSession)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +85,7 @@ func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 	rep.TableMiB, _ = tableMiB(ctx, admin, jobsSchema)
 	h.logf("jobs: seeded in %.1fs, table %.0f MiB", rep.SeedSec, rep.TableMiB)
 
-	pool, err := memory.NewPool(ctx, loginURL, 8)
+	pool, err := memory.NewPool(ctx, loginURL, 8, jobSession)
 	if err != nil {
 		return nil, err
 	}

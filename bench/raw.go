@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
 
@@ -28,6 +27,7 @@ type rawSQL struct {
 	schema    string
 	memories  string
 	history   string
+	locks     string // owner_locks
 	embedder  memory.Embedder
 	policy    memory.Policy
 	decayName []string
@@ -39,6 +39,7 @@ func newRawSQL(pool *pgxpool.Pool, schema string, policy memory.Policy, emb memo
 		pool: pool, schema: schema, embedder: emb, policy: policy,
 		memories: pgx.Identifier{schema, "memories"}.Sanitize(),
 		history:  pgx.Identifier{schema, "memory_history"}.Sanitize(),
+		locks:    pgx.Identifier{schema, "owner_locks"}.Sanitize(),
 	}
 	for _, c := range policy.Categories {
 		r.decayName = append(r.decayName, c.Name)
@@ -142,7 +143,7 @@ func (r *rawSQL) contextCandidates(ctx context.Context, owner, query string) (in
 var errUnexpectedDuplicate = errors.New("the nearest neighbour is a near-duplicate; the add workload expects fresh texts")
 
 // add is the engine's add path for a fresh text: one transaction that takes
-// the owner's advisory lock, finds the owner's nearest neighbour among all
+// the owner's row lock, finds the owner's nearest neighbour among all
 // non-superseded rows (locking it), and inserts the memory with its history
 // row (internal/memory/add.go: lockOwner, nearest, insert).
 func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
@@ -155,7 +156,7 @@ func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockKey("engram:owner:"+r.schema), lockKey(owner)); err != nil {
+	if err := r.lockOwner(ctx, tx, owner); err != nil {
 		return err
 	}
 	var id string
@@ -204,9 +205,18 @@ func uuidV7() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// lockKey hashes a string into an advisory lock key.
-func lockKey(s string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return int32(h.Sum32())
+// lockOwner is the engine's owner lock (internal/memory/ownerlock.go): lock
+// the owner's row of owner_locks, or create it on the owner's first write.
+func (r *rawSQL) lockOwner(ctx context.Context, tx pgx.Tx, owner string) error {
+	for range 5 {
+		tag, err := tx.Exec(ctx, `SELECT FROM `+r.locks+` WHERE owner_id = $1 FOR UPDATE`, owner)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+		tag, err = tx.Exec(ctx, `INSERT INTO `+r.locks+` (owner_id) VALUES ($1) ON CONFLICT (owner_id) DO NOTHING`, owner)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+	}
+	return errors.New("the owner's lock row kept changing")
 }

@@ -97,7 +97,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 		return nil, err
 	}
 	h.logf("service: loaded %d memories in %.1fs (%.0f/s)", rep.Load.Items, rep.Load.ElapsedSec, rep.Load.ItemsPerSec)
-	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(sc)+2))
+	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(sc)+2), memory.SessionSettings{})
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,24 @@
 #   hack/pgvector.sh stop     stop the server this script started (nothing else)
 #   hack/pgvector.sh status   say whether it runs; exit 0 when it does
 #   hack/pgvector.sh url      print the URL (DATABASE_URL when set)
+#   hack/pgvector.sh instance start|stop|kill|url NAME
+#                             a second, throw-away server NAME from the same root
+#                             for fault tests (test/faults): stop is a clean
+#                             shutdown, kill a SIGKILL of its postmaster. It never
+#                             touches the main server. Needs root (no DATABASE_URL
+#                             equivalent: a fault test must own the server it kills).
 #
 # When DATABASE_URL is set it is used as is (any PostgreSQL with pgvector >= 0.7)
 # and nothing is started or stopped. Otherwise, as root, a Debian trixie root with
 # postgresql-17 and postgresql-17-pgvector is built once into the cache dir
 # (debootstrap, ~35 s cold) and the server runs from it via chroot as user postgres.
+#
+# Durability: the server is durable by default (fsync, full_page_writes and
+# synchronous_commit on): an acknowledged write survives a crash. Tests and
+# benchmarks may ask for the unsafe fast settings with ENGRAM_PG_DURABILITY=fast
+# (fsync, full_page_writes and synchronous_commit off: a crash loses the last
+# writes and may corrupt the cluster). The mode applies to the whole server
+# and is switched with a reload when a later start asks for the other one.
 #
 # Cache: ${ENGRAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/engram}/postgres
 set -euo pipefail
@@ -92,9 +105,6 @@ max_connections = 300
 shared_buffers = 512MB
 work_mem = 16MB
 maintenance_work_mem = 256MB
-fsync = off
-synchronous_commit = off
-full_page_writes = off
 dynamic_shared_memory_type = mmap
 log_min_messages = warning
 EOF
@@ -104,7 +114,7 @@ running() {
   [ -f "$ROOTFS$DATADIR/postmaster.pid" ] || return 1
   local pid
   pid=$(head -1 "$ROOTFS$DATADIR/postmaster.pid")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  alive "$pid"
 }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -128,14 +138,43 @@ local_url() {
 
 psql_root() { in_root "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port")" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
 
+# durability_conf writes the settings of mode $1 (durable|fast) into the file
+# postgresql.conf includes last, so they win over anything above them
+# (clusters made by earlier versions of this script had fast settings inline).
+durability_conf() {
+  local conf="$ROOTFS$DATADIR/postgresql.conf" inc="$ROOTFS$DATADIR/engram-durability.conf" want
+  grep -q "^include_if_exists = 'engram-durability.conf'" "$conf" ||
+    printf "include_if_exists = 'engram-durability.conf'\n" >>"$conf"
+  case "$1" in
+    durable) want=$'# written by hack/pgvector.sh: durable (the default)\nfsync = on\nfull_page_writes = on\nsynchronous_commit = on' ;;
+    fast) want=$'# written by hack/pgvector.sh: ENGRAM_PG_DURABILITY=fast, for tests only: a crash loses acknowledged writes\nfsync = off\nfull_page_writes = off\nsynchronous_commit = off' ;;
+    *) die "ENGRAM_PG_DURABILITY must be durable or fast, not '$1'" ;;
+  esac
+  [ -f "$inc" ] && [ "$(cat "$inc")" = "$want" ] && return 1
+  printf '%s\n' "$want" >"$inc"
+  chroot "$ROOTFS" chown postgres:postgres "$DATADIR/engram-durability.conf"
+  return 0
+}
+
+say_durability() {
+  if [ "$1" = fast ]; then
+    log "durability: FAST (fsync, full_page_writes, synchronous_commit off) as ENGRAM_PG_DURABILITY=fast asks: for tests only, a crash loses acknowledged writes"
+  else
+    log "durability: durable (fsync, full_page_writes, synchronous_commit on)"
+  fi
+}
+
 cmd_start() {
   if [ -n "${DATABASE_URL:-}" ]; then
     echo "$DATABASE_URL"
     return 0
   fi
   need_root
-  # Fast path without the lock: already running.
-  if [ -f "$STATE/port" ] && [ -f "$PGHOME/password" ] && running; then
+  local mode="${ENGRAM_PG_DURABILITY:-durable}"
+  # Fast path without the lock: already running in the asked mode.
+  if [ -f "$STATE/port" ] && [ -f "$PGHOME/password" ] && running &&
+    [ "$(cat "$STATE/durability" 2>/dev/null)" = "$mode" ]; then
+    say_durability "$mode"
     local_url
     return 0
   fi
@@ -146,10 +185,19 @@ cmd_start() {
   init_cluster
   # /proc lets postgres read its own limits; /dev/shm is not needed (mmap DSM).
   mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+  local changed=0
+  durability_conf "$mode" && changed=1
+  echo "$mode" >"$STATE/durability"
+  say_durability "$mode"
   if running; then
+    if [ "$changed" = 1 ]; then
+      in_root "$PGBIN/pg_ctl" -D "$DATADIR" reload >/dev/null 9>&-
+      log "reloaded the running server with the new durability settings"
+    fi
     local_url
     return 0
   fi
+  clear_stale_pid "$ROOTFS$DATADIR/postmaster.pid"
   local port
   port=$(pick_port)
   echo "$port" >"$STATE/port"
@@ -180,6 +228,12 @@ cmd_stop() {
     log "not running"
   fi
   rm -f "$STATE/started-by-us"
+  # Fault-test instances a test did not get to stop.
+  local d
+  for d in "$ROOTFS"/var/lib/engram/instances/*/; do
+    [ -f "$d/postmaster.pid" ] || continue
+    in_root "$PGBIN/pg_ctl" -D "${d#"$ROOTFS"}" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+  done
   if mountpoint -q "$ROOTFS/proc"; then umount "$ROOTFS/proc" || umount -l "$ROOTFS/proc"; fi
 }
 
@@ -205,10 +259,109 @@ cmd_url() {
   local_url
 }
 
+# A throw-away instance for fault tests: its own data dir and port, the
+# password of the main server, and synchronous_commit OFF as its server
+# default, so a test proves that Engram's sessions ask for synchronous commit
+# themselves. fsync and full_page_writes are off too: the tests kill
+# PostgreSQL, never the machine, so the OS page cache survives.
+inst_dir() { echo "/var/lib/engram/instances/$1"; }
+
+inst_running() {
+  local pidfile="$ROOTFS$(inst_dir "$1")/postmaster.pid" pid
+  [ -f "$pidfile" ] || return 1
+  pid=$(head -1 "$pidfile")
+  alive "$pid"
+}
+
+# clear_stale_pid removes the postmaster.pid of a postmaster that is dead or
+# a zombie. PostgreSQL removes a stale file itself, but kill(pid, 0) succeeds
+# on a zombie, so it would wait for a postmaster that cannot run any more.
+clear_stale_pid() {
+  [ -f "$1" ] || return 0
+  alive "$(head -1 "$1")" || rm -f "$1"
+}
+
+# alive: the process exists and is not a zombie (a killed postmaster is
+# re-parented to PID 1, which in some sandboxes never reaps it).
+alive() {
+  [ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
+}
+
+inst_url() {
+  printf 'postgres://postgres:%s@127.0.0.1:%s/postgres?sslmode=disable\n' \
+    "$(cat "$PGHOME/password")" "$(cat "$STATE/instance-$1.port")"
+}
+
+cmd_instance() {
+  local action="${1:-}" name="${2:-}"
+  [[ "$name" =~ ^[a-z0-9-]+$ ]] || die "usage: $0 instance start|stop|kill|url NAME (NAME: [a-z0-9-]+)"
+  need_root
+  local dir
+  dir=$(inst_dir "$name")
+  mkdir -p "$PGHOME" "$STATE"
+  exec 9>"$LOCK"
+  flock 9
+  case "$action" in
+    start)
+      build_root
+      init_cluster # for the password file
+      mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+      if [ ! -f "$ROOTFS$dir/PG_VERSION" ]; then
+        mkdir -p "$ROOTFS$(dirname "$dir")"
+        chroot "$ROOTFS" chown postgres:postgres "$(dirname "$dir")"
+        cp "$PGHOME/password" "$ROOTFS/tmp/engram-pw-$name"
+        chroot "$ROOTFS" chown postgres:postgres "/tmp/engram-pw-$name"
+        in_root "$PGBIN/initdb" -D "$dir" -U postgres --pwfile="/tmp/engram-pw-$name" \
+          --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >"$PGHOME/initdb-$name.log" 2>&1 ||
+          die "initdb of instance $name failed, see $PGHOME/initdb-$name.log"
+        rm -f "$ROOTFS/tmp/engram-pw-$name"
+        cat >>"$ROOTFS$dir/postgresql.conf" <<'EOF2'
+# engram fault-test instance (hack/pgvector.sh instance): loopback only
+listen_addresses = '127.0.0.1'
+unix_socket_directories = ''
+max_connections = 100
+shared_buffers = 128MB
+dynamic_shared_memory_type = mmap
+log_min_messages = warning
+fsync = off
+full_page_writes = off
+synchronous_commit = off
+EOF2
+      fi
+      if ! inst_running "$name"; then
+        clear_stale_pid "$ROOTFS$dir/postmaster.pid"
+        local port
+        port=$(pick_port)
+        echo "$port" >"$STATE/instance-$name.port"
+        in_root "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 60 -o "-p $port" start >/dev/null 9>&- ||
+          die "instance $name did not start, see $ROOTFS$dir.log"
+        PGPASSWORD="$(cat "$PGHOME/password")" in_root "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres \
+          -qAt -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS vector" >/dev/null
+      fi
+      inst_url "$name"
+      ;;
+    stop)
+      if inst_running "$name"; then
+        in_root "$PGBIN/pg_ctl" -D "$dir" -m fast -w -t 60 stop >/dev/null
+      fi
+      ;;
+    kill)
+      inst_running "$name" || die "instance $name is not running"
+      kill -9 "$(head -1 "$ROOTFS$dir/postmaster.pid")"
+      ;;
+    url)
+      inst_running "$name" || die "instance $name is not running"
+      inst_url "$name"
+      ;;
+    *) die "usage: $0 instance start|stop|kill|url NAME" ;;
+  esac
+}
+
 case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
   url) cmd_url ;;
-  *) echo "usage: $0 start|stop|status|url" >&2; exit 2 ;;
+  instance) shift; cmd_instance "$@" ;;
+  *) echo "usage: $0 start|stop|status|url|instance" >&2; exit 2 ;;
 esac

@@ -60,6 +60,10 @@ const (
 	ReasonExtensionMissing = "ExtensionMissing"
 	// ReasonSchemaNotManaged: the schema or a role exists but Engram did not create it.
 	ReasonSchemaNotManaged = "SchemaNotManaged"
+	// ReasonSchemaOwnedByOther: the schema or a role belongs to another
+	// MemoryRuntime (its ownership marker carries another UID); the message
+	// names that runtime. Nothing is changed.
+	ReasonSchemaOwnedByOther = "SchemaOwnedByOther"
 	// ReasonDimensionsMismatch: the schema exists with another vector size.
 	ReasonDimensionsMismatch = "DimensionsMismatch"
 	// ReasonProvisioningFailed: any other provisioning error; see the message.
@@ -110,6 +114,12 @@ const (
 const (
 	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
 	AnnotationRotateCredentials = "memory.engram.dev/rotate-credentials"
+	// AnnotationAdoptFromUID names the UID of a deleted MemoryRuntime of the
+	// same namespace and name whose schema this runtime takes over (after a
+	// restore from Git, which recreates runtimes with new UIDs). It is
+	// honoured only when the schema's ownership marker carries exactly this
+	// UID and this runtime's namespace/name.
+	AnnotationAdoptFromUID = "memory.engram.dev/adopt-from-uid"
 	// AnnotationRunNow starts a RetentionJob run at once when its value changes.
 	AnnotationRunNow = "memory.engram.dev/run-now"
 	// LabelConnection marks an admin connection Secret in the operator namespace;

@@ -90,14 +90,26 @@ type DatabaseSpec struct {
 	ClusterConnection string `json:"clusterConnection,omitempty"`
 
 	// Schema is the PostgreSQL schema of the tenant. Default: derived from
-	// namespace and name ("engram_<namespace>_<name>", sanitized, cut to 63
-	// bytes with a hash suffix). Cannot be changed after creation.
+	// namespace and name ("engram_<namespace>_<name>_<hash of both>",
+	// sanitized, at most 63 bytes). Cannot be changed after creation. Naming
+	// a schema does not give access to it: a schema created for another
+	// MemoryRuntime (its UID is in the schema's ownership marker) is refused.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]*$`
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="database.schema must not start with pg_ (reserved by PostgreSQL)"
-	// +kubebuilder:validation:XValidation:rule="!(self in ['public', 'information_schema'])",message="database.schema must name a schema of its own, not public or information_schema"
+	// +kubebuilder:validation:XValidation:rule="!(self in ['public', 'information_schema', 'engram_control'])",message="database.schema must name a schema of its own, not public, information_schema or engram_control (the operator's bookkeeping)"
 	Schema string `json:"schema,omitempty"`
+
+	// SynchronousCommit is the durability of the memory service's and the
+	// jobs' writes. "on" (the default): a write is acknowledged only once
+	// its WAL is flushed, so it survives a crash of PostgreSQL, whatever
+	// the server's own synchronous_commit. "off": commits return before the
+	// flush, which lowers write latency but loses the writes acknowledged in
+	// roughly the last 600 ms (3 × wal_writer_delay) if PostgreSQL crashes.
+	// +optional
+	// +kubebuilder:validation:Enum=on;off
+	SynchronousCommit string `json:"synchronousCommit,omitempty"`
 }
 
 // EmbeddingSpec configures the embedder of a tenant.

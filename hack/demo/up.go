@@ -193,10 +193,15 @@ Explore:
    curl -s -H "Authorization: Bearer $TOKEN" %s/v1/owners/alice/memories
    curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"query":"peanuts"}' %s/v1/owners/alice/search
    curl -s %s/openapi.json | head
+   # an agent token bound to alice (signed with the runtime's key), refused a protected write:
+   kubectl get secret -n %s %s-api-token -o jsonpath='{.data.signing-key}' | base64 -d > /tmp/engram-signing-key
+   AGENT=$(%s token mint --signing-key-file /tmp/engram-signing-key --owner alice --subject support-bot/alice --ttl 15m)
+   curl -s -H "Authorization: Bearer $AGENT" -H 'Content-Type: application/json' -d '{"content":"Alice eats peanuts","category":"identity"}' %s/v1/owners/alice/memories
 
 Logs: %s and %s
 Stop everything: make demo-down
 `, took.Round(100*time.Millisecond), st.APIServer, st.Kubeconfig, demo.Namespace, r.Runtime, r.Schema, tenant.LoginRole(r.Schema),
 		r.LocalEndpoint, r.ClusterEndpoint, st.Kubeconfig, demo.Namespace, r.Runtime, demo.Namespace, r.Token,
-		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, cfg.path("supervisor.log"), cfg.path("pods"))
+		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, demo.Namespace, r.Runtime, cfg.binary, r.LocalEndpoint,
+		cfg.path("supervisor.log"), cfg.path("pods"))
 }

@@ -21,6 +21,13 @@ type StoreParams struct {
 	LLMAPIKey       string
 	// MaxConns bounds the pool; <= 0 keeps pgx's default.
 	MaxConns int32
+	// Session holds the lock and statement timeouts of every session;
+	// zero fields take the service's defaults (memory.DefaultLockTimeout,
+	// memory.DefaultStatementTimeout).
+	Session memory.SessionSettings
+	// JobLeaseTTL is the maintenance lease of `manager job`; zero keeps
+	// the engine's default.
+	JobLeaseTTL time.Duration
 	// HTTPClient talks to the embedding and LLM APIs; nil means a client
 	// with a 30 s timeout.
 	HTTPClient *http.Client
@@ -77,7 +84,10 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 			llm = p.WrapLLM(llm)
 		}
 	}
-	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns)
+	// Durability is the runtime's choice (its config), never the server's default.
+	sess := p.Session
+	sess.AsynchronousCommit = p.Config.AsynchronousCommit
+	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns, sess)
 	if err != nil {
 		// pgx quotes the URL in parse errors and masks the password only on
 		// a best-effort basis; never let it reach a log.
@@ -88,12 +98,13 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	store, err := memory.New(memory.Config{
-		Pool:     pool,
-		Schema:   p.Config.Schema,
-		Policy:   p.Config.Policy,
-		Embedder: emb,
-		LLM:      llm,
-		Logger:   logger,
+		Pool:        pool,
+		Schema:      p.Config.Schema,
+		Policy:      p.Config.Policy,
+		Embedder:    emb,
+		LLM:         llm,
+		JobLeaseTTL: p.JobLeaseTTL,
+		Logger:      logger,
 	})
 	if err != nil {
 		pool.Close()

@@ -23,9 +23,10 @@ func ServiceConfig(rt *memoryv1alpha1.MemoryRuntime, schema string, policy memor
 			Model:      rt.Spec.Embedding.Model,
 			Endpoint:   rt.Spec.Embedding.Endpoint,
 		},
-		Policy:           policy,
-		PolicyName:       policyName,
-		PolicyGeneration: policyGeneration,
+		Policy:             policy,
+		PolicyName:         policyName,
+		PolicyGeneration:   policyGeneration,
+		AsynchronousCommit: rt.Spec.Database.SynchronousCommit == "off",
 	}
 	if rt.Spec.LLM != nil {
 		cfg.LLM = &memory.LLMConfig{Endpoint: rt.Spec.LLM.Endpoint, Model: rt.Spec.LLM.Model}

@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"net/url"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -82,35 +81,52 @@ func StoredPassword(s *corev1.Secret) (string, bool) {
 	return pw, true
 }
 
-// APITokenSecret is the <runtime>-api-token Secret. tokens is what it holds
-// now when that is non-empty (users add and remove lines to rotate tokens;
-// the operator never touches them), else one new random token.
-func APITokenSecret(rt *memoryv1alpha1.MemoryRuntime, tokens string) *corev1.Secret {
+// APITokenSecret is the <runtime>-api-token Secret with its two keys:
+// tokens (static bearer tokens, one a line with role=, owner=, name=) and
+// signing-key (verifies signed tokens). The service reads both from the
+// mounted Secret and reloads them on change, without a restart.
+func APITokenSecret(rt *memoryv1alpha1.MemoryRuntime, tokens, signingKey string) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: ownedMeta(rt, APITokenSecretName(rt.Name), ComponentCredentials),
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{KeyTokens: []byte(tokens)},
+		Data:       map[string][]byte{KeyTokens: []byte(tokens), KeySigningKey: []byte(signingKey)},
 	}
 }
 
-// HasToken reports whether a tokens file holds at least one token (blank
-// lines and # comments do not count).
-func HasToken(tokens string) bool {
-	for line := range strings.SplitSeq(tokens, "\n") {
-		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "#") {
-			return true
+// APITokenContent is what the <runtime>-api-token Secret must hold, given
+// what it holds now (live may be nil). Users own both keys: the operator
+// only adds, and only what is missing:
+//   - when tokens holds no valid token (none yet, or only short or broken
+//     lines), a new admin token line is appended below the existing lines;
+//   - when signing-key is missing or blank, a new key is written.
+//
+// Anything else is kept byte for byte, so an idle runtime causes no write.
+func APITokenContent(live map[string][]byte) (tokens, signingKey string, err error) {
+	tokens, signingKey = string(live[KeyTokens]), string(live[KeySigningKey])
+	if !HasValidToken(tokens) {
+		tok, err := auth.NewToken()
+		if err != nil {
+			return "", "", err
 		}
+		if tokens != "" && !strings.HasSuffix(tokens, "\n") {
+			tokens += "\n"
+		}
+		tokens += auth.TokenLine(tok, auth.RoleAdmin, "", "admin") + "\n"
 	}
-	return false
+	if strings.TrimSpace(signingKey) == "" {
+		key, err := auth.NewSigningKey()
+		if err != nil {
+			return "", "", err
+		}
+		signingKey = key + "\n"
+	}
+	return tokens, signingKey, nil
 }
 
-// NewToken returns a random bearer token: 32 bytes from crypto/rand, URL-safe.
-func NewToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating an API token: %w", err)
-	}
-	return "engram_" + base64.RawURLEncoding.EncodeToString(b), nil
+// HasValidToken reports whether a tokens file holds at least one token the
+// service loads (the service's own parser decides).
+func HasValidToken(tokens string) bool {
+	set, _ := auth.ParseTokens([]byte(tokens))
+	return set.Len() > 0
 }

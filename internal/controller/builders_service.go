@@ -43,6 +43,7 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 							BinaryPath, "serve",
 							"--config=" + ConfigPath,
 							"--tokens-file=" + TokensPath,
+							"--signing-key-file=" + SigningKeyPath,
 							"--listen=:" + strconv.Itoa(int(port)),
 						},
 						Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -80,22 +81,54 @@ func TestCredentialsSecret(t *testing.T) {
 	}
 }
 
-func TestAPITokens(t *testing.T) {
-	tok, err := NewToken()
-	if err != nil || len(tok) < 40 {
-		t.Fatalf("NewToken = %q, %v", tok, err)
+// TestAPITokenContent: a new Secret gets an admin token and a signing key
+// the service loads; users' content is kept byte for byte and only what is
+// missing is added (an old Secret of bare tokens gets a key, and nothing else).
+func TestAPITokenContent(t *testing.T) {
+	tokens, key, err := APITokenContent(nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if other, _ := NewToken(); other == tok {
-		t.Error("two tokens are equal")
+	set, skipped := auth.ParseTokens([]byte(tokens))
+	keys, badKeys := auth.ParseSigningKeys([]byte(key))
+	if set.Len() != 1 || len(skipped) != 0 || keys.Len() != 1 || len(badKeys) != 0 || !strings.HasSuffix(tokens, " role=admin name=admin\n") {
+		t.Fatalf("initial content %q / %d keys", tokens, keys.Len())
 	}
-	for in, want := range map[string]bool{"": false, "\n\n": false, "# old\n": false, "abc\n": true, "# c\n  abc  \n": true} {
-		if HasToken(in) != want {
-			t.Errorf("HasToken(%q) = %v", in, !want)
-		}
+	if t2, k2, _ := APITokenContent(nil); t2 == tokens || k2 == key {
+		t.Fatal("two runtimes got the same token or key")
 	}
-	s := APITokenSecret(testRuntime(), tok+"\n")
-	if s.Name != "bot-api-token" || string(s.Data["tokens"]) != tok+"\n" {
-		t.Errorf("token Secret = %s %q", s.Name, s.Data["tokens"])
+
+	legacy := "engram_" + strings.Repeat("A", 43) + "\n"
+	for _, tc := range []struct {
+		name                   string
+		live                   map[string][]byte
+		keepTokens, keepKey    bool
+		wantAdminAppendedAfter string
+	}{
+		{"user content is kept", map[string][]byte{"tokens": []byte(tokens), "signing-key": []byte(key)}, true, true, ""},
+		{"an old Secret of bare tokens gets a key", map[string][]byte{"tokens": []byte(legacy)}, true, false, ""},
+		{"only short tokens: an admin token is appended", map[string][]byte{"tokens": []byte("# old\nshort-token"), "signing-key": []byte(key)}, false, true, "# old\nshort-token\n"},
+		{"a blank key is refilled", map[string][]byte{"tokens": []byte(legacy), "signing-key": []byte("\n")}, true, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gotTokens, gotKey, err := APITokenContent(tc.live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (gotTokens == string(tc.live["tokens"])) != tc.keepTokens || (gotKey == string(tc.live["signing-key"])) != tc.keepKey {
+				t.Fatalf("tokens %q, key %q", gotTokens, gotKey)
+			}
+			if tc.wantAdminAppendedAfter != "" && (!strings.HasPrefix(gotTokens, tc.wantAdminAppendedAfter) || !HasValidToken(gotTokens)) {
+				t.Fatalf("tokens %q: the user's lines must stay first, then a valid admin token", gotTokens)
+			}
+			if k, _ := auth.ParseSigningKeys([]byte(gotKey)); k.Len() != 1 {
+				t.Fatalf("key %q does not load", gotKey)
+			}
+		})
+	}
+	s := APITokenSecret(testRuntime(), tokens, key)
+	if s.Name != "bot-api-token" || string(s.Data["tokens"]) != tokens || string(s.Data["signing-key"]) != key {
+		t.Errorf("token Secret = %s %q", s.Name, s.Data)
 	}
 }
 
@@ -186,7 +219,7 @@ func TestDeployment(t *testing.T) {
 		t.Errorf("pod security context = %+v", sc)
 	}
 	c := ps.Containers[0]
-	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--listen=:9090"}
+	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090"}
 	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
 		t.Errorf("command = %v image %s", c.Command, c.Image)
 	}

@@ -97,6 +97,8 @@ func provisionReason(err error) string {
 	switch {
 	case errors.Is(err, tenant.ErrNotManaged):
 		return memoryv1alpha1.ReasonSchemaNotManaged
+	case errors.Is(err, tenant.ErrOwnedByOther):
+		return memoryv1alpha1.ReasonSchemaOwnedByOther
 	case errors.Is(err, tenant.ErrExtensionMissing):
 		return memoryv1alpha1.ReasonExtensionMissing
 	case errors.Is(err, tenant.ErrDimensionsMismatch):
@@ -125,4 +127,18 @@ func isConnectError(err error) bool {
 func isAuthError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
+}
+
+// scrubAdmin removes the admin user's name from a message meant for a
+// condition or an event, which tenants read: pgx quotes it in connection
+// errors ("user=postgres") and PostgreSQL in some permission errors.
+func scrubAdmin(msg, adminURL string) string {
+	user := tenant.AdminUser(adminURL)
+	if user == "" {
+		return msg
+	}
+	for _, form := range []string{"user=" + user, `"` + user + `"`, "role " + user, "user " + user} {
+		msg = strings.ReplaceAll(msg, form, strings.Replace(form, user, "<admin>", 1))
+	}
+	return msg
 }

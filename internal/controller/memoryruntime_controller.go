@@ -83,19 +83,22 @@ func (m *runtimeMemory) forget(uid types.UID) {
 
 // runtimeScope carries what the phases of one reconcile learn.
 type runtimeScope struct {
-	rt      *memoryv1alpha1.MemoryRuntime
-	schema  string
-	connID  string
-	admin   string // admin connection URL
-	pool    *pgxpool.Pool
-	created string // the password Provision set when it created the login role
-	creds   Credentials
-	apiKeys []string // digests of the API keys, for the pod template hash
-	config  []byte
-	hash    string
-	image   string
-	deploy  *appsv1.Deployment
-	requeue requeueTimer
+	rt     *memoryv1alpha1.MemoryRuntime
+	schema string
+	// recorded is status.schema as it was before this reconcile: the
+	// schema this runtime was provisioned with earlier, if any.
+	recorded string
+	connID   string
+	admin    string // admin connection URL
+	pool     *pgxpool.Pool
+	created  string // the password Provision set when it created the login role
+	creds    Credentials
+	apiKeys  []string // digests of the API keys, for the pod template hash
+	config   []byte
+	hash     string
+	image    string
+	deploy   *appsv1.Deployment
+	requeue  requeueTimer
 }
 
 // runtimePhase is one step of a reconcile. It sets the conditions it owns;
@@ -126,7 +129,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
 
-	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), connID: connectionID(rt)}
+	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
 		r.checkOwnership,

@@ -52,7 +52,7 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memor
 // deleted) and no pool is left, the schema is kept and a warning says so:
 // blocking the namespace forever would be worse.
 func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema string) error {
-	pool, err := r.poolForDelete(ctx, rt)
+	pool, url, err := r.poolForDelete(ctx, rt)
 	if err != nil {
 		return err
 	}
@@ -64,16 +64,17 @@ func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1al
 	}
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
-	res, err := tenant.Drop(dbctx, pool, schema)
+	res, err := tenant.Drop(dbctx, pool, schema, TenantOwner(rt))
 	switch {
-	case errors.Is(err, tenant.ErrNotManaged):
+	case errors.Is(err, tenant.ErrNotManaged), errors.Is(err, tenant.ErrOwnedByOther):
 		reclaims.WithLabelValues("skipped").Inc()
-		r.eventer().warning(rt, memoryv1alpha1.ReasonSchemaNotManaged, "Reclaim", "not dropping: %v", err)
+		r.eventer().warning(rt, provisionReason(err), "Reclaim", "not dropping: %s", scrubAdmin(err.Error(), url))
 		return nil
 	case err != nil:
+		msg := scrubAdmin(err.Error(), url)
 		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), fmt.Sprintf(
-			"dropping the tenant (reclaimPolicy Delete) failed, retrying; set reclaimPolicy: Retain to delete without dropping: %v", err))
-		return fmt.Errorf("dropping the tenant: %w", err)
+			"dropping the tenant (reclaimPolicy Delete) failed, retrying; set reclaimPolicy: Retain to delete without dropping: %s", msg))
+		return fmt.Errorf("dropping the tenant: %s", msg)
 	}
 	what := "nothing was left to drop"
 	if res.SchemaDropped || len(res.RolesDropped) > 0 {
@@ -87,14 +88,15 @@ func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1al
 // poolForDelete resolves the admin pool of a runtime being deleted: nil
 // (without error) when its connection Secret no longer exists and no pool
 // for it is cached.
-func (r *MemoryRuntimeReconciler) poolForDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (*pgxpool.Pool, error) {
+func (r *MemoryRuntimeReconciler) poolForDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (*pgxpool.Pool, string, error) {
 	id := connectionID(rt)
 	url, err := adminURL(ctx, r.secrets, rt, r.opts.OperatorNamespace)
 	if err != nil {
 		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
-			return r.pools.peek(id), nil
+			return r.pools.peek(id), "", nil
 		}
-		return nil, err
+		return nil, "", err
 	}
-	return r.pools.get(id, url)
+	pool, err := r.pools.get(id, url)
+	return pool, url, err
 }

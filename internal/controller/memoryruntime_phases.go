@@ -89,9 +89,10 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	defer cancel()
 	started := time.Now()
 	res, err := tenant.Provision(dbctx, s.pool, tenant.Spec{
-		Schema:      s.schema,
-		Dimensions:  int(rt.EmbeddingDimensions()),
-		Description: rt.Namespace + "/" + rt.Name,
+		Schema:     s.schema,
+		Dimensions: int(rt.EmbeddingDimensions()),
+		Owner:      TenantOwner(rt),
+		Claim:      TenantClaim(rt, s.recorded, s.schema),
 	})
 	provisionSeconds.WithLabelValues(resultLabel(err)).Observe(time.Since(started).Seconds())
 	if err != nil {
@@ -100,17 +101,19 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		if c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady); c != nil {
 			beforeReason = c.Reason
 		}
-		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, reason, err.Error())
-		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonDimensionsMismatch {
+		msg := scrubAdmin(err.Error(), s.admin)
+		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, reason, msg)
+		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonSchemaOwnedByOther ||
+			reason == memoryv1alpha1.ReasonDimensionsMismatch {
 			// Retrying soon cannot help: a human has to change the spec or
 			// the database. Look again at the grant-check interval.
 			if beforeReason != reason {
-				r.eventer().warning(rt, reason, "Provision", "%v", err)
+				r.eventer().warning(rt, reason, "Provision", "%s", msg)
 			}
 			s.requeue.at(r.opts.GrantCheckInterval)
 			return true, nil
 		}
-		return false, fmt.Errorf("provisioning the tenant: %w", err)
+		return false, fmt.Errorf("provisioning the tenant: %s", msg)
 	}
 	if res.Changed() {
 		provisionChanges.Add(float64(len(res.Changes)))
@@ -170,10 +173,11 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	if why != "" {
 		dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 		defer cancel()
-		pw, err := tenant.RotatePassword(dbctx, s.pool, s.schema)
+		pw, err := tenant.RotatePassword(dbctx, s.pool, s.schema, TenantOwner(rt))
 		if err != nil {
-			notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), "rotating the login password: "+err.Error())
-			return false, fmt.Errorf("rotating the login password: %w", err)
+			msg := scrubAdmin(err.Error(), s.admin)
+			notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), "rotating the login password: "+msg)
+			return false, fmt.Errorf("rotating the login password: %s", msg)
 		}
 		password = pw
 		passwordRotations.WithLabelValues(reason).Inc()
@@ -197,23 +201,20 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	return false, nil
 }
 
-// reconcileAPIToken writes the <name>-api-token Secret: one random token at
-// first, and afterwards whatever users put there (only an empty key is refilled).
+// reconcileAPIToken writes the <name>-api-token Secret: an admin token and
+// a signing key at first, and afterwards whatever users put there (see
+// APITokenContent for what is ever added).
 func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	var live corev1.Secret
 	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: APITokenSecretName(rt.Name)}, &live); err != nil {
 		return false, fmt.Errorf("reading the API token Secret: %w", err)
 	}
-	tokens := string(live.Data[KeyTokens])
-	if !HasToken(tokens) {
-		t, err := NewToken()
-		if err != nil {
-			return false, err
-		}
-		tokens = t + "\n"
+	tokens, key, err := APITokenContent(live.Data)
+	if err != nil {
+		return false, err
 	}
-	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens)); err != nil {
+	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens, key)); err != nil {
 		return false, err
 	}
 	rt.Status.APITokenSecret = APITokenSecretName(rt.Name)

@@ -59,18 +59,21 @@ const (
 
 // Keys of the owned Secrets and ConfigMap (the contract).
 const (
-	KeyURI       = "uri"
-	KeyHost      = "host"
-	KeyPort      = "port"
-	KeyDBName    = "dbname"
-	KeyUser      = "user"
-	KeyPassword  = "password"
-	KeySchema    = "schema"
-	KeyTokens    = "tokens"
-	KeyConfig    = "config.yaml"
-	ContainerSvc = "memory"
-	ContainerJob = "job"
-	PortName     = "http"
+	KeyURI      = "uri"
+	KeyHost     = "host"
+	KeyPort     = "port"
+	KeyDBName   = "dbname"
+	KeyUser     = "user"
+	KeyPassword = "password"
+	KeySchema   = "schema"
+	KeyTokens   = "tokens"
+	// KeySigningKey of the <runtime>-api-token Secret: base64 of 32 random
+	// bytes (one key a line) that verify signed tokens.
+	KeySigningKey = "signing-key"
+	KeyConfig     = "config.yaml"
+	ContainerSvc  = "memory"
+	ContainerJob  = "job"
+	PortName      = "http"
 )
 
 // Paths inside the containers (the contract).
@@ -79,6 +82,7 @@ const (
 	TokensDir          = "/etc/engram/tokens"
 	ConfigPath         = ConfigDir + "/" + KeyConfig
 	TokensPath         = TokensDir + "/" + KeyTokens
+	SigningKeyPath     = TokensDir + "/" + KeySigningKey
 	TerminationLogPath = "/dev/termination-log"
 	BinaryPath         = "/manager"
 )
@@ -121,13 +125,34 @@ func Endpoint(rt *memoryv1alpha1.MemoryRuntime) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", ServiceName(rt.Name), rt.Namespace, rt.ServicePort())
 }
 
-// SchemaFor is the tenant schema of a runtime: spec.database.schema, or the
-// name derived from namespace and name.
+// SchemaFor is the tenant schema of a runtime: spec.database.schema; else
+// the schema its status already records (runtimes of earlier releases keep
+// the name they were provisioned with); else the name derived from
+// namespace and name. Which runtime may use a schema is decided by the UID
+// marker in PostgreSQL, not by this name.
 func SchemaFor(rt *memoryv1alpha1.MemoryRuntime) string {
 	if rt.Spec.Database.Schema != "" {
 		return rt.Spec.Database.Schema
 	}
+	if rt.Status.Schema != "" {
+		return rt.Status.Schema
+	}
 	return tenant.SchemaName(rt.Namespace, rt.Name)
+}
+
+// TenantOwner is the ownership record of a runtime in PostgreSQL.
+func TenantOwner(rt *memoryv1alpha1.MemoryRuntime) tenant.Owner {
+	return tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
+}
+
+// TenantClaim says when this runtime may take an existing schema that does
+// not carry its UID: recorded, before this reconcile, in its own status
+// (an upgrade from markers without UID), or named by the adopt annotation.
+func TenantClaim(rt *memoryv1alpha1.MemoryRuntime, recordedSchema, schema string) tenant.Claim {
+	return tenant.Claim{
+		LegacySchema: recordedSchema != "" && recordedSchema == schema,
+		AdoptFromUID: rt.Annotations[memoryv1alpha1.AnnotationAdoptFromUID],
+	}
 }
 
 // CronJobName is the CronJob of retention job rj for one runtime:

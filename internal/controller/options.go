@@ -24,6 +24,11 @@ type Options struct {
 	DatabaseTimeout time.Duration
 	// ConnectTimeout bounds connecting to PostgreSQL.
 	ConnectTimeout time.Duration
+	// LockTimeout is the lock_timeout of every admin session: how long a
+	// statement of the operator waits for a lock (DDL behind a busy table,
+	// say) before it fails and the reconcile retries. DatabaseTimeout is
+	// also each session's statement_timeout.
+	LockTimeout time.Duration
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
@@ -43,6 +48,7 @@ const (
 	DefaultGrantCheckInterval = 10 * time.Minute
 	DefaultDatabaseTimeout    = 60 * time.Second
 	DefaultConnectTimeout     = 10 * time.Second
+	DefaultLockTimeout        = 5 * time.Second
 	DefaultPoolMaxConns       = 4
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 5 * time.Minute
@@ -59,6 +65,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
 	}
 	if o.PoolMaxConns <= 0 {
 		o.PoolMaxConns = DefaultPoolMaxConns

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,6 +18,10 @@ import (
 type poolCache struct {
 	maxConns       int32
 	connectTimeout time.Duration
+	// lockTimeout and statementTimeout are set on every admin session, so
+	// no lock a tenant holds and no slow statement can stall a reconcile
+	// beyond them.
+	lockTimeout, statementTimeout time.Duration
 
 	mu     sync.Mutex
 	pools  map[string]*cachedPool
@@ -28,8 +33,12 @@ type cachedPool struct {
 	urlHash string
 }
 
-func newPoolCache(maxConns int32, connectTimeout time.Duration) *poolCache {
-	return &poolCache{maxConns: maxConns, connectTimeout: connectTimeout, pools: map[string]*cachedPool{}}
+func newPoolCache(o Options) *poolCache {
+	return &poolCache{
+		maxConns: o.PoolMaxConns, connectTimeout: o.ConnectTimeout,
+		lockTimeout: o.LockTimeout, statementTimeout: o.DatabaseTimeout,
+		pools: map[string]*cachedPool{},
+	}
 }
 
 // get returns the pool of connection id for url, opening it (lazily: no
@@ -63,6 +72,8 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = "engram-operator"
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(c.lockTimeout.Milliseconds(), 10)
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(c.statementTimeout.Milliseconds(), 10)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening the admin connection pool: %w", err)

@@ -77,7 +77,7 @@ func (e *operatorEnv) testLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != testImage || c.Command[1] != "serve" || c.Command[4] != "--listen=:8080" ||
+	if c.Image != testImage || c.Command[1] != "serve" || c.Command[len(c.Command)-1] != "--listen=:8080" ||
 		d.Spec.Template.Annotations[AnnotationConfigHash] != st.ConfigHash || !metav1.IsControlledBy(&d, bot) ||
 		!*c.SecurityContext.ReadOnlyRootFilesystem || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Errorf("Deployment = %+v", d.Spec.Template)
@@ -92,7 +92,8 @@ func (e *operatorEnv) testLifecycle(t *testing.T) {
 		t.Errorf("config = %+v", cfg)
 	}
 	var tokens corev1.Secret
-	if err := e.get(t, ns, "bot-api-token", &tokens); err != nil || !HasToken(string(tokens.Data["tokens"])) {
+	if err := e.get(t, ns, "bot-api-token", &tokens); err != nil || !HasValidToken(string(tokens.Data["tokens"])) ||
+		!strings.Contains(string(tokens.Data["tokens"]), " role=admin name=admin") || len(tokens.Data["signing-key"]) == 0 {
 		t.Errorf("API token Secret = %v, %v", tokens.Data, err)
 	}
 
@@ -144,6 +145,8 @@ func (e *operatorEnv) checkCredentials(t *testing.T, ns, name, otherSchema strin
 		`CREATE TABLE public.evil (id int)`,
 		`DROP TABLE memories`,
 		`CREATE SCHEMA evil`,
+		`CREATE TEMP TABLE evil (id int)`,
+		`SELECT * FROM engram_control.provision_locks`,
 	} {
 		if _, err := conn.Exec(ctx, sql); err == nil {
 			t.Errorf("the login role may %s", sql)

@@ -50,10 +50,10 @@ func (e *operatorEnv) testSamples(t *testing.T) {
 	ns := e.newNamespace(t, "samples")
 	for _, obj := range loadSamples(t, root) {
 		obj.SetNamespace(ns)
+		mustCreate(t, e.c, obj)
 		if rt, ok := obj.(*memoryv1alpha1.MemoryRuntime); ok {
 			e.track(rt)
 		}
-		mustCreate(t, e.c, obj)
 	}
 	e.waitCondition(t, ns, "support-bot", memoryv1alpha1.ConditionDatabaseReady, true, "")
 	e.markAvailable(t, ns, "support-bot")

@@ -85,7 +85,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := registerIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	pools := newPoolCache(o.PoolMaxConns, o.ConnectTimeout)
+	pools := newPoolCache(o)
 	if err := mgr.Add(pools); err != nil {
 		return fmt.Errorf("adding the connection pools: %w", err)
 	}

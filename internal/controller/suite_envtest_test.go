@@ -45,7 +45,7 @@ type operatorEnv struct {
 	mgr      manager.Manager
 
 	mu      sync.Mutex
-	schemas []string // tenant schemas to drop at the end
+	tenants []trackedTenant // tenants to drop at the end
 }
 
 const testImage = "registry.example/engram:test"
@@ -69,6 +69,7 @@ func TestOperator(t *testing.T) {
 	t.Run("NetworkPolicy", e.testNetworkPolicy)
 	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
+	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -174,9 +175,9 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 func (e *operatorEnv) dropTenants(t *testing.T) {
 	e.mu.Lock()
-	schemas := slices.Clone(e.schemas)
+	tenants := slices.Clone(e.tenants)
 	e.mu.Unlock()
-	if len(schemas) == 0 {
+	if len(tenants) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -187,9 +188,9 @@ func (e *operatorEnv) dropTenants(t *testing.T) {
 		return
 	}
 	defer pool.Close()
-	for _, s := range schemas {
-		if _, err := tenant.Drop(ctx, pool, s); err != nil {
-			t.Logf("dropping tenant %s: %v", s, err)
+	for _, s := range tenants {
+		if _, err := tenant.Drop(ctx, pool, s.schema, s.owner); err != nil {
+			t.Logf("dropping tenant %s: %v", s.schema, err)
 		}
 	}
 }
@@ -198,7 +199,7 @@ func (e *operatorEnv) dropTenants(t *testing.T) {
 func (e *operatorEnv) track(rt *memoryv1alpha1.MemoryRuntime) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.schemas = append(e.schemas, SchemaFor(rt))
+	e.tenants = append(e.tenants, trackedTenant{schema: SchemaFor(rt), owner: TenantOwner(rt)})
 }
 
 // --- helpers ---------------------------------------------------------------
@@ -251,8 +252,9 @@ func newRuntime(ns, name, policy string) *memoryv1alpha1.MemoryRuntime {
 
 func (e *operatorEnv) createRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRuntime) {
 	t.Helper()
-	e.track(rt)
 	mustCreate(t, e.c, rt)
+	e.track(rt) // after create: the owner is the UID
+
 }
 
 // eventually polls check until it returns nil, or fails the test with its last error.
@@ -369,4 +371,10 @@ func containsAll(s string, parts ...string) error {
 		}
 	}
 	return nil
+}
+
+// trackedTenant is a tenant a test created through a runtime.
+type trackedTenant struct {
+	schema string
+	owner  tenant.Owner
 }

@@ -78,11 +78,12 @@ func newJobTenant(t *testing.T) *jobTenant {
 	adminURL := testenv.NewDatabase(t)
 	admin := testenv.NewPool(t, adminURL, 4)
 	schema := fmt.Sprintf("engram_job_%d", time.Now().UnixNano()%1e12)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims})
+	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema) })
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
 	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: memory.DefaultPolicy()}
 	js, _ := json.Marshal(cfg)
 	y, err := yaml.JSONToYAML(js)
@@ -185,7 +186,10 @@ func runMain(t *testing.T, jt *jobTenant, args ...string) (int, memory.JobSummar
 	term := filepath.Join(t.TempDir(), "termination-log")
 	args = append([]string{"--config=" + jt.config, "--termination-log=" + term, "--log-format=text"}, args...)
 	var stdout, stderr bytes.Buffer
-	code := Main(context.Background(), args, func(k string) string {
+	// Bounded, so a run that deadlocks fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := Main(ctx, args, func(k string) string {
 		if k == bootstrap.EnvDatabaseURL {
 			return jt.loginURL
 		}
@@ -335,6 +339,96 @@ func TestJobSkipsWhenLocked(t *testing.T) {
 	}
 }
 
+// TestJobOneConnection: a run with a pool of one connection finishes (the
+// maintenance lease holds no connection for the run).
+func TestJobOneConnection(t *testing.T) {
+	jt := newJobTenant(t)
+	seed(t, jt)
+	code, sum, _ := runMain(t, jt, "--db-max-conns=1", "--batch-size=1")
+	want := map[string]int64{"decay": 3, "expire": 2, "purge": 4, "compact": 2}
+	if code != 0 || sum.Result != memory.RunSucceeded || !reflect.DeepEqual(affected(sum), want) {
+		t.Fatalf("--db-max-conns=1: exit %d, %+v; want success with %v", code, sum, want)
+	}
+}
+
+// slowStore is the real store whose operations take a little longer, so
+// two runs started together surely overlap.
+type slowStore struct{ *memory.Store }
+
+func (s slowStore) RunJob(ctx context.Context, op string, opts memory.JobOptions) (*memory.JobResult, error) {
+	time.Sleep(200 * time.Millisecond)
+	return s.Store.RunJob(ctx, op, opts)
+}
+
+// TestConcurrentRunsOneSkips: of two runs of one tenant started together,
+// exactly one maintains it and the other reports Skipped.
+func TestConcurrentRunsOneSkips(t *testing.T) {
+	jt := newJobTenant(t)
+	seed(t, jt)
+	sums := make(chan memory.JobSummary, 2)
+	start := make(chan struct{})
+	for range 2 {
+		go func() {
+			<-start
+			sums <- Run(context.Background(), slowStore{jt.store}, jt.schema, memory.Operations, memory.JobOptions{})
+		}()
+	}
+	close(start)
+	results := map[string]int{}
+	for range 2 {
+		sum := <-sums
+		results[sum.Result]++
+		if sum.Result == memory.RunSkipped && (sum.Message != MessageSkippedLocked || len(sum.Operations) != 0) {
+			t.Errorf("skipped run: %+v", sum)
+		}
+	}
+	if results[memory.RunSucceeded] != 1 || results[memory.RunSkipped] != 1 {
+		t.Fatalf("two concurrent runs ended %v, want one Succeeded and one Skipped", results)
+	}
+}
+
+// TestJobLeaseTakeover: the lease of a run that was killed (never released)
+// makes the next runs skip until it expires; then a run takes it over and
+// gives it back at its end.
+func TestJobLeaseTakeover(t *testing.T) {
+	jt := newJobTenant(t)
+	jt.exec(t, `UPDATE $schema.job_locks SET holder = 'killed-run', expires_at = now() + interval '1 hour'`)
+	if code, sum, _ := runMain(t, jt); code != 0 || sum.Result != memory.RunSkipped || sum.Message != MessageSkippedLocked {
+		t.Fatalf("under a live lease: exit %d, %+v; want Skipped", code, sum)
+	}
+	jt.exec(t, `UPDATE $schema.job_locks SET expires_at = now() - interval '1 second'`)
+	if code, sum, _ := runMain(t, jt); code != 0 || sum.Result != memory.RunSucceeded {
+		t.Fatalf("over an expired lease: exit %d, %+v; want Succeeded", code, sum)
+	}
+	var holder *string
+	if err := jt.admin.QueryRow(context.Background(), `SELECT holder FROM `+jt.schema+`.job_locks WHERE name = 'maintenance'`).Scan(&holder); err != nil || holder != nil {
+		t.Fatalf("lease after the run: holder %v (%v), want released", holder, err)
+	}
+}
+
+// TestJobLockTimeout: --db-lock-timeout reaches the job's sessions: with
+// the lease row locked by a stuck transaction, the run fails after about
+// the timeout with a message saying so, instead of waiting for good.
+func TestJobLockTimeout(t *testing.T) {
+	jt := newJobTenant(t)
+	tx, err := jt.admin.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(context.Background(), `SELECT FROM `+jt.schema+`.job_locks FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, sum, _ := runMain(t, jt, "--db-lock-timeout=200ms")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the run waited %s for a lock, want about 200ms", took)
+	}
+	if code != 1 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "lock timeout") {
+		t.Fatalf("behind a stuck lock: exit %d, %+v; want Failed naming the lock timeout", code, sum)
+	}
+}
+
 // TestJobFailures: every failure is a Failed summary with the reason, exit
 // non-zero, and the termination message written.
 func TestJobFailures(t *testing.T) {
@@ -352,7 +446,7 @@ func TestJobFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, sum, _ = runMain(t, jt)
-	if code != 1 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "decay") || sum.Schema != "engram_missing_schema" {
+	if code != 1 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "does not exist") || sum.Schema != "engram_missing_schema" {
 		t.Fatalf("missing schema: exit %d %+v", code, sum)
 	}
 
@@ -365,6 +459,10 @@ func TestJobFailures(t *testing.T) {
 	code, sum, _ = runMain(t, jt, "--batch-size=0")
 	if code != 2 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "batch-size") {
 		t.Fatalf("bad flag: exit %d %+v", code, sum)
+	}
+	code, sum, _ = runMain(t, jt, "--db-statement-timeout=0")
+	if code != 2 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "statement-timeout") {
+		t.Fatalf("no statement timeout: exit %d %+v", code, sum)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
@@ -22,8 +23,11 @@ type Options struct {
 	TerminationLog string
 	BatchSize      int
 	DBMaxConns     int
-	LogLevel       string
-	LogFormat      string
+	// LockTimeout and StatementTimeout are set on every database session.
+	LockTimeout      time.Duration
+	StatementTimeout time.Duration
+	LogLevel         string
+	LogFormat        string
 	// From the environment.
 	DatabaseURL     string
 	EmbeddingAPIKey string
@@ -44,6 +48,8 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.TerminationLog, "termination-log", DefaultTerminationLog, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 2, "size of the database connection pool")
+	fs.DurationVar(&o.LockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (PostgreSQL lock_timeout of every session)")
+	fs.DurationVar(&o.StatementTimeout, "db-statement-timeout", memory.DefaultJobStatementTimeout, "longest database statement, one batch or the VACUUM after compaction (statement_timeout of every session)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
 	err := fs.Parse(args)
@@ -61,6 +67,9 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	}
 	if o.DBMaxConns < 1 || o.DBMaxConns > 100 {
 		return o, fmt.Errorf("--db-max-conns %d: must be within 1..100", o.DBMaxConns)
+	}
+	if o.LockTimeout < time.Millisecond || o.StatementTimeout < time.Millisecond {
+		return o, fmt.Errorf("--db-lock-timeout %s and --db-statement-timeout %s: must be at least 1ms (no session runs without them)", o.LockTimeout, o.StatementTimeout)
 	}
 	return o, nil
 }
@@ -99,9 +108,11 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	if err != nil {
 		return Failed("", o.DryRun, err)
 	}
+	sess := memory.SessionSettings{LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
 	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{
 		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, LLMAPIKey: o.LLMAPIKey,
-		MaxConns: int32(o.DBMaxConns), Logger: logger.With("component", "memory"),
+		MaxConns: int32(o.DBMaxConns), Session: sess, JobLeaseTTL: memory.JobLeaseTTLFor(sess),
+		Logger: logger.With("component", "memory"),
 	})
 	if err != nil {
 		return Failed(cfg.Schema, o.DryRun, err)

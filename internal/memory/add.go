@@ -25,7 +25,7 @@ type preparedAdd struct {
 }
 
 // Add stores one memory with two-threshold dedup: validate, redact, guard,
-// embed (outside any transaction), then under the owner's advisory lock
+// embed (outside any transaction), then under the owner's row lock (lockOwner)
 // compare with the owner's nearest memory: merge at or above
 // autoMergeThreshold, let the arbiter decide in the band below it, insert
 // otherwise. Over the per-owner cap, the lowest-value memories are evicted
@@ -102,7 +102,8 @@ func (s *Store) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
 	return prepared, nil
 }
 
-// prepareAdd validates req, applies the injection guard and redacts secrets.
+// prepareAdd validates req, redacts secrets, checks the stored size and
+// applies the injection guard.
 func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error) {
 	p := &preparedAdd{req: req}
 	fe.owner(req.Owner)
@@ -111,37 +112,56 @@ func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error
 	p.req.Category = fe.category(&s.policy, req.Category)
 	p.req.Importance = fe.importance(req.Importance)
 	p.ttl = fe.ttl(req.TTL)
-	fe.text("content", req.Content, s.policy.Limits.MaxContentBytes)
+	fe.text("content", req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
 	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
 		return nil, err
 	}
-	content, flags, err := s.guard(req.Content, fe)
+	c, err := s.clean("content", req.Content, fe)
 	if err != nil {
 		return nil, err
 	}
-	p.flags = flags
-	p.content, p.redactions = s.redactor.redact(content)
+	p.content, p.redactions, p.flags = c.text, c.redactions, c.flags
 	return p, nil
 }
 
-// guard applies the policy's injection guard to content.
-func (s *Store) guard(content string, fe *fieldErrors) (string, []string, error) {
+// cleaned is input text made ready to store.
+type cleaned struct {
+	text       string // redacted; otherwise exactly what was sent
+	redactions []string
+	flags      []string
+}
+
+// clean turns validated input text into what is stored: secrets redacted
+// first, so limits.maxContentBytes measures the stored text and the guard
+// judges what a model will later read; then the size check; then the
+// policy's injection guard. The stored text keeps the characters the caller
+// sent (full-width letters, zero-width joiners of emoji sequences): the
+// guard matches a normalized copy only (normalizeForGuard), since NFKC
+// would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
+func (s *Store) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
+	var c cleaned
+	c.text, c.redactions = s.redactor.redact(raw)
+	fe.storedSize(field, raw, c.text, s.policy.Limits.MaxContentBytes)
+	if err := fe.err(); err != nil {
+		return cleaned{}, err
+	}
 	mode := s.policy.Redaction.InjectionGuard
 	if mode == GuardOff {
-		return content, nil, nil
+		return c, nil
 	}
-	reason := detectInjection(content)
-	if reason == "" {
-		return content, nil, nil
+	reason := detectInjection(c.text)
+	switch {
+	case reason == "":
+	case mode == GuardReject:
+		fe.add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
+		return cleaned{}, fe.err()
+	default:
+		c.flags = []string{FlagInjection}
 	}
-	if mode == GuardReject {
-		fe.add("content", "rejected by the injection guard: looks like a prompt injection (%s)", reason)
-		return "", nil, fe.err()
-	}
-	return content, []string{FlagInjection}, nil
+	return c, nil
 }
 
 // embedAll embeds the content of every prepared write in one call.
@@ -284,8 +304,8 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
 			RETURNING ` + memoryColumns + `),
 		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, new_content, details)
-			SELECT id::uuid, owner_id, 'add', $5, content, $12 FROM ins)
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
+			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
@@ -293,7 +313,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 	}
 	row := tx.QueryRow(ctx, sql, newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details)
+		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx))
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
 	m, err := scanMemory(row, &res.ownerRows)
@@ -374,11 +394,11 @@ func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + memoryColumns + `),
 		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, old_content, new_content, details)
-			SELECT id::uuid, owner_id, $11, $6, $12, content, $13 FROM upd)
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
+			SELECT id::uuid, owner_id, $11, $6, $14, $12, content, $13 FROM upd)
 		SELECT * FROM upd`
 	m, err := scanMemory(tx.QueryRow(ctx, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details))
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}

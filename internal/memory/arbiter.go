@@ -67,10 +67,12 @@ func (s *Store) planArbitration(ctx context.Context, p *preparedAdd) *arbiterPla
 }
 
 // askArbiter returns the decision and merged text, bounded by the LLM timeout.
+// Both texts are redacted again before they leave: the existing one was
+// redacted when stored, but under the rules of that time.
 func (s *Store) askArbiter(ctx context.Context, existing, incoming string) (string, string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", existing, incoming)
+	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", s.redactor.redacted(existing), s.redactor.redacted(incoming))
 	answer, err := s.llm.CompleteJSON(actx, arbiterSystem, user)
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) {
@@ -98,18 +100,24 @@ func (s *Store) askArbiter(ctx context.Context, existing, incoming string) (stri
 	return "", "", fmt.Errorf("invalid answer: unknown action %q", out.Action)
 }
 
-// prepareMerged validates, guards, redacts and embeds the arbiter's merged text:
-// model output is input like any other.
+// prepareMerged validates, redacts, guards and embeds the arbiter's merged
+// text: model output is input like any other. A merged text the guard
+// objects to is refused in Flag mode too (the write is then inserted as
+// sent), since nobody asked for it to be stored.
 func (s *Store) prepareMerged(ctx context.Context, plan *arbiterPlan, merged string) error {
 	fe := &fieldErrors{}
-	fe.text("merged", merged, s.policy.Limits.MaxContentBytes)
-	if s.policy.Redaction.InjectionGuard != GuardOff && detectInjection(merged) != "" {
+	fe.text("merged", merged, rawContentLimit(s.policy.Limits.MaxContentBytes))
+	text := ""
+	if len(fe.list) == 0 {
+		text = s.redactor.redacted(merged)
+		fe.storedSize("merged", merged, text, s.policy.Limits.MaxContentBytes)
+	}
+	if len(fe.list) == 0 && s.policy.Redaction.InjectionGuard != GuardOff && detectInjection(text) != "" {
 		fe.add("merged", "looks like a prompt injection")
 	}
 	if err := fe.err(); err != nil {
 		return fmt.Errorf("invalid answer: %v", err)
 	}
-	text, _ := s.redactor.redact(merged)
 	vecs, err := s.embedder.Embed(ctx, []string{text})
 	if err != nil || len(vecs) != 1 {
 		return fmt.Errorf("embedding merged text: %v", err)
@@ -187,9 +195,9 @@ func (s *Store) supersedeRow(ctx context.Context, tx pgx.Tx, oldID, newID string
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
 				deactivated_at = coalesce(m.deactivated_at, now()), updated_at = now()
 			WHERE m.id = $1 RETURNING m.id, m.owner_id, m.content)
-		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, old_content, details)
-		SELECT id, owner_id, $3, $4, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,
-		oldID, newID, action, string(actor))
+		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content, details)
+		SELECT id, owner_id, $3, $4, $5, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,
+		oldID, newID, action, string(actor), actorID(ctx))
 	if err != nil {
 		return s.dbErr("superseding memory "+oldID, err)
 	}

@@ -42,6 +42,9 @@ type ServiceConfig struct {
 	// PolicyName and PolicyGeneration say where Policy came from (informational).
 	PolicyName       string `json:"policyName,omitempty"`
 	PolicyGeneration int64  `json:"policyGeneration,omitempty"`
+	// AsynchronousCommit trades the last ~600 ms of acknowledged writes
+	// (lost if PostgreSQL crashes) for commit latency; see SessionSettings.
+	AsynchronousCommit bool `json:"asynchronousCommit,omitempty"`
 }
 
 // Validate checks the whole config.

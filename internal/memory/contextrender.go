@@ -62,12 +62,11 @@ type candidate struct {
 // contextCandidates loads the owner's renderable memories, best first.
 func (s *Store) contextCandidates(ctx context.Context, req ContextRequest) ([]candidate, error) {
 	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
-		AND NOT ('` + FlagInjection + `' = ANY(m.flags))`
+	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if req.Query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
+		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(req.Query)})
 		if err != nil {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}

@@ -13,8 +13,8 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 )
 
-// Get returns one memory of owner: ErrNotFound when no memory has that id,
-// ErrForbidden when it belongs to another owner.
+// Get returns one memory of owner, or ErrNotFound when owner has no memory
+// with that id.
 func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 	fe := &fieldErrors{}
 	fe.owner(owner)
@@ -29,21 +29,20 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 	return &m, nil
 }
 
-// load reads one memory and checks its owner; lock adds FOR UPDATE.
+// load reads one memory of owner; lock adds FOR UPDATE. Another owner's
+// memory is not found, exactly like a missing one (the same error from the
+// same query), so a caller learns nothing about ids outside its owner.
 func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
-	sql := `SELECT ` + memoryColumns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1`
+	sql := `SELECT ` + memoryColumns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	m, err := scanMemory(q.QueryRow(ctx, sql, id))
+	m, err := scanMemory(q.QueryRow(ctx, sql, id, owner))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return Memory{}, s.dbErr("reading memory "+id, err)
-	}
-	if m.Owner != owner {
-		return Memory{}, fmt.Errorf("%w: %s", ErrForbidden, id)
 	}
 	return m, nil
 }
@@ -86,6 +85,9 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	}
 	if !req.IncludeInactive {
 		sql += ` AND m.active`
+	}
+	if req.ExcludeFlagged {
+		sql += notFlagged
 	}
 	if !after.IsZero() {
 		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
@@ -168,7 +170,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		}
 	}
 	if req.Content != nil {
-		fe.text("content", *req.Content, s.policy.Limits.MaxContentBytes)
+		fe.text("content", *req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
 	}
 	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
 		fe.add("request", "nothing to update: set content, category, importance or ttl")
@@ -180,12 +182,11 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	var flags []string
 	var vec []float32
 	if req.Content != nil {
-		c, f, err := s.guard(*req.Content, fe)
+		c, err := s.clean("content", *req.Content, fe)
 		if err != nil {
 			return nil, err
 		}
-		content, flags = c, f
-		content, _ = s.redactor.redact(content)
+		content, flags = c.text, c.flags
 		vecs, err := s.embedder.Embed(ctx, []string{content})
 		if err != nil {
 			return nil, fmt.Errorf("embedding: %w", err)
@@ -241,12 +242,12 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 				expires_at = ` + expiry("$8") + `, updated_at = now()
 			WHERE m.id = $1 RETURNING ` + memoryColumns + `),
 		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, old_content, new_content, details)
-			SELECT id::uuid, owner_id, 'update', $7, $9, content,
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
+			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
 				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
 		SELECT * FROM upd`
 	m, err := scanMemory(tx.QueryRow(ctx, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category))
+		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx)))
 	if err != nil {
 		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
 	}
@@ -280,8 +281,8 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 		_, err = tx.Exec(ctx, `WITH upd AS (
 				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
 				WHERE id = $1 RETURNING id, owner_id, content)
-			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, old_content)
-			SELECT id, owner_id, 'delete', $2, content FROM upd`, id, string(src))
+			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
+			SELECT id, owner_id, 'delete', $2, $3, content FROM upd`, id, string(src), actorID(ctx))
 		return s.dbErr("deleting memory "+id, err)
 	})
 }
@@ -362,7 +363,7 @@ func (s *Store) History(ctx context.Context, owner, id string) ([]HistoryEntry, 
 	if _, err := s.Get(ctx, owner, id); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, old_content, new_content, details, created_at
+	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
 		FROM `+s.sql.history+` WHERE memory_id = $1 ORDER BY id`, id)
 	if err != nil {
 		return nil, s.dbErr("reading history", err)
@@ -372,7 +373,7 @@ func (s *Store) History(ctx context.Context, owner, id string) ([]HistoryEntry, 
 	for rows.Next() {
 		var h HistoryEntry
 		var actor string
-		if err := rows.Scan(&h.ID, &h.MemoryID, &h.Action, &actor, &h.OldContent, &h.NewContent, &h.Details, &h.At); err != nil {
+		if err := rows.Scan(&h.ID, &h.MemoryID, &h.Action, &actor, &h.ActorID, &h.OldContent, &h.NewContent, &h.Details, &h.At); err != nil {
 			return nil, s.dbErr("reading history", err)
 		}
 		h.Actor, h.At = Source(actor), h.At.UTC()
@@ -407,6 +408,11 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return s.dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
+		// Nothing of the owner is left, not even its lock row; the lock is
+		// held until commit, and a write waiting for it creates it anew.
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {
+			return s.dbErr("erasing the owner's lock row", err)
+		}
 		return nil
 	})
 	if err != nil {

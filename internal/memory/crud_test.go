@@ -15,8 +15,9 @@ func TestGetAndOwnership(t *testing.T) {
 	if got, err := f.store.Get(ctx(t), "ann", m.ID); err != nil || got.Content != "Ann likes jazz" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
-	if _, err := f.store.Get(ctx(t), "bob", m.ID); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("another owner's Get: %v, want ErrForbidden", err)
+	// Another owner's memory is not found, exactly like a missing one.
+	if _, err := f.store.Get(ctx(t), "bob", m.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another owner's Get: %v, want ErrNotFound", err)
 	}
 	if _, err := f.store.Get(ctx(t), "ann", newID()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v, want ErrNotFound", err)
@@ -35,8 +36,8 @@ func TestGetAndOwnership(t *testing.T) {
 		"history":   func() error { _, err := f.store.History(ctx(t), "bob", m.ID); return err },
 		"supersede": func() error { _, err := f.store.Supersede(ctx(t), "bob", m.ID, newID(), SourceUser); return err },
 	} {
-		if err := op(); !errors.Is(err, ErrForbidden) {
-			t.Errorf("%s of another owner's memory: %v, want ErrForbidden", name, err)
+		if err := op(); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s of another owner's memory: %v, want ErrNotFound", name, err)
 		}
 	}
 }
@@ -180,7 +181,7 @@ func TestSupersede(t *testing.T) {
 	} else if v, ok := IsValidation(err); !ok || v.Fields[0].Field != "by" {
 		t.Fatalf("self-supersede: %v", err)
 	}
-	if _, err := f.store.Supersede(ctx(t), "s", a.ID, other.ID, SourceUser); !errors.Is(err, ErrForbidden) {
+	if _, err := f.store.Supersede(ctx(t), "s", a.ID, other.ID, SourceUser); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("superseding by another owner's memory: %v", err)
 	}
 	old, err := f.store.Supersede(ctx(t), "s", a.ID, b.ID, SourceUser)
@@ -222,6 +223,17 @@ func TestEraseOwner(t *testing.T) {
 	}
 	if n, _ := f.store.ActiveCount(ctx(t), "stays"); n != 1 {
 		t.Fatalf("other owner affected: %d", n)
+	}
+	// Not even the owner's lock row is left; the other owner's stays.
+	locks := func(owner string) (n int64) {
+		t.Helper()
+		if err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+f.store.sql.ownerLocks+` WHERE owner_id = $1`, owner).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if locks("gone") != 0 || locks("stays") != 1 {
+		t.Fatalf("owner_locks rows after erase: gone %d (want 0), stays %d (want 1)", locks("gone"), locks("stays"))
 	}
 	if again, err := f.store.EraseOwner(ctx(t), "gone"); err != nil || again.Memories != 0 {
 		t.Fatalf("second erase = %+v, %v", again, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"strings"
 
@@ -21,10 +20,29 @@ func (s *Store) dbErr(op string, err error) error {
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	if isBusy(err) {
+		return fmt.Errorf("%s: %w: %v", op, ErrBusy, err)
+	}
 	if isUnavailable(err) {
 		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isBusy reports the errors that a retry may cure: 55P03 lock_not_available
+// (lock_timeout), 57014 query_canceled (statement_timeout; a canceled
+// context is caught before), 40P01 deadlock_detected, 40001
+// serialization_failure.
+func isBusy(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "55P03", "57014", "40P01", "40001":
+		return true
+	}
+	return false
 }
 
 func isUnavailable(err error) bool {
@@ -41,18 +59,3 @@ func isUnavailable(err error) bool {
 	}
 	return pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "closed pool")
 }
-
-// lockKeys maps (scope, name) to the two int4 keys of pg_advisory_lock.
-func lockKeys(scope, name string) (int32, int32) {
-	return hash32(scope), hash32(name)
-}
-
-func hash32(s string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return int32(h.Sum32())
-}
-
-// JobLockKeys returns the keys of the tenant's maintenance lock,
-// pg_try_advisory_lock(k1, k2), held by WithJobLock for a whole run.
-func JobLockKeys(schema string) (int32, int32) { return lockKeys("engram:job", schema) }

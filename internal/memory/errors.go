@@ -8,10 +8,9 @@ import (
 
 // Errors the service maps to HTTP statuses (with errors.Is).
 var (
-	// ErrNotFound: no memory with that id.
+	// ErrNotFound: the owner has no memory with that id (another owner's
+	// memory is not found either: ids never leak across owners).
 	ErrNotFound = errors.New("memory not found")
-	// ErrForbidden: the memory belongs to another owner.
-	ErrForbidden = errors.New("memory belongs to another owner")
 	// ErrProtected: the memory's category is protected and the source is not "user".
 	ErrProtected = errors.New("category is protected: only source \"user\" may change it")
 	// ErrConflict: the change would break an invariant (e.g. a supersede cycle).
@@ -22,7 +21,24 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 	// ErrLocked: another maintenance run holds the tenant's job lock.
 	ErrLocked = errors.New("another maintenance run holds the lock")
+	// ErrBusy: a lock wait or a statement ran out of its time
+	// (lock_timeout, statement_timeout) or lost a deadlock. Retrying later
+	// is the remedy, so it also matches ErrUnavailable: the service
+	// answers 503 with Retry-After, not 500.
+	ErrBusy error = busyError{}
+	// ErrLeaseLost: a maintenance run could not renew its lease in time, so
+	// another run may have taken it over; the run stops.
+	ErrLeaseLost = errors.New("the maintenance lease was lost (not renewed in time)")
 )
+
+type busyError struct{}
+
+func (busyError) Error() string {
+	return "database busy: a lock wait or a statement timed out; retry later"
+}
+
+// Is makes errors.Is(ErrBusy, ErrUnavailable) true.
+func (busyError) Is(target error) bool { return target == ErrUnavailable }
 
 // FieldError is one invalid input field.
 type FieldError struct {

@@ -99,7 +99,9 @@ func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, 
 	system := fmt.Sprintf(extractSystem, strings.Join(s.policy.CategoryNames(), ", "), s.policy.Limits.MaxFactsPerExtraction)
 	var conv strings.Builder
 	for _, m := range msgs {
-		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), m.Content)
+		// Redacted one by one, before they are joined: no secret of the
+		// conversation reaches the model, and no pattern spans two messages.
+		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), s.redactor.redacted(m.Content))
 	}
 	answer, err := s.llm.CompleteJSON(actx, system, conv.String())
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	unorm "golang.org/x/text/unicode/norm"
 )
 
 // FlagInjection marks a memory the injection guard flagged (mode Flag).
@@ -42,16 +44,44 @@ func isInvisible(r rune) bool {
 }
 
 // detectInjection returns why s looks like a prompt injection, or "".
+// The phrases are matched on normalizeForGuard(s), so full-width or
+// mathematical letters, zero-width characters inside words and the like do
+// not hide them.
 func detectInjection(s string) string {
 	if strings.IndexFunc(s, isInvisible) >= 0 {
 		return "invisible or bidirectional Unicode control characters"
 	}
+	folded := normalizeForGuard(s)
 	for _, m := range injectionMarkers {
-		if m.re.MatchString(s) {
+		if m.re.MatchString(folded) {
 			return m.reason
 		}
 	}
 	return ""
+}
+
+// normalizeForGuard folds the ways of writing a phrase that a model reads
+// as the phrase itself, for matching only (it is never stored): format
+// characters (Unicode Cf: zero-width space and joiners, BOM, bidi controls,
+// tag characters) are removed; compatibility forms are folded (NFKC:
+// full-width, mathematical and circled letters, ligatures become plain
+// letters); combining marks are dropped ("ïgnore" is "ignore"); non-ASCII
+// spaces become a space, line and paragraph separators a newline.
+// Look-alike letters of other scripts (Cyrillic "і") are not folded.
+func normalizeForGuard(s string) string {
+	s = unorm.NFKD.String(s)
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case unicode.Is(unicode.Cf, r), unicode.Is(unicode.Mn, r):
+			return -1
+		case r == 0x85, r == 0x2028, r == 0x2029:
+			return '\n'
+		case r > 0x7f && unicode.IsSpace(r):
+			return ' '
+		}
+		return r
+	}, s)
+	return unorm.NFKC.String(s)
 }
 
 // sanitizeForPrompt makes stored text safe to splice into a prompt line:

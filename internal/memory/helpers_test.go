@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,46 +22,82 @@ import (
 // fixture is a provisioned tenant with a Store connected as its login role,
 // plus an admin pool for seeding and inspecting rows.
 type fixture struct {
-	store *Store
-	admin *pgxpool.Pool
-	t     *testing.T
+	store    *Store
+	admin    *pgxpool.Pool
+	adminURL string // admin connection of the fixture's database
+	loginURL string // the tenant's login role
+	t        testing.TB
 }
 
 var schemaSeq atomic.Int64
 
-type fixtureOption func(*Config)
-
-func withPolicy(mutate func(*Policy)) fixtureOption {
-	return func(c *Config) { mutate(&c.Policy) }
+// fixtureSettings is what fixture options change before provisioning.
+type fixtureSettings struct {
+	cfg      Config
+	maxConns int32
+	session  SessionSettings
+	adminURL string // "" = a fresh database
 }
 
-func withLLM(l LLM) fixtureOption { return func(c *Config) { c.LLM = l } }
+type fixtureOption func(*fixtureSettings)
+
+func withPolicy(mutate func(*Policy)) fixtureOption {
+	return func(s *fixtureSettings) { mutate(&s.cfg.Policy) }
+}
+
+func withLLM(l LLM) fixtureOption { return func(s *fixtureSettings) { s.cfg.LLM = l } }
 
 func withDims(d int) fixtureOption {
-	return func(c *Config) {
+	return func(s *fixtureSettings) {
 		e, _ := NewBuiltinEmbedder(d)
-		c.Embedder = e
+		s.cfg.Embedder = e
 	}
+}
+
+// withEmbedder replaces the builtin embedder.
+func withEmbedder(e Embedder) fixtureOption { return func(s *fixtureSettings) { s.cfg.Embedder = e } }
+
+// withMaxConns sizes the tenant's pool (default 8).
+func withMaxConns(n int32) fixtureOption { return func(s *fixtureSettings) { s.maxConns = n } }
+
+// withLeaseTTL sets the maintenance lease's TTL.
+func withLeaseTTL(d time.Duration) fixtureOption {
+	return func(s *fixtureSettings) { s.cfg.JobLeaseTTL = d }
+}
+
+// withSession sets the session timeouts of the tenant's pool.
+func withSession(sess SessionSettings) fixtureOption {
+	return func(s *fixtureSettings) { s.session = sess }
+}
+
+// inDatabaseOf provisions the tenant in the database of another fixture, so
+// two tenants share one database as they do in production.
+func inDatabaseOf(other *fixture) fixtureOption {
+	return func(s *fixtureSettings) { s.adminURL = other.adminURL }
 }
 
 // newFixture provisions a tenant on a fresh database (internal/tenant, the
 // same code the operator runs) and opens a Store on it.
-func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
+func newFixture(t testing.TB, opts ...fixtureOption) *fixture {
 	t.Helper()
-	adminURL := testenv.NewDatabase(t)
-	admin := testenv.NewPool(t, adminURL, 4)
 	emb, _ := NewBuiltinEmbedder(384)
-	cfg := Config{Policy: DefaultPolicy(), Embedder: emb, LLMTimeout: 2 * time.Second}
+	set := fixtureSettings{cfg: Config{Policy: DefaultPolicy(), Embedder: emb, LLMTimeout: 2 * time.Second}, maxConns: 8}
 	for _, o := range opts {
-		o(&cfg)
+		o(&set)
 	}
+	if set.adminURL == "" {
+		set.adminURL = testenv.NewDatabase(t)
+	}
+	admin := testenv.NewPool(t, set.adminURL, 4)
+	cfg := set.cfg
 	schema := fmt.Sprintf("engram_mem_%d_%d", time.Now().UnixNano()%1e6, schemaSeq.Add(1))
-	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions()})
+	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions(), Owner: testOwner(schema)})
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema) })
-	pool, err := NewPool(ctx(t), testenv.WithUser(adminURL, res.LoginRole, res.Password), 8)
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, testOwner(schema)) })
+	loginURL := testenv.WithUser(set.adminURL, res.LoginRole, res.Password)
+	pool, err := NewPool(ctx(t), loginURL, set.maxConns, set.session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +108,10 @@ func newFixture(t *testing.T, opts ...fixtureOption) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return &fixture{store: s, admin: admin, t: t}
+	return &fixture{store: s, admin: admin, adminURL: set.adminURL, loginURL: loginURL, t: t}
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return c
@@ -119,13 +157,21 @@ func (f *fixture) historyCount(id string) int64 {
 }
 
 // fakeChat is an OpenAI-compatible chat server in httptest whose answers
-// the test scripts; it counts calls.
+// the test scripts; it counts calls and keeps every request body.
 type fakeChat struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
-	reply func(system, user string) (status int, content string)
-	calls atomic.Int64
-	delay time.Duration
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reply  func(system, user string) (status int, content string)
+	calls  atomic.Int64
+	delay  time.Duration
+	bodies []string
+}
+
+// sent returns every request body received so far.
+func (f *fakeChat) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.bodies)
 }
 
 func newFakeChat(t *testing.T, reply func(system, user string) (int, string)) *fakeChat {
@@ -141,10 +187,18 @@ func (f *fakeChat) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(body))
+	f.mu.Unlock()
 	var req struct {
 		Messages []struct{ Role, Content string } `json:"messages"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) != 2 {
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) != 2 {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
@@ -170,4 +224,9 @@ func (f *fakeChat) llm() LLM {
 	l := NewLLM(LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake"}, "test-key", f.srv.Client())
 	l.(*openAIChat).client.backoff = time.Millisecond
 	return l
+}
+
+// testOwner is the runtime a test tenant belongs to.
+func testOwner(schema string) tenant.Owner {
+	return tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/fnv"
 	"time"
 )
 
@@ -48,4 +49,11 @@ func ValidID(s string) bool {
 		}
 	}
 	return true
+}
+
+// hash32 is a short stable hash, for logging an owner without naming it.
+func hash32(s string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return int32(h.Sum32())
 }

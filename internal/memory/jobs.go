@@ -33,32 +33,6 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 	return res, nil
 }
 
-// WithJobLock runs fn while holding the tenant's maintenance lock (a
-// session-level advisory lock on one connection), so two runs never
-// maintain one tenant at once. It returns ErrLocked without calling fn when
-// another run holds the lock.
-func (s *Store) WithJobLock(ctx context.Context, fn func(context.Context) error) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return s.dbErr("taking the maintenance lock", err)
-	}
-	defer conn.Release()
-	k1, k2 := JobLockKeys(s.schema)
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, k1, k2).Scan(&got); err != nil {
-		return s.dbErr("taking the maintenance lock", err)
-	}
-	if !got {
-		return ErrLocked
-	}
-	defer func() {
-		if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, $2)`, k1, k2); err != nil {
-			_ = conn.Conn().Close(context.Background()) // closing the session releases the lock
-		}
-	}()
-	return fn(ctx)
-}
-
 // decay forgets (soft-deletes) active memories whose decay score is below
 // forgetting.minDecayScore. It walks the table in primary-key order, one
 // batch per statement, so every row is looked at once (no rescans).

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -96,38 +95,6 @@ func TestJobs(t *testing.T) {
 	}
 	if _, err := f.store.RunJob(ctx(t), "defrag", JobOptions{}); err == nil {
 		t.Fatal("unknown operation accepted")
-	}
-}
-
-func TestJobLock(t *testing.T) {
-	f := newFixture(t)
-	k1, k2 := JobLockKeys(f.store.schema)
-	conn, err := f.admin.Acquire(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, $2)`, k1, k2); err != nil {
-		t.Fatal(err)
-	}
-	called := false
-	if err := f.store.WithJobLock(ctx(t), func(context.Context) error { called = true; return nil }); !errors.Is(err, ErrLocked) || called {
-		t.Fatalf("WithJobLock while held: %v (called %v), want ErrLocked", err, called)
-	}
-	if _, err := conn.Exec(ctx(t), `SELECT pg_advisory_unlock($1, $2)`, k1, k2); err != nil {
-		t.Fatal(err)
-	}
-	err = f.store.WithJobLock(ctx(t), func(c context.Context) error {
-		// While this run holds the lock, a second one is refused.
-		inner := f.store.WithJobLock(c, func(context.Context) error { return nil })
-		if !errors.Is(inner, ErrLocked) {
-			return fmt.Errorf("nested run: %v, want ErrLocked", inner)
-		}
-		called = true
-		return nil
-	})
-	if err != nil || !called {
-		t.Fatalf("WithJobLock: %v", err)
 	}
 }
 

@@ -51,7 +51,11 @@ func isBasicCredential(match string) bool {
 	return err == nil && strings.Contains(string(raw), ":")
 }
 
-// redactor removes secrets from memory content before it is stored or embedded.
+// redactionMarker starts what replaces a secret: [REDACTED:<kind>].
+const redactionMarker = "[REDACTED:"
+
+// redactor removes secrets from text before it is stored or sent to a
+// model (embedding server or LLM).
 type redactor struct {
 	patterns []secretPattern
 }
@@ -88,7 +92,10 @@ func (r *redactor) redact(s string) (string, []string) {
 					prefix = sub[p.keep]
 				}
 			}
-			return prefix + "[REDACTED:" + p.kind + "]" + p.tail
+			if strings.HasPrefix(m[len(prefix):], redactionMarker) {
+				return m // already redacted: redacting twice changes nothing
+			}
+			return prefix + redactionMarker + p.kind + "]" + p.tail
 		})
 		if found && !slices.Contains(kinds, p.kind) {
 			kinds = append(kinds, p.kind)
@@ -96,4 +103,10 @@ func (r *redactor) redact(s string) (string, []string) {
 	}
 	slices.Sort(kinds)
 	return s, kinds
+}
+
+// redacted is redact without the kinds, for text sent to a model.
+func (r *redactor) redacted(s string) string {
+	out, _ := r.redact(s)
+	return out
 }

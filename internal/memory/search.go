@@ -11,6 +11,11 @@ import (
 // generated tsv column (migration 1) and of queries.
 const textSearchConfig = "english"
 
+// notFlagged is the filter (on alias m) that leaves out memories the
+// injection guard flagged: context never renders them, and agent-facing
+// search and list results leave them out on request.
+const notFlagged = ` AND NOT ('` + FlagInjection + `' = ANY(m.flags))`
+
 // Search returns owner's top-K active, unexpired memories for a query.
 // Every mode scans exactly the owner's rows through the owner index, so the
 // result is the owner's true top-K however large the tenant is (no
@@ -38,6 +43,9 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
+	// The query is redacted like content: it goes to the embedding server,
+	// and a secret in it could not match stored (redacted) text anyway.
+	req.Query = s.redactor.redacted(req.Query)
 	var vec []float32
 	if mode != SearchText {
 		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
@@ -69,6 +77,9 @@ func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchReques
 	a := &args{}
 	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
 	where += scopeFilter(a, req.Agent, req.Session)
+	if req.ExcludeFlagged {
+		where += notFlagged
+	}
 	if len(req.Categories) > 0 {
 		where += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
 	}

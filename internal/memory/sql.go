@@ -11,14 +11,18 @@ import (
 // queries holds the quoted table names of one tenant schema; identifiers
 // are quoted by pgx, never built from user input.
 type queries struct {
-	memories string // "schema"."memories"
-	history  string // "schema"."memory_history"
+	memories   string // "schema"."memories"
+	history    string // "schema"."memory_history"
+	ownerLocks string // "schema"."owner_locks"
+	jobLocks   string // "schema"."job_locks"
 }
 
 func newQueries(schema string) queries {
 	return queries{
-		memories: pgx.Identifier{schema, "memories"}.Sanitize(),
-		history:  pgx.Identifier{schema, "memory_history"}.Sanitize(),
+		memories:   pgx.Identifier{schema, "memories"}.Sanitize(),
+		history:    pgx.Identifier{schema, "memory_history"}.Sanitize(),
+		ownerLocks: pgx.Identifier{schema, "owner_locks"}.Sanitize(),
+		jobLocks:   pgx.Identifier{schema, "job_locks"}.Sanitize(),
 	}
 }
 

@@ -30,12 +30,18 @@ type Config struct {
 	LLM LLM
 	// LLMTimeout bounds one arbiter or extraction call; default 10s.
 	LLMTimeout time.Duration
-	Logger     *slog.Logger
+	// JobLeaseTTL is how long the maintenance lease lasts without renewal
+	// (WithJobLock renews it every third of that); default 10 min. It must
+	// exceed the longest statement of a run, since with a one-connection
+	// pool the renewal waits for that statement.
+	JobLeaseTTL time.Duration
+	Logger      *slog.Logger
 }
 
 // NewPool opens a pgx pool on url with pgvector's types registered on each
-// connection. maxConns <= 0 keeps pgx's default.
-func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+// connection and sess's timeouts set on every session it opens. maxConns
+// <= 0 keeps pgx's default.
+func NewPool(ctx context.Context, url string, maxConns int32, sess SessionSettings) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
@@ -43,6 +49,7 @@ func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, er
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	sess.apply(cfg.ConnConfig.RuntimeParams)
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return pgxvec.RegisterTypes(ctx, c) }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -68,6 +75,9 @@ func validateConfig(cfg *Config) error {
 	if cfg.LLMTimeout <= 0 {
 		cfg.LLMTimeout = 10 * time.Second
 	}
+	if cfg.JobLeaseTTL <= 0 {
+		cfg.JobLeaseTTL = DefaultJobLeaseTTL
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -90,7 +100,7 @@ type Store struct {
 	// parameters for the decay expression (decayNames[i] -> decaySeconds[i]).
 	decayNames   []string
 	decaySeconds []float64
-	lockScope    int32 // first key of the per-owner advisory locks
+	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
 }
 
 // New returns a Store for cfg. Close it to flush access statistics.
@@ -113,7 +123,7 @@ func New(cfg Config) (*Store, error) {
 		redactor: red,
 		sql:      newQueries(cfg.Schema),
 	}
-	s.lockScope = hash32("engram:owner:" + cfg.Schema)
+	s.leaseTTL = cfg.JobLeaseTTL
 	for _, c := range cfg.Policy.Categories {
 		s.decayNames = append(s.decayNames, c.Name)
 		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
@@ -136,21 +146,6 @@ func (s *Store) Schema() string { return s.schema }
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return s.dbErr("ping", err)
-	}
-	return nil
-}
-
-// ownerLock returns the advisory lock keys that serialize writes of one owner.
-func (s *Store) ownerLock(owner string) (int32, int32) {
-	_, k2 := lockKeys("", owner)
-	return s.lockScope, k2
-}
-
-// lockOwner takes the owner's transaction-level advisory lock.
-func (s *Store) lockOwner(ctx context.Context, tx pgx.Tx, owner string) error {
-	k1, k2 := s.ownerLock(owner)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, k1, k2); err != nil {
-		return s.dbErr("locking owner", err)
 	}
 	return nil
 }

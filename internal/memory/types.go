@@ -114,6 +114,9 @@ type SearchRequest struct {
 	Categories []string `json:"categories,omitempty"`
 	// MinScore, when not 0, drops results scoring below it.
 	MinScore float64 `json:"minScore,omitempty"`
+	// ExcludeFlagged leaves out memories the injection guard flagged, for
+	// results an agent reads (they are data a model could take as orders).
+	ExcludeFlagged bool `json:"-"`
 }
 
 // SearchHit is one result with its scores.
@@ -138,6 +141,8 @@ type ListRequest struct {
 	Limit int `json:"limit,omitempty"`
 	// Cursor from a previous page's NextCursor.
 	Cursor string `json:"cursor,omitempty"`
+	// ExcludeFlagged leaves out memories the injection guard flagged (see SearchRequest).
+	ExcludeFlagged bool `json:"-"`
 }
 
 // ListPage is one page of List.
@@ -160,10 +165,14 @@ type UpdateRequest struct {
 
 // HistoryEntry is one mutation of a memory.
 type HistoryEntry struct {
-	ID         int64          `json:"id"`
-	MemoryID   string         `json:"memoryId"`
-	Action     string         `json:"action"`
-	Actor      Source         `json:"actor"`
+	ID       int64  `json:"id"`
+	MemoryID string `json:"memoryId"`
+	Action   string `json:"action"`
+	Actor    Source `json:"actor"`
+	// ActorID is the identity of the writer's credential (a token's name or
+	// a signed token's subject); "" for jobs and for rows written before
+	// identities were recorded.
+	ActorID    string         `json:"actorId"`
 	OldContent *string        `json:"oldContent,omitempty"`
 	NewContent *string        `json:"newContent,omitempty"`
 	Details    map[string]any `json:"details,omitempty"`

@@ -76,6 +76,28 @@ func (f *fieldErrors) text(field, s string, max int) {
 	}
 }
 
+// rawContentLimit bounds content before redaction. limits.maxContentBytes
+// applies to the stored, redacted text, which may be much shorter than what
+// was sent (a private key block becomes [REDACTED:private_key]); this hard
+// bound keeps the redaction and guard work of one input small whatever the
+// request body limit is.
+func rawContentLimit(maxContentBytes int) int {
+	return max(4*maxContentBytes, 16<<10)
+}
+
+// storedSize checks the size of text as it will be stored (after
+// redaction); raw is what was sent, to say so when redaction changed it.
+func (f *fieldErrors) storedSize(field, raw, stored string, max int) {
+	if len(stored) <= max {
+		return
+	}
+	if stored != raw {
+		f.add(field, "is %d bytes after redaction of secrets, more than the limit of %d", len(stored), max)
+		return
+	}
+	f.add(field, "is %d bytes, more than the limit of %d", len(stored), max)
+}
+
 func isForbiddenControl(r rune) bool {
 	return (r < 0x20 && r != '\n' && r != '\t' && r != '\r') || r == 0x7f
 }

@@ -22,17 +22,25 @@ type UpstreamError struct {
 func (e *UpstreamError) Error() string { return e.Service + " API: " + e.Err.Error() }
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
+// problemError carries a problem decided by the service itself (a
+// credential's limits) through code that returns errors (MCP tools).
+type problemError struct{ p *Problem }
+
+func (e problemError) Error() string { return e.p.Title + ": " + e.p.Detail }
+
 // problemFor maps an engine error to a problem. internal reports whether it
 // is a server fault (logged at error level with the cause).
 func problemFor(err error) (p *Problem, internal bool) {
+	var pe problemError
+	if errors.As(err, &pe) {
+		return pe.p, false
+	}
 	if v, ok := memory.IsValidation(err); ok {
 		return validationProblem(v.Fields...), false
 	}
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
 		return newProblem(probNotFound, "no memory with this id"), false
-	case errors.Is(err, memory.ErrForbidden):
-		return newProblem(probForbidden, "the memory belongs to another owner"), false
 	case errors.Is(err, memory.ErrProtected):
 		return newProblem(probProtected, memory.ErrProtected.Error()), false
 	case errors.Is(err, memory.ErrNoLLM):

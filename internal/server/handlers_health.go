@@ -1,14 +1,10 @@
 package server
 
 import (
-	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // readyTimeout bounds the database checks of /readyz, so a hung database
@@ -21,32 +17,24 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, statusResponse{Status: "ok"})
 }
 
-// readyz: the database answers as the tenant role and the schema is at this
-// binary's version (a new image waits for the operator's migration).
+// readyz: ready when not shutting down and the database check passes
+// (checkReady; its outcome is cached for readyCacheTTL).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		writeProblem(w, r, newProblem(probUnavailable, "the server is shutting down"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-	defer cancel()
-	if err := s.pool.Ping(ctx); err != nil {
-		setCause(w, err)
-		writeProblem(w, r, newProblem(probUnavailable, "the database cannot be reached"))
+	st, p, cause := s.ready.check(s.checkReady)
+	if p != nil {
+		if cause != nil {
+			setCause(w, cause)
+		}
+		// A copy: writeProblem sets the request's instance and id on it.
+		cp := *p
+		writeProblem(w, r, &cp)
 		return
 	}
-	st, err := tenant.Status(ctx, s.pool, s.schema)
-	if err != nil {
-		setCause(w, err)
-		writeProblem(w, r, newProblem(probUnavailable, "the schema version cannot be read"))
-		return
-	}
-	if !st.UpToDate() {
-		writeProblem(w, r, newProblem(probUnavailable,
-			"the schema is at version "+strconv.Itoa(st.Current)+", this binary needs "+strconv.Itoa(st.Latest)+"; the operator migrates it"))
-		return
-	}
-	writeJSON(w, http.StatusOK, statusResponse{Status: "ready", SchemaVersion: st.Current, LatestSchemaVersion: st.Latest})
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) metricsHandler() http.Handler {

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -20,6 +23,12 @@ func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
+	src, p := writeSource(credential(r), b.Source, "source")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	b.Source = src
 	res, err := s.store.Add(r.Context(), b.request(r.PathValue("owner")))
 	if err != nil {
 		s.fail(w, r, err)
@@ -53,22 +62,9 @@ func (s *Server) addBatch(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, validationProblem(fieldErr("items", fmt.Sprintf("must hold 1..%d items, got %d", maxBatchItems, len(b.Items)))))
 		return
 	}
-	owner := r.PathValue("owner")
-	reqs := make([]memory.AddRequest, len(b.Items))
-	var errs []memory.FieldError
-	for i, raw := range b.Items {
-		var item addBody
-		if p := decodeStrict(raw, &item, fmt.Sprintf("items[%d]", i)); p != nil {
-			if len(p.Errors) == 0 { // cannot happen: raw is valid JSON
-				p.Errors = []memory.FieldError{fieldErr(fmt.Sprintf("items[%d]", i), p.Detail)}
-			}
-			errs = append(errs, p.Errors...)
-			continue
-		}
-		reqs[i] = item.request(owner)
-	}
-	if len(errs) > 0 {
-		writeProblem(w, r, validationProblem(errs...))
+	reqs, p := batchRequests(credential(r), r.PathValue("owner"), b.Items)
+	if p != nil {
+		writeProblem(w, r, p)
 		return
 	}
 	res, err := s.store.AddBatch(r.Context(), reqs)
@@ -78,6 +74,48 @@ func (s *Server) addBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.countActions(res...)
 	writeJSON(w, http.StatusOK, batchResponse{Results: nonNil(res)})
+}
+
+// batchRequests decodes the items of a batch and caps their sources. Every
+// item is checked: the problem lists every invalid field, unless an item
+// asserts a source above the credential's (403: no fix of the input helps).
+func batchRequests(c auth.Credential, owner string, items []json.RawMessage) ([]memory.AddRequest, *Problem) {
+	reqs := make([]memory.AddRequest, len(items))
+	var errs []memory.FieldError
+	var denied *Problem
+	for i, raw := range items {
+		var item addBody
+		if p := decodeStrict(raw, &item, fmt.Sprintf("items[%d]", i)); p != nil {
+			if len(p.Errors) == 0 { // cannot happen: raw is valid JSON
+				p.Errors = []memory.FieldError{fieldErr(fmt.Sprintf("items[%d]", i), p.Detail)}
+			}
+			errs = append(errs, p.Errors...)
+			continue
+		}
+		src, p := writeSource(c, item.Source, fmt.Sprintf("items[%d].source", i))
+		switch {
+		case p != nil && p.Status == http.StatusForbidden:
+			denied = cmp.Or(denied, p)
+		case p != nil:
+			errs = append(errs, p.Errors...)
+		}
+		item.Source = src
+		reqs[i] = item.request(owner)
+	}
+	if denied != nil {
+		return nil, denied
+	}
+	if len(errs) > 0 {
+		return nil, validationProblem(errs...)
+	}
+	return reqs, nil
+}
+
+// credential is the request's credential; handlers registered with
+// handleAPI always have one (authorize refuses requests without).
+func credential(r *http.Request) auth.Credential {
+	c, _ := credentialOf(r.Context())
+	return c
 }
 
 // listMemories: GET /v1/owners/{owner}/memories.
@@ -91,6 +129,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 		IncludeInactive: q.boolean("includeInactive"),
 		Limit:           q.integer("limit"),
 		Cursor:          q.str("cursor"),
+		ExcludeFlagged:  credential(r).Role == auth.RoleAgent,
 	}
 	if p := q.problem(); p != nil {
 		writeProblem(w, r, p)
@@ -136,8 +175,13 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
+	src, p := writeSource(credential(r), b.Source, "source")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
 	m, err := s.store.Update(r.Context(), memory.UpdateRequest{
-		Owner: r.PathValue("owner"), ID: id, Source: b.Source,
+		Owner: r.PathValue("owner"), ID: id, Source: src,
 		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL,
 	})
 	if err != nil {
@@ -155,13 +199,15 @@ func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := newQuery(r.URL, "source")
-	source := memory.Source(q.str("source"))
+	asked := memory.Source(q.str("source"))
 	if p := q.problem(); p != nil {
 		writeProblem(w, r, p)
 		return
 	}
-	if source == "" {
-		source = memory.SourceAgent
+	source, p := writeSource(credential(r), asked, "source")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
 	}
 	if err := s.store.Delete(r.Context(), r.PathValue("owner"), id, source); err != nil {
 		s.fail(w, r, err)
@@ -188,7 +234,12 @@ func (s *Server) supersede(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, validationProblem(*fe))
 		return
 	}
-	m, err := s.store.Supersede(r.Context(), r.PathValue("owner"), id, b.By, b.Source)
+	src, p := writeSource(credential(r), b.Source, "source")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	m, err := s.store.Supersede(r.Context(), r.PathValue("owner"), id, b.By, src)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -16,8 +17,13 @@ func (s *Server) extract(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
+	src, p := writeSource(credential(r), b.Source, "source")
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
 	res, err := s.store.Extract(r.Context(), memory.ExtractRequest{
-		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Source: b.Source, Messages: b.Messages,
+		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Source: src, Messages: b.Messages,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -40,6 +46,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	hits, err := s.store.Search(r.Context(), memory.SearchRequest{
 		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Query: b.Query,
 		Mode: b.Mode, TopK: b.TopK, Categories: b.Categories, MinScore: b.MinScore,
+		ExcludeFlagged: credential(r).Role == auth.RoleAgent,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -69,8 +76,9 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// eraseOwner: DELETE /v1/owners/{owner}. Hard-deletes every memory and all
-// history of the owner (GDPR erasure) and says how many rows went.
+// eraseOwner: DELETE /v1/owners/{owner}, admin tokens only. Hard-deletes
+// every memory and all history of the owner (GDPR erasure) and says how
+// many rows went.
 func (s *Server) eraseOwner(w http.ResponseWriter, r *http.Request) {
 	if !noQuery(w, r) {
 		return

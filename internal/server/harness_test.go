@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"sigs.k8s.io/yaml"
 
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -50,12 +52,12 @@ func newTenant(t *testing.T) *testTenant {
 	admin := testenv.NewPool(t, adminURL, 4)
 	schema := fmt.Sprintf("engram_srv_%d", time.Now().UnixNano()%1e12)
 	ctx := testCtx(t)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: testDims, Description: "server test"})
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
 	t.Cleanup(func() {
-		if _, err := tenant.Drop(context.Background(), admin, schema); err != nil {
+		if _, err := tenant.Drop(context.Background(), admin, schema, testOwner(schema)); err != nil {
 			t.Logf("dropping tenant: %v", err)
 		}
 	})
@@ -120,15 +122,19 @@ func (b *logBuffer) String() string {
 // testServer is a memory service started in-process through the same path
 // as `manager serve` (flags, environment, config file, Start).
 type testServer struct {
-	t       *testing.T
-	proc    *Process
-	base    string
-	token   string
-	tokens  string // path of the tokens file
-	client  *http.Client
-	logs    *logBuffer
-	cancel  context.CancelFunc
-	stopped bool
+	t     *testing.T
+	proc  *Process
+	base  string
+	token string // an admin token (role=admin name=test-admin)
+	// tokens and signingKeyFile are the paths of the credential files;
+	// signingKey is the key of the latter.
+	tokens         string
+	signingKeyFile string
+	signingKey     []byte
+	client         *http.Client
+	logs           *logBuffer
+	cancel         context.CancelFunc
+	stopped        bool
 }
 
 type serverSetup struct {
@@ -136,20 +142,33 @@ type serverSetup struct {
 	config      memory.ServiceConfig
 	args        []string // extra flags
 	env         map[string]string
+	tokens      []string // more lines of the tokens file
 }
 
-// startServer starts a service listening on 127.0.0.1:0 with one token.
+// startServer starts a service listening on 127.0.0.1:0 with an admin
+// token (plus s.tokens) and a signing key.
 func startServer(t *testing.T, s serverSetup) *testServer {
 	t.Helper()
 	dir := t.TempDir()
-	token := "tok-" + fmt.Sprint(time.Now().UnixNano())
+	token := newTestToken(t)
 	tokensPath := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokensPath, []byte("# the test token\n"+token+"\n"), 0o600); err != nil {
+	lines := append([]string{"# the test token", token + " role=admin name=test-admin"}, s.tokens...)
+	if err := os.WriteFile(tokensPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	keyText, err := auth.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "signing-key")
+	if err := os.WriteFile(keyPath, []byte(keyText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := auth.ParseSigningKeys([]byte(keyText))
 	args := append([]string{
 		"--config=" + writeConfig(t, s.config),
 		"--tokens-file=" + tokensPath,
+		"--signing-key-file=" + keyPath,
 		"--listen=127.0.0.1:0",
 		"--log-level=debug",
 		"--tokens-poll-interval=50ms",
@@ -172,6 +191,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		t.Fatalf("Start: %v", err)
 	}
 	ts := &testServer{t: t, proc: proc, base: "http://" + proc.Addr().String(), token: token, tokens: tokensPath,
+		signingKeyFile: keyPath, signingKey: keys.MintKey(),
 		client: &http.Client{Timeout: 60 * time.Second}, logs: logs, cancel: cancel}
 	t.Cleanup(func() {
 		ts.stop()
@@ -180,6 +200,16 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		}
 	})
 	return ts
+}
+
+// newTestToken is a fresh static token of the generated kind.
+func newTestToken(t *testing.T) string {
+	t.Helper()
+	tok, err := auth.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // stop shuts the server down and waits for it.
@@ -226,6 +256,7 @@ type req struct {
 	body         any
 	header       map[string]string
 	noAuth       bool
+	token        string // instead of the server's admin token
 }
 
 // do sends r with the server's token and validates the response against
@@ -254,7 +285,7 @@ func (s *testServer) do(t *testing.T, r req) *response {
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	if !r.noAuth {
-		hr.Header.Set("Authorization", "Bearer "+s.token)
+		hr.Header.Set("Authorization", "Bearer "+cmp.Or(r.token, s.token))
 	}
 	for k, v := range r.header {
 		if v == "" {
@@ -296,4 +327,9 @@ func closedPortURL(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return "postgres://nobody:secret@" + addr + "/engram?sslmode=disable&connect_timeout=2"
+}
+
+// testOwner is the runtime a test tenant belongs to.
+func testOwner(schema string) tenant.Owner {
+	return tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
 }

@@ -27,6 +27,7 @@ type Metrics struct {
 	upstreamTime *prometheus.HistogramVec
 	upstreamErrs *prometheus.CounterVec
 	tokens       prometheus.Gauge
+	signingKeys  prometheus.Gauge
 	mcpToolCalls *prometheus.CounterVec
 }
 
@@ -66,7 +67,11 @@ func NewMetrics() *Metrics {
 		}, []string{"service"}),
 		tokens: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "engram_auth_tokens",
-			Help: "Bearer tokens currently accepted (0 means every API request gets 401).",
+			Help: "Static bearer tokens currently accepted (0: only signed tokens work, if any).",
+		}),
+		signingKeys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engram_auth_signing_keys",
+			Help: "Keys that verify signed tokens (0: no signed token is accepted).",
 		}),
 		mcpToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_mcp_tool_calls_total",
@@ -74,7 +79,7 @@ func NewMetrics() *Metrics {
 		}, []string{"tool", "outcome"}),
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.addActions, m.upstreamTime,
-		m.upstreamErrs, m.tokens, m.mcpToolCalls,
+		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
@@ -102,6 +107,12 @@ func (m *Metrics) countActions(results ...memory.AddResult) {
 func (m *Metrics) setTokens(n int) {
 	if m != nil {
 		m.tokens.Set(float64(n))
+	}
+}
+
+func (m *Metrics) setSigningKeys(n int) {
+	if m != nil {
+		m.signingKeys.Set(float64(n))
 	}
 }
 

@@ -47,8 +47,8 @@ func (s *Server) serveRoot(w http.ResponseWriter, r *http.Request) {
 // serveAPI applies auth and shedding to the API space, then routes.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) {
 	if isAPIPath(r.URL.Path) {
-		if !s.tokens.Valid(bearer(r.Header.Get("Authorization"))) {
-			writeProblem(w, r, newProblem(probUnauth, "send a valid token as Authorization: Bearer <token>"))
+		var ok bool
+		if r, ok = s.authenticate(w, r); !ok {
 			return
 		}
 		if s.slots != nil {

@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // Options configure `manager serve`. Every flag and variable is described in
 // docs/configuration.md; keep both in step.
 type Options struct {
-	ConfigPath string
-	TokensFile string
-	Listen     string
+	ConfigPath     string
+	TokensFile     string
+	SigningKeyFile string
+	Listen         string
 
 	// From the environment (Secrets), never flags.
 	DatabaseURL     string
@@ -28,6 +30,8 @@ type Options struct {
 	ShutdownTimeout    time.Duration
 	TokensPollInterval time.Duration
 	DBMaxConns         int
+	DBLockTimeout      time.Duration
+	DBStatementTimeout time.Duration
 	LogLevel           string
 	LogFormat          string
 }
@@ -50,14 +54,17 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs := flag.NewFlagSet("manager serve", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&o.ConfigPath, "config", "", "service config file (YAML of memory.ServiceConfig; the <runtime>-config ConfigMap)")
-	fs.StringVar(&o.TokensFile, "tokens-file", "", "file of bearer tokens, one a line (the <runtime>-api-token Secret); reloaded on change")
+	fs.StringVar(&o.TokensFile, "tokens-file", "", "file of bearer tokens, one a line with role=, owner=, name= (the <runtime>-api-token Secret's tokens key); reloaded on change")
+	fs.StringVar(&o.SigningKeyFile, "signing-key-file", "", "file of the keys that verify signed tokens (the <runtime>-api-token Secret's signing-key key); reloaded on change; empty = no signed token is accepted")
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "address to listen on, host:port")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of one API request (0 = none)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
-	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens file is checked for changes")
+	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens and signing-key files are checked for changes")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", DefaultDBMaxConns, "size of the database connection pool")
+	fs.DurationVar(&o.DBLockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (lock_timeout of every session); past it the request gets 503")
+	fs.DurationVar(&o.DBStatementTimeout, "db-statement-timeout", memory.DefaultStatementTimeout, "longest database statement (statement_timeout of every session); past it the request gets 503")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +105,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DBMaxConns < 1 || o.DBMaxConns > 1000 {
 		errs = append(errs, fmt.Errorf("--db-max-conns %d: must be within 1..1000", o.DBMaxConns))
+	}
+	if o.DBLockTimeout < 0 || o.DBStatementTimeout < 0 {
+		errs = append(errs, errors.New("--db-lock-timeout and --db-statement-timeout must not be negative (0 = the default)"))
 	}
 	return errors.Join(errs...)
 }

@@ -21,29 +21,33 @@ type problemKind struct {
 }
 
 var (
-	probMalformed   = problemKind{"malformed-request", http.StatusBadRequest, "Malformed request"}
-	probUnauth      = problemKind{"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token"}
-	probForbidden   = problemKind{"forbidden", http.StatusForbidden, "Memory belongs to another owner"}
-	probProtected   = problemKind{"protected", http.StatusForbidden, "Protected category"}
-	probNotFound    = problemKind{"not-found", http.StatusNotFound, "Memory not found"}
-	probNoRoute     = problemKind{"route-not-found", http.StatusNotFound, "No such route"}
-	probMethod      = problemKind{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed"}
-	probConflict    = problemKind{"conflict", http.StatusConflict, "Conflict"}
-	probLocked      = problemKind{"locked", http.StatusConflict, "Maintenance lock held"}
-	probNoLLM       = problemKind{"no-llm", http.StatusConflict, "No LLM configured"}
-	probTooLarge    = problemKind{"payload-too-large", http.StatusRequestEntityTooLarge, "Request body too large"}
-	probMediaType   = problemKind{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type"}
-	probValidation  = problemKind{"validation", http.StatusUnprocessableEntity, "Invalid input"}
-	probOverloaded  = problemKind{"overloaded", http.StatusTooManyRequests, "Server overloaded"}
-	probInternal    = problemKind{"internal", http.StatusInternalServerError, "Internal server error"}
-	probUpstream    = problemKind{"upstream", http.StatusBadGateway, "Embedding or LLM API failed"}
-	probUnavailable = problemKind{"unavailable", http.StatusServiceUnavailable, "Service unavailable"}
+	probMalformed        = problemKind{"malformed-request", http.StatusBadRequest, "Malformed request"}
+	probUnauth           = problemKind{"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token"}
+	probForbidden        = problemKind{"forbidden", http.StatusForbidden, "Not allowed for this token's role"}
+	probOwnerNotAllowed  = problemKind{"owner-not-allowed", http.StatusForbidden, "Owner not allowed for this token"}
+	probSourceNotAllowed = problemKind{"source-not-allowed", http.StatusForbidden, "Source not allowed for this token"}
+	probProtected        = problemKind{"protected", http.StatusForbidden, "Protected category"}
+	probNotFound         = problemKind{"not-found", http.StatusNotFound, "Memory not found"}
+	probNoRoute          = problemKind{"route-not-found", http.StatusNotFound, "No such route"}
+	probMethod           = problemKind{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed"}
+	probConflict         = problemKind{"conflict", http.StatusConflict, "Conflict"}
+	probLocked           = problemKind{"locked", http.StatusConflict, "Maintenance lock held"}
+	probNoLLM            = problemKind{"no-llm", http.StatusConflict, "No LLM configured"}
+	probNoSigningKey     = problemKind{"no-signing-key", http.StatusConflict, "No signing key"}
+	probTooLarge         = problemKind{"payload-too-large", http.StatusRequestEntityTooLarge, "Request body too large"}
+	probMediaType        = problemKind{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type"}
+	probValidation       = problemKind{"validation", http.StatusUnprocessableEntity, "Invalid input"}
+	probOverloaded       = problemKind{"overloaded", http.StatusTooManyRequests, "Server overloaded"}
+	probInternal         = problemKind{"internal", http.StatusInternalServerError, "Internal server error"}
+	probUpstream         = problemKind{"upstream", http.StatusBadGateway, "Embedding or LLM API failed"}
+	probUnavailable      = problemKind{"unavailable", http.StatusServiceUnavailable, "Service unavailable"}
 )
 
 // allProblemKinds lists every kind, for the docs test.
-var allProblemKinds = []problemKind{probMalformed, probUnauth, probForbidden, probProtected, probNotFound,
-	probNoRoute, probMethod, probConflict, probLocked, probNoLLM, probTooLarge, probMediaType, probValidation,
-	probOverloaded, probInternal, probUpstream, probUnavailable}
+var allProblemKinds = []problemKind{probMalformed, probUnauth, probForbidden, probOwnerNotAllowed,
+	probSourceNotAllowed, probProtected, probNotFound, probNoRoute, probMethod, probConflict, probLocked, probNoLLM,
+	probNoSigningKey, probTooLarge, probMediaType, probValidation, probOverloaded, probInternal, probUpstream,
+	probUnavailable}
 
 // Problem is an RFC 9457 problem details object.
 type Problem struct {

@@ -188,18 +188,34 @@ func TestRoutes(t *testing.T) {
 		}
 	})
 
-	t.Run("403 another owner's memory", func(t *testing.T) {
-		for _, rq := range []req{
-			{method: "GET", path: memPath(bob, "memories", first.Memory.ID)},
-			{method: "PATCH", path: memPath(bob, "memories", first.Memory.ID), body: map[string]any{"importance": 1}},
-			{method: "DELETE", path: memPath(bob, "memories", first.Memory.ID)},
-			{method: "GET", path: memPath(bob, "memories", first.Memory.ID, "history")},
-			{method: "POST", path: memPath(alice, "memories", first.Memory.ID, "supersede"), body: map[string]any{"by": bobs.Memory.ID}},
+	t.Run("another owner's memory answers like a missing one", func(t *testing.T) {
+		// The same status, type, title and detail: a caller cannot tell
+		// whether an id exists under another owner.
+		missing := "0b6c2f1e-8d1a-4c3e-9f57-2a9d0c4b7e11"
+		theirs, absent := memPath(bob, "memories", first.Memory.ID), memPath(bob, "memories", missing)
+		patch := map[string]any{"importance": 1}
+		for _, pair := range []struct{ theirs, absent req }{
+			{req{method: "GET", path: theirs}, req{method: "GET", path: absent}},
+			{req{method: "PATCH", path: theirs, body: patch}, req{method: "PATCH", path: absent, body: patch}},
+			{req{method: "DELETE", path: theirs}, req{method: "DELETE", path: absent}},
+			{req{method: "GET", path: theirs + "/history"}, req{method: "GET", path: absent + "/history"}},
+			{req{method: "POST", path: theirs + "/supersede", body: map[string]any{"by": bobs.Memory.ID}},
+				req{method: "POST", path: absent + "/supersede", body: map[string]any{"by": bobs.Memory.ID}}},
+			// The replacement belongs to another owner, or does not exist.
+			{req{method: "POST", path: memPath(alice, "memories", first.Memory.ID, "supersede"), body: map[string]any{"by": bobs.Memory.ID}},
+				req{method: "POST", path: memPath(alice, "memories", first.Memory.ID, "supersede"), body: map[string]any{"by": missing}}},
 		} {
-			p := srv.do(t, rq).want(t, 403).problem(t)
-			if p.Type != ProblemBase+"forbidden" {
-				t.Errorf("%s %s: problem %+v, want forbidden", rq.method, rq.path, p)
+			a := srv.do(t, pair.theirs).want(t, 404).problem(t)
+			b := srv.do(t, pair.absent).want(t, 404).problem(t)
+			if a.Type != ProblemBase+"not-found" || a.Type != b.Type || a.Title != b.Title || a.Detail != b.Detail || len(a.Errors)+len(b.Errors) != 0 {
+				t.Errorf("%s %s: another owner's id answers %+v, a missing id %+v", pair.theirs.method, pair.theirs.path, a, b)
 			}
+		}
+		// Nothing changed: the memory is still alice's, active, unchanged.
+		var m memory.Memory
+		srv.do(t, req{method: "GET", path: memPath(alice, "memories", first.Memory.ID)}).want(t, 200).decode(t, &m)
+		if !m.Active || m.Importance != first.Memory.Importance {
+			t.Fatalf("another owner's request changed the memory: %+v", m)
 		}
 	})
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // Process is a running memory service.
@@ -53,6 +54,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		EmbeddingAPIKey: o.EmbeddingAPIKey,
 		LLMAPIKey:       o.LLMAPIKey,
 		MaxConns:        int32(o.DBMaxConns),
+		Session:         memory.SessionSettings{LockTimeout: o.DBLockTimeout, StatementTimeout: o.DBStatementTimeout},
 		WrapEmbedder:    metrics.InstrumentEmbedder,
 		WrapLLM:         metrics.InstrumentLLM,
 		Logger:          logger.With("component", "memory"),
@@ -61,7 +63,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		return nil, err
 	}
 	metrics.RegisterPool(tn.Pool)
-	tokens := NewTokens(o.TokensFile, logger, metrics)
+	tokens := NewTokens(o.TokensFile, o.SigningKeyFile, logger, metrics)
 	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o})
 
 	ln, err := net.Listen("tcp", o.Listen)
@@ -80,7 +82,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 	p := &Process{Server: srv, addr: ln.Addr(), done: make(chan struct{})}
 	logger.Info("memory service listening", "address", ln.Addr().String(), "schema", cfg.Schema,
 		"embedding", cfg.Embedding.Provider, "llm", tn.HasLLM, "policy", cfg.PolicyName, "policyGeneration", cfg.PolicyGeneration,
-		"tokens", tokens.Count())
+		"tokens", tokens.Count(), "signingKeys", tokens.SigningKeys().Len())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	go tokens.Watch(watchCtx, o.TokensPollInterval)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -39,6 +40,8 @@ type Server struct {
 	routes []string
 	// slots bounds the API requests in flight (nil = unbounded).
 	slots chan struct{}
+	// ready caches the database check of /readyz.
+	ready readiness
 	// draining is set when shutdown starts, so /readyz fails and the
 	// endpoint is taken out of the Service while in-flight requests finish.
 	draining atomic.Bool
@@ -83,26 +86,35 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.mux.Handle(pattern, h)
 }
 
+// handleAPI registers a route of the authenticated API space that needs a
+// credential of role min (and, when it names an owner, one that may act for it).
+func (s *Server) handleAPI(pattern string, min auth.Role, h http.HandlerFunc) {
+	s.handle(pattern, authorize(min, h))
+}
+
 // registerRoutes is the route table; docs/api.md and openapi.yaml list the
-// same routes (TestOpenAPIMatchesRoutes keeps them in step).
+// same routes (TestOpenAPIMatchesRoutes keeps them in step), and
+// docs/security.md the roles.
 func (s *Server) registerRoutes() {
 	const owner = "/v1/owners/{owner}"
-	s.handle("POST "+owner+"/memories", s.addMemory)
-	s.handle("POST "+owner+"/memories/batch", s.addBatch)
-	s.handle("POST "+owner+"/extract", s.extract)
-	s.handle("GET "+owner+"/memories", s.listMemories)
-	s.handle("GET "+owner+"/memories/{id}", s.getMemory)
-	s.handle("PATCH "+owner+"/memories/{id}", s.updateMemory)
-	s.handle("DELETE "+owner+"/memories/{id}", s.deleteMemory)
-	s.handle("POST "+owner+"/memories/{id}/supersede", s.supersede)
-	s.handle("GET "+owner+"/memories/{id}/history", s.history)
-	s.handle("POST "+owner+"/search", s.search)
-	s.handle("POST "+owner+"/context", s.context)
-	s.handle("DELETE "+owner, s.eraseOwner)
+	s.handleAPI("POST "+owner+"/memories", auth.RoleAgent, s.addMemory)
+	s.handleAPI("POST "+owner+"/memories/batch", auth.RoleAgent, s.addBatch)
+	s.handleAPI("POST "+owner+"/extract", auth.RoleAgent, s.extract)
+	s.handleAPI("GET "+owner+"/memories", auth.RoleAgent, s.listMemories)
+	s.handleAPI("GET "+owner+"/memories/{id}", auth.RoleAgent, s.getMemory)
+	s.handleAPI("PATCH "+owner+"/memories/{id}", auth.RoleAgent, s.updateMemory)
+	s.handleAPI("DELETE "+owner+"/memories/{id}", auth.RoleAgent, s.deleteMemory)
+	s.handleAPI("POST "+owner+"/memories/{id}/supersede", auth.RoleAgent, s.supersede)
+	s.handleAPI("GET "+owner+"/memories/{id}/history", auth.RoleAgent, s.history)
+	s.handleAPI("POST "+owner+"/search", auth.RoleAgent, s.search)
+	s.handleAPI("POST "+owner+"/context", auth.RoleAgent, s.context)
+	s.handleAPI("DELETE "+owner, auth.RoleAdmin, s.eraseOwner)
+	s.handleAPI("POST /v1/tokens", auth.RoleApp, s.mintToken)
+	// MCP tools check the owner binding per call (the owner is an argument).
+	s.handleAPI("POST /mcp", auth.RoleAgent, s.mcpHandler().ServeHTTP)
 
 	s.handle("GET /openapi.json", s.openAPI)
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metricsHandler().ServeHTTP)
-	s.handle("POST /mcp", s.mcpHandler().ServeHTTP)
 }

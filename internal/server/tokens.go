@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -12,55 +10,59 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/engram-dev/engram/internal/auth"
 )
 
-// Tokens holds the bearer tokens that are valid right now and reloads them
-// from a file. The operator mounts the <runtime>-api-token Secret there; the
-// kubelet swaps the file when the Secret changes, so polling its content is
-// the one method that works for every volume type (inotify misses the
+// Tokens holds the credentials valid right now: the static tokens of the
+// tokens file and the keys that verify signed tokens. It reloads both
+// files; the operator mounts the <runtime>-api-token Secret there and the
+// kubelet swaps the files when the Secret changes, so polling their content
+// is the one method that works for every volume type (inotify misses the
 // symlink swap of projected volumes).
 type Tokens struct {
-	path    string
+	static  watchedFile[*auth.StaticTokens]
+	keys    watchedFile[*auth.SigningKeys]
 	logger  *slog.Logger
-	current atomic.Pointer[tokenSet]
-	// raw is the last content read, to log changes only once.
-	raw     []byte
-	loaded  bool
-	rawErr  string
 	metrics *Metrics
+	now     func() time.Time
 }
 
-// tokenSet is the SHA-256 of each valid token. Comparing digests makes every
-// comparison the same length, so timing reveals neither a token nor its size.
-type tokenSet struct{ digests [][32]byte }
-
-// NewTokens reads path once; a missing or empty file is not an error (no
+// NewTokens reads the tokens file (and the signing-key file, when keysPath
+// is set) once. A missing or empty tokens file is not an error (no static
 // token works until one is written), only logged.
-func NewTokens(path string, logger *slog.Logger, m *Metrics) *Tokens {
-	t := &Tokens{path: path, logger: logger, metrics: m}
-	t.current.Store(&tokenSet{})
+func NewTokens(tokensPath, keysPath string, logger *slog.Logger, m *Metrics) *Tokens {
+	t := &Tokens{logger: logger, metrics: m, now: time.Now}
+	t.static = watchedFile[*auth.StaticTokens]{path: tokensPath, what: "tokens", parse: auth.ParseTokens,
+		none: "no bearer token is accepted"}
+	t.keys = watchedFile[*auth.SigningKeys]{path: keysPath, what: "signing-key", parse: auth.ParseSigningKeys,
+		none: "no signed token is accepted"}
 	t.reload()
 	return t
 }
 
-// Valid reports whether token is one of the current tokens. It compares
-// against every token, without stopping at a match, in constant time.
-func (t *Tokens) Valid(token string) bool {
-	if token == "" {
-		return false
+// Authenticate returns the credential of a bearer token: a signed token is
+// verified with the signing keys, any other is looked up among the static
+// tokens in constant time.
+func (t *Tokens) Authenticate(token string) (auth.Credential, error) {
+	if auth.IsSigned(token) {
+		return t.keys.current().Verify(token, t.now())
 	}
-	d := sha256.Sum256([]byte(token))
-	match := 0
-	for _, want := range t.current.Load().digests {
-		match |= subtle.ConstantTimeCompare(d[:], want[:])
+	if c, ok := t.static.current().Lookup(token); ok {
+		return c, nil
 	}
-	return match == 1
+	return auth.Credential{}, errUnknownToken
 }
 
-// Count returns the number of valid tokens.
-func (t *Tokens) Count() int { return len(t.current.Load().digests) }
+var errUnknownToken = errors.New("the token is not one of this service's tokens")
 
-// Watch reloads the file every interval until ctx is done.
+// Count returns the number of static tokens loaded.
+func (t *Tokens) Count() int { return t.static.current().Len() }
+
+// SigningKeys returns the signing keys loaded (none when no key file is set).
+func (t *Tokens) SigningKeys() *auth.SigningKeys { return t.keys.current() }
+
+// Watch reloads the files every interval until ctx is done.
 func (t *Tokens) Watch(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -74,53 +76,77 @@ func (t *Tokens) Watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// reload reads the file and swaps the set when its content changed.
 func (t *Tokens) reload() {
-	raw, err := os.ReadFile(t.path)
-	if err != nil {
-		msg := err.Error()
-		if msg != t.rawErr {
-			t.rawErr = msg
-			level := slog.LevelError
-			if errors.Is(err, fs.ErrNotExist) {
-				msg = "the tokens file does not exist"
-			}
-			t.logger.Log(context.Background(), level, "cannot read the tokens file: no bearer token is accepted",
-				"path", t.path, "error", msg)
-			t.current.Store(&tokenSet{})
-			t.loaded = false
-			t.metrics.setTokens(0)
-		}
-		return
+	if t.static.reload(t.logger) {
+		t.metrics.setTokens(t.static.current().Len())
 	}
-	if t.loaded && bytes.Equal(raw, t.raw) {
-		return
+	if t.keys.path != "" && t.keys.reload(t.logger) {
+		t.metrics.setSigningKeys(t.keys.current().Len())
 	}
-	t.rawErr = ""
-	t.raw, t.loaded = raw, true
-	set := parseTokens(raw)
-	t.current.Store(set)
-	t.metrics.setTokens(len(set.digests))
-	if len(set.digests) == 0 {
-		t.logger.Error("the tokens file holds no token: no bearer token is accepted", "path", t.path)
-		return
-	}
-	// Never log a token; the count is enough to see a rotation happen.
-	t.logger.Info("loaded bearer tokens", "path", t.path, "count", len(set.digests))
 }
 
-// parseTokens reads one token a line; blank lines and lines starting with #
-// are ignored, surrounding spaces are trimmed.
-func parseTokens(raw []byte) *tokenSet {
-	set := &tokenSet{}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		set.digests = append(set.digests, sha256.Sum256([]byte(line)))
+// lenOf counts what a file holds (tokens or keys).
+type lenOf interface{ Len() int }
+
+// watchedFile is one polled file and what was parsed from it.
+type watchedFile[T lenOf] struct {
+	path  string
+	what  string // "tokens" or "signing-key", for the log
+	none  string // the consequence of an empty or missing file, for the log
+	parse func([]byte) (T, []auth.Skipped)
+
+	value  atomic.Pointer[T]
+	raw    []byte // the content last parsed, to log changes only once
+	loaded bool
+	rawErr string
+}
+
+// current is what was loaded last (the zero T before the first load or
+// after the file went away: nil, which accepts nothing).
+func (f *watchedFile[T]) current() T {
+	if p := f.value.Load(); p != nil {
+		return *p
 	}
-	return set
+	var zero T
+	return zero
+}
+
+// reload reads the file and swaps the value when the content changed. It
+// reports whether the value changed; lines skipped are logged by number and
+// reason, never by content.
+func (f *watchedFile[T]) reload(logger *slog.Logger) bool {
+	raw, err := os.ReadFile(f.path)
+	if err != nil {
+		msg := err.Error()
+		if msg == f.rawErr {
+			return false
+		}
+		f.rawErr = msg
+		if errors.Is(err, fs.ErrNotExist) {
+			msg = "the file does not exist"
+		}
+		logger.Error("cannot read the "+f.what+" file: "+f.none, "path", f.path, "error", msg)
+		f.value.Store(nil)
+		f.loaded = false
+		return true
+	}
+	if f.loaded && bytes.Equal(raw, f.raw) {
+		return false
+	}
+	f.rawErr = ""
+	f.raw, f.loaded = raw, true
+	v, skipped := f.parse(raw)
+	for _, s := range skipped {
+		logger.Warn("skipped a line of the "+f.what+" file", "path", f.path, "line", s.Line, "reason", s.Reason)
+	}
+	f.value.Store(&v)
+	if n := v.Len(); n == 0 {
+		logger.Error("the "+f.what+" file holds nothing valid: "+f.none, "path", f.path)
+	} else {
+		// Never log a token or a key; the count shows a rotation happen.
+		logger.Info("loaded the "+f.what+" file", "path", f.path, "count", n)
+	}
+	return true
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header.

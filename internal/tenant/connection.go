@@ -48,13 +48,64 @@ func ConnectionURL(data map[string][]byte, uriKey string) (string, error) {
 	return u.String(), nil
 }
 
-// LoginURL returns adminURL with the credentials replaced by the tenant's
-// login role: same host, port, database and options.
+// tenantURLParams are the only query parameters of the admin URL a tenant's
+// URL keeps: where and how securely to connect. Everything else is left
+// out, in particular credentials and anything that could carry them or
+// change who connects: user, password, passfile, service, servicefile,
+// options (could SET ROLE), sslcert/sslkey/sslpassword (the admin's client
+// certificate), host/hostaddr/port/dbname overrides.
+var tenantURLParams = map[string]bool{
+	"sslmode":              true,
+	"sslrootcert":          true,
+	"sslcrl":               true,
+	"sslsni":               true,
+	"sslnegotiation":       true,
+	"channel_binding":      true,
+	"connect_timeout":      true,
+	"target_session_attrs": true,
+	"load_balance_hosts":   true,
+	"keepalives":           true,
+	"keepalives_idle":      true,
+	"keepalives_interval":  true,
+	"keepalives_count":     true,
+	"tcp_user_timeout":     true,
+}
+
+// LoginURL builds the tenant login role's URL from the parts of adminURL:
+// scheme, host(s), port and database, the tenant's user and password, and
+// only the query parameters in tenantURLParams. Nothing of the admin's
+// identity is copied.
 func LoginURL(adminURL, user, password string) (string, error) {
 	u, err := url.Parse(adminURL)
 	if err != nil {
-		return "", fmt.Errorf("parsing admin URL: %w", err)
+		// url.Parse quotes its input, which holds the admin password.
+		return "", fmt.Errorf("the admin connection is not a valid URL")
 	}
-	u.User = url.UserPassword(user, password)
-	return u.String(), nil
+	q := url.Values{}
+	for k, v := range u.Query() {
+		if tenantURLParams[k] {
+			q[k] = v
+		}
+	}
+	out := url.URL{
+		Scheme:   u.Scheme,
+		User:     url.UserPassword(user, password),
+		Host:     u.Host,
+		Path:     u.Path,
+		RawQuery: q.Encode(),
+	}
+	return out.String(), nil
+}
+
+// AdminUser returns the user name of an admin URL, so messages shown to
+// tenants can leave it out ("" when the URL has none).
+func AdminUser(adminURL string) string {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return ""
+	}
+	if name := u.Query().Get("user"); name != "" {
+		return name
+	}
+	return u.User.Username()
 }

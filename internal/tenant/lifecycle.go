@@ -9,18 +9,19 @@ import (
 )
 
 // RotatePassword gives the login role of schema a new random password and
-// returns it. Existing sessions stay connected; new ones need the new password.
-func RotatePassword(ctx context.Context, admin *pgxpool.Pool, schema string) (string, error) {
+// returns it. Existing sessions stay connected; new ones need the new
+// password. It refuses a role that does not carry owner's UID.
+func RotatePassword(ctx context.Context, admin *pgxpool.Pool, schema string, owner Owner) (string, error) {
 	login := LoginRole(schema)
-	exists, managed, err := roleStateOnPool(ctx, admin, login)
+	exists, m, err := roleStateOnPool(ctx, admin, login)
 	if err != nil {
 		return "", err
 	}
 	if !exists {
 		return "", fmt.Errorf("rotating password: role %q does not exist; provision the tenant first", login)
 	}
-	if !managed {
-		return "", fmt.Errorf("rotating password: role %q is %w", login, ErrNotManaged)
+	if err := mustOwn(m, owner, "role", login); err != nil {
+		return "", fmt.Errorf("rotating password: %w", err)
 	}
 	pw, err := newPassword()
 	if err != nil {
@@ -36,6 +37,18 @@ func RotatePassword(ctx context.Context, admin *pgxpool.Pool, schema string) (st
 	return pw, nil
 }
 
+// mustOwn accepts only an object whose marker carries owner's UID: rotate
+// and drop never act on a legacy, adopted-elsewhere or foreign object.
+func mustOwn(m marker, owner Owner, kind, name string) error {
+	switch {
+	case !m.managed:
+		return fmt.Errorf("%s %q is %w", kind, name, ErrNotManaged)
+	case m.uid != owner.UID:
+		return fmt.Errorf("%s %q belongs to %s, not to this runtime: it is %w", kind, name, describeRuntime(m.runtime), ErrOwnedByOther)
+	}
+	return nil
+}
+
 // DropResult says what Drop removed.
 type DropResult struct {
 	SchemaDropped bool
@@ -43,34 +56,37 @@ type DropResult struct {
 }
 
 // Drop removes the tenant: the schema with everything in it (CASCADE) and
-// both roles. It refuses (ErrNotManaged) a schema or role that Engram did not
-// create, and is a no-op for a tenant that is already gone.
-func Drop(ctx context.Context, admin *pgxpool.Pool, schema string) (*DropResult, error) {
+// both roles. It refuses (ErrNotManaged, ErrOwnedByOther) when any of them
+// does not carry owner's UID, and is a no-op for a tenant that is already gone.
+func Drop(ctx context.Context, admin *pgxpool.Pool, schema string, owner Owner) (*DropResult, error) {
 	if !ValidSchemaName(schema) {
 		return nil, fmt.Errorf("dropping schema %q: invalid schema name", schema)
 	}
 	names := roleNames{owner: OwnerRole(schema), login: LoginRole(schema)}
 	res := &DropResult{}
 	err := withTenantLock(ctx, admin, schema, func(conn *pgx.Conn) error {
-		exists, managed, err := schemaState(ctx, conn, schema)
+		exists, m, err := schemaState(ctx, conn, schema)
 		if err != nil {
 			return err
 		}
-		if exists && !managed {
-			return fmt.Errorf("schema %q is %w; refusing to drop it", schema, ErrNotManaged)
+		if exists {
+			if err := mustOwn(m, owner, "schema", schema); err != nil {
+				return fmt.Errorf("refusing to drop: %w", err)
+			}
 		}
 		var roles []string
 		for _, r := range []string{names.login, names.owner} {
-			rExists, rManaged, err := roleState(ctx, conn, r)
+			rExists, rm, err := roleState(ctx, conn, r)
 			if err != nil {
 				return err
 			}
-			if rExists && !rManaged {
-				return fmt.Errorf("role %q is %w; refusing to drop it", r, ErrNotManaged)
+			if !rExists {
+				continue
 			}
-			if rExists {
-				roles = append(roles, r)
+			if err := mustOwn(rm, owner, "role", r); err != nil {
+				return fmt.Errorf("refusing to drop: %w", err)
 			}
+			roles = append(roles, r)
 		}
 		if exists {
 			if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
@@ -119,10 +135,10 @@ func Status(ctx context.Context, db interface {
 	return SchemaStatus{Current: cur, Latest: LatestVersion}, nil
 }
 
-func roleStateOnPool(ctx context.Context, admin *pgxpool.Pool, name string) (exists, managed bool, err error) {
+func roleStateOnPool(ctx context.Context, admin *pgxpool.Pool, name string) (bool, marker, error) {
 	c, err := admin.Acquire(ctx)
 	if err != nil {
-		return false, false, fmt.Errorf("connecting as admin: %w", err)
+		return false, marker{}, fmt.Errorf("connecting as admin: %w", err)
 	}
 	defer c.Release()
 	return roleState(ctx, c.Conn(), name)

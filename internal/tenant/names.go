@@ -3,18 +3,42 @@ package tenant
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash/fnv"
 	"strings"
 )
 
 // MaxIdentifierBytes is PostgreSQL's identifier limit (NAMEDATALEN - 1).
 const MaxIdentifierBytes = 63
 
+// ControlSchema holds the operator's own bookkeeping (provisioning locks).
+// It is not a tenant: no runtime may name it.
+const ControlSchema = "engram_control"
+
 // SchemaName derives the default schema of a tenant from its namespace and
-// name: "engram_<namespace>_<name>", lower-cased, every character other than
-// [a-z0-9_] replaced by "_", and cut to 63 bytes with a hash suffix so two
-// long names never collide.
+// name: "engram_<namespace>_<name>_<hash>", lower-cased, every character
+// other than [a-z0-9_] replaced by "_", and the first 8 hex digits of
+// SHA-256("<namespace>/<name>") at the end.
+//
+// The readable part alone is not injective ("team"/"a-bot" and
+// "team-a"/"bot" both read team_a_bot); the hash of the exact pair is what
+// keeps two runtimes apart. When the name must be cut to 63 bytes the hash
+// grows to 16 hex digits, because the cut part no longer constrains the
+// input. Names are a convenience, not the proof of ownership: that is the
+// UID marker (see ownership.go).
 func SchemaName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	base := "engram_" + sanitize(namespace) + "_" + sanitize(name)
+	tag := "_" + hex.EncodeToString(sum[:4])
+	if len(base)+len(tag) <= MaxIdentifierBytes {
+		return base + tag
+	}
+	tag = "_" + hex.EncodeToString(sum[:8])
+	return strings.TrimRight(base[:MaxIdentifierBytes-len(tag)], "_") + tag
+}
+
+// LegacySchemaName is the default schema name of Engram releases before
+// the UID marker ("engram_<namespace>_<name>", not injective). It is kept
+// only so tests and docs can show the upgrade path.
+func LegacySchemaName(namespace, name string) string {
 	return fitIdentifier("engram_"+sanitize(namespace)+"_"+sanitize(name), "")
 }
 
@@ -26,7 +50,8 @@ func LoginRole(schema string) string { return fitIdentifier(schema, "_app") }
 
 // ValidSchemaName reports whether s can be used as a tenant schema name as is.
 func ValidSchemaName(s string) bool {
-	if s == "" || len(s) > MaxIdentifierBytes || strings.HasPrefix(s, "pg_") || s == "public" || s == "information_schema" {
+	if s == "" || len(s) > MaxIdentifierBytes || strings.HasPrefix(s, "pg_") ||
+		s == "public" || s == "information_schema" || s == ControlSchema {
 		return false
 	}
 	for i, r := range s {
@@ -61,16 +86,4 @@ func fitIdentifier(base, suffix string) string {
 	sum := sha256.Sum256([]byte(base))
 	tag := "_" + hex.EncodeToString(sum[:4])
 	return base[:MaxIdentifierBytes-len(tag)-len(suffix)] + tag + suffix
-}
-
-// LockKey returns the two 32-bit keys of a transaction- or session-level
-// advisory lock for (scope, name): pg_advisory_lock($1, $2).
-func LockKey(scope, name string) (int32, int32) {
-	return hash32(scope), hash32(name)
-}
-
-func hash32(s string) int32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return int32(h.Sum32())
 }

@@ -14,17 +14,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// managedMarker is written as the comment of every schema and role Engram
-// creates; Drop refuses objects without it.
-const managedMarker = "managed-by=engram"
-
 // MinVectorVersion is the oldest pgvector release Engram supports.
 const MinVectorVersion = "0.7.0"
 
 // Errors callers can tell apart with errors.Is.
 var (
-	// ErrNotManaged: the schema or role exists but Engram did not create it.
-	ErrNotManaged = errors.New("not created by Engram")
 	// ErrExtensionMissing: pgvector is not installed and cannot be created.
 	ErrExtensionMissing = errors.New("extension vector (pgvector) is missing")
 	// ErrDimensionsMismatch: the schema exists with another vector size.
@@ -37,8 +31,11 @@ type Spec struct {
 	Schema string
 	// Dimensions of the embedding vectors (fixed once the schema exists).
 	Dimensions int
-	// Description goes into the schema comment (e.g. "team-a/support-bot").
-	Description string
+	// Owner is the runtime the tenant belongs to; its UID is written into
+	// the ownership marker of the schema and both roles.
+	Owner Owner
+	// Claim says when an existing schema without this UID may be taken.
+	Claim Claim
 }
 
 // Result says what Provision found and did.
@@ -70,6 +67,9 @@ func (s Spec) validate() error {
 	if !ValidSchemaName(s.Schema) {
 		return fmt.Errorf("invalid schema name %q: use 1-63 characters of [a-z0-9_], starting with a letter or _, not pg_*", s.Schema)
 	}
+	if s.Owner.UID == "" || s.Owner.Namespace == "" || s.Owner.Name == "" {
+		return fmt.Errorf("provisioning schema %q: the owner's UID, namespace and name are required", s.Schema)
+	}
 	if s.Dimensions < 1 || s.Dimensions > 16000 {
 		return fmt.Errorf("invalid dimensions %d: must be 1..16000", s.Dimensions)
 	}
@@ -78,7 +78,9 @@ func (s Spec) validate() error {
 
 // Provision creates or repairs the tenant of spec and migrates it to
 // LatestVersion. It is idempotent: a second run changes nothing and returns
-// no Changes. Two operators never provision the same schema at once (advisory lock).
+// no Changes. Two operators never provision the same schema at once (a row
+// lock in ControlSchema). It refuses, changing nothing, a schema or role
+// that Engram did not create or created for another runtime (ownership.go).
 func Provision(ctx context.Context, admin *pgxpool.Pool, spec Spec) (*Result, error) {
 	return provisionTo(ctx, admin, spec, LatestVersion)
 }
@@ -97,17 +99,16 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		res.ExtensionSchema = extSchema
-		// Refuse a foreign schema before creating anything, so a refusal
-		// leaves no roles behind.
-		if exists, managed, err := schemaState(ctx, conn, spec.Schema); err != nil {
-			return err
-		} else if exists && !managed {
-			return fmt.Errorf("schema %q exists and is %w (no %q comment); choose another spec.database.schema", spec.Schema, ErrNotManaged, managedMarker)
-		}
-		if err := ensureRoles(ctx, conn, names, res); err != nil {
+		// Decide on every object before changing any, so a refusal leaves
+		// nothing behind: no role created, no password set, no comment written.
+		plan, err := claimTenant(ctx, conn, spec, names)
+		if err != nil {
 			return err
 		}
-		if err := ensureSchema(ctx, conn, spec, names, res); err != nil {
+		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, res); err != nil {
+			return err
+		}
+		if err := ensureSchema(ctx, conn, spec, names, plan, res); err != nil {
 			return err
 		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
@@ -130,28 +131,6 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		return nil, fmt.Errorf("provisioning schema %q: %w", spec.Schema, err)
 	}
 	return res, nil
-}
-
-// withTenantLock runs fn on one connection holding the tenant's session-level
-// advisory lock, so provisioning, migrating and dropping never overlap.
-func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn func(*pgx.Conn) error) error {
-	c, err := admin.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("connecting as admin: %w", err)
-	}
-	defer c.Release()
-	k1, k2 := LockKey("engram:provision", schema)
-	if _, err := c.Exec(ctx, "SELECT pg_advisory_lock($1, $2)", k1, k2); err != nil {
-		return fmt.Errorf("taking the provisioning lock: %w", err)
-	}
-	defer func() {
-		// A fresh context: the lock must be released even when ctx is done;
-		// if that fails, the connection is closed, which releases it too.
-		if _, err := c.Exec(context.Background(), "SELECT pg_advisory_unlock($1, $2)", k1, k2); err != nil {
-			_ = c.Conn().Close(context.Background())
-		}
-	}()
-	return fn(c.Conn())
 }
 
 // ensureExtension makes sure pgvector >= MinVectorVersion is installed in the
@@ -212,24 +191,61 @@ func versionLess(a, b string) bool {
 	return false
 }
 
-// ensureRoles creates the owner (NOLOGIN) and login roles when missing and
-// lets the admin act as the owner (needed to create objects it owns).
-func ensureRoles(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
+// tenantPlan is what provisioning does with the schema and each role.
+type tenantPlan struct {
+	schema, owner, login claimAction
+}
+
+// claimTenant reads the ownership markers of the schema and both roles and
+// decides, for each, whether to create, keep or re-mark it. Any object owned
+// by another runtime, or by nobody, refuses the whole tenant.
+func claimTenant(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames) (tenantPlan, error) {
+	var plan tenantPlan
+	exists, m, err := schemaState(ctx, conn, spec.Schema)
+	if err != nil {
+		return plan, err
+	}
+	if plan.schema, err = decideClaim(exists, m, spec.Owner, spec.Claim, "schema", spec.Schema, false); err != nil {
+		return plan, err
+	}
+	// A legacy role carries no runtime; it may follow a schema that is this
+	// runtime's by the legacy rule, or that is already this runtime's.
+	schemaOK := plan.schema == claimOurs || plan.schema == claimRemark
 	for _, r := range []struct {
-		name  string
-		login bool
-	}{{names.owner, false}, {names.login, true}} {
-		exists, managed, err := roleState(ctx, conn, r.name)
+		name string
+		to   *claimAction
+	}{{names.owner, &plan.owner}, {names.login, &plan.login}} {
+		exists, m, err := roleState(ctx, conn, r.name)
 		if err != nil {
-			return err
+			return plan, err
 		}
-		if exists && !managed {
-			return fmt.Errorf("role %q exists and is %w (no %q comment); rename the tenant schema or drop the role", r.name, ErrNotManaged, managedMarker)
+		if *r.to, err = decideClaim(exists, m, spec.Owner, spec.Claim, "role", r.name, schemaOK); err != nil {
+			return plan, err
 		}
-		if exists {
+	}
+	return plan, nil
+}
+
+// ensureRoles creates the owner (NOLOGIN) and login roles when missing,
+// re-marks legacy or adopted ones, and lets the admin act as the owner
+// (needed to create objects it owns).
+func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, res *Result) error {
+	for _, r := range []struct {
+		name   string
+		login  bool
+		action claimAction
+	}{{names.owner, false, plan.owner}, {names.login, true, plan.login}} {
+		ident := pgx.Identifier{r.name}.Sanitize()
+		switch r.action {
+		case claimOurs:
+			continue
+		case claimRemark:
+			if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(owner.marker())); err != nil {
+				return fmt.Errorf("marking role %q: %w", r.name, err)
+			}
+			res.Changes = append(res.Changes, "marked role "+r.name+" as owned by UID "+owner.UID)
 			continue
 		}
-		ident := pgx.Identifier{r.name}.Sanitize()
 		stmt := "CREATE ROLE " + ident + " NOLOGIN NOINHERIT"
 		if r.login {
 			pw, err := newPassword()
@@ -246,7 +262,7 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, names roleNames, res *Resu
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("creating role %q: %w", r.name, err)
 		}
-		if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(managedMarker)); err != nil {
+		if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(owner.marker())); err != nil {
 			return fmt.Errorf("marking role %q: %w", r.name, err)
 		}
 		res.Changes = append(res.Changes, "created role "+r.name)
@@ -265,39 +281,36 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, names roleNames, res *Resu
 	return nil
 }
 
-func roleState(ctx context.Context, conn *pgx.Conn, name string) (exists, managed bool, err error) {
+func roleState(ctx context.Context, conn *pgx.Conn, name string) (bool, marker, error) {
 	var comment *string
-	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, name).Scan(&comment)
+	err := conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, name).Scan(&comment)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, nil
+		return false, marker{}, nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("reading role %q: %w", name, err)
+		return false, marker{}, fmt.Errorf("reading role %q: %w", name, err)
 	}
-	return true, comment != nil && strings.HasPrefix(*comment, managedMarker), nil
+	return true, parseMarker(comment), nil
 }
 
-// ensureSchema creates the schema owned by the owner role, or checks that the
-// existing one is Engram's.
-func ensureSchema(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, res *Result) error {
-	exists, managed, err := schemaState(ctx, conn, spec.Schema)
-	if err != nil {
-		return err
-	}
-	if exists && !managed {
-		return fmt.Errorf("schema %q exists and is %w (no %q comment); choose another spec.database.schema", spec.Schema, ErrNotManaged, managedMarker)
-	}
-	if exists {
-		return nil
-	}
+// ensureSchema creates the schema owned by the owner role, or re-marks a
+// legacy or adopted one.
+func ensureSchema(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, plan tenantPlan, res *Result) error {
 	ident := pgx.Identifier{spec.Schema}.Sanitize()
-	comment := managedMarker
-	if spec.Description != "" {
-		comment += "; tenant=" + spec.Description
+	comment := "COMMENT ON SCHEMA " + ident + " IS " + quoteLiteral(spec.Owner.marker())
+	switch plan.schema {
+	case claimOurs:
+		return nil
+	case claimRemark:
+		if _, err := conn.Exec(ctx, comment); err != nil {
+			return fmt.Errorf("marking schema %q: %w", spec.Schema, err)
+		}
+		res.Changes = append(res.Changes, "marked schema "+spec.Schema+" as owned by UID "+spec.Owner.UID)
+		return nil
 	}
 	stmts := []string{
 		"CREATE SCHEMA " + ident + " AUTHORIZATION " + pgx.Identifier{names.owner}.Sanitize(),
-		"COMMENT ON SCHEMA " + ident + " IS " + quoteLiteral(comment),
+		comment,
 		"REVOKE ALL ON SCHEMA " + ident + " FROM PUBLIC",
 	}
 	for _, s := range stmts {
@@ -309,16 +322,16 @@ func ensureSchema(ctx context.Context, conn *pgx.Conn, spec Spec, names roleName
 	return nil
 }
 
-func schemaState(ctx context.Context, conn *pgx.Conn, schema string) (exists, managed bool, err error) {
+func schemaState(ctx context.Context, conn *pgx.Conn, schema string) (bool, marker, error) {
 	var comment *string
-	err = conn.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	err := conn.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, nil
+		return false, marker{}, nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("reading schema %q: %w", schema, err)
+		return false, marker{}, fmt.Errorf("reading schema %q: %w", schema, err)
 	}
-	return true, comment != nil && strings.HasPrefix(*comment, managedMarker), nil
+	return true, parseMarker(comment), nil
 }
 
 // checkDimensions refuses a spec whose vector size differs from the table's.

@@ -60,6 +60,12 @@ func mustProvision(t *testing.T, pool *pgxpool.Pool, url string, spec Spec) *Res
 	return res
 }
 
+// newSpec is a Spec owned by a runtime whose UID is derived from the schema,
+// so every call for one schema names the same owner.
+func newSpec(schema string, dims int) Spec {
+	return Spec{Schema: schema, Dimensions: dims, Owner: Owner{UID: "uid-" + schema, Namespace: "test", Name: schema}}
+}
+
 func loginConn(t *testing.T, adminURL string, res *Result, password string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(testCtx(t), testenv.WithUser(adminURL, res.LoginRole, password))
@@ -72,7 +78,7 @@ func loginConn(t *testing.T, adminURL string, res *Result, password string) *pgx
 
 func TestProvisionIsIdempotent(t *testing.T) {
 	pool, url := adminPool(t)
-	spec := Spec{Schema: uniqueSchema(t, "engram_idem"), Dimensions: 8, Description: "test/idem"}
+	spec := newSpec(uniqueSchema(t, "engram_idem"), 8)
 	first := mustProvision(t, pool, url, spec)
 	if !first.Changed() || first.Password == "" || first.Version != LatestVersion {
 		t.Fatalf("first provision: changed=%v password set=%v version=%d (want %d)", first.Changed(), first.Password != "", first.Version, LatestVersion)
@@ -98,7 +104,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 
 func TestProvisionConcurrently(t *testing.T) {
 	pool, url := adminPool(t)
-	spec := Spec{Schema: uniqueSchema(t, "engram_conc"), Dimensions: 8}
+	spec := newSpec(uniqueSchema(t, "engram_conc"), 8)
 	dropRolesAfter(t, url, spec.Schema)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -127,8 +133,8 @@ func TestProvisionConcurrently(t *testing.T) {
 
 func TestLoginRoleLeastPrivilege(t *testing.T) {
 	pool, url := adminPool(t)
-	a := mustProvision(t, pool, url, Spec{Schema: uniqueSchema(t, "engram_a"), Dimensions: 3})
-	b := mustProvision(t, pool, url, Spec{Schema: uniqueSchema(t, "engram_b"), Dimensions: 3})
+	a := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_a"), 3))
+	b := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_b"), 3))
 	connA := loginConn(t, url, a, a.Password)
 	ctx := testCtx(t)
 
@@ -171,6 +177,9 @@ func TestLoginRoleLeastPrivilege(t *testing.T) {
 		`DROP SCHEMA ` + pgx.Identifier{b.Schema}.Sanitize() + ` CASCADE`,
 		`CREATE SCHEMA evil`,
 		`ALTER ROLE ` + pgx.Identifier{b.LoginRole}.Sanitize() + ` PASSWORD 'x'`,
+		`CREATE TEMP TABLE evil (id int)`,
+		`SELECT * FROM ` + pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize(),
+		`COMMENT ON SCHEMA ` + pgx.Identifier{a.Schema}.Sanitize() + ` IS 'managed-by=engram; uid=forged'`,
 	}
 	for _, sql := range denied {
 		_, err := connA.Exec(ctx, sql)
@@ -191,8 +200,8 @@ func serverMajor(t *testing.T, pool *pgxpool.Pool) int {
 
 func TestRotatePassword(t *testing.T) {
 	pool, url := adminPool(t)
-	res := mustProvision(t, pool, url, Spec{Schema: uniqueSchema(t, "engram_rot"), Dimensions: 3})
-	newPw, err := RotatePassword(testCtx(t), pool, res.Schema)
+	res := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_rot"), 3))
+	newPw, err := RotatePassword(testCtx(t), pool, res.Schema, newSpec(res.Schema, 3).Owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +214,7 @@ func TestRotatePassword(t *testing.T) {
 	}
 	loginConn(t, url, res, newPw)
 
-	if _, err := RotatePassword(testCtx(t), pool, "engram_nobody_here"); err == nil {
+	if _, err := RotatePassword(testCtx(t), pool, "engram_nobody_here", newSpec("engram_nobody_here", 3).Owner); err == nil {
 		t.Fatal("rotating the password of a tenant that does not exist succeeded")
 	}
 }
@@ -213,8 +222,8 @@ func TestRotatePassword(t *testing.T) {
 func TestDrop(t *testing.T) {
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
-	res := mustProvision(t, pool, url, Spec{Schema: uniqueSchema(t, "engram_drop"), Dimensions: 3})
-	got, err := Drop(ctx, pool, res.Schema)
+	res := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_drop"), 3))
+	got, err := Drop(ctx, pool, res.Schema, newSpec(res.Schema, 3).Owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +234,7 @@ func TestDrop(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname = ANY($1)`, []string{res.LoginRole, res.OwnerRole}).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d roles left after Drop (err %v)", n, err)
 	}
-	if again, err := Drop(ctx, pool, res.Schema); err != nil || again.SchemaDropped || len(again.RolesDropped) != 0 {
+	if again, err := Drop(ctx, pool, res.Schema, newSpec(res.Schema, 3).Owner); err != nil || again.SchemaDropped || len(again.RolesDropped) != 0 {
 		t.Fatalf("second Drop = %+v, %v; want a no-op", again, err)
 	}
 
@@ -234,13 +243,13 @@ func TestDrop(t *testing.T) {
 		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+foreign+"; CREATE TABLE "+foreign+".precious (id int)"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Drop(ctx, pool, foreign); !errors.Is(err, ErrNotManaged) {
+		if _, err := Drop(ctx, pool, foreign, newSpec(foreign, 3).Owner); !errors.Is(err, ErrNotManaged) {
 			t.Fatalf("Drop of a foreign schema: %v, want ErrNotManaged", err)
 		}
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+foreign+".precious").Scan(&n); err != nil {
 			t.Fatalf("the foreign schema was harmed: %v", err)
 		}
-		if _, err := Provision(ctx, pool, Spec{Schema: foreign, Dimensions: 3}); !errors.Is(err, ErrNotManaged) {
+		if _, err := Provision(ctx, pool, newSpec(foreign, 3)); !errors.Is(err, ErrNotManaged) {
 			t.Fatalf("Provision over a foreign schema: %v, want ErrNotManaged", err)
 		}
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname = ANY($1)`, []string{OwnerRole(foreign), LoginRole(foreign)}).Scan(&n); err != nil || n != 0 {
@@ -251,11 +260,11 @@ func TestDrop(t *testing.T) {
 
 func TestDimensionsAreFixed(t *testing.T) {
 	pool, url := adminPool(t)
-	res := mustProvision(t, pool, url, Spec{Schema: uniqueSchema(t, "engram_dims"), Dimensions: 16})
+	res := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_dims"), 16))
 	if d, err := Dimensions(testCtx(t), pool, res.Schema); err != nil || d != 16 {
 		t.Fatalf("Dimensions = %d, %v", d, err)
 	}
-	if _, err := Provision(testCtx(t), pool, Spec{Schema: res.Schema, Dimensions: 32}); !errors.Is(err, ErrDimensionsMismatch) {
+	if _, err := Provision(testCtx(t), pool, newSpec(res.Schema, 32)); !errors.Is(err, ErrDimensionsMismatch) {
 		t.Fatalf("re-provisioning with other dimensions: %v, want ErrDimensionsMismatch", err)
 	}
 }
@@ -265,9 +274,9 @@ func TestDimensionsAreFixed(t *testing.T) {
 func TestUpgradeEqualsFreshInstall(t *testing.T) {
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
-	fresh := mustProvision(t, pool, url, Spec{Schema: uniqueSchema(t, "engram_fresh"), Dimensions: 8})
+	fresh := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_fresh"), 8))
 
-	oldSpec := Spec{Schema: uniqueSchema(t, "engram_upg"), Dimensions: 8}
+	oldSpec := newSpec(uniqueSchema(t, "engram_upg"), 8)
 	dropRolesAfter(t, url, oldSpec.Schema)
 	old, err := provisionTo(ctx, pool, oldSpec, 1)
 	if err != nil {

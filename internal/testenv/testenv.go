@@ -33,3 +33,19 @@ func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
+
+// Binary returns the path of a tool that `make test` builds and names in
+// the environment variable env (helm, kustomize); missing fails the test
+// under `make test` and skips it otherwise.
+func Binary(t testing.TB, env, how string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		missing(t, env, how)
+		return ""
+	}
+	if _, err := os.Stat(path); err != nil {
+		missing(t, env+"="+path, how)
+	}
+	return path
+}

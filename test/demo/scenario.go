@@ -18,6 +18,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // Scenario is the demo's story: apply the samples, wait for Ready, use the
@@ -43,20 +44,26 @@ type Report struct {
 	Applied           []string
 	Runtime           string
 	Schema            string
+	Owner             tenant.Owner // the runtime the schema belongs to
 	ClusterEndpoint   string
 	LocalEndpoint     string
-	Token             string         // the first bearer token of the service
+	Token             string         // the first bearer token of the service (the operator's admin token)
 	Actions           map[string]int // dedup action -> count over all adds
 	Redactions        []string
 	InjectionRejected bool
 	InjectionProblem  string
-	ActiveAlice       int
-	ActiveBob         int
-	SearchTop         string
-	Context           string
-	Erased            memory.EraseResult
-	BobAfterErase     int
-	LastRun           *memoryv1alpha1.LastRun
+	// AgentProtected and AgentOtherOwner are the answers to a signed agent
+	// token bound to alice writing a protected category and reading bob.
+	AgentProtected  *StatusError
+	AgentOtherOwner *StatusError
+	AgentOwnWrite   string // the action of its allowed write for alice
+	ActiveAlice     int
+	ActiveBob       int
+	SearchTop       string
+	Context         string
+	Erased          memory.EraseResult
+	BobAfterErase   int
+	LastRun         *memoryv1alpha1.LastRun
 }
 
 // Run plays the scenario and prints each step.
@@ -75,6 +82,7 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"Apply config/samples", s.apply},
 		{"Wait until the operator reports Ready", s.waitReady},
 		{"Write memories for two users through the HTTP API", s.writeMemories},
+		{"An agent token bound to alice: what it may not do", s.agentToken},
 		{"Hybrid search", s.search},
 		{"Render context for a prompt", s.context},
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
@@ -120,6 +128,7 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 		}
 		rt := list.Items[0]
 		r.Runtime, r.Schema, r.ClusterEndpoint = rt.Name, rt.Status.Schema, rt.Status.Endpoint
+		r.Owner = tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
 		return true, nil
 	})
 	if err != nil {
@@ -180,10 +189,11 @@ func (s *Scenario) api(ctx context.Context, r *Report) (*API, error) {
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: r.Runtime + "-api-token"}, &secret); err != nil {
 		return nil, fmt.Errorf("reading the API token Secret: %w", err)
 	}
+	// A line is "TOKEN [role=...] [owner=...] [name=...]": the token is its first word.
 	token := ""
 	for _, line := range strings.Split(string(secret.Data["tokens"]), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			token = line
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			token = f[0]
 			break
 		}
 	}

@@ -88,7 +88,7 @@ func TestDemoFlow(t *testing.T) {
 	kCtx, stopKubelet := context.WithCancel(ctx)
 	kDone := make(chan error, 1)
 	go func() { kDone <- kubelet.Run(kCtx) }()
-	var schemas []string
+	var tenants []*demo.Report
 	t.Cleanup(func() {
 		stopKubelet()
 		<-kDone
@@ -96,9 +96,9 @@ func TestDemoFlow(t *testing.T) {
 		<-opDone
 		// Roles are cluster-wide in PostgreSQL: drop the tenants the samples created.
 		admin := testenv.NewPool(t, dbURL, 2)
-		for _, s := range schemas {
-			if _, err := tenant.Drop(context.Background(), admin, s); err != nil {
-				t.Logf("dropping tenant %s: %v", s, err)
+		for _, r := range tenants {
+			if _, err := tenant.Drop(context.Background(), admin, r.Schema, r.Owner); err != nil {
+				t.Logf("dropping tenant %s: %v", r.Schema, err)
 			}
 		}
 	})
@@ -109,7 +109,7 @@ func TestDemoFlow(t *testing.T) {
 	}
 	r, err := sc.Run(ctx)
 	if r != nil && r.Schema != "" {
-		schemas = append(schemas, r.Schema)
+		tenants = append(tenants, r)
 	}
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
@@ -126,6 +126,9 @@ func TestDemoFlow(t *testing.T) {
 		{"secrets were redacted", slices.Contains(r.Redactions, "url_password") && slices.Contains(r.Redactions, "github_token")},
 		{"the prompt injection was rejected with a 422 problem", r.InjectionRejected && strings.Contains(r.InjectionProblem, "injection")},
 		{"alice has 6 memories, bob 4", r.ActiveAlice == 6 && r.ActiveBob == 4},
+		{"an agent token bound to alice writes for alice", r.AgentOwnWrite == string(memory.ActionAdded)},
+		{"it is refused a protected write (403 protected)", r.AgentProtected != nil && r.AgentProtected.Status == 403 && strings.HasSuffix(r.AgentProtected.Problem.Type, "/protected")},
+		{"it is refused another owner (403 owner-not-allowed)", r.AgentOtherOwner != nil && r.AgentOtherOwner.Status == 403 && strings.HasSuffix(r.AgentOtherOwner.Problem.Type, "/owner-not-allowed")},
 		{"hybrid search ranks the dark-mode preference first", strings.Contains(strings.ToLower(r.SearchTop), "dark mode")},
 		{"context starts with the pinned identity", strings.HasPrefix(r.Context, "## identity\n- Alice is allergic to peanuts")},
 		{"context stays within its budget and never leaks secrets", len(r.Context) <= 120*4 && !strings.Contains(r.Context, "hunter2")},

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// The credential of a request decides what it may do (docs/security.md):
+// its role gates routes, its owner binding gates owners, and it caps the
+// source a write is recorded with.
+
+type credentialKey struct{}
+
+// withCredential stores the request's credential in ctx and makes it the
+// actor history records for the writes of the request.
+func withCredential(ctx context.Context, c auth.Credential) context.Context {
+	return memory.WithActor(context.WithValue(ctx, credentialKey{}, c), c.ID)
+}
+
+// credentialOf returns the request's credential; ok is false outside the
+// authenticated API space (never for a route registered with handleAPI).
+func credentialOf(ctx context.Context) (auth.Credential, bool) {
+	c, ok := ctx.Value(credentialKey{}).(auth.Credential)
+	return c, ok
+}
+
+// authenticate answers 401 unless the request carries a valid token, and
+// returns the request with its credential.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	token := bearer(r.Header.Get("Authorization"))
+	c, err := s.tokens.Authenticate(token)
+	if err != nil {
+		detail := "send a valid token as Authorization: Bearer <token>"
+		if auth.IsSigned(token) { // why a signed token failed helps its minter; a static one is just unknown
+			detail += ": " + err.Error()
+		}
+		writeProblem(w, r, newProblem(probUnauth, detail))
+		return r, false
+	}
+	return r.WithContext(withCredential(r.Context(), c)), true
+}
+
+// authorize wraps an API handler: the credential must include role min,
+// and when the route names an owner, the credential must be allowed to act
+// for it. It fails closed when no credential is present.
+func authorize(min auth.Role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := credentialOf(r.Context())
+		if !ok {
+			writeProblem(w, r, newProblem(probUnauth, "send a valid token as Authorization: Bearer <token>"))
+			return
+		}
+		if !c.Role.Includes(min) {
+			need := "an admin token"
+			if min != auth.RoleAdmin {
+				need = "a token of role " + string(min) + " or admin"
+			}
+			writeProblem(w, r, newProblem(probForbidden, fmt.Sprintf("this route needs %s; this token has role %s", need, c.Role)))
+			return
+		}
+		if owner := r.PathValue("owner"); owner != "" && !c.MayActFor(owner) {
+			writeProblem(w, r, ownerNotAllowed())
+			return
+		}
+		h(w, r)
+	}
+}
+
+func ownerNotAllowed() *Problem {
+	return newProblem(probOwnerNotAllowed, "this token is bound to one owner and may not act for another")
+}
+
+// sourceRank orders the sources a credential may assert: a client may
+// lower the source of its writes, never raise it above its role's.
+var sourceRank = map[memory.Source]int{memory.SourceAgent: 1, memory.SourceSystem: 2, memory.SourceUser: 3}
+
+// maxSource is the highest source a role may assert.
+func maxSource(r auth.Role) memory.Source {
+	if r.Includes(auth.RoleApp) {
+		return memory.SourceUser
+	}
+	return memory.SourceAgent
+}
+
+// writeSource is the source a write of credential c is recorded with, for
+// the source the client asked (field names it in problems): absent means
+// agent; job is the maintenance jobs' own; a source above the role's is 403.
+func writeSource(c auth.Credential, asked memory.Source, field string) (memory.Source, *Problem) {
+	if asked == "" {
+		return memory.SourceAgent, nil
+	}
+	if asked == memory.SourceJob {
+		return "", validationProblem(fieldErr(field, `"job" is reserved for the maintenance jobs; send user, system or agent`))
+	}
+	rank, known := sourceRank[asked]
+	if !known {
+		return "", validationProblem(fieldErr(field, strconv.Quote(string(asked))+" must be user, system or agent"))
+	}
+	if top := maxSource(c.Role); rank > sourceRank[top] {
+		return "", newProblem(probSourceNotAllowed, fmt.Sprintf(
+			"%s: a token of role %s may not assert source %q; its writes are recorded as %q at most", field, c.Role, asked, top))
+	}
+	return asked, nil
+}
+
+// errToolCredential is what an MCP tool answers when the request carries no
+// credential (cannot happen behind authenticate; fails closed if it does).
+var errToolCredential = errors.New("the request carries no credential")

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestLockTimeoutIs503: a write that waits past --db-lock-timeout for its
+// owner's lock (held here by a stuck transaction) is answered 503
+// unavailable with Retry-After, a retryable error, not 500; other owners
+// are served meanwhile.
+func TestLockTimeoutIs503(t *testing.T) {
+	tn := newTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-lock-timeout=300ms"}})
+	add := func(owner, content string) *response {
+		return srv.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": content}})
+	}
+	add("stuck", "Stuck plays the cello").want(t, 201)
+
+	tx, err := tn.admin.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(testCtx(t), `SELECT FROM `+tn.schema+`.owner_locks WHERE owner_id = 'stuck' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := add("stuck", "Stuck also plays the viola").want(t, 503)
+	if p := r.problem(t); p.Type != ProblemBase+"unavailable" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("problem %+v, Retry-After %q", p, r.header.Get("Retry-After"))
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("answered after %s, want about the lock timeout of 300ms", took)
+	}
+	add("free", "Free plays the drums").want(t, 201)
+}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadyzCache: /readyz answers from its last database check for about
+// a second: a change of the database is not seen within that window, and
+// is seen (failure, then recovery) soon after.
+func TestReadyzCache(t *testing.T) {
+	tn := newTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	ready := func() *response { return srv.do(t, req{method: "GET", path: "/readyz", noAuth: true}) }
+	// A migration this binary does not know makes the schema "not at this
+	// binary's version": a real change of what the check reads.
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := tn.admin.Exec(testCtx(t), fmt.Sprintf(sql, tn.schema)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const breakSQL, fixSQL = `INSERT INTO %s.schema_migrations (version, name) VALUES (999, 'from the future')`, `DELETE FROM %s.schema_migrations WHERE version = 999`
+
+	cached := false
+	for attempt := 0; attempt < 3 && !cached; attempt++ {
+		time.Sleep(readyCacheTTL) // let any earlier outcome expire
+		start := time.Now()
+		ready().want(t, 200) // a fresh check, cached from now on
+		exec(breakSQL)
+		sent := time.Now()
+		r := ready()
+		exec(fixSQL)
+		if sent.Sub(start) >= readyCacheTTL {
+			continue // this machine was too slow to ask within the window; again
+		}
+		if r.status != 200 {
+			t.Fatalf("within %s of a check, /readyz checked again: %d %s", readyCacheTTL, r.status, r.body)
+		}
+		cached = true
+	}
+	if !cached {
+		t.Fatal("could not ask twice within the cache window in 3 attempts")
+	}
+
+	exec(breakSQL)
+	eventually(t, "/readyz sees the outdated schema", func() bool {
+		r := ready()
+		return r.status == 503 && strings.Contains(string(r.body), "version 999")
+	})
+	exec(fixSQL)
+	eventually(t, "/readyz sees the recovery", func() bool { return ready().status == 200 })
+}
+
+// eventually polls cond for up to 5 s (five cache windows).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,211 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// comments returns the ownership comments of a schema and its two roles.
+func comments(t *testing.T, pool *pgxpool.Pool, schema string) [3]string {
+	t.Helper()
+	var out [3]string
+	err := pool.QueryRow(testCtx(t), `SELECT
+		coalesce((SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1), ''),
+		coalesce((SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $2), ''),
+		coalesce((SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $3), '')`,
+		schema, OwnerRole(schema), LoginRole(schema)).Scan(&out[0], &out[1], &out[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestTakeoverIsRefused is the attack of issue 12: a second runtime naming
+// the first one's schema is refused, and the victim's password, data and
+// markers are untouched; its rotate and drop are refused too.
+func TestTakeoverIsRefused(t *testing.T) {
+	pool, url := adminPool(t)
+	ctx := testCtx(t)
+	victim := newSpec(uniqueSchema(t, "engram_victim"), 3)
+	victim.Owner = Owner{UID: "uid-victim", Namespace: "pa", Name: "x-bot"}
+	res := mustProvision(t, pool, url, victim)
+	conn := loginConn(t, url, res, res.Password)
+	if _, err := conn.Exec(ctx, `INSERT INTO memories (id, owner_id, source, category, content, embedding)
+		VALUES ('00000000-0000-7000-8000-000000000001', 'alice', 'user', 'c', 'secret plans', '[1,0,0]')`); err != nil {
+		t.Fatal(err)
+	}
+	before := comments(t, pool, victim.Schema)
+
+	thief := victim
+	thief.Owner = Owner{UID: "uid-thief", Namespace: "pm", Name: "thief"}
+	for _, claim := range []Claim{{}, {LegacySchema: true}, {AdoptFromUID: "uid-victim"}} {
+		thief.Claim = claim
+		got, err := Provision(ctx, pool, thief)
+		if !errors.Is(err, ErrOwnedByOther) {
+			t.Fatalf("Provision by another runtime (claim %+v) = %+v, %v; want ErrOwnedByOther", claim, got, err)
+		}
+		if !strings.Contains(err.Error(), "pa/x-bot") {
+			t.Errorf("the refusal does not say which runtime owns the schema: %v", err)
+		}
+	}
+	if _, err := RotatePassword(ctx, pool, victim.Schema, thief.Owner); !errors.Is(err, ErrOwnedByOther) {
+		t.Fatalf("RotatePassword by another runtime: %v; want ErrOwnedByOther", err)
+	}
+	if _, err := Drop(ctx, pool, victim.Schema, thief.Owner); !errors.Is(err, ErrOwnedByOther) {
+		t.Fatalf("Drop by another runtime: %v; want ErrOwnedByOther", err)
+	}
+	if after := comments(t, pool, victim.Schema); after != before {
+		t.Fatalf("markers changed by refused calls:\nbefore %q\nafter  %q", before, after)
+	}
+	var content string
+	if err := loginConn(t, url, res, res.Password).QueryRow(ctx, `SELECT content FROM memories`).Scan(&content); err != nil || content != "secret plans" {
+		t.Fatalf("the victim's password or data did not survive: %q, %v", content, err)
+	}
+	if !strings.Contains(before[0], "uid=uid-victim") || !strings.Contains(before[0], "runtime=pa/x-bot") ||
+		!strings.Contains(before[2], "uid=uid-victim") {
+		t.Fatalf("markers do not record the owner's UID and runtime: %q", before)
+	}
+}
+
+// TestLegacyMarkerUpgrade: a schema of an earlier release (marker without a
+// UID) is re-marked once by the runtime whose status records it and whose
+// name its comment carries; nobody else may take it.
+func TestLegacyMarkerUpgrade(t *testing.T) {
+	pool, url := adminPool(t)
+	ctx := testCtx(t)
+	spec := newSpec(uniqueSchema(t, "engram_legacy"), 3)
+	spec.Owner = Owner{UID: "uid-new", Namespace: "pa", Name: "x-bot"}
+	res := mustProvision(t, pool, url, spec)
+	// Turn the markers into those of the earlier release.
+	for _, stmt := range []string{
+		"COMMENT ON SCHEMA " + pgx.Identifier{spec.Schema}.Sanitize() + " IS 'managed-by=engram; tenant=pa/x-bot'",
+		"COMMENT ON ROLE " + pgx.Identifier{res.OwnerRole}.Sanitize() + " IS 'managed-by=engram'",
+		"COMMENT ON ROLE " + pgx.Identifier{res.LoginRole}.Sanitize() + " IS 'managed-by=engram'",
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := spec
+	other.Owner, other.Claim = Owner{UID: "uid-thief", Namespace: "pa-x", Name: "bot"}, Claim{LegacySchema: true}
+	if _, err := Provision(ctx, pool, other); !errors.Is(err, ErrOwnedByOther) {
+		t.Fatalf("another runtime claiming a legacy schema: %v; want ErrOwnedByOther", err)
+	}
+	if _, err := Provision(ctx, pool, spec); !errors.Is(err, ErrOwnedByOther) {
+		t.Fatalf("the right runtime without its status record: %v; want ErrOwnedByOther", err)
+	}
+	spec.Claim = Claim{LegacySchema: true}
+	got, err := Provision(ctx, pool, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Password != "" || len(got.Changes) != 3 {
+		t.Fatalf("upgrade changes %v (password returned %v); want the three markers rewritten only", got.Changes, got.Password != "")
+	}
+	for _, c := range comments(t, pool, spec.Schema) {
+		if !strings.Contains(c, "uid=uid-new") {
+			t.Fatalf("not re-marked: %q", c)
+		}
+	}
+	loginConn(t, url, res, res.Password) // the password is unchanged
+}
+
+// TestAdoptAfterRestore: a runtime recreated under the same namespace and
+// name (new UID) takes the schema only with the annotation naming the old
+// UID; the same annotation does nothing for another runtime.
+func TestAdoptAfterRestore(t *testing.T) {
+	pool, url := adminPool(t)
+	ctx := testCtx(t)
+	old := newSpec(uniqueSchema(t, "engram_dr"), 3)
+	old.Owner = Owner{UID: "uid-before", Namespace: "team", Name: "bot"}
+	res := mustProvision(t, pool, url, old)
+
+	restored := old
+	restored.Owner.UID = "uid-after"
+	_, err := Provision(ctx, pool, restored)
+	if !errors.Is(err, ErrOwnedByOther) || !strings.Contains(err.Error(), AnnotationAdoptFromUID+"=uid-before") {
+		t.Fatalf("recreated runtime without the annotation: %v; want a refusal that names the annotation", err)
+	}
+	elsewhere := restored
+	elsewhere.Owner = Owner{UID: "uid-x", Namespace: "other", Name: "bot"}
+	elsewhere.Claim = Claim{AdoptFromUID: "uid-before"}
+	if _, err := Provision(ctx, pool, elsewhere); !errors.Is(err, ErrOwnedByOther) {
+		t.Fatalf("another namespace adopting with the right UID: %v; want ErrOwnedByOther", err)
+	}
+	restored.Claim = Claim{AdoptFromUID: "uid-before"}
+	if _, err := Provision(ctx, pool, restored); err != nil {
+		t.Fatalf("adoption: %v", err)
+	}
+	if _, err := Drop(ctx, pool, old.Schema, old.Owner); !errors.Is(err, ErrOwnedByOther) {
+		t.Fatalf("the old UID may still drop the adopted schema: %v", err)
+	}
+	loginConn(t, url, res, res.Password)
+	restored.Claim = Claim{}
+	if again, err := Provision(ctx, pool, restored); err != nil || again.Changed() {
+		t.Fatalf("after adoption, a plain reconcile = %+v, %v; want no change", again, err)
+	}
+}
+
+// TestTenantLocksCannotStallProvisioning: tenant A's login role holds every
+// advisory lock it could guess (the keys of the earlier release) and tries
+// the operator's lock table; B's provisioning and drop are not delayed.
+func TestTenantLocksCannotStallProvisioning(t *testing.T) {
+	pool, url := adminPool(t)
+	ctx := testCtx(t)
+	a := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_lock_a"), 3))
+	b := newSpec(uniqueSchema(t, "engram_lock_b"), 3)
+	connA := loginConn(t, url, a, a.Password)
+	for _, name := range []string{b.Schema, a.Schema} {
+		if _, err := connA.Exec(ctx, `SELECT pg_advisory_lock(hashtext('engram:provision'), hashtext($1)), pg_advisory_lock(0, 0)`, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := connA.Exec(ctx, "SELECT * FROM "+pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()+" FOR UPDATE")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		t.Fatalf("a tenant's login role could touch the operator's lock table: %v", err)
+	}
+	start := time.Now()
+	mustProvision(t, pool, url, b)
+	if _, err := Drop(ctx, pool, b.Schema, b.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("B's provisioning and drop took %s while A held locks", d)
+	}
+}
+
+// TestProvisionLockTimesOut: a provisioning that waits on another operator
+// gives up with a clear error instead of hanging.
+func TestProvisionLockTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the lock timeout")
+	}
+	pool, url := adminPool(t)
+	ctx := testCtx(t)
+	spec := newSpec(uniqueSchema(t, "engram_lockwait"), 3)
+	mustProvision(t, pool, url, spec)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()+" WHERE schema_name = $1 FOR UPDATE", spec.Schema); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Provision(ctx, pool, spec)
+	if err == nil || !strings.Contains(err.Error(), "another operator") {
+		t.Fatalf("Provision while the lock is held: %v; want a lock timeout", err)
+	}
+	if d := time.Since(start); d > lockWait+5*time.Second {
+		t.Fatalf("waited %s for the lock", d)
+	}
+}

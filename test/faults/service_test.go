@@ -1,0 +1,193 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// requestTimeout is the service's --request-timeout; no call may take
+// much longer, whatever the database does.
+const requestTimeout = 5 * time.Second
+
+// service is a real `manager serve` process for one tenant.
+type service struct {
+	base   string
+	token  string
+	client *http.Client
+	cmd    *exec.Cmd
+	logs   *bytes.Buffer
+}
+
+func buildManager(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "manager")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// provision creates a tenant on the instance as the operator would and
+// returns the login role's URL.
+func provision(t *testing.T, ctx context.Context, adminURL, schema string) string {
+	t.Helper()
+	admin := testenv.NewPool(t, adminURL, 2)
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{
+		Schema: schema, Dimensions: 384,
+		Owner: tenant.Owner{UID: "faults-" + schema, Namespace: "faults", Name: schema},
+	})
+	if err != nil {
+		t.Fatalf("provisioning: %v", err)
+	}
+	login, err := tenant.LoginURL(adminURL, res.LoginRole, res.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return login
+}
+
+func startService(t *testing.T, bin, databaseURL, schema string) *service {
+	t.Helper()
+	dir := t.TempDir()
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := memory.ServiceConfig{Schema: schema, Policy: memory.DefaultPolicy(),
+		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 384}}
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--config="+filepath.Join(dir, "config.yaml"), "--tokens-file="+filepath.Join(dir, "tokens"),
+		"--listen="+addr, "--request-timeout="+requestTimeout.String(), "--log-level=warn")
+	cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+databaseURL)
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &service{base: "http://" + addr, token: token, cmd: cmd, logs: logs,
+		client: &http.Client{Timeout: requestTimeout + 5*time.Second}}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("service log:\n%s", logs.String())
+		}
+	})
+	s.waitReady(t, 30*time.Second)
+	return s
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitReady polls /readyz until it answers 200.
+func (s *service) waitReady(t *testing.T, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		resp, err := s.client.Get(s.base + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("/readyz did not answer 200 within %s", within)
+	return 0
+}
+
+// outcome is one API call as the client saw it.
+type outcome struct {
+	status     int
+	problem    string // the problem's type, for errors
+	retryAfter string
+	took       time.Duration
+	err        error // transport error
+	body       []byte
+}
+
+func (s *service) call(ctx context.Context, method, path string, body any) outcome {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	if err != nil {
+		return outcome{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := s.client.Do(req)
+	o := outcome{took: time.Since(start), err: err}
+	if err != nil {
+		return o
+	}
+	defer resp.Body.Close()
+	o.status, o.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+	o.body, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode >= 400 {
+		var p struct {
+			Type string `json:"type"`
+		}
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") && json.Unmarshal(o.body, &p) == nil {
+			o.problem = p.Type
+		} else {
+			o.problem = fmt.Sprintf("not problem+json (%s)", resp.Header.Get("Content-Type"))
+		}
+	}
+	return o
+}
