@@ -118,7 +118,8 @@ docker-build: ## Build the container image (needs a Docker engine).
 helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
 	$(HELM) lint charts/engram
 	$(HELM) template engram charts/engram --namespace engram-system >/dev/null
-	$(HELM) template engram charts/engram --namespace engram-system --set serviceMonitor.enabled=true --set watchNamespaces='{team-a,team-b}' >/dev/null
+	$(HELM) template engram charts/engram --namespace engram-system --set serviceMonitor.enabled=true --set watchNamespaces='{team-a,team-b}' --set networkPolicy.allowedNamespaces='{monitoring}' >/dev/null
+	$(HELM) template engram charts/engram --namespace engram-system --set networkPolicy.enabled=false >/dev/null
 
 .PHONY: kustomize-build
 kustomize-build: manifests $(KUSTOMIZE) ## Render config/default with kustomize.

@@ -190,6 +190,12 @@ type ServiceSpec struct {
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port,omitempty"`
+
+	// NetworkPolicy restricts who may connect to the memory service port.
+	// Default: a NetworkPolicy that admits pods of this runtime's namespace
+	// only. See MemoryRuntimeNetworkPolicy.
+	// +optional
+	NetworkPolicy *MemoryRuntimeNetworkPolicy `json:"networkPolicy,omitempty"`
 }
 
 // AppliedPolicy records which policy a runtime's config was resolved from.

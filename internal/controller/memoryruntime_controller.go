@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
@@ -26,11 +28,14 @@ import (
 type MemoryRuntimeReconciler struct {
 	client client.Client
 	reader client.Reader // uncached reads, for the rare cases the cache may lag
-	apply  *applier
-	pools  *poolCache
-	events events.EventRecorder
-	opts   Options
-	memory *runtimeMemory
+	// secrets reads the Secrets users name in the spec, which the
+	// operator's cache does not hold (it holds only Engram's own).
+	secrets *secretReader
+	apply   *applier
+	pools   *poolCache
+	events  events.EventRecorder
+	opts    Options
+	memory  *runtimeMemory
 }
 
 // runtimeState is what the operator remembers about a runtime between
@@ -127,6 +132,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
+		r.checkOwnership,
 		r.connect,
 		r.provision,
 		r.reconcileCredentials,
@@ -134,9 +140,16 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileConfig,
 		r.reconcileDeployment,
 		r.reconcileService,
+		r.reconcileNetworkPolicy,
 		r.reconcileReadiness,
 	} {
 		stop, err := phase(ctx, s)
+		if refused := asNotOwned(err); refused != nil {
+			// Not an error to retry with backoff: someone else's object
+			// has the name. Report it and look again later.
+			r.refuse(s, orig.GetCondition(memoryv1alpha1.ConditionReady), refused)
+			break
+		}
 		if err != nil {
 			return doneResult(), err
 		}
@@ -156,8 +169,11 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret)).
+		// Secrets users point at (connection, API keys): metadata only,
+		// from a cache of its own (see secrets.go).
+		WatchesRawSource(source.Kind[client.Object](r.secrets.meta, secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
 			RateLimiter:             rateLimiter(r.opts),

@@ -45,7 +45,7 @@ func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtim
 
 // connect resolves the admin connection and its pool.
 func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) (bool, error) {
-	url, err := adminURL(ctx, r.client, s.rt, r.opts.OperatorNamespace)
+	url, err := adminURL(ctx, r.secrets, s.rt, r.opts.OperatorNamespace)
 	if err == nil {
 		s.pool, err = r.pools.get(s.connID, url)
 		err = withReasonIfNone(err, memoryv1alpha1.ReasonConnectionInvalid)
@@ -284,7 +284,7 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, rt *memoryv
 	var digests []string
 	for _, x := range refs {
 		var sec corev1.Secret
-		found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: x.ref.Name}, &sec)
+		found, err := getOptional(ctx, r.secrets, client.ObjectKey{Namespace: rt.Namespace, Name: x.ref.Name}, &sec)
 		if err != nil {
 			return nil, false, fmt.Errorf("reading Secret %q: %w", x.ref.Name, err)
 		}

@@ -41,6 +41,11 @@ type Options struct {
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a
 	// failing reconcile (database down, API errors).
 	RetryBaseDelay, RetryMaxDelay time.Duration
+	// NotOwnedRetry is how often the operator looks again at an object it
+	// refused to overwrite (reason ObjectNotOwned). Such an object carries
+	// no Engram label, so the operator's caches see no event when it is
+	// deleted: only this timer notices.
+	NotOwnedRetry time.Duration
 }
 
 // Defaults of Options.
@@ -53,6 +58,7 @@ const (
 	DefaultPoolMaxConns       = 4
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 5 * time.Minute
+	DefaultNotOwnedRetry      = 30 * time.Second
 )
 
 // withDefaults fills unset options.
@@ -89,6 +95,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetryMaxDelay <= 0 {
 		o.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if o.NotOwnedRetry <= 0 {
+		o.NotOwnedRetry = DefaultNotOwnedRetry
 	}
 	return o
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -41,6 +42,7 @@ type operatorEnv struct {
 	pool     *pgxpool.Pool // admin pool for assertions
 	opNS     string
 	writes   *writeCounter // write requests of the operator
+	mgr      manager.Manager
 
 	mu      sync.Mutex
 	tenants []trackedTenant // tenants to drop at the end
@@ -62,6 +64,10 @@ func TestOperator(t *testing.T) {
 	t.Run("RetentionJob", e.testRetentionJob)
 	t.Run("RunNowAndLastRun", e.testRunNowAndLastRun)
 	t.Run("Delete", e.testDelete)
+	t.Run("ForeignObjects", e.testForeignObjects)
+	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
+	t.Run("NetworkPolicy", e.testNetworkPolicy)
+	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("Idle", e.testIdle)
@@ -99,10 +105,12 @@ func startOperator(t *testing.T) *operatorEnv {
 		GrantCheckInterval: 10 * time.Minute,
 		RetryBaseDelay:     100 * time.Millisecond,
 		RetryMaxDelay:      2 * time.Second,
+		NotOwnedRetry:      time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.mgr = mgr
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
