@@ -218,8 +218,13 @@ func TestDeployment(t *testing.T) {
 	if sc := ps.SecurityContext; !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context = %+v", sc)
 	}
+	// The kubelet must not kill a pod that still drains: delay + timeout + margin.
+	if g := ps.TerminationGracePeriodSeconds; g == nil || *g != 35 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 35", g)
+	}
 	c := ps.Containers[0]
-	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090"}
+	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090",
+		"--shutdown-delay=5s", "--shutdown-timeout=25s"}
 	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
 		t.Errorf("command = %v image %s", c.Command, c.Image)
 	}
