@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func (e *operatorEnv) testLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != testImage || c.Command[1] != "serve" || c.Command[len(c.Command)-1] != "--listen=:8080" ||
+	if c.Image != testImage || c.Command[1] != "serve" || !slices.Contains(c.Command, "--listen=:8080") ||
 		d.Spec.Template.Annotations[AnnotationConfigHash] != st.ConfigHash || !metav1.IsControlledBy(&d, bot) ||
 		!*c.SecurityContext.ReadOnlyRootFilesystem || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Errorf("Deployment = %+v", d.Spec.Template)
