@@ -59,6 +59,8 @@ func celCases(ns string) []celCase {
 			"set exactly one of database.connectionSecretRef or database.clusterConnection"},
 		{"schema pg_", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "pg_evil" }), "must not start with pg_"},
 		{"schema public", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "public" }), "not public, information_schema or engram_control"},
+		{"schema with the reserved engram_ prefix", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "engram_team_a_bot" }), "that prefix is reserved"},
+		{"schema over 56 bytes", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = strings.Repeat("s", 57) }), "may not be more than 56"},
 		{"schema upper case", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "Tenant" }), "spec.database.schema"},
 		{"schema too long", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = strings.Repeat("s", 64) }), "Too long"},
 		{"name too long", rt(strings.Repeat("n", 54), func(*memoryv1alpha1.MemoryRuntimeSpec) {}), "metadata.name must be at most 53 characters"},

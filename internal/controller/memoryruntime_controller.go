@@ -117,7 +117,6 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
 	rt.Status.ObservedGeneration = rt.Generation
-	rt.Status.Schema = SchemaFor(rt)
 
 	if !rt.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, rt)

@@ -124,6 +124,10 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	r.memory.update(rt.UID, func(st *runtimeState) {
 		st.checkedAt, st.fingerprint, st.schemaVersion = time.Now(), fingerprint, res.Version
 	})
+	// status.schema records a schema only once it is this runtime's: the
+	// legacy upgrade rule trusts it (TenantClaim), so a refused runtime
+	// must never record the schema it asked for.
+	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
 	rt.SetCondition(memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned,
 		fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole))

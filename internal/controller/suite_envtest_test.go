@@ -70,6 +70,7 @@ func TestOperator(t *testing.T) {
 	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
+	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("Idle", e.testIdle)
 }
 
