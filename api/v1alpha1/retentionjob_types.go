@@ -74,7 +74,7 @@ type RetentionJobSpec struct {
 	DryRun bool `json:"dryRun,omitempty"`
 
 	// ConcurrencyPolicy: Forbid (default) skips a run while one is active,
-	// Allow runs both (the job's advisory lock still lets only one work),
+	// Allow runs both (the job's lease in the tenant schema still lets only one work),
 	// Replace stops the old run.
 	// +optional
 	// +kubebuilder:default=Forbid

@@ -98,7 +98,7 @@ func currentVersion(ctx context.Context, q interface {
 
 // migrate applies every pending migration to schema, each in its own
 // transaction running as the owner role (so the owner owns what it creates).
-// The caller holds the tenant's advisory lock. It returns the versions applied.
+// The caller holds the tenant's provisioning lease. It returns the versions applied.
 func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vectorType string, target int, indexTimeout time.Duration) ([]int, error) {
 	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
 	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
