@@ -417,3 +417,24 @@ func envByName(env []corev1.EnvVar) map[string]corev1.EnvVar {
 	}
 	return out
 }
+
+// TestJobDefaults: job pods always have a deadline and resources; the
+// RetentionJob's own values replace the defaults.
+func TestJobDefaults(t *testing.T) {
+	rt := testRuntime()
+	rj := testRetentionJob()
+	rj.Spec.ActiveDeadlineSeconds = nil
+	js := CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec
+	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds != DefaultJobActiveDeadlineSeconds {
+		t.Errorf("activeDeadlineSeconds = %v, want the default %d", js.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)
+	}
+	res := js.Template.Spec.Containers[0].Resources
+	if res.Requests.Cpu().String() != "100m" || res.Requests.Memory().String() != "128Mi" || res.Limits.Memory().String() != "512Mi" || !res.Limits.Cpu().IsZero() {
+		t.Errorf("default resources = %+v", res)
+	}
+	rj.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
+	res = CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
+	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 0 {
+		t.Errorf("resources from the spec = %+v, want exactly them", res)
+	}
+}
