@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -52,6 +53,10 @@ type runtimeState struct {
 	password string
 	// rotated is the last rotate-credentials value acted on.
 	rotated string
+	// warned is the reason of the last provisioning Warning event, so a
+	// failure that persists is reported once, not on every retry (the
+	// condition in the cache may lag behind this reconciler's last write).
+	warned string
 }
 
 type runtimeMemory struct {
@@ -99,6 +104,21 @@ type runtimeScope struct {
 	image    string
 	deploy   *appsv1.Deployment
 	requeue  requeueTimer
+	// faulted is set when Options.FailAfter injected a fault: the reconcile
+	// stops as if the operator had died (see Options.FailAfter).
+	faulted bool
+}
+
+// failAfter calls the Options.FailAfter test seam after step.
+func (r *MemoryRuntimeReconciler) failAfter(s *runtimeScope, step string) error {
+	if r.opts.FailAfter == nil {
+		return nil
+	}
+	if err := r.opts.FailAfter(client.ObjectKeyFromObject(s.rt), step); err != nil {
+		s.faulted = true
+		return fmt.Errorf("injected fault after %s: %w", step, err)
+	}
+	return nil
 }
 
 // runtimePhase is one step of a reconcile. It sets the conditions it owns;
@@ -113,7 +133,14 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return doneResult(), client.IgnoreNotFound(err)
 	}
 	orig := rt.DeepCopy()
+	var s *runtimeScope
 	defer func() {
+		if s != nil && s.faulted {
+			// A simulated crash (test seam): a dead operator writes no
+			// status and its memory is gone.
+			r.memory.forget(rt.UID)
+			return
+		}
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
 	rt.Status.ObservedGeneration = rt.Generation
@@ -128,7 +155,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
 
-	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
+	s = &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
 		r.checkOwnership,
