@@ -11,13 +11,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -190,7 +194,7 @@ func (r *MemoryRuntimeReconciler) eventer() eventer { return eventer{rec: r.even
 
 func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&memoryv1alpha1.MemoryRuntime{}).
+		For(&memoryv1alpha1.MemoryRuntime{}, builder.WithPredicates(ignoreStatusOnly)).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
@@ -206,6 +210,24 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		}).
 		Complete(r)
 }
+
+// ignoreStatusOnly drops the update events of a MemoryRuntime that changed
+// nothing but its status (the operator's own status writes). Such an event
+// would start a reconcile at once, outside the backoff: a failure whose
+// message differs from one attempt to the next (a reset connection names
+// its local port) would write the status and reconcile again in a hot loop.
+var ignoreStatusOnly = predicate.Funcs{UpdateFunc: func(ev event.UpdateEvent) bool {
+	before, ok1 := ev.ObjectOld.(*memoryv1alpha1.MemoryRuntime)
+	after, ok2 := ev.ObjectNew.(*memoryv1alpha1.MemoryRuntime)
+	if !ok1 || !ok2 {
+		return true
+	}
+	a, b := before.DeepCopy(), after.DeepCopy()
+	a.Status, b.Status = memoryv1alpha1.MemoryRuntimeStatus{}, memoryv1alpha1.MemoryRuntimeStatus{}
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	a.ManagedFields, b.ManagedFields = nil, nil
+	return !equality.Semantic.DeepEqual(a, b)
+}}
 
 // runtimesOfPolicy maps a MemoryPolicy to the runtimes that reference it.
 func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -111,7 +111,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		if c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady); c != nil {
 			beforeReason = c.Reason
 		}
-		msg := scrubAdmin(err.Error(), s.admin)
+		msg := stableMessage(scrubAdmin(err.Error(), s.admin))
 		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, reason, msg)
 		// One Warning per transition into a failure, not one per retry: a
 		// database that stays down must not write an event every few
