@@ -178,6 +178,10 @@ func (e *operatorEnv) waitEvent(t *testing.T, ns, name, reason, text string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no such event yet")
+		var seen []string
+		for _, ev := range e.events(t, ns, name) {
+			seen = append(seen, ev.Reason+": "+ev.Note)
+		}
+		return fmt.Errorf("no such event yet; events: %q", seen)
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Options configure the operator. The `manager` command fills them from its
@@ -46,6 +48,15 @@ type Options struct {
 	// no Engram label, so the operator's caches see no event when it is
 	// deleted: only this timer notices.
 	NotOwnedRetry time.Duration
+	// FailAfter is a test seam, nil in production. When set, the
+	// MemoryRuntime reconciler calls it with the runtime's key after each
+	// provisioning step: the database steps of tenant.Spec.FailAfter ("role
+	// created", "schema created", "migrated", "granted") and its own
+	// ("credentials secret written", "deployment applied"). An error stands
+	// for the operator dying right there: the reconcile ends at once,
+	// writes no status and forgets what it remembered about the runtime,
+	// and the next reconcile starts as a freshly started operator would.
+	FailAfter func(runtime types.NamespacedName, step string) error
 }
 
 // Defaults of Options.

@@ -43,6 +43,7 @@ type operatorEnv struct {
 	opNS     string
 	writes   *writeCounter // write requests of the operator
 	mgr      manager.Manager
+	faults   *faultInjector // the operator's Options.FailAfter
 
 	mu      sync.Mutex
 	tenants []trackedTenant // tenants to drop at the end
@@ -71,6 +72,7 @@ func TestOperator(t *testing.T) {
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
+	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -79,7 +81,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	start := time.Now()
 	_, cfg := testenv.ControlPlane(t)
 	adminURL := testenv.NewDatabase(t)
-	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}}
+	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}, faults: newFaultInjector()}
 	t.Cleanup(func() { e.dropTenants(t) }) // before the database is dropped: roles are cluster-wide
 	e.pool = testenv.NewPool(t, adminURL, 4)
 
@@ -107,6 +109,7 @@ func startOperator(t *testing.T) *operatorEnv {
 		RetryBaseDelay:     100 * time.Millisecond,
 		RetryMaxDelay:      2 * time.Second,
 		NotOwnedRetry:      time.Second,
+		FailAfter:          e.faults.failAfter,
 	})
 	if err != nil {
 		t.Fatal(err)
