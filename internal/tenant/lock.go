@@ -34,6 +34,12 @@ const defaultLease = 5 * time.Minute
 // expiry, set in short transactions), not a row lock held by an open
 // transaction: CREATE INDEX CONCURRENTLY waits for every older transaction
 // of the database, so a migration would wait for its own lock forever.
+//
+// The lease also records the holder's database session (pid and start
+// time). An operator that dies mid-provisioning loses its connection, and
+// its session ends with it: a lease whose session no longer exists is taken
+// over at once, instead of after its expiry (which covers the longest
+// migration, 30 minutes by default).
 func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn func(*pgx.Conn) error) error {
 	c, err := admin.Acquire(ctx)
 	if err != nil {
@@ -53,7 +59,7 @@ func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn 
 		// that fails, it expires by itself.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, _ = conn.Exec(rctx, "UPDATE "+locksTable()+" SET holder = NULL, expires_at = NULL WHERE schema_name = $1 AND holder = $2", schema, holder)
+		_, _ = conn.Exec(rctx, "UPDATE "+locksTable()+" SET holder = NULL, expires_at = NULL, holder_pid = NULL, holder_started = NULL WHERE schema_name = $1 AND holder = $2", schema, holder)
 	}()
 	return fn(conn)
 }
@@ -75,8 +81,12 @@ func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, erro
 	}
 	give := time.Now().Add(lockWait)
 	for {
-		tag, err := conn.Exec(ctx, "UPDATE "+locksTable()+` SET holder = $2, expires_at = now() + $3::interval
-			WHERE schema_name = $1 AND (holder IS NULL OR expires_at < now())`, schema, holder, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
+		tag, err := conn.Exec(ctx, "UPDATE "+locksTable()+` AS l SET holder = $2, expires_at = now() + $3::interval,
+				holder_pid = pg_backend_pid(),
+				holder_started = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())
+			WHERE l.schema_name = $1 AND (l.holder IS NULL OR l.expires_at < now() OR NOT EXISTS (
+				SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.holder_pid AND a.backend_start = l.holder_started))`,
+			schema, holder, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
 		if err != nil {
 			return "", fmt.Errorf("taking the provisioning lease: %w", err)
 		}
@@ -99,7 +109,7 @@ func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, erro
 func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname = 'expires_at' AND NOT attisdropped)`, locksTable()).Scan(&exists); err != nil {
+		WHERE attrelid = to_regclass($1) AND attname = 'holder_started' AND NOT attisdropped)`, locksTable()).Scan(&exists); err != nil {
 		return fmt.Errorf("looking for %s: %w", locksTable(), err)
 	}
 	if exists {
@@ -111,7 +121,8 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 		"REVOKE ALL ON SCHEMA " + schema + " FROM PUBLIC",
 		"COMMENT ON SCHEMA " + schema + " IS 'Engram operator bookkeeping (provisioning leases); not a tenant schema'",
 		"CREATE TABLE IF NOT EXISTS " + locksTable() + " (schema_name text PRIMARY KEY)",
-		"ALTER TABLE " + locksTable() + " ADD COLUMN IF NOT EXISTS holder text, ADD COLUMN IF NOT EXISTS expires_at timestamptz",
+		"ALTER TABLE " + locksTable() + " ADD COLUMN IF NOT EXISTS holder text, ADD COLUMN IF NOT EXISTS expires_at timestamptz," +
+			" ADD COLUMN IF NOT EXISTS holder_pid integer, ADD COLUMN IF NOT EXISTS holder_started timestamptz",
 	}
 	err := inTx(ctx, conn, "", func(tx pgx.Tx) error {
 		for _, s := range stmts {

@@ -182,8 +182,9 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 }
 
 // TestProvisionLockTimesOut: a provisioning that waits on another
-// operator's lease gives up with a clear error instead of hanging, and an
-// expired lease is taken over.
+// operator's live lease gives up with a clear error instead of hanging; the
+// lease of a holder whose session ended (operator killed) is taken over at
+// once, and an expired lease too.
 func TestProvisionLockTimesOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the lock timeout")
@@ -192,20 +193,49 @@ func TestProvisionLockTimesOut(t *testing.T) {
 	ctx := testCtx(t)
 	spec := newSpec(uniqueSchema(t, "engram_lockwait"), 3)
 	mustProvision(t, pool, url, spec)
-	// Another operator's live lease.
-	if _, err := pool.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'other-operator', expires_at = now() + interval '1 hour' WHERE schema_name = $1", spec.Schema); err != nil {
+	// Another operator's live lease: its session (this connection) is alive.
+	other, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	if _, err := other.Exec(ctx, "UPDATE "+locksTable()+` SET holder = 'other-operator', expires_at = now() + interval '1 hour',
+		holder_pid = pg_backend_pid(), holder_started = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())
+		WHERE schema_name = $1`, spec.Schema); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := Provision(ctx, pool, spec)
+	_, err = Provision(ctx, pool, spec)
 	if err == nil || !strings.Contains(err.Error(), "another operator") {
 		t.Fatalf("Provision while the lock is held: %v; want a lock timeout", err)
 	}
 	if d := time.Since(start); d > lockWait+5*time.Second {
 		t.Fatalf("waited %s for the lock", d)
 	}
-	// An expired lease (its operator died) is taken over.
-	if _, err := pool.Exec(ctx, "UPDATE "+locksTable()+" SET expires_at = now() - interval '1 second' WHERE schema_name = $1", spec.Schema); err != nil {
+	// The holder dies (kill -9 of its operator closes its session): its
+	// lease, an hour from expiry, is taken over at once.
+	_ = other.Conn().Close(ctx)
+	start = time.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var alive bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity a JOIN `+locksTable()+` l
+			ON a.pid = l.holder_pid AND a.backend_start = l.holder_started WHERE l.schema_name = $1)`, spec.Schema).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := Provision(ctx, pool, spec); err != nil {
+		t.Fatalf("Provision after the holder's session ended: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took over a dead holder's lease after %s", d)
+	}
+	// An expired lease is taken over too.
+	if _, err := pool.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'gone', expires_at = now() - interval '1 second', holder_pid = pg_backend_pid() WHERE schema_name = $1", spec.Schema); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Provision(ctx, pool, spec); err != nil {
