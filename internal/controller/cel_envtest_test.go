@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +59,8 @@ func celCases(ns string) []celCase {
 			"set exactly one of database.connectionSecretRef or database.clusterConnection"},
 		{"schema pg_", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "pg_evil" }), "must not start with pg_"},
 		{"schema public", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "public" }), "not public, information_schema or engram_control"},
+		{"schema with the reserved engram_ prefix", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "engram_team_a_bot" }), "that prefix is reserved"},
+		{"schema over 56 bytes", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = strings.Repeat("s", 57) }), "may not be more than 56"},
 		{"schema upper case", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "Tenant" }), "spec.database.schema"},
 		{"schema too long", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = strings.Repeat("s", 64) }), "Too long"},
 		{"name too long", rt(strings.Repeat("n", 54), func(*memoryv1alpha1.MemoryRuntimeSpec) {}), "metadata.name must be at most 53 characters"},
@@ -85,6 +88,19 @@ func celCases(ns string) []celCase {
 		{"privileged port", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Port = 80 }), "should be greater than or equal to 1024"},
 		{"too many replicas", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Replicas = ptr.To[int32](101) }), "should be less than or equal to 100"},
 		{"unknown reclaim policy", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.ReclaimPolicy = "Destroy" }), `Unsupported value: "Destroy"`},
+		{"network policy peer without selector", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{{}}}
+		}), "each service.networkPolicy.from entry must set podSelector, namespaceSelector or ipBlock"},
+		{"network policy ipBlock with selector", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}, PodSelector: &metav1.LabelSelector{}},
+			}}
+		}), "a service.networkPolicy.from entry with ipBlock cannot also set podSelector or namespaceSelector"},
+		{"network policy ipBlock not a CIDR", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "everyone"}},
+			}}
+		}), "service.networkPolicy.from[].ipBlock.cidr must be a CIDR such as 10.0.0.0/8"},
 		// MemoryPolicy
 		{"arbitration above auto-merge", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Dedup.ArbitrationThreshold = 0.97 }),
 			"thresholds must satisfy 0 < arbitrationThreshold <= autoMergeThreshold <= 1"},
