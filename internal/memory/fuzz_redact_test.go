@@ -90,7 +90,9 @@ var secretShapes = []struct {
 	{kind: "jwt", key: "eyJhbGciOi.eyJzdWIiOi.", alphabet: alnum + "_-", min: 8},
 	{kind: "bearer_token", key: "Authorization: Bearer ", alphabet: alnum + "-._~+/", min: 8},
 	{kind: "basic_auth", key: "Authorization: Basic ", alphabet: alnum, min: 6,
-		build: func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v[:len(v)/2] + ":" + v[len(v)/2:])) }},
+		build: func(v string) string {
+			return base64.StdEncoding.EncodeToString([]byte(v[:len(v)/2] + ":" + v[len(v)/2:]))
+		}},
 	{kind: "url_password", key: "postgres://app:", after: "@db:5432/x", alphabet: alnum + "!$&()*+,;=~._-:[]", min: 8},
 	{kind: "password", key: "password=", alphabet: alnum + "!#$%&()*+-./:<=>?@[]^_`{|}~", min: 8},
 	{kind: "password", key: "my passphrase is ", alphabet: alnum + "!#$%&()*+-./:<=>?@[]^_`{|}~", min: 8},
