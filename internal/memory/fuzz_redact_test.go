@@ -10,7 +10,7 @@ import (
 )
 
 // fuzzRedactor has every built-in pattern, as the default policy does.
-func fuzzRedactor(t *testing.T) *redactor {
+func fuzzRedactor(t testing.TB) *redactor {
 	t.Helper()
 	r, err := newRedactor(DefaultPolicy().Redaction)
 	if err != nil {
