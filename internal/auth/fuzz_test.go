@@ -102,7 +102,7 @@ func FuzzTokenLine(f *testing.F) {
 			// The CLI never passes such parts; still, words smuggled into
 			// owner or name can never change the role written first.
 			if c, ok := set.Lookup(token); ok {
-				first := strings.TrimPrefix(strings.Fields("role="+role)[0], "role=")
+				first := strings.TrimPrefix(strings.Fields("role=" + role)[0], "role=")
 				if c.Role != Role(first) {
 					t.Fatalf("parts (%q %q %q %q) loaded role %q", token, role, owner, name, c.Role)
 				}
