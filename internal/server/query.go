@@ -33,6 +33,8 @@ func newQuery(u *url.URL, allowed ...string) *query {
 	sort.Strings(names)
 	for _, k := range names {
 		switch {
+		case k == "": // "?=x": an error with an empty field would name nothing
+			q.errs = append(q.errs, fieldErr("query", "a parameter has no name (\"=value\")"))
 		case !utf8.ValidString(k):
 			q.errs = append(q.errs, fieldErr("query", "parameter names must be valid UTF-8"))
 		case !slices.Contains(allowed, k):
