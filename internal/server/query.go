@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -38,7 +39,7 @@ func newQuery(u *url.URL, allowed ...string) *query {
 		case !utf8.ValidString(k):
 			q.errs = append(q.errs, fieldErr("query", "parameter names must be valid UTF-8"))
 		case !slices.Contains(allowed, k):
-			q.errs = append(q.errs, fieldErr(k, "unknown query parameter"))
+			q.errs = append(q.errs, fieldErr(k, unknownParamMessage(allowed)))
 		case len(v[k]) > 1:
 			q.errs = append(q.errs, fieldErr(k, "given more than once"))
 		case !utf8.ValidString(v[k][0]):
@@ -46,6 +47,14 @@ func newQuery(u *url.URL, allowed ...string) *query {
 		}
 	}
 	return q
+}
+
+// unknownParamMessage names the parameters the route does take.
+func unknownParamMessage(allowed []string) string {
+	if len(allowed) == 0 {
+		return "unknown query parameter: this route takes none"
+	}
+	return "unknown query parameter; this route takes " + strings.Join(allowed, ", ")
 }
 
 func (q *query) str(name string) string { return q.values.Get(name) }
