@@ -83,7 +83,13 @@ while read -r pkg name; do
 	execs=$(grep -oE 'execs: [0-9]+' "$log" | tail -1 | awk '{print $2}')
 	if grep -qE '^(--- FAIL|FAIL)' "$log"; then
 		failed+=("$pkg $name")
-		summary+=("FAIL  $pkg $name (${execs:-0} execs; the failing input is in $pkg/testdata/fuzz/$name/)")
+		if input=$(grep -oE 'testdata/fuzz/[^ ]+' "$log" | head -1) && [ -n "$input" ]; then
+			summary+=("FAIL  $pkg $name (${execs:-0} execs; failing input $pkg/$input)")
+		else
+			# No input: the fuzzing engine itself failed (e.g. "context
+			# deadline exceeded" when a loaded machine starves a worker).
+			summary+=("FAIL  $pkg $name (${execs:-0} execs; no failing input written: see the output above, rerun)")
+		fi
 	else
 		summary+=("ok    $pkg $name (${execs:-0} execs)")
 	fi
