@@ -85,6 +85,15 @@ test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control 
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \
 	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $(TEST_PKGS)
 
+# FUZZTIME is how long `make fuzz` fuzzes each target; FUZZ_MATCH (a regex
+# on "package FuzzName") picks some, e.g. make fuzz FUZZ_MATCH=auth FUZZTIME=30s.
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## Fuzz each Go fuzz target for FUZZTIME (default 60s), one after the other (list in hack/fuzz.sh; no database needed).
+	@hack/fuzz.sh check
+	@hack/fuzz.sh $(FUZZTIME)
+
 ##@ Demo
 
 DEMO ?= $(LOCALBIN)/engram-demo

@@ -100,6 +100,11 @@ func MintAgent(key []byte, owner, subject string, ttl time.Duration, now time.Ti
 		IssuedAt: now.Unix(), ExpiresAt: now.Add(ttl).Unix()})
 }
 
+// strictB64 decodes the parts of a signed token. Strict: the unused low
+// bits of the last character must be zero, otherwise several spellings of
+// one signature would verify (a token must have exactly one spelling).
+var strictB64 = base64.RawURLEncoding.Strict()
+
 func mac(key []byte, signed string) []byte {
 	h := hmac.New(sha256.New, key)
 	h.Write([]byte(signed))
@@ -121,7 +126,7 @@ func (k *SigningKeys) Verify(token string, now time.Time) (Credential, error) {
 	if !ok || !ok2 {
 		return Credential{}, ErrMalformed
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	got, err := strictB64.DecodeString(sig)
 	if err != nil {
 		return Credential{}, ErrMalformed
 	}
@@ -148,7 +153,7 @@ func (k *SigningKeys) Verify(token string, now time.Time) (Credential, error) {
 }
 
 func decodeClaims(payload string) (Claims, error) {
-	js, err := base64.RawURLEncoding.DecodeString(payload)
+	js, err := strictB64.DecodeString(payload)
 	if err != nil {
 		return Claims{}, ErrMalformed
 	}

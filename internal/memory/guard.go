@@ -80,6 +80,11 @@ func isBlankLetter(r rune) bool {
 // spaces become a space, line and paragraph separators a newline.
 // Look-alike letters of other scripts (Cyrillic "і") are not folded.
 func normalizeForGuard(s string, formatAsSpace bool) string {
+	// Invalid UTF-8 first becomes U+FFFD, as strings.Map below would make
+	// it: left in, a stray byte stops NFKD from decomposing the letter
+	// after it ("\xf3à" kept its accent), so normalizing twice differed
+	// from once. (Stored text is valid UTF-8 already; this is for any caller.)
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = unorm.NFKD.String(s)
 	s = strings.Map(func(r rune) rune {
 		switch {

@@ -26,15 +26,26 @@ func ParseDuration(s string) (Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q: want a number and a unit (s, m, h, d, w), e.g. 30d, or 0", s)
 	}
 	n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
-	if err != nil || n < 0 || n > 1_000_000 {
+	if err != nil || n < 0 {
 		return 0, fmt.Errorf("invalid duration %q: want a number and a unit (s, m, h, d, w), e.g. 30d, or 0", s)
 	}
 	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[s[len(s)-1]]
 	if unit == 0 {
 		return 0, fmt.Errorf("invalid duration %q: unit must be s, m, h, d or w", s)
 	}
+	// The bound is on the span, not on the number: n * unit must not
+	// overflow (999999w would wrap around), and String writes a span in the
+	// largest unit that divides it, which may be a small one ("99999h"
+	// halved is "2999970m"): every span String writes must parse back.
+	if n > int64(MaxDuration)/int64(unit) {
+		return 0, fmt.Errorf("invalid duration %q: at most %s (100 years)", s, MaxDuration)
+	}
 	return Duration(time.Duration(n) * unit), nil
 }
+
+// MaxDuration is the longest Duration: 100 years, beyond any policy and
+// far from the 292 years where time.Duration overflows.
+const MaxDuration = Duration(36500 * 24 * time.Hour)
 
 // String formats d in the largest unit that divides it.
 func (d Duration) String() string {
@@ -263,7 +274,8 @@ func (p *Policy) Validate() error {
 		if c.TTL < 0 || c.HalfLife < 0 {
 			bad(f, "ttl and halfLife must not be negative")
 		}
-		if c.TTL > 0 && c.HalfLife > c.TTL*10 {
+		// In floating point: ten times a long ttl overflows time.Duration.
+		if c.TTL > 0 && float64(c.HalfLife) > 10*float64(c.TTL) {
 			bad(f+".halfLife", "%s is more than ten times the ttl %s: memories would expire long before they decay", c.HalfLife, c.TTL)
 		}
 	}

@@ -94,16 +94,19 @@ func (r *redactor) redact(s string) (string, []string) {
 			if p.accept != nil && !p.accept(m) {
 				return m
 			}
-			found = true
 			prefix := ""
 			if p.keep > 0 {
 				if sub := p.re.FindStringSubmatch(m); len(sub) > p.keep {
 					prefix = sub[p.keep]
 				}
 			}
-			if strings.HasPrefix(m[len(prefix):], redactionMarker) {
-				return m // already redacted: redacting twice changes nothing
+			// Already redacted: redacting twice changes nothing. Only a
+			// marker alone counts: "password=[REDACTED:x]hunter2" still
+			// holds a secret after the marker.
+			if isMarker(strings.TrimSuffix(m[len(prefix):], p.tail)) {
+				return m
 			}
+			found = true
 			return prefix + redactionMarker + p.kind + "]" + p.tail
 		})
 		if found && !slices.Contains(kinds, p.kind) {
@@ -118,4 +121,14 @@ func (r *redactor) redact(s string) (string, []string) {
 func (r *redactor) redacted(s string) string {
 	out, _ := r.redact(s)
 	return out
+}
+
+// isMarker reports whether s is exactly one redaction marker.
+func isMarker(s string) bool {
+	kind, ok := strings.CutPrefix(s, redactionMarker)
+	if !ok {
+		return false
+	}
+	kind, ok = strings.CutSuffix(kind, "]")
+	return ok && kind != "" && strings.Trim(kind, "abcdefghijklmnopqrstuvwxyz_") == ""
 }

@@ -101,13 +101,23 @@ func decodeProblem(err error, prefix string) *Problem {
 		if unq, uerr := strconv.Unquote(name); uerr == nil {
 			name = unq
 		}
-		return validationProblem(fieldErr(joinField(prefix, name), "unknown field"))
+		return validationProblem(fieldErr(joinField(prefix, name), unknownFieldMessage(name)))
 	}
 	var fe *fieldDecodeError
 	if errors.As(err, &fe) {
 		return validationProblem(fieldErr(joinField(prefix, fe.field), fe.msg))
 	}
 	return validationProblem(fieldErr(orBody(prefix), err.Error()))
+}
+
+// unknownFieldMessage says what to do about an unknown field: where the
+// owner goes (a client porting from a body-scoped API puts it in the
+// body), and where the fields of a request are listed otherwise.
+func unknownFieldMessage(name string) string {
+	if name == "owner" {
+		return "unknown field: the owner is the {owner} of the path (/v1/owners/{owner}/...), never in a body"
+	}
+	return "unknown field (the fields of each request are in /openapi.json)"
 }
 
 // fieldDecodeError is returned by custom UnmarshalJSON methods of request types.

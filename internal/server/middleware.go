@@ -101,11 +101,12 @@ func (s *Server) unroutable(r *http.Request, route string) *Problem {
 	if route != routeUnmatched {
 		return nil
 	}
-	if isCanonical(r.URL.EscapedPath()) {
-		if allow := s.allowedMethods(r); len(allow) > 0 {
-			prob := newProblem(probMethod, "this route accepts "+strings.Join(allow, ", "))
-			return prob.withAllow(allow)
-		}
+	if !isCanonical(r.URL.EscapedPath()) {
+		return newProblem(probNoRoute, "no route matches "+r.Method+" "+p+": the path has an empty, . or .. segment; send it without (routes are in /openapi.json)")
+	}
+	if allow := s.allowedMethods(r); len(allow) > 0 {
+		prob := newProblem(probMethod, "this route accepts "+strings.Join(allow, ", "))
+		return prob.withAllow(allow)
 	}
 	return newProblem(probNoRoute, "no route matches "+r.Method+" "+p+"; see /openapi.json")
 }

@@ -35,10 +35,12 @@ func newQuery(u *url.URL, allowed ...string) *query {
 	sort.Strings(names)
 	for _, k := range names {
 		switch {
+		case k == "": // "?=x": an error with an empty field would name nothing
+			q.errs = append(q.errs, fieldErr("query", "a parameter has no name (\"=value\")"))
 		case !utf8.ValidString(k):
 			q.errs = append(q.errs, fieldErr("query", "parameter names must be valid UTF-8"))
 		case !slices.Contains(allowed, k):
-			q.errs = append(q.errs, fieldErr(k, "unknown query parameter"))
+			q.errs = append(q.errs, fieldErr(k, unknownParamMessage(allowed)))
 		case len(v[k]) > 1:
 			q.errs = append(q.errs, fieldErr(k, "given more than once"))
 		case !utf8.ValidString(v[k][0]):
@@ -46,6 +48,14 @@ func newQuery(u *url.URL, allowed ...string) *query {
 		}
 	}
 	return q
+}
+
+// unknownParamMessage names the parameters the route does take.
+func unknownParamMessage(allowed []string) string {
+	if len(allowed) == 0 {
+		return "unknown query parameter: this route takes none"
+	}
+	return "unknown query parameter; this route takes " + strings.Join(allowed, ", ")
 }
 
 func (q *query) str(name string) string { return q.values.Get(name) }

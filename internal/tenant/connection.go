@@ -1,9 +1,12 @@
 package tenant
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -28,24 +31,48 @@ func ConnectionURL(data map[string][]byte, uriKey string) (string, error) {
 	if host == "" || user == "" {
 		return "", fmt.Errorf("connection secret has neither %q nor host and user", uriKey)
 	}
+	// A host or port a URL cannot carry would not fail here but later, as
+	// another URL or none ("db/x" becomes "db%2Fx", which no parser
+	// reads): check them, naming the key, never quoting the Secret.
+	if !validHost(host) {
+		return "", errors.New(`key "host" must be a host name or an IP address`)
+	}
 	port := get("port")
 	if port == "" {
 		port = "5432"
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return "", errors.New(`key "port" must be a port number (1-65535)`)
 	}
 	db := get("dbname")
 	if db == "" {
 		db = "postgres"
 	}
+	// PostgreSQL strings cannot hold NUL; pgx refuses %00 in a URL.
+	for _, k := range []string{"user", "password", "dbname"} {
+		if strings.ContainsRune(get(k), 0) {
+			return "", fmt.Errorf("key %q must not contain a NUL character", k)
+		}
+	}
 	u := url.URL{
 		Scheme: "postgres",
 		User:   url.UserPassword(user, get("password")),
-		Host:   net.JoinHostPort(host, port),
+		Host:   net.JoinHostPort(host, strconv.Itoa(p)),
 		Path:   "/" + db,
 	}
 	if mode := get("sslmode"); mode != "" {
 		u.RawQuery = url.Values{"sslmode": {mode}}.Encode()
 	}
 	return u.String(), nil
+}
+
+// hostName is a DNS name (or a Kubernetes Service name).
+var hostName = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9._-]{0,252})$`)
+
+// validHost reports whether host is a DNS name or an IP address.
+func validHost(host string) bool {
+	return hostName.MatchString(host) || net.ParseIP(host) != nil
 }
 
 // tenantURLParams are the only query parameters of the admin URL a tenant's
@@ -80,6 +107,11 @@ func LoginURL(adminURL, user, password string) (string, error) {
 	if err != nil {
 		// url.Parse quotes its input, which holds the admin password.
 		return "", fmt.Errorf("the admin connection is not a valid URL")
+	}
+	// As ConnectionURL requires: anything else (a relative reference, an
+	// opaque "postgres:host") would turn into a different URL below.
+	if (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return "", fmt.Errorf("the admin connection is not a postgres:// URL with a host")
 	}
 	q := url.Values{}
 	for k, v := range u.Query() {
