@@ -85,8 +85,6 @@ func FuzzDecodeBody(f *testing.F) {
 	})
 }
 
-// listParams are the query parameters of GET /v1/owners/{owner}/memories.
-var listParams = []string{"agent", "session", "category", "includeInactive", "limit", "cursor"}
 
 // FuzzQuery: a query string is either refused with a 422 naming each bad
 // parameter, or every parameter in it is known, given once and valid
