@@ -85,7 +85,6 @@ func FuzzDecodeBody(f *testing.F) {
 	})
 }
 
-
 // FuzzQuery: a query string is either refused with a 422 naming each bad
 // parameter, or every parameter in it is known, given once and valid
 // UTF-8, and reading it as the list route does adds no surprise.
