@@ -8,6 +8,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -48,4 +49,18 @@ func Binary(t testing.TB, env, how string) string {
 		missing(t, env+"="+path, how)
 	}
 	return path
+}
+
+// BuildManager builds ./cmd/manager into the test's temporary directory, for
+// suites that run it as a process (the e2e flow, the fault suite).
+func BuildManager(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "manager")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -8,8 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,17 +23,7 @@ import (
 )
 
 // buildManager builds the manager binary the local pods run.
-func buildManager(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildManager(t *testing.T) string { return testenv.BuildManager(t) }
 
 // logWriter sends the scenario's output to the test log, a line at a time.
 type logWriter struct {

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"sigs.k8s.io/yaml"
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
@@ -56,7 +54,7 @@ func TestJobKilledMidBatch(t *testing.T) {
 		}
 		return n
 	}
-	config := writeJobConfig(t, schema)
+	config := writeConfig(t, schema, 64)
 	job := func() *exec.Cmd {
 		cmd := exec.Command(bin, "job", "--config="+config, "--ops=purge", "--batch-size=100", "--db-max-conns=1",
 			"--termination-log=", "--log-level=warn")
@@ -125,23 +123,4 @@ func TestJobKilledMidBatch(t *testing.T) {
 	if purged != int64(left) || remaining() != 0 {
 		t.Errorf("counts do not add up: %d before the kill, %d purged after it by the next run, %d left", total, purged, remaining())
 	}
-}
-
-func writeJobConfig(t *testing.T, schema string) string {
-	t.Helper()
-	cfg := memory.ServiceConfig{Schema: schema, Policy: memory.DefaultPolicy(),
-		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 64}}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

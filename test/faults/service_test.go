@@ -37,16 +37,27 @@ type service struct {
 	logs   *bytes.Buffer
 }
 
-func buildManager(t *testing.T) string {
+func buildManager(t *testing.T) string { return testenv.BuildManager(t) }
+
+// writeConfig writes the service config the operator would mount (the
+// <runtime>-config ConfigMap) for a builtin embedder and the default policy.
+func writeConfig(t *testing.T, schema string, dims int) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
+	cfg := memory.ServiceConfig{Schema: schema, Policy: memory.DefaultPolicy(),
+		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}}
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return bin
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // provision creates a tenant on the instance as the operator would and
@@ -77,21 +88,9 @@ func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...st
 	if err := os.WriteFile(filepath.Join(dir, "tokens"), []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := memory.ServiceConfig{Schema: schema, Policy: memory.DefaultPolicy(),
-		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 384}}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), y, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := writeConfig(t, schema, 384)
 	addr := freeAddr(t)
-	args := append([]string{"serve", "--config=" + filepath.Join(dir, "config.yaml"), "--tokens-file=" + filepath.Join(dir, "tokens"),
+	args := append([]string{"serve", "--config=" + config, "--tokens-file=" + filepath.Join(dir, "tokens"),
 		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+databaseURL)
