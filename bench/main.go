@@ -4,7 +4,9 @@
 //   - the memory service through its HTTP API (the real `manager serve`
 //     binary) against the raw SQL ceiling of the same work through pgx;
 //   - the maintenance jobs on a bulk-loaded tenant;
-//   - the operator (the real `manager` binary) on an envtest control plane.
+//   - the operator (the real `manager` binary) on an envtest control plane;
+//   - on request (--parts=secrets), the operator's memory with 1,000
+//     unrelated Secrets in the cluster.
 //
 // It needs DATABASE_URL (hack/pgvector.sh start) and, for the operator part,
 // KUBEBUILDER_ASSETS (hack/envtest.sh). Results go to bench/results/ as JSON
@@ -73,7 +75,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, < 10 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,jobs,operator", "comma-separated parts to run")
+	fs.StringVar(&o.parts, "parts", "service,jobs,operator", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default; make bench-full N=1000)")
@@ -195,8 +197,10 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 			rep.Jobs, err = h.runJobs(ctx)
 		case "operator":
 			rep.Operator, err = h.runOperator(ctx)
+		case "secrets":
+			rep.Secrets, err = h.runSecrets(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, jobs or operator)")
+			err = fmt.Errorf("unknown part (want service, jobs, operator or secrets)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

@@ -24,6 +24,9 @@ func markdown(rep *Report) string {
 	if o := rep.Operator; o != nil {
 		operatorMarkdown(p, o)
 	}
+	if sec := rep.Secrets; sec != nil {
+		secretsMarkdown(p, sec)
+	}
 	if len(rep.Targets) > 0 {
 		p("## Targets\n\n| target | goal | measured | met | note |\n|---|---|---|---|---|\n")
 		for _, t := range rep.Targets {

@@ -20,6 +20,7 @@ type Report struct {
 	Service     *ServiceReport  `json:"service,omitempty"`
 	Jobs        *JobsReport     `json:"jobs,omitempty"`
 	Operator    *OperatorReport `json:"operator,omitempty"`
+	Secrets     *SecretsReport  `json:"secrets,omitempty"`
 	Targets     []Target        `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`

@@ -51,8 +51,10 @@ type Workload struct {
 const (
 	benchDims   = 384
 	benchSchema = "engram_bench_svc"
-	benchToken  = "bench-token-0123456789abcdef"
-	topK        = 10
+	// benchToken is an admin token of the service (tokens shorter than 43
+	// characters are refused at load).
+	benchToken = "bench-token-0123456789abcdef-0123456789abcdef-bench"
+	topK       = 10
 )
 
 // benchPolicy is the default policy with the per-owner cap raised above what
@@ -85,7 +87,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 		return nil, err
 	}
 	policy := benchPolicy()
-	svc, base, err := h.startService(ctx, loginURL, policy)
+	svc, base, err := h.startService(ctx, loginURL, policy, false)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +124,42 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	if peak, _, err := memoryKiB(svc.pid()); err == nil {
 		rep.ServicePeakRSSMiB = round3(float64(peak) / 1024)
 	}
-	return rep, werr
+	if werr != nil {
+		return rep, werr
+	}
+	return rep, h.measureAsyncCommit(ctx, loginURL, policy, emb, rep)
+}
+
+// measureAsyncCommit runs the add workload once more against a service
+// (and a raw pool) with synchronous_commit off — what a runtime with
+// spec.database.synchronousCommit: "off" gets — so the report shows what
+// durability costs next to the default. Read it on a server with fsync on
+// (hack/pgvector.sh's default): with fsync off a WAL flush costs nothing.
+func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, policy memory.Policy, emb memory.Embedder, rep *ServiceReport) error {
+	svc, base, err := h.startService(ctx, loginURL, policy, true)
+	if err != nil {
+		return err
+	}
+	defer svc.stop(30 * time.Second)
+	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(h.scale)+2), memory.SessionSettings{AsynchronousCommit: true})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	api := newAPIClient(base, benchToken)
+	raw := newRawSQL(pool, benchSchema, policy, emb)
+	w := h.addWorkload("add (dedup), synchronous_commit off", api, raw, &counter{m: map[string]int{}})
+	for _, c := range h.scale.Concurrency {
+		svcStats, rawStats := pairedRuns(ctx, c, h.scale.RunDuration, h.scale.Rounds, h.scale.MaxOpsPerRun, w.service(c), w.raw(c))
+		wl := Workload{Name: w.name, Concurrency: c, Service: svcStats, Raw: rawStats, Ratio: ratio(svcStats.Throughput, rawStats.Throughput)}
+		h.logf("service: %-13s c=%d  service %7.1f/s p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f",
+			w.name, c, svcStats.Throughput, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio)
+		rep.Workloads = append(rep.Workloads, wl)
+		if n := svcStats.Errors + rawStats.Errors; n > 0 {
+			return fmt.Errorf("%s c=%d: %d failed requests (service: %s; raw: %s)", w.name, c, n, svcStats.FirstError, rawStats.FirstError)
+		}
+	}
+	return nil
 }
 
 // measureWorkloads runs every workload at every concurrency, service and raw
@@ -166,22 +203,27 @@ func maxConcurrency(sc Scale) int {
 
 // startService writes the config and tokens files the operator would mount
 // and starts `manager serve` on a free loopback port.
-func (h *harness) startService(ctx context.Context, loginURL string, policy memory.Policy) (*process, string, error) {
+func (h *harness) startService(ctx context.Context, loginURL string, policy memory.Policy, asyncCommit bool) (*process, string, error) {
 	cfg := memory.ServiceConfig{
-		Schema:    benchSchema,
-		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: benchDims},
-		Policy:    policy,
+		Schema:             benchSchema,
+		Embedding:          memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: benchDims},
+		Policy:             policy,
+		AsynchronousCommit: asyncCommit,
 	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("encoding service config: %w", err)
 	}
-	cfgPath := filepath.Join(h.workDir, "service-config.yaml")
-	tokPath := filepath.Join(h.workDir, "service-tokens")
+	name := "service"
+	if asyncCommit {
+		name = "service-async"
+	}
+	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
+	tokPath := filepath.Join(h.workDir, name+"-tokens")
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		return nil, "", err
 	}
-	if err := os.WriteFile(tokPath, []byte(benchToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokPath, []byte(benchToken+" role=admin name=bench\n"), 0o600); err != nil {
 		return nil, "", err
 	}
 	port, err := freePort()
@@ -191,7 +233,7 @@ func (h *harness) startService(ctx context.Context, loginURL string, policy memo
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProcess("manager serve", h.managerBin,
 		[]string{"serve", "--config=" + cfgPath, "--tokens-file=" + tokPath, "--listen=" + addr},
-		[]string{"ENGRAM_DATABASE_URL=" + loginURL}, filepath.Join(h.workDir, "service.log"))
+		[]string{"ENGRAM_DATABASE_URL=" + loginURL}, filepath.Join(h.workDir, name+".log"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -201,6 +243,15 @@ func (h *harness) startService(ctx context.Context, loginURL string, policy memo
 		return nil, "", err
 	}
 	return p, base, nil
+}
+
+// rngs gives each of conc workers a generator of its own, seeded for repeatable runs.
+func rngs(conc int, seed uint64) []*rand.Rand {
+	out := make([]*rand.Rand, conc)
+	for i := range out {
+		out[i] = rand.New(rand.NewPCG(seed, uint64(i)))
+	}
+	return out
 }
 
 // workload is one kind of request with its service and raw implementations.
@@ -213,13 +264,6 @@ type workload struct {
 // grows the owners the searches read.
 func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []workload {
 	sc := h.scale
-	rngs := func(conc int, seed uint64) []*rand.Rand {
-		out := make([]*rand.Rand, conc)
-		for i := range out {
-			out[i] = rand.New(rand.NewPCG(seed, uint64(i)))
-		}
-		return out
-	}
 	// pick chooses a large owner and a query about one of its memories.
 	pick := func(rng *rand.Rand) (string, string) {
 		owner := ownerName(rng.IntN(sc.Owners))
@@ -274,7 +318,13 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 				return expectRows(min(n, 1), 1)
 			}
 		}}
-	addW := workload{name: "add (dedup)",
+	return []workload{search("vector", 10), search("hybrid", 20), contextW, h.addWorkload("add (dedup)", api, raw, actions)}
+}
+
+// addWorkload writes fresh memories through the service and the raw SQL.
+func (h *harness) addWorkload(name string, api *apiClient, raw *rawSQL, actions *counter) workload {
+	sc := h.scale
+	return workload{name: name,
 		service: func(conc int) opFunc {
 			r := rngs(conc, 40+uint64(conc))
 			return func(ctx context.Context, w int) error {
@@ -296,7 +346,6 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 				return raw.add(ctx, ownerName(r[w].IntN(sc.Owners)), h.corpus.fresh(r[w]))
 			}
 		}}
-	return []workload{search("vector", 10), search("hybrid", 20), contextW, addW}
 }
 
 // counter tallies the dedup actions the service answered, across workers.

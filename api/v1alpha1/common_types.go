@@ -83,6 +83,10 @@ const (
 	ReasonImageNotSet = "ImageNotSet"
 	// ReasonApplyFailed: the API server refused an owned object; see the message.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonObjectNotOwned: an object with the name Engram would use exists
+	// and Engram did not create it (it lacks the managed-by label or the
+	// owner's controller reference); Engram leaves it alone and retries.
+	ReasonObjectNotOwned = "ObjectNotOwned"
 
 	// ReasonDeploying: the Deployment has no available replica yet.
 	ReasonDeploying = "Deploying"

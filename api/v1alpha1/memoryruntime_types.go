@@ -91,12 +91,14 @@ type DatabaseSpec struct {
 
 	// Schema is the PostgreSQL schema of the tenant. Default: derived from
 	// namespace and name ("engram_<namespace>_<name>_<hash of both>",
-	// sanitized, at most 63 bytes). Cannot be changed after creation. Naming
+	// sanitized, at most 56 bytes); a name given here may not start with
+	// "engram_" and has at most 56 bytes, so its role names are never cut. Cannot be changed after creation. Naming
 	// a schema does not give access to it: a schema created for another
 	// MemoryRuntime (its UID is in the schema's ownership marker) is refused.
 	// +optional
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=56
 	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('engram_')",message="database.schema must not start with engram_: that prefix is reserved for the names Engram derives from namespace and name (leave database.schema out to get one)"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="database.schema must not start with pg_ (reserved by PostgreSQL)"
 	// +kubebuilder:validation:XValidation:rule="!(self in ['public', 'information_schema', 'engram_control'])",message="database.schema must name a schema of its own, not public, information_schema or engram_control (the operator's bookkeeping)"
 	Schema string `json:"schema,omitempty"`
@@ -190,6 +192,12 @@ type ServiceSpec struct {
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port,omitempty"`
+
+	// NetworkPolicy restricts who may connect to the memory service port.
+	// Default: a NetworkPolicy that admits pods of this runtime's namespace
+	// only. See MemoryRuntimeNetworkPolicy.
+	// +optional
+	NetworkPolicy *MemoryRuntimeNetworkPolicy `json:"networkPolicy,omitempty"`
 }
 
 // AppliedPolicy records which policy a runtime's config was resolved from.

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,7 +75,7 @@ type RetentionJobSpec struct {
 	DryRun bool `json:"dryRun,omitempty"`
 
 	// ConcurrencyPolicy: Forbid (default) skips a run while one is active,
-	// Allow runs both (the job's advisory lock still lets only one work),
+	// Allow runs both (the job's lease in the tenant schema still lets only one work),
 	// Replace stops the old run.
 	// +optional
 	// +kubebuilder:default=Forbid
@@ -94,10 +95,17 @@ type RetentionJobSpec struct {
 	// +kubebuilder:validation:Maximum=100
 	FailedJobsHistoryLimit *int32 `json:"failedJobsHistoryLimit,omitempty"`
 
-	// ActiveDeadlineSeconds bounds how long one run may take.
+	// ActiveDeadlineSeconds bounds how long one run may take. Default 3600:
+	// a run whose database hangs is ended, and the next scheduled run retries.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// Resources of the job container. Default: requests 100m CPU and
+	// 128Mi memory, limit 512Mi memory (no CPU limit). Given here, they
+	// replace the default as a whole.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // RunResult is the outcome of one run.

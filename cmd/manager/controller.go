@@ -39,6 +39,7 @@ type controllerFlags struct {
 	grantCheckInterval time.Duration
 	dbLockTimeout      time.Duration
 	dbTimeout          time.Duration
+	migrationTimeout   time.Duration
 	serviceImage       string
 	logLevel           string
 	logFormat          string
@@ -58,6 +59,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.StringVar(&f.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator: clusterConnection Secrets and the leader election Lease (env POD_NAMESPACE)")
 	fs.DurationVar(&f.dbLockTimeout, "db-lock-timeout", controller.DefaultLockTimeout, "lock_timeout of every admin session: how long a provisioning statement waits for a lock before the reconcile retries")
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
+	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv("ENGRAM_IMAGE"), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -146,6 +148,7 @@ func runController(args []string) int {
 		GrantCheckInterval:      f.grantCheckInterval,
 		LockTimeout:             f.dbLockTimeout,
 		DatabaseTimeout:         f.dbTimeout,
+		MigrationTimeout:        f.migrationTimeout,
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,

@@ -24,18 +24,26 @@ const (
 )
 
 // applier writes owned objects with server-side apply, but only when the
-// cached live object differs from the desired one.
+// cached live object differs from the desired one, and never over an object
+// Engram did not create (see ownership.go).
 type applier struct {
 	client client.Client // reads from the manager's cache, writes to the API server
+	reader client.Reader // uncached reads, on a cache miss only (nil: trust the cache)
 	scheme *runtime.Scheme
 }
 
 // apply makes the live object hold every field of desired (a typed object
-// from a builder). It first compares desired with the cached live object
-// (see compare.go) and writes nothing when they agree. It returns the live
-// object as it is after the call.
+// from a builder, with a controller owner reference). It first reads the
+// live object (cache, then API server on a miss), refuses with a
+// notOwnedError when that object is not Engram's, and otherwise compares it
+// with desired (see compare.go) and writes nothing when they agree. It
+// returns the live object as it is after the call.
 func (a *applier) apply(ctx context.Context, desired client.Object) (client.Object, applyOutcome, error) {
 	gvk, err := apiutil.GVKForObject(desired, a.scheme)
+	if err != nil {
+		return nil, applyUnchanged, err
+	}
+	owner, err := controllerRef(desired)
 	if err != nil {
 		return nil, applyUnchanged, err
 	}
@@ -49,9 +57,15 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 	if err != nil {
 		return nil, applyUnchanged, err
 	}
-	err = a.client.Get(ctx, client.ObjectKeyFromObject(desired), live)
-	switch {
-	case err == nil:
+	found, err := readLive(ctx, a.client, a.reader, client.ObjectKeyFromObject(desired), live)
+	if err != nil {
+		return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
+	}
+	outcome := applyCreated
+	if found {
+		if err := checkOwned(gvk.Kind, live, owner); err != nil {
+			return nil, applyUnchanged, err
+		}
 		upToDate, err := matches(want, live)
 		if err != nil {
 			return nil, applyUnchanged, fmt.Errorf("comparing %s: %w", what, err)
@@ -59,15 +73,14 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 		if upToDate {
 			return live, applyUnchanged, nil
 		}
-	case !apierrors.IsNotFound(err):
-		return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
-	}
-	outcome := applyUpdated
-	if apierrors.IsNotFound(err) {
-		outcome = applyCreated
+		outcome = applyUpdated
 	}
 
-	u, err := a.serverSideApply(ctx, want)
+	// A creation takes nothing over: should someone create an object of
+	// that name between the read above and this write, the API server
+	// answers Conflict for every field both set, instead of handing them to
+	// the operator. The retry then finds the object and refuses it.
+	u, err := a.serverSideApply(ctx, want, outcome == applyUpdated)
 	if apierrors.IsInvalid(err) && outcome == applyUpdated {
 		// Someone changed the key of an item of a keyed list the operator
 		// owns (a Service port number, say): the apply would add the
@@ -77,7 +90,7 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 		if perr := a.mergePatch(ctx, want, live); perr != nil {
 			return nil, applyUnchanged, fmt.Errorf("applying %s: %w (repairing with a merge patch: %v)", what, err, perr)
 		}
-		u, err = a.serverSideApply(ctx, want)
+		u, err = a.serverSideApply(ctx, want, true)
 	}
 	if err != nil {
 		return nil, applyUnchanged, fmt.Errorf("applying %s: %w", what, err)
@@ -92,11 +105,16 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 	return applied, outcome, nil
 }
 
-// serverSideApply applies want with the operator's field owner, taking over
-// fields others changed (the operator is their controller).
-func (a *applier) serverSideApply(ctx context.Context, want map[string]any) (*unstructured.Unstructured, error) {
+// serverSideApply applies want with the operator's field owner. With force
+// it takes over fields others changed on an object that is Engram's (the
+// operator is their controller).
+func (a *applier) serverSideApply(ctx context.Context, want map[string]any, force bool) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(want)}
-	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+	opts := []client.ApplyOption{client.FieldOwner(FieldOwner)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
 	return u, err
 }
 

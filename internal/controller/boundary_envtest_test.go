@@ -36,8 +36,20 @@ func (e *operatorEnv) testTenantBoundary(t *testing.T) {
 	if victim.Status.Schema == neighbour.Status.Schema {
 		t.Fatalf("%s/x-bot and %s/bot share schema %s", nsA, nsB, victim.Status.Schema)
 	}
+	// A default name cannot even be asked for: the engram_ prefix is
+	// reserved (CRD validation), so a tenant cannot claim another's
+	// default schema before that tenant exists.
+	squat := newRuntime(nsC, "squat", "")
+	squat.Spec.Database.Schema = victim.Status.Schema
+	if err := e.c.Create(testContext(t), squat); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("creating a runtime that names another's default schema: %v; want a refusal saying engram_ is reserved", err)
+	}
+	// An explicit name of the victim's, named by another tenant.
+	explicit := newRuntime(nsA, "explicit", "")
+	explicit.Spec.Database.Schema = "tb" + sfx + "_explicit"
+	victim = e.readyRuntime(t, explicit)
 	var before corev1.Secret
-	if err := e.get(t, nsA, "x-bot-db", &before); err != nil {
+	if err := e.get(t, nsA, "explicit-db", &before); err != nil {
 		t.Fatal(err)
 	}
 
@@ -46,10 +58,13 @@ func (e *operatorEnv) testTenantBoundary(t *testing.T) {
 	thief.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
 	e.createRuntime(t, thief)
 	got := e.waitCondition(t, nsC, "thief", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonSchemaOwnedByOther)
-	if err := containsAll(got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, victim.Status.Schema, nsA+"/x-bot"); err != nil {
+	if err := containsAll(got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, victim.Status.Schema, nsA+"/explicit"); err != nil {
 		t.Error(err)
 	}
-	e.waitEvent(t, nsC, "thief", memoryv1alpha1.ReasonSchemaOwnedByOther, nsA+"/x-bot")
+	if got.Status.Schema != "" {
+		t.Errorf("the refused runtime records the schema it asked for: status.schema = %q", got.Status.Schema)
+	}
+	e.waitEvent(t, nsC, "thief", memoryv1alpha1.ReasonSchemaOwnedByOther, nsA+"/explicit")
 	var stolen corev1.Secret
 	if err := e.get(t, nsC, "thief-db", &stolen); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused runtime got a credentials Secret (%v): %v", err, stolen.Data["user"])
@@ -66,9 +81,9 @@ func (e *operatorEnv) testTenantBoundary(t *testing.T) {
 	if exists, roles := e.tenantState(t, victim.Status.Schema); !exists || roles != 2 {
 		t.Fatalf("deleting the thief (reclaimPolicy Delete) dropped the victim's tenant: schema=%v roles=%d", exists, roles)
 	}
-	e.checkCredentials(t, nsA, "x-bot", neighbour.Status.Schema) // the victim's password still works
+	e.checkCredentials(t, nsA, "explicit", neighbour.Status.Schema) // the victim's password still works
 	var after corev1.Secret
-	if err := e.get(t, nsA, "x-bot-db", &after); err != nil || string(after.Data["password"]) != string(before.Data["password"]) {
+	if err := e.get(t, nsA, "explicit-db", &after); err != nil || string(after.Data["password"]) != string(before.Data["password"]) {
 		t.Errorf("the victim's password changed (%v)", err)
 	}
 
@@ -163,6 +178,10 @@ func (e *operatorEnv) waitEvent(t *testing.T, ns, name, reason, text string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no such event yet")
+		var seen []string
+		for _, ev := range e.events(t, ns, name) {
+			seen = append(seen, ev.Reason+": "+ev.Note)
+		}
+		return fmt.Errorf("no such event yet; events: %q", seen)
 	})
 }

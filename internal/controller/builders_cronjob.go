@@ -5,6 +5,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -44,7 +45,7 @@ func CronJob(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, image string, labels map[string]string) batchv1.JobSpec {
 	return batchv1.JobSpec{
 		BackoffLimit:          ptr.To[int32](0),
-		ActiveDeadlineSeconds: rj.Spec.ActiveDeadlineSeconds,
+		ActiveDeadlineSeconds: ptr.To(ptr.Deref(rj.Spec.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)),
 		Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: labels},
 			Spec: corev1.PodSpec{
@@ -56,6 +57,7 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 					Name:                     ContainerJob,
 					Image:                    image,
 					Command:                  JobCommand(rj),
+					Resources:                JobResources(rj),
 					Env:                      tenantEnv(rt),
 					SecurityContext:          containerSecurityContext(),
 					TerminationMessagePath:   TerminationLogPath,
@@ -108,5 +110,26 @@ func RunNowJob(cj *batchv1.CronJob, value string) *batchv1.Job {
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))},
 		},
 		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
+	}
+}
+
+// DefaultJobActiveDeadlineSeconds ends a maintenance run that takes over an
+// hour (a hung database, say); the next scheduled run is the retry.
+const DefaultJobActiveDeadlineSeconds int64 = 3600
+
+// JobResources are the job container's resources: the RetentionJob's, or
+// a default sized for bounded batches (requests so the scheduler counts the
+// pod, a memory limit so a runaway run cannot starve its node; no CPU limit,
+// which would only slow the batches that hold locks).
+func JobResources(rj *memoryv1alpha1.RetentionJob) corev1.ResourceRequirements {
+	if rj.Spec.Resources != nil {
+		return *rj.Spec.Resources.DeepCopy()
+	}
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 	}
 }

@@ -33,9 +33,10 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 					Annotations: map[string]string{AnnotationConfigHash: configHash},
 				},
 				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              podSecurityContext(),
+					TerminationGracePeriodSeconds: ptr.To(int64(ServiceTerminationGrace.Seconds())),
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					SecurityContext:               podSecurityContext(),
 					Containers: []corev1.Container{{
 						Name:  ContainerSvc,
 						Image: image,
@@ -45,6 +46,8 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 							"--tokens-file=" + TokensPath,
 							"--signing-key-file=" + SigningKeyPath,
 							"--listen=:" + strconv.Itoa(int(port)),
+							"--shutdown-delay=" + ServiceShutdownDelay.String(),
+							"--shutdown-timeout=" + ServiceShutdownTimeout.String(),
 						},
 						Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
 						Env:   tenantEnv(rt),

@@ -218,8 +218,13 @@ func TestDeployment(t *testing.T) {
 	if sc := ps.SecurityContext; !*sc.RunAsNonRoot || *sc.RunAsUser != 65532 || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod security context = %+v", sc)
 	}
+	// The kubelet must not kill a pod that still drains: delay + timeout + margin.
+	if g := ps.TerminationGracePeriodSeconds; g == nil || *g != 35 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 35", g)
+	}
 	c := ps.Containers[0]
-	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090"}
+	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090",
+		"--shutdown-delay=5s", "--shutdown-timeout=25s"}
 	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
 		t.Errorf("command = %v image %s", c.Command, c.Image)
 	}
@@ -411,4 +416,25 @@ func envByName(env []corev1.EnvVar) map[string]corev1.EnvVar {
 		out[e.Name] = e
 	}
 	return out
+}
+
+// TestJobDefaults: job pods always have a deadline and resources; the
+// RetentionJob's own values replace the defaults.
+func TestJobDefaults(t *testing.T) {
+	rt := testRuntime()
+	rj := testRetentionJob()
+	rj.Spec.ActiveDeadlineSeconds = nil
+	js := CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec
+	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds != DefaultJobActiveDeadlineSeconds {
+		t.Errorf("activeDeadlineSeconds = %v, want the default %d", js.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)
+	}
+	res := js.Template.Spec.Containers[0].Resources
+	if res.Requests.Cpu().String() != "100m" || res.Requests.Memory().String() != "128Mi" || res.Limits.Memory().String() != "512Mi" || !res.Limits.Cpu().IsZero() {
+		t.Errorf("default resources = %+v", res)
+	}
+	rj.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
+	res = CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
+	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 0 {
+		t.Errorf("resources from the spec = %+v, want exactly them", res)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,9 +61,10 @@ func celCases(ns string) []celCase {
 		{"schema pg_", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "pg_evil" }), `spec.database.schema: Invalid value: "pg_evil": database.schema must not start with pg_ (reserved by PostgreSQL)`},
 		{"schema public", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "public" }), `spec.database.schema: Invalid value: "public": database.schema must name a schema of its own, not public, information_schema or engram_control (the operator's bookkeeping)`},
 		{"schema upper case", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "Tenant" }), `spec.database.schema: Invalid value: "Tenant": spec.database.schema in body should match '^[a-z_][a-z0-9_]*$'`},
-		{"schema too long", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = strings.Repeat("s", 64) }), "spec.database.schema: Too long: may not be more than 63 bytes"},
 		{"name too long", rt(strings.Repeat("n", 54), func(*memoryv1alpha1.MemoryRuntimeSpec) {}), "metadata.name must be at most 53 characters so that derived names (<name>-api-token) fit"},
 		{"name starts with digit", rt("1bot", func(*memoryv1alpha1.MemoryRuntimeSpec) {}), "metadata.name must be a DNS label: lower-case letters, digits and -, starting with a letter (it also names the Service)"},
+		{"schema with the reserved engram_ prefix", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "engram_team_a_bot" }), `spec.database.schema: Invalid value: "engram_team_a_bot": database.schema must not start with engram_: that prefix is reserved for the names Engram derives from namespace and name (leave database.schema out to get one)`},
+		{"schema over 56 bytes", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = strings.Repeat("s", 57) }), "spec.database.schema: Too long: may not be more than 56 bytes"},
 		{"openai without endpoint", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
 			s.Embedding = memoryv1alpha1.EmbeddingSpec{Provider: "openai", Model: "m"}
 		}), "spec.embedding: Invalid value: embedding.endpoint and embedding.model are required when embedding.provider is openai"},
@@ -106,6 +108,19 @@ func celCases(ns string) []celCase {
 		{"negative replicas", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Replicas = ptr.To[int32](-1) }),
 			"spec.service.replicas: Invalid value: -1: spec.service.replicas in body should be greater than or equal to 0"},
 		{"name with a dot", rt("bot.v2", func(*memoryv1alpha1.MemoryRuntimeSpec) {}), "metadata.name must be a DNS label: lower-case letters, digits and -, starting with a letter (it also names the Service)"},
+		{"network policy peer without selector", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{{}}}
+		}), "spec.service.networkPolicy: Invalid value: each service.networkPolicy.from entry must set podSelector, namespaceSelector or ipBlock"},
+		{"network policy ipBlock with selector", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}, PodSelector: &metav1.LabelSelector{}},
+			}}
+		}), "spec.service.networkPolicy: Invalid value: a service.networkPolicy.from entry with ipBlock cannot also set podSelector or namespaceSelector (use two entries)"},
+		{"network policy ipBlock not a CIDR", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "everyone"}},
+			}}
+		}), "spec.service.networkPolicy: Invalid value: service.networkPolicy.from[].ipBlock.cidr must be a CIDR such as 10.0.0.0/8"},
 		// MemoryPolicy
 		{"arbitration above auto-merge", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Dedup.ArbitrationThreshold = 0.97 }),
 			"spec.dedup: Invalid value: thresholds must satisfy 0 < arbitrationThreshold <= autoMergeThreshold <= 1"},

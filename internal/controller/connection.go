@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -142,3 +143,12 @@ func scrubAdmin(msg, adminURL string) string {
 	}
 	return msg
 }
+
+// localAddr matches the local end of a socket in a network error ("read
+// tcp 127.0.0.1:54212->10.0.0.5:5432"): an ephemeral port, new on every
+// attempt.
+var localAddr = regexp.MustCompile(`\b((?:read|write) (?:tcp|udp)[46]?) \S+->`)
+
+// stableMessage drops what differs between two attempts that failed for the
+// same reason, so retrying does not rewrite the condition every time.
+func stableMessage(msg string) string { return localAddr.ReplaceAllString(msg, "$1 ") }

@@ -3,20 +3,27 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
@@ -26,11 +33,14 @@ import (
 type MemoryRuntimeReconciler struct {
 	client client.Client
 	reader client.Reader // uncached reads, for the rare cases the cache may lag
-	apply  *applier
-	pools  *poolCache
-	events events.EventRecorder
-	opts   Options
-	memory *runtimeMemory
+	// secrets reads the Secrets users name in the spec, which the
+	// operator's cache does not hold (it holds only Engram's own).
+	secrets *secretReader
+	apply   *applier
+	pools   *poolCache
+	events  events.EventRecorder
+	opts    Options
+	memory  *runtimeMemory
 }
 
 // runtimeState is what the operator remembers about a runtime between
@@ -47,6 +57,10 @@ type runtimeState struct {
 	password string
 	// rotated is the last rotate-credentials value acted on.
 	rotated string
+	// warned is the reason of the last provisioning Warning event, so a
+	// failure that persists is reported once, not on every retry (the
+	// condition in the cache may lag behind this reconciler's last write).
+	warned string
 }
 
 type runtimeMemory struct {
@@ -94,6 +108,21 @@ type runtimeScope struct {
 	image    string
 	deploy   *appsv1.Deployment
 	requeue  requeueTimer
+	// faulted is set when Options.FailAfter injected a fault: the reconcile
+	// stops as if the operator had died (see Options.FailAfter).
+	faulted bool
+}
+
+// failAfter calls the Options.FailAfter test seam after step.
+func (r *MemoryRuntimeReconciler) failAfter(s *runtimeScope, step string) error {
+	if r.opts.FailAfter == nil {
+		return nil
+	}
+	if err := r.opts.FailAfter(client.ObjectKeyFromObject(s.rt), step); err != nil {
+		s.faulted = true
+		return fmt.Errorf("injected fault after %s: %w", step, err)
+	}
+	return nil
 }
 
 // runtimePhase is one step of a reconcile. It sets the conditions it owns;
@@ -108,11 +137,17 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return doneResult(), client.IgnoreNotFound(err)
 	}
 	orig := rt.DeepCopy()
+	var s *runtimeScope
 	defer func() {
+		if s != nil && s.faulted {
+			// A simulated crash (test seam): a dead operator writes no
+			// status and its memory is gone.
+			r.memory.forget(rt.UID)
+			return
+		}
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
 	rt.Status.ObservedGeneration = rt.Generation
-	rt.Status.Schema = SchemaFor(rt)
 
 	if !rt.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, rt)
@@ -124,9 +159,10 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
 
-	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
+	s = &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
+		r.checkOwnership,
 		r.connect,
 		r.provision,
 		r.reconcileCredentials,
@@ -134,9 +170,16 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileConfig,
 		r.reconcileDeployment,
 		r.reconcileService,
+		r.reconcileNetworkPolicy,
 		r.reconcileReadiness,
 	} {
 		stop, err := phase(ctx, s)
+		if refused := asNotOwned(err); refused != nil {
+			// Not an error to retry with backoff: someone else's object
+			// has the name. Report it and look again later.
+			r.refuse(s, orig.GetCondition(memoryv1alpha1.ConditionReady), refused)
+			break
+		}
 		if err != nil {
 			return doneResult(), err
 		}
@@ -151,19 +194,40 @@ func (r *MemoryRuntimeReconciler) eventer() eventer { return eventer{rec: r.even
 
 func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&memoryv1alpha1.MemoryRuntime{}).
+		For(&memoryv1alpha1.MemoryRuntime{}, builder.WithPredicates(ignoreStatusOnly)).
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret)).
+		// Secrets users point at (connection, API keys): metadata only,
+		// from a cache of its own (see secrets.go).
+		WatchesRawSource(source.Kind[client.Object](r.secrets.meta, secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
 			RateLimiter:             rateLimiter(r.opts),
 		}).
 		Complete(r)
 }
+
+// ignoreStatusOnly drops the update events of a MemoryRuntime that changed
+// nothing but its status (the operator's own status writes). Such an event
+// would start a reconcile at once, outside the backoff: a failure whose
+// message differs from one attempt to the next (a reset connection names
+// its local port) would write the status and reconcile again in a hot loop.
+var ignoreStatusOnly = predicate.Funcs{UpdateFunc: func(ev event.UpdateEvent) bool {
+	before, ok1 := ev.ObjectOld.(*memoryv1alpha1.MemoryRuntime)
+	after, ok2 := ev.ObjectNew.(*memoryv1alpha1.MemoryRuntime)
+	if !ok1 || !ok2 {
+		return true
+	}
+	a, b := before.DeepCopy(), after.DeepCopy()
+	a.Status, b.Status = memoryv1alpha1.MemoryRuntimeStatus{}, memoryv1alpha1.MemoryRuntimeStatus{}
+	a.ResourceVersion, b.ResourceVersion = "", ""
+	a.ManagedFields, b.ManagedFields = nil, nil
+	return !equality.Semantic.DeepEqual(a, b)
+}}
 
 // runtimesOfPolicy maps a MemoryPolicy to the runtimes that reference it.
 func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {

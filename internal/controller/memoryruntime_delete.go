@@ -90,7 +90,7 @@ func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1al
 // for it is cached.
 func (r *MemoryRuntimeReconciler) poolForDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (*pgxpool.Pool, string, error) {
 	id := connectionID(rt)
-	url, err := adminURL(ctx, r.client, rt, r.opts.OperatorNamespace)
+	url, err := adminURL(ctx, r.secrets, rt, r.opts.OperatorNamespace)
 	if err != nil {
 		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
 			return r.pools.peek(id), "", nil

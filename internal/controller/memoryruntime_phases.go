@@ -45,7 +45,7 @@ func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtim
 
 // connect resolves the admin connection and its pool.
 func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) (bool, error) {
-	url, err := adminURL(ctx, r.client, s.rt, r.opts.OperatorNamespace)
+	url, err := adminURL(ctx, r.secrets, s.rt, r.opts.OperatorNamespace)
 	if err == nil {
 		s.pool, err = r.pools.get(s.connID, url)
 		err = withReasonIfNone(err, memoryv1alpha1.ReasonConnectionInvalid)
@@ -71,45 +71,60 @@ func withReasonIfNone(err error, reason string) error {
 }
 
 // provision creates or verifies the schema, roles, migrations and grants. A
-// Ready tenant is verified once per GrantCheckInterval; in between nothing
-// is asked of PostgreSQL (and nothing is written to the API server).
+// Ready tenant is verified once per GrantCheckInterval, and before a
+// requested rotation (so the rotate-credentials annotation also repairs a
+// dropped login role or a revoked grant at once); in between nothing is
+// asked of PostgreSQL (and nothing is written to the API server).
 func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, shortHash(s.admin, 8))
 	mem := r.memory.get(rt.UID)
 	dbReady := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
-	if mem.fingerprint == fingerprint && dbReady != nil && dbReady.Status == "True" {
+	if mem.fingerprint == fingerprint && dbReady != nil && dbReady.Status == "True" && !rotationAsked(rt, mem) {
 		if since := time.Since(mem.checkedAt); since < r.opts.GrantCheckInterval {
 			s.requeue.at(r.opts.GrantCheckInterval - since)
 			return false, nil
 		}
 	}
 
-	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
 	defer cancel()
+	spec := tenant.Spec{
+		Schema:       s.schema,
+		Dimensions:   int(rt.EmbeddingDimensions()),
+		Owner:        TenantOwner(rt),
+		Claim:        TenantClaim(rt, s.recorded, s.schema),
+		IndexTimeout: r.opts.MigrationTimeout,
+	}
+	if r.opts.FailAfter != nil {
+		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }
+	}
 	started := time.Now()
-	res, err := tenant.Provision(dbctx, s.pool, tenant.Spec{
-		Schema:     s.schema,
-		Dimensions: int(rt.EmbeddingDimensions()),
-		Owner:      TenantOwner(rt),
-		Claim:      TenantClaim(rt, s.recorded, s.schema),
-	})
+	res, err := tenant.Provision(dbctx, s.pool, spec)
 	provisionSeconds.WithLabelValues(resultLabel(err)).Observe(time.Since(started).Seconds())
+	if s.faulted {
+		return false, err
+	}
 	if err != nil {
 		reason := provisionReason(err)
 		var beforeReason string // copied: notReady changes the condition in place
 		if c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady); c != nil {
 			beforeReason = c.Reason
 		}
-		msg := scrubAdmin(err.Error(), s.admin)
+		msg := stableMessage(scrubAdmin(err.Error(), s.admin))
 		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, reason, msg)
+		// One Warning per transition into a failure, not one per retry: a
+		// database that stays down must not write an event every few
+		// seconds (an event is an API write). The condition says when it
+		// started; mem.warned covers a cache that has not seen it yet.
+		if beforeReason != reason && mem.warned != reason {
+			r.eventer().warning(rt, reason, "Provision", "%s", msg)
+			r.memory.update(rt.UID, func(st *runtimeState) { st.warned = reason })
+		}
 		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonSchemaOwnedByOther ||
 			reason == memoryv1alpha1.ReasonDimensionsMismatch {
 			// Retrying soon cannot help: a human has to change the spec or
 			// the database. Look again at the grant-check interval.
-			if beforeReason != reason {
-				r.eventer().warning(rt, reason, "Provision", "%s", msg)
-			}
 			s.requeue.at(r.opts.GrantCheckInterval)
 			return true, nil
 		}
@@ -121,8 +136,12 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	}
 	s.created = res.Password
 	r.memory.update(rt.UID, func(st *runtimeState) {
-		st.checkedAt, st.fingerprint, st.schemaVersion = time.Now(), fingerprint, res.Version
+		st.checkedAt, st.fingerprint, st.schemaVersion, st.warned = time.Now(), fingerprint, res.Version, ""
 	})
+	// status.schema records a schema only once it is this runtime's: the
+	// legacy upgrade rule trusts it (TenantClaim), so a refused runtime
+	// must never record the schema it asked for.
+	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
 	rt.SetCondition(memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned,
 		fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole))
@@ -157,7 +176,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	}
 
 	rotateValue := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
-	rotateAsked := rotateValue != "" && rotateValue != rt.Status.RotatedCredentials && rotateValue != mem.rotated
+	rotateAsked := rotationAsked(rt, mem)
 
 	password, why, reason := stored, "", ""
 	switch {
@@ -175,6 +194,10 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		defer cancel()
 		pw, err := tenant.RotatePassword(dbctx, s.pool, s.schema, TenantOwner(rt))
 		if err != nil {
+			// The tenant may have changed under the operator (its login
+			// role dropped, say): the retry verifies and repairs it first
+			// instead of waiting for the next grant check.
+			r.memory.update(rt.UID, func(st *runtimeState) { st.checkedAt = time.Time{} })
 			msg := scrubAdmin(err.Error(), s.admin)
 			notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), "rotating the login password: "+msg)
 			return false, fmt.Errorf("rotating the login password: %s", msg)
@@ -193,6 +216,9 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		return true, nil
 	}
 	if err := r.applyOwned(ctx, s, CredentialsSecret(rt, creds)); err != nil {
+		return false, err
+	}
+	if err := r.failAfter(s, "credentials secret written"); err != nil {
 		return false, err
 	}
 	r.memory.update(rt.UID, func(st *runtimeState) { st.password, st.rotated = password, rotateValue })
@@ -283,7 +309,7 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, rt *memoryv
 	var digests []string
 	for _, x := range refs {
 		var sec corev1.Secret
-		found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: x.ref.Name}, &sec)
+		found, err := getOptional(ctx, r.secrets, client.ObjectKey{Namespace: rt.Namespace, Name: x.ref.Name}, &sec)
 		if err != nil {
 			return nil, false, fmt.Errorf("reading Secret %q: %w", x.ref.Name, err)
 		}
@@ -318,8 +344,18 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 		return false, err
 	}
 	r.recordApply(s.rt, live, outcome)
+	if err := r.failAfter(s, "deployment applied"); err != nil {
+		return false, err
+	}
 	s.deploy = live.(*appsv1.Deployment)
 	return false, nil
+}
+
+// rotationAsked reports whether the rotate-credentials annotation holds a
+// value not acted on yet.
+func rotationAsked(rt *memoryv1alpha1.MemoryRuntime, mem runtimeState) bool {
+	v := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
+	return v != "" && v != rt.Status.RotatedCredentials && v != mem.rotated
 }
 
 // reconcileService applies the Service and publishes the endpoint.

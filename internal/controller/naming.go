@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/tenant"
@@ -92,6 +93,16 @@ const (
 	EnvDatabaseURL     = "ENGRAM_DATABASE_URL"
 	EnvEmbeddingAPIKey = "ENGRAM_EMBEDDING_API_KEY"
 	EnvLLMAPIKey       = "ENGRAM_LLM_API_KEY"
+)
+
+// Shutdown of the memory service pods: on SIGTERM the service fails
+// /readyz and keeps serving for the delay (endpoints drop the pod), then
+// finishes in-flight requests within the timeout; the grace period covers
+// both with a margin, so the kubelet never kills a request mid-way.
+const (
+	ServiceShutdownDelay    = 5 * time.Second
+	ServiceShutdownTimeout  = 25 * time.Second
+	ServiceTerminationGrace = ServiceShutdownDelay + ServiceShutdownTimeout + 5*time.Second
 )
 
 // NonRootUID is the uid (and gid) of distroless' "nonroot" user.

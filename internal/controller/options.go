@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Options configure the operator. The `manager` command fills them from its
@@ -29,6 +31,11 @@ type Options struct {
 	// say) before it fails and the reconcile retries. DatabaseTimeout is
 	// also each session's statement_timeout.
 	LockTimeout time.Duration
+	// MigrationTimeout bounds a provisioning call that may migrate the
+	// schema, and each CREATE INDEX CONCURRENTLY of a migration (which may
+	// take minutes on a large tenant). Every other statement is bounded by
+	// DatabaseTimeout (statement_timeout) and LockTimeout.
+	MigrationTimeout time.Duration
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
@@ -36,6 +43,20 @@ type Options struct {
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a
 	// failing reconcile (database down, API errors).
 	RetryBaseDelay, RetryMaxDelay time.Duration
+	// NotOwnedRetry is how often the operator looks again at an object it
+	// refused to overwrite (reason ObjectNotOwned). Such an object carries
+	// no Engram label, so the operator's caches see no event when it is
+	// deleted: only this timer notices.
+	NotOwnedRetry time.Duration
+	// FailAfter is a test seam, nil in production. When set, the
+	// MemoryRuntime reconciler calls it with the runtime's key after each
+	// provisioning step: the database steps of tenant.Spec.FailAfter ("role
+	// created", "schema created", "migrated", "granted") and its own
+	// ("credentials secret written", "deployment applied"). An error stands
+	// for the operator dying right there: the reconcile ends at once,
+	// writes no status and forgets what it remembered about the runtime,
+	// and the next reconcile starts as a freshly started operator would.
+	FailAfter func(runtime types.NamespacedName, step string) error
 }
 
 // Defaults of Options.
@@ -44,9 +65,11 @@ const (
 	DefaultDatabaseTimeout    = 60 * time.Second
 	DefaultConnectTimeout     = 10 * time.Second
 	DefaultLockTimeout        = 5 * time.Second
+	DefaultMigrationTimeout   = 30 * time.Minute
 	DefaultPoolMaxConns       = 4
 	DefaultRetryBaseDelay     = 500 * time.Millisecond
 	DefaultRetryMaxDelay      = 5 * time.Minute
+	DefaultNotOwnedRetry      = 30 * time.Second
 )
 
 // withDefaults fills unset options.
@@ -59,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.MigrationTimeout <= 0 {
+		o.MigrationTimeout = DefaultMigrationTimeout
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout
@@ -80,6 +106,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetryMaxDelay <= 0 {
 		o.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if o.NotOwnedRetry <= 0 {
+		o.NotOwnedRetry = DefaultNotOwnedRetry
 	}
 	return o
 }

@@ -13,9 +13,15 @@ package controller
 // +kubebuilder:rbac:groups=batch,resources=cronjobs/finalizers,verbs=update
 
 // Owned objects: server-side apply is a patch (create when the object is new).
-// Secrets are also read: connection Secrets and API key Secrets.
+// Secrets: the cache holds only Engram's own (label selector); the Secrets
+// users name (connection, API keys) are read with get, and watched
+// metadata-only. RBAC cannot tell a metadata-only list/watch from a full
+// one, so list and watch stay; what changed is what the operator keeps.
 // +kubebuilder:rbac:groups="",resources=secrets;configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// The NetworkPolicy in front of each memory service; deleted when a runtime
+// turns it off (spec.service.networkPolicy.enabled: false).
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // CronJobs of runtimes no longer targeted are deleted; run-now creates Jobs.
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create

@@ -41,6 +41,9 @@ type retentionScope struct {
 	requeue  requeueTimer
 	// notScheduled is the reason the CronJobs are not (all) in place.
 	notScheduled, message string
+	// refusedCronJob and refusedJob: a CronJob or run-now Job name is taken
+	// by an object Engram did not create (see ownership.go).
+	refusedCronJob, refusedJob *notOwnedError
 }
 
 type retentionPhase func(ctx context.Context, s *retentionScope) (stop bool, err error)
@@ -148,6 +151,15 @@ func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *reten
 			continue
 		}
 		live, outcome, err := r.apply.apply(ctx, CronJob(s.rj, rt, image))
+		if refused := asNotOwned(err); refused != nil {
+			// Someone else's CronJob has the name: leave it, keep serving
+			// the other targets, look again later.
+			if s.refusedCronJob == nil {
+				s.refusedCronJob = refused
+			}
+			s.requeue.at(r.opts.NotOwnedRetry)
+			continue
+		}
 		if err != nil {
 			return false, err
 		}
@@ -199,6 +211,16 @@ func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) 
 		err := r.client.Create(ctx, job, client.FieldOwner(FieldOwner))
 		switch {
 		case apierrors.IsAlreadyExists(err):
+			// Started by an earlier reconcile (the cache may not show it
+			// yet), or someone else's Job of that name: a Create never
+			// overwrites, but only Engram's own Job counts as started.
+			if err := r.checkRunNowJob(ctx, cj, job); err != nil {
+				if refused := asNotOwned(err); refused != nil && s.refusedJob == nil {
+					s.refusedJob = refused
+					continue
+				}
+				return false, err
+			}
 			continue
 		case err != nil:
 			return false, fmt.Errorf("creating Job %s for run-now: %w", job.Name, err)
@@ -206,11 +228,30 @@ func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) 
 		runNowJobs.Inc()
 		r.eventer().normal(s.rj, "RunNow", "Run", "started Job %s for MemoryRuntime %s (run-now %q)", job.Name, cj.Labels[LabelRuntime], value)
 	}
+	if s.refusedJob != nil {
+		// Not acted on: retried until the name is free.
+		s.requeue.at(r.opts.NotOwnedRetry)
+		return false, nil
+	}
 	if len(s.cronJobs) == 0 {
 		r.eventer().warning(s.rj, "RunNowSkipped", "Run", "run-now %q: no target runtime has a CronJob; nothing was started", value)
 	}
 	s.rj.Status.RunNow = value
 	return false, nil
+}
+
+// checkRunNowJob reads the existing Job named like job from the API server
+// (a foreign Job is not in the cache) and says whether it is Engram's: a
+// notOwnedError when it is not. A Job deleted meanwhile counts as started.
+func (r *RetentionJobReconciler) checkRunNowJob(ctx context.Context, cj *batchv1.CronJob, job *batchv1.Job) error {
+	var existing batchv1.Job
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading Job %s: %w", job.Name, err)
+	}
+	return checkOwned("Job", &existing, *metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob")))
 }
 
 // setConditions sets Scheduled and Ready, and lists the CronJobs.
@@ -221,9 +262,14 @@ func (r *RetentionJobReconciler) setConditions(_ context.Context, s *retentionSc
 		names = append(names, cj.Name)
 	}
 	rj.Status.CronJobs = names
-	if s.notScheduled != "" {
-		rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, s.notScheduled, s.message)
-		rj.SetCondition(memoryv1alpha1.ConditionReady, false, s.notScheduled, s.message)
+	notScheduled, message := s.notScheduled, s.message
+	if notScheduled == "" && s.refusedCronJob != nil {
+		notScheduled, message = memoryv1alpha1.ReasonObjectNotOwned, s.refusedCronJob.Error()
+	}
+	r.warnRefused(rj, s)
+	if notScheduled != "" {
+		rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, notScheduled, message)
+		rj.SetCondition(memoryv1alpha1.ConditionReady, false, notScheduled, message)
 		return false, nil
 	}
 	msg := fmt.Sprintf("CronJob %s", strings.Join(names, ", "))
@@ -231,8 +277,29 @@ func (r *RetentionJobReconciler) setConditions(_ context.Context, s *retentionSc
 		msg += " (suspended)"
 	}
 	rj.SetCondition(memoryv1alpha1.ConditionScheduled, true, memoryv1alpha1.ReasonCronJobsReady, msg)
+	if s.refusedJob != nil {
+		rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonObjectNotOwned,
+			fmt.Sprintf("run-now %q not started: %s", rj.Annotations[memoryv1alpha1.AnnotationRunNow], s.refusedJob.Error()))
+		return false, nil
+	}
 	rj.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonCronJobsReady, msg)
 	return false, nil
+}
+
+// warnRefused records a Warning event for each refused object, unless the
+// Ready condition already reports it (the event was written when it was news).
+func (r *RetentionJobReconciler) warnRefused(rj *memoryv1alpha1.RetentionJob, s *retentionScope) {
+	before := rj.GetCondition(memoryv1alpha1.ConditionReady)
+	for _, refused := range []*notOwnedError{s.refusedCronJob, s.refusedJob} {
+		if refused == nil {
+			continue
+		}
+		msg := refused.Error()
+		if before != nil && before.Reason == memoryv1alpha1.ReasonObjectNotOwned && strings.Contains(before.Message, msg) {
+			continue
+		}
+		r.eventer().warning(rj, memoryv1alpha1.ReasonObjectNotOwned, "Apply", "%s", msg)
+	}
 }
 
 func (r *RetentionJobReconciler) setupWithManager(mgr ctrl.Manager) error {

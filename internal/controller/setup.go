@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -32,10 +33,10 @@ func NewScheme() *runtime.Scheme {
 }
 
 // ManagerOptions completes manager options for the operator: the scheme and
-// a cache that holds only what the operator needs — owned kinds only when
-// they carry app.kubernetes.io/managed-by=engram-operator, and with
-// WatchNamespaces set, only those namespaces (plus the operator's own for
-// the clusterConnection Secrets).
+// a cache that holds only what the operator needs — owned kinds (Secrets
+// included) only when they carry app.kubernetes.io/managed-by=engram-operator,
+// and with WatchNamespaces set, only those namespaces. The Secrets users
+// name are not in it: see secrets.go.
 func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 	if base.Scheme == nil {
 		base.Scheme = NewScheme()
@@ -48,23 +49,19 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 func CacheOptions(o Options) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}: {Label: managed},
-		&corev1.Service{}:    {Label: managed},
-		&corev1.ConfigMap{}:  {Label: managed},
-		&batchv1.CronJob{}:   {Label: managed},
-		&batchv1.Job{}:       {Label: managed},
+		&appsv1.Deployment{}:          {Label: managed},
+		&corev1.Service{}:             {Label: managed},
+		&corev1.ConfigMap{}:           {Label: managed},
+		&corev1.Secret{}:              {Label: managed},
+		&networkingv1.NetworkPolicy{}: {Label: managed},
+		&batchv1.CronJob{}:            {Label: managed},
+		&batchv1.Job{}:                {Label: managed},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
-		secrets := map[string]cache.Config{}
 		for _, ns := range o.WatchNamespaces {
 			opts.DefaultNamespaces[ns] = cache.Config{}
-			secrets[ns] = cache.Config{}
 		}
-		if o.OperatorNamespace != "" {
-			secrets[o.OperatorNamespace] = cache.Config{}
-		}
-		opts.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
 	}
 	return opts
 }
@@ -92,16 +89,22 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := mgr.Add(pools); err != nil {
 		return fmt.Errorf("adding the connection pools: %w", err)
 	}
-	app := &applier{client: mgr.GetClient(), scheme: mgr.GetScheme()}
+	secretMeta, err := newSecretMetadataCache(mgr, o)
+	if err != nil {
+		return err
+	}
+	app := &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), scheme: mgr.GetScheme()}
 
 	runtimes := &MemoryRuntimeReconciler{
 		client: mgr.GetClient(),
 		reader: mgr.GetAPIReader(),
-		apply:  app,
-		pools:  pools,
-		events: mgr.GetEventRecorder(FieldOwner),
-		opts:   o,
-		memory: newRuntimeMemory(),
+		// Every runtime reads its Secrets at least once per grant check.
+		secrets: newSecretReader(secretMeta, mgr.GetAPIReader(), 2*o.GrantCheckInterval),
+		apply:   app,
+		pools:   pools,
+		events:  mgr.GetEventRecorder(FieldOwner),
+		opts:    o,
+		memory:  newRuntimeMemory(),
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -41,6 +42,8 @@ type operatorEnv struct {
 	pool     *pgxpool.Pool // admin pool for assertions
 	opNS     string
 	writes   *writeCounter // write requests of the operator
+	mgr      manager.Manager
+	faults   *faultInjector // the operator's Options.FailAfter
 
 	mu      sync.Mutex
 	tenants []trackedTenant // tenants to drop at the end
@@ -62,8 +65,14 @@ func TestOperator(t *testing.T) {
 	t.Run("RetentionJob", e.testRetentionJob)
 	t.Run("RunNowAndLastRun", e.testRunNowAndLastRun)
 	t.Run("Delete", e.testDelete)
+	t.Run("ForeignObjects", e.testForeignObjects)
+	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
+	t.Run("NetworkPolicy", e.testNetworkPolicy)
+	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
+	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
+	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -72,7 +81,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	start := time.Now()
 	_, cfg := testenv.ControlPlane(t)
 	adminURL := testenv.NewDatabase(t)
-	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}}
+	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}, faults: newFaultInjector()}
 	t.Cleanup(func() { e.dropTenants(t) }) // before the database is dropped: roles are cluster-wide
 	e.pool = testenv.NewPool(t, adminURL, 4)
 
@@ -99,10 +108,13 @@ func startOperator(t *testing.T) *operatorEnv {
 		GrantCheckInterval: 10 * time.Minute,
 		RetryBaseDelay:     100 * time.Millisecond,
 		RetryMaxDelay:      2 * time.Second,
+		NotOwnedRetry:      time.Second,
+		FailAfter:          e.faults.failAfter,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.mgr = mgr
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()

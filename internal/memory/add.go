@@ -210,7 +210,11 @@ func (s *Store) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult,
 	if err != nil {
 		return nil, err
 	}
-	s.evictAfter(ctx, owner, results)
+	byUser := true
+	for _, p := range ps {
+		byUser = byUser && p.req.Source == SourceUser
+	}
+	s.evictAfter(ctx, owner, results, byUser)
 	return results, nil
 }
 
@@ -281,10 +285,12 @@ func (s *Store) applyAdd(ctx context.Context, tx pgx.Tx, p *preparedAdd, plan *a
 	}
 }
 
-// protectedFor reports whether a write from src may not change a memory of category.
+// protectedFor reports whether a write from src may not change a memory of
+// category. A category the policy no longer has (renamed or removed) counts
+// as protected: what it held may have been a user's hard constraint.
 func (s *Store) protectedFor(category string, src Source) bool {
 	c, ok := s.policy.Category(category)
-	return ok && c.Protected && src != SourceUser
+	return (!ok || c.Protected) && src != SourceUser
 }
 
 // expirySeconds is the ttl applied to a write: its own, else its category's; 0 = never.

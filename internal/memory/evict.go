@@ -11,7 +11,13 @@ import (
 // (importance x decay, oldest first), pinned categories last. Evicted rows
 // are hard-deleted with their history, like an early purge. Best effort:
 // a failure is logged, the write it follows has succeeded.
-func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResult) {
+//
+// Only a write by the user may evict memories of protected categories (or
+// of categories the policy no longer has): otherwise an agent could delete
+// a user's hard constraints by writing until they fall over the cap. An
+// owner whose remaining memories are all protected then stays over the cap
+// until the user or a job removes some.
+func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResult, byUser bool) {
 	var keep []string
 	rows := 0
 	for _, r := range results {
@@ -23,7 +29,7 @@ func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResul
 	if len(keep) == 0 || rows <= s.policy.Limits.MaxMemoriesPerOwner {
 		return
 	}
-	n, err := s.evict(ctx, owner, keep)
+	n, err := s.evict(ctx, owner, keep, byUser)
 	if err != nil {
 		s.log.Warn("evicting over the per-owner cap failed", "error", err)
 		return
@@ -33,7 +39,7 @@ func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResul
 	}
 }
 
-func (s *Store) evict(ctx context.Context, owner string, keep []string) (int, error) {
+func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
 	var count int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
 		return 0, s.dbErr("counting memories", err)
@@ -42,10 +48,13 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string) (int, er
 	if over <= 0 {
 		return 0, nil
 	}
-	var pinned []string
+	var pinned, unprotected []string
 	for _, c := range s.policy.Categories {
 		if c.Pinned {
 			pinned = append(pinned, c.Name)
+		}
+		if !c.Protected {
+			unprotected = append(unprotected, c.Name)
 		}
 	}
 	var deleted int
@@ -55,12 +64,12 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string) (int, er
 		}
 		return tx.QueryRow(ctx, `WITH victims AS (
 				SELECT m.id FROM `+s.sql.memories+` AS m
-				WHERE m.owner_id = $1 AND m.id <> ALL($2::uuid[])
+				WHERE m.owner_id = $1 AND m.id <> ALL($2::uuid[]) AND ($7 OR m.category = ANY($8))
 				ORDER BY m.active, m.category = ANY($4), m.importance * `+decayExpr("$5", "$6")+`, m.updated_at
 				LIMIT $3 FOR UPDATE SKIP LOCKED),
 			dh AS (DELETE FROM `+s.sql.history+` AS h USING victims v WHERE h.memory_id = v.id),
 			dm AS (DELETE FROM `+s.sql.memories+` AS m USING victims v WHERE m.id = v.id RETURNING 1)
-			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds).Scan(&deleted)
+			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected).Scan(&deleted)
 	})
 	if err != nil {
 		return 0, s.dbErr("evicting memories", err)

@@ -44,20 +44,31 @@ func isInvisible(r rune) bool {
 }
 
 // detectInjection returns why s looks like a prompt injection, or "".
-// The phrases are matched on normalizeForGuard(s), so full-width or
+// The phrases are matched on normalizeForGuard(s, ...), so full-width or
 // mathematical letters, zero-width characters inside words and the like do
 // not hide them.
 func detectInjection(s string) string {
 	if strings.IndexFunc(s, isInvisible) >= 0 {
 		return "invisible or bidirectional Unicode control characters"
 	}
-	folded := normalizeForGuard(s)
-	for _, m := range injectionMarkers {
-		if m.re.MatchString(folded) {
-			return m.reason
+	// Two readings: format characters deleted (they may split a word,
+	// "ig\u200bnore") and format characters as spaces (they may stand for
+	// the spaces between words, "ignore\u200dall\u200dprevious").
+	for _, folded := range []string{normalizeForGuard(s, false), normalizeForGuard(s, true)} {
+		for _, m := range injectionMarkers {
+			if m.re.MatchString(folded) {
+				return m.reason
+			}
 		}
 	}
 	return ""
+}
+
+// isBlankLetter reports letters that render as nothing and can stand in
+// for a space: the Hangul fillers and the braille blank (they are neither
+// format characters nor spaces to Unicode).
+func isBlankLetter(r rune) bool {
+	return r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0 || r == 0x2800
 }
 
 // normalizeForGuard folds the ways of writing a phrase that a model reads
@@ -68,7 +79,7 @@ func detectInjection(s string) string {
 // letters); combining marks are dropped ("ïgnore" is "ignore"); non-ASCII
 // spaces become a space, line and paragraph separators a newline.
 // Look-alike letters of other scripts (Cyrillic "і") are not folded.
-func normalizeForGuard(s string) string {
+func normalizeForGuard(s string, formatAsSpace bool) string {
 	// Invalid UTF-8 first becomes U+FFFD, as strings.Map below would make
 	// it: left in, a stray byte stops NFKD from decomposing the letter
 	// after it ("\xf3à" kept its accent), so normalizing twice differed
@@ -77,6 +88,8 @@ func normalizeForGuard(s string) string {
 	s = unorm.NFKD.String(s)
 	s = strings.Map(func(r rune) rune {
 		switch {
+		case unicode.Is(unicode.Cf, r) && formatAsSpace, isBlankLetter(r):
+			return ' '
 		case unicode.Is(unicode.Cf, r), unicode.Is(unicode.Mn, r):
 			return -1
 		case r == 0x85, r == 0x2028, r == 0x2029:

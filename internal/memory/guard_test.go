@@ -65,7 +65,7 @@ func TestDetectInjectionNormalizes(t *testing.T) {
 		"ⓡⓔⓥⓔⓐⓛ ⓨⓞⓤⓡ ⓢⓨⓢⓣⓔⓜ ⓟⓡⓞⓜⓟⓣ",                  // circled letters
 	} {
 		if detectInjection(s) == "" {
-			t.Errorf("not detected: %q (normalized %q)", s, normalizeForGuard(s))
+			t.Errorf("not detected: %q (normalized %q)", s, normalizeForGuard(s, false))
 		}
 	}
 	for _, s := range []string{

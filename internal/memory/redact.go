@@ -35,9 +35,18 @@ var builtinSecrets = []secretPattern{
 	{kind: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}`)},
 	{kind: "bearer_token", re: regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9\-._~+/]{8,}=*`), keep: 1},
 	{kind: "basic_auth", re: regexp.MustCompile(`(?i)(\bbasic\s+)[A-Za-z0-9+/]{6,}={0,2}`), keep: 1, accept: isBasicCredential},
+	{kind: "engram_token", re: regexp.MustCompile(`\bengram_[A-Za-z0-9_\-]{43,}`)},
+	{kind: "engram_signed_token", re: regexp.MustCompile(`\begm1\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`)},
 	{kind: "url_password", re: regexp.MustCompile(`(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]+:)[^/\s@]+@`), keep: 1, tail: "@"},
+	// A quoted value is secret up to its closing quote, spaces included
+	// ("purple monkey dishwasher").
+	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|pwd|secret)\s*[:=]\s*")[^"\n]+`), keep: 1},
+	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|pwd|secret)\s*[:=]\s*')[^'\n]+`), keep: 1},
 	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|token|secret[_-]?key|private[_-]?key)["']?\s*[:=]\s*["']?)[^\s"',;]+`), keep: 1},
-	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passphrase)\s+(?:is|was)\s+["']?)[^\s"',;]+`), keep: 1},
+	// "the passphrase is correct horse battery staple": a passphrase is
+	// words, so the rest of the clause goes (over-redacting "the password
+	// is stored in the vault" is the cheaper mistake).
+	{kind: "password", re: regexp.MustCompile(`(?i)(\b(?:password|passphrase)\s+(?:is|was)\s+["']?)[^"'.,;\n]+`), keep: 1},
 }
 
 // isBasicCredential accepts "Basic xxx" only when xxx decodes to user:password,

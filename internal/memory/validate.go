@@ -180,9 +180,10 @@ func (f *fieldErrors) finite(field string, v float64) {
 	}
 }
 
-// checkProtected refuses a non-user write into a protected category.
+// checkProtected refuses a non-user write into a protected category, or
+// into a category the policy no longer has (see protectedFor).
 func checkProtected(p *Policy, category string, src Source) error {
-	if c, ok := p.Category(category); ok && c.Protected && src != SourceUser {
+	if c, ok := p.Category(category); (!ok || c.Protected) && src != SourceUser {
 		return fmt.Errorf("%w (category %q, source %q)", ErrProtected, category, src)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
@@ -154,11 +155,39 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
+	if err == nil && hiddenFrom(credential(r), m) {
+		err = memory.ErrNotFound
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// hiddenFrom reports whether c may not see m at all: a memory the
+// injection guard flagged is data a model could take for orders, so agent
+// tokens never receive it — not in lists and searches, and not by id
+// either (then it answers exactly like a missing id).
+func hiddenFrom(c auth.Credential, m *memory.Memory) bool {
+	return c.Role == auth.RoleAgent && slices.Contains(m.Flags, memory.FlagInjection)
+}
+
+// agentMayNotSee answers 404 and returns true when the caller is an agent
+// and the memory is flagged (see hiddenFrom); for other callers it does nothing.
+func (s *Server) agentMayNotSee(w http.ResponseWriter, r *http.Request, id string) bool {
+	if credential(r).Role != auth.RoleAgent {
+		return false
+	}
+	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
+	if err == nil && hiddenFrom(credential(r), m) {
+		err = memory.ErrNotFound
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return true
+	}
+	return false
 }
 
 // updateMemory: PATCH /v1/owners/{owner}/memories/{id}.
@@ -178,6 +207,9 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request) {
 	src, p := writeSource(credential(r), b.Source, "source")
 	if p != nil {
 		writeProblem(w, r, p)
+		return
+	}
+	if s.agentMayNotSee(w, r, id) {
 		return
 	}
 	m, err := s.store.Update(r.Context(), memory.UpdateRequest{
@@ -254,6 +286,9 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	id, ok := idParam(w, r)
 	if !ok {
+		return
+	}
+	if s.agentMayNotSee(w, r, id) {
 		return
 	}
 	entries, err := s.store.History(r.Context(), r.PathValue("owner"), id)

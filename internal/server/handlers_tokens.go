@@ -53,13 +53,21 @@ func (s *Server) mintToken(w http.ResponseWriter, r *http.Request) {
 			"the service has no signing key (the signing-key of the <runtime>-api-token Secret, --signing-key-file), so it cannot mint"))
 		return
 	}
+	// The subject is namespaced by the minter's identity, so a minted token
+	// can never write history under another credential's name.
+	subject := credential(r).ID + "/" + b.Subject
+	if err := auth.CheckIdentity(subject); err != nil {
+		writeProblem(w, r, validationProblem(fieldErr("subject",
+			"too long once prefixed with the minting token's identity and a slash: at most 128 characters in all")))
+		return
+	}
 	now := time.Now()
-	token, err := auth.MintAgent(key, b.Owner, b.Subject, ttl, now)
+	token, err := auth.MintAgent(key, b.Owner, subject, ttl, now)
 	if err != nil { // cannot happen: the body was validated
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, mintResponse{Token: token, Role: auth.RoleAgent, Owner: b.Owner, Subject: b.Subject,
+	writeJSON(w, http.StatusCreated, mintResponse{Token: token, Role: auth.RoleAgent, Owner: b.Owner, Subject: subject,
 		ExpiresAt: time.Unix(now.Add(ttl).Unix(), 0).UTC()})
 }
 

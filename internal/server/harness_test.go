@@ -173,6 +173,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		"--log-level=debug",
 		"--tokens-poll-interval=50ms",
 		"--shutdown-timeout=10s",
+		"--shutdown-delay=0",
 	}, s.args...)
 	env := map[string]string{"ENGRAM_DATABASE_URL": s.databaseURL}
 	for k, v := range s.env {

@@ -24,10 +24,14 @@ type Options struct {
 	EmbeddingAPIKey string
 	LLMAPIKey       string
 
-	MaxBodyBytes       int64
-	MaxInflight        int
-	RequestTimeout     time.Duration
-	ShutdownTimeout    time.Duration
+	MaxBodyBytes    int64
+	MaxInflight     int
+	RequestTimeout  time.Duration
+	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long, after SIGTERM, the service keeps serving
+	// with /readyz failing before it stops accepting: time for the
+	// endpoints to drop the pod, so no client is sent to a closed port.
+	ShutdownDelay      time.Duration
 	TokensPollInterval time.Duration
 	DBMaxConns         int
 	DBLockTimeout      time.Duration
@@ -43,6 +47,7 @@ const (
 	DefaultMaxInflight        = 64
 	DefaultRequestTimeout     = 30 * time.Second
 	DefaultShutdownTimeout    = 25 * time.Second
+	DefaultShutdownDelay      = 5 * time.Second
 	DefaultTokensPollInterval = 2 * time.Second
 	DefaultDBMaxConns         = 10
 )
@@ -61,6 +66,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of one API request (0 = none)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", DefaultShutdownDelay, "on SIGTERM, how long to keep serving with /readyz failing before the listener closes (endpoints drop the pod meanwhile)")
 	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens and signing-key files are checked for changes")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", DefaultDBMaxConns, "size of the database connection pool")
 	fs.DurationVar(&o.DBLockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (lock_timeout of every session); past it the request gets 503")
@@ -97,8 +103,8 @@ func (o *Options) Validate() error {
 	if o.MaxInflight < 0 {
 		errs = append(errs, fmt.Errorf("--max-inflight %d: must not be negative", o.MaxInflight))
 	}
-	if o.RequestTimeout < 0 || o.ShutdownTimeout < 0 {
-		errs = append(errs, errors.New("--request-timeout and --shutdown-timeout must not be negative"))
+	if o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.ShutdownDelay < 0 {
+		errs = append(errs, errors.New("--request-timeout, --shutdown-timeout and --shutdown-delay must not be negative"))
 	}
 	if o.TokensPollInterval <= 0 {
 		errs = append(errs, errors.New("--tokens-poll-interval must be positive"))

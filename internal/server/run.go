@@ -99,17 +99,23 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 			tn.Close()
 			return
 		}
-		p.err = shutdown(hs, srv, o.ShutdownTimeout, logger)
+		p.err = shutdown(hs, srv, o.ShutdownDelay, o.ShutdownTimeout, logger)
 		tn.Close()
 		logger.Info("memory service stopped")
 	}()
 	return p, nil
 }
 
-// shutdown stops accepting, waits up to timeout for in-flight requests, then
-// closes whatever is left.
-func shutdown(hs *http.Server, srv *Server, timeout time.Duration, logger *slog.Logger) error {
+// shutdown fails readiness first and keeps serving for delay (so the pod
+// leaves the Service's endpoints before its port closes), then stops
+// accepting, waits up to timeout for in-flight requests, and closes
+// whatever is left.
+func shutdown(hs *http.Server, srv *Server, delay, timeout time.Duration, logger *slog.Logger) error {
 	srv.SetDraining()
+	if delay > 0 {
+		logger.Info("shutting down: /readyz fails, still serving while endpoints update", "delay", delay.String())
+		time.Sleep(delay)
+	}
 	logger.Info("shutting down: finishing in-flight requests", "timeout", timeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

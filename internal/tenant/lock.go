@@ -2,6 +2,8 @@ package tenant
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -15,69 +17,100 @@ import (
 // provisions the same schema.
 const lockWait = 10 * time.Second
 
+// leaseMargin is added to the caller's deadline to make the lease's expiry:
+// the lease outlives the work it protects, and a crashed operator's lease
+// frees itself soon after that work would have been cut off anyway.
+const leaseMargin = 30 * time.Second
+
+// defaultLease is the lease of a caller without a deadline.
+const defaultLease = 5 * time.Minute
+
 // withTenantLock runs fn on an admin connection while holding the tenant's
-// provisioning lock, so provisioning, migrating and dropping one schema never
-// overlap. The lock is a row lock in ControlSchema, which only the admin
-// can read: an advisory lock lives in one keyspace per database that every
-// role may take, so a tenant's login role could hold it and stall another
-// tenant's provisioning. The row lock is held by a transaction on a
-// connection of its own (not from the pool: waiting for a second pooled
-// connection while holding one could exhaust a small pool); no transaction
-// of fn stays open around it.
+// provisioning lease, so provisioning, migrating and dropping one schema
+// never overlap. The lease is a row of ControlSchema.provision_locks, which
+// only the admin can read or write: an advisory lock lives in one keyspace
+// per database that every role may take, so a tenant's login role could
+// hold it and stall another tenant's provisioning. It is a lease (holder and
+// expiry, set in short transactions), not a row lock held by an open
+// transaction: CREATE INDEX CONCURRENTLY waits for every older transaction
+// of the database, so a migration would wait for its own lock forever.
+//
+// The lease also records the holder's database session (pid and start
+// time). An operator that dies mid-provisioning loses its connection, and
+// its session ends with it: a lease whose session no longer exists is taken
+// over at once, instead of after its expiry (which covers the longest
+// migration, 30 minutes by default).
 func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn func(*pgx.Conn) error) error {
 	c, err := admin.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("connecting as admin: %w", err)
 	}
 	defer c.Release()
-	if err := ensureControlSchema(ctx, c.Conn()); err != nil {
+	conn := c.Conn()
+	if err := ensureControlSchema(ctx, conn); err != nil {
 		return err
 	}
-	lockConn, err := pgx.ConnectConfig(ctx, admin.Config().ConnConfig.Copy())
+	holder, err := takeLease(ctx, conn, schema)
 	if err != nil {
-		return fmt.Errorf("connecting as admin for the provisioning lock: %w", err)
-	}
-	defer func() { _ = lockConn.Close(context.Background()) }()
-	tx, err := lockConn.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("taking the provisioning lock: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	locks := pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()
-	stmts := []string{
-		fmt.Sprintf("SET LOCAL lock_timeout = %d", lockWait.Milliseconds()),
-		"INSERT INTO " + locks + " (schema_name) VALUES ($1) ON CONFLICT DO NOTHING",
-		"SELECT 1 FROM " + locks + " WHERE schema_name = $1 FOR UPDATE",
-	}
-	for i, s := range stmts {
-		var args []any
-		if i > 0 {
-			args = []any{schema}
-		}
-		if _, err := tx.Exec(ctx, s, args...); err != nil {
-			if isLockTimeout(err) {
-				return fmt.Errorf("another operator has been provisioning schema %q for over %s; retrying later", schema, lockWait)
-			}
-			return fmt.Errorf("taking the provisioning lock: %w", err)
-		}
-	}
-	if err := fn(c.Conn()); err != nil {
 		return err
 	}
-	// Commit keeps the lock row, so the next provisioning writes nothing new.
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("releasing the provisioning lock: %w", err)
-	}
-	return nil
+	defer func() {
+		// A fresh context: the lease is released even when ctx is done; if
+		// that fails, it expires by itself.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(rctx, "UPDATE "+locksTable()+" SET holder = NULL, expires_at = NULL, holder_pid = NULL, holder_started = NULL WHERE schema_name = $1 AND holder = $2", schema, holder)
+	}()
+	return fn(conn)
 }
 
-// ensureControlSchema creates ControlSchema and its lock table once. Nobody
+func locksTable() string { return pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize() }
+
+// takeLease waits up to lockWait for the schema's lease and returns the
+// holder id written into it.
+func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, error) {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	holder := hex.EncodeToString(b)
+	ttl := defaultLease
+	if d, ok := ctx.Deadline(); ok {
+		ttl = time.Until(d) + leaseMargin
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+locksTable()+" (schema_name) VALUES ($1) ON CONFLICT DO NOTHING", schema); err != nil {
+		return "", fmt.Errorf("taking the provisioning lease: %w", err)
+	}
+	give := time.Now().Add(lockWait)
+	for {
+		tag, err := conn.Exec(ctx, "UPDATE "+locksTable()+` AS l SET holder = $2, expires_at = now() + $3::interval,
+				holder_pid = pg_backend_pid(),
+				holder_started = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())
+			WHERE l.schema_name = $1 AND (l.holder IS NULL OR l.expires_at < now() OR NOT EXISTS (
+				SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.holder_pid AND a.backend_start = l.holder_started))`,
+			schema, holder, fmt.Sprintf("%d milliseconds", ttl.Milliseconds()))
+		if err != nil {
+			return "", fmt.Errorf("taking the provisioning lease: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return holder, nil
+		}
+		if time.Now().After(give) {
+			return "", fmt.Errorf("another operator has been provisioning schema %q for over %s; retrying later", schema, lockWait)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ensureControlSchema creates ControlSchema and its lease table once. Nobody
 // but the admin has any privilege on it.
 func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	var exists bool
-	table := pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
-		return fmt.Errorf("looking for %s: %w", table, err)
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'holder_started' AND NOT attisdropped)`, locksTable()).Scan(&exists); err != nil {
+		return fmt.Errorf("looking for %s: %w", locksTable(), err)
 	}
 	if exists {
 		return nil
@@ -86,8 +119,10 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	stmts := []string{
 		"CREATE SCHEMA IF NOT EXISTS " + schema,
 		"REVOKE ALL ON SCHEMA " + schema + " FROM PUBLIC",
-		"COMMENT ON SCHEMA " + schema + " IS 'Engram operator bookkeeping (provisioning locks); not a tenant schema'",
-		"CREATE TABLE IF NOT EXISTS " + table + " (schema_name text PRIMARY KEY)",
+		"COMMENT ON SCHEMA " + schema + " IS 'Engram operator bookkeeping (provisioning leases); not a tenant schema'",
+		"CREATE TABLE IF NOT EXISTS " + locksTable() + " (schema_name text PRIMARY KEY)",
+		"ALTER TABLE " + locksTable() + " ADD COLUMN IF NOT EXISTS holder text, ADD COLUMN IF NOT EXISTS expires_at timestamptz," +
+			" ADD COLUMN IF NOT EXISTS holder_pid integer, ADD COLUMN IF NOT EXISTS holder_started timestamptz",
 	}
 	err := inTx(ctx, conn, "", func(tx pgx.Tx) error {
 		for _, s := range stmts {
@@ -98,17 +133,11 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P06" || pgErr.Code == "42P07") {
 		return nil // another operator created it at the same moment
 	}
 	if err != nil {
 		return fmt.Errorf("creating schema %s: %w", ControlSchema, err)
 	}
 	return nil
-}
-
-// isLockTimeout reports whether err is PostgreSQL's lock_not_available.
-func isLockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }

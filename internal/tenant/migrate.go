@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,8 +25,17 @@ var migrationFiles embed.FS
 type Migration struct {
 	Version int
 	Name    string
-	sql     *template.Template
+	// Concurrent migrations start with the line "-- engram:no-transaction":
+	// each statement runs on its own, outside a transaction, so CREATE
+	// INDEX CONCURRENTLY can build an index on a large table while the
+	// service keeps writing. Their statements must be idempotent (IF NOT
+	// EXISTS): an interrupted run is simply run again (see migrateConcurrent).
+	Concurrent bool
+	sql        *template.Template
 }
+
+// noTransactionMarker starts a concurrent migration.
+const noTransactionMarker = "-- engram:no-transaction"
 
 // migrationVars are the values a migration's template may use. Every one is
 // an already quoted identifier or a type built from one, never raw input.
@@ -56,7 +66,8 @@ func mustLoadMigrations() []Migration {
 			panic(err)
 		}
 		tmpl := template.Must(template.New(e.Name()).Option("missingkey=error").Parse(string(body)))
-		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(e.Name(), ".sql"), sql: tmpl})
+		out = append(out, Migration{Version: v, Name: strings.TrimSuffix(e.Name(), ".sql"), sql: tmpl,
+			Concurrent: strings.HasPrefix(string(body), noTransactionMarker)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i, m := range out {
@@ -87,8 +98,8 @@ func currentVersion(ctx context.Context, q interface {
 
 // migrate applies every pending migration to schema, each in its own
 // transaction running as the owner role (so the owner owns what it creates).
-// The caller holds the tenant's advisory lock. It returns the versions applied.
-func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vectorType string, target int) ([]int, error) {
+// The caller holds the tenant's provisioning lease. It returns the versions applied.
+func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vectorType string, target int, indexTimeout time.Duration) ([]int, error) {
 	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
 	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
 		version    integer PRIMARY KEY,
@@ -122,13 +133,21 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vecto
 		if err := m.sql.Execute(&sql, vars); err != nil {
 			return applied, fmt.Errorf("rendering migration %s: %w", m.Name, err)
 		}
-		err := inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, sql.String()); err != nil {
+		var err error
+		if m.Concurrent {
+			err = migrateConcurrent(ctx, conn, names.owner, schema, sql.String(), indexTimeout)
+		}
+		if err == nil {
+			err = inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
+				if !m.Concurrent {
+					if _, err := tx.Exec(ctx, sql.String()); err != nil {
+						return err
+					}
+				}
+				_, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", m.Version, m.Name)
 				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", m.Version, m.Name)
-			return err
-		})
+			})
+		}
 		if err != nil {
 			return applied, fmt.Errorf("applying migration %s to schema %q: %w", m.Name, schema, err)
 		}

@@ -9,6 +9,15 @@ import (
 // MaxIdentifierBytes is PostgreSQL's identifier limit (NAMEDATALEN - 1).
 const MaxIdentifierBytes = 63
 
+// MaxSchemaBytes is the longest schema name Engram derives or accepts in a
+// spec: its role names ("_owner", "_app") are never cut and at most 62
+// bytes. A cut role name ends in a hash of its schema (fitIdentifier) and is
+// exactly 63 bytes; another schema could be chosen to have that very name
+// uncut, taking the role away from the tenant whose name was cut. Only
+// schemas of earlier releases are longer, and no schema of at most 56
+// bytes can produce a 63-byte role name.
+const MaxSchemaBytes = MaxIdentifierBytes - len("_owner") - 1
+
 // ControlSchema holds the operator's own bookkeeping (provisioning locks).
 // It is not a tenant: no runtime may name it.
 const ControlSchema = "engram_control"
@@ -16,23 +25,25 @@ const ControlSchema = "engram_control"
 // SchemaName derives the default schema of a tenant from its namespace and
 // name: "engram_<namespace>_<name>_<hash>", lower-cased, every character
 // other than [a-z0-9_] replaced by "_", and the first 8 hex digits of
-// SHA-256("<namespace>/<name>") at the end.
+// SHA-256("<namespace>/<name>") at the end, at most MaxSchemaBytes.
 //
 // The readable part alone is not injective ("team"/"a-bot" and
 // "team-a"/"bot" both read team_a_bot); the hash of the exact pair is what
 // keeps two runtimes apart. When the name must be cut to 63 bytes the hash
 // grows to 16 hex digits, because the cut part no longer constrains the
 // input. Names are a convenience, not the proof of ownership: that is the
-// UID marker (see ownership.go).
+// UID marker (see ownership.go). The "engram_" prefix is reserved for these
+// names: spec.database.schema may not use it (CRD validation), so no tenant
+// can claim another's default name before that tenant exists.
 func SchemaName(namespace, name string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name))
 	base := "engram_" + sanitize(namespace) + "_" + sanitize(name)
 	tag := "_" + hex.EncodeToString(sum[:4])
-	if len(base)+len(tag) <= MaxIdentifierBytes {
+	if len(base)+len(tag) <= MaxSchemaBytes {
 		return base + tag
 	}
 	tag = "_" + hex.EncodeToString(sum[:8])
-	return strings.TrimRight(base[:MaxIdentifierBytes-len(tag)], "_") + tag
+	return strings.TrimRight(base[:MaxSchemaBytes-len(tag)], "_") + tag
 }
 
 // LegacySchemaName is the default schema name of Engram releases before

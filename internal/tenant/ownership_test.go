@@ -1,7 +1,6 @@
 package tenant
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -167,7 +166,7 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := connA.Exec(ctx, "SELECT * FROM "+pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()+" FOR UPDATE")
+	_, err := connA.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'tenant-a', expires_at = now() + interval '1 day'")
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
 		t.Fatalf("a tenant's login role could touch the operator's lock table: %v", err)
@@ -182,8 +181,10 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 	}
 }
 
-// TestProvisionLockTimesOut: a provisioning that waits on another operator
-// gives up with a clear error instead of hanging.
+// TestProvisionLockTimesOut: a provisioning that waits on another
+// operator's live lease gives up with a clear error instead of hanging; the
+// lease of a holder whose session ended (operator killed) is taken over at
+// once, and an expired lease too.
 func TestProvisionLockTimesOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the lock timeout")
@@ -192,12 +193,15 @@ func TestProvisionLockTimesOut(t *testing.T) {
 	ctx := testCtx(t)
 	spec := newSpec(uniqueSchema(t, "engram_lockwait"), 3)
 	mustProvision(t, pool, url, spec)
-	tx, err := pool.Begin(ctx)
+	// Another operator's live lease: its session (this connection) is alive.
+	other, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize()+" WHERE schema_name = $1 FOR UPDATE", spec.Schema); err != nil {
+	defer other.Release()
+	if _, err := other.Exec(ctx, "UPDATE "+locksTable()+` SET holder = 'other-operator', expires_at = now() + interval '1 hour',
+		holder_pid = pg_backend_pid(), holder_started = (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid())
+		WHERE schema_name = $1`, spec.Schema); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -207,5 +211,34 @@ func TestProvisionLockTimesOut(t *testing.T) {
 	}
 	if d := time.Since(start); d > lockWait+5*time.Second {
 		t.Fatalf("waited %s for the lock", d)
+	}
+	// The holder dies (kill -9 of its operator closes its session): its
+	// lease, an hour from expiry, is taken over at once.
+	_ = other.Conn().Close(ctx)
+	start = time.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var alive bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity a JOIN `+locksTable()+` l
+			ON a.pid = l.holder_pid AND a.backend_start = l.holder_started WHERE l.schema_name = $1)`, spec.Schema).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		if !alive || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := Provision(ctx, pool, spec); err != nil {
+		t.Fatalf("Provision after the holder's session ended: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took over a dead holder's lease after %s", d)
+	}
+	// An expired lease is taken over too.
+	if _, err := pool.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'gone', expires_at = now() - interval '1 second', holder_pid = pg_backend_pid() WHERE schema_name = $1", spec.Schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Provision(ctx, pool, spec); err != nil {
+		t.Fatalf("Provision after the lease expired: %v", err)
 	}
 }

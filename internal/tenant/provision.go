@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +37,26 @@ type Spec struct {
 	Owner Owner
 	// Claim says when an existing schema without this UID may be taken.
 	Claim Claim
+	// IndexTimeout bounds each CREATE INDEX CONCURRENTLY of a migration;
+	// zero means DefaultIndexTimeout.
+	IndexTimeout time.Duration
+	// FailAfter is a test seam, nil in production: when set, it is called
+	// after each step of provisioning ("role created", "schema created",
+	// "migrated", "granted"), and an error it returns ends Provision there,
+	// as if the operator had died between two steps. Tests use it to prove
+	// that every partial state converges on the next run.
+	FailAfter func(step string) error
+}
+
+// after calls the FailAfter test seam, if any, after step.
+func (s Spec) after(step string) error {
+	if s.FailAfter == nil {
+		return nil
+	}
+	if err := s.FailAfter(step); err != nil {
+		return fmt.Errorf("injected fault after %s: %w", step, err)
+	}
+	return nil
 }
 
 // Result says what Provision found and did.
@@ -108,15 +129,24 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, res); err != nil {
 			return err
 		}
+		if err := spec.after("role created"); err != nil {
+			return err
+		}
 		if err := ensureSchema(ctx, conn, spec, names, plan, res); err != nil {
 			return err
 		}
+		if err := spec.after("schema created"); err != nil {
+			return err
+		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
-		applied, err := migrate(ctx, conn, names, spec.Schema, vectorType, target)
+		applied, err := migrate(ctx, conn, names, spec.Schema, vectorType, target, spec.IndexTimeout)
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
 		if err != nil {
+			return err
+		}
+		if err := spec.after("migrated"); err != nil {
 			return err
 		}
 		if err := checkDimensions(ctx, conn, spec); err != nil {
@@ -125,7 +155,10 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if res.Version, err = currentVersion(ctx, conn, spec.Schema); err != nil {
 			return err
 		}
-		return ensureGrants(ctx, conn, spec.Schema, extSchema, names, res)
+		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
+			return err
+		}
+		return spec.after("granted")
 	})
 	if err != nil {
 		return nil, fmt.Errorf("provisioning schema %q: %w", spec.Schema, err)

@@ -68,7 +68,7 @@ func provision(t *testing.T, ctx context.Context, adminURL, schema string) strin
 	return login
 }
 
-func startService(t *testing.T, bin, databaseURL, schema string) *service {
+func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...string) *service {
 	t.Helper()
 	dir := t.TempDir()
 	raw := make([]byte, 32)
@@ -91,8 +91,9 @@ func startService(t *testing.T, bin, databaseURL, schema string) *service {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "serve", "--config="+filepath.Join(dir, "config.yaml"), "--tokens-file="+filepath.Join(dir, "tokens"),
-		"--listen="+addr, "--request-timeout="+requestTimeout.String(), "--log-level=warn")
+	args := append([]string{"serve", "--config=" + filepath.Join(dir, "config.yaml"), "--tokens-file=" + filepath.Join(dir, "tokens"),
+		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn"}, extraArgs...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+databaseURL)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -36,6 +36,9 @@ func TestChartAndKustomizeApply(t *testing.T) {
 		"helm template (defaults)": run(t, root, helm, "template", "engram", "charts/engram", "--namespace", namespace, "--include-crds"),
 		"helm template (watch namespaces)": run(t, root, helm, "template", "engram", "charts/engram",
 			"--namespace", namespace, "--set", "watchNamespaces={team-a,team-b}"),
+		"helm template (metrics NetworkPolicy peers)": run(t, root, helm, "template", "engram", "charts/engram",
+			"--namespace", namespace, "--set", "networkPolicy.allowedNamespaces={monitoring}",
+			"--set-json", `networkPolicy.from=[{"namespaceSelector":{"matchLabels":{"team":"obs"}},"podSelector":{"matchLabels":{"app":"prometheus"}}}]`),
 		"kustomize build config/default": run(t, root, kustomize, "build", "config/default"),
 	}
 

@@ -1,0 +1,39 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// NetworkPolicyName is the NetworkPolicy in front of a runtime's memory service.
+func NetworkPolicyName(runtime string) string { return runtime }
+
+// NetworkPolicy admits TCP traffic to a runtime's service port from the
+// peers of spec.service.networkPolicy.from (by default every pod of the
+// runtime's namespace) and, because it selects the service's pods for
+// Ingress, denies every other ingress to them. Egress is left alone: the
+// service must reach PostgreSQL and the embedding and LLM endpoints, which
+// the operator cannot know.
+//
+// The port is the pod's port (NetworkPolicies act on pods, not on the
+// Service), by number: named ports are not supported by every network plugin.
+func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime) *networkingv1.NetworkPolicy {
+	port := intstr.FromInt32(rt.ServicePort())
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: ownedMeta(rt, NetworkPolicyName(rt.Name), ComponentService),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(rt.Name)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}},
+				From:  rt.NetworkPolicyPeers(),
+			}},
+		},
+	}
+}

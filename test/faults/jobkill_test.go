@@ -1,0 +1,147 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"sigs.k8s.io/yaml"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// TestJobKilledMidBatch: a `manager job` purging 30,000 memories is killed
+// with SIGKILL after its first batches committed. Each batch is its own
+// transaction, so the kill loses at most the batch in flight; once the
+// killed run's lease has lapsed, the next run purges exactly what is left —
+// nothing twice, nothing skipped — and a run on one database connection
+// does not deadlock.
+func TestJobKilledMidBatch(t *testing.T) {
+	bin := buildManager(t)
+	adminURL := testenv.NewDatabase(t)
+	admin := testenv.NewPool(t, adminURL, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	schema := fmt.Sprintf("engram_jobkill_%d", time.Now().UnixNano()%1e9)
+	owner := tenant.Owner{UID: "faults-" + schema, Namespace: "faults", Name: schema}
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: 64, Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
+	login, err := tenant.LoginURL(adminURL, res.LoginRole, res.Password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 30000
+	memories := pgx.Identifier{schema, "memories"}.Sanitize()
+	if _, err := admin.Exec(ctx, `INSERT INTO `+memories+` (id, owner_id, source, category, content, embedding, active, deactivated_at)
+		SELECT gen_random_uuid(), 'owner-' || (g % 50), 'user', 'contextual', 'forgotten ' || g,
+		       array_fill(0.25::real, ARRAY[64])::vector, false, now() - interval '90 days'
+		FROM generate_series(1, $1) g`, total); err != nil {
+		t.Fatal(err)
+	}
+	remaining := func() int {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+memories).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	config := writeJobConfig(t, schema)
+	job := func() *exec.Cmd {
+		cmd := exec.Command(bin, "job", "--config="+config, "--ops=purge", "--batch-size=100", "--db-max-conns=1",
+			"--termination-log=", "--log-level=warn")
+		cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+login)
+		return cmd
+	}
+
+	first := job()
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for remaining() == total {
+		if time.Now().After(deadline) {
+			_ = first.Process.Kill()
+			t.Fatal("the first run purged nothing within 60 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	// A statement the killed run had sent still finishes (and commits) in
+	// its backend: count once that backend is gone.
+	for {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, res.LoginRole).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed run's database session did not end")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	left := remaining()
+	if left == 0 {
+		t.Fatal("the first run finished before it was killed; nothing to prove")
+	}
+	// The killed run's lease lapses after its TTL; make that time pass.
+	if _, err := admin.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "job_locks"}.Sanitize()+` SET expires_at = now() - interval '1 second' WHERE holder IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := job().Output()
+	if err != nil {
+		t.Fatalf("the next run failed: %v\n%s", err, out)
+	}
+	var sum memory.JobSummary
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("the next run's summary %q: %v", out, err)
+	}
+	var purged int64
+	for _, op := range sum.Operations {
+		if op.Name == memory.OpPurge {
+			purged = op.Affected
+		}
+	}
+	t.Logf("killed run purged %d of %d; the next run (%s) purged %d; %d left", total-left, total, sum.Result, purged, remaining())
+	if sum.Result != string(memory.RunSucceeded) {
+		t.Fatalf("the next run: %+v", sum)
+	}
+	if purged != int64(left) || remaining() != 0 {
+		t.Errorf("counts do not add up: %d before the kill, %d purged after it by the next run, %d left", total, purged, remaining())
+	}
+}
+
+func writeJobConfig(t *testing.T, schema string) string {
+	t.Helper()
+	cfg := memory.ServiceConfig{Schema: schema, Policy: memory.DefaultPolicy(),
+		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 64}}
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
