@@ -118,20 +118,33 @@ func (r *rawSQL) hybridSearch(ctx context.Context, owner, query string, k int) (
 	return drain(rows)
 }
 
-// contextCandidates is the engine's context query with a query text
-// (internal/memory/contextrender.go): every renderable memory of the owner,
-// best first. Rendering the text from it is cheap Go work the ceiling skips.
+// contextCandidates is the engine's context query with a query text and
+// the default budget of 1,000 tokens (internal/memory/contextrender.go): the
+// best memories of each category for the budget (125; every pinned one up to
+// 1,000, ordered by value), best first. Rendering the text from it is cheap
+// Go work the ceiling skips.
 func (r *rawSQL) contextCandidates(ctx context.Context, owner, query string) (int, error) {
 	vec, err := r.embed(ctx, query)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.pool.Query(ctx, `SELECT m.id::text, m.category, m.content,
-			(1 - (m.embedding <=> $4)) + 0.25 * m.importance / 10.0 * `+rawDecay("$2", "$3")+` AS v
-		FROM `+r.memories+` AS m
-		WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
-			AND NOT ('injection' = ANY(m.flags))
-		ORDER BY v DESC, m.updated_at DESC`, owner, r.decayName, r.decaySec, vec)
+	pinned := []string{}
+	for _, c := range r.policy.Categories {
+		if c.Pinned {
+			pinned = append(pinned, c.Name)
+		}
+	}
+	value := `m.importance / 10.0 * ` + rawDecay("$2", "$3")
+	rows, err := r.pool.Query(ctx, `SELECT id, category, content, v, total FROM (
+			SELECT m.id::text AS id, m.category, m.content, v.v, m.updated_at,
+				row_number() OVER (PARTITION BY m.category ORDER BY v.v DESC, m.updated_at DESC, m.id) AS rank,
+				count(*) OVER () AS total
+			FROM `+r.memories+` AS m, LATERAL (SELECT CASE WHEN m.category = ANY($5::text[]) THEN `+value+`
+				ELSE (1 - (m.embedding <=> $4)) + 0.25 * `+value+` END AS v) AS v
+			WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
+				AND NOT ('injection' = ANY(m.flags))) AS c
+		WHERE rank <= CASE WHEN category = ANY($5::text[]) THEN 1000 ELSE 125 END
+		ORDER BY v DESC, updated_at DESC, id`, owner, r.decayName, r.decaySec, vec, pinned)
 	if err != nil {
 		return 0, err
 	}

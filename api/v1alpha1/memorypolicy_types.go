@@ -135,11 +135,13 @@ type DedupSpec struct {
 // LimitsSpec bounds what one owner and one request may use.
 type LimitsSpec struct {
 	// MaxMemoriesPerOwner caps the rows one owner keeps; over it the inactive
-	// rows go first, then the active rows of lowest value.
+	// rows go first, then the active rows of lowest value. At most 2000:
+	// every search, context and add reads all of an owner's rows, so an
+	// owner costs in proportion to its size (docs/performance.md, "Owner size").
 	// +optional
 	// +kubebuilder:default=1000
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1000000
+	// +kubebuilder:validation:Maximum=2000
 	MaxMemoriesPerOwner int32 `json:"maxMemoriesPerOwner,omitempty"`
 
 	// MaxContentBytes is the largest memory content accepted, in bytes.

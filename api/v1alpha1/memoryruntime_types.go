@@ -162,6 +162,15 @@ type LLMSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model"`
 
+	// Timeout bounds one LLM call (arbitration of a write, or fact
+	// extraction), retries included: a duration such as "10s", "90s" or
+	// "2m", between 1s and 5m. Default 10s. When it runs out, arbitration
+	// falls back to inserting and extraction answers 502.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('5m')",message="llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m"
+	Timeout string `json:"timeout,omitempty"`
+
 	// APIKeySecretRef names the Secret key (default "apiKey") holding the API key.
 	// +optional
 	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`

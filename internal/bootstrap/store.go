@@ -78,8 +78,17 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		emb = p.WrapEmbedder(emb)
 	}
 	var llm memory.LLM
+	var llmTimeout time.Duration
 	if p.Config.LLM != nil {
-		llm = memory.NewLLM(*p.Config.LLM, p.LLMAPIKey, client)
+		if llmTimeout, err = p.Config.LLM.TimeoutDuration(); err != nil {
+			return nil, err
+		}
+		llmClient := client
+		if p.HTTPClient == nil && llmTimeout > DefaultUpstreamTimeout {
+			// The default client would cut a call the runtime allows longer.
+			llmClient = &http.Client{Timeout: llmTimeout}
+		}
+		llm = memory.NewLLM(*p.Config.LLM, p.LLMAPIKey, llmClient)
 		if llm != nil && p.WrapLLM != nil {
 			llm = p.WrapLLM(llm)
 		}
@@ -103,6 +112,7 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		Policy:      p.Config.Policy,
 		Embedder:    emb,
 		LLM:         llm,
+		LLMTimeout:  llmTimeout,
 		JobLeaseTTL: p.JobLeaseTTL,
 		Logger:      logger,
 	})

@@ -29,7 +29,7 @@ func ServiceConfig(rt *memoryv1alpha1.MemoryRuntime, schema string, policy memor
 		AsynchronousCommit: rt.Spec.Database.SynchronousCommit == "off",
 	}
 	if rt.Spec.LLM != nil {
-		cfg.LLM = &memory.LLMConfig{Endpoint: rt.Spec.LLM.Endpoint, Model: rt.Spec.LLM.Model}
+		cfg.LLM = &memory.LLMConfig{Endpoint: rt.Spec.LLM.Endpoint, Model: rt.Spec.LLM.Model, Timeout: rt.Spec.LLM.Timeout}
 	}
 	return cfg
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -137,8 +138,11 @@ func TestAPITokenContent(t *testing.T) {
 func TestConfigMapRoundTrip(t *testing.T) {
 	rt := testRuntime()
 	rt.Spec.Embedding = memoryv1alpha1.EmbeddingSpec{Provider: "openai", Dimensions: 1536, Model: "text-embedding-3-small", Endpoint: "https://api.example/v1"}
-	rt.Spec.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm:8000/v1", Model: "qwen"}
+	rt.Spec.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm:8000/v1", Model: "qwen", Timeout: "90s"}
 	cfg := ServiceConfig(rt, "engram_team_a_bot", memory.DefaultPolicy(), "default", 3)
+	if d, err := cfg.LLM.TimeoutDuration(); err != nil || d != 90*time.Second {
+		t.Errorf("spec.llm.timeout 90s became %s (%v) in the service config", d, err)
+	}
 	b, err := MarshalServiceConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -108,6 +108,15 @@ func celCases(ns string) []celCase {
 		{"negative replicas", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Replicas = ptr.To[int32](-1) }),
 			"spec.service.replicas: Invalid value: -1: spec.service.replicas in body should be greater than or equal to 0"},
 		{"name with a dot", rt("bot.v2", func(*memoryv1alpha1.MemoryRuntimeSpec) {}), "metadata.name must be a DNS label: lower-case letters, digits and -, starting with a letter (it also names the Service)"},
+		{"llm timeout in words", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "soon"}
+		}), `spec.llm.timeout: Invalid value: "soon": llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m`},
+		{"llm timeout too short", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "500ms"}
+		}), `spec.llm.timeout: Invalid value: "500ms": llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m`},
+		{"llm timeout too long", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "1h"}
+		}), `spec.llm.timeout: Invalid value: "1h": llm.timeout must be a duration such as 10s, 90s or 2m, between 1s and 5m`},
 		{"network policy peer without selector", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
 			s.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: []networkingv1.NetworkPolicyPeer{{}}}
 		}), "spec.service.networkPolicy: Invalid value: each service.networkPolicy.from entry must set podSelector, namespaceSelector or ipBlock"},
@@ -147,6 +156,8 @@ func celCases(ns string) []celCase {
 		{"defaultTopK above maxTopK", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.DefaultTopK = 200 }),
 			"spec: Invalid value: search.defaultTopK must not exceed limits.maxTopK"},
 		{"unknown injection guard", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.InjectionGuard = "Maybe" }), `spec.redaction.injectionGuard: Unsupported value: "Maybe": supported values: "Reject", "Flag", "Off"`},
+		{"owner size above the maximum", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxMemoriesPerOwner = 2001 }),
+			"spec.limits.maxMemoriesPerOwner: Invalid value: 2001: spec.limits.maxMemoriesPerOwner in body should be less than or equal to 2000"},
 		{"category priority too high", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", Priority: ptr.To[int32](1001)}}
 		}), "spec.categories[0].priority: Invalid value: 1001: spec.categories[0].priority in body should be less than or equal to 1000"},
@@ -235,6 +246,11 @@ func (e *operatorEnv) testCEL(t *testing.T) {
 	// The unmodified objects are valid, so each case fails for its own reason.
 	for _, obj := range []client.Object{
 		&memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: ns}, Spec: validRuntimeSpec()},
+		&memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns}, Spec: func() memoryv1alpha1.MemoryRuntimeSpec {
+			s := validRuntimeSpec()
+			s.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm/v1", Model: "m", Timeout: "1m30s"}
+			return s
+		}()},
 		&memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: crdDefaults()},
 		&memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: ns}, Spec: validRetentionSpec()},
 	} {

@@ -73,6 +73,7 @@ func Run(ctx context.Context, r Runner, schema string, ops []string, opts memory
 			}
 			sum.Operations = append(sum.Operations, memory.JobSummaryOp{
 				Name: op, Scanned: res.Scanned, Affected: res.Affected, Batches: res.Batches, DurationMillis: d.Milliseconds(),
+				Pending: res.Pending,
 			})
 		}
 		return nil

@@ -460,6 +460,10 @@ func TestJobFailures(t *testing.T) {
 	if code != 2 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "batch-size") {
 		t.Fatalf("bad flag: exit %d %+v", code, sum)
 	}
+	code, sum, _ = runMain(t, jt, "--compact-owner-budget=0s")
+	if code != 2 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "compact-owner-budget") {
+		t.Fatalf("no compaction budget: exit %d %+v", code, sum)
+	}
 	code, sum, _ = runMain(t, jt, "--db-statement-timeout=0")
 	if code != 2 || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "statement-timeout") {
 		t.Fatalf("no statement timeout: exit %d %+v", code, sum)

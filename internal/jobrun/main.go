@@ -22,7 +22,9 @@ type Options struct {
 	DryRun         bool
 	TerminationLog string
 	BatchSize      int
-	DBMaxConns     int
+	// CompactOwnerBudget bounds the time compaction spends on one owner.
+	CompactOwnerBudget time.Duration
+	DBMaxConns         int
 	// LockTimeout and StatementTimeout are set on every database session.
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
@@ -47,6 +49,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.BoolVar(&o.DryRun, "dry-run", false, "count what would change and change nothing")
 	fs.StringVar(&o.TerminationLog, "termination-log", DefaultTerminationLog, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
+	fs.DurationVar(&o.CompactOwnerBudget, "compact-owner-budget", memory.DefaultCompactOwnerBudget, "longest time compaction spends on one owner in a run; the owner's pass continues in the next run")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 2, "size of the database connection pool")
 	fs.DurationVar(&o.LockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (PostgreSQL lock_timeout of every session)")
 	fs.DurationVar(&o.StatementTimeout, "db-statement-timeout", memory.DefaultJobStatementTimeout, "longest database statement, one batch or the VACUUM after compaction (statement_timeout of every session)")
@@ -64,6 +67,9 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	}
 	if o.BatchSize < 1 || o.BatchSize > 100_000 {
 		return o, fmt.Errorf("--batch-size %d: must be within 1..100000", o.BatchSize)
+	}
+	if o.CompactOwnerBudget < time.Millisecond {
+		return o, fmt.Errorf("--compact-owner-budget %s: must be at least 1ms", o.CompactOwnerBudget)
 	}
 	if o.DBMaxConns < 1 || o.DBMaxConns > 100 {
 		return o, fmt.Errorf("--db-max-conns %d: must be within 1..100", o.DBMaxConns)
@@ -119,7 +125,7 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	}
 	defer tn.Close()
 	logger.Info("maintenance run starting", "schema", cfg.Schema, "operations", ops, "dryRun", o.DryRun, "batchSize", o.BatchSize)
-	sum := Run(ctx, tn.Store, cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize})
+	sum := Run(ctx, tn.Store, cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize, OwnerBudget: o.CompactOwnerBudget})
 	logger.Info("maintenance run finished", "schema", cfg.Schema, "result", sum.Result, "message", sum.Message)
 	return sum
 }

@@ -234,12 +234,14 @@ type querier interface {
 
 // nearest finds the owner's memory most similar to vec among active and
 // inactive rows that are not superseded; an identical text always wins.
-// In a transaction it locks the row (FOR UPDATE).
+// Inactive rows the purge job will delete within purgeGuard are left out:
+// they are about to go, and the purge may hold their row locks. In a
+// transaction it locks the row (FOR UPDATE).
 func (s *Store) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
 	sql := `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
 			1 - (m.embedding <=> $2), m.content = $3
 		FROM ` + s.sql.memories + ` AS m
-		WHERE m.owner_id = $1 AND m.superseded_by IS NULL
+		WHERE m.owner_id = $1 AND m.superseded_by IS NULL AND NOT (` + s.purgeDueSQL(s.purgeGuard()) + `)
 		ORDER BY m.content = $3 DESC, m.embedding <=> $2
 		LIMIT 1`
 	if lock {

@@ -8,27 +8,24 @@ import (
 
 // compactRow is an active memory as compaction sees it.
 type compactRow struct {
-	id          string
-	category    string
-	importance  int
-	accessCount int64
-	updatedAt   time.Time
-	vec         []float32
+	id         string
+	category   string
+	importance int
+	updatedAt  time.Time
+	vec        []float32
+	// fresh: written after the owner's last complete pass, so not yet
+	// compared with the memories that are not fresh.
+	fresh bool
 }
 
-// cluster is a keeper and the near-duplicates it supersedes.
-type cluster struct {
-	keeper string
-	losers []string
-}
-
-// better orders memories best first: more important, more used, newer.
-func better(a, b compactRow) bool {
+// compactBefore is the compaction order: more important first, then more
+// recently written, then the smaller id (ids are time-ordered: the older). Every key changes only when the memory is
+// written (which makes it fresh), so a pass can stop and resume at a cursor
+// in this order. Access counts are left out on purpose: every search
+// changes them, and a cursor over them would skip or repeat rows.
+func compactBefore(a, b compactRow) bool {
 	if a.importance != b.importance {
 		return a.importance > b.importance
-	}
-	if a.accessCount != b.accessCount {
-		return a.accessCount > b.accessCount
 	}
 	if !a.updatedAt.Equal(b.updatedAt) {
 		return a.updatedAt.After(b.updatedAt)
@@ -36,39 +33,144 @@ func better(a, b compactRow) bool {
 	return a.id < b.id
 }
 
-// clusters groups rows greedily: taking rows best first, each row not yet
-// in a cluster becomes a keeper and absorbs every later row of its category
-// at cosine similarity >= threshold. Pure and deterministic, tested
-// without a database.
-func clusters(rows []compactRow, threshold float64) []cluster {
+// cluster is a keeper and the near-duplicates it supersedes.
+type cluster struct {
+	keeper compactRow
+	losers []compactRow
+}
+
+// compactor runs the greedy clustering of one owner's snapshot in steps:
+// taking rows in compaction order, each row not yet taken is a keeper and
+// takes every later row of its category at cosine similarity >= threshold
+// (pairs of two rows that are not fresh are skipped: a complete pass has
+// compared them). The result does not depend on how the work is cut into
+// steps, so a bounded run equals an unbounded one. Pure, tested without a
+// database.
+type compactor struct {
+	rows      []compactRow // in compaction order
+	unit      [][]float32  // the rows' vectors scaled to length 1 (nil: zero vector)
+	taken     []bool
+	threshold float64
+	// byCategory holds the indexes of each category's rows, in order.
+	byCategory map[string][]int
+	position   []int // position of row i in byCategory[its category]
+	next       int   // the next row to look at
+	scan       int   // how far into its category's later rows next has compared
+}
+
+func newCompactor(rows []compactRow, threshold float64) *compactor {
 	sorted := append([]compactRow(nil), rows...)
-	sort.Slice(sorted, func(i, j int) bool { return better(sorted[i], sorted[j]) })
-	norms := make([]float64, len(sorted))
+	sort.Slice(sorted, func(i, j int) bool { return compactBefore(sorted[i], sorted[j]) })
+	c := &compactor{rows: sorted, unit: make([][]float32, len(sorted)), taken: make([]bool, len(sorted)),
+		threshold: threshold, byCategory: map[string][]int{}, position: make([]int, len(sorted))}
 	for i, r := range sorted {
-		norms[i] = norm(r.vec)
+		c.unit[i] = unitVector(r.vec)
+		c.position[i] = len(c.byCategory[r.category])
+		c.byCategory[r.category] = append(c.byCategory[r.category], i)
 	}
-	taken := make([]bool, len(sorted))
-	var out []cluster
-	for i := range sorted {
-		if taken[i] {
+	return c
+}
+
+// step looks at up to maxRows more rows as keepers and stops once the
+// clusters found hold maxLosers losers, if need be in the middle of a
+// keeper's comparisons (the next step continues them). It returns those
+// clusters, the last row it finished looking at (nil when none) and whether
+// the snapshot is done.
+func (c *compactor) step(maxRows, maxLosers int) (found []cluster, last *compactRow, done bool) {
+	losers := 0
+	for n := 0; n < maxRows && losers < maxLosers && c.next < len(c.rows); n++ {
+		i := c.next
+		if !c.taken[i] {
+			g, finished := c.absorb(i, maxLosers-losers)
+			if len(g.losers) > 0 {
+				found = append(found, g)
+				losers += len(g.losers)
+			}
+			if !finished {
+				break
+			}
+		}
+		c.next, c.scan = i+1, 0
+		last = &c.rows[i]
+	}
+	return found, last, c.next >= len(c.rows)
+}
+
+// absorb takes up to limit rows after keeper i that are near-duplicates of
+// it, continuing where the last call for i stopped; finished is false when
+// it stopped at limit with rows left to compare.
+func (c *compactor) absorb(i, limit int) (g cluster, finished bool) {
+	g.keeper = c.rows[i]
+	same := c.byCategory[c.rows[i].category]
+	for k := c.position[i] + 1 + c.scan; k < len(same); k++ {
+		if len(g.losers) == limit {
+			c.scan = k - c.position[i] - 1
+			return g, false
+		}
+		j := same[k]
+		if c.taken[j] || (!c.rows[i].fresh && !c.rows[j].fresh) {
 			continue
 		}
-		var c cluster
-		for j := i + 1; j < len(sorted); j++ {
-			if taken[j] || sorted[j].category != sorted[i].category {
-				continue
-			}
-			if cosine(sorted[i].vec, sorted[j].vec, norms[i], norms[j]) >= threshold {
-				taken[j] = true
-				c.losers = append(c.losers, sorted[j].id)
-			}
-		}
-		if len(c.losers) > 0 {
-			c.keeper = sorted[i].id
-			out = append(out, c)
+		if c.similar(i, j) {
+			c.taken[j] = true
+			g.losers = append(g.losers, c.rows[j])
 		}
 	}
+	return g, true
+}
+
+// clusters is the unbounded run over rows: every cluster at once.
+func clusters(rows []compactRow, threshold float64) []cluster {
+	all, _, _ := newCompactor(rows, threshold).step(math.MaxInt, math.MaxInt)
+	return all
+}
+
+// similar reports whether rows i and j are near-duplicates: cosine
+// similarity >= threshold. A zero vector is similar to nothing.
+func (c *compactor) similar(i, j int) bool {
+	a, b := c.unit[i], c.unit[j]
+	if a == nil || b == nil || len(a) != len(b) {
+		return false
+	}
+	return float64(dot(a, b)) >= c.threshold
+}
+
+// unitVector returns v scaled to length 1, or nil for a zero vector.
+func unitVector(v []float32) []float32 {
+	n := norm(v)
+	if n == 0 {
+		return nil
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(float64(x) / n)
+	}
 	return out
+}
+
+// dot is the dot product of two vectors of equal length, in eight running
+// sums so the additions do not wait on each other: compaction compares
+// every pair of an owner's memories, and this is its inner loop (float32
+// error over 4096 terms ~1e-6, far below any threshold's resolution).
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	n := len(a) &^ 7
+	for i := 0; i < n; i += 8 {
+		a8, b8 := a[i:i+8:i+8], b[i:i+8:i+8]
+		s0 += a8[0] * b8[0]
+		s1 += a8[1] * b8[1]
+		s2 += a8[2] * b8[2]
+		s3 += a8[3] * b8[3]
+		s4 += a8[4] * b8[4]
+		s5 += a8[5] * b8[5]
+		s6 += a8[6] * b8[6]
+		s7 += a8[7] * b8[7]
+	}
+	for i := n; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3) + (s4 + s5) + (s6 + s7)
 }
 
 func norm(v []float32) float64 {

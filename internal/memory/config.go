@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Embedding providers of EmbeddingConfig.
@@ -26,6 +27,30 @@ type EmbeddingConfig struct {
 type LLMConfig struct {
 	Endpoint string `json:"endpoint"`
 	Model    string `json:"model"`
+	// Timeout bounds one arbiter or extraction call, retries included: a
+	// Go duration such as "10s" or "2m", within MinLLMTimeout..MaxLLMTimeout;
+	// empty means DefaultLLMTimeout.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Bounds and default of LLMConfig.Timeout (and the MemoryRuntime's
+// spec.llm.timeout).
+const (
+	DefaultLLMTimeout = 10 * time.Second
+	MinLLMTimeout     = time.Second
+	MaxLLMTimeout     = 5 * time.Minute
+)
+
+// TimeoutDuration is the parsed Timeout, DefaultLLMTimeout when empty.
+func (c LLMConfig) TimeoutDuration() (time.Duration, error) {
+	if c.Timeout == "" {
+		return DefaultLLMTimeout, nil
+	}
+	d, err := time.ParseDuration(c.Timeout)
+	if err != nil || d < MinLLMTimeout || d > MaxLLMTimeout {
+		return 0, fmt.Errorf("llm.timeout: %q must be a duration such as 10s, 90s or 2m, within %s..%s", c.Timeout, MinLLMTimeout, MaxLLMTimeout)
+	}
+	return d, nil
 }
 
 // ServiceConfig is the resolved configuration of one tenant's memory service
@@ -69,6 +94,11 @@ func (c *ServiceConfig) Validate() error {
 	}
 	if c.LLM != nil && (c.LLM.Endpoint == "" || c.LLM.Model == "") {
 		return fmt.Errorf("llm: endpoint and model are required when llm is set")
+	}
+	if c.LLM != nil {
+		if _, err := c.LLM.TimeoutDuration(); err != nil {
+			return err
+		}
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("policy: %w", err)

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -71,5 +72,92 @@ func TestContext(t *testing.T) {
 		if _, err := f.store.Context(ctx(t), bad); err == nil {
 			t.Errorf("Context(%+v) accepted", bad)
 		}
+	}
+}
+
+// TestRenderOrder: sections come pinned categories first, then by priority
+// (higher first), then by name — what Context's comment, the CRD field
+// descriptions and docs/memory-model.md say.
+func TestRenderOrder(t *testing.T) {
+	p := DefaultPolicy()
+	p.Categories = []Category{
+		{Name: "notes", Priority: 90},
+		{Name: "rules", Priority: 10, Pinned: true},
+		{Name: "bio", Priority: 50, Pinned: true},
+		{Name: "tasks", Priority: 20},
+		{Name: "aims", Priority: 90},
+	}
+	var names []string
+	for _, c := range p.RenderOrder() {
+		names = append(names, c.Name)
+	}
+	if got := strings.Join(names, ","); got != "bio,rules,aims,notes,tasks" {
+		t.Fatalf("render order %s, want bio,rules,aims,notes,tasks", got)
+	}
+	cands := []candidate{{id: "t", category: "tasks", content: "t"}, {id: "n", category: "notes", content: "n"},
+		{id: "r", category: "rules", content: "r"}, {id: "a", category: "aims", content: "a"}, {id: "b", category: "bio", content: "b"}}
+	if got := strings.Join(render(p.RenderOrder(), cands, 1000).IDs, ","); got != "b,r,a,n,t" {
+		t.Fatalf("rendered %s, want b,r,a,n,t", got)
+	}
+}
+
+// TestContextPinnedOrderIgnoresQuery: a query reorders the memories of the
+// other categories by relevance, never those of a pinned category (by
+// value), so the pinned part of a prompt does not change from turn to turn.
+func TestContextPinnedOrderIgnoresQuery(t *testing.T) {
+	f := newFixture(t)
+	f.add(AddRequest{Owner: "p", Content: "Name is Grace Hopper", Category: "identity", Source: SourceUser, Importance: 9})
+	f.add(AddRequest{Owner: "p", Content: "Was born in New York City", Category: "identity", Source: SourceUser, Importance: 2})
+	f.add(AddRequest{Owner: "p", Content: "Prefers compilers written in COBOL", Category: "preference", Importance: 9})
+	f.add(AddRequest{Owner: "p", Content: "Likes visiting New York City museums", Category: "preference", Importance: 2})
+	res, err := f.store.Context(ctx(t), ContextRequest{Owner: "p", Query: "New York City"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := func(s string) int { return strings.Index(res.Text, s) }
+	if pos("Grace") > pos("born in New York") {
+		t.Fatalf("the query reordered a pinned category:\n%s", res.Text)
+	}
+	if pos("museums") > pos("COBOL") {
+		t.Fatalf("the query did not reorder a category that is not pinned:\n%s", res.Text)
+	}
+}
+
+// TestContextCandidatesBounded: context does not read every memory of the
+// owner, only the best of each category for the budget; pinned memories
+// are always among them, however low their value or relevance.
+func TestContextCandidatesBounded(t *testing.T) {
+	f := newFixture(t)
+	reqs := []AddRequest{}
+	for i := range 120 {
+		reqs = append(reqs, AddRequest{Owner: "many", Content: fmt.Sprintf("contextual note %d mentions %x and %x", i, i*7919, i*104729), Importance: 9})
+	}
+	for i := range 3 {
+		reqs = append(reqs, AddRequest{Owner: "many", Content: fmt.Sprintf("pinned identity fact %c%c", 'a'+i, 'q'+i), Category: "identity", Source: SourceUser, Importance: 1})
+	}
+	if _, err := f.store.AddBatch(ctx(t), reqs); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 40 // tokens: 160 bytes
+	per, _ := contextLimits(budget)
+	cands, total, err := f.store.contextCandidates(ctx(t), ContextRequest{Owner: "many", Query: "contextual note"}, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := 0
+	for _, c := range cands {
+		if c.category == "identity" {
+			pinned++
+		}
+	}
+	if total != 123 || len(cands) != per+3 || pinned != 3 {
+		t.Fatalf("%d candidates (%d pinned) of %d; want the best %d contextual and all 3 pinned", len(cands), pinned, total, per)
+	}
+	res, err := f.store.Context(ctx(t), ContextRequest{Owner: "many", Query: "contextual note", MaxTokens: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Text, "## identity\n- pinned identity fact") || res.Omitted != total-len(res.IDs) {
+		t.Fatalf("context = %q, omitted %d of %d (rendered %d)", res.Text, res.Omitted, total, len(res.IDs))
 	}
 }

@@ -20,13 +20,18 @@ const (
 func estimateTokens(s string) int { return (len(s) + bytesPerToken - 1) / bytesPerToken }
 
 // Context renders owner's memories for a prompt within a token budget.
-// Categories come in render order (pinned first, then by priority) and each
+// Sections are categories in render order (Policy.RenderOrder: pinned
+// categories first, then by priority, higher first, then by name), and each
 // takes what it needs from the budget that is left, so the budget flows
-// down; within a category, memories are ordered by relevance to the query
-// when one is given, else by value (importance x decay, then recency). A
-// memory that does not fit is skipped and counted in Omitted. Content is
-// sanitized (one line, no control or invisible characters); memories the
-// injection guard flagged are never rendered.
+// down. Within a pinned category memories are ordered by value (importance
+// x decay, then newest first) whatever the query, so the pinned part of a
+// prompt stays the same from turn to turn; within the other categories by
+// relevance to the query when one is given (cosine similarity + 0.25 x
+// value), else by value too. A memory that does not fit is skipped and
+// counted in Omitted, as are the memories that were not candidates (see
+// contextCandidates). Content is sanitized (one line, no control or
+// invisible characters); memories the injection guard flagged are never
+// rendered.
 func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
@@ -44,11 +49,12 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	cands, err := s.contextCandidates(ctx, req)
+	cands, total, err := s.contextCandidates(ctx, req, budget)
 	if err != nil {
 		return nil, err
 	}
 	res := render(s.policy.RenderOrder(), cands, budget)
+	res.Omitted += total - len(cands)
 	s.access.record(res.IDs...)
 	return res, nil
 }
@@ -59,34 +65,74 @@ type candidate struct {
 	value                 float64
 }
 
-// contextCandidates loads the owner's renderable memories, best first.
-func (s *Store) contextCandidates(ctx context.Context, req ContextRequest) ([]candidate, error) {
+// minContextLine is the rendered size, in bytes, a memory is assumed to
+// take at least when the candidates of a category are chosen: "- ", 29
+// bytes of content and a newline. Shorter memories beyond the candidates
+// of their category are left out even when they would still fit.
+const minContextLine = 32
+
+// contextLimits are how many memories of each category are candidates for
+// a budget of budget tokens: as many as fill the budget at minContextLine
+// bytes each (at least 16) for a category; for a pinned category as many as
+// could fit at all (every line costs at least one token), so pinned
+// memories are always candidates.
+func contextLimits(budget int) (perCategory, perPinned int) {
+	return max(16, budget*bytesPerToken/minContextLine), budget
+}
+
+// contextCandidates selects the owner's renderable memories that can make
+// it into the budget, through the same exact per-owner scan as search but
+// returning only the best of each category (contextLimits), best first; and
+// how many renderable memories the owner has in all.
+func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
 	a := &args{}
 	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
+	pinned := a.add(s.pinnedCategories()) + `::text[]`
 	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if req.Query != "" {
 		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(req.Query)})
 		if err != nil {
-			return nil, fmt.Errorf("embedding the query: %w", err)
+			return nil, 0, fmt.Errorf("embedding the query: %w", err)
 		}
-		value = `(1 - (m.embedding <=> ` + a.add(pgv.NewVector(vecs[0])) + `)) + 0.25 * ` + value
+		relevance := `(1 - (m.embedding <=> ` + a.add(pgv.NewVector(vecs[0])) + `)) + 0.25 * ` + value
+		value = `CASE WHEN m.category = ANY(` + pinned + `) THEN ` + value + ` ELSE ` + relevance + ` END`
 	}
-	rows, err := s.pool.Query(ctx, `SELECT m.id::text, m.category, m.content, `+value+` AS v
-		FROM `+s.sql.memories+` AS m WHERE `+where+` ORDER BY v DESC, m.updated_at DESC`, a.list...)
+	perCategory, perPinned := contextLimits(budget)
+	sql := `SELECT id, category, content, v, total FROM (
+			SELECT m.id::text AS id, m.category, m.content, v.v, m.updated_at,
+				row_number() OVER (PARTITION BY m.category ORDER BY v.v DESC, m.updated_at DESC, m.id) AS rank,
+				count(*) OVER () AS total
+			FROM ` + s.sql.memories + ` AS m, LATERAL (SELECT ` + value + ` AS v) AS v
+			WHERE ` + where + `) AS c
+		WHERE rank <= CASE WHEN category = ANY(` + pinned + `) THEN ` + a.add(perPinned) + `::int ELSE ` + a.add(perCategory) + `::int END
+		ORDER BY v DESC, updated_at DESC, id`
+	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
-		return nil, s.dbErr("loading context", err)
+		return nil, 0, s.dbErr("loading context", err)
 	}
 	defer rows.Close()
 	var out []candidate
+	total := 0
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.category, &c.content, &c.value); err != nil {
-			return nil, s.dbErr("loading context", err)
+		if err := rows.Scan(&c.id, &c.category, &c.content, &c.value, &total); err != nil {
+			return nil, 0, s.dbErr("loading context", err)
 		}
 		out = append(out, c)
 	}
-	return out, s.dbErr("loading context", rows.Err())
+	return out, total, s.dbErr("loading context", rows.Err())
+}
+
+// pinnedCategories are the names of the policy's pinned categories.
+func (s *Store) pinnedCategories() []string {
+	out := []string{}
+	for _, c := range s.policy.Categories {
+		if c.Pinned {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // render lays candidates out by category within budget tokens (counted as

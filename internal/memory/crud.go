@@ -53,7 +53,8 @@ const (
 )
 
 // List pages through owner's memories, newest first (keyset pagination: a
-// page is stable while memories are added).
+// page is stable while memories are added). By default it lists what search
+// and context can return: active memories that have not expired.
 func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
@@ -85,6 +86,9 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	}
 	if !req.IncludeInactive {
 		sql += ` AND m.active`
+		if !req.IncludeExpired {
+			sql += ` AND (m.expires_at IS NULL OR m.expires_at > now())`
+		}
 	}
 	if req.ExcludeFlagged {
 		sql += notFlagged
@@ -291,8 +295,9 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 const maxSupersedeChain = 1000
 
 // Supersede retires oldID in favour of newID, both of owner, in one
-// transaction: no self-reference, no other owner's memory, no cycle, and the
-// replacement must be active. It returns the retired memory.
+// transaction: no self-reference, no other owner's memory, no cycle, the
+// replacement must be active and oldID must not be superseded already
+// (ErrConflict: a chain never forks). It returns the retired memory.
 func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, source Source) (*Memory, error) {
 	fe := &fieldErrors{}
 	fe.owner(owner)
@@ -320,6 +325,11 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		}
 		if err := checkProtected(&s.policy, old.Category, src); err != nil {
 			return err
+		}
+		// A memory is replaced once: a second supersede would fork the
+		// chain and lose which replacement is current.
+		if old.SupersededBy != "" {
+			return fmt.Errorf("%w: memory %s is already superseded by %s; supersede %s instead", ErrConflict, oldID, old.SupersededBy, old.SupersededBy)
 		}
 		if !replacement.Active {
 			return fmt.Errorf("%w: the replacement %s is inactive", ErrConflict, newID)
@@ -408,6 +418,9 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return s.dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
+			return s.dbErr("erasing the owner's compaction state", err)
+		}
 		// Nothing of the owner is left, not even its lock row; the lock is
 		// held until commit, and a write waiting for it creates it anew.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {

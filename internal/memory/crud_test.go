@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -82,6 +83,30 @@ func TestListPagination(t *testing.T) {
 	all, _ := f.store.List(ctx(t), ListRequest{Owner: "p", Limit: 100, IncludeInactive: true})
 	if len(active.Items) != 7 || len(all.Items) != 8 {
 		t.Fatalf("inactive filter: %d active, %d all", len(active.Items), len(all.Items))
+	}
+	// Expired but not yet deactivated by the expire job: left out like an
+	// inactive memory (search and context leave it out too), unless asked for.
+	f.exec(`UPDATE %s SET expires_at = now() - interval '1 minute' WHERE id = $1`, seen[1])
+	listed := func(req ListRequest) (ids []string) {
+		t.Helper()
+		req.Owner, req.Limit = "p", 100
+		page, err := f.store.List(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page.Items {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	if ids := listed(ListRequest{}); len(ids) != 6 || slices.Contains(ids, seen[1]) {
+		t.Fatalf("default list shows %d memories (expired one included: %v), want 6 without it", len(ids), slices.Contains(ids, seen[1]))
+	}
+	if ids := listed(ListRequest{IncludeExpired: true}); len(ids) != 7 || !slices.Contains(ids, seen[1]) {
+		t.Fatalf("includeExpired lists %d memories, want 7 with the expired one", len(ids))
+	}
+	if ids := listed(ListRequest{IncludeInactive: true}); len(ids) != 8 {
+		t.Fatalf("includeInactive lists %d memories, want all 8", len(ids))
 	}
 	for _, bad := range []ListRequest{{Owner: "p", Limit: -1}, {Owner: "p", Limit: 501}, {Owner: "p", Cursor: "garbage!"}, {Owner: ""}, {Owner: "p", Category: "nope"}} {
 		if _, err := f.store.List(ctx(t), bad); err == nil {
@@ -194,10 +219,18 @@ func TestSupersede(t *testing.T) {
 	if _, err := f.store.Supersede(ctx(t), "s", b.ID, a.ID, SourceUser); !errors.Is(err, ErrConflict) {
 		t.Fatalf("superseding by an inactive memory: %v, want ErrConflict", err)
 	}
-	// A cycle needs a chain: force b -> c in the table, then try c -> b... via a.
-	f.exec(`UPDATE %s SET superseded_by = $1 WHERE id = $2`, a.ID, c.ID) // corrupt: c points at a (active c)
-	if _, err := f.store.Supersede(ctx(t), "s", a.ID, c.ID, SourceUser); !errors.Is(err, ErrConflict) {
-		t.Fatalf("cycle a -> c -> a not refused: %v", err)
+	// Superseded once, never again: a second replacement would fork the chain.
+	if _, err := f.store.Supersede(ctx(t), "s", a.ID, c.ID, SourceUser); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "already superseded by "+b.ID) {
+		t.Fatalf("superseding an already superseded memory: %v, want ErrConflict naming %s", err, b.ID)
+	}
+	if m, _ := f.store.Get(ctx(t), "s", a.ID); m.SupersededBy != b.ID {
+		t.Fatalf("the refused supersede changed the chain: %+v", m)
+	}
+	// A cycle needs a chain: force d -> c in the table (c stays active), then try c -> d.
+	d := f.add(AddRequest{Owner: "s", Content: "Works as a translator"}).Memory
+	f.exec(`UPDATE %s SET superseded_by = $1 WHERE id = $2`, d.ID, c.ID) // corrupt: c points at d (active c)
+	if _, err := f.store.Supersede(ctx(t), "s", d.ID, c.ID, SourceUser); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("cycle d -> c -> d not refused: %v", err)
 	}
 	if n := f.count(`SELECT count(*) FROM %s WHERE superseded_by = id`); n != 0 {
 		t.Fatal("a memory supersedes itself")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 const defaultBatchSize = 1000
@@ -97,18 +95,39 @@ func (s *Store) expire(ctx context.Context, opts JobOptions, res *JobResult) err
 
 // purge hard-deletes memories that have been inactive for longer than
 // retention.purgeInactiveAfter, with their history, a batch per statement.
+// It locks only rows that are due (purgeDueSQL), which no add ever locks
+// (nearest leaves out rows due soon), so it never blocks an add.
 func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) error {
-	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter).Seconds()
-	due := `NOT active AND deactivated_at < now() - make_interval(secs => ` + fmt.Sprintf("%f", retention) + `)`
 	if opts.DryRun {
-		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` WHERE `+due)
+		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` AS m WHERE `+s.purgeDueSQL(0))
 	}
-	return s.batches(ctx, opts, res, "purging memories", `WITH p AS (
-			SELECT id FROM `+s.sql.memories+` WHERE `+due+`
-			ORDER BY deactivated_at LIMIT $1 FOR UPDATE SKIP LOCKED),
-		dh AS (DELETE FROM `+s.sql.history+` AS h USING p WHERE h.memory_id = p.id),
-		d AS (DELETE FROM `+s.sql.memories+` AS m USING p WHERE m.id = p.id RETURNING 1)
-		SELECT count(*) FROM d`)
+	return s.batches(ctx, opts, res, "purging memories", s.purgeBatchSQL())
+}
+
+// purgeDueSQL is the condition (on alias m) of the rows purge deletes, or
+// with a margin, of those it will delete within margin.
+func (s *Store) purgeDueSQL(margin time.Duration) string {
+	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter) - margin
+	return fmt.Sprintf(`NOT m.active AND m.deactivated_at < now() - make_interval(secs => %f)`, retention.Seconds())
+}
+
+// purgeBatchSQL deletes one batch of due rows ($1 of them at most) and
+// their history, and returns how many.
+func (s *Store) purgeBatchSQL() string {
+	return `WITH p AS (
+			SELECT m.id FROM ` + s.sql.memories + ` AS m WHERE ` + s.purgeDueSQL(0) + `
+			ORDER BY m.deactivated_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+		dh AS (DELETE FROM ` + s.sql.history + ` AS h USING p WHERE h.memory_id = p.id),
+		d AS (DELETE FROM ` + s.sql.memories + ` AS m USING p WHERE m.id = p.id RETURNING 1)
+		SELECT count(*) FROM d`
+}
+
+// purgeGuard is how long before it is due a row stops being a dedup
+// neighbour (nearest): longer than any add transaction (which reads now()
+// at its start), so a purge batch never holds a row an add waits for; half
+// the retention when that is shorter.
+func (s *Store) purgeGuard() time.Duration {
+	return min(time.Hour, time.Duration(s.policy.Retention.PurgeInactiveAfter)/2)
 }
 
 // batches runs sql (one parameter: the batch size, returning the rows
@@ -135,94 +154,5 @@ func (s *Store) count(ctx context.Context, res *JobResult, sql string) error {
 		return s.dbErr("counting", err)
 	}
 	res.Batches, res.Scanned, res.Affected = 1, n, n
-	return nil
-}
-
-// compact merges clusters of near-duplicate active memories (similarity >=
-// dedup.autoMergeThreshold, same category) of each owner: the best memory of
-// a cluster is kept, the others are superseded by it. Each owner is one
-// short transaction under the owner's lock. Afterwards the tables are
-// vacuumed and analyzed to reclaim space (needs PostgreSQL 17's MAINTAIN
-// privilege, which provisioning grants; older servers skip it with a warning).
-func (s *Store) compact(ctx context.Context, opts JobOptions, res *JobResult) error {
-	after := ""
-	for {
-		rows, err := s.pool.Query(ctx, `SELECT owner_id FROM `+s.sql.memories+`
-			WHERE active AND owner_id > $1 GROUP BY owner_id HAVING count(*) > 1 ORDER BY owner_id LIMIT $2`, after, opts.BatchSize)
-		if err != nil {
-			return s.dbErr("listing owners to compact", err)
-		}
-		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return s.dbErr("listing owners to compact", err)
-		}
-		for _, owner := range owners {
-			if err := s.compactOwner(ctx, owner, opts.DryRun, res); err != nil {
-				return err
-			}
-		}
-		res.Batches++
-		if len(owners) < opts.BatchSize {
-			break
-		}
-		after = owners[len(owners)-1]
-	}
-	if opts.DryRun {
-		return nil
-	}
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) `+s.sql.memories+`, `+s.sql.history, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return s.dbErr("vacuuming after compaction", err)
-	}
-	return nil
-}
-
-func (s *Store) compactOwner(ctx context.Context, owner string, dryRun bool, res *JobResult) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, owner); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id::text, category, importance, access_count, updated_at, embedding::real[]
-			FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner)
-		if err != nil {
-			return s.dbErr("loading memories to compact", err)
-		}
-		mems, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (compactRow, error) {
-			var c compactRow
-			err := r.Scan(&c.id, &c.category, &c.importance, &c.accessCount, &c.updatedAt, &c.vec)
-			return c, err
-		})
-		if err != nil {
-			return s.dbErr("loading memories to compact", err)
-		}
-		res.Scanned += int64(len(mems))
-		groups := clusters(mems, s.policy.Dedup.AutoMergeThreshold)
-		for _, g := range groups {
-			res.Affected += int64(len(g.losers))
-			if !dryRun {
-				if err := s.applyCluster(ctx, tx, g); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// applyCluster supersedes the losers of a cluster by its keeper; the
-// keeper's scope widens to owner level when the cluster spans agents or sessions.
-func (s *Store) applyCluster(ctx context.Context, tx pgx.Tx, g cluster) error {
-	_, err := tx.Exec(ctx, `WITH upd AS (
-			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $1, deactivated_at = now()
-			WHERE m.id = ANY($2::uuid[]) RETURNING m.id, m.owner_id, m.content, m.agent_id, m.session_id),
-		h AS (
-			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, old_content, details)
-			SELECT id, owner_id, 'compact', 'job', content, jsonb_build_object('supersededBy', $1::text) FROM upd)
-		UPDATE `+s.sql.memories+` AS k SET
-			agent_id = CASE WHEN EXISTS (SELECT 1 FROM upd WHERE upd.agent_id <> k.agent_id) THEN '' ELSE k.agent_id END,
-			session_id = CASE WHEN EXISTS (SELECT 1 FROM upd WHERE upd.session_id <> k.session_id) THEN '' ELSE k.session_id END
-		WHERE k.id = $1`, g.keeper, g.losers)
-	if err != nil {
-		return s.dbErr("superseding duplicates of "+g.keeper, err)
-	}
 	return nil
 }

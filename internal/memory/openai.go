@@ -254,7 +254,16 @@ func NewEmbedder(cfg EmbeddingConfig, apiKey string, client *http.Client) (Embed
 	return nil, fmt.Errorf("unknown embedding provider %q (builtin or openai)", cfg.Provider)
 }
 
-// NewLLM returns an OpenAI-compatible chat client for cfg.
+// NewLLM returns an OpenAI-compatible chat client for cfg. One attempt may
+// take the whole of cfg's timeout (a slow local model answers in one long
+// attempt); the store's bound of the call, retries included, is the same
+// timeout. An invalid timeout (Validate refuses it) counts as the default.
 func NewLLM(cfg LLMConfig, apiKey string, client *http.Client) LLM {
-	return &openAIChat{client: newOpenAIClient(cfg.Endpoint, apiKey, client), model: cfg.Model}
+	c := newOpenAIClient(cfg.Endpoint, apiKey, client)
+	if d, err := cfg.TimeoutDuration(); err == nil {
+		c.timeout = d
+	} else {
+		c.timeout = DefaultLLMTimeout
+	}
+	return &openAIChat{client: c, model: cfg.Model}
 }

@@ -109,6 +109,15 @@ type Dedup struct {
 	Arbitration          string  `json:"arbitration"`
 }
 
+// MaxMemoriesPerOwnerLimit is the largest limits.maxMemoriesPerOwner (the
+// CRD's maximum is the same). Every search, context and add scans all of an
+// owner's rows (exact per-owner search) and compaction compares them
+// pairwise, so an owner costs in proportion to its size: at 2,000 a search's
+// database work stays within the 10 ms design target at the median on the
+// reference machine, at 5,000 hybrid search takes 16 ms
+// (docs/performance.md#owner-size).
+const MaxMemoriesPerOwnerLimit = 2_000
+
 // Limits bound what one owner and one request may use.
 type Limits struct {
 	MaxMemoriesPerOwner   int `json:"maxMemoriesPerOwner"`
@@ -278,6 +287,9 @@ func (p *Policy) Validate() error {
 		bad("dedup.arbitration", "%q must be LLM or None", d.Arbitration)
 	}
 	l := p.Limits
+	if l.MaxMemoriesPerOwner > MaxMemoriesPerOwnerLimit {
+		bad("limits.maxMemoriesPerOwner", "%d is more than the largest owner Engram supports, %d (docs/performance.md#owner-size)", l.MaxMemoriesPerOwner, MaxMemoriesPerOwnerLimit)
+	}
 	for _, v := range []struct {
 		field string
 		val   int

@@ -71,11 +71,17 @@ func TestPolicyValidate(t *testing.T) {
 		{"all weights zero", func(p *Policy) { p.Search = Search{DefaultTopK: 10} }, "at least one weight"},
 		{"topK over max", func(p *Policy) { p.Search.DefaultTopK = 500 }, "search.defaultTopK"},
 		{"limit zero", func(p *Policy) { p.Limits.MaxContentBytes = 0 }, "limits.maxContentBytes"},
+		{"owner above the largest supported", func(p *Policy) { p.Limits.MaxMemoriesPerOwner = 2001 }, "limits.maxMemoriesPerOwner: 2001 is more than the largest owner Engram supports, 2000"},
 		{"min decay", func(p *Policy) { p.Forgetting.MinDecayScore = 2 }, "forgetting.minDecayScore"},
 		{"guard mode", func(p *Policy) { p.Redaction.InjectionGuard = "Maybe" }, "redaction.injectionGuard"},
 		{"regex", func(p *Policy) { p.Redaction.Patterns = []string{"(unclosed"} }, "redaction.patterns[0]: not a valid RE2"},
 		{"empty-matching regex", func(p *Policy) { p.Redaction.Patterns = []string{"x*"} }, "matches the empty string"},
 		{"half-life far beyond ttl", func(p *Policy) { p.Categories[1].HalfLife = p.Categories[1].TTL * 11 }, "ten times the ttl"},
+	}
+	at := DefaultPolicy()
+	at.Limits.MaxMemoriesPerOwner = MaxMemoriesPerOwnerLimit
+	if err := at.Validate(); err != nil {
+		t.Fatalf("a policy at the largest owner size: %v", err)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,6 +109,32 @@ func TestParseServiceConfigJSON(t *testing.T) {
 	} {
 		if _, err := ParseServiceConfigJSON([]byte(raw)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestLLMTimeout: llm.timeout is a Go duration within 1s..5m, 10s when
+// absent; one attempt of the chat client may take all of it.
+func TestLLMTimeout(t *testing.T) {
+	base := ServiceConfig{Schema: "engram_a", Embedding: EmbeddingConfig{Provider: ProviderBuiltin, Dimensions: 384}, Policy: DefaultPolicy()}
+	for timeout, want := range map[string]time.Duration{"": 10 * time.Second, "1s": time.Second, "90s": 90 * time.Second, "5m": 5 * time.Minute} {
+		c := base
+		c.LLM = &LLMConfig{Endpoint: "http://llm/v1", Model: "m", Timeout: timeout}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("timeout %q refused: %v", timeout, err)
+		}
+		if got, _ := c.LLM.TimeoutDuration(); got != want {
+			t.Errorf("timeout %q = %s, want %s", timeout, got, want)
+		}
+		if got := NewLLM(*c.LLM, "", nil).(*openAIChat).client.timeout; got != want {
+			t.Errorf("timeout %q: one attempt is cut at %s, want %s", timeout, got, want)
+		}
+	}
+	for _, bad := range []string{"10", "500ms", "6m", "-5s", "soon"} {
+		c := base
+		c.LLM = &LLMConfig{Endpoint: "http://llm/v1", Model: "m", Timeout: bad}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "llm.timeout") {
+			t.Errorf("timeout %q: %v, want an llm.timeout error", bad, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -133,6 +134,49 @@ func TestSearchModesAndScope(t *testing.T) {
 			t.Fatalf("access stats not recorded: %+v %v", m, err)
 		}
 	})
+}
+
+// TestHybridUsesPolicyWeights: hybrid ranking uses the policy's weights,
+// not the defaults. Three memories aged 90, 45 and 0 days (half-life 45 d:
+// decay 0.25, 0.5, 1), the oldest the best match of the query. With the
+// default weights (0.6 vector, 0.2 text, 0.2 decay) relevance puts the
+// oldest first. With vector 0.1, text 0, decay 0.9 the decay terms are
+// 0.225, 0.45 and 0.9: they differ by more than the vector term can
+// (0.1 x a cosine within [-1, 1]), so the order is by age, newest first,
+// and each score is 0.1 x vector + 0.9 x decay.
+func TestHybridUsesPolicyWeights(t *testing.T) {
+	f := newFixture(t)
+	ids := map[string]string{}
+	for content, age := range map[string]int{"Ann works on the payments team": 90, "Ann likes green tea": 45, "Ann owns a red bicycle": 0} {
+		m := f.add(AddRequest{Owner: "ann", Content: content, Category: "preference"}).Memory
+		ids[content] = m.ID
+		f.exec(`UPDATE %s SET updated_at = now() - make_interval(days => $2), last_accessed_at = NULL WHERE id = $1`, m.ID, age)
+	}
+	p := DefaultPolicy()
+	p.Search.VectorWeight, p.Search.TextWeight, p.Search.DecayWeight = 0.1, 0, 0.9
+	weighted, err := New(Config{Pool: f.store.pool, Schema: f.store.schema, Policy: p, Embedder: f.store.embedder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer weighted.Close()
+	hits, err := weighted.Search(ctx(t), SearchRequest{Owner: "ann", Query: "payments team", Mode: SearchHybrid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Ann owns a red bicycle", "Ann likes green tea", "Ann works on the payments team"}
+	if got := hitContents(hits); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("hybrid order with weights 0.1/0/0.9 = %v, want %v", got, want)
+	}
+	for i, decay := range []float64{1, 0.5, 0.25} {
+		h := hits[i]
+		if math.Abs(h.DecayScore-decay) > 1e-3 || math.Abs(h.Score-(0.1*h.VectorScore+0.9*h.DecayScore)) > 1e-9 {
+			t.Fatalf("%q: score %f, decay %f; want decay %g and score 0.1 x %f + 0.9 x decay", h.Memory.Content, h.Score, h.DecayScore, decay, h.VectorScore)
+		}
+	}
+	def, err := f.store.Search(ctx(t), SearchRequest{Owner: "ann", Query: "payments team", Mode: SearchHybrid})
+	if err != nil || len(def) == 0 || def[0].Memory.ID != ids["Ann works on the payments team"] {
+		t.Fatalf("default weights ranked %v first, want the best match (the test must tell the weights apart)", hitContents(def))
+	}
 }
 
 func TestSearchValidation(t *testing.T) {

@@ -15,14 +15,17 @@ type queries struct {
 	history    string // "schema"."memory_history"
 	ownerLocks string // "schema"."owner_locks"
 	jobLocks   string // "schema"."job_locks"
+	// compactState is "schema"."compaction_state".
+	compactState string
 }
 
 func newQueries(schema string) queries {
 	return queries{
-		memories:   pgx.Identifier{schema, "memories"}.Sanitize(),
-		history:    pgx.Identifier{schema, "memory_history"}.Sanitize(),
-		ownerLocks: pgx.Identifier{schema, "owner_locks"}.Sanitize(),
-		jobLocks:   pgx.Identifier{schema, "job_locks"}.Sanitize(),
+		memories:     pgx.Identifier{schema, "memories"}.Sanitize(),
+		history:      pgx.Identifier{schema, "memory_history"}.Sanitize(),
+		ownerLocks:   pgx.Identifier{schema, "owner_locks"}.Sanitize(),
+		jobLocks:     pgx.Identifier{schema, "job_locks"}.Sanitize(),
+		compactState: pgx.Identifier{schema, "compaction_state"}.Sanitize(),
 	}
 }
 

@@ -28,7 +28,8 @@ type Config struct {
 	// LLM is optional: without it the arbitration band inserts and Extract
 	// returns ErrNoLLM.
 	LLM LLM
-	// LLMTimeout bounds one arbiter or extraction call; default 10s.
+	// LLMTimeout bounds one arbiter or extraction call, retries included;
+	// default DefaultLLMTimeout.
 	LLMTimeout time.Duration
 	// JobLeaseTTL is how long the maintenance lease lasts without renewal
 	// (WithJobLock renews it every third of that); default 10 min. It must
@@ -73,7 +74,7 @@ func validateConfig(cfg *Config) error {
 		return fmt.Errorf("memory: invalid policy: %w", err)
 	}
 	if cfg.LLMTimeout <= 0 {
-		cfg.LLMTimeout = 10 * time.Second
+		cfg.LLMTimeout = DefaultLLMTimeout
 	}
 	if cfg.JobLeaseTTL <= 0 {
 		cfg.JobLeaseTTL = DefaultJobLeaseTTL
@@ -101,6 +102,9 @@ type Store struct {
 	decayNames   []string
 	decaySeconds []float64
 	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
+	// afterCompactBatch, when set (by tests), runs after each batch of
+	// compaction, outside any transaction.
+	afterCompactBatch func(owner string)
 }
 
 // New returns a Store for cfg. Close it to flush access statistics.
@@ -138,6 +142,9 @@ func (s *Store) Close() { s.access.close() }
 
 // Policy returns the policy the store enforces.
 func (s *Store) Policy() Policy { return s.policy }
+
+// LLMTimeout returns the bound of one arbiter or extraction call.
+func (s *Store) LLMTimeout() time.Duration { return s.timeout }
 
 // Schema returns the tenant schema.
 func (s *Store) Schema() string { return s.schema }

@@ -135,8 +135,13 @@ type ListRequest struct {
 	Agent    string `json:"agent,omitempty"`
 	Session  string `json:"session,omitempty"`
 	Category string `json:"category,omitempty"`
-	// IncludeInactive also lists deleted, expired, forgotten and superseded memories.
+	// IncludeInactive also lists deleted, expired, forgotten and superseded
+	// memories (expired ones whether or not the expire job has run).
 	IncludeInactive bool `json:"includeInactive,omitempty"`
+	// IncludeExpired also lists memories past their expiresAt that the
+	// expire job has not deactivated yet; without it (and without
+	// IncludeInactive) List shows what search and context can return.
+	IncludeExpired bool `json:"includeExpired,omitempty"`
 	// Limit: 1..maxTopK... 0 means 50; at most 500.
 	Limit int `json:"limit,omitempty"`
 	// Cursor from a previous page's NextCursor.
@@ -203,7 +208,8 @@ type ContextResult struct {
 	Tokens int `json:"tokens"`
 	// IDs of the memories rendered, in order.
 	IDs []string `json:"ids"`
-	// Omitted counts memories left out for lack of budget.
+	// Omitted counts the renderable memories left out: those that did not
+	// fit the budget and those that were not candidates (contextCandidates).
 	Omitted int `json:"omitted"`
 }
 
@@ -227,8 +233,14 @@ type ExtractRequest struct {
 type JobOptions struct {
 	// DryRun counts what would change and changes nothing.
 	DryRun bool
-	// BatchSize bounds the rows one statement touches; 0 means 1000.
+	// BatchSize bounds the rows one statement touches; 0 means 1000. For
+	// compact it bounds the memories one batch looks at and supersedes,
+	// and so how long a write of the owner may wait for compaction.
 	BatchSize int
+	// OwnerBudget bounds the time compact spends on one owner in one run;
+	// the owner's pass continues in the next run. 0 means
+	// DefaultCompactOwnerBudget. At least one batch always runs.
+	OwnerBudget time.Duration
 }
 
 // Maintenance operations.
@@ -253,6 +265,9 @@ type JobResult struct {
 	Duration time.Duration `json:"-"`
 	// Batches is the number of bounded statements run.
 	Batches int `json:"batches"`
+	// Pending counts the owners whose compaction pass ran out of its time
+	// budget and continues in the next run.
+	Pending int64 `json:"pending,omitempty"`
 }
 
 // Results of a maintenance run (JobSummary.Result); the same words as the
@@ -285,4 +300,6 @@ type JobSummaryOp struct {
 	Affected       int64  `json:"affected"`
 	Batches        int    `json:"batches"`
 	DurationMillis int64  `json:"durationMillis"`
+	// Pending: owners whose compaction continues in the next run.
+	Pending int64 `json:"pending,omitempty"`
 }

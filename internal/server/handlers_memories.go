@@ -119,15 +119,26 @@ func credential(r *http.Request) auth.Credential {
 	return c
 }
 
+// listIncludes are the values of list's include parameter: memories left
+// out by default (expired: past expiresAt, not yet deactivated by the expire
+// job; inactive: deleted, expired, forgotten, superseded).
+var listIncludes = []string{"expired", "inactive"}
+
+// listParams are the query parameters of list (TestListParamsDocumented
+// keeps openapi.yaml in step).
+var listParams = []string{"agent", "session", "category", "include", "includeInactive", "limit", "cursor"}
+
 // listMemories: GET /v1/owners/{owner}/memories.
 func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
-	q := newQuery(r.URL, "agent", "session", "category", "includeInactive", "limit", "cursor")
+	q := newQuery(r.URL, listParams...)
+	include := q.set("include", listIncludes...)
 	req := memory.ListRequest{
 		Owner:           r.PathValue("owner"),
 		Agent:           q.str("agent"),
 		Session:         q.str("session"),
 		Category:        q.str("category"),
-		IncludeInactive: q.boolean("includeInactive"),
+		IncludeInactive: q.boolean("includeInactive") || include["inactive"],
+		IncludeExpired:  include["expired"],
 		Limit:           q.integer("limit"),
 		Cursor:          q.str("cursor"),
 		ExcludeFlagged:  credential(r).Role == auth.RoleAgent,

@@ -46,6 +46,7 @@ type mcpListArgs struct {
 	Agent           string `json:"agent,omitempty" jsonschema:"only this agent's memories"`
 	Session         string `json:"session,omitempty" jsonschema:"only this session's memories"`
 	IncludeInactive bool   `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
+	IncludeExpired  bool   `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
 	Limit           int    `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
 	Cursor          string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
 }
@@ -59,6 +60,13 @@ type mcpDeleteArgs struct {
 type mcpDeleteResult struct {
 	Deleted bool   `json:"deleted"`
 	ID      string `json:"id"`
+}
+
+type mcpSupersedeArgs struct {
+	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memories belong to; leave out when the token is bound to one owner"`
+	ID     string `json:"id" jsonschema:"id of the memory that is no longer true"`
+	By     string `json:"by" jsonschema:"id of the active memory that replaces it"`
+	Source string `json:"source,omitempty" jsonschema:"who supersedes: agent (default); user only with an app token"`
 }
 
 type mcpContextArgs struct {
@@ -89,6 +97,8 @@ func (s *Server) mcpHandler() http.Handler {
 		toolHandler(s, "list_memories", s.mcpList))
 	mcp.AddTool(srv, &mcp.Tool{Name: "delete_memory", Description: "Forget one memory of an owner."},
 		toolHandler(s, "delete_memory", s.mcpDelete))
+	mcp.AddTool(srv, &mcp.Tool{Name: "supersede_memory", Description: "Mark one memory of an owner as replaced by another, newer one (a memory is replaced once)."},
+		toolHandler(s, "supersede_memory", s.mcpSupersede))
 	mcp.AddTool(srv, &mcp.Tool{Name: "get_context", Description: "An owner's memories rendered as text for a prompt, within a token budget."},
 		toolHandler(s, "get_context", s.mcpContext))
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
@@ -186,7 +196,8 @@ func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, 
 		return nil, err
 	}
 	page, err := s.store.List(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Category: a.Category, IncludeInactive: a.IncludeInactive, Limit: a.Limit, Cursor: a.Cursor, ExcludeFlagged: true})
+		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
+		ExcludeFlagged: true})
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +217,25 @@ func (s *Server) mcpDelete(ctx context.Context, a mcpDeleteArgs) (mcpDeleteResul
 		return mcpDeleteResult{}, err
 	}
 	return mcpDeleteResult{Deleted: true, ID: a.ID}, nil
+}
+
+// mcpSupersede is POST .../supersede as a tool: the same checks, and a
+// memory that is already superseded is a conflict (409 in REST).
+func (s *Server) mcpSupersede(ctx context.Context, a mcpSupersedeArgs) (*memory.Memory, error) {
+	var fields []memory.FieldError
+	for _, f := range [][2]string{{"id", a.ID}, {"by", a.By}} {
+		if fe := uuidField(f[0], f[1]); fe != nil {
+			fields = append(fields, *fe)
+		}
+	}
+	if len(fields) > 0 {
+		return nil, &memory.ValidationError{Fields: fields}
+	}
+	owner, source, err := mcpWriter(ctx, a.Owner, a.Source)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Supersede(ctx, owner, a.ID, a.By, source)
 }
 
 func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.ContextResult, error) {

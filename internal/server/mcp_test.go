@@ -37,7 +37,7 @@ func connectMCP(t *testing.T, srv *testServer, token string) (*mcp.ClientSession
 }
 
 // TestMCP: the official SDK's client connects to /mcp with the bearer
-// token, lists the five tools with their argument schemas and calls each
+// token, lists the six tools with their argument schemas and calls each
 // against the running server; without a token it cannot connect.
 func TestMCP(t *testing.T) {
 	tn := newTenant(t)
@@ -76,7 +76,7 @@ func TestMCP(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"add_memory", "delete_memory", "get_context", "list_memories", "search_memory"}; !slices.Equal(names, want) {
+	if want := []string{"add_memory", "delete_memory", "get_context", "list_memories", "search_memory", "supersede_memory"}; !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 
@@ -122,14 +122,33 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("get_context = %+v", ctxRes)
 	}
 
+	// supersede_memory: once, then a conflict the model can read.
+	var newer, newest memory.AddResult
+	call("add_memory", map[string]any{"owner": "hana", "content": "Hana switched to matcha in spring", "category": "preference"}, &newer)
+	call("add_memory", map[string]any{"owner": "hana", "content": "Hana now drinks only water", "category": "preference"}, &newest)
+	var retired memory.Memory
+	if res := call("supersede_memory", map[string]any{"owner": "hana", "id": newer.Memory.ID, "by": newest.Memory.ID}, &retired); res.IsError || retired.SupersededBy != newest.Memory.ID {
+		t.Fatalf("supersede_memory = %+v (%s)", retired, text(res))
+	}
+	if res := call("supersede_memory", map[string]any{"owner": "hana", "id": newer.Memory.ID, "by": added.Memory.ID}, nil); !res.IsError || !strings.Contains(text(res), "already superseded") {
+		t.Fatalf("second supersede_memory: %s, want a conflict", text(res))
+	}
+	if res := call("supersede_memory", map[string]any{"owner": "hana", "id": "x", "by": newest.Memory.ID}, nil); !res.IsError || !strings.Contains(text(res), "id") {
+		t.Fatalf("supersede_memory with a bad id: %s", text(res))
+	}
+	call("list_memories", map[string]any{"owner": "hana", "includeExpired": true}, &page)
+	if len(page.Items) != 3 {
+		t.Fatalf("list_memories with includeExpired = %d items, want 3", len(page.Items))
+	}
+
 	var del mcpDeleteResult
 	call("delete_memory", map[string]any{"owner": "hana", "id": added.Memory.ID}, &del)
 	if !del.Deleted {
 		t.Fatalf("delete_memory = %+v", del)
 	}
 	call("list_memories", map[string]any{"owner": "hana"}, &page)
-	if len(page.Items) != 1 {
-		t.Fatalf("after delete_memory, %d active memories, want 1", len(page.Items))
+	if len(page.Items) != 2 {
+		t.Fatalf("after delete_memory, %d active memories, want 2", len(page.Items))
 	}
 
 	// Errors are tool errors the model can read, naming the field.
@@ -156,7 +175,7 @@ func TestMCP(t *testing.T) {
 	srv.do(t, req{method: "GET", path: "/mcp"}).want(t, 405)
 
 	m := string(srv.do(t, req{method: "GET", path: "/metrics", noAuth: true}).body)
-	for _, want := range []string{`engram_mcp_tool_calls_total{outcome="ok",tool="add_memory"} 2`, `engram_mcp_tool_calls_total{outcome="error",tool="delete_memory"} 1`, `route="POST /mcp"`} {
+	for _, want := range []string{`engram_mcp_tool_calls_total{outcome="ok",tool="add_memory"} 4`, `engram_mcp_tool_calls_total{outcome="error",tool="supersede_memory"} 2`, `engram_mcp_tool_calls_total{outcome="error",tool="delete_memory"} 1`, `route="POST /mcp"`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"sort"
@@ -81,6 +82,25 @@ func (q *query) integer(name string) int {
 		q.errs = append(q.errs, fieldErr(name, "must be an integer within range"))
 	}
 	return n
+}
+
+// set reads a comma-separated list of values out of allowed ("a,b"); an
+// unknown value is an error naming the allowed ones.
+func (q *query) set(name string, allowed ...string) map[string]bool {
+	s := q.values.Get(name)
+	if s == "" {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range strings.Split(s, ",") {
+		v = strings.TrimSpace(v)
+		if !slices.Contains(allowed, v) {
+			q.errs = append(q.errs, fieldErr(name, fmt.Sprintf("%q is not one of %s (comma-separated)", v, strings.Join(allowed, ", "))))
+			continue
+		}
+		out[v] = true
+	}
+	return out
 }
 
 // problem returns the collected errors as one 422, or nil.

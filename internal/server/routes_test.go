@@ -181,6 +181,12 @@ func TestRoutes(t *testing.T) {
 		if p.Type != ProblemBase+"conflict" {
 			t.Fatalf("cycle problem = %+v", p)
 		}
+		// Superseded once, never twice: a second replacement would fork the chain.
+		c := add(alice, map[string]any{"content": "Alice moved to Braga in June", "category": "contextual"})
+		p = srv.do(t, req{method: "POST", path: memPath(alice, "memories", a.Memory.ID, "supersede"), body: map[string]any{"by": c.Memory.ID}}).want(t, 409).problem(t)
+		if p.Type != ProblemBase+"conflict" || !strings.Contains(p.Detail, "already superseded by "+b.Memory.ID) {
+			t.Fatalf("second supersede problem = %+v", p)
+		}
 		// Superseding by itself: invalid.
 		p = srv.do(t, req{method: "POST", path: memPath(alice, "memories", b.Memory.ID, "supersede"), body: map[string]any{"by": b.Memory.ID}}).want(t, 422).problem(t)
 		if !hasField(p, "by") {

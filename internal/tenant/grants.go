@@ -20,6 +20,8 @@ var tableGrants = map[string][]string{
 	// Row locks (SELECT ... FOR UPDATE needs UPDATE); erase removes an owner's row.
 	"owner_locks": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"job_locks":   {"SELECT", "UPDATE"},
+	// Compaction's per-owner cursor and watermark; erase removes an owner's row.
+	"compaction_state": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the
