@@ -182,6 +182,8 @@ func celCases(ns string) []celCase {
 		{"unknown arbitration", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Dedup.Arbitration = "GPT" }), `spec.dedup.arbitration: Unsupported value: "GPT": supported values: "LLM", "None"`},
 		{"content limit below 16", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxContentBytes = 10 }),
 			"spec.limits.maxContentBytes: Invalid value: 10: spec.limits.maxContentBytes in body should be greater than or equal to 16"},
+		{"owner size above the maximum", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxMemoriesPerOwner = 2001 }),
+			"spec.limits.maxMemoriesPerOwner: Invalid value: 2001: spec.limits.maxMemoriesPerOwner in body should be less than or equal to 2000"},
 		{"maxTopK above 1000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxTopK = 5000 }), "spec.limits.maxTopK: Invalid value: 5000: spec.limits.maxTopK in body should be less than or equal to 1000"},
 		{"facts per extraction above 100", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxFactsPerExtraction = 101 }),
 			"spec.limits.maxFactsPerExtraction: Invalid value: 101: spec.limits.maxFactsPerExtraction in body should be less than or equal to 100"},

@@ -85,13 +85,18 @@ func (s *Store) compactOwner(ctx context.Context, owner string, opts JobOptions,
 		return err
 	}
 	threshold := s.policy.Dedup.AutoMergeThreshold
-	rows, now, err := s.loadCompactRows(ctx, owner, st.cursor, st.comparedBefore(threshold))
+	if st.threshold == nil || *st.threshold != threshold {
+		// Compared for another threshold (or never): every memory is new
+		// and a pass in progress starts over.
+		st = compactState{}
+	}
+	rows, now, err := s.loadCompactRows(ctx, owner, st.cursor, st.comparedThrough)
 	if err != nil {
 		return err
 	}
 	res.Scanned += int64(len(rows))
 	if st.passStartedAt == nil {
-		st.passStartedAt, st.cursor = &now, nil
+		st.passStartedAt, st.cursor, st.threshold = &now, nil, &threshold
 	}
 	c := newCompactor(rows, threshold)
 	for {

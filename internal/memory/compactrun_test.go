@@ -211,3 +211,51 @@ func TestCompactDoesNotBlockOwnerWrites(t *testing.T) {
 		t.Fatalf("%d memories superseded when the add ran; want the compaction between batches", superseded)
 	}
 }
+
+// TestCompactThresholdChangeStartsOver: a pass in progress was comparing
+// for another autoMergeThreshold; after the policy changes, the memories
+// it already looked at are compared again, for the new threshold.
+func TestCompactThresholdChangeStartsOver(t *testing.T) {
+	f := newFixture(t)
+	unit := func(x, y float64) string {
+		v := make([]float32, 384)
+		v[0], v[1] = float32(x), float32(y)
+		return pgv.NewVector(v).String()
+	}
+	now := time.Now().Add(-2 * time.Hour).Truncate(time.Microsecond)
+	rows := &seededRows{
+		// a and b at cosine 0.92: apart for 0.95, duplicates for 0.9; c unrelated.
+		ids:        []string{newID(), newID(), newID()},
+		owners:     []string{"o", "o", "o"},
+		agents:     []string{"", "", ""},
+		contents:   []string{"a", "c", "b"},
+		vectors:    []string{unit(1, 0), unit(0, 1), unit(0.92, 0.3919183588)},
+		importance: []int{9, 5, 1},
+		updatedAt:  []time.Time{now, now, now},
+	}
+	rows.seed(t, f)
+	tiny := JobOptions{BatchSize: 1, OwnerBudget: time.Nanosecond}
+	if res, err := f.store.RunJob(ctx(t), OpCompact, tiny); err != nil || res.Pending != 1 || res.Affected != 0 {
+		t.Fatalf("first run = %+v, %v; want a looked at, nothing superseded, pending", res, err)
+	}
+	p := f.store.Policy()
+	p.Dedup.AutoMergeThreshold = 0.9
+	lower, err := New(Config{Pool: f.store.pool, Schema: f.store.schema, Policy: p, Embedder: f.store.embedder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lower.Close()
+	affected := int64(0)
+	for runs := 0; ; runs++ {
+		res, err := lower.RunJob(ctx(t), OpCompact, tiny)
+		if err != nil || runs > 10 {
+			t.Fatalf("run %d = %+v, %v", runs, res, err)
+		}
+		if affected += res.Affected; res.Pending == 0 {
+			break
+		}
+	}
+	if m, _ := f.store.Get(ctx(t), "o", rows.ids[2]); affected != 1 || m.SupersededBy != rows.ids[0] {
+		t.Fatalf("after the threshold fell to 0.9: %d superseded, b = %+v; want b superseded by a", affected, m)
+	}
+}

@@ -27,16 +27,9 @@ type compactState struct {
 	passStartedAt   *time.Time // a pass is in progress
 	cursor          *compactCursor
 	comparedThrough *time.Time // nil: never completed a pass
-	threshold       *float64   // the threshold comparedThrough holds for
-}
-
-// comparedBefore is the time before which memories count as compared for
-// threshold, or nil when every memory is fresh.
-func (st compactState) comparedBefore(threshold float64) *time.Time {
-	if st.comparedThrough == nil || st.threshold == nil || *st.threshold != threshold {
-		return nil
-	}
-	return st.comparedThrough
+	// threshold is the similarity threshold of the pass in progress or of
+	// the last complete one; for another, the state is void.
+	threshold *float64
 }
 
 func (s *Store) loadCompactState(ctx context.Context, owner string) (compactState, error) {

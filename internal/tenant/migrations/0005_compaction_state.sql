@@ -8,7 +8,8 @@
 --                     (importance DESC, updated_at DESC, id)
 --   compared_through: memories written before it were compared with each
 --                     other by a complete pass (NULL: never)
---   threshold:        the similarity threshold compared_through holds for
+--   threshold:        the similarity threshold of the pass in progress or
+--                     of the last complete one (another voids the state)
 CREATE TABLE {{.Schema}}.compaction_state (
     owner_id          text PRIMARY KEY,
     pass_started_at   timestamptz,
