@@ -7,18 +7,21 @@ import (
 	"unicode/utf8"
 )
 
-// FuzzNormalizeForGuard: normalizing twice equals normalizing once (else
-// an attacker could nest encodings the guard unwraps one layer of), and the
-// result holds no format character and no combining mark.
+// FuzzNormalizeForGuard: normalizing twice equals normalizing once, in
+// both readings of format characters (else an attacker could nest
+// encodings the guard unwraps one layer of), and the result holds no
+// format character and no combining mark.
 func FuzzNormalizeForGuard(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
-		once := normalizeForGuard(s, false)
-		if twice := normalizeForGuard(once, false); twice != once {
-			t.Fatalf("normalizeForGuard is not idempotent:\nin    %q\nonce  %q\ntwice %q", s, once, twice)
-		}
-		for _, r := range once {
-			if unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Mn, r) {
-				t.Fatalf("normalizeForGuard(%q) = %q keeps %U", s, once, r)
+		for _, formatAsSpace := range []bool{false, true} {
+			once := normalizeForGuard(s, formatAsSpace)
+			if twice := normalizeForGuard(once, formatAsSpace); twice != once {
+				t.Fatalf("normalizeForGuard(formatAsSpace=%v) is not idempotent:\nin    %q\nonce  %q\ntwice %q", formatAsSpace, s, once, twice)
+			}
+			for _, r := range once {
+				if unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Mn, r) {
+					t.Fatalf("normalizeForGuard(%q, %v) = %q keeps %U", s, formatAsSpace, once, r)
+				}
 			}
 		}
 	})

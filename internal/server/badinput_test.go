@@ -113,6 +113,7 @@ func TestBadInput(t *testing.T) {
 		{"2 MiB body", "POST", mems, `{"content":"` + strings.Repeat("x", 2<<20) + `"}`, nil, 413, "payload-too-large", "", "the request body exceeds 1048576 bytes"},
 		{"XML body", "POST", mems, `<content>x</content>`, map[string]string{"Content-Type": "application/xml"}, 415, "unsupported-media-type", "", "send the body as application/json"},
 		{"query parameter on erase", "DELETE", memPath(owner) + "?force=true", nil, nil, 422, invalid, "force", "force: unknown query parameter: this route takes none"},
+		{"unknown include", "GET", mems + "?include=deleted", nil, nil, 422, invalid, "include", `"deleted" is not one of expired, inactive (comma-separated)`},
 		{"query parameter without a name", "GET", mems + "?=x", nil, nil, 422, invalid, "query", `a parameter has no name ("=value")`},
 		{"ttl of 999999 weeks (overflowed before)", "POST", mems, `{"content":"x","ttl":"999999w"}`, nil, 422, invalid, "ttl", `invalid duration "999999w": at most 36500d (100 years)`},
 		{"ttl with a fraction", "POST", mems, `{"content":"x","ttl":"1.5d"}`, nil, 422, invalid, "ttl", "want a number and a unit (s, m, h, d, w)"},

@@ -90,7 +90,8 @@ func FuzzDecodeBody(f *testing.F) {
 // UTF-8, and reading it as the list route does adds no surprise.
 func FuzzQuery(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
-		q := newQuery(&url.URL{RawQuery: raw}, listParams...)
+		q := newQuery(&url.URL{RawQuery: raw}, listParams...) // the list route's
+		include := q.set("include", listIncludes...)
 		_ = q.boolean("includeInactive")
 		_ = q.integer("limit")
 		p := q.problem()
@@ -104,6 +105,11 @@ func FuzzQuery(f *testing.F) {
 		for k, vs := range q.values {
 			if !slices.Contains(listParams, k) || len(vs) != 1 || !utf8.ValidString(vs[0]) {
 				t.Fatalf("query %q accepted %q=%q", raw, k, vs)
+			}
+		}
+		for v := range include {
+			if !slices.Contains(listIncludes, v) {
+				t.Fatalf("query %q accepted include=%q", raw, v)
 			}
 		}
 	})
