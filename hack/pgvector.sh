@@ -139,10 +139,12 @@ local_url() {
 psql_root() { in_root "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port")" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
 
 # durability_conf writes the settings of mode $1 (durable|fast) into the file
-# postgresql.conf includes last, so they win over anything above them
-# (clusters made by earlier versions of this script had fast settings inline).
+# the postgresql.conf of data dir $2 (default: the main server's) includes
+# last, so they win over anything above them (clusters made by earlier
+# versions of this script had fast settings inline).
 durability_conf() {
-  local conf="$ROOTFS$DATADIR/postgresql.conf" inc="$ROOTFS$DATADIR/engram-durability.conf" want
+  local dir="${2:-$DATADIR}"
+  local conf="$ROOTFS$dir/postgresql.conf" inc="$ROOTFS$dir/engram-durability.conf" want
   grep -q "^include_if_exists = 'engram-durability.conf'" "$conf" ||
     printf "include_if_exists = 'engram-durability.conf'\n" >>"$conf"
   case "$1" in
@@ -152,7 +154,7 @@ durability_conf() {
   esac
   [ -f "$inc" ] && [ "$(cat "$inc")" = "$want" ] && return 1
   printf '%s\n' "$want" >"$inc"
-  chroot "$ROOTFS" chown postgres:postgres "$DATADIR/engram-durability.conf"
+  chroot "$ROOTFS" chown postgres:postgres "$dir/engram-durability.conf"
   return 0
 }
 
@@ -259,11 +261,12 @@ cmd_url() {
   local_url
 }
 
-# A throw-away instance for fault tests: its own data dir and port, the
-# password of the main server, and synchronous_commit OFF as its server
-# default, so a test proves that Engram's sessions ask for synchronous commit
-# themselves. fsync and full_page_writes are off too: the tests kill
-# PostgreSQL, never the machine, so the OS page cache survives.
+# A throw-away instance for fault tests: its own data dir and port and the
+# password of the main server. Durable by default like the main server; the
+# fault suite starts it with ENGRAM_PG_DURABILITY=fast, so synchronous_commit
+# is OFF as its server default and a test proves that Engram's sessions ask
+# for synchronous commit themselves (fsync off is harmless there: the tests
+# kill PostgreSQL, never the machine, so the OS page cache survives).
 inst_dir() { echo "/var/lib/engram/instances/$1"; }
 
 inst_running() {
@@ -323,11 +326,11 @@ max_connections = 100
 shared_buffers = 128MB
 dynamic_shared_memory_type = mmap
 log_min_messages = warning
-fsync = off
-full_page_writes = off
-synchronous_commit = off
 EOF2
       fi
+      # Durable unless the test asks for the fast settings, as for the main
+      # server (the fault suite does: see test/faults).
+      durability_conf "${ENGRAM_PG_DURABILITY:-durable}" "$dir" || true
       if ! inst_running "$name"; then
         clear_stale_pid "$ROOTFS$dir/postmaster.pid"
         local port

@@ -33,9 +33,6 @@ func withExtraMigration(t *testing.T, body string) int {
 // transaction with CREATE INDEX CONCURRENTLY, replaces the INVALID index an
 // interrupted build left behind, and no write fails meanwhile.
 func TestConcurrentIndexMigration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("seeds 200,000 rows")
-	}
 	pool, url := adminPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -186,9 +186,6 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 // lease of a holder whose session ended (operator killed) is taken over at
 // once, and an expired lease too.
 func TestProvisionLockTimesOut(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the lock timeout")
-	}
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
 	spec := newSpec(uniqueSchema(t, "engram_lockwait"), 3)

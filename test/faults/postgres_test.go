@@ -36,7 +36,10 @@ func newInstance(t *testing.T, name string) *instance {
 func (in *instance) run(t *testing.T, action string) string {
 	t.Helper()
 	cmd := exec.Command(in.script, "instance", action, in.name)
-	cmd.Env = append(os.Environ(), "DATABASE_URL=") // an instance is always local
+	// An instance is always local; the fast settings make synchronous_commit
+	// off the server's default, so what survives a kill is what Engram's
+	// sessions asked for themselves.
+	cmd.Env = append(os.Environ(), "DATABASE_URL=", "ENGRAM_PG_DURABILITY=fast")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
