@@ -136,7 +136,10 @@ type seeded struct {
 // seed writes rows for each operation with the engine, then moves them in
 // time with SQL on the admin connection: 3 long-untouched contextual rows
 // (decay forgets them), 2 past their expiry (expire), 4 inactive for 60 days
-// (purge, retention 30d) and 2 exact copies of a live row (compact).
+// (purge, retention 30d) and 2 exact copies of a live row (compact). The
+// copies are a minute older than the original, so compaction's order (ties
+// on importance go to the more recently written) keeps the original: their
+// random v4 ids would otherwise win or lose the id tie-break by chance.
 func seed(t *testing.T, jt *jobTenant) seeded {
 	var s seeded
 	for _, c := range []string{"Olga visited Reykjavik in winter", "Olga's old phone was a Nokia", "Olga once lived next to a bakery"} {
@@ -158,7 +161,7 @@ func seed(t *testing.T, jt *jobTenant) seeded {
 		var id string
 		if err := jt.admin.QueryRow(context.Background(), strings.ReplaceAll(`INSERT INTO $schema.memories
 			(id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, active, expires_at, created_at, updated_at)
-			SELECT gen_random_uuid(), owner_id, agent_id, session_id, source, category, content || $2, importance, embedding, flags, active, expires_at, created_at, updated_at
+			SELECT gen_random_uuid(), owner_id, agent_id, session_id, source, category, content || $2, importance, embedding, flags, active, expires_at, created_at - interval '1 minute', updated_at - interval '1 minute'
 			FROM $schema.memories WHERE id = $1 RETURNING id::text`, "$schema", jt.schema), s.keeper, fmt.Sprintf(" (copy %d)", i)).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
