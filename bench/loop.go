@@ -24,9 +24,16 @@ type sample struct {
 
 // runLoad runs op with conc workers until dur has passed or maxOps
 // operations have started, whichever comes first: every loop is bounded in
-// count and in time.
+// count and in time. At the deadline no new operation starts, but the ones
+// in flight finish: cancelling them would cancel their queries, and pgx
+// closes a connection whose query was cancelled, so every run would end by
+// closing up to conc pooled connections and the next one would begin by
+// opening (and authenticating) new ones — a cost the service does not pay in
+// steady state, and one that grows with the concurrency (issue 17: the raw
+// side at c=4 fell below c=1). ctx still cancels everything (a run that is
+// interrupted, or one that keeps failing).
 func runLoad(ctx context.Context, conc int, dur time.Duration, maxOps int, op opFunc) sample {
-	ctx, cancel := context.WithTimeout(ctx, dur)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		started atomic.Int64
@@ -35,18 +42,19 @@ func runLoad(ctx context.Context, conc int, dur time.Duration, maxOps int, op op
 		wg      sync.WaitGroup
 	)
 	begin := time.Now()
+	deadline := begin.Add(dur)
 	for w := range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			local := make([]time.Duration, 0, 1024)
-			for ctx.Err() == nil && started.Add(1) <= int64(maxOps) {
+			for ctx.Err() == nil && time.Now().Before(deadline) && started.Add(1) <= int64(maxOps) {
 				t0 := time.Now()
 				err := op(ctx, w)
 				d := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
-						break // cut off by the deadline: not a failure of the system
+						break // interrupted: not a failure of the system
 					}
 					mu.Lock()
 					out.errors++
@@ -92,20 +100,32 @@ func (s sample) stats() RunStats {
 	return r
 }
 
-// pairedRuns measures two implementations of the same work in alternating
-// slices (a, b, a, b, ...) after a short warm-up of each, so that noise from
-// other processes on a shared machine hits both sides alike and their ratio
-// holds even when the absolute figures move.
-func pairedRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, a, b opFunc) (RunStats, RunStats) {
+// alternatingRuns measures implementations of the same work in alternating
+// slices (a, b, c, a, b, c, ...) after a short warm-up of each, so that
+// noise from other processes on a shared machine hits every side alike and
+// their ratios hold even when the absolute figures move.
+func alternatingRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, sides ...opFunc) []RunStats {
 	warm := min(dur/4, time.Second)
-	runLoad(ctx, conc, warm, maxOps, a)
-	runLoad(ctx, conc, warm, maxOps, b)
-	var sa, sb sample
+	for _, op := range sides {
+		runLoad(ctx, conc, warm, maxOps, op)
+	}
+	samples := make([]sample, len(sides))
 	slice := dur / time.Duration(rounds)
 	perRound := max(maxOps/rounds, 1)
 	for range rounds {
-		sa.merge(runLoad(ctx, conc, slice, perRound, a))
-		sb.merge(runLoad(ctx, conc, slice, perRound, b))
+		for i, op := range sides {
+			samples[i].merge(runLoad(ctx, conc, slice, perRound, op))
+		}
 	}
-	return sa.stats(), sb.stats()
+	out := make([]RunStats, len(sides))
+	for i, s := range samples {
+		out[i] = s.stats()
+	}
+	return out
+}
+
+// pairedRuns is alternatingRuns of two sides.
+func pairedRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, a, b opFunc) (RunStats, RunStats) {
+	st := alternatingRuns(ctx, conc, dur, rounds, maxOps, a, b)
+	return st[0], st[1]
 }

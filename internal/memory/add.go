@@ -238,15 +238,7 @@ type querier interface {
 // they are about to go, and the purge may hold their row locks. In a
 // transaction it locks the row (FOR UPDATE).
 func (s *Store) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
-	sql := `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
-			1 - (m.embedding <=> $2), m.content = $3
-		FROM ` + s.sql.memories + ` AS m
-		WHERE m.owner_id = $1 AND m.superseded_by IS NULL AND NOT (` + s.purgeDueSQL(s.purgeGuard()) + `)
-		ORDER BY m.content = $3 DESC, m.embedding <=> $2
-		LIMIT 1`
-	if lock {
-		sql += ` FOR UPDATE OF m`
-	}
+	sql := s.nearestQuery(len(vec), lock)
 	var n neighbour
 	err := q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content).Scan(
 		&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact)
@@ -261,6 +253,21 @@ func (s *Store) nearest(ctx context.Context, q querier, owner, content string, v
 	}
 	return &n, nil
 }
+
+// nearestQuery is nearest's SQL: the owner-local two-phase lookup when the
+// vectors fit the covering index, else the one-phase one.
+func (s *Store) nearestQuery(dims int, lock bool) string {
+	cond := s.purgeDueSQL(s.purgeGuard())
+	if ownerVectors(dims) {
+		return nearestSQL(s.sql.memories, cond, lock)
+	}
+	return legacyNearestSQL(s.sql.memories, cond, lock)
+}
+
+// NearestQuery is the SQL of add's neighbour lookup (in its transaction,
+// locking) for vectors of dims dimensions, with parameters $1 owner, $2
+// vector, $3 content (the benchmark's raw side runs exactly this).
+func (s *Store) NearestQuery(dims int) string { return s.nearestQuery(dims, true) }
 
 // applyAdd decides and performs one write inside the owner's transaction.
 func (s *Store) applyAdd(ctx context.Context, tx pgx.Tx, p *preparedAdd, plan *arbiterPlan) (*AddResult, error) {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	pgv "github.com/pgvector/pgvector-go"
 )
 
 const (
@@ -85,29 +84,16 @@ func contextLimits(budget int) (perCategory, perPinned int) {
 // returning only the best of each category (contextLimits), best first; and
 // how many renderable memories the owner has in all.
 func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
-	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
-	where += scopeFilter(a, req.Agent, req.Session)
-	pinned := a.add(s.pinnedCategories()) + `::text[]`
-	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	var vec []float32
 	if req.Query != "" {
 		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(req.Query)})
 		if err != nil {
 			return nil, 0, fmt.Errorf("embedding the query: %w", err)
 		}
-		relevance := `(1 - (m.embedding <=> ` + a.add(pgv.NewVector(vecs[0])) + `)) + 0.25 * ` + value
-		value = `CASE WHEN m.category = ANY(` + pinned + `) THEN ` + value + ` ELSE ` + relevance + ` END`
+		vec = vecs[0]
 	}
-	perCategory, perPinned := contextLimits(budget)
-	sql := `SELECT id, category, content, v, total FROM (
-			SELECT m.id::text AS id, m.category, m.content, v.v, m.updated_at,
-				row_number() OVER (PARTITION BY m.category ORDER BY v.v DESC, m.updated_at DESC, m.id) AS rank,
-				count(*) OVER () AS total
-			FROM ` + s.sql.memories + ` AS m, LATERAL (SELECT ` + value + ` AS v) AS v
-			WHERE ` + where + `) AS c
-		WHERE rank <= CASE WHEN category = ANY(` + pinned + `) THEN ` + a.add(perPinned) + `::int ELSE ` + a.add(perCategory) + `::int END
-		ORDER BY v DESC, updated_at DESC, id`
-	rows, err := s.pool.Query(ctx, sql, a.list...)
+	sql, args := s.ContextQuery(req, vec, budget)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, 0, s.dbErr("loading context", err)
 	}

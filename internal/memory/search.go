@@ -72,18 +72,37 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 	return out, nil
 }
 
-// searchSQL builds and runs the query of one mode.
-func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+// searchQuery is the SQL of one search with its arguments. candidates > 0
+// marks the two-phase vector query (vectorSearchSQL): its rows carry the
+// number of candidates as a last column.
+type searchQuery struct {
+	sql        string
+	args       []any
+	candidates int
+}
+
+// buildSearch builds the query of one mode: vector search on the
+// owner-local path when the vectors fit the covering index, else (and for
+// hybrid and text) the one-phase query over the owner's rows.
+// legacy forces the one-phase query (vectorFallback).
+func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
 	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
-	where += scopeFilter(a, req.Agent, req.Session)
+	owner := a.add(req.Owner)
+	filter := scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
-		where += notFlagged
+		filter += notFlagged
 	}
 	if len(req.Categories) > 0 {
-		where += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
+		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
 	}
 	decay := decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
+		n := candidatesFor(k, filter != "")
+		qv := a.add(pgv.NewVector(vec))
+		sql := vectorSearchSQL(s.sql.memories, owner, qv, filter, decay, a.add(k), a.add(n))
+		return searchQuery{sql: sql, args: a.list, candidates: n}
+	}
+	where := `m.owner_id = ` + owner + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + filter
 	from := s.sql.memories + ` AS m`
 	var vs, ts, order string
 	if mode != SearchText {
@@ -116,17 +135,53 @@ func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchReques
 	} else {
 		sql += ` ORDER BY ` + order + ` LIMIT ` + a.add(k)
 	}
-	rows, err := s.pool.Query(ctx, sql, a.list...)
+	return searchQuery{sql: sql, args: a.list}
+}
+
+// SearchQuery is the SQL and arguments the store runs for req with the
+// query embedding vec (the benchmark's raw side runs exactly this).
+func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
+	mode := req.Mode
+	if mode == "" {
+		mode = SearchHybrid
+	}
+	q := s.buildSearch(mode, req, vec, req.TopK, false)
+	return q.sql, q.args
+}
+
+// searchSQL runs the query of one mode. When filters the covering index
+// cannot see left fewer than k of a full set of candidates, rows beyond the
+// candidates may qualify: the one-phase query answers instead.
+func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+	q := s.buildSearch(mode, req, vec, k, false)
+	hits, candidates, err := s.runSearch(ctx, mode, q)
+	if err != nil || q.candidates == 0 || len(hits) >= k || candidates < q.candidates {
+		return hits, err
+	}
+	hits, _, err = s.runSearch(ctx, mode, s.buildSearch(mode, req, vec, k, true))
+	return hits, err
+}
+
+// runSearch runs a built search and scores its rows; it also returns the
+// candidate count of a two-phase query.
+func (s *Store) runSearch(ctx context.Context, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
+	rows, err := s.pool.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return nil, s.dbErr("searching", err)
+		return nil, 0, s.dbErr("searching", err)
 	}
 	defer rows.Close()
+	w := s.policy.Search
 	hits := []SearchHit{}
+	candidates := 0
 	for rows.Next() {
 		var h SearchHit
-		m, err := scanMemory(rows, &h.VectorScore, &h.TextScore, &h.DecayScore)
+		extra := []any{&h.VectorScore, &h.TextScore, &h.DecayScore}
+		if q.candidates > 0 {
+			extra = append(extra, &candidates)
+		}
+		m, err := scanMemory(rows, extra...)
 		if err != nil {
-			return nil, s.dbErr("searching", err)
+			return nil, 0, s.dbErr("searching", err)
 		}
 		h.Memory = m
 		switch mode {
@@ -140,7 +195,7 @@ func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchReques
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("searching", err)
+		return nil, 0, s.dbErr("searching", err)
 	}
-	return hits, nil
+	return hits, candidates, nil
 }

@@ -42,7 +42,21 @@ const noTransactionMarker = "-- engram:no-transaction"
 type migrationVars struct {
 	Schema string // quoted schema, e.g. "engram_team_a_bot"
 	Vector string // quoted vector type with its size, e.g. "public"."vector"(384)
+	// OwnerVectors: the vectors are small enough for the covering index of
+	// migration 7 (Dimensions <= OwnerVectorsMaxDims).
+	OwnerVectors        bool
+	OwnerVectorsMaxDims int
 }
+
+// OwnerVectorsMaxDims is the largest vector size the covering index
+// memories_owner_vectors_idx (migration 7) is built for. Its widest tuple:
+// 16 bytes of header and null bitmap, the longest owner id (256 bytes + 4 of
+// length, padded to 264), md5(content) (33 + 3), the vector (8 + 4 per
+// dimension), the uuid (16), active (1, padded to 8) and two timestamps (16)
+// must stay under btree's 2,704 bytes: (2704 - 364) / 4 = 585, rounded down
+// to a multiple of 64. The memory engine reads through the index only up to
+// this size; larger vectors keep the owner index path.
+const OwnerVectorsMaxDims = 576
 
 var migrations = mustLoadMigrations()
 
@@ -99,7 +113,7 @@ func currentVersion(ctx context.Context, q interface {
 // migrate applies every pending migration to schema, each in its own
 // transaction running as the owner role (so the owner owns what it creates).
 // The caller holds the tenant's provisioning lease. It returns the versions applied.
-func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vectorType string, target int, indexTimeout time.Duration) ([]int, error) {
+func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string, dims int, vectorType string, target int, indexTimeout time.Duration) ([]int, error) {
 	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
 	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
 		version    integer PRIMARY KEY,
@@ -123,7 +137,15 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema, vecto
 	if err != nil {
 		return nil, err
 	}
-	vars := migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: vectorType}
+	if current > 0 {
+		// The table's own size decides, not the spec's (a mismatch is
+		// refused after migrating, by checkDimensions).
+		if dims, err = Dimensions(ctx, conn, schema); err != nil {
+			return nil, err
+		}
+	}
+	vars := migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: vectorType,
+		OwnerVectors: dims <= OwnerVectorsMaxDims, OwnerVectorsMaxDims: OwnerVectorsMaxDims}
 	var applied []int
 	for _, m := range migrations {
 		if m.Version <= current || m.Version > target {

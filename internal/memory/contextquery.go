@@ -1,0 +1,31 @@
+package memory
+
+import (
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// ContextQuery is the SQL and arguments of context's candidate query for
+// req with the query embedding vec (nil without a query) and a budget of
+// budget tokens (the benchmark's raw side runs exactly this). Columns: id,
+// category, content, value, total.
+func (s *Store) ContextQuery(req ContextRequest, vec []float32, budget int) (string, []any) {
+	a := &args{}
+	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
+	where += scopeFilter(a, req.Agent, req.Session)
+	pinned := a.add(s.pinnedCategories()) + `::text[]`
+	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	if vec != nil {
+		relevance := `(1 - (m.embedding <=> ` + a.add(pgv.NewVector(vec)) + `)) + 0.25 * ` + value
+		value = `CASE WHEN m.category = ANY(` + pinned + `) THEN ` + value + ` ELSE ` + relevance + ` END`
+	}
+	perCategory, perPinned := contextLimits(budget)
+	sql := `SELECT id, category, content, v, total FROM (
+			SELECT m.id::text AS id, m.category, m.content, v.v, m.updated_at,
+				row_number() OVER (PARTITION BY m.category ORDER BY v.v DESC, m.updated_at DESC, m.id) AS rank,
+				count(*) OVER () AS total
+			FROM ` + s.sql.memories + ` AS m, LATERAL (SELECT ` + value + ` AS v) AS v
+			WHERE ` + where + `) AS c
+		WHERE rank <= CASE WHEN category = ANY(` + pinned + `) THEN ` + a.add(perPinned) + `::int ELSE ` + a.add(perCategory) + `::int END
+		ORDER BY v DESC, updated_at DESC, id`
+	return sql, a.list
+}

@@ -1,0 +1,113 @@
+package memory
+
+import (
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// The owner-local read path (issue 17). Migration 7 adds a covering index
+// memories_owner_vectors_idx on (owner_id, md5(content)) INCLUDE (embedding,
+// id, active, expires_at, deactivated_at) WHERE superseded_by IS NULL. An
+// exact top-K then reads the owner's vectors by an index-only scan (about
+// one index page per four rows, no scattered heap pages) and fetches only
+// the K winners from the heap by primary key; the wide work (every column,
+// decay) is done for those K rows only. Every row of the owner is still
+// compared, so recall stays 1.0.
+//
+// Vectors of more than tenant.OwnerVectorsMaxDims dimensions do not fit in a
+// btree tuple: their tenants have no such index and keep the one-phase
+// queries over the owner index (ownerVectors false).
+
+// ownerVectorsIndex is the covering index of migration 7.
+const ownerVectorsIndex = "memories_owner_vectors_idx"
+
+// ownerVectors reports whether vectors of dims dimensions take the
+// owner-local path.
+func ownerVectors(dims int) bool { return dims > 0 && dims <= tenant.OwnerVectorsMaxDims }
+
+// searchable is the condition (alias m) of the rows search and context
+// read: active, not expired. superseded_by IS NULL adds nothing (a
+// superseded row is never active) but lets the planner prove the partial
+// covering index applies.
+const searchable = `m.active AND m.superseded_by IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())`
+
+// candidatesFor is how many nearest rows the first phase keeps when filters
+// the covering index cannot evaluate (agent, session, category, flags)
+// narrow the result: enough that K of them usually pass. When fewer pass
+// and the first phase was full, the one-phase query answers instead
+// (vectorFallback), so the result stays the exact top-K.
+func candidatesFor(k int, filtered bool) int {
+	if !filtered {
+		return k
+	}
+	return 4*k + 32
+}
+
+// vectorSearchSQL is the two-phase vector search: the candidates by an
+// index-only scan of the owner's vectors, then their rows by primary key,
+// filtered and scored. The last column counts the candidates, so the caller
+// knows whether the filters may have left out rows beyond them. where is
+// the filter beyond owner and searchable (agent, session, categories,
+// flags), "" when none; decay is decayExpr's SQL; q and owner are
+// placeholders.
+func vectorSearchSQL(memories, owner, q, where, decay, limit, candidates string) string {
+	return `WITH c AS MATERIALIZED (
+			SELECT m.id, m.embedding <=> ` + q + ` AS d FROM ` + memories + ` AS m
+			WHERE m.owner_id = ` + owner + ` AND ` + searchable + `
+			ORDER BY m.embedding <=> ` + q + ` LIMIT ` + candidates + `)
+		SELECT ` + memoryColumns + `, 1 - c.d AS vs, 0::float8 AS ts, ` + decay + ` AS ds, (SELECT count(*) FROM c)
+		FROM c JOIN ` + memories + ` AS m ON m.id = c.id
+		WHERE true` + where + `
+		ORDER BY c.d LIMIT ` + limit
+}
+
+// CeilingSQL is the least any exact per-owner vector search must do, the
+// first phase alone: the ids of the owner's top $3 by cosine distance to
+// $2, on the best access path the schema has. The benchmark measures it
+// beside the service (the "ceiling" row).
+func CeilingSQL(schema string) string {
+	return `SELECT m.id FROM ` + newQueries(schema).memories + ` AS m
+		WHERE m.owner_id = $1 AND ` + searchable + `
+		ORDER BY m.embedding <=> $2 LIMIT $3`
+}
+
+// nearestSQL is add's neighbour lookup among the owner's rows that are not
+// superseded and not about to be purged (cond): the nearest by vector (an
+// index-only scan of the owner's vectors) and a row with the identical text
+// (the md5 key of the same index, checked against the text), then the one
+// to compare — the identical text first — read from the heap and, in a
+// transaction, locked.
+func nearestSQL(memories, cond string, lock bool) string {
+	sql := `WITH c AS MATERIALIZED (
+			(SELECT m.id FROM ` + memories + ` AS m
+			WHERE m.owner_id = $1 AND m.superseded_by IS NULL AND NOT (` + cond + `)
+			ORDER BY m.embedding <=> $2 LIMIT 1)
+			UNION ALL
+			(SELECT m.id FROM ` + memories + ` AS m
+			WHERE m.owner_id = $1 AND md5(m.content) = md5($3) AND m.superseded_by IS NULL AND NOT (` + cond + `)
+				AND m.content = $3 LIMIT 1))
+		SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
+			1 - (m.embedding <=> $2), m.content = $3
+		FROM ` + memories + ` AS m
+		WHERE m.id IN (SELECT id FROM c)
+		ORDER BY m.content = $3 DESC, m.embedding <=> $2
+		LIMIT 1`
+	if lock {
+		sql += ` FOR UPDATE OF m`
+	}
+	return sql
+}
+
+// legacyNearestSQL is the one-phase neighbour lookup over the owner index,
+// for vectors too large for the covering index.
+func legacyNearestSQL(memories, cond string, lock bool) string {
+	sql := `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
+			1 - (m.embedding <=> $2), m.content = $3
+		FROM ` + memories + ` AS m
+		WHERE m.owner_id = $1 AND m.superseded_by IS NULL AND NOT (` + cond + `)
+		ORDER BY m.content = $3 DESC, m.embedding <=> $2
+		LIMIT 1`
+	if lock {
+		sql += ` FOR UPDATE OF m`
+	}
+	return sql
+}
