@@ -211,6 +211,11 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 	rep.DurationSec = round3(rep.FinishedAt.Sub(rep.StartedAt).Seconds())
 	rep.Machine.LoadAvgEnd = loadAvg()
 	rep.Targets = targets(rep)
+	for _, t := range rep.Targets {
+		if t.Check && !t.Met {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("check failed: %s: %s, want %s", t.Name, t.Measured, t.Goal))
+		}
+	}
 	rep.Parts = slices.Clone(parts)
 	return rep
 }

@@ -57,12 +57,34 @@ func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
 		s.Memories, s.Owners, s.PerOwner, strings.Trim(fmt.Sprint(s.SmallOwners), "[]"), s.TableMiB, sc.RunDuration, sc.Rounds)
 	p("Load through the batch API (%d items a request, %d in parallel): %d memories in %.1f s = **%.0f memories/s** (dedup actions %s).\n\n",
 		s.Load.BatchSize, s.Load.Concurrency, s.Load.Items, s.Load.ElapsedSec, s.Load.ItemsPerSec, sortedMap(s.Load.Actions))
-	p("| workload | c | service ops/s | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw | rows updated |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| workload | c | service ops/s | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw | ceiling ops/s | service/ceiling | pgbench tps | raw/pgbench | rows updated | new sessions |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range s.Workloads {
-		p("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** | %d |\n", w.Name, w.Concurrency,
+		ceiling, cratio, pgb, pratio := "-", "-", "-", "-"
+		if w.Ceiling != nil {
+			ceiling, cratio = fmt.Sprintf("%.0f", w.Ceiling.Throughput), fmt.Sprintf("**%.2f**", w.CeilingRatio)
+		}
+		if w.Pgbench != nil {
+			pgb, pratio = fmt.Sprintf("%.0f", w.Pgbench.TPS), fmt.Sprintf("%.2f", w.Pgbench.RawRatio)
+		}
+		p("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** | %s | %s | %s | %s | %d | %d |\n", w.Name, w.Concurrency,
 			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
-			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, w.RowUpdates)
+			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, ceiling, cratio, pgb, pratio, w.RowUpdates, w.NewSessions)
+	}
+	p("\nPer operation (a sequential probe of %d operations of each side alone, after the c=1 cell; memories table counters): rows updated / heap rows fetched / heap pages touched.\n\n", probeOps)
+	p("| workload | service | raw | ceiling |\n|---|---|---|---|\n")
+	for _, w := range s.Workloads {
+		if w.PerOp == nil {
+			continue
+		}
+		cell := func(side string) string {
+			o, ok := w.PerOp[side]
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f / %.1f / %.1f", o.RowsUpdated, o.HeapFetches, o.HeapPages)
+		}
+		p("| %s | %s | %s | %s |\n", w.Name, cell("service"), cell("raw"), cell("ceiling"))
 	}
 	for _, w := range s.Workloads {
 		if w.Service.Errors+w.Raw.Errors > 0 {

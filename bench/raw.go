@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,56 +16,46 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 )
 
-// rawSQL is the ceiling: the same database work as the memory service,
-// issued directly through pgx with nothing around it (no HTTP, JSON,
-// validation, redaction, access statistics). The statements mirror
-// internal/memory (add.go, search.go, contextrender.go, sql.go); when those
-// change, change these too, or the ratio compares different work.
+// rawSQL is the same database work as the memory service, issued directly
+// through pgx with nothing around it (no HTTP, JSON, validation, redaction,
+// access statistics). Its statements are the engine's own: they come from
+// the engine's builders (memory.Store.SearchQuery, ContextQuery,
+// NearestQuery, InsertQuery) of a Store on the same schema and policy, so
+// the two sides can never drift apart (issue 17 found a hand copy whose
+// decay expression had).
 type rawSQL struct {
-	pool      *pgxpool.Pool
-	schema    string
-	memories  string
-	history   string
-	locks     string // owner_locks
-	embedder  memory.Embedder
-	policy    memory.Policy
-	decayName []string
-	decaySec  []float64
+	pool     *pgxpool.Pool
+	schema   string
+	memories string
+	history  string
+	locks    string // owner_locks
+	embedder memory.Embedder
+	policy   memory.Policy
+	engine   *memory.Store // query builder only: the raw side never calls its methods that run queries
+	url      string        // the login role's URL, for pgbench
 }
 
-func newRawSQL(pool *pgxpool.Pool, schema string, policy memory.Policy, emb memory.Embedder) *rawSQL {
-	r := &rawSQL{
-		pool: pool, schema: schema, embedder: emb, policy: policy,
+func newRawSQL(pool *pgxpool.Pool, schema string, policy memory.Policy, emb memory.Embedder) (*rawSQL, error) {
+	engine, err := memory.New(memory.Config{Pool: pool, Schema: schema, Policy: policy, Embedder: emb})
+	if err != nil {
+		return nil, fmt.Errorf("building the engine's queries: %w", err)
+	}
+	return &rawSQL{
+		pool: pool, schema: schema, embedder: emb, policy: policy, engine: engine,
 		memories: pgx.Identifier{schema, "memories"}.Sanitize(),
 		history:  pgx.Identifier{schema, "memory_history"}.Sanitize(),
 		locks:    pgx.Identifier{schema, "owner_locks"}.Sanitize(),
-	}
-	for _, c := range policy.Categories {
-		r.decayName = append(r.decayName, c.Name)
-		r.decaySec = append(r.decaySec, time.Duration(c.HalfLife).Seconds())
-	}
-	return r
+	}, nil
 }
 
-// The memory columns the engine returns (internal/memory/sql.go).
-const rawMemoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source, m.category, m.content,
-	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
-	m.last_accessed_at, m.access_count`
+func (r *rawSQL) close() { r.engine.Close() }
 
-// rawDecay is the engine's decay expression (internal/memory/sql.go) with
-// the category names in $N and half-lives in $S.
-func rawDecay(names, seconds string) string {
-	return strings.NewReplacer("$N", names, "$S", seconds).Replace(`coalesce((SELECT CASE WHEN h.s > 0 THEN exp(-0.6931471805599453 / h.s *
-		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(m.last_accessed_at, m.updated_at))), 0)) END
-		FROM unnest($N::text[], $S::float8[]) AS h(c, s) WHERE h.c = m.category), 1)`)
-}
-
-func (r *rawSQL) embed(ctx context.Context, text string) (pgv.Vector, error) {
+func (r *rawSQL) embed(ctx context.Context, text string) ([]float32, error) {
 	v, err := r.embedder.Embed(ctx, []string{text})
 	if err != nil {
-		return pgv.Vector{}, err
+		return nil, err
 	}
-	return pgv.NewVector(v[0]), nil
+	return v[0], nil
 }
 
 // drain reads every row of a query, as a client that uses the result must.
@@ -82,73 +71,74 @@ func drain(rows pgx.Rows) (int, error) {
 	return n, rows.Err()
 }
 
-// vectorSearch is the exact per-owner KNN query (top k by cosine distance).
+// searchSQL is the engine's query of a search in mode (no agent, session
+// or category filter) for owner with the query's embedding.
+func (r *rawSQL) searchSQL(ctx context.Context, mode memory.SearchMode, owner, query string, k int) (string, []any, error) {
+	vec, err := r.embed(ctx, query)
+	if err != nil {
+		return "", nil, err
+	}
+	sql, args := r.engine.SearchQuery(memory.SearchRequest{Owner: owner, Query: query, Mode: mode, TopK: k}, vec)
+	return sql, args, nil
+}
+
+func (r *rawSQL) run(ctx context.Context, sql string, args []any) (int, error) {
+	rows, err := r.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return drain(rows)
+}
+
+// vectorSearch is the engine's exact per-owner vector search.
 func (r *rawSQL) vectorSearch(ctx context.Context, owner, query string, k int) (int, error) {
-	vec, err := r.embed(ctx, query)
+	sql, args, err := r.searchSQL(ctx, memory.SearchVector, owner, query, k)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := r.pool.Query(ctx, `SELECT `+rawMemoryColumns+`, 1 - (m.embedding <=> $2)
-		FROM `+r.memories+` AS m
-		WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
-		ORDER BY m.embedding <=> $2 LIMIT $3`, owner, vec, k)
-	if err != nil {
-		return 0, err
-	}
-	return drain(rows)
+	return r.run(ctx, sql, args)
 }
 
-// hybridSearch is the engine's hybrid SQL (internal/memory/search.go, mode
-// hybrid, no agent/session/category filter).
+// hybridSearch is the engine's hybrid search.
 func (r *rawSQL) hybridSearch(ctx context.Context, owner, query string, k int) (int, error) {
-	vec, err := r.embed(ctx, query)
+	sql, args, err := r.searchSQL(ctx, memory.SearchHybrid, owner, query, k)
 	if err != nil {
 		return 0, err
 	}
-	w := r.policy.Search
-	rows, err := r.pool.Query(ctx, `SELECT * FROM (SELECT `+rawMemoryColumns+`, 1 - (m.embedding <=> $4) AS vs,
-			CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END AS ts, `+rawDecay("$2", "$3")+` AS ds
-		FROM `+r.memories+` AS m, (SELECT replace(plainto_tsquery('english', $5)::text, ' & ', ' | ')::tsquery) AS q(q)
-		WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())) AS r
-		ORDER BY $6::float8 * r.vs + $7::float8 * r.ts + $8::float8 * r.ds DESC, r.id LIMIT $9`,
-		owner, r.decayName, r.decaySec, vec, query, w.VectorWeight, w.TextWeight, w.DecayWeight, k)
-	if err != nil {
-		return 0, err
-	}
-	return drain(rows)
+	return r.run(ctx, sql, args)
 }
 
-// contextCandidates is the engine's context query with a query text and
-// the default budget of 1,000 tokens (internal/memory/contextrender.go): the
-// best memories of each category for the budget (125; every pinned one up to
-// 1,000, ordered by value), best first. Rendering the text from it is cheap
-// Go work the ceiling skips.
-func (r *rawSQL) contextCandidates(ctx context.Context, owner, query string) (int, error) {
+// ceiling is the least an exact per-owner top-k must do: the ids of the
+// owner's nearest rows on the best access path of the schema (memory.CeilingSQL).
+func (r *rawSQL) ceiling(ctx context.Context, owner, query string, k int) (int, error) {
 	vec, err := r.embed(ctx, query)
 	if err != nil {
 		return 0, err
 	}
-	pinned := []string{}
-	for _, c := range r.policy.Categories {
-		if c.Pinned {
-			pinned = append(pinned, c.Name)
-		}
-	}
-	value := `m.importance / 10.0 * ` + rawDecay("$2", "$3")
-	rows, err := r.pool.Query(ctx, `SELECT id, category, content, v, total FROM (
-			SELECT m.id::text AS id, m.category, m.content, v.v, m.updated_at,
-				row_number() OVER (PARTITION BY m.category ORDER BY v.v DESC, m.updated_at DESC, m.id) AS rank,
-				count(*) OVER () AS total
-			FROM `+r.memories+` AS m, LATERAL (SELECT CASE WHEN m.category = ANY($5::text[]) THEN `+value+`
-				ELSE (1 - (m.embedding <=> $4)) + 0.25 * `+value+` END AS v) AS v
-			WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
-				AND NOT ('injection' = ANY(m.flags))) AS c
-		WHERE rank <= CASE WHEN category = ANY($5::text[]) THEN 1000 ELSE 125 END
-		ORDER BY v DESC, updated_at DESC, id`, owner, r.decayName, r.decaySec, vec, pinned)
+	return r.run(ctx, memory.CeilingSQL(r.schema), []any{owner, pgv.NewVector(vec), k})
+}
+
+// contextBudget is the token budget of the context workload.
+const contextBudget = 1000
+
+// contextCandidates is the engine's context candidate query with a query
+// text and a budget of contextBudget tokens. Rendering the text from it is
+// cheap Go work the raw side skips.
+func (r *rawSQL) contextCandidates(ctx context.Context, owner, query string) (int, error) {
+	sql, args, err := r.contextSQL(ctx, owner, query)
 	if err != nil {
 		return 0, err
 	}
-	return drain(rows)
+	return r.run(ctx, sql, args)
+}
+
+func (r *rawSQL) contextSQL(ctx context.Context, owner, query string) (string, []any, error) {
+	vec, err := r.embed(ctx, query)
+	if err != nil {
+		return "", nil, err
+	}
+	sql, args := r.engine.ContextQuery(memory.ContextRequest{Owner: owner, Query: query, MaxTokens: contextBudget}, vec, contextBudget)
+	return sql, args, nil
 }
 
 // errUnexpectedDuplicate: the add workload writes fresh texts; a neighbour
@@ -172,14 +162,14 @@ func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 	if err := r.lockOwner(ctx, tx, owner); err != nil {
 		return err
 	}
-	var id string
-	var sim float64
-	var exact bool
-	err = tx.QueryRow(ctx, `SELECT m.id::text, 1 - (m.embedding <=> $2), m.content = $3
-		FROM `+r.memories+` AS m
-		WHERE m.owner_id = $1 AND m.superseded_by IS NULL
-		ORDER BY m.content = $3 DESC, m.embedding <=> $2
-		LIMIT 1 FOR UPDATE OF m`, owner, vec, it.Content).Scan(&id, &sim, &exact)
+	var (
+		id, content, category, agent, session string
+		active, exact                         bool
+		updated                               time.Time
+		sim                                   float64
+	)
+	err = tx.QueryRow(ctx, r.engine.NearestQuery(len(vec)), owner, pgv.NewVector(vec), it.Content).Scan(
+		&id, &content, &category, &agent, &session, &active, &updated, &sim, &exact)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
@@ -188,17 +178,11 @@ func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 		return errUnexpectedDuplicate
 	}
 	cat, _ := r.policy.Category(it.Category)
-	var newID string
-	err = tx.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO `+r.memories+` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
-			VALUES ($8, $1, '', '', 'agent', $2, $3, $4, $5, '{}',
-				CASE WHEN $6::float8 > 0 THEN now() + make_interval(secs => $6::float8) END)
-			RETURNING `+rawMemoryColumns+`),
-		h AS (
-			INSERT INTO `+r.history+` (memory_id, owner_id, action, actor, new_content, details)
-			SELECT id::uuid, owner_id, 'add', 'agent', content, jsonb_build_object('similarity', $7::float8) FROM ins)
-		SELECT id FROM ins`, owner, it.Category, it.Content, it.Importance, vec,
-		time.Duration(cat.TTL).Seconds(), sim, uuidV7()).Scan(&newID)
+	rows, err := tx.Query(ctx, r.engine.InsertQuery(), uuidV7(), owner, "", "", "agent", it.Category, it.Content,
+		it.Importance, pgv.NewVector(vec), []string{}, time.Duration(cat.TTL).Seconds(), map[string]any{"similarity": sim}, "bench")
+	if err == nil {
+		_, err = drain(rows)
+	}
 	if err != nil {
 		return fmt.Errorf("inserting: %w", err)
 	}

@@ -32,7 +32,8 @@ type ServiceReport struct {
 }
 
 // Workload is one kind of request at one concurrency, through the service
-// and as raw SQL, measured in alternating slices.
+// and as raw SQL (and, for vector search, the ceiling query), measured in
+// alternating slices.
 type Workload struct {
 	Name        string   `json:"name"`
 	Concurrency int      `json:"concurrency"`
@@ -40,12 +41,27 @@ type Workload struct {
 	Raw         RunStats `json:"raw"`
 	// Ratio is service throughput / raw throughput.
 	Ratio float64 `json:"ratio"`
+	// Ceiling is the least the work can cost (memory.CeilingSQL: the ids of
+	// the top-K on the best access path), measured in the same slices;
+	// CeilingRatio is service throughput / ceiling throughput.
+	Ceiling      *RunStats `json:"ceiling,omitempty"`
+	CeilingRatio float64   `json:"serviceCeilingRatio,omitempty"`
+	// Pgbench runs the raw side's statement with PostgreSQL's own client at
+	// the same concurrency right after the cell (nil: no pgbench found).
+	Pgbench *Pgbench `json:"pgbench,omitempty"`
 	// RowUpdates and HotUpdates are the memories rows updated while this
 	// cell ran (pg_stat_user_tables; approximate, the counters are flushed
 	// about once a second). Reads through the service update access
 	// statistics; the raw side never updates.
 	RowUpdates int64 `json:"rowUpdates"`
 	HotUpdates int64 `json:"hotUpdates"`
+	// NewSessions is how many database sessions were opened while the cell
+	// ran (pg_stat_database): near 0 in a steady state; a pool that loses
+	// connections shows here.
+	NewSessions int64 `json:"newSessions"`
+	// PerOp is what one operation of each side costs the memories table
+	// (service, raw, ceiling), from a sequential probe after the c=1 cell.
+	PerOp map[string]PerOp `json:"perOp,omitempty"`
 }
 
 const (
@@ -114,7 +130,12 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw := newRawSQL(pool, benchSchema, policy, emb)
+	raw, err := newRawSQL(pool, benchSchema, policy, emb)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.close()
+	raw.url = loginURL
 	h.logf("service: recall of %d searches against brute force", sc.RecallQueries)
 	if rep.Quality, err = h.quality(ctx, api, raw); err != nil {
 		return nil, err
@@ -148,7 +169,11 @@ func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, polic
 	}
 	defer pool.Close()
 	api := newAPIClient(base, benchToken)
-	raw := newRawSQL(pool, benchSchema, policy, emb)
+	raw, err := newRawSQL(pool, benchSchema, policy, emb)
+	if err != nil {
+		return err
+	}
+	defer raw.close()
 	// Other seeds: the texts of the first add workload are stored already.
 	w := h.addWorkload("add (dedup), synchronous_commit off", api, raw, &counter{m: map[string]int{}}, 1000)
 	for _, c := range h.scale.Concurrency {
@@ -171,20 +196,20 @@ func (h *harness) measureWorkloads(ctx context.Context, api *apiClient, raw *raw
 	sc := h.scale
 	actions := &counter{m: map[string]int{}}
 	var failed []string
+	pgbench := pgbenchBinary()
+	if pgbench == nil {
+		h.logf("service: no pgbench found ($PGBENCH, PATH, /usr/lib/postgresql, the root of hack/pgvector.sh): no cross-check")
+	}
 	for _, w := range h.workloads(api, raw, actions) {
 		for _, c := range sc.Concurrency {
-			before, _ := rowUpdates(ctx, raw.pool, raw.schema)
-			svcStats, rawStats := pairedRuns(ctx, c, sc.RunDuration, sc.Rounds, sc.MaxOpsPerRun, w.service(c), w.raw(c))
-			wl := Workload{Name: w.name, Concurrency: c, Service: svcStats, Raw: rawStats, Ratio: ratio(svcStats.Throughput, rawStats.Throughput)}
-			if after, err := rowUpdates(ctx, raw.pool, raw.schema); err == nil {
-				wl.RowUpdates, wl.HotUpdates = after[0]-before[0], after[1]-before[1]
+			wl, err := h.measureCell(ctx, w, c, raw, pgbench)
+			if err != nil {
+				return err
 			}
-			h.logf("service: %-13s c=%d  service %7.1f/s p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f",
-				w.name, c, svcStats.Throughput, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio)
 			rep.Workloads = append(rep.Workloads, wl)
-			if n := svcStats.Errors + rawStats.Errors; n > 0 {
+			if n := wl.Service.Errors + wl.Raw.Errors; n > 0 {
 				failed = append(failed, fmt.Sprintf("%s c=%d: %d failed requests (service: %s; raw: %s)",
-					w.name, c, n, svcStats.FirstError, rawStats.FirstError))
+					w.name, c, n, wl.Service.FirstError, wl.Raw.FirstError))
 			}
 		}
 	}
@@ -193,6 +218,58 @@ func (h *harness) measureWorkloads(ctx context.Context, api *apiClient, raw *raw
 		return fmt.Errorf("workloads with failures: %s", strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// measureCell measures one workload at one concurrency: the sides in
+// alternating slices, the table's counters over the cell, pgbench on the raw
+// statement, and after the c=1 cell a probe of each side's cost per operation.
+func (h *harness) measureCell(ctx context.Context, w workload, c int, raw *rawSQL, pgbench []string) (Workload, error) {
+	sc := h.scale
+	sides := []opFunc{w.service(c), w.raw(c)}
+	if w.ceiling != nil {
+		sides = append(sides, w.ceiling(c))
+	}
+	before, berr := readTableIO(ctx, raw.pool, raw.schema)
+	st := alternatingRuns(ctx, c, sc.RunDuration, sc.Rounds, sc.MaxOpsPerRun, sides...)
+	wl := Workload{Name: w.name, Concurrency: c, Service: st[0], Raw: st[1], Ratio: ratio(st[0].Throughput, st[1].Throughput)}
+	if after, err := readTableIO(ctx, raw.pool, raw.schema); err == nil && berr == nil {
+		d := after.minus(before)
+		wl.RowUpdates, wl.HotUpdates, wl.NewSessions = d.updates, d.hot, d.sessions
+	}
+	line := fmt.Sprintf("service: %-13s c=%d  service %7.1f/s p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f",
+		w.name, c, st[0].Throughput, st[0].Latency.P99, st[1].Throughput, st[1].Latency.P99, wl.Ratio)
+	if len(st) > 2 {
+		wl.Ceiling = &st[2]
+		wl.CeilingRatio = ratio(st[0].Throughput, st[2].Throughput)
+		line += fmt.Sprintf(" | ceiling %7.1f/s (service/ceiling %.2f)", st[2].Throughput, wl.CeilingRatio)
+	}
+	if pgbench != nil && w.pgbench != nil {
+		scripts, err := w.pgbench(ctx)
+		if err == nil {
+			var tps float64
+			if tps, err = h.runPgbench(ctx, pgbench, raw.url, scripts, c, sc.RunDuration/2); err == nil {
+				wl.Pgbench = &Pgbench{TPS: round3(tps), RawRatio: ratio(st[1].Throughput, tps), Binary: pgbench[len(pgbench)-1]}
+				line += fmt.Sprintf(" | pgbench %7.1f tps (raw/pgbench %.2f)", tps, wl.Pgbench.RawRatio)
+			}
+		}
+		if err != nil {
+			return wl, fmt.Errorf("%s c=%d: pgbench cross-check: %w", w.name, c, err)
+		}
+	}
+	h.logf("%s | new sessions %d, load %s", line, wl.NewSessions, loadAvg())
+	if c == 1 {
+		wl.PerOp = map[string]PerOp{}
+		names := []string{"service", "raw", "ceiling"}
+		for i, op := range sides {
+			p, err := probe(ctx, raw.pool, raw.schema, op)
+			if err != nil {
+				return wl, fmt.Errorf("%s: probing %s: %w", w.name, names[i], err)
+			}
+			wl.PerOp[names[i]] = p
+		}
+		h.logf("service: %-13s per op: %v", w.name, wl.PerOp)
+	}
+	return wl, nil
 }
 
 func maxConcurrency(sc Scale) int {
@@ -260,6 +337,10 @@ func rngs(conc int, seed uint64) []*rand.Rand {
 type workload struct {
 	name         string
 	service, raw func(conc int) opFunc
+	ceiling      func(conc int) opFunc // nil: no ceiling row
+	// pgbench renders the raw statement of a few sample queries as pgbench
+	// scripts; nil: no cross-check (writes).
+	pgbench func(ctx context.Context) ([]string, error)
 }
 
 // workloads are the four measured request kinds; add comes last because it
@@ -272,7 +353,7 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 		return owner, h.corpus.query(rng, owner, rng.IntN(sc.PerOwner))
 	}
 	search := func(mode string, seed uint64) workload {
-		return workload{name: mode + " search",
+		w := workload{name: mode + " search",
 			service: func(conc int) opFunc {
 				r := rngs(conc, seed)
 				return func(ctx context.Context, w int) error {
@@ -295,7 +376,24 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 					}
 					return expectRows(n, topK)
 				}
-			}}
+			},
+			pgbench: h.pgbenchScripts(func(ctx context.Context, owner, q string) (string, []any, error) {
+				return raw.searchSQL(ctx, memory.SearchMode(mode), owner, q, topK)
+			}, seed+3)}
+		if mode == "vector" {
+			w.ceiling = func(conc int) opFunc {
+				r := rngs(conc, seed+2)
+				return func(ctx context.Context, w int) error {
+					owner, q := pick(r[w])
+					n, err := raw.ceiling(ctx, owner, q, topK)
+					if err != nil {
+						return err
+					}
+					return expectRows(n, topK)
+				}
+			}
+		}
+		return w
 	}
 	contextW := workload{name: "context",
 		service: func(conc int) opFunc {
@@ -319,8 +417,34 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 				}
 				return expectRows(min(n, 1), 1)
 			}
-		}}
+		},
+		pgbench: h.pgbenchScripts(raw.contextSQL, 32)}
 	return []workload{search("vector", 10), search("hybrid", 20), contextW, h.addWorkload("add (dedup)", api, raw, actions, 0)}
+}
+
+// pgbenchSamples is how many sample queries the pgbench cross-check
+// rotates through (one script each; the owner is drawn per transaction).
+const pgbenchSamples = 8
+
+// pgbenchScripts renders the raw statement of pgbenchSamples queries.
+func (h *harness) pgbenchScripts(build func(ctx context.Context, owner, query string) (string, []any, error), seed uint64) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		out := make([]string, 0, pgbenchSamples)
+		for range pgbenchSamples {
+			owner := ownerName(rng.IntN(h.scale.Owners))
+			sql, args, err := build(ctx, owner, h.corpus.query(rng, owner, rng.IntN(h.scale.PerOwner)))
+			if err != nil {
+				return nil, err
+			}
+			script, err := pgbenchScript(sql, args, h.scale.Owners)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, script)
+		}
+		return out, nil
+	}
 }
 
 // addWorkload writes fresh memories through the service and the raw SQL.

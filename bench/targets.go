@@ -15,15 +15,18 @@ type Target struct {
 	// Gap is the relative shortfall (0 when met), to rank the misses.
 	Gap  float64 `json:"gap"`
 	Note string  `json:"note,omitempty"`
+	// Check: a miss fails the run (exit status 1), not just the table.
+	Check bool `json:"check,omitempty"`
 }
 
 const (
-	goalSearchRatio = 0.7
-	goalAddRatio    = 0.5
-	goalSearchP99Ms = 10.0
-	goalReadySec    = 120.0
-	goalRuntimes    = 1000
-	goalMemories    = 200_000
+	goalSearchRatio  = 0.7
+	goalCeilingRatio = 0.5
+	goalAddRatio     = 0.5
+	goalSearchP99Ms  = 10.0
+	goalReadySec     = 120.0
+	goalRuntimes     = 1000
+	goalMemories     = 200_000
 )
 
 // targets compares the report with the goals.
@@ -54,6 +57,8 @@ func serviceTargets(s *ServiceReport) []Target {
 			out = append(out, atLeast(fmt.Sprintf("add service/raw throughput, c=%d", w.Concurrency), w.Ratio, goalAddRatio, ""))
 		}
 	}
+	out = append(out, throughputTargets(s.Workloads, scaleNote)...)
+	out = append(out, scalingChecks(s.Workloads)...)
 	q := s.Quality
 	out = append(out, Target{Name: "recall@10 of service vector search vs brute force", Goal: "1.0",
 		Measured: fmt.Sprintf("%.4f (min %.2f over %d queries)", q.RecallAt10, q.MinRecall, q.Queries),
@@ -64,6 +69,62 @@ func serviceTargets(s *ServiceReport) []Target {
 		small.Note = fmt.Sprint(q.SmallOwnerProblems)
 	}
 	return append(out, small)
+}
+
+// throughputTargets are issue 17's goals for 200,000 memories.
+func throughputTargets(ws []Workload, note string) []Target {
+	goals := map[string]map[int]float64{
+		"vector search": {1: 700, 4: 1400}, "hybrid search": {4: 700}, "context": {4: 500}, "add (dedup)": {4: 1000},
+	}
+	var out []Target
+	for _, w := range ws {
+		if g, ok := goals[w.Name][w.Concurrency]; ok {
+			t := atLeast(fmt.Sprintf("%s through the service, c=%d (ops/s)", w.Name, w.Concurrency), w.Service.Throughput, g, note)
+			t.Goal, t.Measured = fmt.Sprintf(">= %.0f", g), fmt.Sprintf("%.0f", w.Service.Throughput)
+			out = append(out, t)
+		}
+		if w.Ceiling != nil {
+			out = append(out, atLeast(fmt.Sprintf("%s service/ceiling throughput, c=%d", w.Name, w.Concurrency), w.CeilingRatio, goalCeilingRatio, ""))
+		}
+	}
+	return out
+}
+
+// scalingChecks fail the run when a side serves fewer operations with 4
+// clients than with 1 (issue 17): on 2 cores the throughput may stop
+// growing, but falling means something serializes or churns (connections
+// closed and re-opened, locks), and the figures of that run mislead.
+func scalingChecks(ws []Workload) []Target {
+	one := map[string]Workload{}
+	for _, w := range ws {
+		if w.Concurrency == 1 {
+			one[w.Name] = w
+		}
+	}
+	var out []Target
+	for _, w := range ws {
+		base, ok := one[w.Name]
+		if w.Concurrency != 4 || !ok {
+			continue
+		}
+		sides := []struct {
+			name     string
+			at1, at4 float64
+		}{{"service", base.Service.Throughput, w.Service.Throughput}, {"raw", base.Raw.Throughput, w.Raw.Throughput}}
+		if w.Ceiling != nil && base.Ceiling != nil {
+			sides = append(sides, struct {
+				name     string
+				at1, at4 float64
+			}{"ceiling", base.Ceiling.Throughput, w.Ceiling.Throughput})
+		}
+		for _, sd := range sides {
+			t := atLeast(fmt.Sprintf("%s %s: throughput c=4 / c=1", w.Name, sd.name), ratio(sd.at4, sd.at1), 1, "")
+			t.Measured = fmt.Sprintf("%.2f (%.0f / %.0f)", ratio(sd.at4, sd.at1), sd.at4, sd.at1)
+			t.Check = true
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func operatorTargets(o *OperatorReport) []Target {

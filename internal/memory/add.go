@@ -313,8 +313,13 @@ func (s *Store) expirySeconds(category string, override *time.Duration) float64 
 
 const expirySQL = `CASE WHEN $EXP::float8 > 0 THEN now() + make_interval(secs => $EXP::float8) END`
 
-func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddResult) (*AddResult, error) {
-	sql := `WITH ins AS (
+// InsertQuery is the SQL of add's insert with its history row, returning
+// the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,
+// $4 session, $5 source, $6 category, $7 content, $8 importance, $9 vector,
+// $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id
+// (the benchmark's raw side runs exactly this).
+func (s *Store) InsertQuery() string {
+	return `WITH ins AS (
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
 			RETURNING ` + memoryColumns + `),
@@ -322,6 +327,10 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
 			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
+}
+
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddResult) (*AddResult, error) {
+	sql := s.InsertQuery()
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions

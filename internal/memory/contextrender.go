@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
 )
 
 const (

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// tableIO is a reading of the cumulative statistics of the memories table
+// and of the database.
+type tableIO struct {
+	updates, hot int64 // rows updated, of them HOT (pg_stat_user_tables)
+	fetches      int64 // heap rows fetched by index and index-only scans (idx_tup_fetch)
+	heapPages    int64 // heap pages read or hit (pg_statio_user_tables)
+	sessions     int64 // sessions opened in the database (pg_stat_database)
+}
+
+// statsFlushWait lets backends flush their statistics (at most once a
+// second) before a reading.
+const statsFlushWait = 1100 * time.Millisecond
+
+// readTableIO reads the counters after statsFlushWait.
+func readTableIO(ctx context.Context, pool *pgxpool.Pool, schema string) (tableIO, error) {
+	time.Sleep(statsFlushWait)
+	var t tableIO
+	err := pool.QueryRow(ctx, `SELECT coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0), coalesce(s.idx_tup_fetch, 0),
+			coalesce(io.heap_blks_hit, 0) + coalesce(io.heap_blks_read, 0),
+			(SELECT coalesce(sessions, 0) FROM pg_stat_database WHERE datname = current_database())
+		FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
+		WHERE s.schemaname = $1 AND s.relname = 'memories'`, schema).Scan(&t.updates, &t.hot, &t.fetches, &t.heapPages, &t.sessions)
+	return t, err
+}
+
+func (t tableIO) minus(o tableIO) tableIO {
+	return tableIO{updates: t.updates - o.updates, hot: t.hot - o.hot, fetches: t.fetches - o.fetches,
+		heapPages: t.heapPages - o.heapPages, sessions: t.sessions - o.sessions}
+}
+
+// PerOp is what one operation costs the memories table, measured over a
+// sequential probe of probeOps operations of one side alone.
+type PerOp struct {
+	Ops         int     `json:"ops"`
+	RowsUpdated float64 `json:"rowsUpdatedPerOp"`
+	HeapFetches float64 `json:"heapFetchesPerOp"`
+	HeapPages   float64 `json:"heapPagesPerOp"`
+}
+
+// probeOps is the length of a probe: enough to average, short enough to
+// add seconds, not minutes.
+const probeOps = 100
+
+// accessFlushWait covers the service's access statistics, written in the
+// background every 2 s (internal/memory/access.go).
+const accessFlushWait = 2500 * time.Millisecond
+
+// probe runs op probeOps times on one worker and divides the table's
+// counters by the operations: rows updated (access statistics), heap rows
+// fetched (Heap Fetches of index-only scans, rows of index and bitmap
+// scans) and heap pages touched per operation.
+func probe(ctx context.Context, pool *pgxpool.Pool, schema string, op opFunc) (PerOp, error) {
+	before, err := readTableIO(ctx, pool, schema)
+	if err != nil {
+		return PerOp{}, err
+	}
+	s := runLoad(ctx, 1, time.Minute, probeOps, op)
+	time.Sleep(accessFlushWait)
+	after, err := readTableIO(ctx, pool, schema)
+	if err != nil {
+		return PerOp{}, err
+	}
+	d := after.minus(before)
+	n := len(s.latencies)
+	if n == 0 {
+		return PerOp{}, nil
+	}
+	f := float64(n)
+	return PerOp{Ops: n, RowsUpdated: round3(float64(d.updates) / f), HeapFetches: round3(float64(d.fetches) / f),
+		HeapPages: round3(float64(d.heapPages) / f)}, nil
+}
