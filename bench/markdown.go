@@ -71,6 +71,10 @@ func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
 			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
 			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, ceiling, cratio, pgb, pratio, w.RowUpdates, w.NewSessions)
 	}
+	if c := s.SettledCeiling; c != nil && s.SettledPerOp != nil {
+		p("\nCeiling on the freshly vacuumed table (before any search wrote access statistics), c=1: **%.0f ops/s**, p99 %.2f ms; per op %.1f heap rows fetched, %.1f heap pages.\n",
+			c.Throughput, c.Latency.P99, s.SettledPerOp.HeapFetches, s.SettledPerOp.HeapPages)
+	}
 	p("\nPer operation (a sequential probe of %d operations of each side alone, after the c=1 cell; memories table counters): rows updated / heap rows fetched / heap pages touched.\n\n", probeOps)
 	p("| workload | service | raw | ceiling |\n|---|---|---|---|\n")
 	for _, w := range s.Workloads {

@@ -29,6 +29,13 @@ type ServiceReport struct {
 	ServicePeakRSSMiB float64 `json:"servicePeakRssMiB"`
 	// TableMiB is the size of the memories table with its indexes after loading.
 	TableMiB float64 `json:"tableMiB"`
+	// SettledCeiling is the ceiling query at c=1 right after VACUUM, before
+	// any search wrote access statistics (visibility map current), with its
+	// cost per operation: beside the ceiling rows of the table (measured
+	// after searches through the service cleared all-visible bits) it shows
+	// what the access-statistics writes cost the index-only scan.
+	SettledCeiling *RunStats `json:"settledCeiling,omitempty"`
+	SettledPerOp   *PerOp    `json:"settledCeilingPerOp,omitempty"`
 }
 
 // Workload is one kind of request at one concurrency, through the service
@@ -136,6 +143,9 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	}
 	defer raw.close()
 	raw.url = loginURL
+	if err := h.settledCeiling(ctx, raw, rep); err != nil {
+		return nil, err
+	}
 	h.logf("service: recall of %d searches against brute force", sc.RecallQueries)
 	if rep.Quality, err = h.quality(ctx, api, raw); err != nil {
 		return nil, err
@@ -150,6 +160,27 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 		return rep, werr
 	}
 	return rep, h.measureAsyncCommit(ctx, loginURL, policy, emb, rep)
+}
+
+// settledCeiling measures the ceiling query on the freshly vacuumed table.
+func (h *harness) settledCeiling(ctx context.Context, raw *rawSQL, rep *ServiceReport) error {
+	r := rngs(1, 5)
+	op := func(ctx context.Context, _ int) error {
+		owner := ownerName(r[0].IntN(h.scale.Owners))
+		n, err := raw.ceiling(ctx, owner, h.corpus.query(r[0], owner, r[0].IntN(h.scale.PerOwner)), topK)
+		if err != nil {
+			return err
+		}
+		return expectRows(n, topK)
+	}
+	p, err := probe(ctx, raw.pool, raw.schema, op)
+	if err != nil {
+		return fmt.Errorf("probing the settled ceiling: %w", err)
+	}
+	st := runLoad(ctx, 1, h.scale.RunDuration, h.scale.MaxOpsPerRun, op).stats()
+	rep.SettledCeiling, rep.SettledPerOp = &st, &p
+	h.logf("service: ceiling on the vacuumed table, c=1: %.1f/s p99 %.2fms; per op %+v; load %s", st.Throughput, st.Latency.P99, p, loadAvg())
+	return nil
 }
 
 // measureAsyncCommit runs the add workload once more against a service
