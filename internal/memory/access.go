@@ -2,12 +2,13 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
 
-// accessRecorder updates access_count and last_accessed_at of searched and
-// rendered memories in the background, batched, best effort: a search never
+// accessRecorder counts the accesses of searched and rendered memories and
+// their last access (table memory_access) in the background, batched, best effort: a search never
 // waits for a write, when the buffer is full the statistic is dropped rather
 // than slowing reads down, and one memory is rewritten at most once per
 // accessThrottle (see duePending).
@@ -111,17 +112,36 @@ func (a *accessRecorder) write(counts map[string]int) {
 		return
 	}
 	ids := make([]string, 0, len(counts))
-	ns := make([]int32, 0, len(counts))
-	for id, n := range counts {
+	for id := range counts {
 		ids = append(ids, id)
-		ns = append(ns, int32(n))
+	}
+	// One lock order for every writer (replicas of the service write the
+	// same rows): sorted ids cannot deadlock each other.
+	slices.Sort(ids)
+	ns := make([]int32, len(ids))
+	for i, id := range ids {
+		ns[i] = int32(counts[id])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Only access columns change and none is indexed, so these are HOT updates.
-	_, err := a.s.pool.Exec(ctx, `UPDATE `+a.s.sql.memories+` AS m
-		SET access_count = m.access_count + c.n, last_accessed_at = now()
-		FROM unnest($1::uuid[], $2::int[]) AS c(id, n) WHERE m.id = c.id`, ids, ns)
+	// The statistics live in memory_access, not in the memories rows: a
+	// write to a memories page clears its all-visible bit, and the
+	// owner-local search's index-only scans would then read that heap page
+	// until the next VACUUM (migration 8). Ids of memories deleted meanwhile
+	// match nothing and are dropped.
+	// The key-share lock on each memory orders the write with erase: an
+	// erase deleting the memory waits for this insert to commit and then
+	// deletes its row too, or this insert waits for the erase and finds
+	// nothing. It marks the row locked without clearing the page's
+	// all-visible bit.
+	_, err := a.s.pool.Exec(ctx, `WITH m AS (
+			SELECT m.id, m.owner_id FROM `+a.s.sql.memories+` AS m WHERE m.id = ANY($1::uuid[]) ORDER BY m.id FOR KEY SHARE)
+		INSERT INTO `+a.s.sql.access+` AS a (memory_id, owner_id, access_count, last_accessed_at)
+		SELECT m.id, m.owner_id, c.n, now()
+		FROM unnest($1::uuid[], $2::int[]) AS c(id, n) JOIN m ON m.id = c.id
+		ORDER BY m.id
+		ON CONFLICT (memory_id) DO UPDATE SET access_count = a.access_count + excluded.access_count,
+			last_accessed_at = excluded.last_accessed_at`, ids, ns)
 	if err != nil {
 		a.s.log.Warn("recording memory access statistics failed", "memories", len(ids), "error", err)
 	}

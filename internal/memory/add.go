@@ -322,7 +322,7 @@ func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
-			RETURNING ` + memoryColumns + `),
+			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
 			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)
@@ -416,7 +416,7 @@ func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
 				active = true, deactivated_at = NULL, expires_at = ` + expiry("$10") + `, updated_at = now()
 			WHERE m.id = $1 AND m.superseded_by IS NULL
-			RETURNING ` + memoryColumns + `),
+			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, $11, $6, $14, $12, content, $13 FROM upd)
@@ -434,7 +434,7 @@ func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite
 
 // noop returns the neighbour unchanged.
 func (s *Store) noop(ctx context.Context, tx pgx.Tx, nb *neighbour, res *AddResult) (*AddResult, error) {
-	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+memoryColumns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
+	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
 		return nil, s.dbErr("reading memory "+nb.id, err)
 	}

@@ -13,7 +13,7 @@ func (s *Store) ContextQuery(req ContextRequest, vec []float32, budget int) (str
 	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	pinned := a.add(s.pinnedCategories()) + `::text[]`
-	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	value := `m.importance / 10.0 * ` + s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if vec != nil {
 		relevance := `(1 - (m.embedding <=> ` + a.add(pgv.NewVector(vec)) + `)) + 0.25 * ` + value
 		value = `CASE WHEN m.category = ANY(` + pinned + `) THEN ` + value + ` ELSE ` + relevance + ` END`

@@ -33,7 +33,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 // memory is not found, exactly like a missing one (the same error from the
 // same query), so a caller learns nothing about ids outside its owner.
 func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
-	sql := `SELECT ` + memoryColumns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
+	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
 	if lock {
 		sql += ` FOR UPDATE`
 	}
@@ -79,7 +79,7 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 		return nil, err
 	}
 	a := &args{}
-	sql := `SELECT ` + memoryColumns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.add(req.Owner) +
+	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.add(req.Owner) +
 		scopeFilter(a, req.Agent, req.Session)
 	if req.Category != "" {
 		sql += ` AND m.category = ` + a.add(req.Category)
@@ -244,7 +244,7 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
 				category = $5, importance = $6, source = $7,
 				expires_at = ` + expiry("$8") + `, updated_at = now()
-			WHERE m.id = $1 RETURNING ` + memoryColumns + `),
+			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
@@ -418,6 +418,11 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return s.dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
+		// After the memories: a concurrent access write has committed by
+		// now (it holds key-share locks on them), and this sees its rows.
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
+			return s.dbErr("erasing the owner's access statistics", err)
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
 			return s.dbErr("erasing the owner's compaction state", err)
 		}

@@ -65,9 +65,10 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser b
 		return tx.QueryRow(ctx, `WITH victims AS (
 				SELECT m.id FROM `+s.sql.memories+` AS m
 				WHERE m.owner_id = $1 AND m.id <> ALL($2::uuid[]) AND ($7 OR m.category = ANY($8))
-				ORDER BY m.active, m.category = ANY($4), m.importance * `+decayExpr("$5", "$6")+`, m.updated_at
+				ORDER BY m.active, m.category = ANY($4), m.importance * `+s.sql.decayExpr("$5", "$6")+`, m.updated_at
 				LIMIT $3 FOR UPDATE SKIP LOCKED),
 			dh AS (DELETE FROM `+s.sql.history+` AS h USING victims v WHERE h.memory_id = v.id),
+			da AS (DELETE FROM `+s.sql.access+` AS a USING victims v WHERE a.memory_id = v.id),
 			dm AS (DELETE FROM `+s.sql.memories+` AS m USING victims v WHERE m.id = v.id RETURNING 1)
 			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected).Scan(&deleted)
 	})

@@ -51,7 +51,7 @@ func (s *Store) decay(ctx context.Context, opts JobOptions, res *JobResult) erro
 		change, count = "", `(SELECT count(*) FROM f)`
 	}
 	sql := `WITH b AS (
-			SELECT m.id, ` + decayExpr("$4", "$5") + ` AS d FROM ` + s.sql.memories + ` AS m
+			SELECT m.id, ` + s.sql.decayExpr("$4", "$5") + ` AS d FROM ` + s.sql.memories + ` AS m
 			WHERE m.active AND m.id > $1::uuid ORDER BY m.id LIMIT $2),
 		f AS (SELECT id FROM b WHERE d < $3::float8),
 		` + change + `
@@ -118,6 +118,7 @@ func (s *Store) purgeBatchSQL() string {
 			SELECT m.id FROM ` + s.sql.memories + ` AS m WHERE ` + s.purgeDueSQL(0) + `
 			ORDER BY m.deactivated_at LIMIT $1 FOR UPDATE SKIP LOCKED),
 		dh AS (DELETE FROM ` + s.sql.history + ` AS h USING p WHERE h.memory_id = p.id),
+		da AS (DELETE FROM ` + s.sql.access + ` AS a USING p WHERE a.memory_id = p.id),
 		d AS (DELETE FROM ` + s.sql.memories + ` AS m USING p WHERE m.id = p.id RETURNING 1)
 		SELECT count(*) FROM d`
 }

@@ -47,14 +47,14 @@ func candidatesFor(k int, filtered bool) int {
 // filtered and scored. The last column counts the candidates, so the caller
 // knows whether the filters may have left out rows beyond them. where is
 // the filter beyond owner and searchable (agent, session, categories,
-// flags), "" when none; decay is decayExpr's SQL; q and owner are
+// flags), "" when none; columns are queries.columns; decay is decayExpr's SQL; q and owner are
 // placeholders.
-func vectorSearchSQL(memories, owner, q, where, decay, limit, candidates string) string {
+func vectorSearchSQL(memories, columns, owner, q, where, decay, limit, candidates string) string {
 	return `WITH c AS MATERIALIZED (
 			SELECT m.id, m.embedding <=> ` + q + ` AS d FROM ` + memories + ` AS m
 			WHERE m.owner_id = ` + owner + ` AND ` + searchable + `
 			ORDER BY m.embedding <=> ` + q + ` LIMIT ` + candidates + `)
-		SELECT ` + memoryColumns + `, 1 - c.d AS vs, 0::float8 AS ts, ` + decay + ` AS ds, (SELECT count(*) FROM c)
+		SELECT ` + columns + `, 1 - c.d AS vs, 0::float8 AS ts, ` + decay + ` AS ds, (SELECT count(*) FROM c)
 		FROM c JOIN ` + memories + ` AS m ON m.id = c.id
 		WHERE true` + where + `
 		ORDER BY c.d LIMIT ` + limit

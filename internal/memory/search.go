@@ -95,11 +95,11 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 	if len(req.Categories) > 0 {
 		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
 	}
-	decay := decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
 		n := candidatesFor(k, filter != "")
 		qv := a.add(pgv.NewVector(vec))
-		sql := vectorSearchSQL(s.sql.memories, owner, qv, filter, decay, a.add(k), a.add(n))
+		sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
 		return searchQuery{sql: sql, args: a.list, candidates: n}
 	}
 	where := `m.owner_id = ` + owner + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + filter
@@ -125,7 +125,7 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 		order = `ts DESC, m.updated_at DESC`
 	case SearchHybrid:
 	}
-	sql := `SELECT ` + memoryColumns + `, ` + vs + ` AS vs, ` + ts + ` AS ts, ` + decay + ` AS ds
+	sql := `SELECT ` + s.sql.columns + `, ` + vs + ` AS vs, ` + ts + ` AS ts, ` + decay + ` AS ds
 		FROM ` + from + ` WHERE ` + where
 	if mode == SearchHybrid {
 		// ORDER BY cannot use output names inside an expression: rank the

@@ -17,23 +17,35 @@ type queries struct {
 	jobLocks   string // "schema"."job_locks"
 	// compactState is "schema"."compaction_state".
 	compactState string
+	access       string // "schema"."memory_access"
+	// columns are memoryColumns with the access statistics read from access.
+	columns string
 }
 
 func newQueries(schema string) queries {
-	return queries{
+	q := queries{
 		memories:     pgx.Identifier{schema, "memories"}.Sanitize(),
 		history:      pgx.Identifier{schema, "memory_history"}.Sanitize(),
 		ownerLocks:   pgx.Identifier{schema, "owner_locks"}.Sanitize(),
 		jobLocks:     pgx.Identifier{schema, "job_locks"}.Sanitize(),
 		compactState: pgx.Identifier{schema, "compaction_state"}.Sanitize(),
+		access:       pgx.Identifier{schema, "memory_access"}.Sanitize(),
 	}
+	q.columns = strings.NewReplacer("$LAST", q.lastAccess(), "$COUNT", `coalesce((SELECT a.access_count FROM `+q.access+` AS a WHERE a.memory_id = m.id), 0)`).Replace(memoryColumns)
+	return q
 }
 
-// memoryColumns are selected (with alias m) wherever a Memory is returned;
-// scanMemory reads them in this order.
+// lastAccess is the last access of row m (NULL: never returned).
+func (q queries) lastAccess() string {
+	return `(SELECT a.last_accessed_at FROM ` + q.access + ` AS a WHERE a.memory_id = m.id)`
+}
+
+// memoryColumns are selected (with alias m) wherever a Memory is returned,
+// as queries.columns (the access statistics come from the memory_access
+// table, $LAST and $COUNT); scanMemory reads them in this order.
 const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source, m.category, m.content,
 	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
-	m.last_accessed_at, m.access_count`
+	$LAST, $COUNT`
 
 // scanMemory scans memoryColumns, then extra destinations.
 func scanMemory(row pgx.Row, extra ...any) (Memory, error) {
@@ -72,12 +84,12 @@ func utcPtr(t *time.Time) *time.Time {
 // the policy). names and seconds are the placeholders of two array
 // parameters: the category names and their half-lives in seconds. An array
 // lookup keeps it a plain per-row expression (no subquery per row).
-func decayExpr(names, seconds string) string {
+func (q queries) decayExpr(names, seconds string) string {
 	halfLife := strings.NewReplacer("$N", names, "$S", seconds).Replace(`($S::float8[])[array_position($N::text[], m.category)]`)
 	// greatest(-700, ...) keeps exp() above float8's underflow, which
 	// PostgreSQL reports as an error rather than rounding to 0.
 	return `CASE WHEN ` + halfLife + ` > 0 THEN exp(greatest(-700, -0.6931471805599453 / ` + halfLife + ` *
-		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(m.last_accessed_at, m.updated_at))), 0))) ELSE 1 END`
+		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(` + q.lastAccess() + `, m.updated_at))), 0))) ELSE 1 END`
 }
 
 // scopeFilter narrows a query on alias m to an agent and a session: the

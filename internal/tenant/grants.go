@@ -22,6 +22,8 @@ var tableGrants = map[string][]string{
 	"job_locks":   {"SELECT", "UPDATE"},
 	// Compaction's per-owner cursor and watermark; erase removes an owner's row.
 	"compaction_state": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	// Access statistics (upserted by search and context; purge, eviction and erase delete).
+	"memory_access": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the
