@@ -278,7 +278,7 @@ func (h *harness) measureCell(ctx context.Context, w workload, c int, raw *rawSQ
 		scripts, err := w.pgbench(ctx)
 		if err == nil {
 			var tps float64
-			if tps, err = h.runPgbench(ctx, pgbench, raw.url, scripts, c, sc.RunDuration/2); err == nil {
+			if tps, err = h.runPgbench(ctx, pgbench, raw.url, scripts, c, sc.RunDuration); err == nil {
 				wl.Pgbench = &Pgbench{TPS: round3(tps), RawRatio: ratio(st[1].Throughput, tps), Binary: pgbench[len(pgbench)-1]}
 				line += fmt.Sprintf(" | pgbench %7.1f tps (raw/pgbench %.2f)", tps, wl.Pgbench.RawRatio)
 			}
