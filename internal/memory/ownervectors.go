@@ -34,7 +34,7 @@ const searchable = `m.active AND m.superseded_by IS NULL AND (m.expires_at IS NU
 // the covering index cannot evaluate (agent, session, category, flags)
 // narrow the result: enough that K of them usually pass. When fewer pass
 // and the first phase was full, the one-phase query answers instead
-// (vectorFallback), so the result stays the exact top-K.
+// (searchSQL), so the result stays the exact top-K.
 func candidatesFor(k int, filtered bool) int {
 	if !filtered {
 		return k

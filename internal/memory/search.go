@@ -84,7 +84,7 @@ type searchQuery struct {
 // buildSearch builds the query of one mode: vector search on the
 // owner-local path when the vectors fit the covering index, else (and for
 // hybrid and text) the one-phase query over the owner's rows.
-// legacy forces the one-phase query (vectorFallback).
+// legacy forces the one-phase query (searchSQL falls back to it).
 func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
 	a := &args{}
 	owner := a.add(req.Owner)
