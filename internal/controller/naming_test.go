@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -25,7 +26,7 @@ func TestCronJobNameFits(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, c := range cases {
-		got := CronJobName(c.rj, c.runtime)
+		got := naming.CronJobName(c.rj, c.runtime)
 		if c.want != "" && got != c.want {
 			t.Errorf("CronJobName(%q, %q) = %q, want %q", c.rj, c.runtime, got, c.want)
 		}
@@ -39,15 +40,15 @@ func TestCronJobNameFits(t *testing.T) {
 			t.Errorf("CronJobName gives %q for both %s and %s/%s", got, other, c.rj, c.runtime)
 		}
 		seen[got] = c.rj + "/" + c.runtime
-		if again := CronJobName(c.rj, c.runtime); again != got {
+		if again := naming.CronJobName(c.rj, c.runtime); again != got {
 			t.Errorf("CronJobName is not deterministic: %q then %q", got, again)
 		}
 	}
 }
 
 func TestRunNowJobNameFitsAndDependsOnValue(t *testing.T) {
-	cron := CronJobName(strings.Repeat("r", 40), strings.Repeat("m", 53))
-	a, b := RunNowJobName(cron, "2024-06-01"), RunNowJobName(cron, "2024-06-02")
+	cron := naming.CronJobName(strings.Repeat("r", 40), strings.Repeat("m", 53))
+	a, b := naming.RunNowJobName(cron, "2024-06-01"), naming.RunNowJobName(cron, "2024-06-02")
 	for _, name := range []string{a, b} {
 		if len(name) > 63 {
 			t.Errorf("%q has %d characters, more than 63", name, len(name))
@@ -59,19 +60,19 @@ func TestRunNowJobNameFitsAndDependsOnValue(t *testing.T) {
 	if a == b {
 		t.Errorf("two run-now values give the same Job name %q", a)
 	}
-	if RunNowJobName(cron, "2024-06-01") != a {
+	if naming.RunNowJobName(cron, "2024-06-01") != a {
 		t.Error("RunNowJobName is not deterministic")
 	}
 }
 
 func TestDerivedRuntimeNamesFit(t *testing.T) {
 	name := "a" + strings.Repeat("b", 52) // 53, the CRD's maximum
-	for _, derived := range []string{CredentialsSecretName(name), APITokenSecretName(name), ConfigMapName(name), DeploymentName(name), ServiceName(name)} {
+	for _, derived := range []string{naming.CredentialsSecretName(name), naming.APITokenSecretName(name), naming.ConfigMapName(name), naming.DeploymentName(name), naming.ServiceName(name)} {
 		if errs := validation.IsDNS1123Label(derived); len(errs) > 0 {
 			t.Errorf("%q: %v", derived, errs)
 		}
 	}
-	for k, v := range JobLabels(strings.Repeat("r", 40), name) {
+	for k, v := range naming.JobLabels(strings.Repeat("r", 40), name) {
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			t.Errorf("label %s=%q: %v", k, v, errs)
 		}
@@ -79,7 +80,7 @@ func TestDerivedRuntimeNamesFit(t *testing.T) {
 }
 
 func TestLabelsFollowTheContract(t *testing.T) {
-	l := JobLabels("nightly", "bot")
+	l := naming.JobLabels("nightly", "bot")
 	want := map[string]string{
 		"app.kubernetes.io/name":          "engram",
 		"app.kubernetes.io/instance":      "bot",
@@ -93,8 +94,8 @@ func TestLabelsFollowTheContract(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, l[k], v)
 		}
 	}
-	for k, v := range SelectorLabels("bot") {
-		if RuntimeLabels("bot", ComponentService)[k] != v {
+	for k, v := range naming.SelectorLabels("bot") {
+		if naming.RuntimeLabels("bot", naming.ComponentService)[k] != v {
 			t.Errorf("selector label %s=%s is not on the pods", k, v)
 		}
 	}
@@ -144,14 +145,14 @@ func TestSchemaForAndClaim(t *testing.T) {
 	if got := SchemaFor(rt); got != "engram_explicit" {
 		t.Errorf("SchemaFor with spec.database.schema = %q", got)
 	}
-	rt.Annotations = map[string]string{memoryv1alpha1.AnnotationAdoptFromUID: "uid-0"}
+	rt.Annotations = map[string]string{naming.AnnotationAdoptFromUID: "uid-0"}
 	if c := TenantClaim(rt, "", "engram_explicit"); c.AdoptFromUID != "uid-0" {
 		t.Errorf("adopt annotation not passed: %+v", c)
 	}
 	if o := TenantOwner(rt); o.UID != "uid-1" || o.Runtime() != "team/a-bot" {
 		t.Errorf("TenantOwner = %+v", o)
 	}
-	if tenant.AnnotationAdoptFromUID != memoryv1alpha1.AnnotationAdoptFromUID {
+	if naming.AnnotationAdoptFromUID != naming.AnnotationAdoptFromUID {
 		t.Error("the adopt annotation is spelled differently in api/ and internal/tenant")
 	}
 }

@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -237,7 +238,7 @@ func mustCreate(t *testing.T, c client.Client, obj client.Object) {
 
 func connectionSecret(ns, name, url string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: ns, Labels: map[string]string{memoryv1alpha1.LabelConnection: name}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: ns, Labels: map[string]string{naming.LabelConnection: name}},
 		StringData: map[string]string{"uri": url},
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -193,7 +194,7 @@ func runMain(t *testing.T, jt *jobTenant, args ...string) (int, memory.JobSummar
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := Main(ctx, args, func(k string) string {
-		if k == bootstrap.EnvDatabaseURL {
+		if k == naming.EnvDatabaseURL {
 			return jt.loginURL
 		}
 		return ""

@@ -18,6 +18,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -344,11 +345,11 @@ func (s *Scenario) runNow(ctx context.Context, r *Report) error {
 	}
 	rj := list.Items[0]
 	value := time.Now().UTC().Format("20060102-150405")
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, memoryv1alpha1.AnnotationRunNow, value)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, naming.AnnotationRunNow, value)
 	if err := s.Client.Patch(ctx, &rj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
-	s.printf("   annotated retentionjob/%s %s=%s\n", rj.Name, memoryv1alpha1.AnnotationRunNow, value)
+	s.printf("   annotated retentionjob/%s %s=%s\n", rj.Name, naming.AnnotationRunNow, value)
 	annotatedAt := time.Now().Truncate(time.Second)
 	err := s.poll(ctx, "status.lastRun of the run-now Job", func() (bool, error) {
 		var got memoryv1alpha1.RetentionJob
