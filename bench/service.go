@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // ServiceReport is the memory service part of the results.
@@ -235,7 +236,7 @@ func (h *harness) startService(ctx context.Context, loginURL string, policy memo
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProcess("manager serve", h.managerBin,
 		[]string{"serve", "--config=" + cfgPath, "--tokens-file=" + tokPath, "--listen=" + addr},
-		[]string{"ENGRAM_DATABASE_URL=" + loginURL}, filepath.Join(h.workDir, name+".log"))
+		[]string{naming.EnvDatabaseURL + "=" + loginURL}, filepath.Join(h.workDir, name+".log"))
 	if err != nil {
 		return nil, "", err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -175,7 +176,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		"--shutdown-timeout=10s",
 		"--shutdown-delay=0",
 	}, s.args...)
-	env := map[string]string{"ENGRAM_DATABASE_URL": s.databaseURL}
+	env := map[string]string{naming.EnvDatabaseURL: s.databaseURL}
 	for k, v := range s.env {
 		env[k] = v
 	}

@@ -187,12 +187,12 @@ func (s *Scenario) poll(ctx context.Context, what string, cond func() (bool, err
 // api returns a client of the runtime's service with its first bearer token.
 func (s *Scenario) api(ctx context.Context, r *Report) (*API, error) {
 	var secret corev1.Secret
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: r.Runtime + "-api-token"}, &secret); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: naming.APITokenSecretName(r.Runtime)}, &secret); err != nil {
 		return nil, fmt.Errorf("reading the API token Secret: %w", err)
 	}
 	// A line is "TOKEN [role=...] [owner=...] [name=...]": the token is its first word.
 	token := ""
-	for _, line := range strings.Split(string(secret.Data["tokens"]), "\n") {
+	for _, line := range strings.Split(string(secret.Data[naming.KeyTokens]), "\n") {
 		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
 			token = f[0]
 			break

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -93,7 +94,7 @@ func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...st
 	args := append([]string{"serve", "--config=" + config, "--tokens-file=" + filepath.Join(dir, "tokens"),
 		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+databaseURL)
+	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+databaseURL)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

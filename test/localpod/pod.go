@@ -2,8 +2,6 @@ package localpod
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -19,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // podSpec is what a local pod needs from a pod template.
@@ -319,6 +319,5 @@ func freePort() (int, error) {
 // templateHash identifies a pod template, so a changed one means a rollout.
 func templateHash(t *corev1.PodTemplateSpec) string {
 	b, _ := json.Marshal(t)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return naming.ShortHash(string(b), 8)
 }
