@@ -48,7 +48,7 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 
 // CacheOptions is the cache configuration described at ManagerOptions.
 func CacheOptions(o Options) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{naming.LabelManagedBy: naming.ManagedBy})
+	managed := labels.SelectorFromSet(naming.ManagedLabels())
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:          {Label: managed},
 		&corev1.Service{}:             {Label: managed},
