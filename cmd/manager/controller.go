@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/controller"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // controllerFlags are the flags of `manager` (the operator).
@@ -83,22 +83,6 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	return f, nil
 }
 
-// newLogger is a slog logger (JSON by default, like `serve` and `job`) for controller-runtime.
-func newLogger(w io.Writer, level, format string) (logr.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return logr.Logger{}, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return logr.FromSlogHandler(slog.NewTextHandler(w, opts)), nil
-	}
-	return logr.Logger{}, fmt.Errorf("invalid --log-format %q: want json or text", format)
-}
-
 // runController is `manager` (or `manager controller`): the operator.
 func runController(args []string) int {
 	f, err := parseControllerFlags(args, os.Stderr)
@@ -109,11 +93,12 @@ func runController(args []string) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 2
 	}
-	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	handler, err := workload.NewHandler(os.Stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 2
 	}
+	log := logr.FromSlogHandler(handler)
 	ctrl.SetLogger(log)
 	namespaces, err := controller.ParseNamespaces(f.watchNamespaces)
 	if err != nil {

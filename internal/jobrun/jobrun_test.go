@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"sigs.k8s.io/yaml"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/workload"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
@@ -96,11 +96,11 @@ func newJobTenant(t *testing.T) *jobTenant {
 		t.Fatal(err)
 	}
 	jt := &jobTenant{admin: admin, schema: schema, loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password), config: path}
-	loaded, err := bootstrap.LoadServiceConfig(path)
+	loaded, err := workload.LoadServiceConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{Config: loaded, DatabaseURL: jt.loginURL, MaxConns: 4})
+	tn, err := workload.Open(ctx, workload.StoreParams{Config: loaded, DatabaseURL: jt.loginURL, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
+	"github.com/engram-dev/engram/internal/workload"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 )
@@ -90,7 +90,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		emit(o, Failed("", o.DryRun, fmt.Errorf("invalid arguments: %w", err)), stdout, nil)
 		return 2
 	}
-	logger, err := bootstrap.NewLogger(stderr, o.LogLevel, o.LogFormat)
+	logger, err := workload.NewLogger(stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
 		emit(o, Failed("", o.DryRun, err), stdout, nil)
 		return 2
@@ -108,12 +108,12 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	if err != nil {
 		return Failed("", o.DryRun, err)
 	}
-	cfg, err := bootstrap.LoadServiceConfig(o.ConfigPath)
+	cfg, err := workload.LoadServiceConfig(o.ConfigPath)
 	if err != nil {
 		return Failed("", o.DryRun, err)
 	}
 	sess := memory.SessionSettings{LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
-	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{
+	tn, err := workload.Open(ctx, workload.StoreParams{
 		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, LLMAPIKey: o.LLMAPIKey,
 		MaxConns: int32(o.DBMaxConns), Session: sess, JobLeaseTTL: memory.JobLeaseTTLFor(sess),
 		Logger: logger.With("component", "memory"),
