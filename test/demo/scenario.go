@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
@@ -190,14 +191,7 @@ func (s *Scenario) api(ctx context.Context, r *Report) (*API, error) {
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: naming.APITokenSecretName(r.Runtime)}, &secret); err != nil {
 		return nil, fmt.Errorf("reading the API token Secret: %w", err)
 	}
-	// A line is "TOKEN [role=...] [owner=...] [name=...]": the token is its first word.
-	token := ""
-	for _, line := range strings.Split(string(secret.Data[naming.KeyTokens]), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
-			token = f[0]
-			break
-		}
-	}
+	token := auth.FirstToken(secret.Data[naming.KeyTokens])
 	if token == "" {
 		return nil, errors.New("the API token Secret holds no token")
 	}
