@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/engram-dev/engram/internal/demo"
 	"github.com/engram-dev/engram/internal/tenant"
-	"github.com/engram-dev/engram/test/demo"
 )
 
 // up makes sure the supervisor runs (starting PostgreSQL and building the

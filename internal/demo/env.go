@@ -25,8 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/engram-dev/engram/internal/controller"
+	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/test/localpod"
 )
 
 // Names the demo uses.
