@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -315,15 +316,7 @@ func (e *operatorEnv) markAvailable(t *testing.T, ns, name string) {
 		if err := e.get(t, ns, name, &d); err != nil {
 			return err
 		}
-		n := *d.Spec.Replicas
-		now := metav1.Now()
-		d.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-			Conditions: []appsv1.DeploymentCondition{
-				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
-				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
-			},
-		}
+		d.Status = localpod.AvailableStatus(&d, *d.Spec.Replicas)
 		return e.c.Status().Update(testContext(t), &d)
 	})
 }
