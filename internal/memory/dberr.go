@@ -21,10 +21,10 @@ func (s *Store) dbErr(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if isBusy(err) {
-		return fmt.Errorf("%s: %w: %v", op, ErrBusy, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrBusy, err)
 	}
 	if isUnavailable(err) {
-		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
