@@ -59,7 +59,4 @@ func TestSchemaForAndClaim(t *testing.T) {
 	if o := TenantOwner(rt); o.UID != "uid-1" || o.Runtime() != "team/a-bot" {
 		t.Errorf("TenantOwner = %+v", o)
 	}
-	if naming.AnnotationAdoptFromUID != naming.AnnotationAdoptFromUID {
-		t.Error("the adopt annotation is spelled differently in api/ and internal/tenant")
-	}
 }
