@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
+	engramworkload "github.com/engram-dev/engram/internal/workload"
 )
 
 // ServiceReport is the memory service part of the results.
@@ -213,17 +212,13 @@ func (h *harness) startService(ctx context.Context, loginURL string, policy memo
 		Policy:             policy,
 		AsynchronousCommit: asyncCommit,
 	}
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("encoding service config: %w", err)
-	}
 	name := "service"
 	if asyncCommit {
 		name = "service-async"
 	}
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")
-	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+	if err := engramworkload.WriteServiceConfig(cfgPath, cfg); err != nil {
 		return nil, "", err
 	}
 	if err := os.WriteFile(tokPath, []byte(benchToken+" role=admin name=bench\n"), 0o600); err != nil {

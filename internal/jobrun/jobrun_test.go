@@ -16,13 +16,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"sigs.k8s.io/yaml"
 
-	"github.com/engram-dev/engram/internal/workload"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 const dims = 128
@@ -86,13 +85,8 @@ func newJobTenant(t *testing.T) *jobTenant {
 	}
 	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
 	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: memory.DefaultPolicy()}
-	js, _ := json.Marshal(cfg)
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
+	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	jt := &jobTenant{admin: admin, schema: schema, loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password), config: path}

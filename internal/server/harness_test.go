@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"sigs.k8s.io/yaml"
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // testDims is the embedding size of the test tenants.
@@ -86,16 +86,8 @@ func testConfig(schema string) memory.ServiceConfig {
 // writeConfig writes cfg as YAML, the way the operator's ConfigMap holds it.
 func writeConfig(t *testing.T, cfg memory.ServiceConfig) string {
 	t.Helper()
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
+	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path

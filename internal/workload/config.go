@@ -36,3 +36,17 @@ func ParseServiceConfigYAML(raw []byte) (*memory.ServiceConfig, error) {
 	}
 	return cfg, nil
 }
+
+// WriteServiceConfig writes cfg to path as YAML, the way the operator's
+// <runtime>-config ConfigMap holds it: tests and the benchmark start
+// `manager serve` and `manager job` with such a file.
+func WriteServiceConfig(path string, cfg memory.ServiceConfig) error {
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding the service config: %w", err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return fmt.Errorf("writing the service config: %w", err)
+	}
+	return nil
+}
