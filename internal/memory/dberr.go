@@ -45,6 +45,14 @@ func isBusy(err error) bool {
 	return false
 }
 
+// IsUnavailable reports whether err means the database cannot be used right
+// now: the engine said so (ErrUnavailable), connecting failed, the
+// connection broke, the server is shutting down or out of connections. The
+// service answers 503 for these.
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || isUnavailable(err)
+}
+
 func isUnavailable(err error) bool {
 	var connErr *pgconn.ConnectError
 	var netErr net.Error

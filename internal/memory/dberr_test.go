@@ -42,3 +42,25 @@ func TestDBErrKeepsTheCause(t *testing.T) {
 		t.Error("dbErr(nil) is not nil")
 	}
 }
+
+// TestIsUnavailable: what the service answers 503 for.
+func TestIsUnavailable(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{ErrUnavailable, true},
+		{(*Store)(nil).dbErr("reading", &pgconn.PgError{Code: "57P01"}), true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{&pgconn.PgError{Code: "53300"}, true},
+		{&pgconn.ConnectError{}, true},
+		{&pgconn.PgError{Code: "23505"}, false},
+		{errors.New("closed pool"), true},
+		{errors.New("something else"), false},
+	}
+	for _, c := range cases {
+		if got := IsUnavailable(c.err); got != c.want {
+			t.Errorf("IsUnavailable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
