@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
-	"github.com/engram-dev/engram/internal/workload"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // FuzzResolvePolicy follows a MemoryPolicy the way the operator handles it:

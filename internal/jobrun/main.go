@@ -11,9 +11,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/engram-dev/engram/internal/workload"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // Options configure `manager job`; docs/configuration.md lists them.

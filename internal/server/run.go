@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/engram-dev/engram/internal/workload"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // Process is a running memory service.
