@@ -13,6 +13,8 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	engramworkload "github.com/engram-dev/engram/internal/workload"
+
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // ServiceReport is the memory service part of the results.
@@ -224,7 +226,7 @@ func (h *harness) startService(ctx context.Context, loginURL string, policy memo
 	if err := os.WriteFile(tokPath, []byte(benchToken+" role=admin name=bench\n"), 0o600); err != nil {
 		return nil, "", err
 	}
-	port, err := freePort()
+	port, err := localpod.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
