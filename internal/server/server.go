@@ -109,6 +109,7 @@ func (s *Server) registerRoutes() {
 	s.handleAPI("POST "+owner+"/search", auth.RoleAgent, s.search)
 	s.handleAPI("POST "+owner+"/context", auth.RoleAgent, s.context)
 	s.handleAPI("DELETE "+owner, auth.RoleAdmin, s.eraseOwner)
+	s.handleAPI("GET /v1/owners", auth.RoleApp, s.listOwners)
 	s.handleAPI("POST /v1/tokens", auth.RoleApp, s.mintToken)
 	// MCP tools check the owner binding per call (the owner is an argument).
 	s.handleAPI("POST /mcp", auth.RoleAgent, s.mcpHandler().ServeHTTP)
