@@ -74,12 +74,14 @@ envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUI
 	@hack/envtest.sh
 
 .PHONY: test
-test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane, then run every suite with -race.
+test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane + Chromium, then run every suite with -race.
 	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
 	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
-	export DATABASE_URL KUBEBUILDER_ASSETS ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
+	echo ">> Chromium for the console's browser test (CHROME_PATH, else Debian's chromium, installed when missing)"; \
+	CHROME_PATH="$$(hack/chromium.sh)"; \
+	export DATABASE_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
 	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / failed writes in the log)"; \

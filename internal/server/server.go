@@ -118,4 +118,5 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metricsHandler().ServeHTTP)
+	s.registerConsole()
 }
