@@ -70,6 +70,8 @@ func seedConsole(t *testing.T, srv *testServer) consoleSeed {
 	srv.do(t, req{method: "POST", path: "/v1/tokens", body: map[string]any{"owner": alice, "subject": "support-bot"}}).want(t, 201).decode(t, &minted)
 	add(alice, map[string]any{"content": "Alice asked for vegetarian recipes with coffee desserts", "category": "contextual"}, minted.Token)
 
+	// Markup in content is data: the console must show it as text.
+	add(alice, map[string]any{"content": `Alice pasted <img src=x onerror="document.title='pwned'"> into the chat`, "category": "contextual"}, "")
 	add("bob", map[string]any{"content": "Bob works night shifts", "category": "contextual"}, "")
 	add("bob", map[string]any{"content": "Bob is allergic to cats", "category": "identity", "source": "user"}, "")
 	add("mallory", map[string]any{"content": "Mallory asked to be forgotten", "category": "contextual"}, "")
@@ -261,6 +263,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	list := b.text("#memories table")
 	if !strings.Contains(list, "medium roast") || !strings.Contains(list, "[REDACTED") || strings.Contains(list, "Lisbon") {
 		t.Fatalf("alice's active memories: %q", list)
+	}
+	if !strings.Contains(list, `<img src=x onerror=`) || eval[int](b, `document.querySelectorAll('#memories img').length`) != 0 || eval[string](b, `document.title`) == "pwned" {
+		t.Fatal("markup in a memory's content was rendered as markup, not shown as text")
 	}
 	b.screenshot("memories")
 	b.do("filter inactive",

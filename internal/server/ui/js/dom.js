@@ -1,7 +1,7 @@
 // DOM helpers. Everything shown comes from the API and may hold what an
 // end user or an agent wrote, so text is only ever set as text (never as
-// HTML); the Content-Security-Policy also requires Trusted Types, so an
-// accidental innerHTML would throw instead of rendering markup.
+// HTML); the Content-Security-Policy also requires Trusted Types, so a
+// markup sink used by accident would throw instead of rendering markup.
 
 // h creates an element: attrs are attributes (on* keys are listeners,
 // true is an empty attribute, null/false are skipped); children are nodes
