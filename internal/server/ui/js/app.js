@@ -2,7 +2,7 @@
 // and memory ids (what a person may bookmark), never the token.
 
 import { session, api, whenUnauthorized, APIError } from './api.js';
-import { h, replace, status, field } from './dom.js';
+import { h, replace, status, field, clearStaleStatus } from './dom.js';
 import { pageTitle, errorBox } from './common.js';
 import { ownersPage } from './owners.js';
 import { memoriesPage } from './memories.js';
@@ -139,5 +139,5 @@ whenUnauthorized(() => {
   render();
 });
 
-window.addEventListener('hashchange', render);
+window.addEventListener('hashchange', () => { clearStaleStatus(); render(); });
 render();

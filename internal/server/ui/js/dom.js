@@ -28,14 +28,23 @@ export function replace(el, ...children) {
 }
 
 let statusTimer = 0;
+let statusAt = 0;
 
 // status announces a message in the polite live region (role=status).
 export function status(msg, kind = 'info') {
   const el = document.getElementById('status');
   el.textContent = msg;
   el.dataset.kind = kind;
+  statusAt = Date.now();
   clearTimeout(statusTimer);
   if (kind === 'info' && msg) statusTimer = setTimeout(() => { el.textContent = ''; }, 8000);
+}
+
+// clearStaleStatus empties the status when it was set more than a moment
+// ago: a page the person navigates to does not show an old page's news,
+// while what an action announced right before navigating (an erasure) stays.
+export function clearStaleStatus() {
+  if (Date.now() - statusAt > 1500) document.getElementById('status').textContent = '';
 }
 
 // when formats an ISO time for people, keeping the exact value as title.
