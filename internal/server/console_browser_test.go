@@ -14,6 +14,7 @@ import (
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -256,10 +257,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	if eval[string](b, `sessionStorage.getItem('engram.console.token')`) != srv.token || eval[string](b, `document.cookie`) != "" || eval[int](b, `localStorage.length`) != 0 {
 		t.Fatal("the token must be in sessionStorage only")
 	}
+	if id := eval[string](b, `document.activeElement.id`); id != "page-title" {
+		t.Fatalf("after sign-in the focus is on %q, want the page title", id)
+	}
 	b.screenshot("owners")
 
-	// An owner's memories, then the filters.
-	b.do("open alice", chromedp.Click(chromedp.CSS(`#owners a[href="`+aliceHash+`"]`)), chromedp.WaitVisible(chromedp.CSS("#memories table")))
+	// An owner's memories, opened with the keyboard; then the filters.
+	b.do("open alice with the keyboard",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#owners a[href="`+aliceHash+`"]').focus()`),
+		chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("#memories table")))
+	if id := eval[string](b, `document.activeElement.id`); id != "page-title" {
+		t.Fatalf("after navigating the focus is on %q, want the page title", id)
+	}
 	list := b.text("#memories table")
 	if !strings.Contains(list, "medium roast") || !strings.Contains(list, "[REDACTED") || strings.Contains(list, "Lisbon") {
 		t.Fatalf("alice's active memories: %q", list)
@@ -331,7 +340,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Delete a memory after the confirmation; cancelling first deletes nothing.
 	row := `#memories tr[data-id="` + seed.toDelete + `"]`
 	b.do("memories again", chromedp.Click(chromedp.CSS(`nav.subnav a[href="`+aliceHash+`"]`)), chromedp.WaitVisible(chromedp.CSS(row)))
-	b.do("delete, then cancel", chromedp.Click(chromedp.CSS(row+` button.danger`)), chromedp.WaitVisible(chromedp.CSS("dialog.confirm")),
+	b.do("delete, then Escape", chromedp.Click(chromedp.CSS(row+` button.danger`)), chromedp.WaitVisible(chromedp.CSS("dialog.confirm")),
+		chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.CSS("dialog.confirm")),
+		chromedp.WaitVisible(chromedp.CSS(row)))
+	if id := eval[string](b, `document.activeElement.closest('tr') ? document.activeElement.closest('tr').dataset.id : ''`); id != seed.toDelete {
+		t.Fatalf("after cancelling, the focus is in row %q, want back on the Delete button of %s", id, seed.toDelete)
+	}
+	b.do("delete, then Cancel", chromedp.Click(chromedp.CSS(row+` button.danger`)), chromedp.WaitVisible(chromedp.CSS("dialog.confirm")),
 		chromedp.Click(chromedp.CSS(`dialog.confirm button[value="cancel"]`)), chromedp.WaitNotPresent(chromedp.CSS("dialog.confirm")),
 		chromedp.WaitVisible(chromedp.CSS(row)))
 	b.do("delete", chromedp.Click(chromedp.CSS(row+` button.danger`)), chromedp.WaitVisible(chromedp.CSS("dialog.confirm")))

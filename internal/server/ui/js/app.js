@@ -85,7 +85,7 @@ function renderNav() {
 
 function signOut() {
   session.signOut();
-  status('Signed out.');
+  status('Signed out.', 'info', true);
   location.hash = '#/owners';
   render();
 }
@@ -125,7 +125,7 @@ function signInPage() {
     }
     session.signIn(token);
     input.value = '';
-    status('Signed in.');
+    status('Signed in.', 'info', true);
     if (!location.hash || location.hash === '#' || location.hash === '#/') location.hash = '#/owners';
     render();
   });

@@ -28,23 +28,25 @@ export function replace(el, ...children) {
 }
 
 let statusTimer = 0;
-let statusAt = 0;
+let keepOnce = false;
 
-// status announces a message in the polite live region (role=status).
-export function status(msg, kind = 'info') {
+// status announces a message in the polite live region (role=status);
+// keep lets it survive the next navigation (an action that moves on to
+// another page, like an erasure, still says what it did).
+export function status(msg, kind = 'info', keep = false) {
   const el = document.getElementById('status');
   el.textContent = msg;
   el.dataset.kind = kind;
-  statusAt = Date.now();
+  keepOnce = keep;
   clearTimeout(statusTimer);
   if (kind === 'info' && msg) statusTimer = setTimeout(() => { el.textContent = ''; }, 8000);
 }
 
-// clearStaleStatus empties the status when it was set more than a moment
-// ago: a page the person navigates to does not show an old page's news,
-// while what an action announced right before navigating (an erasure) stays.
+// clearStaleStatus empties the status on navigation, so a page does not
+// show the previous page's news, unless it was set with keep.
 export function clearStaleStatus() {
-  if (Date.now() - statusAt > 1500) document.getElementById('status').textContent = '';
+  if (!keepOnce) document.getElementById('status').textContent = '';
+  keepOnce = false;
 }
 
 // when formats an ISO time for people, keeping the exact value as title.

@@ -19,7 +19,7 @@ export async function erasePage({ owner }) {
     button.disabled = true;
     try {
       const res = await api('DELETE', ownerPath(owner));
-      status('Erased ' + owner + ': ' + res.memories + ' memories and ' + res.history + ' history entries.');
+      status('Erased ' + owner + ': ' + res.memories + ' memories and ' + res.history + ' history entries.', 'info', true);
       location.hash = '#/owners';
     } catch (err) {
       replace(result, errorBox(err));
