@@ -129,4 +129,3 @@ func TestOwnersBadInput(t *testing.T) {
 		})
 	}
 }
-
