@@ -49,7 +49,11 @@ const ownerCounts = `SELECT count(*) FILTER (WHERE m.active) AS active, count(*)
 // Owners pages through the owners that have at least one memory (active
 // or not yet purged), ordered by owner id. Owners are found with a loose
 // index scan of memories_owner_idx (one index probe per owner), so a page
-// costs its owners' rows, never a scan of the whole tenant.
+// costs its owners' rows, never a scan of the whole tenant. A plain
+// GROUP BY owner_id ... LIMIT is as fast for small pages, but the planner
+// flips it to a sequential scan and hash aggregate of the whole table for
+// larger ones (measured on 1,000 owners x 50 rows: a page of 500 took
+// 138-229 ms that way, 40 ms this way; a page of 50, 3-5 ms).
 func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, error) {
 	limit, after, err := checkOwnersRequest(req)
 	if err != nil {
