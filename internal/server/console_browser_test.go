@@ -284,6 +284,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	if l := b.text("#memories"); strings.Contains(l, "medium roast") || !strings.Contains(l, "superseded") {
 		t.Fatalf("inactive filter: %q", l)
 	}
+	b.do("filter a category",
+		chromedp.SetValue(chromedp.CSS(`#filters select[name="state"]`), "active"),
+		chromedp.SendKeys(chromedp.CSS(`#filters input[name="category"]`), "preference"),
+		chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)))
+	// The inactive page had one row too: wait for the coffee preference itself.
+	b.until("the category filter applies", `[...document.querySelectorAll('#memories tbody tr')].map(r => r.textContent).join('|').includes('medium roast')`)
+	if n := eval[int](b, `document.querySelectorAll('#memories tbody tr').length`); n != 1 {
+		t.Fatalf("category preference lists %d memories, want 1", n)
+	}
 
 	// Search shows each result's score with its vector, text and decay parts.
 	b.do("search",
