@@ -260,6 +260,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if id := eval[string](b, `document.activeElement.id`); id != "page-title" {
 		t.Fatalf("after sign-in the focus is on %q, want the page title", id)
 	}
+	b.do("skip link", chromedp.Evaluate[chromedp.Void](`document.querySelector('a.skip').click()`))
+	if id, hash := eval[string](b, `document.activeElement.id`), eval[string](b, `location.hash`); id != "main" || hash != "#/owners" {
+		t.Fatalf("the skip link moved focus to %q and the address to %q, want main and #/owners", id, hash)
+	}
 	b.screenshot("owners")
 
 	// An owner's memories, opened with the keyboard; then the filters.

@@ -140,4 +140,10 @@ whenUnauthorized(() => {
 });
 
 window.addEventListener('hashchange', () => { clearStaleStatus(); render(); });
+// The skip link moves focus to the content without touching the hash, which
+// is the router's.
+document.querySelector('a.skip').addEventListener('click', (ev) => {
+  ev.preventDefault();
+  document.getElementById('main').focus();
+});
 render();

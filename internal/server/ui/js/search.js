@@ -10,7 +10,7 @@ export async function searchPage({ owner }) {
   const mode = h('select', { name: 'mode' },
     h('option', { value: 'hybrid' }, 'Hybrid (vector + text + decay)'), h('option', { value: 'vector' }, 'Vector'), h('option', { value: 'text' }, 'Text'));
   const topK = h('input', { type: 'number', name: 'topK', min: 1, max: 100, value: 10 });
-  const region = h('div', { id: 'results', 'aria-live': 'polite' });
+  const region = h('div', { id: 'results' }); // the status line announces the count
   const form = h('form', { class: 'filters', id: 'search-form', role: 'search' },
     field('Query', q), field('Mode', mode), field('Results', topK), h('button', { type: 'submit' }, 'Search'));
   form.addEventListener('submit', async (ev) => {
