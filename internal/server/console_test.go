@@ -43,7 +43,7 @@ func TestConsoleServing(t *testing.T) {
 	}
 
 	index := get("/ui/", nil)
-	body := readAll(t, index)
+	body := readBody(t, index)
 	if index.StatusCode != 200 || !strings.HasPrefix(index.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, `<script type="module" src="/ui/js/app.js">`) {
 		t.Fatalf("/ui/: %d %s %q", index.StatusCode, index.Header.Get("Content-Type"), body)
 	}
@@ -54,7 +54,7 @@ func TestConsoleServing(t *testing.T) {
 
 	for _, f := range []string{"app.js", "api.js", "dom.js", "common.js", "owners.js", "memories.js", "search.js", "history.js", "context.js", "erase.js"} {
 		resp := get("/ui/js/"+f, nil)
-		js := readAll(t, resp)
+		js := readBody(t, resp)
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {
 			t.Fatalf("/ui/js/%s: %d %s", f, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
@@ -88,7 +88,7 @@ func TestConsoleServing(t *testing.T) {
 	}
 }
 
-func readAll(t *testing.T, resp *http.Response) string {
+func readBody(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
