@@ -111,6 +111,8 @@ type runtimeScope struct {
 	// faulted is set when Options.FailAfter injected a fault: the reconcile
 	// stops as if the operator had died (see Options.FailAfter).
 	faulted bool
+	// facts is what the phases observed, for the status (runtime_status.go).
+	facts runtimeFacts
 }
 
 // failAfter calls the Options.FailAfter test seam after step.
@@ -125,7 +127,8 @@ func (r *MemoryRuntimeReconciler) failAfter(s *runtimeScope, step string) error 
 	return nil
 }
 
-// runtimePhase is one step of a reconcile. It sets the conditions it owns;
+// runtimePhase is one step of a reconcile. It records what it observed in
+// s.facts (never a condition: deriveRuntimeStatus sets those at the end);
 // stop ends the reconcile early without an error (waiting for a watched
 // object to change), an error ends it and retries with backoff.
 type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err error)
@@ -137,29 +140,28 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return doneResult(), client.IgnoreNotFound(err)
 	}
 	orig := rt.DeepCopy()
-	var s *runtimeScope
+	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	defer func() {
-		if s != nil && s.faulted {
+		if s.faulted {
 			// A simulated crash (test seam): a dead operator writes no
 			// status and its memory is gone.
 			r.memory.forget(rt.UID)
 			return
 		}
+		s.facts.err = retErr
+		deriveRuntimeStatus(rt, s.facts)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
-	rt.Status.ObservedGeneration = rt.Generation
 
 	if !rt.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, rt)
+		s.facts.deleting = true
+		return r.reconcileDelete(ctx, s)
 	}
 	if rt.Spec.Paused {
-		rt.SetCondition(memoryv1alpha1.ConditionPaused, true, memoryv1alpha1.ReasonPaused,
-			"spec.paused is true: the operator leaves this runtime's objects and database as they are")
+		s.facts.paused = true
 		return doneResult(), nil
 	}
-	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
 
-	s = &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
 		r.checkOwnership,
@@ -171,7 +173,6 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileDeployment,
 		r.reconcileService,
 		r.reconcileNetworkPolicy,
-		r.reconcileReadiness,
 	} {
 		stop, err := phase(ctx, s)
 		if refused := asNotOwned(err); refused != nil {

@@ -73,6 +73,7 @@ func TestOperator(t *testing.T) {
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("OperatorFaults", e.testOperatorFaults)
+	t.Run("KStatus", e.testKStatus)
 	t.Run("Idle", e.testIdle)
 }
 
