@@ -123,6 +123,8 @@ const (
 	// ReasonRollingOut: Reconciling=True while the Deployment has not yet
 	// rolled the current pod template out to every replica.
 	ReasonRollingOut = "RollingOut"
+	// ReasonCredentialsRotated: the event of a login password rotation.
+	ReasonCredentialsRotated = "CredentialsRotated"
 	// ReasonReconcileError: Reconciling=True after a phase failed with an
 	// error that is retried with backoff (an API or database request); the
 	// message is the error.

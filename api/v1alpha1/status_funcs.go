@@ -54,3 +54,8 @@ func (p *MemoryPolicy) SetStalled(reason, message string) {
 
 // MarkObserved records that the current generation was fully acted on.
 func (p *MemoryPolicy) MarkObserved() { p.Status.ObservedGeneration = p.Generation }
+
+// IsPaused reports whether the Paused condition is True.
+func (r *MemoryRuntime) IsPaused() bool {
+	return meta.IsStatusConditionTrue(r.Status.Conditions, ConditionPaused)
+}

@@ -71,11 +71,15 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, shortHash(s.admin, 8))
 	mem := r.memory.get(rt.UID)
 	dbReady := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
-	if mem.fingerprint == fingerprint && dbReady != nil && dbReady.Status == "True" && !rotationAsked(rt, mem) {
-		if since := time.Since(mem.checkedAt); since < r.opts.GrantCheckInterval {
-			s.requeue.at(r.opts.GrantCheckInterval - since)
-			return false, nil
-		}
+	now, dueIn := decideProvision(provisionObserved{
+		fingerprint: fingerprint, last: mem.fingerprint,
+		dbReady:     dbReady != nil && dbReady.Status == "True",
+		rotateAsked: rotationAsked(rt, mem),
+		sinceCheck:  time.Since(mem.checkedAt), interval: r.opts.GrantCheckInterval,
+	})
+	if !now {
+		s.requeue.at(dueIn)
+		return false, nil
 	}
 
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
@@ -166,20 +170,12 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	}
 
 	rotateValue := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
-	rotateAsked := rotationAsked(rt, mem)
-
-	password, why, reason := stored, "", ""
-	switch {
-	case s.created != "":
-		password = s.created // a new role comes with a new password
-	case rotateAsked:
-		why, reason = "the rotate-credentials annotation changed to "+rotateValue, "requested"
-	case !found:
-		why, reason = "the credentials Secret was missing", "secret_missing"
-	case !intact:
-		why, reason = "the password in the credentials Secret was changed by hand", "secret_edited"
-	}
-	if why != "" {
+	act := decideCredentials(credentialsObserved{
+		created: s.created, found: found, intact: intact, stored: stored,
+		rotateAsked: rotationAsked(rt, mem), rotateValue: rotateValue,
+	})
+	password := act.password
+	if act.rotate {
 		dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 		defer cancel()
 		pw, err := tenant.RotatePassword(dbctx, s.pool, s.schema, TenantOwner(rt))
@@ -193,8 +189,8 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 			return false, fmt.Errorf("rotating the login password: %s", msg)
 		}
 		password = pw
-		passwordRotations.WithLabelValues(reason).Inc()
-		r.eventer().normal(rt, "CredentialsRotated", "Rotate", "new password for role %s: %s", tenant.LoginRole(s.schema), why)
+		passwordRotations.WithLabelValues(act.metric).Inc()
+		r.eventer().normal(rt, memoryv1alpha1.ReasonCredentialsRotated, "Rotate", "new password for role %s: %s", tenant.LoginRole(s.schema), act.why)
 	}
 	if rotateValue != "" {
 		rt.Status.RotatedCredentials = rotateValue
@@ -346,8 +342,7 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 // rotationAsked reports whether the rotate-credentials annotation holds a
 // value not acted on yet.
 func rotationAsked(rt *memoryv1alpha1.MemoryRuntime, mem runtimeState) bool {
-	v := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
-	return v != "" && v != rt.Status.RotatedCredentials && v != mem.rotated
+	return rotationPending(rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials], rt.Status.RotatedCredentials, mem.rotated)
 }
 
 // reconcileService applies the Service and publishes the endpoint.

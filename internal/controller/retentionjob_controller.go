@@ -204,7 +204,7 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 // repeated reconcile (or a stale cache) never starts a second one.
 func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) (bool, error) {
 	value := s.rj.Annotations[memoryv1alpha1.AnnotationRunNow]
-	if value == "" || value == s.rj.Status.RunNow {
+	if !decideRunNow(value, s.rj.Status.RunNow) {
 		return false, nil
 	}
 	for _, cj := range s.cronJobs {
