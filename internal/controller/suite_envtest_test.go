@@ -44,6 +44,7 @@ type operatorEnv struct {
 	writes   *writeCounter // write requests of the operator
 	mgr      manager.Manager
 	faults   *faultInjector // the operator's Options.FailAfter
+	runtimes *MemoryRuntimeReconciler // the operator's own, for the restart test
 
 	mu      sync.Mutex
 	tenants []trackedTenant // tenants to drop at the end
@@ -74,6 +75,7 @@ func TestOperator(t *testing.T) {
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("KStatus", e.testKStatus)
+	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -100,6 +102,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.Wrap(e.writes.wrap)
 	ctrl.SetLogger(testLogger())
+	setupHook = func(r *MemoryRuntimeReconciler) { e.runtimes = r }
 	mgr, err := NewManager(mgrCfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
