@@ -43,7 +43,7 @@ type operatorEnv struct {
 	opNS     string
 	writes   *writeCounter // write requests of the operator
 	mgr      manager.Manager
-	faults   *faultInjector // the operator's Options.FailAfter
+	faults   *faultInjector           // the operator's Options.FailAfter
 	runtimes *MemoryRuntimeReconciler // the operator's own, for the restart test
 
 	mu      sync.Mutex
