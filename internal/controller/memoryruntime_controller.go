@@ -44,9 +44,14 @@ type MemoryRuntimeReconciler struct {
 }
 
 // runtimeState is what the operator remembers about a runtime between
-// reconciles, in memory only. It lets periodic work skip API writes, and it
+// reconciles, in memory only. It is an optimization, never the source of a
+// decision: everything that matters is in the cluster (status, the
+// password digest annotation on the credentials Secret) or the database.
+// It lets a Ready tenant skip the grant check between intervals, and it
 // covers the short time in which the cache has not yet seen the operator's
-// own last write (so a rotation is never done twice for one request).
+// own last write (so a rotation is never done twice for one request). A
+// restarted operator starts with it empty and verifies the tenant once,
+// writing nothing (restart_envtest_test.go).
 type runtimeState struct {
 	// checkedAt is when the tenant was last provisioned or verified, for the
 	// inputs summed up in fingerprint.
