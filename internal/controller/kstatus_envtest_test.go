@@ -153,8 +153,13 @@ func (e *operatorEnv) testKStatus(t *testing.T) {
 	mustCreate(t, e.c, down)
 	unreachable := newRuntime(ns, "unreachable", "")
 	unreachable.Spec.Database.ClusterConnection = "kstatus-down"
+	since := time.Now()
 	e.createRuntime(t, unreachable)
 	e.waitKStatus(t, unreachable, status.InProgressStatus, memoryv1alpha1.ReasonDatabaseUnreachable)
+	e.waitEventSince(t, ns, "unreachable", memoryv1alpha1.ReasonDatabaseUnreachable, "connection refused", since)
+	if got := e.waitCondition(t, ns, "unreachable", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonDatabaseUnreachable); got.Status.ObservedGeneration == got.Generation {
+		t.Errorf("observedGeneration %d while every reconcile of generation %d fails", got.Status.ObservedGeneration, got.Generation)
+	}
 
 	// The schema of another runtime: Failed, with a Warning event.
 	shared := "ks_" + randomSuffix()
@@ -162,7 +167,7 @@ func (e *operatorEnv) testKStatus(t *testing.T) {
 	first.Spec.Database.Schema = shared
 	e.createRuntime(t, first)
 	e.waitCondition(t, ns, "first", memoryv1alpha1.ConditionDatabaseReady, true, "")
-	since := time.Now()
+	since = time.Now()
 	thief := newRuntime(ns, "thief", "")
 	thief.Spec.Database.Schema = shared
 	e.createRuntime(t, thief)
