@@ -41,28 +41,6 @@ func (r *MemoryPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	return doneResult(), r.countBound(ctx, p)
 }
 
-// policyFacts is what one reconcile of a MemoryPolicy found.
-type policyFacts struct {
-	problem    string // why the policy is invalid; empty when valid
-	categories int
-	err        error
-}
-
-// derivePolicyStatus sets Valid, Stalled and observedGeneration from the facts.
-func derivePolicyStatus(p *memoryv1alpha1.MemoryPolicy, f policyFacts) {
-	if f.problem != "" {
-		p.SetCondition(memoryv1alpha1.ConditionValid, false, memoryv1alpha1.ReasonInvalid, f.problem)
-		p.SetStalled(memoryv1alpha1.ReasonInvalid, f.problem)
-	} else {
-		p.SetCondition(memoryv1alpha1.ConditionValid, true, memoryv1alpha1.ReasonValid,
-			fmt.Sprintf("%d categories; runtimes referencing this policy use it", f.categories))
-		p.SetStalled("", "")
-	}
-	if f.err == nil {
-		p.MarkObserved()
-	}
-}
-
 // validate runs the checks CEL cannot do (memory.Policy.Validate: regular
 // expressions that must compile, halfLife against ttl, ...) and returns the
 // problem (empty: valid) and the number of categories. It records an event
