@@ -21,6 +21,7 @@ import (
 func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtimeScope) (reconcile.Result, error) {
 	rt := s.rt
 	if !controllerutil.ContainsFinalizer(rt, Finalizer) {
+		s.facts.untouched = true
 		r.memory.forget(rt.UID)
 		return doneResult(), nil
 	}

@@ -17,7 +17,10 @@ import (
 
 // runtimeFacts is what the phases of one reconcile observed.
 type runtimeFacts struct {
-	paused bool
+	// untouched: the reconcile looked at nothing (a deleted runtime without
+	// Engram's finalizer); the status stays as it is.
+	untouched bool
+	paused    bool
 	// deleting is set while the finalizer runs (the reclaim policy).
 	deleting bool
 	// blocked is why the reconcile stopped before the end: a condition
@@ -74,6 +77,9 @@ func isStalled(reason string) bool { return stalledReasons[reason] }
 // (table-tested in runtime_status_test.go); conditions no phase observed
 // keep their value.
 func deriveRuntimeStatus(rt *memoryv1alpha1.MemoryRuntime, f runtimeFacts) {
+	if f.untouched {
+		return
+	}
 	if f.paused {
 		rt.SetCondition(memoryv1alpha1.ConditionPaused, true, memoryv1alpha1.ReasonPaused,
 			"spec.paused is true: the operator leaves this runtime's objects and database as they are")
@@ -114,6 +120,8 @@ func deriveRuntimeStatus(rt *memoryv1alpha1.MemoryRuntime, f runtimeFacts) {
 	case f.err != nil:
 		// An API or database request failed: Ready keeps what it said (the
 		// service may well still serve); Reconciling says why it is not done.
+	case f.deploy == nil:
+		// No phase got as far as the Deployment: nothing to say about Ready.
 	case roll.available:
 		rt.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable, "memory service available at "+f.endpoint)
 	default:

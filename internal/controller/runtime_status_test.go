@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -98,6 +99,23 @@ func TestDeriveRuntimeStatus(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("nothing observed: nothing changed", func(t *testing.T) {
+		rt := testRuntime()
+		rt.Generation = 2
+		rt.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable, "before")
+		before := rt.DeepCopy()
+		deriveRuntimeStatus(rt, runtimeFacts{untouched: true})
+		if !equality.Semantic.DeepEqual(before.Status, rt.Status) {
+			t.Errorf("status changed: %+v", rt.Status)
+		}
+		// A reconcile that stopped before the Deployment without a reason
+		// (a simulated crash) leaves Ready alone: never a condition without reason.
+		deriveRuntimeStatus(rt, runtimeFacts{})
+		if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c.Reason != memoryv1alpha1.ReasonAvailable {
+			t.Errorf("Ready = %+v", c)
+		}
+	})
 
 	t.Run("paused: no Reconciling, nothing else touched", func(t *testing.T) {
 		rt := testRuntime()
