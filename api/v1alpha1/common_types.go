@@ -130,20 +130,3 @@ const (
 	// message is the error.
 	ReasonReconcileError = "ReconcileError"
 )
-
-// Annotations users set to ask for one-off actions.
-const (
-	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
-	AnnotationRotateCredentials = "memory.engram.dev/rotate-credentials"
-	// AnnotationAdoptFromUID names the UID of a deleted MemoryRuntime of the
-	// same namespace and name whose schema this runtime takes over (after a
-	// restore from Git, which recreates runtimes with new UIDs). It is
-	// honoured only when the schema's ownership marker carries exactly this
-	// UID and this runtime's namespace/name.
-	AnnotationAdoptFromUID = "memory.engram.dev/adopt-from-uid"
-	// AnnotationRunNow starts a RetentionJob run at once when its value changes.
-	AnnotationRunNow = "memory.engram.dev/run-now"
-	// LabelConnection marks an admin connection Secret in the operator namespace;
-	// its value is the name that spec.database.clusterConnection refers to.
-	LabelConnection = "memory.engram.dev/connection"
-)

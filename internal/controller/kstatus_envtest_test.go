@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // kstatusOf computes what kstatus (Flux, Argo CD, kubectl wait --for ...)
@@ -80,9 +80,9 @@ func hasTrueCondition(conds []metav1.Condition, condType, reason string) bool {
 	return false
 }
 
-// setRollout plays the deployment controller half way through a rollout:
-// it has seen the Deployment's current generation, updated of its replicas
-// run the new template and available of them serve.
+// setRollout plays the deployment controller half way through a rollout
+// (localpod.RolloutStatus): it has seen the Deployment's current generation,
+// updated of its replicas run the new template and available of them serve.
 func (e *operatorEnv) setRollout(t *testing.T, ns, name string, updated, available int32) {
 	t.Helper()
 	eventually(t, "setting the rollout of Deployment "+ns+"/"+name, 30*time.Second, func() error {
@@ -90,15 +90,7 @@ func (e *operatorEnv) setRollout(t *testing.T, ns, name string, updated, availab
 		if err := e.get(t, ns, name, &d); err != nil {
 			return err
 		}
-		now := metav1.Now()
-		d.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: d.Generation, Replicas: *d.Spec.Replicas, UpdatedReplicas: updated,
-			ReadyReplicas: available, AvailableReplicas: available, UnavailableReplicas: *d.Spec.Replicas - available,
-			Conditions: []appsv1.DeploymentCondition{
-				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
-				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated", LastUpdateTime: now, LastTransitionTime: now},
-			},
-		}
+		d.Status = localpod.RolloutStatus(&d, *d.Spec.Replicas, updated, available)
 		return e.c.Status().Update(testContext(t), &d)
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // MemoryRuntimeReconciler provisions a tenant in PostgreSQL and runs its
@@ -244,7 +245,7 @@ func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj clie
 // the runtime's namespace, or as a clusterConnection in the operator's.
 func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSecretRefs: obj.GetName()})
-	if name := obj.GetLabels()[memoryv1alpha1.LabelConnection]; name != "" && obj.GetNamespace() == r.opts.OperatorNamespace {
+	if name := obj.GetLabels()[naming.LabelConnection]; name != "" && obj.GetNamespace() == r.opts.OperatorNamespace {
 		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexClusterConnection: name})...)
 	}
 	return reqs

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -20,7 +21,7 @@ import (
 // references); only the database needs the operator.
 func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtimeScope) (reconcile.Result, error) {
 	rt := s.rt
-	if !controllerutil.ContainsFinalizer(rt, Finalizer) {
+	if !controllerutil.ContainsFinalizer(rt, naming.Finalizer) {
 		s.facts.untouched = true
 		r.memory.forget(rt.UID)
 		return doneResult(), nil
@@ -36,8 +37,8 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtim
 	}
 
 	patched := rt.DeepCopy()
-	controllerutil.RemoveFinalizer(patched, Finalizer)
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+	controllerutil.RemoveFinalizer(patched, naming.Finalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(naming.FieldOwner)); err != nil {
 		return doneResult(), client.IgnoreNotFound(fmt.Errorf("removing the finalizer: %w", err))
 	}
 	rt.Finalizers, rt.ResourceVersion = patched.Finalizers, patched.ResourceVersion

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // runtimeOwnerRef is the controller owner reference every object of rt carries.
@@ -28,11 +29,11 @@ type ownedName struct {
 // ownedNames are the objects the operator will write for rt.
 func ownedNames(rt *memoryv1alpha1.MemoryRuntime) []ownedName {
 	names := []ownedName{
-		{"Secret", CredentialsSecretName(rt.Name), &corev1.Secret{}},
-		{"Secret", APITokenSecretName(rt.Name), &corev1.Secret{}},
-		{"ConfigMap", ConfigMapName(rt.Name), &corev1.ConfigMap{}},
-		{"Deployment", DeploymentName(rt.Name), &appsv1.Deployment{}},
-		{"Service", ServiceName(rt.Name), &corev1.Service{}},
+		{"Secret", naming.CredentialsSecretName(rt.Name), &corev1.Secret{}},
+		{"Secret", naming.APITokenSecretName(rt.Name), &corev1.Secret{}},
+		{"ConfigMap", naming.ConfigMapName(rt.Name), &corev1.ConfigMap{}},
+		{"Deployment", naming.DeploymentName(rt.Name), &appsv1.Deployment{}},
+		{"Service", naming.ServiceName(rt.Name), &corev1.Service{}},
 	}
 	if rt.NetworkPolicyEnabled() {
 		names = append(names, ownedName{"NetworkPolicy", NetworkPolicyName(rt.Name), &networkingv1.NetworkPolicy{}})

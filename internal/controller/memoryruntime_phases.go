@@ -13,20 +13,21 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // ensureFinalizer adds the reclaim finalizer before anything is created in
 // the database, so nothing is ever left behind unnoticed.
 func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtimeScope) (bool, error) {
-	if controllerutil.ContainsFinalizer(s.rt, Finalizer) {
+	if controllerutil.ContainsFinalizer(s.rt, naming.Finalizer) {
 		return false, nil
 	}
 	// Patch a copy: the response would overwrite the status this reconcile
 	// is building in s.rt.
 	patched := s.rt.DeepCopy()
-	controllerutil.AddFinalizer(patched, Finalizer)
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(s.rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+	controllerutil.AddFinalizer(patched, naming.Finalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(s.rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(naming.FieldOwner)); err != nil {
 		return false, fmt.Errorf("adding the finalizer: %w", err)
 	}
 	s.rt.Finalizers = patched.Finalizers
@@ -68,7 +69,7 @@ func withReasonIfNone(err error, reason string) error {
 // asked of PostgreSQL (and nothing is written to the API server).
 func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
-	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, shortHash(s.admin, 8))
+	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8))
 	mem := r.memory.get(rt.UID)
 	dbReady := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
 	now, dueIn := decideProvision(provisionObserved{
@@ -151,7 +152,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	mem := r.memory.get(rt.UID)
-	key := client.ObjectKey{Namespace: rt.Namespace, Name: CredentialsSecretName(rt.Name)}
+	key := client.ObjectKey{Namespace: rt.Namespace, Name: naming.CredentialsSecretName(rt.Name)}
 	var live corev1.Secret
 	found, err := getOptional(ctx, r.client, key, &live)
 	if err != nil {
@@ -169,7 +170,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		stored, intact = StoredPassword(&live)
 	}
 
-	rotateValue := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
+	rotateValue := rt.Annotations[naming.AnnotationRotateCredentials]
 	act := decideCredentials(credentialsObserved{
 		created: s.created, found: found, intact: intact, stored: stored,
 		rotateAsked: rotationAsked(rt, mem), rotateValue: rotateValue,
@@ -209,7 +210,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	}
 	r.memory.update(rt.UID, func(st *runtimeState) { st.password, st.rotated = password, rotateValue })
 	s.creds = creds
-	rt.Status.CredentialsSecret = CredentialsSecretName(rt.Name)
+	rt.Status.CredentialsSecret = naming.CredentialsSecretName(rt.Name)
 	return false, nil
 }
 
@@ -219,7 +220,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	var live corev1.Secret
-	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: APITokenSecretName(rt.Name)}, &live); err != nil {
+	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: naming.APITokenSecretName(rt.Name)}, &live); err != nil {
 		return false, fmt.Errorf("reading the API token Secret: %w", err)
 	}
 	tokens, key, err := APITokenContent(live.Data)
@@ -229,7 +230,7 @@ func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runt
 	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens, key)); err != nil {
 		return false, err
 	}
-	rt.Status.APITokenSecret = APITokenSecretName(rt.Name)
+	rt.Status.APITokenSecret = naming.APITokenSecretName(rt.Name)
 	return false, nil
 }
 
@@ -306,7 +307,7 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, s *runtimeS
 				"%s: Secret %q in namespace %q has no key %q", x.field, x.ref.Name, rt.Namespace, key))
 			return nil, true, nil
 		}
-		digests = append(digests, sha256Hex(sec.Data[key]))
+		digests = append(digests, naming.SHA256Hex(sec.Data[key]))
 	}
 	return digests, false, nil
 }
@@ -342,7 +343,7 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 // rotationAsked reports whether the rotate-credentials annotation holds a
 // value not acted on yet.
 func rotationAsked(rt *memoryv1alpha1.MemoryRuntime, mem runtimeState) bool {
-	return rotationPending(rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials], rt.Status.RotatedCredentials, mem.rotated)
+	return rotationPending(rt.Annotations[naming.AnnotationRotateCredentials], rt.Status.RotatedCredentials, mem.rotated)
 }
 
 // reconcileService applies the Service and publishes the endpoint.

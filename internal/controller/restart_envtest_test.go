@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // restarted is r as a newly started operator process builds it: nothing in
@@ -95,7 +96,7 @@ func (e *operatorEnv) testRestartAndMetrics(t *testing.T) {
 	if secretAfter.ResourceVersion != secretBefore.ResourceVersion || string(secretAfter.Data["password"]) != string(secretBefore.Data["password"]) {
 		t.Error("the restarted operator rewrote the credentials Secret")
 	}
-	if deployAfter.Generation != deployBefore.Generation || deployAfter.Spec.Template.Annotations[AnnotationConfigHash] != deployBefore.Spec.Template.Annotations[AnnotationConfigHash] {
+	if deployAfter.Generation != deployBefore.Generation || deployAfter.Spec.Template.Annotations[naming.AnnotationConfigHash] != deployBefore.Spec.Template.Annotations[naming.AnnotationConfigHash] {
 		t.Error("the restarted operator rolled the Deployment out")
 	}
 	if rtAfter.ResourceVersion != rtBefore.ResourceVersion {

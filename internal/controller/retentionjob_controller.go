@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // RetentionJobReconciler keeps one CronJob per target runtime of a
@@ -175,7 +176,7 @@ func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *reten
 // pruneCronJobs deletes the CronJobs of runtimes that are no longer targets.
 func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retentionScope) (bool, error) {
 	var list batchv1.CronJobList
-	if err := r.client.List(ctx, &list, client.InNamespace(s.rj.Namespace), client.MatchingLabels{LabelRetentionJob: s.rj.Name}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(s.rj.Namespace), client.MatchingLabels{naming.LabelRetentionJob: s.rj.Name}); err != nil {
 		return false, fmt.Errorf("listing CronJobs: %w", err)
 	}
 	keep := map[string]bool{}
@@ -194,7 +195,7 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("deleting CronJob %s: %w", cj.Name, err)
 		}
-		r.eventer().normal(s.rj, "Deleted", "Delete", "deleted CronJob %s: MemoryRuntime %s is no longer a target", cj.Name, cj.Labels[LabelRuntime])
+		r.eventer().normal(s.rj, "Deleted", "Delete", "deleted CronJob %s: MemoryRuntime %s is no longer a target", cj.Name, cj.Labels[naming.LabelRuntime])
 	}
 	return false, nil
 }
@@ -203,13 +204,13 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 // a value not acted on yet. The Job's name derives from the value, so a
 // repeated reconcile (or a stale cache) never starts a second one.
 func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) (bool, error) {
-	value := s.rj.Annotations[memoryv1alpha1.AnnotationRunNow]
+	value := s.rj.Annotations[naming.AnnotationRunNow]
 	if !decideRunNow(value, s.rj.Status.RunNow) {
 		return false, nil
 	}
 	for _, cj := range s.cronJobs {
 		job := RunNowJob(cj, value)
-		err := r.client.Create(ctx, job, client.FieldOwner(FieldOwner))
+		err := r.client.Create(ctx, job, client.FieldOwner(naming.FieldOwner))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// Started by an earlier reconcile (the cache may not show it
@@ -227,7 +228,7 @@ func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) 
 			return false, fmt.Errorf("creating Job %s for run-now: %w", job.Name, err)
 		}
 		runNowJobs.Inc()
-		r.eventer().normal(s.rj, "RunNow", "Run", "started Job %s for MemoryRuntime %s (run-now %q)", job.Name, cj.Labels[LabelRuntime], value)
+		r.eventer().normal(s.rj, "RunNow", "Run", "started Job %s for MemoryRuntime %s (run-now %q)", job.Name, cj.Labels[naming.LabelRuntime], value)
 	}
 	if s.refusedJob != nil {
 		// Not acted on: retried until the name is free.
@@ -293,7 +294,7 @@ func (r *RetentionJobReconciler) setupWithManager(mgr ctrl.Manager) error {
 
 // retentionJobOfJob maps a Job (scheduled or run-now) to its RetentionJob by label.
 func retentionJobOfJob(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[LabelRetentionJob]
+	name := obj.GetLabels()[naming.LabelRetentionJob]
 	if name == "" {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // deriveRetentionStatus sets the conditions, status.cronJobs and
@@ -44,7 +45,7 @@ func deriveRetentionStatus(rj *memoryv1alpha1.RetentionJob, s *retentionScope, e
 	}
 	rj.SetCondition(memoryv1alpha1.ConditionScheduled, true, memoryv1alpha1.ReasonCronJobsReady, msg)
 	if s.refusedJob != nil {
-		msg := fmt.Sprintf("run-now %q not started: %s", rj.Annotations[memoryv1alpha1.AnnotationRunNow], s.refusedJob.Error())
+		msg := fmt.Sprintf("run-now %q not started: %s", rj.Annotations[naming.AnnotationRunNow], s.refusedJob.Error())
 		rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonObjectNotOwned, msg)
 		setProgress(rj, memoryv1alpha1.ReasonObjectNotOwned, msg)
 		return

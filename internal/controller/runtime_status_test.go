@@ -5,27 +5,24 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // deployment is a Deployment at generation gen whose controller has
-// observed observed, with updated and available of replicas.
+// observed observed, with updated and available of replicas (the status of
+// the one Deployment stand-in, localpod.RolloutStatus).
 func deployment(gen, observed int64, replicas, updated, available int32) *appsv1.Deployment {
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Generation: gen},
 		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
-		Status: appsv1.DeploymentStatus{
-			ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, AvailableReplicas: available,
-		},
 	}
-	if available > 0 {
-		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}
-	}
+	d.Status = localpod.RolloutStatus(d, replicas, updated, available)
+	d.Status.ObservedGeneration = observed
 	return d
 }
 

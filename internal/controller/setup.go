@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // NewScheme returns a scheme with the Kubernetes kinds and Engram's.
@@ -47,7 +48,7 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 
 // CacheOptions is the cache configuration described at ManagerOptions.
 func CacheOptions(o Options) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	managed := labels.SelectorFromSet(naming.ManagedLabels())
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:          {Label: managed},
 		&corev1.Service{}:             {Label: managed},
@@ -106,7 +107,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		secrets: newSecretReader(secretMeta, mgr.GetAPIReader(), 2*o.GrantCheckInterval),
 		apply:   app,
 		pools:   pools,
-		events:  mgr.GetEventRecorder(FieldOwner),
+		events:  mgr.GetEventRecorder(naming.FieldOwner),
 		opts:    o,
 		memory:  newRuntimeMemory(),
 	}
@@ -119,7 +120,7 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := registerRuntimeCollector(mgr.GetCache()); err != nil {
 		return fmt.Errorf("registering the runtime metrics: %w", err)
 	}
-	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(FieldOwner), opts: o}
+	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(naming.FieldOwner), opts: o}
 	if err := policies.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryPolicy controller: %w", err)
 	}
@@ -127,7 +128,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		client: mgr.GetClient(),
 		reader: mgr.GetAPIReader(),
 		apply:  app,
-		events: mgr.GetEventRecorder(FieldOwner),
+		events: mgr.GetEventRecorder(naming.FieldOwner),
 		opts:   o,
 	}
 	if err := jobs.setupWithManager(mgr); err != nil {

@@ -1,8 +1,9 @@
-package bootstrap
+package workload
 
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -72,5 +73,26 @@ func TestNewLogger(t *testing.T) {
 	}
 	if _, err := NewLogger(&b, "info", "xml"); err == nil {
 		t.Error("format xml accepted")
+	}
+}
+
+// TestWriteServiceConfigRoundTrip: what tests and the benchmark write is
+// what `manager serve` and `manager job` load.
+func TestWriteServiceConfigRoundTrip(t *testing.T) {
+	want := memory.ServiceConfig{Schema: "engram_roundtrip", Policy: memory.DefaultPolicy(),
+		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 64}, AsynchronousCommit: true}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := WriteServiceConfig(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadServiceConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Schema != want.Schema || got.Embedding != want.Embedding || !got.AsynchronousCommit || !reflect.DeepEqual(got.Policy, want.Policy) {
+		t.Errorf("loaded %+v, wrote %+v", got, want)
+	}
+	if err := WriteServiceConfig(filepath.Join(t.TempDir(), "missing", "config.yaml"), want); err == nil || !strings.Contains(err.Error(), "writing the service config") {
+		t.Errorf("writing into a missing directory: %v", err)
 	}
 }

@@ -21,19 +21,10 @@ func (k *Kubelet) markAvailable(ctx context.Context, d *appsv1.Deployment, p *pr
 	if !p.alive() {
 		return nil
 	}
-	if d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == 1 && d.Status.UpdatedReplicas == 1 && d.Status.Replicas == 1 {
+	if RolledOut(d, 1) {
 		return nil
 	}
-	now := metav1.Now()
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
-		Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
-				Message: "running locally (localpod)", LastUpdateTime: now, LastTransitionTime: now},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable",
-				LastUpdateTime: now, LastTransitionTime: now},
-		},
-	}
+	d.Status = AvailableStatus(d, 1)
 	return k.Client.Status().Update(ctx, d)
 }
 

@@ -1,4 +1,4 @@
-package bootstrap
+package workload
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // StoreParams is what Open needs to build a tenant's memory store.
@@ -64,7 +65,7 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		return nil, errors.New("no service config")
 	}
 	if p.DatabaseURL == "" {
-		return nil, fmt.Errorf("the database URL is not set: export %s (the uri of the <runtime>-db Secret)", EnvDatabaseURL)
+		return nil, fmt.Errorf("the database URL is not set: export %s (the uri of the <runtime>-db Secret)", naming.EnvDatabaseURL)
 	}
 	client := p.HTTPClient
 	if client == nil {
@@ -100,7 +101,7 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 	if err != nil {
 		// pgx quotes the URL in parse errors and masks the password only on
 		// a best-effort basis; never let it reach a log.
-		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection URL (value not shown: it may hold a password)", EnvDatabaseURL)
+		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection URL (value not shown: it may hold a password)", naming.EnvDatabaseURL)
 	}
 	logger := p.Logger
 	if logger == nil {

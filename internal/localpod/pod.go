@@ -2,12 +2,8 @@ package localpod
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // podSpec is what a local pod needs from a pod template.
@@ -71,26 +69,12 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	if p.url == "" {
 		return nil
 	}
-	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: 2 * time.Second}
-	for time.Now().Before(deadline) {
+	return WaitOK(ctx, p.url+p.probe, timeout, func() error {
 		if !p.alive() {
 			return fmt.Errorf("process exited: %v", p.err)
 		}
-		resp, err := client.Get(p.url + p.probe)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("no 200 from %s%s within %s", p.url, p.probe, timeout)
+		return nil
+	})
 }
 
 // start materializes the pod's volumes under dir and starts its first container.
@@ -275,7 +259,7 @@ func (k *Kubelet) rewrite(argv []string, mounts map[string]string, p *process) (
 	for _, a := range argv[1:] {
 		switch {
 		case strings.HasPrefix(a, "--listen="):
-			port, err := freePort()
+			port, err := FreePort()
 			if err != nil {
 				return nil, err
 			}
@@ -307,18 +291,8 @@ func mapPath(arg string, paths []string, mounts map[string]string) string {
 	return arg
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // templateHash identifies a pod template, so a changed one means a rollout.
 func templateHash(t *corev1.PodTemplateSpec) string {
 	b, _ := json.Marshal(t)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return naming.ShortHash(string(b), 8)
 }

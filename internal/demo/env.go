@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/controller"
-	"github.com/engram-dev/engram/test/localpod"
+	"github.com/engram-dev/engram/internal/localpod"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // Names the demo uses.
@@ -93,7 +93,7 @@ func Prepare(ctx context.Context, c client.Client, databaseURL, namespace string
 		}
 	}
 	secret := corev1ac.Secret("postgres-admin", OperatorNamespace).
-		WithLabels(map[string]string{memoryv1alpha1.LabelConnection: ConnectionName}).
+		WithLabels(map[string]string{naming.LabelConnection: ConnectionName}).
 		WithData(map[string][]byte{"uri": []byte(databaseURL)})
 	if err := c.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying the admin connection Secret: %w", err)

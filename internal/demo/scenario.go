@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -186,17 +188,10 @@ func (s *Scenario) poll(ctx context.Context, what string, cond func() (bool, err
 // api returns a client of the runtime's service with its first bearer token.
 func (s *Scenario) api(ctx context.Context, r *Report) (*API, error) {
 	var secret corev1.Secret
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: r.Runtime + "-api-token"}, &secret); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: naming.APITokenSecretName(r.Runtime)}, &secret); err != nil {
 		return nil, fmt.Errorf("reading the API token Secret: %w", err)
 	}
-	// A line is "TOKEN [role=...] [owner=...] [name=...]": the token is its first word.
-	token := ""
-	for _, line := range strings.Split(string(secret.Data["tokens"]), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
-			token = f[0]
-			break
-		}
-	}
+	token := auth.FirstToken(secret.Data[naming.KeyTokens])
 	if token == "" {
 		return nil, errors.New("the API token Secret holds no token")
 	}
@@ -344,11 +339,11 @@ func (s *Scenario) runNow(ctx context.Context, r *Report) error {
 	}
 	rj := list.Items[0]
 	value := time.Now().UTC().Format("20060102-150405")
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, memoryv1alpha1.AnnotationRunNow, value)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, naming.AnnotationRunNow, value)
 	if err := s.Client.Patch(ctx, &rj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
-	s.printf("   annotated retentionjob/%s %s=%s\n", rj.Name, memoryv1alpha1.AnnotationRunNow, value)
+	s.printf("   annotated retentionjob/%s %s=%s\n", rj.Name, naming.AnnotationRunNow, value)
 	annotatedAt := time.Now().Truncate(time.Second)
 	err := s.poll(ctx, "status.lastRun of the run-now Job", func() (bool, error) {
 		var got memoryv1alpha1.RetentionJob

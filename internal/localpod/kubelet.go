@@ -24,10 +24,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // ManagedSelector selects the objects the local kubelet runs.
-var ManagedSelector = client.MatchingLabels{"app.kubernetes.io/managed-by": "engram-operator"}
+var ManagedSelector = client.MatchingLabels(naming.ManagedLabels())
 
 // Kubelet runs the operator's Deployments and Jobs locally.
 type Kubelet struct {

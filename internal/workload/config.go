@@ -1,4 +1,4 @@
-package bootstrap
+package workload
 
 import (
 	"fmt"
@@ -35,4 +35,18 @@ func ParseServiceConfigYAML(raw []byte) (*memory.ServiceConfig, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// WriteServiceConfig writes cfg to path as YAML, the way the operator's
+// <runtime>-config ConfigMap holds it: tests and the benchmark start
+// `manager serve` and `manager job` with such a file.
+func WriteServiceConfig(path string, cfg memory.ServiceConfig) error {
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding the service config: %w", err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return fmt.Errorf("writing the service config: %w", err)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // agentToken mints what an application backend gives its agent for one
@@ -26,10 +27,10 @@ func (s *Scenario) agentToken(ctx context.Context, r *Report) error {
 		return err
 	}
 	var secret corev1.Secret
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: r.Runtime + "-api-token"}, &secret); err != nil {
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: naming.APITokenSecretName(r.Runtime)}, &secret); err != nil {
 		return fmt.Errorf("reading the API token Secret: %w", err)
 	}
-	keys, _ := auth.ParseSigningKeys(secret.Data["signing-key"])
+	keys, _ := auth.ParseSigningKeys(secret.Data[naming.KeySigningKey])
 	if keys.Len() == 0 {
 		return errors.New("the API token Secret holds no signing key")
 	}
