@@ -46,14 +46,17 @@ func AvailableStatus(d *appsv1.Deployment, replicas int32) appsv1.DeploymentStat
 // RolloutStatus is the status the deployment controller writes while d's
 // current generation rolls out to replicas pods: it has observed the
 // generation, updated of the pods run the current template and available of
-// them serve. The stand-in counts one available pod as minimum availability
-// (Available True); Progressing says the rollout is under way until every
-// pod is updated and available, when it is AvailableStatus.
+// them serve. Available follows the real controller's rule for the default
+// RollingUpdate strategy: True once available >= replicas - maxUnavailable,
+// where maxUnavailable is 25 % of replicas rounded down (so with 3 replicas
+// all 3 must be available, and 1 of 3 is Available False). Progressing says
+// the rollout is under way until every pod is updated and available, when
+// it is AvailableStatus.
 func RolloutStatus(d *appsv1.Deployment, replicas, updated, available int32) appsv1.DeploymentStatus {
 	now := metav1.Now()
 	avail := appsv1.DeploymentCondition{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue,
 		Reason: "MinimumReplicasAvailable", Message: "Deployment has minimum availability.", LastUpdateTime: now, LastTransitionTime: now}
-	if available == 0 {
+	if available == 0 || available < replicas-replicas/4 {
 		avail.Status, avail.Reason, avail.Message = corev1.ConditionFalse, "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
 	}
 	progress := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue,

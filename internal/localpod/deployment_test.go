@@ -34,8 +34,10 @@ func TestAvailableStatusIsRolledOut(t *testing.T) {
 }
 
 // TestRolloutStatusIsNotRolledOut: half way through a rollout the stand-in
-// reports the pods that serve (Available) but not a finished rollout; with
-// every pod updated and available it is AvailableStatus.
+// reports the pods that serve but not a finished rollout, and Available as
+// the real controller computes it (1 of 3 is below 3 - 3/4 = 3: False; 3 of
+// 4 is 4 - 1 = 3: True); with every pod updated and available it is
+// AvailableStatus.
 func TestRolloutStatusIsNotRolledOut(t *testing.T) {
 	d := &appsv1.Deployment{}
 	d.Generation = 2
@@ -47,8 +49,11 @@ func TestRolloutStatusIsNotRolledOut(t *testing.T) {
 	if d.Status.UnavailableReplicas != 2 || d.Status.ObservedGeneration != 2 {
 		t.Errorf("status %+v", d.Status)
 	}
-	if c := condition(d.Status, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionTrue {
-		t.Errorf("one available pod: Available = %+v, want True", c)
+	if c := condition(d.Status, appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionFalse {
+		t.Errorf("1 of 3 available: Available = %+v, want False (maxUnavailable 25%% rounds down to 0)", c)
+	}
+	if c := condition(RolloutStatus(d, 4, 4, 3), appsv1.DeploymentAvailable); c == nil || c.Status != corev1.ConditionTrue {
+		t.Errorf("3 of 4 available: Available = %+v, want True (maxUnavailable 1)", c)
 	}
 	if c := condition(d.Status, appsv1.DeploymentProgressing); c == nil || c.Reason != "ReplicaSetUpdated" {
 		t.Errorf("mid-rollout Progressing = %+v, want reason ReplicaSetUpdated", c)
