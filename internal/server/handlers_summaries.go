@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -66,7 +67,7 @@ func (s *Server) searchHistory(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	hits, err := s.store.SearchHistory(r.Context(), memory.HistorySearchRequest{
+	hits, err := s.searchHistoryOf(r.Context(), memory.HistorySearchRequest{
 		Owner: r.PathValue("owner"), Query: b.Query, SessionID: b.SessionID, Limit: b.Limit,
 	})
 	if err != nil {
@@ -74,4 +75,16 @@ func (s *Server) searchHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, historySearchResponse{Results: nonNil(hits)})
+}
+
+// searchHistoryOf searches; a sessionId the owner does not have is
+// ErrNotFound, like every other route that names a session (the engine
+// would find nothing in it, which would not tell a typo from a quiet session).
+func (s *Server) searchHistoryOf(ctx context.Context, req memory.HistorySearchRequest) ([]memory.HistoryHit, error) {
+	if req.SessionID != "" && memory.ValidScopeID(req.SessionID) {
+		if _, err := s.store.GetSession(ctx, req.Owner, req.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	return s.store.SearchHistory(ctx, req)
 }

@@ -110,7 +110,7 @@ func (s *Server) mcpSearchHistory(ctx context.Context, a mcpHistoryArgs) (histor
 	if err != nil {
 		return historySearchResponse{}, err
 	}
-	hits, err := s.store.SearchHistory(ctx, memory.HistorySearchRequest{Owner: owner, Query: a.Query, SessionID: a.Session, Limit: a.Limit})
+	hits, err := s.searchHistoryOf(ctx, memory.HistorySearchRequest{Owner: owner, Query: a.Query, SessionID: a.Session, Limit: a.Limit})
 	if err != nil {
 		return historySearchResponse{}, inResource(err, resSession)
 	}
