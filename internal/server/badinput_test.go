@@ -193,6 +193,8 @@ func TestBadInput(t *testing.T) {
 		{"compact force a string", "POST", sessPath(owner, "chat", "compact"), `{"force":"yes"}`, nil, 422, invalid, "force", "force: must be true or false, got string"},
 		{"summary id not a UUID", "GET", memPath(owner, "summaries", "root-1"), nil, nil, 422, invalid, "id", "id: must be a UUID"},
 		{"expand maxTokens not a number", "GET", memPath(owner, "summaries", "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e", "expand") + "?maxTokens=lots", nil, nil, 422, invalid, "maxTokens", "maxTokens: must be an integer within range"},
+		{"expand maxTokens too large", "GET", memPath(owner, "summaries", "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e", "expand") + "?maxTokens=2000000", nil, nil, 422, invalid, "maxTokens", "maxTokens: 2000000 must be within 1..1000000"},
+		{"history search limit 21", "POST", memPath(owner, "history/search"), `{"query":"x","limit":21}`, nil, 422, invalid, "limit", "limit: 21 must be within 1..20"},
 		{"summary that does not exist", "GET", memPath(owner, "summaries", "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e"), nil, nil, 404, "not-found", "", "no summary with this id"},
 		{"history search without a query", "POST", memPath(owner, "history/search"), `{}`, nil, 422, invalid, "query", "query"},
 		{"history search limit a string", "POST", memPath(owner, "history/search"), `{"query":"x","limit":"all"}`, nil, 422, invalid, "limit", "limit: must be an integer, got string"},

@@ -35,7 +35,8 @@ var expandParams = []string{"maxTokens"}
 
 // expandSummary: GET /v1/owners/{owner}/summaries/{id}/expand?maxTokens=:
 // the original messages the summary covers, byte for byte, oldest first,
-// up to maxTokens (truncated says when more exist).
+// up to maxTokens (0 = the engine's default of 20,000; truncated says when
+// more exist).
 func (s *Server) expandSummary(w http.ResponseWriter, r *http.Request) {
 	id, ok := idParam(w, r)
 	if !ok {

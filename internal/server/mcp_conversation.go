@@ -49,7 +49,7 @@ type mcpHistoryArgs struct {
 type mcpExpandArgs struct {
 	Owner     string `json:"owner,omitempty" jsonschema:"the end user the summary belongs to; leave out when the token is bound to one owner"`
 	ID        string `json:"id" jsonschema:"id of the summary (from get_window or search_history)"`
-	MaxTokens int    `json:"maxTokens,omitempty" jsonschema:"cap on the tokens of the messages returned; default from the policy"`
+	MaxTokens int    `json:"maxTokens,omitempty" jsonschema:"cap on the tokens of the messages returned, default 20000"`
 }
 
 // addConversationTools registers the conversation tools on srv.
