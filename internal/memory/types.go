@@ -208,7 +208,7 @@ type ContextRequest struct {
 // ContextResult is the rendered text and what went into it.
 type ContextResult struct {
 	Text string `json:"text"`
-	// Tokens is the estimated size of Text (about 4 bytes a token).
+	// Tokens is the size of Text by CountTokens (about 4 bytes of ASCII a token).
 	Tokens int `json:"tokens"`
 	// IDs of the memories rendered, in order.
 	IDs []string `json:"ids"`
