@@ -137,8 +137,8 @@ type OperationSummary struct {
 	// Scanned rows.
 	// +optional
 	Scanned int64 `json:"scanned,omitempty"`
-	// Affected rows (forgotten, expired, purged, or superseded by compaction);
-	// in a dry run, the rows that would be.
+	// Affected rows (forgotten, expired, purged, or superseded by compaction;
+	// sessions summarized, archived or deleted); in a dry run, the rows that would be.
 	// +optional
 	Affected int64 `json:"affected,omitempty"`
 	// DurationMillis is the wall time of the operation.
@@ -212,8 +212,8 @@ type RetentionJobStatus struct {
 }
 
 // RetentionJob runs memory maintenance (decay, expire, purge, compact,
-// summarize, sessions) on a
-// schedule, as one batch/v1 CronJob per target MemoryRuntime.
+// summarize, sessions) on a schedule, as one batch/v1 CronJob per target
+// MemoryRuntime.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
