@@ -203,6 +203,22 @@ func TestCompactionLossless10k(t *testing.T) {
 		t.Fatalf("append after seeding: seq %d, compactionDue %v", r.Messages[0].Seq, r.CompactionDue)
 	}
 	orig = append(orig, r.Messages...)
+	// Windows over the raw 10,002-message log read only its end.
+	for _, st := range []WindowStrategy{WindowBuffer, WindowToken, WindowSummary} {
+		var times []time.Duration
+		for range 30 {
+			t0 := time.Now()
+			w, err := f.store.Window(ctx(t), WindowRequest{Owner: "alice", SessionID: "long", Strategy: st, Budget: 4000})
+			times = append(times, time.Since(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := windowParams{Strategy: st, Budget: 4000, FreshTail: 5, BufferSize: 20}
+			checkWindowRules(t, p, orig, w)
+		}
+		slices.Sort(times)
+		t.Logf("%s window over 10,002 raw messages: p50 %s, max %s", st, times[len(times)/2], times[len(times)-1])
+	}
 	start := time.Now()
 	res, err := f.store.CompactSession(ctx(t), CompactSessionRequest{Owner: "alice", SessionID: "long"})
 	if err != nil {
