@@ -561,3 +561,40 @@ func TestFlaggedMessagesStayOutOfSummaries(t *testing.T) {
 		t.Fatalf("expansion: %+v, %v", e, err)
 	}
 }
+
+// TestConcurrentCompactionsNeverDoubleSummarize: two compactions of one
+// session at once produce one DAG: every message under exactly one leaf.
+func TestConcurrentCompactionsNeverDoubleSummarize(t *testing.T) {
+	f := newFixture(t, withMaxConns(10))
+	orig := f.seedMessages("alice", "s", 2000)
+	var wg sync.WaitGroup
+	results := make([]*CompactSessionResult, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = f.store.CompactSession(ctx(t), CompactSessionRequest{Owner: "alice", SessionID: "s", Mode: CompactFull, Force: true})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leaves int64
+	if err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+f.store.sql.summaries+` WHERE depth = 0`).Scan(&leaves); err != nil {
+		t.Fatal(err)
+	}
+	if made := int64(results[0].LeavesCreated + results[1].LeavesCreated); made != leaves {
+		t.Errorf("the compactions report %d leaves, the table has %d", made, leaves)
+	}
+	final, err := f.store.CompactSession(ctx(t), CompactSessionRequest{Owner: "alice", SessionID: "s", Mode: CompactFull})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.checkLossless("alice", "s", orig, final)
+	t.Logf("%d + %d leaves, %d + %d condensed, %d roots", results[0].LeavesCreated, results[1].LeavesCreated,
+		results[0].CondensedCreated, results[1].CondensedCreated, len(final.Roots))
+}
