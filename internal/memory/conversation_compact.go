@@ -61,13 +61,14 @@ func (s *Store) rootSummaries(ctx context.Context, q rowsQuerier, owner, session
 // DAG. Leaves cover contiguous chunks of compaction.chunkSize messages
 // (extended to end before a turn start, so a tool result stays with its
 // call) after the last summarized one and before the fresh tail; then runs
-// of condensationGroupSize roots of one depth are condensed into a summary
-// one deeper, up to compaction.maxDepth. Incremental mode summarizes only
-// complete new chunks and condenses complete groups; full mode also
-// summarizes the last partial chunk and condenses partial groups (of at
-// least two) until nothing changes. Without Force nothing happens unless
-// the session's unsummarized tokens exceed the threshold. Messages are
-// never changed or deleted.
+// of condenseGroupSize roots of one depth are condensed into a summary
+// one deeper, up to compaction.maxDepth. Both modes summarize only messages
+// no leaf covers yet (never re-summarizing), the last chunk even when it is
+// short; incremental mode condenses complete groups only, full mode also
+// condenses partial groups (of at least two) until nothing changes (a
+// fixed point). Without Force no leaf is made unless the session's
+// unsummarized tokens exceed the threshold. Messages are never changed or
+// deleted.
 //
 // Summaries are written one per short transaction under the session's row
 // lock, which also checks that nobody summarized the same messages in the
@@ -92,7 +93,10 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	}
 	res := &CompactSessionResult{}
 	if req.Force || s.compactionDue(sess) {
-		if err := s.summarizeLeaves(ctx, sess, mode == CompactFull || req.Force, res); err != nil {
+		// Everything before the fresh tail is summarized, the last chunk
+		// too when it is short: a session of few, long messages is due
+		// long before it has chunkSize of them.
+		if err := s.summarizeLeaves(ctx, sess, true, res); err != nil {
 			return res, err
 		}
 	}

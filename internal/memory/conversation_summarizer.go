@@ -122,11 +122,17 @@ func truncateUTF8(s string, n int) string {
 
 // summaryLine is how one message enters a summarizer prompt: its role, and
 // the content redacted and sanitized (one line, no control or invisible
-// characters) like every text Engram sends to a model.
+// characters) like every text Engram sends to a model. A message the
+// injection guard flagged (mode Flag) is left out of summaries — they are
+// spliced into prompts — and only marked; expanding the summary still
+// returns it.
 func (s *Store) summaryLine(m ConversationMessage) string {
 	role := strings.ToUpper(string(m.Role))
 	if m.ToolName != "" {
 		role += "(" + m.ToolName + ")"
+	}
+	if len(m.Flags) > 0 {
+		return role + ": [message flagged by the injection guard; expand the summary to read it]"
 	}
 	return role + ": " + sanitizeForPrompt(s.redactor.redacted(m.Content))
 }

@@ -148,7 +148,9 @@ type WindowRequest struct {
 	Strategy  WindowStrategy `json:"strategy,omitempty"`
 	// Budget in tokens (CountTokens).
 	Budget int `json:"budget,omitempty"`
-	// FreshTail is how many of the newest messages are always kept verbatim.
+	// FreshTail is how many of the newest messages are always kept
+	// verbatim, extended back to the user or system message that starts
+	// their turn (so the tail holds whole turns).
 	FreshTail int `json:"freshTail,omitempty"`
 	// Last is N of the buffer strategy.
 	Last int `json:"last,omitempty"`
