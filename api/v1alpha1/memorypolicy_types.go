@@ -257,13 +257,13 @@ type RedactionSpec struct {
 
 // MemoryPolicyStatus is the observed state of a MemoryPolicy.
 type MemoryPolicyStatus struct {
-	// Conditions: Valid.
+	// Conditions: Valid, Stalled (while invalid).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the status was computed from.
+	// ObservedGeneration is the last generation the operator fully acted on (a reconcile that ended without error; the Reconciling condition says whether something still waits).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

@@ -175,13 +175,13 @@ type LastRun struct {
 
 // RetentionJobStatus is the observed state of a RetentionJob.
 type RetentionJobStatus struct {
-	// Conditions: Ready, Scheduled.
+	// Conditions: Ready, Scheduled, and Reconciling and Stalled while they are True.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the status was computed from.
+	// ObservedGeneration is the last generation the operator fully acted on (a reconcile that ended without error; the Reconciling condition says whether something still waits).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

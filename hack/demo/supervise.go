@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/engram-dev/engram/test/demo"
+	"github.com/engram-dev/engram/internal/demo"
 )
 
 // state is what the supervisor publishes for `up`, `status` and `down`.

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"sigs.k8s.io/yaml"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 const dims = 128
@@ -87,21 +87,16 @@ func newJobTenant(t *testing.T) *jobTenant {
 	policy := memory.DefaultPolicy()
 	policy.Conversation.SessionIdleTTL = memory.Duration(30 * 24 * time.Hour)
 	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: policy}
-	js, _ := json.Marshal(cfg)
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
+	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	jt := &jobTenant{admin: admin, schema: schema, loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password), config: path}
-	loaded, err := bootstrap.LoadServiceConfig(path)
+	loaded, err := workload.LoadServiceConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{Config: loaded, DatabaseURL: jt.loginURL, MaxConns: 4})
+	tn, err := workload.Open(ctx, workload.StoreParams{Config: loaded, DatabaseURL: jt.loginURL, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +220,7 @@ func runMain(t *testing.T, jt *jobTenant, args ...string) (int, memory.JobSummar
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := Main(ctx, args, func(k string) string {
-		if k == bootstrap.EnvDatabaseURL {
+		if k == naming.EnvDatabaseURL {
 			return jt.loginURL
 		}
 		return ""

@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engram-dev/engram/internal/memory"
 )
@@ -67,7 +64,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if errors.Is(err, memory.ErrUpstream) {
 		return newProblem(probUpstream, "the embedding or LLM API failed; try again later"), true
 	}
-	if isUnavailable(err) {
+	if memory.IsUnavailable(err) {
 		return newProblem(probUnavailable, "the database cannot be reached; try again later"), true
 	}
 	return newProblem(probInternal, "an unexpected error occurred; the server log has details"), true
@@ -106,28 +103,4 @@ func conflictDetail(err error) string {
 		return msg[i+len(memory.ErrConflict.Error())+2:]
 	}
 	return msg
-}
-
-// isUnavailable reports whether err means the database cannot be used right
-// now: the engine said so, connecting failed, the server is shutting down or
-// out of connections.
-func isUnavailable(err error) bool {
-	if errors.Is(err, memory.ErrUnavailable) {
-		return true
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P0x: shutdown / cannot connect now;
-		// 53300: too many connections.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P0") || pgErr.Code == "53300"
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	return pgconn.SafeToRetry(err)
 }

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/demo"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
-	"github.com/engram-dev/engram/test/demo"
 )
 
 // buildManager builds the manager binary the local pods run.
