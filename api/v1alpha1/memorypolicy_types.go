@@ -75,6 +75,12 @@ type MemoryPolicySpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Redaction RedactionSpec `json:"redaction"`
+
+	// Conversation configures conversation memory: context windows, the
+	// summary DAG, idle sessions and append limits.
+	// +optional
+	// +kubebuilder:default={}
+	Conversation ConversationSpec `json:"conversation"`
 }
 
 // CategorySpec is one category of memory. Unset fields are resolved by the
@@ -267,7 +273,8 @@ type MemoryPolicyStatus struct {
 }
 
 // MemoryPolicy says how memory behaves: categories with time to live and
-// decay, deduplication, limits, ranking, forgetting, retention and redaction.
+// decay, deduplication, limits, ranking, forgetting, retention, redaction
+// and conversations.
 // MemoryRuntimes in the same namespace reference it by name.
 //
 // +kubebuilder:object:root=true
