@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Target is one goal of issue 7 with what this run measured. They are
@@ -21,6 +22,7 @@ const (
 	goalSearchRatio = 0.7
 	goalAddRatio    = 0.5
 	goalSearchP99Ms = 10.0
+	goalWindowP99Ms = 20.0
 	goalReadySec    = 120.0
 	goalRuntimes    = 1000
 	goalMemories    = 200_000
@@ -31,6 +33,9 @@ func targets(rep *Report) []Target {
 	var out []Target
 	if s := rep.Service; s != nil {
 		out = append(out, serviceTargets(s)...)
+	}
+	if c := rep.Conversation; c != nil {
+		out = append(out, conversationTargets(c)...)
 	}
 	if o := rep.Operator; o != nil {
 		out = append(out, operatorTargets(o)...)
@@ -64,6 +69,22 @@ func serviceTargets(s *ServiceReport) []Target {
 		small.Note = fmt.Sprint(q.SmallOwnerProblems)
 	}
 	return append(out, small)
+}
+
+// conversationTargets: window assembly of a 10,000-message session under
+// 20 ms at p99 (issue 15), for each strategy and concurrency measured.
+func conversationTargets(c *ConversationReport) []Target {
+	note := ""
+	if c.Messages != 10_000 {
+		note = fmt.Sprintf("measured on a session of %d messages; the goal is for 10,000", c.Messages)
+	}
+	var out []Target
+	for _, w := range c.Workloads {
+		if strings.HasSuffix(w.Name, " window") {
+			out = append(out, below(fmt.Sprintf("%s p99 through the service, c=%d", w.Name, w.Concurrency), w.Service.Latency.P99, goalWindowP99Ms, note))
+		}
+	}
+	return out
 }
 
 func operatorTargets(o *OperatorReport) []Target {

@@ -75,6 +75,12 @@ type MemoryPolicySpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Redaction RedactionSpec `json:"redaction"`
+
+	// Conversation configures conversation memory: context windows, the
+	// summary DAG, idle sessions and append limits.
+	// +optional
+	// +kubebuilder:default={}
+	Conversation ConversationSpec `json:"conversation"`
 }
 
 // CategorySpec is one category of memory. Unset fields are resolved by the
@@ -251,13 +257,13 @@ type RedactionSpec struct {
 
 // MemoryPolicyStatus is the observed state of a MemoryPolicy.
 type MemoryPolicyStatus struct {
-	// Conditions: Valid.
+	// Conditions: Valid, Stalled (while invalid).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the status was computed from.
+	// ObservedGeneration is the last generation the operator fully acted on (a reconcile that ended without error; the Reconciling condition says whether something still waits).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -267,7 +273,8 @@ type MemoryPolicyStatus struct {
 }
 
 // MemoryPolicy says how memory behaves: categories with time to live and
-// decay, deduplication, limits, ranking, forgetting, retention and redaction.
+// decay, deduplication, limits, ranking, forgetting, retention, redaction
+// and conversations.
 // MemoryRuntimes in the same namespace reference it by name.
 //
 // +kubebuilder:object:root=true

@@ -136,17 +136,16 @@ func ServiceAvailability(rt *memoryv1alpha1.MemoryRuntime, d *appsv1.Deployment)
 	if d == nil {
 		return false, memoryv1alpha1.ReasonDeploying, "the Deployment does not exist yet"
 	}
-	available := false
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-			available = true
-		}
-	}
+	// Serving is what Ready reports: at least one available replica. The
+	// Deployment's own Available condition is not used, because with the
+	// default strategy (maxUnavailable 25 %, rounded down) a scale-up from 1
+	// to 3 replicas makes it False while the old pod still serves; the
+	// rollout itself is reported by Reconciling.
 	msg := fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
 	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want {
 		msg += "; a rollout is in progress"
 	}
-	if available && d.Status.AvailableReplicas > 0 {
+	if d.Status.AvailableReplicas > 0 {
 		return true, memoryv1alpha1.ReasonMinimumReplicasAvailable, msg
 	}
 	return false, memoryv1alpha1.ReasonDeploying, msg

@@ -18,6 +18,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 )
@@ -293,13 +294,9 @@ func TestService(t *testing.T) {
 func TestServiceAvailability(t *testing.T) {
 	rt := testRuntime()
 	avail := func(n int32) *appsv1.Deployment {
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Generation: 1},
-			Status: appsv1.DeploymentStatus{
-				ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: n,
-				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionStatus(map[bool]string{true: "True", false: "False"}[n > 0])}},
-			},
-		}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+		d.Status = localpod.RolloutStatus(d, 2, 2, n)
+		return d
 	}
 	if ok, reason, _ := ServiceAvailability(rt, nil); ok || reason != "Deploying" {
 		t.Errorf("no Deployment: %v %s", ok, reason)

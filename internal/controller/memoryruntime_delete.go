@@ -19,17 +19,16 @@ import (
 // reconcileDelete carries out the reclaim policy, then lets the runtime go.
 // The owned Kubernetes objects are removed by the garbage collector (owner
 // references); only the database needs the operator.
-func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (reconcile.Result, error) {
+func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtimeScope) (reconcile.Result, error) {
+	rt := s.rt
 	if !controllerutil.ContainsFinalizer(rt, naming.Finalizer) {
+		s.facts.untouched = true
 		r.memory.forget(rt.UID)
 		return doneResult(), nil
 	}
 	schema := SchemaFor(rt)
-	rt.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonDeleting,
-		fmt.Sprintf("deleting; reclaimPolicy %s", rt.ReclaimPolicyOrDefault()))
-
 	if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
-		if err := r.dropTenant(ctx, rt, schema); err != nil {
+		if err := r.dropTenant(ctx, s, schema); err != nil {
 			return doneResult(), err
 		}
 	} else {
@@ -52,7 +51,8 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memor
 // When the connection Secret is already gone (the namespace is being
 // deleted) and no pool is left, the schema is kept and a warning says so:
 // blocking the namespace forever would be worse.
-func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema string) error {
+func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, s *runtimeScope, schema string) error {
+	rt := s.rt
 	pool, url, err := r.poolForDelete(ctx, rt)
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1al
 		return nil
 	case err != nil:
 		msg := scrubAdmin(err.Error(), url)
-		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), fmt.Sprintf(
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), fmt.Sprintf(
 			"dropping the tenant (reclaimPolicy Delete) failed, retrying; set reclaimPolicy: Retain to delete without dropping: %s", msg))
 		return fmt.Errorf("dropping the tenant: %s", msg)
 	}

@@ -73,7 +73,8 @@ func (r *MemoryRuntimeReconciler) checkOwnership(ctx context.Context, s *runtime
 // condition the reconcile started with.
 func (r *MemoryRuntimeReconciler) refuse(s *runtimeScope, before *metav1.Condition, refused *notOwnedError) {
 	msg := refused.Error()
-	notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonObjectNotOwned, msg)
+	// It replaces the ApplyFailed an apply may have recorded for the same refusal.
+	s.facts.blocked = &blocker{cond: memoryv1alpha1.ConditionReady, reason: memoryv1alpha1.ReasonObjectNotOwned, message: msg}
 	if before == nil || before.Reason != memoryv1alpha1.ReasonObjectNotOwned || before.Message != msg {
 		r.eventer().warning(s.rt, memoryv1alpha1.ReasonObjectNotOwned, "Apply", "%s", msg)
 	}

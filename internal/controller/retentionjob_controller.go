@@ -45,6 +45,8 @@ type retentionScope struct {
 	// refusedCronJob and refusedJob: a CronJob or run-now Job name is taken
 	// by an object Engram did not create (see ownership.go).
 	refusedCronJob, refusedJob *notOwnedError
+	// applied: every target was looked at (status.cronJobs lists the result).
+	applied bool
 }
 
 type retentionPhase func(ctx context.Context, s *retentionScope) (stop bool, err error)
@@ -59,12 +61,12 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		return doneResult(), nil // the garbage collector removes the CronJobs
 	}
 	orig := rj.DeepCopy()
+	s := &retentionScope{rj: rj}
 	defer func() {
+		deriveRetentionStatus(rj, s, retErr)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rj, func(o *memoryv1alpha1.RetentionJob) any { return o.Status }))
 	}()
-	rj.Status.ObservedGeneration = rj.Generation
 
-	s := &retentionScope{rj: rj}
 	for _, phase := range []retentionPhase{
 		r.checkSchedule,
 		r.resolveTargets,
@@ -72,11 +74,10 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		r.pruneCronJobs,
 		r.runNow,
 		r.observeRuns,
-		r.setConditions,
+		r.reportRefused,
 	} {
 		stop, err := phase(ctx, s)
 		if err != nil {
-			rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonApplyFailed, err.Error())
 			return doneResult(), err
 		}
 		if stop {
@@ -93,9 +94,8 @@ func (r *RetentionJobReconciler) eventer() eventer { return eventer{rec: r.event
 func (r *RetentionJobReconciler) checkSchedule(_ context.Context, s *retentionScope) (bool, error) {
 	next, err := NextSchedule(s.rj.Spec.Schedule, s.rj.Spec.TimeZone, time.Now())
 	if err != nil {
-		msg := err.Error() + " (the existing CronJobs are left unchanged)"
-		s.rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, memoryv1alpha1.ReasonInvalidSchedule, msg)
-		s.rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonInvalidSchedule, msg)
+		s.notScheduled = memoryv1alpha1.ReasonInvalidSchedule
+		s.message = err.Error() + " (the existing CronJobs are left unchanged)"
 		return true, nil
 	}
 	s.next = next
@@ -169,6 +169,7 @@ func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *reten
 		}
 		s.cronJobs = append(s.cronJobs, live.(*batchv1.CronJob))
 	}
+	s.applied = true
 	return false, nil
 }
 
@@ -204,7 +205,7 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 // repeated reconcile (or a stale cache) never starts a second one.
 func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) (bool, error) {
 	value := s.rj.Annotations[naming.AnnotationRunNow]
-	if value == "" || value == s.rj.Status.RunNow {
+	if !decideRunNow(value, s.rj.Status.RunNow) {
 		return false, nil
 	}
 	for _, cj := range s.cronJobs {
@@ -255,35 +256,10 @@ func (r *RetentionJobReconciler) checkRunNowJob(ctx context.Context, cj *batchv1
 	return checkOwned("Job", &existing, *metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob")))
 }
 
-// setConditions sets Scheduled and Ready, and lists the CronJobs.
-func (r *RetentionJobReconciler) setConditions(_ context.Context, s *retentionScope) (bool, error) {
-	rj := s.rj
-	names := make([]string, 0, len(s.cronJobs))
-	for _, cj := range s.cronJobs {
-		names = append(names, cj.Name)
-	}
-	rj.Status.CronJobs = names
-	notScheduled, message := s.notScheduled, s.message
-	if notScheduled == "" && s.refusedCronJob != nil {
-		notScheduled, message = memoryv1alpha1.ReasonObjectNotOwned, s.refusedCronJob.Error()
-	}
-	r.warnRefused(rj, s)
-	if notScheduled != "" {
-		rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, notScheduled, message)
-		rj.SetCondition(memoryv1alpha1.ConditionReady, false, notScheduled, message)
-		return false, nil
-	}
-	msg := fmt.Sprintf("CronJob %s", strings.Join(names, ", "))
-	if rj.Spec.Suspend {
-		msg += " (suspended)"
-	}
-	rj.SetCondition(memoryv1alpha1.ConditionScheduled, true, memoryv1alpha1.ReasonCronJobsReady, msg)
-	if s.refusedJob != nil {
-		rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonObjectNotOwned,
-			fmt.Sprintf("run-now %q not started: %s", rj.Annotations[naming.AnnotationRunNow], s.refusedJob.Error()))
-		return false, nil
-	}
-	rj.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonCronJobsReady, msg)
+// reportRefused records a Warning event for each object whose name was
+// taken (the conditions are derived at the end, in deriveRetentionStatus).
+func (r *RetentionJobReconciler) reportRefused(_ context.Context, s *retentionScope) (bool, error) {
+	r.warnRefused(s.rj, s)
 	return false, nil
 }
 

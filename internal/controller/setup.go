@@ -79,6 +79,10 @@ func NewManager(cfg *rest.Config, base ctrl.Options, o Options) (manager.Manager
 	return mgr, nil
 }
 
+// setupHook, when set (by tests only), is given the MemoryRuntime
+// reconciler Setup creates: the restart test builds a fresh one beside it.
+var setupHook func(*MemoryRuntimeReconciler)
+
 // Setup registers the field indexes and the three reconcilers with mgr.
 func Setup(mgr manager.Manager, o Options) error {
 	o = o.withDefaults()
@@ -109,6 +113,12 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)
+	}
+	if setupHook != nil {
+		setupHook(runtimes)
+	}
+	if err := registerRuntimeCollector(mgr.GetCache()); err != nil {
+		return fmt.Errorf("registering the runtime metrics: %w", err)
 	}
 	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(naming.FieldOwner), opts: o}
 	if err := policies.setupWithManager(mgr); err != nil {

@@ -45,7 +45,8 @@ type operatorEnv struct {
 	opNS     string
 	writes   *writeCounter // write requests of the operator
 	mgr      manager.Manager
-	faults   *faultInjector // the operator's Options.FailAfter
+	faults   *faultInjector           // the operator's Options.FailAfter
+	runtimes *MemoryRuntimeReconciler // the operator's own, for the restart test
 
 	mu      sync.Mutex
 	tenants []trackedTenant // tenants to drop at the end
@@ -75,6 +76,8 @@ func TestOperator(t *testing.T) {
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("OperatorFaults", e.testOperatorFaults)
+	t.Run("KStatus", e.testKStatus)
+	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -101,6 +104,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.Wrap(e.writes.wrap)
 	ctrl.SetLogger(testLogger())
+	setupHook = func(r *MemoryRuntimeReconciler) { e.runtimes = r }
 	mgr, err := NewManager(mgrCfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

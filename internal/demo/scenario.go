@@ -63,6 +63,7 @@ type Report struct {
 	ActiveBob       int
 	SearchTop       string
 	Context         string
+	Conversation    ConversationReport
 	Erased          memory.EraseResult
 	BobAfterErase   int
 	LastRun         *memoryv1alpha1.LastRun
@@ -87,6 +88,7 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"An agent token bound to alice: what it may not do", s.agentToken},
 		{"Hybrid search", s.search},
 		{"Render context for a prompt", s.context},
+		{"A 200-message conversation: append, compact, window, expand", s.conversation},
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
 		{"Erase a user (GDPR)", s.erase},
 	}

@@ -43,7 +43,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs := flag.NewFlagSet("manager job", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&o.ConfigPath, "config", "", "service config file (YAML of memory.ServiceConfig; the <runtime>-config ConfigMap)")
-	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations; they always run in the order decay, expire, purge, compact")
+	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations of decay, expire, purge, compact, summarize, sessions; they always run in that order")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "count what would change and change nothing")
 	fs.StringVar(&o.TerminationLog, "termination-log", naming.TerminationLogPath, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")

@@ -142,9 +142,15 @@ type cleaned struct {
 // guard matches a normalized copy only (normalizeForGuard), since NFKC
 // would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
 func (s *Store) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
+	return s.cleanWithin(field, raw, s.policy.Limits.MaxContentBytes, fe)
+}
+
+// cleanWithin is clean with another bound of the stored size (conversation
+// messages have their own, limits.maxMessageBytes).
+func (s *Store) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (cleaned, error) {
 	var c cleaned
 	c.text, c.redactions = s.redactor.redact(raw)
-	fe.storedSize(field, raw, c.text, s.policy.Limits.MaxContentBytes)
+	fe.storedSize(field, raw, c.text, maxStored)
 	if err := fe.err(); err != nil {
 		return cleaned{}, err
 	}

@@ -171,6 +171,8 @@ type Policy struct {
 	Forgetting Forgetting `json:"forgetting"`
 	Retention  Retention  `json:"retention"`
 	Redaction  Redaction  `json:"redaction"`
+	// Conversation configures sessions, windows and the summary DAG.
+	Conversation ConversationPolicy `json:"conversation"`
 }
 
 const day = Duration(24 * time.Hour)
@@ -189,13 +191,14 @@ func DefaultCategories() []Category {
 // equal the defaults of the MemoryPolicy CRD.
 func DefaultPolicy() Policy {
 	return Policy{
-		Categories: DefaultCategories(),
-		Dedup:      Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
-		Limits:     Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
-		Search:     Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
-		Forgetting: Forgetting{MinDecayScore: 0.05},
-		Retention:  Retention{PurgeInactiveAfter: 30 * day},
-		Redaction:  Redaction{BuiltinPatterns: true, InjectionGuard: GuardReject},
+		Categories:   DefaultCategories(),
+		Dedup:        Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
+		Limits:       Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
+		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
+		Forgetting:   Forgetting{MinDecayScore: 0.05},
+		Retention:    Retention{PurgeInactiveAfter: 30 * day},
+		Redaction:    Redaction{BuiltinPatterns: true, InjectionGuard: GuardReject},
+		Conversation: DefaultConversationPolicy(),
 	}
 }
 
@@ -335,6 +338,9 @@ func (p *Policy) Validate() error {
 		if re.MatchString("") {
 			bad(fmt.Sprintf("redaction.patterns[%d]", i), "%q matches the empty string, which would redact nothing useful and everything in between", pat)
 		}
+	}
+	if err := p.Conversation.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -17,15 +17,21 @@ type queries struct {
 	jobLocks   string // "schema"."job_locks"
 	// compactState is "schema"."compaction_state".
 	compactState string
+	// Conversations: "schema"."sessions", "messages", "summaries", "summary_sources".
+	sessions, messages, summaries, summarySources string
 }
 
 func newQueries(schema string) queries {
 	return queries{
-		memories:     pgx.Identifier{schema, "memories"}.Sanitize(),
-		history:      pgx.Identifier{schema, "memory_history"}.Sanitize(),
-		ownerLocks:   pgx.Identifier{schema, "owner_locks"}.Sanitize(),
-		jobLocks:     pgx.Identifier{schema, "job_locks"}.Sanitize(),
-		compactState: pgx.Identifier{schema, "compaction_state"}.Sanitize(),
+		memories:       pgx.Identifier{schema, "memories"}.Sanitize(),
+		history:        pgx.Identifier{schema, "memory_history"}.Sanitize(),
+		ownerLocks:     pgx.Identifier{schema, "owner_locks"}.Sanitize(),
+		jobLocks:       pgx.Identifier{schema, "job_locks"}.Sanitize(),
+		compactState:   pgx.Identifier{schema, "compaction_state"}.Sanitize(),
+		sessions:       pgx.Identifier{schema, "sessions"}.Sanitize(),
+		messages:       pgx.Identifier{schema, "messages"}.Sanitize(),
+		summaries:      pgx.Identifier{schema, "summaries"}.Sanitize(),
+		summarySources: pgx.Identifier{schema, "summary_sources"}.Sanitize(),
 	}
 }
 

@@ -188,6 +188,10 @@ type HistoryEntry struct {
 type EraseResult struct {
 	Memories int64 `json:"memories"`
 	History  int64 `json:"history"`
+	// Sessions, Messages and Summaries of the owner's conversations.
+	Sessions  int64 `json:"sessions"`
+	Messages  int64 `json:"messages"`
+	Summaries int64 `json:"summaries"`
 }
 
 // ContextRequest renders an owner's memories for a prompt.
@@ -204,7 +208,7 @@ type ContextRequest struct {
 // ContextResult is the rendered text and what went into it.
 type ContextResult struct {
 	Text string `json:"text"`
-	// Tokens is the estimated size of Text (about 4 bytes a token).
+	// Tokens is the size of Text by CountTokens (about 4 bytes of ASCII a token).
 	Tokens int `json:"tokens"`
 	// IDs of the memories rendered, in order.
 	IDs []string `json:"ids"`
@@ -249,10 +253,14 @@ const (
 	OpExpire  = "expire"
 	OpPurge   = "purge"
 	OpCompact = "compact"
+	// OpSummarize compacts conversation sessions over the threshold into summaries.
+	OpSummarize = "summarize"
+	// OpSessions deletes (and archives) idle conversation sessions.
+	OpSessions = "sessions"
 )
 
 // Operations lists the maintenance operations in the order a job runs them.
-var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact}
+var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact, OpSummarize, OpSessions}
 
 // JobResult counts what one maintenance operation did.
 type JobResult struct {

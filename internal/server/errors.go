@@ -32,6 +32,10 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if errors.As(err, &pe) {
 		return pe.p, false
 	}
+	var in resourceError
+	if errors.As(err, &in) && errors.Is(err, memory.ErrNotFound) {
+		return newProblem(probNotFound, "no "+in.what+" with this id"), false
+	}
 	if v, ok := memory.IsValidation(err); ok {
 		return validationProblem(v.Fields...), false
 	}
@@ -64,6 +68,31 @@ func problemFor(err error) (p *Problem, internal bool) {
 		return newProblem(probUnavailable, "the database cannot be reached; try again later"), true
 	}
 	return newProblem(probInternal, "an unexpected error occurred; the server log has details"), true
+}
+
+// The kinds of things a route looks up by id; a not-found problem names
+// the one the route is about.
+const (
+	resSession = "session"
+	resSummary = "summary"
+)
+
+// resourceError says which kind of thing an engine error is about, so a
+// not-found names it ("no session with this id") instead of a memory.
+type resourceError struct {
+	what string
+	err  error
+}
+
+func (e resourceError) Error() string { return e.what + ": " + e.err.Error() }
+func (e resourceError) Unwrap() error { return e.err }
+
+// inResource marks err as an error of a route about what (nil stays nil).
+func inResource(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	return resourceError{what: what, err: err}
 }
 
 // conflictDetail keeps the engine's explanation ("conflict: supersede would

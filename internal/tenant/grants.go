@@ -22,6 +22,13 @@ var tableGrants = map[string][]string{
 	"job_locks":   {"SELECT", "UPDATE"},
 	// Compaction's per-owner cursor and watermark; erase removes an owner's row.
 	"compaction_state": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	// Conversations: sessions are row-locked by appends and compaction and
+	// carry counters; messages are append-only (deleted with their session);
+	// summaries get their parent set when condensed.
+	"sessions":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"messages":        {"SELECT", "INSERT", "DELETE"},
+	"summaries":       {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"summary_sources": {"SELECT", "INSERT", "DELETE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the
