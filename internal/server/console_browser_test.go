@@ -37,6 +37,7 @@ type consoleSeed struct {
 	owner                     string
 	updated, replaced, winner string // memory ids of alice
 	toDelete                  string
+	session                   string
 }
 
 // seedConsole writes memories through the API (so history records real
@@ -73,11 +74,29 @@ func seedConsole(t *testing.T, srv *testServer) consoleSeed {
 
 	// Markup in content is data: the console must show it as text.
 	add(alice, map[string]any{"content": `Alice pasted <img src=x onerror="document.title='pwned'"> into the chat`, "category": "contextual"}, "")
+	session := seedConversation(t, srv, alice)
 	add("bob", map[string]any{"content": "Bob works night shifts", "category": "contextual"}, "")
 	add("bob", map[string]any{"content": "Bob is allergic to cats", "category": "identity", "source": "user"}, "")
 	add("mallory", map[string]any{"content": "Mallory asked to be forgotten", "category": "contextual"}, "")
 	add("mallory", map[string]any{"content": "Mallory uses the night bus", "category": "contextual"}, "")
-	return consoleSeed{owner: alice, updated: coffee.Memory.ID, replaced: lisbon.Memory.ID, winner: porto.Memory.ID, toDelete: marathon.Memory.ID}
+	return consoleSeed{owner: alice, updated: coffee.Memory.ID, replaced: lisbon.Memory.ID, winner: porto.Memory.ID, toDelete: marathon.Memory.ID, session: session}
+}
+
+// seedConversation writes a session of 45 turns and compacts it (the
+// extractive summarizer: the test runtime has no LLM), so it has leaf
+// summaries and a condensed one above them.
+func seedConversation(t *testing.T, srv *testServer, owner string) string {
+	t.Helper()
+	const id = "support-2026-11-23"
+	srv.do(t, req{method: "POST", path: memPath(owner, "sessions"), body: map[string]any{"id": id, "title": "Coffee subscription help"}}).want(t, 201)
+	for i := 1; i <= 45; i++ {
+		srv.do(t, req{method: "POST", path: memPath(owner, "sessions", id, "messages"), body: map[string]any{"messages": []map[string]any{
+			{"role": "user", "content": fmt.Sprintf("Question %d: can my coffee delivery %d move to Friday?", i, i)},
+			{"role": "assistant", "content": fmt.Sprintf("Answer %d: delivery %d now arrives on Friday mornings.", i, i)},
+		}}}).want(t, 201)
+	}
+	srv.do(t, req{method: "POST", path: memPath(owner, "sessions", id, "compact"), body: map[string]any{"mode": "full", "force": true}}).want(t, 200)
+	return id
 }
 
 // browser is a headless Chromium tab and what it reported.
@@ -194,9 +213,22 @@ func (b *browser) until(what, expr string) {
 // screenshot writes a full-page PNG named console-<name>.png.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
+	b.capture(name, chromedp.FullScreenshot(100))
+}
+
+// screenshotAt writes a PNG of the viewport scrolled to the element css
+// (for pages too long to show whole).
+func (b *browser) screenshotAt(name, css string) {
+	b.t.Helper()
+	b.do("scroll to "+css, chromedp.Evaluate[chromedp.Void](`document.querySelector('`+css+`').scrollIntoView()`))
+	b.capture(name, chromedp.CaptureScreenshot())
+}
+
+func (b *browser) capture(name string, shot chromedp.Action[[]byte]) {
+	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -349,6 +381,34 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("back to 1000", chromedp.Evaluate[chromedp.Void](`(() => { const r = document.querySelector('#context-form input[type=range]'); r.value = 1000; r.dispatchEvent(new Event('input')); })()`))
 	b.until("the preview follows the slider back", `document.querySelector('#context-summary').textContent.includes('of 1000 tokens')`)
 	b.screenshot("context")
+
+	// Sessions: the list, a session's summary tree, a condensed summary's
+	// children, and a summary expanded back to its messages.
+	b.do("sessions", chromedp.Click(chromedp.CSS(`nav.subnav a[href$="/sessions"]`)), chromedp.WaitVisible(chromedp.CSS("#sessions table")))
+	if l := b.text("#sessions table"); !strings.Contains(l, "Coffee subscription help") || !strings.Contains(l, "90") {
+		t.Fatalf("sessions page: %q", l)
+	}
+	b.screenshot("sessions")
+	b.do("open the session", chromedp.Click(chromedp.CSS(`#sessions a[href$="/s/`+seed.session+`"]`)), chromedp.WaitVisible(chromedp.CSS("#summary-tree li.summary")))
+	condensed := `#summary-tree > li.summary:not([data-depth="0"])`
+	b.do("children of a condensed summary", chromedp.Click(chromedp.CSS(condensed+` button.children`)),
+		chromedp.WaitVisible(chromedp.CSS(condensed+` .kids li.summary[data-depth="0"]`)))
+	if n := eval[int](b, `document.querySelectorAll('`+condensed+` .kids li.summary').length`); n < 2 {
+		t.Fatalf("the condensed summary shows %d children, want at least 2", n)
+	}
+	if got := eval[string](b, `document.querySelector('`+condensed+` button.children').getAttribute('aria-expanded')`); got != "true" {
+		t.Fatalf("aria-expanded of the opened node = %q", got)
+	}
+	b.do("expand a summary", chromedp.Click(chromedp.CSS(condensed+` .kids li.summary button.expand`)),
+		chromedp.WaitVisible(chromedp.CSS(condensed+` .kids .expansion ol.messages li`)))
+	first := b.text(condensed + ` .kids .expansion ol.messages li`)
+	if !strings.Contains(first, "Question 1: can my coffee delivery 1 move to Friday?") {
+		t.Fatalf("the first leaf expands to %q, want the first message verbatim", first)
+	}
+	if l := b.text("#messages"); !strings.Contains(l, "Answer 45: delivery 45 now arrives on Friday mornings.") {
+		t.Fatalf("the session's latest messages: %q", l)
+	}
+	b.screenshotAt("session", "#tree-h")
 
 	// Delete a memory after the confirmation; cancelling first deletes nothing.
 	row := `#memories tr[data-id="` + seed.toDelete + `"]`

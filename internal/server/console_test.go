@@ -52,7 +52,7 @@ func TestConsoleServing(t *testing.T) {
 		t.Fatalf("/ui/ has inline script or style: %s", body)
 	}
 
-	for _, f := range []string{"app.js", "api.js", "dom.js", "common.js", "owners.js", "memories.js", "search.js", "history.js", "context.js", "erase.js"} {
+	for _, f := range []string{"app.js", "api.js", "dom.js", "common.js", "owners.js", "memories.js", "search.js", "history.js", "context.js", "erase.js", "sessions.js"} {
 		resp := get("/ui/js/"+f, nil)
 		js := readBody(t, resp)
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/javascript") {

@@ -10,6 +10,7 @@ import { searchPage } from './search.js';
 import { historyPage } from './history.js';
 import { contextPage } from './context.js';
 import { erasePage } from './erase.js';
+import { sessionsPage, sessionPage } from './sessions.js';
 
 const main = () => document.getElementById('main');
 
@@ -21,6 +22,8 @@ const routes = [
   ['o/:owner/context', contextPage],
   ['o/:owner/erase', erasePage],
   ['o/:owner/m/:id', historyPage],
+  ['o/:owner/sessions', sessionsPage],
+  ['o/:owner/s/:sid', sessionPage],
 ];
 
 function match(hash) {

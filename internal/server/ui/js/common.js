@@ -16,6 +16,7 @@ export function ownerNav(owner, current) {
       item('Memories', ownerHash(owner), 'memories'),
       item('Search', ownerHash(owner, 'search'), 'search'),
       item('Context', ownerHash(owner, 'context'), 'context'),
+      item('Sessions', ownerHash(owner, 'sessions'), 'sessions'),
       item('Erase owner', ownerHash(owner, 'erase'), 'erase')));
 }
 
