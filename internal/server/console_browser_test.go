@@ -250,10 +250,10 @@ func (b *browser) capture(name string, shot chromedp.Action[[]byte]) {
 // owner after typing its id. The page must raise no CSP violation or
 // script error, and the token must appear in no URL and no server log.
 func TestConsoleInBrowser(t *testing.T) {
+	b := newBrowser(t) // first: a missing browser fails (or skips) before any setup
 	tn := newTenant(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
 	seed := seedConsole(t, srv)
-	b := newBrowser(t)
 	ui := srv.base + "/ui/"
 	aliceHash := "#/o/" + strings.ReplaceAll(seed.owner, "@", "%40")
 
