@@ -42,3 +42,17 @@ func TestStats(t *testing.T) {
 	}
 	srv.do(t, req{method: "GET", path: "/v1/stats?x=1"}).want(t, 422)
 }
+
+// TestProxyAuthorizationHeader: the token in X-Engram-Authorization (what
+// kubectl engram sends through the API server's service proxy, which
+// strips Authorization) authenticates like Authorization does, and a wrong
+// one is refused.
+func TestProxyAuthorizationHeader(t *testing.T) {
+	tn := newTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	srv.do(t, req{method: "GET", path: "/v1/stats", noAuth: true,
+		header: map[string]string{HeaderProxyAuthorization: "Bearer " + srv.token}}).want(t, 200)
+	srv.do(t, req{method: "GET", path: "/v1/stats", noAuth: true,
+		header: map[string]string{HeaderProxyAuthorization: "Bearer " + newTestToken(t)}}).want(t, 401)
+	srv.do(t, req{method: "GET", path: "/v1/stats", noAuth: true}).want(t, 401)
+}
