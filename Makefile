@@ -118,8 +118,9 @@ demo-status: ## Show what the demo runs.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/manager.
+build: ## Build the manager into bin/manager and the kubectl plugin into bin/kubectl-engram.
 	$(GOBUILD) -o $(LOCALBIN)/manager ./cmd/manager
+	$(GOBUILD) -o $(LOCALBIN)/kubectl-engram ./cmd/kubectl-engram
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
