@@ -183,8 +183,17 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 	if err != nil && status == 0 {
 		return 0, nil, fmt.Errorf("reaching service %s/%s through the API server: %w", s.namespace, s.name, err)
 	}
-	if status == http.StatusForbidden && !isProblem(raw) {
+	switch {
+	case status == http.StatusForbidden && !isProblem(raw):
 		return 0, nil, &ForbiddenError{Verb: proxyVerb(method), Resource: resServiceProxy, Namespace: s.namespace, Err: err}
+	case status >= 300 && !isProblem(raw):
+		// The API server's own answer (a Status), not the service's.
+		var st metav1.Status
+		msg := clip(string(raw), 300)
+		if json.Unmarshal(raw, &st) == nil && st.Message != "" {
+			msg = st.Message
+		}
+		return 0, nil, fmt.Errorf("the API server's service proxy could not reach service %s/%s (%d): %s; with no pod network between the API server and the pods, use --url", s.namespace, s.name, status, msg)
 	}
 	return status, raw, nil
 }
