@@ -36,7 +36,7 @@ type RuntimeStatus struct {
 	Endpoint    string            `json:"endpoint,omitempty"`
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
 	Jobs        []JobStatus       `json:"retentionJobs"`
-	Memories    *statsResult     `json:"memories,omitempty"`
+	Memories    *statsResult      `json:"memories,omitempty"`
 	// Unavailable lists what could not be read, and why (RBAC, service down).
 	Unavailable []string `json:"unavailable,omitempty"`
 }
@@ -72,7 +72,7 @@ type JobStatus struct {
 	DryRun     bool                    `json:"dryRun"`
 	LastRun    *memoryv1alpha1.LastRun `json:"lastRun,omitempty"`
 	NextRun    *metav1.Time            `json:"nextRun,omitempty"`
-	LastSucess *metav1.Time            `json:"lastSuccessfulTime,omitempty"`
+	LastSuccess *metav1.Time            `json:"lastSuccessfulTime,omitempty"`
 }
 
 func runStatus(ctx context.Context, a *app, args []string) error {
@@ -171,7 +171,7 @@ func jobsOf(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime) ([]J
 			continue
 		}
 		js := JobStatus{Name: rj.Name, Schedule: rj.Spec.Schedule, Suspended: rj.Spec.Suspend, DryRun: rj.Spec.DryRun,
-			NextRun: rj.Status.NextScheduleTime, LastSucess: rj.Status.LastSuccessfulTime}
+			NextRun: rj.Status.NextScheduleTime, LastSuccess: rj.Status.LastSuccessfulTime}
 		if lr := rj.Status.LastRun; lr != nil && (lr.Runtime == "" || lr.Runtime == rt.Name) {
 			js.LastRun = lr
 		}
