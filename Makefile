@@ -133,6 +133,7 @@ helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
 	$(HELM) template engram charts/engram --namespace engram-system >/dev/null
 	$(HELM) template engram charts/engram --namespace engram-system --set serviceMonitor.enabled=true --set watchNamespaces='{team-a,team-b}' --set networkPolicy.allowedNamespaces='{monitoring}' >/dev/null
 	$(HELM) template engram charts/engram --namespace engram-system --set networkPolicy.enabled=false >/dev/null
+	$(HELM) template engram charts/engram --namespace engram-system --set podMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set podMonitor.namespaces='{team-a}' >/dev/null
 
 .PHONY: kustomize-build
 kustomize-build: manifests $(KUSTOMIZE) ## Render config/default with kustomize.
