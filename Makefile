@@ -123,9 +123,25 @@ build: ## Build the manager into bin/manager and the kubectl plugin into bin/kub
 	$(GOBUILD) -o $(LOCALBIN)/manager ./cmd/manager
 	$(GOBUILD) -o $(LOCALBIN)/kubectl-engram ./cmd/kubectl-engram
 
+# IMAGE_DIR receives the OCI layout, its tarball and the docker-load
+# tarballs; the binaries are built like the Dockerfile builds them.
+IMAGE_DIR ?= $(CURDIR)/dist/image
+IMAGE_BIN ?= $(CURDIR)/dist/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+
+.PHONY: image
+image: ## Build the multi-arch (amd64, arm64) OCI image without Docker into dist/image (go-containerregistry, hack/image).
+	@for arch in amd64 arm64; do \
+		echo ">> manager for linux/$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags="-s -w" -o $(IMAGE_BIN)/linux_$$arch/manager ./cmd/manager; \
+	done
+	cd hack/image && go run . --binary-amd64 $(IMAGE_BIN)/linux_amd64/manager --binary-arm64 $(IMAGE_BIN)/linux_arm64/manager \
+		--out $(IMAGE_DIR) --tag $(IMG) --version $(VERSION) --revision "$(REVISION)"
+
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
-	DOCKER_BUILDKIT=1 docker build -t $(IMG) .
+	DOCKER_BUILDKIT=1 docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
 
 .PHONY: helm-lint
 helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
