@@ -344,4 +344,3 @@ func readFile(t *testing.T, rel string) string {
 	}
 	return string(b)
 }
-
