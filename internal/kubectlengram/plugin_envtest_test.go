@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -270,6 +271,52 @@ func TestPlugin(t *testing.T) {
 		for _, want := range []string{"Ready:", "True (Available)", "migration version", "standard (generation", "Credentials:", "nightly", "next run:", "last run:  Succeeded", "compact", "scanned", "Memories:", "DatabaseReady", "ServiceAvailable"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("status lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	// The operator's status metrics (internal/controller/metrics_status.go)
+	// describe what the plugin just showed: checked here, where a real run finished.
+	t.Run("operator status metrics", func(t *testing.T) {
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "namespace" && l.GetValue() != cl.ns {
+						key = ""
+						break
+					}
+					if l.GetName() == "operation" || l.GetName() == "runtime" && !strings.HasPrefix(f.GetName(), "engram_memoryruntime") {
+						key += "/" + l.GetValue()
+					}
+				}
+				if key != "" && m.GetGauge() != nil {
+					got[key] = m.GetGauge().GetValue()
+				}
+			}
+		}
+		now := float64(time.Now().Unix())
+		checks := []struct {
+			key string
+			ok  func(float64) bool
+		}{
+			{"engram_memoryruntime_ready", func(v float64) bool { return v == 1 }},
+			{"engram_memoryruntime_credentials_last_written_timestamp_seconds", func(v float64) bool { return now-v < 600 && v <= now }},
+			{"engram_retentionjob_schedule_interval_seconds", func(v float64) bool { return v == 86400 }},
+			{"engram_retentionjob_last_success_timestamp_seconds", func(v float64) bool { return now-v < 600 }},
+			{"engram_retentionjob_last_run_failed/" + rt, func(v float64) bool { return v == 0 }},
+			{"engram_retentionjob_last_run_duration_seconds/" + rt, func(v float64) bool { return v >= 0 && v < 600 }},
+			{"engram_retentionjob_last_run_affected_rows/compact/" + rt, func(v float64) bool { return v >= 0 }},
+		}
+		for _, c := range checks {
+			v, ok := got[c.key]
+			if !ok || !c.ok(v) {
+				t.Errorf("%s = %v (present %v)", c.key, v, ok)
 			}
 		}
 	})
