@@ -58,7 +58,7 @@ func up(ctx context.Context, cfg config) error {
 		return err
 	}
 	printSummary(cfg, st, report, time.Since(start))
-	return nil
+	return printPluginStatus(cfg, st, report)
 }
 
 // ensureSupervisor returns the state of a running supervisor, starting one

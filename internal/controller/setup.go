@@ -99,6 +99,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		return err
 	}
 	app := &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), scheme: mgr.GetScheme()}
+	statusMetrics.use(mgr.GetClient()) // metrics_status.go
 
 	runtimes := &MemoryRuntimeReconciler{
 		client: mgr.GetClient(),

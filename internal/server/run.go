@@ -63,6 +63,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		return nil, err
 	}
 	metrics.RegisterPool(tn.Pool)
+	metrics.RegisterStats(tn.Store)
 	tokens := NewTokens(o.TokensFile, o.SigningKeyFile, logger, metrics)
 	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o})
 
