@@ -63,7 +63,7 @@ func supervise(parent context.Context, cfg config) error {
 	if assets == "" || dbURL == "" {
 		return fail(errors.New("KUBEBUILDER_ASSETS and DATABASE_URL must be set (engram-demo up sets them)"))
 	}
-	cp, err := demo.StartControlPlane(assets, cfg.repoRoot)
+	cp, err := demo.StartControlPlane(assets, cfg.repoRoot, cfg.path("etcd"))
 	if err != nil {
 		return fail(err)
 	}

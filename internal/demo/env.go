@@ -52,12 +52,23 @@ type ControlPlane struct {
 
 // StartControlPlane starts kube-apiserver and etcd from assets (the
 // KUBEBUILDER_ASSETS directory of hack/envtest.sh) and installs the CRDs of
-// repoRoot/config/crd/bases.
-func StartControlPlane(assets, repoRoot string) (*ControlPlane, error) {
+// repoRoot/config/crd/bases. etcdDir keeps etcd's data between runs when it
+// is not empty ("" = a temporary directory removed on Stop). The demo keeps
+// it: its tenant schemas live on in PostgreSQL, and they carry the UID of
+// the MemoryRuntime that created them, so a control plane that forgot that
+// object would make a new runtime with a new UID, which the operator
+// rightly refuses to let take the old schema over.
+func StartControlPlane(assets, repoRoot, etcdDir string) (*ControlPlane, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+	}
+	if etcdDir != "" {
+		if err := os.MkdirAll(etcdDir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the etcd data directory: %w", err)
+		}
+		env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 	}
 	cfg, err := env.Start()
 	if err != nil {
