@@ -41,6 +41,9 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if budget < 1 || budget > maxContextTokens {
 		fe.add("maxTokens", "%d must be within 1..%d", req.MaxTokens, maxContextTokens)
 	}
+	if req.MaxEpisodes < 0 || req.MaxEpisodes > maxContextEpisodes {
+		fe.add("maxEpisodes", "%d must be within 0..%d", req.MaxEpisodes, maxContextEpisodes)
+	}
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -48,7 +51,10 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if err != nil {
 		return nil, err
 	}
-	res := render(s.policy.RenderOrder(), cands, budget)
+	res, err := s.contextSections(ctx, req, cands, budget)
+	if err != nil {
+		return nil, err
+	}
 	res.Omitted += total - len(cands)
 	s.access.record(res.IDs...)
 	return res, nil
