@@ -210,13 +210,15 @@ func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, 
 		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.policy.Search
-	sql := `SELECT * FROM (SELECT ` + episodeColumns + `, ` + vs + ` AS vs, ` + ts + ` AS ts, ` + recency + ` AS rs
-			FROM ` + from + ` WHERE ` + where + `) AS r
-		ORDER BY ` + a.add(w.VectorWeight) + `::float8 * r.vs + ` + a.add(w.TextWeight) + `::float8 * r.ts + ` +
-		a.add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.add(limit)
+	var sql string
 	if query == "" {
 		sql = `SELECT ` + episodeColumns + `, 0::float8, 0::float8, ` + recency + ` FROM ` + from + ` WHERE ` + where +
 			` ORDER BY e.ended_at DESC, e.id LIMIT ` + a.add(limit)
+	} else {
+		sql = `SELECT * FROM (SELECT ` + episodeColumns + `, ` + vs + ` AS vs, ` + ts + ` AS ts, ` + recency + ` AS rs
+				FROM ` + from + ` WHERE ` + where + `) AS r
+			ORDER BY ` + a.add(w.VectorWeight) + `::float8 * r.vs + ` + a.add(w.TextWeight) + `::float8 * r.ts + ` +
+			a.add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.add(limit)
 	}
 	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
