@@ -123,7 +123,7 @@ func TestExtractSessionMakesTwoCallsForFiveFactsAndNoneWithoutNewMessages(t *tes
 	if res.Watermark != 3 || res.FromSeq != 1 || res.ToSeq != 3 {
 		t.Fatalf("watermark %d, range %d..%d; want 3, 1..3", res.Watermark, res.FromSeq, res.ToSeq)
 	}
-	if n := f.n(`SELECT count(*) FROM `+f.store.sql.history+` WHERE owner_id = 'alice' AND actor = 'agent'`); n < 4 {
+	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.history + ` WHERE owner_id = 'alice' AND actor = 'agent'`); n < 4 {
 		t.Fatalf("%d history rows by the agent, want one per stored decision", n)
 	}
 
@@ -170,7 +170,7 @@ func TestExtractSessionNeutralizesForgedRolesAndRedactsWithThePolicy(t *testing.
 		t.Fatal(err)
 	}
 	t.Cleanup(s2.Close)
-	if n := f.n(`SELECT count(*) FROM `+f.store.sql.messages+` WHERE content LIKE '%ZX-9931-QQ%'`); n != 1 {
+	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.messages + ` WHERE content LIKE '%ZX-9931-QQ%'`); n != 1 {
 		t.Fatalf("%d stored messages hold the code, want 1 (the first policy has no rule for it)", n)
 	}
 	if _, err := s2.ExtractSession(ctx(t), SessionExtractRequest{Owner: "bob", SessionID: "s"}); err != nil {
