@@ -421,6 +421,9 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		if err := s.eraseConversations(ctx, tx, owner, res); err != nil {
 			return err
 		}
+		if err := s.eraseLongTerm(ctx, tx, owner, res); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
 			return s.dbErr("erasing the owner's compaction state", err)
 		}

@@ -94,6 +94,12 @@ type Category struct {
 	Pinned bool `json:"pinned"`
 	// Protected categories accept writes only from source "user".
 	Protected bool `json:"protected"`
+	// Description tells the extraction model what belongs in the category (optional).
+	Description string `json:"description,omitempty"`
+	// Global categories hold tenant-wide memories (under GlobalOwner),
+	// written only with source user or system, included in every owner's
+	// search and context, untouched by erasing an owner.
+	Global bool `json:"global,omitempty"`
 }
 
 // Arbitration modes of Dedup.
