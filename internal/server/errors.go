@@ -75,6 +75,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 const (
 	resSession = "session"
 	resSummary = "summary"
+	resGlobal  = "global memory"
 )
 
 // resourceError says which kind of thing an engine error is about, so a
