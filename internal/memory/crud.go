@@ -161,6 +161,9 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		if *req.Category == "" {
 			fe.add("category", "must not be empty")
 		}
+		if c, ok := s.policy.Category(*req.Category); ok && c.Global {
+			fe.add("category", "%q is global: global memories are added, not made from an owner's memory", c.Name)
+		}
 	}
 	if req.Importance != nil {
 		if *req.Importance < 1 || *req.Importance > 10 {

@@ -366,7 +366,11 @@ func TestGlobalMemoriesReachEveryOwnerAndSurviveErasure(t *testing.T) {
 	if g.Memory.Owner != GlobalOwner {
 		t.Fatalf("global memory stored under %q", g.Memory.Owner)
 	}
-	f.add(AddRequest{Owner: "jo", Content: "Jo likes hiking", Category: "preference"})
+	hike := f.add(AddRequest{Owner: "jo", Content: "Jo likes hiking", Category: "preference"})
+	company := "company"
+	if _, err := f.store.Update(ctx(t), UpdateRequest{Owner: "jo", ID: hike.Memory.ID, Category: &company, Source: SourceUser}); err == nil {
+		t.Fatal("an owner's memory was moved into a global category")
+	}
 	f.add(AddRequest{Owner: "kim", Content: "Kim likes sailing", Category: "preference"})
 	for _, owner := range []string{"jo", "kim"} {
 		c, err := f.store.Context(ctx(t), ContextRequest{Owner: owner})
