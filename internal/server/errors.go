@@ -43,7 +43,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 	case errors.Is(err, memory.ErrNotFound):
 		return newProblem(probNotFound, "no memory with this id"), false
 	case errors.Is(err, memory.ErrProtected):
-		return newProblem(probProtected, memory.ErrProtected.Error()), false
+		return newProblem(probProtected, protectedDetail(err)), false
 	case errors.Is(err, memory.ErrNoLLM):
 		return newProblem(probNoLLM, "this runtime has no LLM configured (spec.llm of the MemoryRuntime); extraction needs one"), false
 	case errors.Is(err, memory.ErrLocked):
@@ -94,6 +94,20 @@ func inResource(err error, what string) error {
 		return nil
 	}
 	return resourceError{what: what, err: err}
+}
+
+// protectedDetail says which rule refused a write: the constraints and
+// the global categories have rules of their own (the engine says so
+// before the wrapped ErrProtected); otherwise the protected category's.
+func protectedDetail(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "constraints: ") {
+		return `the constraints are the user's rules for the agent: only source "user" may write them (an app or admin token sending "source": "user")`
+	}
+	if rule, ok := strings.CutSuffix(msg, ": "+memory.ErrProtected.Error()); ok && strings.Contains(rule, "only source") {
+		return rule
+	}
+	return memory.ErrProtected.Error()
 }
 
 // conflictDetail keeps the engine's explanation ("conflict: supersede would
