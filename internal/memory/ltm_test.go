@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // ltmChat scripts the fake model for session extraction: the extraction
@@ -434,5 +436,42 @@ func TestEraseRemovesLongTermDataOfTheOwnerOnly(t *testing.T) {
 		if n := f.n(`SELECT count(*) FROM ` + table + ` WHERE owner_id = 'max'`); n == 0 {
 			t.Fatalf("%s: the other owner's rows are gone", table)
 		}
+	}
+}
+
+func TestConcurrentExtractionsOfOneSessionStoreTheFactsOnce(t *testing.T) {
+	chat := newLTMChat(t, []sessionFact{
+		{Content: "The user collects vinyl records", Category: "preference", Importance: 5},
+		{Content: "The user is training for a marathon in April", Category: "project", Importance: 7},
+	})
+	chat.decisions = func(n int) []map[string]any { return nil }
+	chat.delay = 300 * time.Millisecond
+	f := newFixture(t, withLLM(chat.llm()))
+	f.newSession("nia", "s")
+	f.appendTurn("nia", "s", userTurn("I collect vinyl and I am training for the April marathon."))
+	results := make([]*SessionExtractResult, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = f.store.ExtractSession(ctx(t), SessionExtractRequest{Owner: "nia", SessionID: "s"})
+		}()
+	}
+	wg.Wait()
+	stored := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		for _, fct := range r.Facts {
+			if fct.Result != nil {
+				stored++
+			}
+		}
+	}
+	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.memories + ` WHERE owner_id = 'nia'`); n != 2 || stored != 2 {
+		t.Fatalf("%d memories, %d facts stored by the two runs; want the 2 facts once", n, stored)
 	}
 }
