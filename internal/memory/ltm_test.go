@@ -475,3 +475,29 @@ func TestConcurrentExtractionsOfOneSessionStoreTheFactsOnce(t *testing.T) {
 		t.Fatalf("%d memories, %d facts stored by the two runs; want the 2 facts once", n, stored)
 	}
 }
+
+func TestEndSessionExtractsWhenThePolicySaysSo(t *testing.T) {
+	onEnd := func(p *Policy) { p.Conversation.ExtractOnEnd = true }
+	chat := newLTMChat(t, []sessionFact{{Content: "The user is allergic to peanuts", Category: "identity", Importance: 9}})
+	f := newFixture(t, withLLM(chat.llm()), withPolicy(onEnd))
+	f.newSession("olu", "s")
+	for _, q := range []string{"Find me a snack.", "No peanuts please, I am allergic.", "Thanks!"} {
+		f.appendTurn("olu", "s", userTurn(q), assistantTurn("Sure."))
+	}
+	res, err := f.store.EndSession(ctx(t), EndSessionRequest{Owner: "olu", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Extraction == nil || res.Extraction.Watermark != 6 || len(res.Extraction.Facts) != 1 || res.Extraction.Facts[0].Result == nil ||
+		res.Episode == nil || res.Episode.Method != MethodLLM {
+		t.Fatalf("end: %+v (extraction %+v)", res, res.Extraction)
+	}
+
+	noLLM := newFixture(t, withPolicy(onEnd))
+	noLLM.newSession("olu", "s")
+	noLLM.appendTurn("olu", "s", userTurn("hello"))
+	r, err := noLLM.store.EndSession(ctx(t), EndSessionRequest{Owner: "olu", SessionID: "s"})
+	if err != nil || r.ExtractionSkipped != "no-llm" || r.Extraction != nil || r.Episode != nil {
+		t.Fatalf("end without an LLM: %+v, %v", r, err)
+	}
+}
