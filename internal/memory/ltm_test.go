@@ -379,9 +379,11 @@ func TestGlobalMemoriesReachEveryOwnerAndSurviveErasure(t *testing.T) {
 		if err != nil || !strings.Contains(c.Text, "Fridays at 3pm") {
 			t.Fatalf("%s's context %q, %v: want the global memory", owner, c.Text, err)
 		}
-		hits, err := f.store.Search(ctx(t), SearchRequest{Owner: owner, Query: "when does the office close"})
-		if err != nil || len(hits) == 0 || hits[0].Memory.ID != g.Memory.ID {
-			t.Fatalf("%s's search: %+v, %v", owner, hits, err)
+		for _, mode := range []SearchMode{SearchHybrid, SearchVector, SearchText} {
+			hits, err := f.store.Search(ctx(t), SearchRequest{Owner: owner, Query: "when does the office close on Fridays", Mode: mode})
+			if err != nil || len(hits) == 0 || hits[0].Memory.ID != g.Memory.ID {
+				t.Fatalf("%s's %s search: %+v, %v", owner, mode, hits, err)
+			}
 		}
 	}
 	if _, err := f.store.EraseOwner(ctx(t), "jo"); err != nil {
