@@ -321,6 +321,18 @@ func TestConstraintsOnlyFromTheUserAndVersionedProfile(t *testing.T) {
 	if err != nil || !strings.HasPrefix(c.Text, "## constraints\nNever book red-eye flights.\n\n## profile\nHal likes jazz and blues.") {
 		t.Fatalf("context %q, %v: want constraints first, then the profile", c.Text, err)
 	}
+	f.add(AddRequest{Owner: "hal", Content: "Hal's name is Hal Jordan", Category: "identity"})
+	f.add(AddRequest{Owner: "hal", Content: "Hal prefers aisle seats", Category: "preference"})
+	for budget := 1; budget <= 60; budget++ {
+		c, err := f.store.Context(ctx(t), ContextRequest{Owner: "hal", MaxTokens: budget})
+		if err != nil || c.Tokens > budget || c.Tokens != CountTokens(c.Text) {
+			t.Fatalf("budget %d: %d tokens, %v", budget, c.Tokens, err)
+		}
+		ci, pi := strings.Index(c.Text, "## constraints"), strings.Index(c.Text, "## profile")
+		if (c.ConstraintsVersion > 0) != (ci >= 0) || (c.ProfileVersion > 0) != (pi >= 0) || (ci >= 0 && pi >= 0 && ci > pi) {
+			t.Fatalf("budget %d: versions %d/%d for %q; want constraints before the profile", budget, c.ConstraintsVersion, c.ProfileVersion, c.Text)
+		}
+	}
 }
 
 func TestSnapshotHidesLaterProfileWritesUntilAdvanced(t *testing.T) {
