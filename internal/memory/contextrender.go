@@ -87,7 +87,7 @@ func contextLimits(budget int) (perCategory, perPinned int) {
 // how many renderable memories the owner has in all.
 func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
 	a := &args{}
-	where := s.ownerWhere(a, req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
+	where := s.ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	pinned := a.add(s.pinnedCategories()) + `::text[]`
 	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))

@@ -79,7 +79,7 @@ func newestWithin(lines []string, maxChars int) (string, bool) {
 			continue
 		}
 		truncated = true
-		if left > 1 {
+		if left > 4 {
 			r := []rune(lines[i])
 			kept = append(kept, "..."+string(r[len(r)-(left-4):]))
 		}
@@ -382,9 +382,26 @@ func (s *Store) decidePlan(ctx context.Context, nb *neighbour, action, merged st
 // the cap like every add.
 func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*preparedAdd, plans []*arbiterPlan, res *SessionExtractResult) error {
 	results := make([]AddResult, len(ps))
+	raced := false
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
 			return err
+		}
+		// A concurrent run that read the same messages may have committed
+		// while this one asked the model: its facts stand, these are not
+		// written twice (the session row lock orders the two).
+		var wm int64
+		err := tx.QueryRow(ctx, `SELECT extracted_through FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2 FOR UPDATE`,
+			req.Owner, req.SessionID).Scan(&wm)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
+		}
+		if err != nil {
+			return s.dbErr("locking the session", err)
+		}
+		if wm >= res.ToSeq {
+			raced, res.Watermark = true, wm
+			return nil
 		}
 		for i, p := range ps {
 			r, err := s.applyAdd(ctx, tx, p, plans[i])
@@ -393,17 +410,19 @@ func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, p
 			}
 			results[i] = *r
 		}
-		var wm int64
-		err := tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = greatest(extracted_through, $3)
-			WHERE owner_id = $1 AND id = $2 RETURNING extracted_through`, req.Owner, req.SessionID, res.ToSeq).Scan(&wm)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
-		}
-		res.Watermark = wm
+		_, err = tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = $3
+			WHERE owner_id = $1 AND id = $2`, req.Owner, req.SessionID, res.ToSeq)
+		res.Watermark = res.ToSeq
 		return s.dbErr("moving the extraction watermark", err)
 	})
 	if err != nil {
 		return err
+	}
+	if raced {
+		for _, p := range ps {
+			res.Facts[p.factIndex].Dropped = "a concurrent extraction of the same messages was stored first"
+		}
+		return nil
 	}
 	for i, p := range ps {
 		r := results[i]

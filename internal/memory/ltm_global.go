@@ -17,13 +17,14 @@ func (p *Policy) hasGlobal() bool {
 	return false
 }
 
-// ownerWhere is the owner condition of search and context: the owner's rows
-// and, when the policy has global categories, the tenant-wide ones.
-func (s *Store) ownerWhere(a *args, owner string) string {
+// ownerMatch is the owner condition of search and context for the owner
+// bound to placeholder ph: the owner's rows and, when the policy has global
+// categories, the tenant-wide ones.
+func (s *Store) ownerMatch(ph string) string {
 	if !s.policy.hasGlobal() {
-		return `m.owner_id = ` + a.add(owner)
+		return `m.owner_id = ` + ph
 	}
-	return `m.owner_id IN (` + a.add(owner) + `, '` + GlobalOwner + `')`
+	return `m.owner_id IN (` + ph + `, '` + GlobalOwner + `')`
 }
 
 // routeGlobal moves a write of a global category to GlobalOwner, without

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // ltmChat scripts the fake model for session extraction: the extraction
@@ -319,6 +321,18 @@ func TestConstraintsOnlyFromTheUserAndVersionedProfile(t *testing.T) {
 	if err != nil || !strings.HasPrefix(c.Text, "## constraints\nNever book red-eye flights.\n\n## profile\nHal likes jazz and blues.") {
 		t.Fatalf("context %q, %v: want constraints first, then the profile", c.Text, err)
 	}
+	f.add(AddRequest{Owner: "hal", Content: "Hal's name is Hal Jordan", Category: "identity"})
+	f.add(AddRequest{Owner: "hal", Content: "Hal prefers aisle seats", Category: "preference"})
+	for budget := 1; budget <= 60; budget++ {
+		c, err := f.store.Context(ctx(t), ContextRequest{Owner: "hal", MaxTokens: budget})
+		if err != nil || c.Tokens > budget || c.Tokens != CountTokens(c.Text) {
+			t.Fatalf("budget %d: %d tokens, %v", budget, c.Tokens, err)
+		}
+		ci, pi := strings.Index(c.Text, "## constraints"), strings.Index(c.Text, "## profile")
+		if (c.ConstraintsVersion > 0) != (ci >= 0) || (c.ProfileVersion > 0) != (pi >= 0) || (ci >= 0 && pi >= 0 && ci > pi) {
+			t.Fatalf("budget %d: versions %d/%d for %q; want constraints before the profile", budget, c.ConstraintsVersion, c.ProfileVersion, c.Text)
+		}
+	}
 }
 
 func TestSnapshotHidesLaterProfileWritesUntilAdvanced(t *testing.T) {
@@ -377,9 +391,11 @@ func TestGlobalMemoriesReachEveryOwnerAndSurviveErasure(t *testing.T) {
 		if err != nil || !strings.Contains(c.Text, "Fridays at 3pm") {
 			t.Fatalf("%s's context %q, %v: want the global memory", owner, c.Text, err)
 		}
-		hits, err := f.store.Search(ctx(t), SearchRequest{Owner: owner, Query: "when does the office close"})
-		if err != nil || len(hits) == 0 || hits[0].Memory.ID != g.Memory.ID {
-			t.Fatalf("%s's search: %+v, %v", owner, hits, err)
+		for _, mode := range []SearchMode{SearchHybrid, SearchVector, SearchText} {
+			hits, err := f.store.Search(ctx(t), SearchRequest{Owner: owner, Query: "when does the office close on Fridays", Mode: mode})
+			if err != nil || len(hits) == 0 || hits[0].Memory.ID != g.Memory.ID {
+				t.Fatalf("%s's %s search: %+v, %v", owner, mode, hits, err)
+			}
 		}
 	}
 	if _, err := f.store.EraseOwner(ctx(t), "jo"); err != nil {
@@ -434,5 +450,68 @@ func TestEraseRemovesLongTermDataOfTheOwnerOnly(t *testing.T) {
 		if n := f.n(`SELECT count(*) FROM ` + table + ` WHERE owner_id = 'max'`); n == 0 {
 			t.Fatalf("%s: the other owner's rows are gone", table)
 		}
+	}
+}
+
+func TestConcurrentExtractionsOfOneSessionStoreTheFactsOnce(t *testing.T) {
+	chat := newLTMChat(t, []sessionFact{
+		{Content: "The user collects vinyl records", Category: "preference", Importance: 5},
+		{Content: "The user is training for a marathon in April", Category: "project", Importance: 7},
+	})
+	chat.decisions = func(n int) []map[string]any { return nil }
+	chat.delay = 300 * time.Millisecond
+	f := newFixture(t, withLLM(chat.llm()))
+	f.newSession("nia", "s")
+	f.appendTurn("nia", "s", userTurn("I collect vinyl and I am training for the April marathon."))
+	results := make([]*SessionExtractResult, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = f.store.ExtractSession(ctx(t), SessionExtractRequest{Owner: "nia", SessionID: "s"})
+		}()
+	}
+	wg.Wait()
+	stored := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		for _, fct := range r.Facts {
+			if fct.Result != nil {
+				stored++
+			}
+		}
+	}
+	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.memories + ` WHERE owner_id = 'nia'`); n != 2 || stored != 2 {
+		t.Fatalf("%d memories, %d facts stored by the two runs; want the 2 facts once", n, stored)
+	}
+}
+
+func TestEndSessionExtractsWhenThePolicySaysSo(t *testing.T) {
+	onEnd := func(p *Policy) { p.Conversation.ExtractOnEnd = true }
+	chat := newLTMChat(t, []sessionFact{{Content: "The user is allergic to peanuts", Category: "identity", Importance: 9}})
+	f := newFixture(t, withLLM(chat.llm()), withPolicy(onEnd))
+	f.newSession("olu", "s")
+	for _, q := range []string{"Find me a snack.", "No peanuts please, I am allergic.", "Thanks!"} {
+		f.appendTurn("olu", "s", userTurn(q), assistantTurn("Sure."))
+	}
+	res, err := f.store.EndSession(ctx(t), EndSessionRequest{Owner: "olu", SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Extraction == nil || res.Extraction.Watermark != 6 || len(res.Extraction.Facts) != 1 || res.Extraction.Facts[0].Result == nil ||
+		res.Episode == nil || res.Episode.Method != MethodLLM {
+		t.Fatalf("end: %+v (extraction %+v)", res, res.Extraction)
+	}
+
+	noLLM := newFixture(t, withPolicy(onEnd))
+	noLLM.newSession("olu", "s")
+	noLLM.appendTurn("olu", "s", userTurn("hello"))
+	r, err := noLLM.store.EndSession(ctx(t), EndSessionRequest{Owner: "olu", SessionID: "s"})
+	if err != nil || r.ExtractionSkipped != "no-llm" || r.Extraction != nil || r.Episode != nil {
+		t.Fatalf("end without an LLM: %+v, %v", r, err)
 	}
 }
