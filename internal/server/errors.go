@@ -96,15 +96,11 @@ func inResource(err error, what string) error {
 	return resourceError{what: what, err: err}
 }
 
-// protectedDetail says which rule refused a write: the constraints and
-// the global categories have rules of their own (the engine says so
-// before the wrapped ErrProtected); otherwise the protected category's.
+// protectedDetail says which rule refused a write: a global category has
+// a rule of its own (the engine states it before the wrapped
+// ErrProtected); otherwise the protected category's.
 func protectedDetail(err error) string {
-	msg := err.Error()
-	if strings.HasPrefix(msg, "constraints: ") {
-		return `the constraints are the user's rules for the agent: only source "user" may write them (an app or admin token sending "source": "user")`
-	}
-	if rule, ok := strings.CutSuffix(msg, ": "+memory.ErrProtected.Error()); ok && strings.Contains(rule, "only source") {
+	if rule, ok := strings.CutSuffix(err.Error(), ": "+memory.ErrProtected.Error()); ok && strings.Contains(rule, "only source") {
 		return rule
 	}
 	return memory.ErrProtected.Error()

@@ -235,6 +235,10 @@ func (s *Server) putDocument(kind memory.DocumentKind) http.HandlerFunc {
 		d, err := s.store.PutDocument(r.Context(), memory.PutDocumentRequest{
 			Owner: r.PathValue("owner"), Agent: agent, Kind: kind, Content: b.Content, Source: src, IfVersion: b.IfVersion,
 		})
+		if kind == memory.DocConstraints && errors.Is(err, memory.ErrProtected) {
+			writeProblem(w, r, newProblem(probProtected, constraintsDetail))
+			return
+		}
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -242,6 +246,9 @@ func (s *Server) putDocument(kind memory.DocumentKind) http.HandlerFunc {
 		writeJSON(w, http.StatusOK, d)
 	}
 }
+
+// constraintsDetail is the 403 of a constraints write by another source than user.
+const constraintsDetail = `the constraints are the user's rules for the agent: only source "user" may write them (an app or admin token sending "source": "user")`
 
 // changelogParams are the query parameters of the changelog.
 var changelogParams = []string{"scope", "agent", "limit"}
