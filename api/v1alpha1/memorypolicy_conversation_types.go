@@ -46,6 +46,12 @@ type ConversationSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Limits ConversationLimitsSpec `json:"limits"`
+
+	// ExtractOnEnd: ending a session (POST .../sessions/{id}/end) also
+	// extracts long-term facts from its new messages, when the runtime has
+	// an LLM (spec.llm).
+	// +optional
+	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
 }
 
 // ConversationWindowSpec holds the defaults of a window request.

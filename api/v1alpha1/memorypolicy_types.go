@@ -85,6 +85,7 @@ type MemoryPolicySpec struct {
 
 // CategorySpec is one category of memory. Unset fields are resolved by the
 // operator (never written back): ttl "0" (never), halfLife ttl/2, priority 50.
+// +kubebuilder:validation:XValidation:rule="!(has(self.global) && self.global && has(self.protected) && self.protected)",message="a global category cannot also be protected: global categories already accept writes only from source user or system, and protected would shut out the system"
 type CategorySpec struct {
 	// Name of the category, as clients send it.
 	// +kubebuilder:validation:MinLength=1
@@ -115,6 +116,18 @@ type CategorySpec struct {
 	// hard user constraints.
 	// +optional
 	Protected bool `json:"protected,omitempty"`
+
+	// Description tells the extraction model what belongs in this category
+	// (it is part of the extraction prompt).
+	// +optional
+	// +kubebuilder:validation:MaxLength=500
+	Description string `json:"description,omitempty"`
+
+	// Global categories hold tenant-wide knowledge: memories stored under a
+	// reserved owner, written only with source user or system, included in
+	// every owner's search and context, and left alone when an owner is erased.
+	// +optional
+	Global bool `json:"global,omitempty"`
 }
 
 // DedupSpec configures deduplication: at or above autoMergeThreshold a write

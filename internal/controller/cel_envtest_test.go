@@ -214,6 +214,12 @@ func celCases(ns string) []celCase {
 		{"archive after the idle ttl", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Conversation.SessionIdleTTL, s.Conversation.ArchiveAfter = "2w", "30d"
 		}), "spec.conversation: Invalid value: conversation.archiveAfter must be shorter than conversation.sessionIdleTTL: sessions would be deleted before they are archived"},
+		{"global and protected category", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "company", Global: true, Protected: true}}
+		}), "spec.categories[0]: Invalid value: a global category cannot also be protected: global categories already accept writes only from source user or system, and protected would shut out the system"},
+		{"category description too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", Description: strings.Repeat("d", 501)}}
+		}), "spec.categories[0].description: Too long: may not be more than 500 bytes"},
 		{"messages per turn above 500", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxMessagesPerTurn = 501 }),
 			"spec.conversation.limits.maxMessagesPerTurn: Invalid value: 501: spec.conversation.limits.maxMessagesPerTurn in body should be less than or equal to 500"},
 		{"redaction pattern too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{strings.Repeat("a", 513)} }),

@@ -96,6 +96,7 @@ func resolveConversation(in memoryv1alpha1.ConversationSpec, c memory.Conversati
 	c.Compaction.MaxDepth = orInt(in.Compaction.MaxDepth, c.Compaction.MaxDepth)
 	c.Limits.MaxMessagesPerTurn = orInt(in.Limits.MaxMessagesPerTurn, c.Limits.MaxMessagesPerTurn)
 	c.Limits.MaxMessageBytes = orInt(in.Limits.MaxMessageBytes, c.Limits.MaxMessageBytes)
+	c.ExtractOnEnd = in.ExtractOnEnd
 	for _, d := range []struct {
 		field string
 		in    memoryv1alpha1.Duration
@@ -118,7 +119,8 @@ func resolveConversation(in memoryv1alpha1.ConversationSpec, c memory.Conversati
 func resolveCategories(in []memoryv1alpha1.CategorySpec) ([]memory.Category, error) {
 	out := make([]memory.Category, 0, len(in))
 	for i, c := range in {
-		cat := memory.Category{Name: c.Name, Priority: defaultCategoryPriority, Pinned: c.Pinned, Protected: c.Protected}
+		cat := memory.Category{Name: c.Name, Priority: defaultCategoryPriority, Pinned: c.Pinned, Protected: c.Protected,
+			Description: c.Description, Global: c.Global}
 		if c.Priority != nil {
 			cat.Priority = int(*c.Priority)
 		}

@@ -169,3 +169,28 @@ func TestResolvePolicySemanticErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestResolvePolicyLongTermFields(t *testing.T) {
+	spec := crdDefaults()
+	spec.Categories = []memoryv1alpha1.CategorySpec{
+		{Name: "identity", Description: "who the user is"},
+		{Name: "company", Global: true, Description: "tenant-wide facts"},
+	}
+	spec.Conversation.ExtractOnEnd = true
+	got, err := ResolvePolicy(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := got.Category("company")
+	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd {
+		t.Fatalf("resolved %+v, conversation %+v", got.Categories, got.Conversation)
+	}
+	spec.Categories[1].Protected = true
+	p, err := ResolvePolicy(&spec)
+	if err == nil {
+		err = p.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "cannot also be protected") {
+		t.Fatalf("global and protected: err = %v", err)
+	}
+}

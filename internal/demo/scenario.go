@@ -64,6 +64,7 @@ type Report struct {
 	SearchTop       string
 	Context         string
 	Conversation    ConversationReport
+	Episode         EpisodeReport
 	Erased          memory.EraseResult
 	BobAfterErase   int
 	LastRun         *memoryv1alpha1.LastRun
@@ -89,6 +90,7 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"Hybrid search", s.search},
 		{"Render context for a prompt", s.context},
 		{"A 200-message conversation: append, compact, window, expand", s.conversation},
+		{"A 3-turn session ends: its episode, found by the episode search", s.episode},
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
 		{"Erase a user (GDPR)", s.erase},
 	}

@@ -22,6 +22,7 @@ type preparedAdd struct {
 	flags      []string
 	ttl        *time.Duration // per-memory override of the category ttl
 	vec        []float32
+	factIndex  int // ExtractSession: the fact's index in SessionExtractResult.Facts
 }
 
 // Add stores one memory with two-threshold dedup: validate, redact, guard,
@@ -117,6 +118,9 @@ func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error
 		return nil, err
 	}
 	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
+		return nil, err
+	}
+	if err := s.routeGlobal(&p.req); err != nil {
 		return nil, err
 	}
 	c, err := s.clean("content", req.Content, fe)

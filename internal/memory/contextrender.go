@@ -41,6 +41,9 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if budget < 1 || budget > maxContextTokens {
 		fe.add("maxTokens", "%d must be within 1..%d", req.MaxTokens, maxContextTokens)
 	}
+	if req.MaxEpisodes < 0 || req.MaxEpisodes > maxContextEpisodes {
+		fe.add("maxEpisodes", "%d must be within 0..%d", req.MaxEpisodes, maxContextEpisodes)
+	}
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -48,7 +51,10 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if err != nil {
 		return nil, err
 	}
-	res := render(s.policy.RenderOrder(), cands, budget)
+	res, err := s.contextSections(ctx, req, cands, budget)
+	if err != nil {
+		return nil, err
+	}
 	res.Omitted += total - len(cands)
 	s.access.record(res.IDs...)
 	return res, nil
@@ -81,7 +87,7 @@ func contextLimits(budget int) (perCategory, perPinned int) {
 // how many renderable memories the owner has in all.
 func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
 	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
+	where := s.ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	pinned := a.add(s.pinnedCategories()) + `::text[]`
 	value := `m.importance / 10.0 * ` + decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))

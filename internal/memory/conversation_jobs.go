@@ -67,6 +67,10 @@ func (s *Store) summarizeSessions(ctx context.Context, opts JobOptions, res *Job
 // and Affected count the sessions archived plus those deleted.
 func (s *Store) expireSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
 	c := s.policy.Conversation
+	// Idle sessions get their episode before they are archived or deleted.
+	if err := s.idleEpisodes(ctx, opts); err != nil {
+		return err
+	}
 	idle := func(d Duration) string {
 		return fmt.Sprintf(`last_active_at < now() - make_interval(secs => %f)`, time.Duration(d).Seconds())
 	}

@@ -17,6 +17,9 @@ type ConversationPolicy struct {
 	// ArchiveAfter: the sessions job archives sessions idle for longer; 0 = never.
 	ArchiveAfter Duration           `json:"archiveAfter"`
 	Limits       ConversationLimits `json:"limits"`
+	// ExtractOnEnd: EndSession extracts facts from the session (when the
+	// runtime has an LLM).
+	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
 }
 
 // ConversationWindow holds the defaults of a window request.

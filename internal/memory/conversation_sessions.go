@@ -71,8 +71,10 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 	if id == "" {
 		id = newID()
 	}
-	row := s.pool.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
+	// The session pins the current versions of its agent's profile and
+	// constraints (its snapshot; AdvanceSnapshot moves it).
+	row := s.pool.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
+		VALUES ($1, $2, $3, $4, `+s.docVersionSQL("$1", "$3", DocProfile)+`, `+s.docVersionSQL("$1", "$3", DocConstraints)+`) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
 		req.Owner, id, req.Agent, req.Title)
 	c, err := scanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {

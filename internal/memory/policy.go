@@ -94,6 +94,12 @@ type Category struct {
 	Pinned bool `json:"pinned"`
 	// Protected categories accept writes only from source "user".
 	Protected bool `json:"protected"`
+	// Description tells the extraction model what belongs in the category (optional).
+	Description string `json:"description,omitempty"`
+	// Global categories hold tenant-wide memories (under GlobalOwner),
+	// written only with source user or system, included in every owner's
+	// search and context, untouched by erasing an owner.
+	Global bool `json:"global,omitempty"`
 }
 
 // Arbitration modes of Dedup.
@@ -274,6 +280,12 @@ func (p *Policy) Validate() error {
 			bad(f+".name", "%q appears twice", c.Name)
 		}
 		seen[c.Name] = true
+		if c.Global && c.Protected {
+			bad(f, "a global category cannot also be protected: global categories already accept writes only from source user or system")
+		}
+		if len(c.Description) > 500 {
+			bad(f+".description", "is %d bytes, more than the limit of 500", len(c.Description))
+		}
 		if c.TTL < 0 || c.HalfLife < 0 {
 			bad(f, "ttl and halfLife must not be negative")
 		}

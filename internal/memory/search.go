@@ -75,7 +75,7 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 // searchSQL builds and runs the query of one mode.
 func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
 	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
+	where := s.ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
 	where += scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
 		where += notFlagged

@@ -19,6 +19,8 @@ type queries struct {
 	compactState string
 	// Conversations: "schema"."sessions", "messages", "summaries", "summary_sources".
 	sessions, messages, summaries, summarySources string
+	// Long-term memory: "schema"."episodes", "documents", "document_changes".
+	episodes, documents, docChanges string
 }
 
 func newQueries(schema string) queries {
@@ -32,6 +34,9 @@ func newQueries(schema string) queries {
 		messages:       pgx.Identifier{schema, "messages"}.Sanitize(),
 		summaries:      pgx.Identifier{schema, "summaries"}.Sanitize(),
 		summarySources: pgx.Identifier{schema, "summary_sources"}.Sanitize(),
+		episodes:       pgx.Identifier{schema, "episodes"}.Sanitize(),
+		documents:      pgx.Identifier{schema, "documents"}.Sanitize(),
+		docChanges:     pgx.Identifier{schema, "document_changes"}.Sanitize(),
 	}
 }
 

@@ -192,6 +192,11 @@ type EraseResult struct {
 	Sessions  int64 `json:"sessions"`
 	Messages  int64 `json:"messages"`
 	Summaries int64 `json:"summaries"`
+	// Episodes of the owner's sessions; Documents (profiles and
+	// constraints, every version) and their Changelog entries.
+	Episodes  int64 `json:"episodes"`
+	Documents int64 `json:"documents"`
+	Changelog int64 `json:"changelog"`
 }
 
 // ContextRequest renders an owner's memories for a prompt.
@@ -203,6 +208,11 @@ type ContextRequest struct {
 	Query string `json:"query,omitempty"`
 	// MaxTokens is the budget; 0 means 1000.
 	MaxTokens int `json:"maxTokens,omitempty"`
+	// IncludeEpisodes adds the owner's most relevant episodes (to Query,
+	// else the newest) in their own section after the memories.
+	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
+	// MaxEpisodes bounds them: 0 means 3; at most 10.
+	MaxEpisodes int `json:"maxEpisodes,omitempty"`
 }
 
 // ContextResult is the rendered text and what went into it.
@@ -215,6 +225,12 @@ type ContextResult struct {
 	// Omitted counts the renderable memories left out: those that did not
 	// fit the budget and those that were not candidates (contextCandidates).
 	Omitted int `json:"omitted"`
+	// ProfileVersion and ConstraintsVersion rendered (0 = none); with a
+	// Session, the session's snapshot versions.
+	ProfileVersion     int64 `json:"profileVersion"`
+	ConstraintsVersion int64 `json:"constraintsVersion"`
+	// EpisodeIDs rendered (IncludeEpisodes), in order.
+	EpisodeIDs []string `json:"episodeIds,omitempty"`
 }
 
 // Message is one turn of a conversation given to Extract.

@@ -43,7 +43,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 	case errors.Is(err, memory.ErrNotFound):
 		return newProblem(probNotFound, "no memory with this id"), false
 	case errors.Is(err, memory.ErrProtected):
-		return newProblem(probProtected, memory.ErrProtected.Error()), false
+		return newProblem(probProtected, protectedDetail(err)), false
 	case errors.Is(err, memory.ErrNoLLM):
 		return newProblem(probNoLLM, "this runtime has no LLM configured (spec.llm of the MemoryRuntime); extraction needs one"), false
 	case errors.Is(err, memory.ErrLocked):
@@ -75,6 +75,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 const (
 	resSession = "session"
 	resSummary = "summary"
+	resGlobal  = "global memory"
 )
 
 // resourceError says which kind of thing an engine error is about, so a
@@ -93,6 +94,16 @@ func inResource(err error, what string) error {
 		return nil
 	}
 	return resourceError{what: what, err: err}
+}
+
+// protectedDetail says which rule refused a write: a global category has
+// a rule of its own (the engine states it before the wrapped
+// ErrProtected); otherwise the protected category's.
+func protectedDetail(err error) string {
+	if rule, ok := strings.CutSuffix(err.Error(), ": "+memory.ErrProtected.Error()); ok && strings.Contains(rule, "only source") {
+		return rule
+	}
+	return memory.ErrProtected.Error()
 }
 
 // conflictDetail keeps the engine's explanation ("conflict: supersede would

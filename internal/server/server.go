@@ -111,6 +111,7 @@ func (s *Server) registerRoutes() {
 	s.handleAPI("DELETE "+owner, auth.RoleAdmin, s.eraseOwner)
 	s.handleAPI("GET /v1/owners", auth.RoleApp, s.listOwners)
 	s.registerConversationRoutes(owner)
+	s.registerLongTermRoutes(owner)
 	s.handleAPI("POST /v1/tokens", auth.RoleApp, s.mintToken)
 	s.handleAPI("GET /v1/stats", auth.RoleAdmin, s.stats)
 	// MCP tools check the owner binding per call (the owner is an argument).

@@ -29,6 +29,11 @@ var tableGrants = map[string][]string{
 	"messages":        {"SELECT", "INSERT", "DELETE"},
 	"summaries":       {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"summary_sources": {"SELECT", "INSERT", "DELETE"},
+	// Long-term memory: episodes are rewritten only by erase/delete;
+	// documents are updated in place; their changes are append-only.
+	"episodes":         {"SELECT", "INSERT", "DELETE"},
+	"documents":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"document_changes": {"SELECT", "INSERT", "DELETE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the

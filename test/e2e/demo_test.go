@@ -125,6 +125,8 @@ func TestDemoFlow(t *testing.T) {
 		{"it was compacted into summaries without an LLM", r.Conversation.Compaction.LeavesCreated > 0 && r.Conversation.Compaction.Method == memory.MethodExtractive},
 		{"the summary window starts with summaries and keeps its budget", r.Conversation.WindowSummaries > 0 && r.Conversation.WindowTokens <= 1000},
 		{"a root summary expands back to its messages, byte for byte", r.Conversation.ExpandedMessages > 0 && r.Conversation.ExpandedExact},
+		{"ending a 3-turn session wrote an episode without an LLM", r.Episode.Episode != nil && r.Episode.Episode.UserTurns == 3 && r.Episode.Episode.Method == memory.MethodExtractive},
+		{"the episode search ranks it first", r.Episode.Found},
 		{"status.lastRun came from the Job's termination message", r.LastRun != nil && r.LastRun.Result == memoryv1alpha1.RunSucceeded && len(r.LastRun.Operations) > 0},
 	}
 	for _, c := range checks {
