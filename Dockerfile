@@ -18,10 +18,20 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
 
 # --- run: distroless static, non-root (uid 65532), nothing but the binary ----
+# `make image` builds the equivalent image without Docker (hack/image): the
+# same binary, user, entrypoint and labels on an empty base plus the CA
+# certificates, Go's zoneinfo and the passwd entry this base provides.
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=dev
+ARG REVISION=unknown
+ARG CREATED=1970-01-01T00:00:00Z
 LABEL org.opencontainers.image.title="engram" \
       org.opencontainers.image.description="Kubernetes operator for managed, isolated agent memory on PostgreSQL with pgvector" \
-      org.opencontainers.image.source="https://github.com/engram-dev/engram"
+      org.opencontainers.image.source="https://github.com/engram-dev/engram" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
 COPY --from=build /out/manager /manager
 USER 65532:65532
 ENTRYPOINT ["/manager"]

@@ -42,6 +42,7 @@ help: ## Show this help.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and internal/controller/.
 	$(CONTROLLER_GEN) rbac:roleName=engram-manager crd:allowDangerousTypes=true webhook paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@mkdir -p charts/engram/crds charts/engram/files && cp config/crd/bases/*.yaml charts/engram/crds/ && cp config/rbac/role.yaml charts/engram/files/role.yaml
+	@cp config/grafana/engram-dashboard.json config/prometheus/engram-rules.yaml charts/engram/files/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
@@ -74,12 +75,14 @@ envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUI
 	@hack/envtest.sh
 
 .PHONY: test
-test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane, then run every suite with -race.
+test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane + Chromium, then run every suite with -race.
 	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
 	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
-	export DATABASE_URL KUBEBUILDER_ASSETS ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
+	echo ">> Chromium for the console's browser test (CHROME_PATH, else Debian's chromium, installed when missing)"; \
+	CHROME_PATH="$$(hack/chromium.sh)"; \
+	export DATABASE_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
 	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / failed writes in the log)"; \
@@ -118,12 +121,29 @@ demo-status: ## Show what the demo runs.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/manager.
+build: ## Build the manager into bin/manager and the kubectl plugin into bin/kubectl-engram.
 	$(GOBUILD) -o $(LOCALBIN)/manager ./cmd/manager
+	$(GOBUILD) -o $(LOCALBIN)/kubectl-engram ./cmd/kubectl-engram
+
+# IMAGE_DIR receives the OCI layout, its tarball and the docker-load
+# tarballs; the binaries are built like the Dockerfile builds them.
+IMAGE_DIR ?= $(CURDIR)/dist/image
+IMAGE_BIN ?= $(CURDIR)/dist/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+
+.PHONY: image
+image: ## Build the multi-arch (amd64, arm64) OCI image without Docker into dist/image (go-containerregistry, hack/image).
+	@for arch in amd64 arm64; do \
+		echo ">> manager for linux/$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -ldflags="-s -w" -o $(IMAGE_BIN)/linux_$$arch/manager ./cmd/manager; \
+	done
+	cd hack/image && go run . --binary-amd64 $(IMAGE_BIN)/linux_amd64/manager --binary-arm64 $(IMAGE_BIN)/linux_arm64/manager \
+		--out $(IMAGE_DIR) --tag $(IMG) --version $(VERSION) --revision "$(REVISION)"
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
-	DOCKER_BUILDKIT=1 docker build -t $(IMG) .
+	DOCKER_BUILDKIT=1 docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
 
 .PHONY: helm-lint
 helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
@@ -131,6 +151,7 @@ helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
 	$(HELM) template engram charts/engram --namespace engram-system >/dev/null
 	$(HELM) template engram charts/engram --namespace engram-system --set serviceMonitor.enabled=true --set watchNamespaces='{team-a,team-b}' --set networkPolicy.allowedNamespaces='{monitoring}' >/dev/null
 	$(HELM) template engram charts/engram --namespace engram-system --set networkPolicy.enabled=false >/dev/null
+	$(HELM) template engram charts/engram --namespace engram-system --set podMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set podMonitor.namespaces='{team-a}' >/dev/null
 
 .PHONY: kustomize-build
 kustomize-build: manifests $(KUSTOMIZE) ## Render config/default with kustomize.
@@ -144,7 +165,7 @@ N ?=
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: ## Short benchmark (< 10 min): service vs raw SQL, jobs, operator; writes bench/results/.
+bench: ## Short benchmark (< 10 min): service vs raw SQL, conversations, jobs, operator; writes bench/results/.
 	@$(call run-bench,short)
 
 .PHONY: bench-full

@@ -53,3 +53,17 @@ func TestPgbenchScript(t *testing.T) {
 		t.Fatalf("an argument without a literal form: %v", err)
 	}
 }
+
+// TestScalingCheckLeavesTheConversationPartOut: the conversation part's
+// rows (issue 15) are held to their window p99 goal, never to c=4 >= c=1.
+func TestScalingCheckLeavesTheConversationPartOut(t *testing.T) {
+	rep := &Report{Conversation: &ConversationReport{Messages: 10_000, Workloads: []Workload{
+		{Name: "append turn", Concurrency: 1, Service: RunStats{Throughput: 400}, Raw: RunStats{Throughput: 500}},
+		{Name: "append turn", Concurrency: 4, Service: RunStats{Throughput: 300}, Raw: RunStats{Throughput: 350}},
+	}}}
+	for _, tg := range targets(rep) {
+		if tg.Check || strings.Contains(tg.Name, "c=4 / c=1") {
+			t.Errorf("conversation row checked for scaling: %+v", tg)
+		}
+	}
+}

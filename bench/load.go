@@ -141,12 +141,3 @@ func tableMiB(ctx context.Context, pool *pgxpool.Pool, schema string) (float64, 
 	err := pool.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass)`, pgx.Identifier{schema, "memories"}.Sanitize()).Scan(&b)
 	return round3(float64(b) / (1 << 20)), err
 }
-
-// rowUpdates reads the updates and HOT updates of the memories table so far.
-func rowUpdates(ctx context.Context, pool *pgxpool.Pool, schema string) ([2]int64, error) {
-	var out [2]int64
-	time.Sleep(1100 * time.Millisecond) // let backends flush their statistics (about once a second)
-	err := pool.QueryRow(ctx, `SELECT coalesce(n_tup_upd, 0), coalesce(n_tup_hot_upd, 0) FROM pg_stat_user_tables
-		WHERE schemaname = $1 AND relname = 'memories'`, schema).Scan(&out[0], &out[1])
-	return out, err
-}

@@ -3,6 +3,8 @@
 //
 //   - the memory service through its HTTP API (the real `manager serve`
 //     binary) against the raw SQL ceiling of the same work through pgx;
+//   - conversation memory the same way: appends, and windows of a
+//     10,000-message session;
 //   - the maintenance jobs on a bulk-loaded tenant;
 //   - the operator (the real `manager` binary) on an envtest control plane;
 //   - on request (--parts=secrets), the operator's memory with 1,000
@@ -67,6 +69,8 @@ func (h *harness) cleanup(what string, fn func() error) {
 type options struct {
 	mode, parts, out, manager string
 	runtimes, owners, jobRows int
+	convMessages              int
+	runDuration               time.Duration
 	timeout, idle             time.Duration
 	keepLogs, keepDB          bool
 }
@@ -75,12 +79,14 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, < 10 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,jobs,operator", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
+	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default; make bench-full N=1000)")
 	fs.IntVar(&o.owners, "owners", 0, "large owners of the service part (0 = the mode's default)")
 	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
+	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
+	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 10m short, 2h full)")
 	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
@@ -159,6 +165,12 @@ func newHarness(o *options) (*harness, error) {
 	if o.idle > 0 {
 		sc.IdleWindow = o.idle
 	}
+	if o.convMessages > 0 {
+		sc.ConvMessages = o.convMessages
+	}
+	if o.runDuration > 0 {
+		sc.RunDuration = o.runDuration
+	}
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
@@ -193,6 +205,8 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 		switch part {
 		case "service":
 			rep.Service, err = h.runService(ctx)
+		case "conversation":
+			rep.Conversation, err = h.runConversation(ctx)
 		case "jobs":
 			rep.Jobs, err = h.runJobs(ctx)
 		case "operator":
@@ -200,7 +214,7 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 		case "secrets":
 			rep.Secrets, err = h.runSecrets(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, jobs, operator or secrets)")
+			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator or secrets)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

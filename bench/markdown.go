@@ -18,6 +18,9 @@ func markdown(rep *Report) string {
 	if s := rep.Service; s != nil {
 		serviceMarkdown(p, rep.Scale, s)
 	}
+	if c := rep.Conversation; c != nil {
+		conversationMarkdown(p, rep.Scale, c)
+	}
 	if j := rep.Jobs; j != nil {
 		jobsMarkdown(p, j)
 	}
@@ -99,6 +102,25 @@ func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
 	p("\nQuality: recall@10 of vector search against brute force **%.4f** (worst query %.2f, %d queries); owners with fewer than 10 memories get all of them: **%s**.",
 		q.RecallAt10, q.MinRecall, q.Queries, yesNo(q.SmallOwnersComplete))
 	p(" Dedup actions of the add workload: %s. `manager serve` peak RSS %.0f MiB.\n\n", sortedMap(s.AddActions), s.ServicePeakRSSMiB)
+}
+
+func conversationMarkdown(p printer, sc Scale, c *ConversationReport) {
+	p("## Conversation memory (HTTP API of `manager serve`) vs raw SQL through pgx\n\n")
+	p("One session of %d messages appended through the API in turns of %d (%.1f s), then compacted fully without an LLM in %.1f s",
+		c.Messages, c.SeedTurn, c.SeedSec, c.CompactSec)
+	if k := c.Compaction; k != nil {
+		p(" (%d leaves, %d condensed, %d messages summarized, %s)", k.LeavesCreated, k.CondensedCreated, k.MessagesSummarized, k.Method)
+	}
+	p(". Appends: a turn of 2 messages, each worker to its own session. Windows: budget %d tokens of that session. "+
+		"Each cell: %s per side, service and raw alternating in %d slices.\n\n", convBudget, sc.RunDuration, sc.Rounds)
+	p("| workload | c | service ops/s | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range c.Workloads {
+		p("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** |\n", w.Name, w.Concurrency,
+			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
+			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio)
+	}
+	p("\n")
 }
 
 func jobsMarkdown(p printer, j *JobsReport) {

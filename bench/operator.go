@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/engram-dev/engram/internal/controller"
+
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // OperatorReport is the operator part of the results.
@@ -140,11 +142,11 @@ func (h *harness) startOperator(ctx context.Context, env *envtest.Environment) (
 	if err != nil {
 		return nil, "", err
 	}
-	mport, err := freePort()
+	mport, err := localpod.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
-	pport, err := freePort()
+	pport, err := localpod.FreePort()
 	if err != nil {
 		return nil, "", err
 	}

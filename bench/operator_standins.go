@@ -7,9 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -17,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // deploymentStandIn does the one thing of the deployment controller and the
@@ -89,40 +88,17 @@ func (d *deploymentStandIn) complete(ctx context.Context, key types.NamespacedNa
 	if err := d.cache.Get(ctx, key, &dep); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	want := int32(1)
-	if dep.Spec.Replicas != nil {
-		want = *dep.Spec.Replicas
-	}
-	s := dep.Status
-	if s.ObservedGeneration == dep.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
-		s.ReadyReplicas == want && s.AvailableReplicas == want && hasAvailable(s.Conditions) {
+	want := localpod.DesiredReplicas(&dep)
+	if localpod.RolledOut(&dep, want) {
 		return nil
 	}
 	patched := dep.DeepCopy()
-	now := metav1.Now()
-	patched.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: dep.Generation, Replicas: want, UpdatedReplicas: want, ReadyReplicas: want, AvailableReplicas: want,
-		Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
-				Message: "Deployment has minimum availability.", LastUpdateTime: now, LastTransitionTime: now},
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable",
-				Message: "ReplicaSet has successfully progressed.", LastUpdateTime: now, LastTransitionTime: now},
-		},
-	}
+	patched.Status = localpod.AvailableStatus(&dep, want)
 	if err := d.c.Status().Patch(ctx, patched, client.MergeFrom(&dep)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	d.patches.Add(1)
 	return nil
-}
-
-func hasAvailable(conds []appsv1.DeploymentCondition) bool {
-	for _, c := range conds {
-		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // readyTracker notes when each MemoryRuntime is first seen Ready (for its

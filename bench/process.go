@@ -3,16 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // process is a child process of the harness (`manager serve` or the
@@ -102,36 +101,10 @@ func memoryKiB(pid int) (peak, current int64, err error) {
 	return peak, current, sc.Err()
 }
 
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // waitHTTP polls url until it answers 200, p exits, or timeout passes.
 func waitHTTP(ctx context.Context, p *process, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		if err := p.exited(); err != nil {
-			return err
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("%s did not answer 200 on %s within %s (log: %s)", p.name, url, timeout, p.logPath), err)
-		case <-time.After(200 * time.Millisecond):
-		}
+	if err := localpod.WaitOK(ctx, url, timeout, p.exited); err != nil {
+		return fmt.Errorf("%s: %w (log: %s)", p.name, err, p.logPath)
 	}
+	return nil
 }

@@ -10,18 +10,20 @@ import (
 
 // Report is everything one run measured; bench/results/*.json hold it.
 type Report struct {
-	Mode        string          `json:"mode"`
-	Parts       []string        `json:"parts"`
-	Scale       Scale           `json:"scale"`
-	StartedAt   time.Time       `json:"startedAt"`
-	FinishedAt  time.Time       `json:"finishedAt"`
-	DurationSec float64         `json:"durationSec"`
-	Machine     Machine         `json:"machine"`
-	Service     *ServiceReport  `json:"service,omitempty"`
-	Jobs        *JobsReport     `json:"jobs,omitempty"`
-	Operator    *OperatorReport `json:"operator,omitempty"`
-	Secrets     *SecretsReport  `json:"secrets,omitempty"`
-	Targets     []Target        `json:"targets"`
+	Mode        string         `json:"mode"`
+	Parts       []string       `json:"parts"`
+	Scale       Scale          `json:"scale"`
+	StartedAt   time.Time      `json:"startedAt"`
+	FinishedAt  time.Time      `json:"finishedAt"`
+	DurationSec float64        `json:"durationSec"`
+	Machine     Machine        `json:"machine"`
+	Service     *ServiceReport `json:"service,omitempty"`
+	// Conversation is the conversation memory part.
+	Conversation *ConversationReport `json:"conversation,omitempty"`
+	Jobs         *JobsReport         `json:"jobs,omitempty"`
+	Operator     *OperatorReport     `json:"operator,omitempty"`
+	Secrets      *SecretsReport      `json:"secrets,omitempty"`
+	Targets      []Target            `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`
 	Errors     []string `json:"errors,omitempty"`

@@ -23,6 +23,9 @@ type Scale struct {
 	RecallQueries   int           `json:"recallQueries"`   // service searches checked against brute force
 	LoadConcurrency int           `json:"loadConcurrency"` // parallel batch requests while loading
 
+	// Conversation memory.
+	ConvMessages int `json:"convMessages"` // messages of the long session the windows read
+
 	// Maintenance jobs.
 	JobRows        int           `json:"jobRows"`        // memories bulk-loaded with COPY
 	JobAddDuration time.Duration `json:"jobAddDuration"` // add load measured without purge (baseline)
@@ -42,7 +45,7 @@ func scaleFor(mode string) (Scale, error) {
 		return Scale{
 			Mode: mode, Owners: 200, PerOwner: 1000, SmallOwners: []int{1, 3, 5, 7, 9},
 			RunDuration: 20 * time.Second, Rounds: 20, MaxOpsPerRun: 200_000, Concurrency: []int{1, 4},
-			RecallQueries: 1000, LoadConcurrency: 4,
+			RecallQueries: 1000, LoadConcurrency: 4, ConvMessages: 10_000,
 			JobRows: 1_000_000, JobAddDuration: 20 * time.Second, JobAddMaxOps: 100_000,
 			Runtimes: 200, ReadyLimit: 15 * time.Minute, IdleWindow: 60 * time.Second, Settle: 15 * time.Second,
 		}, nil
@@ -50,7 +53,7 @@ func scaleFor(mode string) (Scale, error) {
 		return Scale{
 			Mode: mode, Owners: 40, PerOwner: 1000, SmallOwners: []int{1, 3, 5, 7, 9},
 			RunDuration: 4 * time.Second, Rounds: 8, MaxOpsPerRun: 50_000, Concurrency: []int{1, 4},
-			RecallQueries: 200, LoadConcurrency: 4,
+			RecallQueries: 200, LoadConcurrency: 4, ConvMessages: 10_000,
 			JobRows: 100_000, JobAddDuration: 8 * time.Second, JobAddMaxOps: 20_000,
 			Runtimes: 200, ReadyLimit: 5 * time.Minute, IdleWindow: 60 * time.Second, Settle: 10 * time.Second,
 		}, nil
@@ -76,6 +79,8 @@ func (s Scale) validate() error {
 		return fmt.Errorf("jobRows %d: must be a multiple of 1000, at least 2000", s.JobRows)
 	case s.Runtimes < 1 || s.Runtimes > 5000:
 		return fmt.Errorf("runtimes %d: must be within 1..5000", s.Runtimes)
+	case s.ConvMessages < 100:
+		return fmt.Errorf("convMessages %d: need at least 100", s.ConvMessages)
 	case s.RunDuration <= 0 || s.Rounds < 1 || s.MaxOpsPerRun < 1:
 		return fmt.Errorf("run duration, rounds and max ops must be positive")
 	}

@@ -10,9 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
+	engramworkload "github.com/engram-dev/engram/internal/workload"
+
+	"github.com/engram-dev/engram/internal/localpod"
 )
 
 // ServiceReport is the memory service part of the results.
@@ -320,30 +322,26 @@ func (h *harness) startService(ctx context.Context, loginURL string, policy memo
 		Policy:             policy,
 		AsynchronousCommit: asyncCommit,
 	}
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("encoding service config: %w", err)
-	}
 	name := "service"
 	if asyncCommit {
 		name = "service-async"
 	}
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")
-	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+	if err := engramworkload.WriteServiceConfig(cfgPath, cfg); err != nil {
 		return nil, "", err
 	}
 	if err := os.WriteFile(tokPath, []byte(benchToken+" role=admin name=bench\n"), 0o600); err != nil {
 		return nil, "", err
 	}
-	port, err := freePort()
+	port, err := localpod.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProcess("manager serve", h.managerBin,
 		[]string{"serve", "--config=" + cfgPath, "--tokens-file=" + tokPath, "--listen=" + addr},
-		[]string{"ENGRAM_DATABASE_URL=" + loginURL}, filepath.Join(h.workDir, name+".log"))
+		[]string{naming.EnvDatabaseURL + "=" + loginURL}, filepath.Join(h.workDir, name+".log"))
 	if err != nil {
 		return nil, "", err
 	}

@@ -36,6 +36,17 @@ const (
 	ConditionValid = "Valid"
 	// ConditionScheduled is True when a RetentionJob has its CronJobs in place.
 	ConditionScheduled = "Scheduled"
+	// ConditionReconciling is present (True) while the operator is still
+	// acting on the object's current generation: a phase waits for
+	// something (a database, a Secret, a Deployment rolling out) or failed
+	// and is retried. It is removed once the generation is fully acted on
+	// (kstatus convention: an "abnormal-true" condition; Flux and Argo CD
+	// read it as InProgress). Ready says independently whether it serves.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is present (True) when acting on the current
+	// generation failed in a way retrying cannot fix: a human has to change
+	// the spec, the database or a foreign object (kstatus: Failed).
+	ConditionStalled = "Stalled"
 )
 
 // Reasons of the conditions. They are part of the API: alerts and scripts may
@@ -108,21 +119,14 @@ const (
 	ReasonNoRuntimesSelected = "NoRuntimesSelected"
 	// ReasonInvalidSchedule: the schedule or time zone cannot be used.
 	ReasonInvalidSchedule = "InvalidSchedule"
-)
 
-// Annotations users set to ask for one-off actions.
-const (
-	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
-	AnnotationRotateCredentials = "memory.engram.dev/rotate-credentials"
-	// AnnotationAdoptFromUID names the UID of a deleted MemoryRuntime of the
-	// same namespace and name whose schema this runtime takes over (after a
-	// restore from Git, which recreates runtimes with new UIDs). It is
-	// honoured only when the schema's ownership marker carries exactly this
-	// UID and this runtime's namespace/name.
-	AnnotationAdoptFromUID = "memory.engram.dev/adopt-from-uid"
-	// AnnotationRunNow starts a RetentionJob run at once when its value changes.
-	AnnotationRunNow = "memory.engram.dev/run-now"
-	// LabelConnection marks an admin connection Secret in the operator namespace;
-	// its value is the name that spec.database.clusterConnection refers to.
-	LabelConnection = "memory.engram.dev/connection"
+	// ReasonRollingOut: Reconciling=True while the Deployment has not yet
+	// rolled the current pod template out to every replica.
+	ReasonRollingOut = "RollingOut"
+	// ReasonCredentialsRotated: the event of a login password rotation.
+	ReasonCredentialsRotated = "CredentialsRotated"
+	// ReasonReconcileError: Reconciling=True after a phase failed with an
+	// error that is retried with backoff (an API or database request); the
+	// message is the error.
+	ReasonReconcileError = "ReconcileError"
 )

@@ -75,10 +75,17 @@ type MemoryPolicySpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Redaction RedactionSpec `json:"redaction"`
+
+	// Conversation configures conversation memory: context windows, the
+	// summary DAG, idle sessions and append limits.
+	// +optional
+	// +kubebuilder:default={}
+	Conversation ConversationSpec `json:"conversation"`
 }
 
 // CategorySpec is one category of memory. Unset fields are resolved by the
 // operator (never written back): ttl "0" (never), halfLife ttl/2, priority 50.
+// +kubebuilder:validation:XValidation:rule="!(has(self.global) && self.global && has(self.protected) && self.protected)",message="a global category cannot also be protected: global categories already accept writes only from source user or system, and protected would shut out the system"
 type CategorySpec struct {
 	// Name of the category, as clients send it.
 	// +kubebuilder:validation:MinLength=1
@@ -109,6 +116,18 @@ type CategorySpec struct {
 	// hard user constraints.
 	// +optional
 	Protected bool `json:"protected,omitempty"`
+
+	// Description tells the extraction model what belongs in this category
+	// (it is part of the extraction prompt).
+	// +optional
+	// +kubebuilder:validation:MaxLength=500
+	Description string `json:"description,omitempty"`
+
+	// Global categories hold tenant-wide knowledge: memories stored under a
+	// reserved owner, written only with source user or system, included in
+	// every owner's search and context, and left alone when an owner is erased.
+	// +optional
+	Global bool `json:"global,omitempty"`
 }
 
 // DedupSpec configures deduplication: at or above autoMergeThreshold a write
@@ -251,13 +270,13 @@ type RedactionSpec struct {
 
 // MemoryPolicyStatus is the observed state of a MemoryPolicy.
 type MemoryPolicyStatus struct {
-	// Conditions: Valid.
+	// Conditions: Valid, Stalled (while invalid).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the status was computed from.
+	// ObservedGeneration is the last generation the operator fully acted on (a reconcile that ended without error; the Reconciling condition says whether something still waits).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -267,7 +286,8 @@ type MemoryPolicyStatus struct {
 }
 
 // MemoryPolicy says how memory behaves: categories with time to live and
-// decay, deduplication, limits, ranking, forgetting, retention and redaction.
+// decay, deduplication, limits, ranking, forgetting, retention, redaction
+// and conversations.
 // MemoryRuntimes in the same namespace reference it by name.
 //
 // +kubebuilder:object:root=true

@@ -27,12 +27,6 @@ func (r *MemoryRuntime) GetCondition(condType string) *metav1.Condition {
 	return meta.FindStatusCondition(r.Status.Conditions, condType)
 }
 
-// IsReady reports whether the Ready condition is True for the current generation.
-func (r *MemoryRuntime) IsReady() bool {
-	c := r.GetCondition(ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == r.Generation
-}
-
 // ServicePort is spec.service.port or its default.
 func (r *MemoryRuntime) ServicePort() int32 {
 	if r.Spec.Service.Port == 0 {

@@ -221,13 +221,13 @@ type AppliedPolicy struct {
 
 // MemoryRuntimeStatus is the observed state of a MemoryRuntime.
 type MemoryRuntimeStatus struct {
-	// Conditions: Ready, DatabaseReady, ServiceAvailable, Paused.
+	// Conditions: Ready, DatabaseReady, ServiceAvailable, Paused, and Reconciling and Stalled while they are True.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the status was computed from.
+	// ObservedGeneration is the last generation the operator fully acted on (a reconcile that ended without error; the Reconciling condition says whether something still waits).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

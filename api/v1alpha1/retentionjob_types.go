@@ -6,7 +6,7 @@ import (
 )
 
 // Operation is one maintenance operation of a RetentionJob.
-// +kubebuilder:validation:Enum=decay;expire;purge;compact
+// +kubebuilder:validation:Enum=decay;expire;purge;compact;summarize;sessions
 type Operation string
 
 const (
@@ -18,6 +18,15 @@ const (
 	OperationPurge Operation = "purge"
 	// OperationCompact merges clusters of near-duplicate active memories per owner.
 	OperationCompact Operation = "compact"
+	// OperationSummarize compacts conversation sessions whose unsummarized
+	// tokens passed conversation.compaction.threshold into summaries
+	// (messages are kept). Not to be confused with compact, which
+	// deduplicates memories.
+	OperationSummarize Operation = "summarize"
+	// OperationSessions deletes conversation sessions idle for longer than
+	// conversation.sessionIdleTTL (with their messages and summaries) and
+	// archives those idle for longer than conversation.archiveAfter.
+	OperationSessions Operation = "sessions"
 )
 
 // ConcurrencyPolicy says what happens when a run is due while one still runs.
@@ -59,11 +68,11 @@ type RetentionJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == 'UTC' || self == 'Local' || self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$')",message="timeZone must be an IANA time zone name such as UTC or Europe/Berlin"
 	TimeZone *string `json:"timeZone,omitempty"`
 
-	// Operations to run, in the order decay, expire, purge, compact whatever
-	// the order written here. At least one; no repeats.
+	// Operations to run, in the order decay, expire, purge, compact,
+	// summarize, sessions whatever the order written here. At least one; no repeats.
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:MaxItems=6
 	Operations []Operation `json:"operations"`
 
 	// Suspend stops scheduling new runs; running ones finish.
@@ -128,8 +137,8 @@ type OperationSummary struct {
 	// Scanned rows.
 	// +optional
 	Scanned int64 `json:"scanned,omitempty"`
-	// Affected rows (forgotten, expired, purged, or superseded by compaction);
-	// in a dry run, the rows that would be.
+	// Affected rows (forgotten, expired, purged, or superseded by compaction;
+	// sessions summarized, archived or deleted); in a dry run, the rows that would be.
 	// +optional
 	Affected int64 `json:"affected,omitempty"`
 	// DurationMillis is the wall time of the operation.
@@ -166,13 +175,13 @@ type LastRun struct {
 
 // RetentionJobStatus is the observed state of a RetentionJob.
 type RetentionJobStatus struct {
-	// Conditions: Ready, Scheduled.
+	// Conditions: Ready, Scheduled, and Reconciling and Stalled while they are True.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedGeneration is the generation the status was computed from.
+	// ObservedGeneration is the last generation the operator fully acted on (a reconcile that ended without error; the Reconciling condition says whether something still waits).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
@@ -202,8 +211,9 @@ type RetentionJobStatus struct {
 	RunNow string `json:"runNow,omitempty"`
 }
 
-// RetentionJob runs memory maintenance (decay, expire, purge, compact) on a
-// schedule, as one batch/v1 CronJob per target MemoryRuntime.
+// RetentionJob runs memory maintenance (decay, expire, purge, compact,
+// summarize, sessions) on a schedule, as one batch/v1 CronJob per target
+// MemoryRuntime.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

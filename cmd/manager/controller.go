@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -24,6 +23,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/engram-dev/engram/internal/controller"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // controllerFlags are the flags of `manager` (the operator).
@@ -55,13 +56,13 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.IntVar(&f.runtimeConcurrency, "max-concurrent-reconciles-runtime", 4, "MemoryRuntimes reconciled at once")
 	fs.IntVar(&f.policyConcurrency, "max-concurrent-reconciles-policy", 1, "MemoryPolicies reconciled at once")
 	fs.IntVar(&f.jobConcurrency, "max-concurrent-reconciles-retentionjob", 2, "RetentionJobs reconciled at once")
-	fs.StringVar(&f.watchNamespaces, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to manage; empty = all (env WATCH_NAMESPACES)")
-	fs.StringVar(&f.operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the operator: clusterConnection Secrets and the leader election Lease (env POD_NAMESPACE)")
+	fs.StringVar(&f.watchNamespaces, "watch-namespaces", os.Getenv(naming.EnvWatchNamespaces), "comma-separated namespaces to manage; empty = all (env WATCH_NAMESPACES)")
+	fs.StringVar(&f.operatorNamespace, "operator-namespace", os.Getenv(naming.EnvPodNamespace), "namespace of the operator: clusterConnection Secrets and the leader election Lease (env POD_NAMESPACE)")
 	fs.DurationVar(&f.dbLockTimeout, "db-lock-timeout", controller.DefaultLockTimeout, "lock_timeout of every admin session: how long a provisioning statement waits for a lock before the reconcile retries")
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
-	fs.StringVar(&f.serviceImage, "service-image", os.Getenv("ENGRAM_IMAGE"), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
+	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or text")
 	config.RegisterFlags(fs) // --kubeconfig, for running outside a cluster
@@ -82,22 +83,6 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	return f, nil
 }
 
-// newLogger is a slog logger (JSON by default, like `serve` and `job`) for controller-runtime.
-func newLogger(w io.Writer, level, format string) (logr.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return logr.Logger{}, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return logr.FromSlogHandler(slog.NewTextHandler(w, opts)), nil
-	}
-	return logr.Logger{}, fmt.Errorf("invalid --log-format %q: want json or text", format)
-}
-
 // runController is `manager` (or `manager controller`): the operator.
 func runController(args []string) int {
 	f, err := parseControllerFlags(args, os.Stderr)
@@ -108,11 +93,12 @@ func runController(args []string) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 2
 	}
-	log, err := newLogger(os.Stderr, f.logLevel, f.logFormat)
+	handler, err := workload.NewHandler(os.Stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 2
 	}
+	log := logr.FromSlogHandler(handler)
 	ctrl.SetLogger(log)
 	namespaces, err := controller.ParseNamespaces(f.watchNamespaces)
 	if err != nil {
@@ -129,7 +115,7 @@ func runController(args []string) int {
 		return 1
 	}
 	if f.serviceImage == "" {
-		f.serviceImage = ownImage(cfg, f.operatorNamespace, os.Getenv("POD_NAME"), log)
+		f.serviceImage = ownImage(cfg, f.operatorNamespace, os.Getenv(naming.EnvPodName), log)
 	}
 	if f.serviceImage == "" {
 		log.Info("no --service-image (ENGRAM_IMAGE): MemoryRuntimes without spec.service.image will report ImageNotSet")

@@ -2,7 +2,7 @@
 //
 //	manager [flags]          the operator (controllers for MemoryRuntime, MemoryPolicy, RetentionJob)
 //	manager serve [flags]    the memory service of one tenant (HTTP + MCP)
-//	manager job [flags]      one maintenance run of one tenant (decay, expire, purge, compact)
+//	manager job [flags]      one maintenance run of one tenant (decay, expire, purge, compact, summarize, sessions)
 //	manager token ...        mint a signed token, or generate a static one (docs/security.md)
 //
 // The operator rolls out its own image with `serve` and runs `job` from

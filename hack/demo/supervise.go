@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/engram-dev/engram/test/demo"
+	"github.com/engram-dev/engram/internal/demo"
 )
 
 // state is what the supervisor publishes for `up`, `status` and `down`.
@@ -63,7 +63,7 @@ func supervise(parent context.Context, cfg config) error {
 	if assets == "" || dbURL == "" {
 		return fail(errors.New("KUBEBUILDER_ASSETS and DATABASE_URL must be set (engram-demo up sets them)"))
 	}
-	cp, err := demo.StartControlPlane(assets, cfg.repoRoot)
+	cp, err := demo.StartControlPlane(assets, cfg.repoRoot, cfg.path("etcd"))
 	if err != nil {
 		return fail(err)
 	}

@@ -14,8 +14,9 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/engram-dev/engram/internal/demo"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
-	"github.com/engram-dev/engram/test/demo"
 )
 
 // up makes sure the supervisor runs (starting PostgreSQL and building the
@@ -57,7 +58,7 @@ func up(ctx context.Context, cfg config) error {
 		return err
 	}
 	printSummary(cfg, st, report, time.Since(start))
-	return nil
+	return printPluginStatus(cfg, st, report)
 }
 
 // ensureSupervisor returns the state of a running supervisor, starting one
@@ -194,7 +195,7 @@ Explore:
    curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"query":"peanuts"}' %s/v1/owners/alice/search
    curl -s %s/openapi.json | head
    # an agent token bound to alice (signed with the runtime's key), refused a protected write:
-   kubectl get secret -n %s %s-api-token -o jsonpath='{.data.signing-key}' | base64 -d > /tmp/engram-signing-key
+   kubectl get secret -n %s %s -o jsonpath='{.data.signing-key}' | base64 -d > /tmp/engram-signing-key
    AGENT=$(%s token mint --signing-key-file /tmp/engram-signing-key --owner alice --subject support-bot/alice --ttl 15m)
    curl -s -H "Authorization: Bearer $AGENT" -H 'Content-Type: application/json' -d '{"content":"Alice eats peanuts","category":"identity"}' %s/v1/owners/alice/memories
 
@@ -202,6 +203,6 @@ Logs: %s and %s
 Stop everything: make demo-down
 `, took.Round(100*time.Millisecond), st.APIServer, st.Kubeconfig, demo.Namespace, r.Runtime, r.Schema, tenant.LoginRole(r.Schema),
 		r.LocalEndpoint, r.ClusterEndpoint, st.Kubeconfig, demo.Namespace, r.Runtime, demo.Namespace, r.Token,
-		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, demo.Namespace, r.Runtime, cfg.binary, r.LocalEndpoint,
+		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, demo.Namespace, naming.APITokenSecretName(r.Runtime), cfg.binary, r.LocalEndpoint,
 		cfg.path("supervisor.log"), cfg.path("pods"))
 }

@@ -71,25 +71,52 @@ func ParseTokens(raw []byte) (*StaticTokens, []Skipped) {
 	set := &StaticTokens{}
 	var skipped []Skipped
 	seen := map[[32]byte]int{}
-	for i, line := range strings.Split(string(raw), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		e, err := parseTokenLine(line)
+	for _, l := range tokenLines(raw) {
+		e, err := parseTokenLine(l.text)
 		if err == nil {
 			if first, dup := seen[e.digest]; dup {
 				err = fmt.Errorf("the same token is on line %d already", first)
 			}
 		}
 		if err != nil {
-			skipped = append(skipped, Skipped{Line: i + 1, Reason: err.Error()})
+			skipped = append(skipped, Skipped{Line: l.number, Reason: err.Error()})
 			continue
 		}
-		seen[e.digest] = i + 1
+		seen[e.digest] = l.number
 		set.entries = append(set.entries, e)
 	}
 	return set, skipped
+}
+
+// FirstToken is the token of the first valid line of a tokens file (the
+// operator writes the admin token there first), or "" when no line is
+// valid. The demo and the tests use it to call a runtime's service.
+func FirstToken(raw []byte) string {
+	for _, l := range tokenLines(raw) {
+		if _, err := parseTokenLine(l.text); err == nil {
+			return strings.Fields(l.text)[0]
+		}
+	}
+	return ""
+}
+
+type tokenLine struct {
+	number int // 1-based
+	text   string
+}
+
+// tokenLines are the lines of a tokens file that hold a token: trimmed,
+// without blank lines and # comments.
+func tokenLines(raw []byte) []tokenLine {
+	var out []tokenLine
+	for i, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, tokenLine{number: i + 1, text: line})
+	}
+	return out
 }
 
 func parseTokenLine(line string) (staticEntry, error) {

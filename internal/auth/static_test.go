@@ -121,3 +121,26 @@ func TestRoles(t *testing.T) {
 		t.Error("MayActFor")
 	}
 }
+
+// TestFirstToken: the token of the first line ParseTokens accepts; comments,
+// blank lines and rejected lines before it are passed over.
+func TestFirstToken(t *testing.T) {
+	good := "engram_" + strings.Repeat("a", 43)
+	other := "engram_" + strings.Repeat("b", 43)
+	cases := map[string]string{
+		"":                         "",
+		"# only a comment\n\n":     "",
+		"short-token role=admin\n": "",
+		good + " role=admin name=admin\n" + other:         good,
+		"# c\nshort\n  " + other + " role=app  \n" + good: other,
+		good + " role=root\n" + other:                     other,
+	}
+	for raw, want := range cases {
+		if got := FirstToken([]byte(raw)); got != want {
+			t.Errorf("FirstToken(%q) = %q, want %q", raw, got, want)
+		}
+		if set, _ := ParseTokens([]byte(raw)); (set.Len() > 0) != (want != "") {
+			t.Errorf("ParseTokens(%q) holds %d tokens but FirstToken = %q", raw, set.Len(), want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/engram-dev/engram/internal/naming"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -110,7 +111,7 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 // operator is their controller).
 func (a *applier) serverSideApply(ctx context.Context, want map[string]any, force bool) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(want)}
-	opts := []client.ApplyOption{client.FieldOwner(FieldOwner)}
+	opts := []client.ApplyOption{client.FieldOwner(naming.FieldOwner)}
 	if force {
 		opts = append(opts, client.ForceOwnership)
 	}
@@ -125,7 +126,7 @@ func (a *applier) mergePatch(ctx context.Context, want map[string]any, live clie
 	if err != nil {
 		return err
 	}
-	return a.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldOwner))
+	return a.client.Patch(ctx, live, client.RawPatch(types.MergePatchType, body), client.FieldOwner(naming.FieldOwner))
 }
 
 func (a *applier) newObject(gvk schema.GroupVersionKind) (client.Object, error) {
@@ -167,7 +168,7 @@ func applyMap(desired client.Object, gvk schema.GroupVersionKind) (map[string]an
 		annotations = map[string]any{}
 		meta["annotations"] = annotations
 	}
-	annotations[AnnotationAppliedHash] = hash
+	annotations[naming.AnnotationAppliedHash] = hash
 	return m, nil
 }
 
@@ -178,7 +179,7 @@ func appliedHash(m map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return sha256Hex(b)[:16], nil
+	return naming.SHA256Hex(b)[:16], nil
 }
 
 // matches reports whether live already holds everything of want.

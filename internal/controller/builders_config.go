@@ -9,6 +9,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // ServiceConfig is the resolved configuration of a runtime's service and
@@ -51,8 +52,8 @@ func MarshalServiceConfig(cfg memory.ServiceConfig) ([]byte, error) {
 func ConfigMap(rt *memoryv1alpha1.MemoryRuntime, configYAML []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: ownedMeta(rt, ConfigMapName(rt.Name), ComponentConfig),
-		Data:       map[string]string{KeyConfig: string(configYAML)},
+		ObjectMeta: ownedMeta(rt, naming.ConfigMapName(rt.Name), naming.ComponentConfig),
+		Data:       map[string]string{naming.KeyConfig: string(configYAML)},
 	}
 }
 
@@ -68,7 +69,7 @@ func PodTemplateHash(configYAML []byte, credentialsDigest string, apiKeyDigests 
 		b = append(b, 0)
 		b = append(b, d...)
 	}
-	return sha256Hex(b)[:32]
+	return naming.SHA256Hex(b)[:32]
 }
 
 // ownedMeta is the metadata of an object owned (and garbage-collected with)
@@ -77,7 +78,7 @@ func ownedMeta(rt *memoryv1alpha1.MemoryRuntime, name, component string) metav1.
 	return metav1.ObjectMeta{
 		Name:            name,
 		Namespace:       rt.Namespace,
-		Labels:          RuntimeLabels(rt.Name, component),
+		Labels:          naming.RuntimeLabels(rt.Name, component),
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rt, memoryv1alpha1.GroupVersion.WithKind("MemoryRuntime"))},
 	}
 }

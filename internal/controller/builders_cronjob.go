@@ -10,16 +10,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // CronJob is the CronJob of retention job rj for one target runtime: it runs
 // `manager job` with the runtime's credentials and config.
 func CronJob(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, image string) *batchv1.CronJob {
-	labels := JobLabels(rj.Name, rt.Name)
+	labels := naming.JobLabels(rj.Name, rt.Name)
 	return &batchv1.CronJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            CronJobName(rj.Name, rt.Name),
+			Name:            naming.CronJobName(rj.Name, rt.Name),
 			Namespace:       rj.Namespace,
 			Labels:          labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rj, memoryv1alpha1.GroupVersion.WithKind("RetentionJob"))},
@@ -54,15 +55,15 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 				EnableServiceLinks:           ptr.To(false),
 				SecurityContext:              podSecurityContext(),
 				Containers: []corev1.Container{{
-					Name:                     ContainerJob,
+					Name:                     naming.ContainerJob,
 					Image:                    image,
 					Command:                  JobCommand(rj),
 					Resources:                JobResources(rj),
 					Env:                      tenantEnv(rt),
 					SecurityContext:          containerSecurityContext(),
-					TerminationMessagePath:   TerminationLogPath,
+					TerminationMessagePath:   naming.TerminationLogPath,
 					TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-					VolumeMounts:             []corev1.VolumeMount{mount(volumeConfig, ConfigDir), mount(volumeTmp, "/tmp")},
+					VolumeMounts:             []corev1.VolumeMount{mount(volumeConfig, naming.ConfigDir), mount(volumeTmp, "/tmp")},
 				}},
 				Volumes: []corev1.Volume{configVolume(rt), tmpVolume()},
 			},
@@ -78,10 +79,10 @@ func JobCommand(rj *memoryv1alpha1.RetentionJob) []string {
 		names[i] = string(op)
 	}
 	cmd := []string{
-		BinaryPath, "job",
-		"--config=" + ConfigPath,
+		naming.BinaryPath, "job",
+		"--config=" + naming.ConfigPath,
 		"--ops=" + strings.Join(names, ","),
-		"--termination-log=" + TerminationLogPath,
+		"--termination-log=" + naming.TerminationLogPath,
 	}
 	if rj.Spec.DryRun {
 		cmd = append(cmd, "--dry-run")
@@ -100,12 +101,12 @@ func RunNowJob(cj *batchv1.CronJob, value string) *batchv1.Job {
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      RunNowJobName(cj.Name, value),
+			Name:      naming.RunNowJobName(cj.Name, value),
 			Namespace: cj.Namespace,
 			Labels:    labels,
 			Annotations: map[string]string{
-				AnnotationInstantiate:           "manual",
-				memoryv1alpha1.AnnotationRunNow: value,
+				naming.AnnotationInstantiate: "manual",
+				naming.AnnotationRunNow:      value,
 			},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))},
 		},

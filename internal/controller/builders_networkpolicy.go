@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // NetworkPolicyName is the NetworkPolicy in front of a runtime's memory service.
@@ -26,9 +27,9 @@ func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime) *networkingv1.NetworkPolicy
 	port := intstr.FromInt32(rt.ServicePort())
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: ownedMeta(rt, NetworkPolicyName(rt.Name), ComponentService),
+		ObjectMeta: ownedMeta(rt, NetworkPolicyName(rt.Name), naming.ComponentService),
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(rt.Name)},
+			PodSelector: metav1.LabelSelector{MatchLabels: naming.SelectorLabels(rt.Name)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}},

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // The default NetworkPolicy admits the service port from the runtime's own
@@ -20,14 +21,14 @@ func TestNetworkPolicyDefault(t *testing.T) {
 		t.Fatal("a runtime without spec.service.networkPolicy must get a NetworkPolicy")
 	}
 	np := NetworkPolicy(rt)
-	if np.Name != "bot" || np.Namespace != "team-a" || np.Labels[LabelManagedBy] != ManagedBy || np.Labels[LabelRuntime] != "bot" {
+	if np.Name != "bot" || np.Namespace != "team-a" || np.Labels[naming.LabelManagedBy] != naming.ManagedBy || np.Labels[naming.LabelRuntime] != "bot" {
 		t.Errorf("metadata = %+v", np.ObjectMeta)
 	}
 	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rt.UID || ref.Kind != "MemoryRuntime" {
 		t.Errorf("controller reference = %+v", ref)
 	}
-	if !reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, SelectorLabels("bot")) || len(np.Spec.PodSelector.MatchExpressions) != 0 {
-		t.Errorf("podSelector = %+v, want the service's pods (%v)", np.Spec.PodSelector, SelectorLabels("bot"))
+	if !reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, naming.SelectorLabels("bot")) || len(np.Spec.PodSelector.MatchExpressions) != 0 {
+		t.Errorf("podSelector = %+v, want the service's pods (%v)", np.Spec.PodSelector, naming.SelectorLabels("bot"))
 	}
 	if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("policyTypes = %v, want Ingress only (egress to PostgreSQL and model endpoints stays open)", np.Spec.PolicyTypes)

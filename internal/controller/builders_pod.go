@@ -5,7 +5,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
+
+// NonRootUID is the uid (and gid) of distroless' "nonroot" user.
+const NonRootUID int64 = 65532
 
 // Pieces shared by the memory service pods and the maintenance job pods.
 
@@ -36,13 +40,13 @@ func containerSecurityContext() *corev1.SecurityContext {
 // tenantEnv is the environment of service and job containers: the login
 // role's URL and the API keys, all from Secrets.
 func tenantEnv(rt *memoryv1alpha1.MemoryRuntime) []corev1.EnvVar {
-	env := []corev1.EnvVar{secretEnv(EnvDatabaseURL, CredentialsSecretName(rt.Name), KeyURI)}
+	env := []corev1.EnvVar{secretEnv(naming.EnvDatabaseURL, naming.CredentialsSecretName(rt.Name), naming.KeyURI)}
 	if ref := rt.Spec.Embedding.APIKeySecretRef; ref != nil {
-		env = append(env, secretEnv(EnvEmbeddingAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)))
+		env = append(env, secretEnv(naming.EnvEmbeddingAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)))
 	}
 	if rt.Spec.LLM != nil && rt.Spec.LLM.APIKeySecretRef != nil {
 		ref := rt.Spec.LLM.APIKeySecretRef
-		env = append(env, secretEnv(EnvLLMAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)))
+		env = append(env, secretEnv(naming.EnvLLMAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)))
 	}
 	return env
 }
@@ -63,7 +67,7 @@ const (
 
 func configVolume(rt *memoryv1alpha1.MemoryRuntime) corev1.Volume {
 	return corev1.Volume{Name: volumeConfig, VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rt.Name)}},
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: naming.ConfigMapName(rt.Name)}},
 	}}
 }
 

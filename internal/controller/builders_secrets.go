@@ -10,6 +10,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -47,26 +48,26 @@ func LoginCredentials(adminURL, schema, password string) (Credentials, error) {
 // SHA-256 of the password so a hand-edited password is noticed (and fixed
 // by a rotation: the old one cannot be recovered).
 func CredentialsSecret(rt *memoryv1alpha1.MemoryRuntime, c Credentials) *corev1.Secret {
-	meta := ownedMeta(rt, CredentialsSecretName(rt.Name), ComponentCredentials)
-	meta.Annotations = map[string]string{AnnotationPasswordHash: PasswordDigest(c.Password)}
+	meta := ownedMeta(rt, naming.CredentialsSecretName(rt.Name), naming.ComponentCredentials)
+	meta.Annotations = map[string]string{naming.AnnotationPasswordHash: PasswordDigest(c.Password)}
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: meta,
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
-			KeyURI:      []byte(c.URI),
-			KeyHost:     []byte(c.Host),
-			KeyPort:     []byte(c.Port),
-			KeyDBName:   []byte(c.DBName),
-			KeyUser:     []byte(c.User),
-			KeyPassword: []byte(c.Password),
-			KeySchema:   []byte(c.Schema),
+			naming.KeyURI:      []byte(c.URI),
+			naming.KeyHost:     []byte(c.Host),
+			naming.KeyPort:     []byte(c.Port),
+			naming.KeyDBName:   []byte(c.DBName),
+			naming.KeyUser:     []byte(c.User),
+			naming.KeyPassword: []byte(c.Password),
+			naming.KeySchema:   []byte(c.Schema),
 		},
 	}
 }
 
 // PasswordDigest is the hex SHA-256 of a password.
-func PasswordDigest(password string) string { return sha256Hex([]byte(password)) }
+func PasswordDigest(password string) string { return naming.SHA256Hex([]byte(password)) }
 
 // StoredPassword returns the password of a live <runtime>-db Secret when it
 // is the one the operator wrote (its digest matches the annotation).
@@ -74,8 +75,8 @@ func StoredPassword(s *corev1.Secret) (string, bool) {
 	if s == nil {
 		return "", false
 	}
-	pw := string(s.Data[KeyPassword])
-	if pw == "" || s.Annotations[AnnotationPasswordHash] != PasswordDigest(pw) {
+	pw := string(s.Data[naming.KeyPassword])
+	if pw == "" || s.Annotations[naming.AnnotationPasswordHash] != PasswordDigest(pw) {
 		return "", false
 	}
 	return pw, true
@@ -88,9 +89,9 @@ func StoredPassword(s *corev1.Secret) (string, bool) {
 func APITokenSecret(rt *memoryv1alpha1.MemoryRuntime, tokens, signingKey string) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: ownedMeta(rt, APITokenSecretName(rt.Name), ComponentCredentials),
+		ObjectMeta: ownedMeta(rt, naming.APITokenSecretName(rt.Name), naming.ComponentCredentials),
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{KeyTokens: []byte(tokens), KeySigningKey: []byte(signingKey)},
+		Data:       map[string][]byte{naming.KeyTokens: []byte(tokens), naming.KeySigningKey: []byte(signingKey)},
 	}
 }
 
@@ -103,7 +104,7 @@ func APITokenSecret(rt *memoryv1alpha1.MemoryRuntime, tokens, signingKey string)
 //
 // Anything else is kept byte for byte, so an idle runtime causes no write.
 func APITokenContent(live map[string][]byte) (tokens, signingKey string, err error) {
-	tokens, signingKey = string(live[KeyTokens]), string(live[KeySigningKey])
+	tokens, signingKey = string(live[naming.KeyTokens]), string(live[naming.KeySigningKey])
 	if !HasValidToken(tokens) {
 		tok, err := auth.NewToken()
 		if err != nil {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"fmt"
 	"strconv"
 
@@ -12,6 +14,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
+)
+
+// Shutdown of the memory service pods: on SIGTERM the service fails
+// /readyz and keeps serving for the delay (endpoints drop the pod), then
+// finishes in-flight requests within the timeout; the grace period covers
+// both with a margin, so the kubelet never kills a request mid-way.
+const (
+	ServiceShutdownDelay    = 5 * time.Second
+	ServiceShutdownTimeout  = 25 * time.Second
+	ServiceTerminationGrace = ServiceShutdownDelay + ServiceShutdownTimeout + 5*time.Second
 )
 
 var tmpSizeLimit = resource.MustParse("64Mi")
@@ -20,17 +33,17 @@ var tmpSizeLimit = resource.MustParse("64Mi")
 // template, so a change of config or credentials rolls the pods.
 func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *appsv1.Deployment {
 	port := rt.ServicePort()
-	labels := RuntimeLabels(rt.Name, ComponentService)
+	labels := naming.RuntimeLabels(rt.Name, naming.ComponentService)
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: ownedMeta(rt, DeploymentName(rt.Name), ComponentService),
+		ObjectMeta: ownedMeta(rt, naming.DeploymentName(rt.Name), naming.ComponentService),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(rt.Replicas()),
-			Selector: &metav1.LabelSelector{MatchLabels: SelectorLabels(rt.Name)},
+			Selector: &metav1.LabelSelector{MatchLabels: naming.SelectorLabels(rt.Name)},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: map[string]string{AnnotationConfigHash: configHash},
+					Annotations: map[string]string{naming.AnnotationConfigHash: configHash},
 				},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(ServiceTerminationGrace.Seconds())),
@@ -38,18 +51,18 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 					EnableServiceLinks:            ptr.To(false),
 					SecurityContext:               podSecurityContext(),
 					Containers: []corev1.Container{{
-						Name:  ContainerSvc,
+						Name:  naming.ContainerSvc,
 						Image: image,
 						Command: []string{
-							BinaryPath, "serve",
-							"--config=" + ConfigPath,
-							"--tokens-file=" + TokensPath,
-							"--signing-key-file=" + SigningKeyPath,
+							naming.BinaryPath, "serve",
+							"--config=" + naming.ConfigPath,
+							"--tokens-file=" + naming.TokensPath,
+							"--signing-key-file=" + naming.SigningKeyPath,
 							"--listen=:" + strconv.Itoa(int(port)),
 							"--shutdown-delay=" + ServiceShutdownDelay.String(),
 							"--shutdown-timeout=" + ServiceShutdownTimeout.String(),
 						},
-						Ports: []corev1.ContainerPort{{Name: PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+						Ports: []corev1.ContainerPort{{Name: naming.PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
 						Env:   tenantEnv(rt),
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler:     httpGet("/healthz"),
@@ -72,15 +85,15 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 						SecurityContext:          containerSecurityContext(),
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts: []corev1.VolumeMount{
-							mount(volumeConfig, ConfigDir),
-							mount(volumeTokens, TokensDir),
+							mount(volumeConfig, naming.ConfigDir),
+							mount(volumeTokens, naming.TokensDir),
 							mount(volumeTmp, "/tmp"),
 						},
 					}},
 					Volumes: []corev1.Volume{
 						configVolume(rt),
 						{Name: volumeTokens, VolumeSource: corev1.VolumeSource{
-							Secret: &corev1.SecretVolumeSource{SecretName: APITokenSecretName(rt.Name)},
+							Secret: &corev1.SecretVolumeSource{SecretName: naming.APITokenSecretName(rt.Name)},
 						}},
 						tmpVolume(),
 					},
@@ -91,21 +104,21 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 }
 
 func httpGet(path string) corev1.ProbeHandler {
-	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(PortName)}}
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(naming.PortName)}}
 }
 
 // Service exposes a runtime's memory service inside the cluster on spec.service.port.
 func Service(rt *memoryv1alpha1.MemoryRuntime) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: ownedMeta(rt, ServiceName(rt.Name), ComponentService),
+		ObjectMeta: ownedMeta(rt, naming.ServiceName(rt.Name), naming.ComponentService),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: SelectorLabels(rt.Name),
+			Selector: naming.SelectorLabels(rt.Name),
 			Ports: []corev1.ServicePort{{
-				Name:       PortName,
+				Name:       naming.PortName,
 				Port:       rt.ServicePort(),
-				TargetPort: intstr.FromString(PortName),
+				TargetPort: intstr.FromString(naming.PortName),
 				Protocol:   corev1.ProtocolTCP,
 			}},
 		},
@@ -123,17 +136,16 @@ func ServiceAvailability(rt *memoryv1alpha1.MemoryRuntime, d *appsv1.Deployment)
 	if d == nil {
 		return false, memoryv1alpha1.ReasonDeploying, "the Deployment does not exist yet"
 	}
-	available := false
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-			available = true
-		}
-	}
+	// Serving is what Ready reports: at least one available replica. The
+	// Deployment's own Available condition is not used, because with the
+	// default strategy (maxUnavailable 25 %, rounded down) a scale-up from 1
+	// to 3 replicas makes it False while the old pod still serves; the
+	// rollout itself is reported by Reconciling.
 	msg := fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
 	if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want {
 		msg += "; a rollout is in progress"
 	}
-	if available && d.Status.AvailableReplicas > 0 {
+	if d.Status.AvailableReplicas > 0 {
 		return true, memoryv1alpha1.ReasonMinimumReplicasAvailable, msg
 	}
 	return false, memoryv1alpha1.ReasonDeploying, msg

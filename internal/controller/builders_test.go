@@ -18,7 +18,9 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 func testRuntime() *memoryv1alpha1.MemoryRuntime {
@@ -203,11 +205,11 @@ func TestDeployment(t *testing.T) {
 	if d.Name != "bot" || *d.Spec.Replicas != 2 {
 		t.Errorf("name %s replicas %d", d.Name, *d.Spec.Replicas)
 	}
-	if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, SelectorLabels("bot")) {
+	if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, naming.SelectorLabels("bot")) {
 		t.Errorf("selector = %v", d.Spec.Selector.MatchLabels)
 	}
 	tpl := d.Spec.Template
-	if tpl.Annotations[AnnotationConfigHash] != "hash-1" {
+	if tpl.Annotations[naming.AnnotationConfigHash] != "hash-1" {
 		t.Errorf("pod template annotations = %v", tpl.Annotations)
 	}
 	for k, v := range d.Spec.Selector.MatchLabels {
@@ -284,7 +286,7 @@ func TestService(t *testing.T) {
 	if s.Name != "bot" || p.Port != 9090 || p.TargetPort.StrVal != "http" || s.Spec.Type != corev1.ServiceTypeClusterIP {
 		t.Errorf("service = %s %+v", s.Name, s.Spec)
 	}
-	if !reflect.DeepEqual(s.Spec.Selector, SelectorLabels("bot")) {
+	if !reflect.DeepEqual(s.Spec.Selector, naming.SelectorLabels("bot")) {
 		t.Errorf("selector = %v", s.Spec.Selector)
 	}
 }
@@ -292,13 +294,9 @@ func TestService(t *testing.T) {
 func TestServiceAvailability(t *testing.T) {
 	rt := testRuntime()
 	avail := func(n int32) *appsv1.Deployment {
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Generation: 1},
-			Status: appsv1.DeploymentStatus{
-				ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: n,
-				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionStatus(map[bool]string{true: "True", false: "False"}[n > 0])}},
-			},
-		}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+		d.Status = localpod.RolloutStatus(d, 2, 2, n)
+		return d
 	}
 	if ok, reason, _ := ServiceAvailability(rt, nil); ok || reason != "Deploying" {
 		t.Errorf("no Deployment: %v %s", ok, reason)
@@ -348,7 +346,7 @@ func TestCronJob(t *testing.T) {
 		t.Errorf("history limits = %d/%d, want the defaults 3/1", *s.SuccessfulJobsHistoryLimit, *s.FailedJobsHistoryLimit)
 	}
 	for _, l := range []map[string]string{cj.Labels, s.JobTemplate.Labels, s.JobTemplate.Spec.Template.Labels} {
-		if l[LabelRetentionJob] != "nightly" || l[LabelRuntime] != "bot" || l[LabelComponent] != "maintenance-job" {
+		if l[naming.LabelRetentionJob] != "nightly" || l[naming.LabelRuntime] != "bot" || l[naming.LabelComponent] != "maintenance-job" {
 			t.Errorf("labels = %v", l)
 		}
 	}
@@ -388,13 +386,13 @@ func TestRunNowJob(t *testing.T) {
 	cj := CronJob(testRetentionJob(), testRuntime(), "img")
 	cj.UID = "cj-uid"
 	j := RunNowJob(cj, "now-1")
-	if j.Name != RunNowJobName("nightly-bot", "now-1") || !strings.HasPrefix(j.Name, "nightly-bot-") {
+	if j.Name != naming.RunNowJobName("nightly-bot", "now-1") || !strings.HasPrefix(j.Name, "nightly-bot-") {
 		t.Errorf("name = %s", j.Name)
 	}
 	if o := j.OwnerReferences; len(o) != 1 || o[0].Kind != "CronJob" || o[0].UID != "cj-uid" {
 		t.Errorf("owner = %+v", o)
 	}
-	if j.Annotations[AnnotationInstantiate] != "manual" || j.Labels[LabelRetentionJob] != "nightly" {
+	if j.Annotations[naming.AnnotationInstantiate] != "manual" || j.Labels[naming.LabelRetentionJob] != "nightly" {
 		t.Errorf("metadata = %+v", j.ObjectMeta)
 	}
 	a, _ := json.Marshal(j.Spec)
@@ -406,7 +404,7 @@ func TestRunNowJob(t *testing.T) {
 
 func assertOwned(t *testing.T, m metav1.ObjectMeta, component string) {
 	t.Helper()
-	if m.Labels[LabelComponent] != component || m.Labels[LabelManagedBy] != "engram-operator" || m.Labels[LabelInstance] != "bot" || m.Labels[LabelRuntime] != "bot" || m.Labels[LabelName] != "engram" {
+	if m.Labels[naming.LabelComponent] != component || m.Labels[naming.LabelManagedBy] != "engram-operator" || m.Labels[naming.LabelInstance] != "bot" || m.Labels[naming.LabelRuntime] != "bot" || m.Labels[naming.LabelName] != "engram" {
 		t.Errorf("labels of %s = %v", m.Name, m.Labels)
 	}
 	if len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "MemoryRuntime" || m.OwnerReferences[0].Name != "bot" || !*m.OwnerReferences[0].Controller {

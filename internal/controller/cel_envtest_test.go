@@ -193,6 +193,35 @@ func celCases(ns string) []celCase {
 			"spec.search.textWeight: Invalid value: -0.5: spec.search.textWeight in body should be greater than or equal to 0"},
 		{"empty redaction pattern", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{""} }),
 			`spec.redaction.patterns[0]: Invalid value: "": spec.redaction.patterns[0] in body should be at least 1 chars long`},
+		{"negative compaction threshold", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Compaction.Threshold = -0.5 }),
+			"spec.conversation.compaction.threshold: Invalid value: -0.5: conversation.compaction.threshold must be above 0 and at most 1"},
+		{"compaction threshold above 1", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Compaction.Threshold = 1.5 }),
+			"spec.conversation.compaction.threshold: Invalid value: 1.5: conversation.compaction.threshold must be above 0 and at most 1"},
+		{"condense group of one", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Compaction.CondenseGroupSize = 1 }),
+			"spec.conversation.compaction.condenseGroupSize: Invalid value: 1: conversation.compaction.condenseGroupSize must be within 2..64: a condensed summary covers at least two summaries"},
+		{"summary depth 9", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Compaction.MaxDepth = 9 }),
+			"spec.conversation.compaction.maxDepth: Invalid value: 9: conversation.compaction.maxDepth must be within 1..8"},
+		{"chunk of one message", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Compaction.ChunkSize = 1 }),
+			"spec.conversation.compaction.chunkSize: Invalid value: 1: spec.conversation.compaction.chunkSize in body should be greater than or equal to 2"},
+		{"unknown window strategy", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Window.Strategy = "all" }),
+			`spec.conversation.window.strategy: Unsupported value: "all": supported values: "buffer", "token", "summary"`},
+		{"window budget above a million", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Window.Budget = 2_000_000 }),
+			"spec.conversation.window.budget: Invalid value: 2000000: spec.conversation.window.budget in body should be less than or equal to 1000000"},
+		{"fresh tail above 100", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Window.FreshTail = 101 }),
+			"spec.conversation.window.freshTail: Invalid value: 101: spec.conversation.window.freshTail in body should be less than or equal to 100"},
+		{"session idle ttl in words", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.SessionIdleTTL = "a week" }),
+			`spec.conversation.sessionIdleTTL: Invalid value: "a week": must be a whole number and one unit (s, m, h, d or w), such as 30d or 12h, or 0 for never`},
+		{"archive after the idle ttl", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Conversation.SessionIdleTTL, s.Conversation.ArchiveAfter = "2w", "30d"
+		}), "spec.conversation: Invalid value: conversation.archiveAfter must be shorter than conversation.sessionIdleTTL: sessions would be deleted before they are archived"},
+		{"global and protected category", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "company", Global: true, Protected: true}}
+		}), "spec.categories[0]: Invalid value: a global category cannot also be protected: global categories already accept writes only from source user or system, and protected would shut out the system"},
+		{"category description too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", Description: strings.Repeat("d", 501)}}
+		}), "spec.categories[0].description: Too long: may not be more than 500 bytes"},
+		{"messages per turn above 500", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxMessagesPerTurn = 501 }),
+			"spec.conversation.limits.maxMessagesPerTurn: Invalid value: 501: spec.conversation.limits.maxMessagesPerTurn in body should be less than or equal to 500"},
 		{"redaction pattern too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{strings.Repeat("a", 513)} }),
 			"spec.redaction.patterns[0]: Too long: may not be more than 512 bytes"},
 		{"33 redaction patterns", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
@@ -225,9 +254,11 @@ func celCases(ns string) []celCase {
 			"metadata.name must be at most 40 characters so that CronJob and Job names derived from it fit"},
 		{"schedule @reboot", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "@reboot" }), `spec.schedule: Invalid value: "@reboot": schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. "0 3 * * *", or a macro like @daily; put the time zone in timeZone, not in schedule`},
 		{"empty schedule", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "" }), `spec.schedule: Invalid value: "": spec.schedule in body should be at least 1 chars long`},
-		{"five operations", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
-			s.Operations = []memoryv1alpha1.Operation{"decay", "expire", "purge", "compact", "decay"}
-		}), "spec.operations: Too many: 5: must have at most 4 items"},
+		{"seven operations", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
+			s.Operations = []memoryv1alpha1.Operation{"decay", "expire", "purge", "compact", "summarize", "sessions", "decay"}
+		}), "spec.operations: Too many: 7: must have at most 6 items"},
+		{"unknown operation", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Operations = []memoryv1alpha1.Operation{"summarise"} }),
+			`spec.operations[0]: Unsupported value: "summarise": supported values: "decay", "expire", "purge", "compact", "summarize", "sessions"`},
 		{"deadline of 0 seconds", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.ActiveDeadlineSeconds = ptr.To[int64](0) }),
 			"spec.activeDeadlineSeconds: Invalid value: 0: spec.activeDeadlineSeconds in body should be greater than or equal to 1"},
 		{"history above 100", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.SuccessfulJobsHistoryLimit = ptr.To[int32](101) }),

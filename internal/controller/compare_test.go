@@ -3,6 +3,7 @@ package controller
 import (
 	"testing"
 
+	"github.com/engram-dev/engram/internal/naming"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -62,7 +63,7 @@ func TestMatchesAfterServerDefaults(t *testing.T) {
 	live := desired.DeepCopy()
 	live.TypeMeta = metav1.TypeMeta{} // the cache's typed objects have none
 	live.ResourceVersion, live.UID = "42", "uid"
-	live.Annotations = map[string]string{AnnotationAppliedHash: want["metadata"].(map[string]any)["annotations"].(map[string]any)[AnnotationAppliedHash].(string), "other": "x"}
+	live.Annotations = map[string]string{naming.AnnotationAppliedHash: want["metadata"].(map[string]any)["annotations"].(map[string]any)[naming.AnnotationAppliedHash].(string), "other": "x"}
 	live.Spec.ClusterIP = "10.0.0.1"
 	live.Spec.Ports[0].Protocol = corev1.ProtocolTCP
 	live.Spec.Ports = append(live.Spec.Ports, corev1.ServicePort{Name: "extra", Port: 9})

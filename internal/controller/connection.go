@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -73,17 +74,17 @@ func clusterConnectionURL(ctx context.Context, c client.Reader, name, operatorNa
 			"clusterConnection %q cannot be resolved: the operator does not know its namespace (set --operator-namespace or POD_NAMESPACE)", name)
 	}
 	var list corev1.SecretList
-	if err := c.List(ctx, &list, client.InNamespace(operatorNamespace), client.MatchingLabels{memoryv1alpha1.LabelConnection: name}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(operatorNamespace), client.MatchingLabels{naming.LabelConnection: name}); err != nil {
 		return "", fmt.Errorf("listing the connection Secrets of %q: %w", operatorNamespace, err)
 	}
 	switch len(list.Items) {
 	case 0:
 		return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
-			"no Secret in the operator namespace %q has the label %s=%s", operatorNamespace, memoryv1alpha1.LabelConnection, name)
+			"no Secret in the operator namespace %q has the label %s=%s", operatorNamespace, naming.LabelConnection, name)
 	case 1:
 	default:
 		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid,
-			"%d Secrets in the operator namespace %q have the label %s=%s; keep exactly one", len(list.Items), operatorNamespace, memoryv1alpha1.LabelConnection, name)
+			"%d Secrets in the operator namespace %q have the label %s=%s; keep exactly one", len(list.Items), operatorNamespace, naming.LabelConnection, name)
 	}
 	s := list.Items[0]
 	url, err := tenant.ConnectionURL(s.Data, memoryv1alpha1.DefaultConnectionKey)

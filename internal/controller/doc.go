@@ -11,5 +11,6 @@
 //     with server-side apply under the field owner "engram-operator", but only
 //     after a comparison with the cached live object says something differs:
 //     an idle, Ready system makes zero API writes.
-//   - Every name, label and annotation comes from naming.go.
+//   - Every name, label and annotation comes from internal/naming; names
+//     derived from a MemoryRuntime object (schema, endpoint) from runtime_names.go.
 package controller

@@ -19,8 +19,6 @@ const (
 	indexSecretRefs = "spec.secretRefs"
 	// indexClusterConnection: MemoryRuntime by spec.database.clusterConnection.
 	indexClusterConnection = "spec.database.clusterConnection"
-	// indexRuntimeRef: RetentionJob by spec.runtimeRef.name.
-	indexRuntimeRef = "spec.runtimeRef.name"
 )
 
 func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
@@ -41,12 +39,6 @@ func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		{&memoryv1alpha1.MemoryRuntime{}, indexClusterConnection, func(o client.Object) []string {
 			if c := o.(*memoryv1alpha1.MemoryRuntime).Spec.Database.ClusterConnection; c != "" {
 				return []string{c}
-			}
-			return nil
-		}},
-		{&memoryv1alpha1.RetentionJob{}, indexRuntimeRef, func(o client.Object) []string {
-			if ref := o.(*memoryv1alpha1.RetentionJob).Spec.RuntimeRef; ref != nil {
-				return []string{ref.Name}
 			}
 			return nil
 		}},

@@ -31,22 +31,21 @@ func (r *MemoryPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		return doneResult(), client.IgnoreNotFound(err)
 	}
 	orig := p.DeepCopy()
+	var f policyFacts
 	defer func() {
+		f.err = retErr
+		derivePolicyStatus(p, f)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, p, func(o *memoryv1alpha1.MemoryPolicy) any { return o.Status }))
 	}()
-	p.Status.ObservedGeneration = p.Generation
-
-	for _, phase := range []func(context.Context, *memoryv1alpha1.MemoryPolicy) error{r.validate, r.countBound} {
-		if err := phase(ctx, p); err != nil {
-			return doneResult(), err
-		}
-	}
-	return doneResult(), nil
+	f.problem, f.categories = r.validate(p)
+	return doneResult(), r.countBound(ctx, p)
 }
 
-// validate sets Valid from the checks CEL cannot do (memory.Policy.Validate:
-// regular expressions that must compile, halfLife against ttl, ...).
-func (r *MemoryPolicyReconciler) validate(_ context.Context, p *memoryv1alpha1.MemoryPolicy) error {
+// validate runs the checks CEL cannot do (memory.Policy.Validate: regular
+// expressions that must compile, halfLife against ttl, ...) and returns the
+// problem (empty: valid) and the number of categories. It records an event
+// when validity changes.
+func (r *MemoryPolicyReconciler) validate(p *memoryv1alpha1.MemoryPolicy) (problem string, categories int) {
 	wasValid := p.GetCondition(memoryv1alpha1.ConditionValid)
 	policy, err := ResolvePolicy(&p.Spec)
 	if err == nil {
@@ -57,15 +56,12 @@ func (r *MemoryPolicyReconciler) validate(_ context.Context, p *memoryv1alpha1.M
 		if wasValid == nil || wasValid.Message != msg {
 			eventer{rec: r.events}.warning(p, memoryv1alpha1.ReasonInvalid, "Validate", "%s", msg)
 		}
-		p.SetCondition(memoryv1alpha1.ConditionValid, false, memoryv1alpha1.ReasonInvalid, msg)
-		return nil
+		return msg, 0
 	}
 	if wasValid != nil && wasValid.Status != "True" {
 		eventer{rec: r.events}.normal(p, memoryv1alpha1.ReasonValid, "Validate", "the policy is valid again")
 	}
-	p.SetCondition(memoryv1alpha1.ConditionValid, true, memoryv1alpha1.ReasonValid,
-		fmt.Sprintf("%d categories; runtimes referencing this policy use it", len(policy.Categories)))
-	return nil
+	return "", len(policy.Categories)
 }
 
 // countBound counts the runtimes whose spec.policyRef names this policy.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // MemoryRuntimeReconciler provisions a tenant in PostgreSQL and runs its
@@ -44,9 +45,14 @@ type MemoryRuntimeReconciler struct {
 }
 
 // runtimeState is what the operator remembers about a runtime between
-// reconciles, in memory only. It lets periodic work skip API writes, and it
+// reconciles, in memory only. It is an optimization, never the source of a
+// decision: everything that matters is in the cluster (status, the
+// password digest annotation on the credentials Secret) or the database.
+// It lets a Ready tenant skip the grant check between intervals, and it
 // covers the short time in which the cache has not yet seen the operator's
-// own last write (so a rotation is never done twice for one request).
+// own last write (so a rotation is never done twice for one request). A
+// restarted operator starts with it empty and verifies the tenant once,
+// writing nothing (restart_envtest_test.go).
 type runtimeState struct {
 	// checkedAt is when the tenant was last provisioned or verified, for the
 	// inputs summed up in fingerprint.
@@ -111,6 +117,8 @@ type runtimeScope struct {
 	// faulted is set when Options.FailAfter injected a fault: the reconcile
 	// stops as if the operator had died (see Options.FailAfter).
 	faulted bool
+	// facts is what the phases observed, for the status (runtime_status.go).
+	facts runtimeFacts
 }
 
 // failAfter calls the Options.FailAfter test seam after step.
@@ -125,7 +133,8 @@ func (r *MemoryRuntimeReconciler) failAfter(s *runtimeScope, step string) error 
 	return nil
 }
 
-// runtimePhase is one step of a reconcile. It sets the conditions it owns;
+// runtimePhase is one step of a reconcile. It records what it observed in
+// s.facts (never a condition: deriveRuntimeStatus sets those at the end);
 // stop ends the reconcile early without an error (waiting for a watched
 // object to change), an error ends it and retries with backoff.
 type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err error)
@@ -137,29 +146,28 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return doneResult(), client.IgnoreNotFound(err)
 	}
 	orig := rt.DeepCopy()
-	var s *runtimeScope
+	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	defer func() {
-		if s != nil && s.faulted {
+		if s.faulted {
 			// A simulated crash (test seam): a dead operator writes no
 			// status and its memory is gone.
 			r.memory.forget(rt.UID)
 			return
 		}
+		s.facts.err = retErr
+		deriveRuntimeStatus(rt, s.facts)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
-	rt.Status.ObservedGeneration = rt.Generation
 
 	if !rt.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, rt)
+		s.facts.deleting = true
+		return r.reconcileDelete(ctx, s)
 	}
 	if rt.Spec.Paused {
-		rt.SetCondition(memoryv1alpha1.ConditionPaused, true, memoryv1alpha1.ReasonPaused,
-			"spec.paused is true: the operator leaves this runtime's objects and database as they are")
+		s.facts.paused = true
 		return doneResult(), nil
 	}
-	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
 
-	s = &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
 		r.checkOwnership,
@@ -171,7 +179,6 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileDeployment,
 		r.reconcileService,
 		r.reconcileNetworkPolicy,
-		r.reconcileReadiness,
 	} {
 		stop, err := phase(ctx, s)
 		if refused := asNotOwned(err); refused != nil {
@@ -238,7 +245,7 @@ func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj clie
 // the runtime's namespace, or as a clusterConnection in the operator's.
 func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSecretRefs: obj.GetName()})
-	if name := obj.GetLabels()[memoryv1alpha1.LabelConnection]; name != "" && obj.GetNamespace() == r.opts.OperatorNamespace {
+	if name := obj.GetLabels()[naming.LabelConnection]; name != "" && obj.GetNamespace() == r.opts.OperatorNamespace {
 		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexClusterConnection: name})...)
 	}
 	return reqs

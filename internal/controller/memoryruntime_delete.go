@@ -12,23 +12,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // reconcileDelete carries out the reclaim policy, then lets the runtime go.
 // The owned Kubernetes objects are removed by the garbage collector (owner
 // references); only the database needs the operator.
-func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(rt, Finalizer) {
+func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtimeScope) (reconcile.Result, error) {
+	rt := s.rt
+	if !controllerutil.ContainsFinalizer(rt, naming.Finalizer) {
+		s.facts.untouched = true
 		r.memory.forget(rt.UID)
 		return doneResult(), nil
 	}
 	schema := SchemaFor(rt)
-	rt.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonDeleting,
-		fmt.Sprintf("deleting; reclaimPolicy %s", rt.ReclaimPolicyOrDefault()))
-
 	if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
-		if err := r.dropTenant(ctx, rt, schema); err != nil {
+		if err := r.dropTenant(ctx, s, schema); err != nil {
 			return doneResult(), err
 		}
 	} else {
@@ -37,8 +37,8 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memor
 	}
 
 	patched := rt.DeepCopy()
-	controllerutil.RemoveFinalizer(patched, Finalizer)
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+	controllerutil.RemoveFinalizer(patched, naming.Finalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(naming.FieldOwner)); err != nil {
 		return doneResult(), client.IgnoreNotFound(fmt.Errorf("removing the finalizer: %w", err))
 	}
 	rt.Finalizers, rt.ResourceVersion = patched.Finalizers, patched.ResourceVersion
@@ -51,7 +51,8 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, rt *memor
 // When the connection Secret is already gone (the namespace is being
 // deleted) and no pool is left, the schema is kept and a warning says so:
 // blocking the namespace forever would be worse.
-func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema string) error {
+func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, s *runtimeScope, schema string) error {
+	rt := s.rt
 	pool, url, err := r.poolForDelete(ctx, rt)
 	if err != nil {
 		return err
@@ -72,7 +73,7 @@ func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, rt *memoryv1al
 		return nil
 	case err != nil:
 		msg := scrubAdmin(err.Error(), url)
-		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), fmt.Sprintf(
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), fmt.Sprintf(
 			"dropping the tenant (reclaimPolicy Delete) failed, retrying; set reclaimPolicy: Retain to delete without dropping: %s", msg))
 		return fmt.Errorf("dropping the tenant: %s", msg)
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // runtimeOwnerRef is the controller owner reference every object of rt carries.
@@ -28,11 +29,11 @@ type ownedName struct {
 // ownedNames are the objects the operator will write for rt.
 func ownedNames(rt *memoryv1alpha1.MemoryRuntime) []ownedName {
 	names := []ownedName{
-		{"Secret", CredentialsSecretName(rt.Name), &corev1.Secret{}},
-		{"Secret", APITokenSecretName(rt.Name), &corev1.Secret{}},
-		{"ConfigMap", ConfigMapName(rt.Name), &corev1.ConfigMap{}},
-		{"Deployment", DeploymentName(rt.Name), &appsv1.Deployment{}},
-		{"Service", ServiceName(rt.Name), &corev1.Service{}},
+		{"Secret", naming.CredentialsSecretName(rt.Name), &corev1.Secret{}},
+		{"Secret", naming.APITokenSecretName(rt.Name), &corev1.Secret{}},
+		{"ConfigMap", naming.ConfigMapName(rt.Name), &corev1.ConfigMap{}},
+		{"Deployment", naming.DeploymentName(rt.Name), &appsv1.Deployment{}},
+		{"Service", naming.ServiceName(rt.Name), &corev1.Service{}},
 	}
 	if rt.NetworkPolicyEnabled() {
 		names = append(names, ownedName{"NetworkPolicy", NetworkPolicyName(rt.Name), &networkingv1.NetworkPolicy{}})
@@ -72,7 +73,8 @@ func (r *MemoryRuntimeReconciler) checkOwnership(ctx context.Context, s *runtime
 // condition the reconcile started with.
 func (r *MemoryRuntimeReconciler) refuse(s *runtimeScope, before *metav1.Condition, refused *notOwnedError) {
 	msg := refused.Error()
-	notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonObjectNotOwned, msg)
+	// It replaces the ApplyFailed an apply may have recorded for the same refusal.
+	s.facts.blocked = &blocker{cond: memoryv1alpha1.ConditionReady, reason: memoryv1alpha1.ReasonObjectNotOwned, message: msg}
 	if before == nil || before.Reason != memoryv1alpha1.ReasonObjectNotOwned || before.Message != msg {
 		r.eventer().warning(s.rt, memoryv1alpha1.ReasonObjectNotOwned, "Apply", "%s", msg)
 	}

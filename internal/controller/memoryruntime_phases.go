@@ -13,29 +13,21 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
-
-// notReady sets Ready (and, when it is not Ready itself, condType) to False
-// with the same reason and message.
-func notReady(rt *memoryv1alpha1.MemoryRuntime, condType, reason, message string) {
-	if condType != memoryv1alpha1.ConditionReady {
-		rt.SetCondition(condType, false, reason, message)
-	}
-	rt.SetCondition(memoryv1alpha1.ConditionReady, false, reason, message)
-}
 
 // ensureFinalizer adds the reclaim finalizer before anything is created in
 // the database, so nothing is ever left behind unnoticed.
 func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtimeScope) (bool, error) {
-	if controllerutil.ContainsFinalizer(s.rt, Finalizer) {
+	if controllerutil.ContainsFinalizer(s.rt, naming.Finalizer) {
 		return false, nil
 	}
 	// Patch a copy: the response would overwrite the status this reconcile
 	// is building in s.rt.
 	patched := s.rt.DeepCopy()
-	controllerutil.AddFinalizer(patched, Finalizer)
-	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(s.rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner)); err != nil {
+	controllerutil.AddFinalizer(patched, naming.Finalizer)
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(s.rt, client.MergeFromWithOptimisticLock{}), client.FieldOwner(naming.FieldOwner)); err != nil {
 		return false, fmt.Errorf("adding the finalizer: %w", err)
 	}
 	s.rt.Finalizers = patched.Finalizers
@@ -55,7 +47,7 @@ func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) 
 		if reason == "" {
 			return false, err // an API read failed: retry
 		}
-		notReady(s.rt, memoryv1alpha1.ConditionDatabaseReady, reason, err.Error())
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, reason, err.Error())
 		// Wait for the Secret to be created or fixed (it is watched).
 		return true, nil
 	}
@@ -77,14 +69,18 @@ func withReasonIfNone(err error, reason string) error {
 // asked of PostgreSQL (and nothing is written to the API server).
 func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
-	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, shortHash(s.admin, 8))
+	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8))
 	mem := r.memory.get(rt.UID)
 	dbReady := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
-	if mem.fingerprint == fingerprint && dbReady != nil && dbReady.Status == "True" && !rotationAsked(rt, mem) {
-		if since := time.Since(mem.checkedAt); since < r.opts.GrantCheckInterval {
-			s.requeue.at(r.opts.GrantCheckInterval - since)
-			return false, nil
-		}
+	now, dueIn := decideProvision(provisionObserved{
+		fingerprint: fingerprint, last: mem.fingerprint,
+		dbReady:     dbReady != nil && dbReady.Status == "True",
+		rotateAsked: rotationAsked(rt, mem),
+		sinceCheck:  time.Since(mem.checkedAt), interval: r.opts.GrantCheckInterval,
+	})
+	if !now {
+		s.requeue.at(dueIn)
+		return false, nil
 	}
 
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
@@ -107,12 +103,12 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	}
 	if err != nil {
 		reason := provisionReason(err)
-		var beforeReason string // copied: notReady changes the condition in place
+		var beforeReason string
 		if c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady); c != nil {
 			beforeReason = c.Reason
 		}
 		msg := stableMessage(scrubAdmin(err.Error(), s.admin))
-		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, reason, msg)
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, reason, msg)
 		// One Warning per transition into a failure, not one per retry: a
 		// database that stays down must not write an event every few
 		// seconds (an event is an API write). The condition says when it
@@ -143,8 +139,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	// must never record the schema it asked for.
 	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
-	rt.SetCondition(memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned,
-		fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole))
+	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil
 }
@@ -157,7 +152,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	mem := r.memory.get(rt.UID)
-	key := client.ObjectKey{Namespace: rt.Namespace, Name: CredentialsSecretName(rt.Name)}
+	key := client.ObjectKey{Namespace: rt.Namespace, Name: naming.CredentialsSecretName(rt.Name)}
 	var live corev1.Secret
 	found, err := getOptional(ctx, r.client, key, &live)
 	if err != nil {
@@ -175,21 +170,13 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		stored, intact = StoredPassword(&live)
 	}
 
-	rotateValue := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
-	rotateAsked := rotationAsked(rt, mem)
-
-	password, why, reason := stored, "", ""
-	switch {
-	case s.created != "":
-		password = s.created // a new role comes with a new password
-	case rotateAsked:
-		why, reason = "the rotate-credentials annotation changed to "+rotateValue, "requested"
-	case !found:
-		why, reason = "the credentials Secret was missing", "secret_missing"
-	case !intact:
-		why, reason = "the password in the credentials Secret was changed by hand", "secret_edited"
-	}
-	if why != "" {
+	rotateValue := rt.Annotations[naming.AnnotationRotateCredentials]
+	act := decideCredentials(credentialsObserved{
+		created: s.created, found: found, intact: intact, stored: stored,
+		rotateAsked: rotationAsked(rt, mem), rotateValue: rotateValue,
+	})
+	password := act.password
+	if act.rotate {
 		dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 		defer cancel()
 		pw, err := tenant.RotatePassword(dbctx, s.pool, s.schema, TenantOwner(rt))
@@ -199,12 +186,12 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 			// instead of waiting for the next grant check.
 			r.memory.update(rt.UID, func(st *runtimeState) { st.checkedAt = time.Time{} })
 			msg := scrubAdmin(err.Error(), s.admin)
-			notReady(rt, memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), "rotating the login password: "+msg)
+			s.facts.block(memoryv1alpha1.ConditionDatabaseReady, provisionReason(err), "rotating the login password: "+msg)
 			return false, fmt.Errorf("rotating the login password: %s", msg)
 		}
 		password = pw
-		passwordRotations.WithLabelValues(reason).Inc()
-		r.eventer().normal(rt, "CredentialsRotated", "Rotate", "new password for role %s: %s", tenant.LoginRole(s.schema), why)
+		passwordRotations.WithLabelValues(act.metric).Inc()
+		r.eventer().normal(rt, memoryv1alpha1.ReasonCredentialsRotated, "Rotate", "new password for role %s: %s", tenant.LoginRole(s.schema), act.why)
 	}
 	if rotateValue != "" {
 		rt.Status.RotatedCredentials = rotateValue
@@ -212,7 +199,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 
 	creds, err := LoginCredentials(s.admin, s.schema, password)
 	if err != nil {
-		notReady(rt, memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonConnectionInvalid, err.Error())
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonConnectionInvalid, err.Error())
 		return true, nil
 	}
 	if err := r.applyOwned(ctx, s, CredentialsSecret(rt, creds)); err != nil {
@@ -223,7 +210,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	}
 	r.memory.update(rt.UID, func(st *runtimeState) { st.password, st.rotated = password, rotateValue })
 	s.creds = creds
-	rt.Status.CredentialsSecret = CredentialsSecretName(rt.Name)
+	rt.Status.CredentialsSecret = naming.CredentialsSecretName(rt.Name)
 	return false, nil
 }
 
@@ -233,7 +220,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	var live corev1.Secret
-	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: APITokenSecretName(rt.Name)}, &live); err != nil {
+	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: naming.APITokenSecretName(rt.Name)}, &live); err != nil {
 		return false, fmt.Errorf("reading the API token Secret: %w", err)
 	}
 	tokens, key, err := APITokenContent(live.Data)
@@ -243,7 +230,7 @@ func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runt
 	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens, key)); err != nil {
 		return false, err
 	}
-	rt.Status.APITokenSecret = APITokenSecretName(rt.Name)
+	rt.Status.APITokenSecret = naming.APITokenSecretName(rt.Name)
 	return false, nil
 }
 
@@ -260,7 +247,7 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 			return false, fmt.Errorf("reading MemoryPolicy %q: %w", name, err)
 		}
 		if !found {
-			notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyNotFound, fmt.Sprintf(
+			s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyNotFound, fmt.Sprintf(
 				"MemoryPolicy %q does not exist in namespace %q: create it, or remove spec.policyRef to use the built-in defaults", name, rt.Namespace))
 			return true, nil
 		}
@@ -268,21 +255,21 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 			err = policy.Validate()
 		}
 		if err != nil {
-			notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyInvalid, fmt.Sprintf(
+			s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyInvalid, fmt.Sprintf(
 				"MemoryPolicy %q is invalid (the running config is kept): %s", name, oneLine(err)))
 			return true, nil
 		}
 		applied = &memoryv1alpha1.AppliedPolicy{Name: name, Generation: mp.Generation}
 	}
 
-	digests, stop, err := r.apiKeyDigests(ctx, rt)
+	digests, stop, err := r.apiKeyDigests(ctx, s)
 	if err != nil || stop {
 		return stop, err
 	}
 	cfg := ServiceConfig(rt, s.schema, policy, rt.PolicyName(), generationOf(applied))
 	configYAML, err := MarshalServiceConfig(cfg)
 	if err != nil {
-		notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonConfigInvalid, oneLine(err))
+		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonConfigInvalid, oneLine(err))
 		return true, nil
 	}
 	if err := r.applyOwned(ctx, s, ConfigMap(rt, configYAML)); err != nil {
@@ -298,7 +285,8 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 // apiKeyDigests reads the API key Secrets the runtime names: a missing one
 // stops the reconcile (a pod could not start), and their digests go into the
 // pod template hash (env vars are only read at start).
-func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) ([]string, bool, error) {
+func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, s *runtimeScope) ([]string, bool, error) {
+	rt := s.rt
 	var refs []apiKeyRef
 	if ref := rt.Spec.Embedding.APIKeySecretRef; ref != nil {
 		refs = append(refs, apiKeyRef{"spec.embedding.apiKeySecretRef", ref})
@@ -315,11 +303,11 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, rt *memoryv
 		}
 		key := x.ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)
 		if !found || len(sec.Data[key]) == 0 {
-			notReady(rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+			s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
 				"%s: Secret %q in namespace %q has no key %q", x.field, x.ref.Name, rt.Namespace, key))
 			return nil, true, nil
 		}
-		digests = append(digests, sha256Hex(sec.Data[key]))
+		digests = append(digests, naming.SHA256Hex(sec.Data[key]))
 	}
 	return digests, false, nil
 }
@@ -334,13 +322,13 @@ type apiKeyRef struct {
 func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *runtimeScope) (bool, error) {
 	s.image = Image(s.rt, r.opts.ServiceImage)
 	if s.image == "" {
-		notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonImageNotSet,
+		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonImageNotSet,
 			"no image for the memory service: set spec.service.image or start the operator with --service-image (ENGRAM_IMAGE)")
 		return true, nil
 	}
 	live, outcome, err := r.apply.apply(ctx, Deployment(s.rt, s.image, s.hash))
 	if err != nil {
-		notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
+		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
 		return false, err
 	}
 	r.recordApply(s.rt, live, outcome)
@@ -348,14 +336,14 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 		return false, err
 	}
 	s.deploy = live.(*appsv1.Deployment)
+	s.facts.deploy = s.deploy
 	return false, nil
 }
 
 // rotationAsked reports whether the rotate-credentials annotation holds a
 // value not acted on yet.
 func rotationAsked(rt *memoryv1alpha1.MemoryRuntime, mem runtimeState) bool {
-	v := rt.Annotations[memoryv1alpha1.AnnotationRotateCredentials]
-	return v != "" && v != rt.Status.RotatedCredentials && v != mem.rotated
+	return rotationPending(rt.Annotations[naming.AnnotationRotateCredentials], rt.Status.RotatedCredentials, mem.rotated)
 }
 
 // reconcileService applies the Service and publishes the endpoint.
@@ -364,20 +352,7 @@ func (r *MemoryRuntimeReconciler) reconcileService(ctx context.Context, s *runti
 		return false, err
 	}
 	s.rt.Status.Endpoint = Endpoint(s.rt)
-	return false, nil
-}
-
-// reconcileReadiness derives ServiceAvailable from the Deployment's status
-// and Ready from everything.
-func (r *MemoryRuntimeReconciler) reconcileReadiness(_ context.Context, s *runtimeScope) (bool, error) {
-	rt := s.rt
-	ok, reason, msg := ServiceAvailability(rt, s.deploy)
-	rt.SetCondition(memoryv1alpha1.ConditionServiceAvailable, ok, reason, msg)
-	if !ok {
-		rt.SetCondition(memoryv1alpha1.ConditionReady, false, reason, msg)
-		return false, nil
-	}
-	rt.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable, "memory service available at "+rt.Status.Endpoint)
+	s.facts.endpoint = s.rt.Status.Endpoint
 	return false, nil
 }
 
@@ -386,7 +361,7 @@ func (r *MemoryRuntimeReconciler) reconcileReadiness(_ context.Context, s *runti
 func (r *MemoryRuntimeReconciler) applyOwned(ctx context.Context, s *runtimeScope, obj client.Object) error {
 	live, outcome, err := r.apply.apply(ctx, obj)
 	if err != nil {
-		notReady(s.rt, memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
+		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
 		return err
 	}
 	r.recordApply(s.rt, live, outcome)

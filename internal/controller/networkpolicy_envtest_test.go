@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // testNetworkPolicy: every runtime gets a NetworkPolicy admitting its
@@ -31,8 +32,8 @@ func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
 	if err := e.get(t, ns, "bot", &np); err != nil {
 		t.Fatalf("no NetworkPolicy for a default runtime: %v", err)
 	}
-	if !metav1.IsControlledBy(&np, rt) || np.Labels[LabelManagedBy] != ManagedBy ||
-		!reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, SelectorLabels("bot")) ||
+	if !metav1.IsControlledBy(&np, rt) || np.Labels[naming.LabelManagedBy] != naming.ManagedBy ||
+		!reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, naming.SelectorLabels("bot")) ||
 		!reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("NetworkPolicy = %+v", np)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/engram-dev/engram/internal/naming"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,8 +55,8 @@ func asNotOwned(err error) *notOwnedError {
 // owner (the controller reference the operator would set).
 func checkOwned(kind string, live client.Object, owner metav1.OwnerReference) error {
 	var missing []string
-	if live.GetLabels()[LabelManagedBy] != ManagedBy {
-		missing = append(missing, fmt.Sprintf("the label %s=%s", LabelManagedBy, ManagedBy))
+	if live.GetLabels()[naming.LabelManagedBy] != naming.ManagedBy {
+		missing = append(missing, fmt.Sprintf("the label %s=%s", naming.LabelManagedBy, naming.ManagedBy))
 	}
 	ctrl := metav1.GetControllerOfNoCopy(live)
 	switch {

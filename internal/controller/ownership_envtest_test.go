@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // testForeignObjects: an object Engram did not create that has the name of
@@ -49,7 +50,7 @@ func (e *operatorEnv) testForeignObjects(t *testing.T) {
 	e.noWritesIn(t, ns, 2500*time.Millisecond)
 	e.unchanged(t, theirs, &corev1.Service{})
 	var svc corev1.Service
-	if err := e.get(t, ns, "web", &svc); err != nil || svc.Spec.Ports[0].Port != 1234 || len(svc.OwnerReferences) != 0 || svc.Labels[LabelManagedBy] != "" {
+	if err := e.get(t, ns, "web", &svc); err != nil || svc.Spec.Ports[0].Port != 1234 || len(svc.OwnerReferences) != 0 || svc.Labels[naming.LabelManagedBy] != "" {
 		t.Errorf("the foreign Service was changed: %+v, %v", svc, err)
 	}
 	// Refused before the database: no schema, no role.
@@ -72,7 +73,7 @@ func (e *operatorEnv) testForeignObjects(t *testing.T) {
 	// looks right but has another uid: still refused, its data kept.
 	planted := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "mem-db", Namespace: ns,
-			Labels: RuntimeLabels("mem", ComponentCredentials),
+			Labels: naming.RuntimeLabels("mem", naming.ComponentCredentials),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: memoryv1alpha1.GroupVersion.String(), Kind: "MemoryRuntime", Name: "mem",
 				UID: "00000000-0000-0000-0000-000000000000", Controller: ptr.To(true)}},
 		},
@@ -115,7 +116,7 @@ func (e *operatorEnv) testForeignCronJobAndJob(t *testing.T) {
 	e.readyRuntime(t, newRuntime(ns, "bot", ""))
 
 	theirs := &batchv1.CronJob{
-		ObjectMeta: metav1.ObjectMeta{Name: CronJobName("nightly", "bot"), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: naming.CronJobName("nightly", "bot"), Namespace: ns},
 		Spec: batchv1.CronJobSpec{
 			Schedule:    "30 1 * * *",
 			JobTemplate: batchv1.JobTemplateSpec{Spec: foreignJobSpec()},
@@ -164,11 +165,11 @@ func (e *operatorEnv) testForeignCronJobAndJob(t *testing.T) {
 	})
 
 	// A Job of someone else with the name of the run-now Job.
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: RunNowJobName("nightly-bot", "now-1"), Namespace: ns}, Spec: foreignJobSpec()}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: naming.RunNowJobName("nightly-bot", "now-1"), Namespace: ns}, Spec: foreignJobSpec()}
 	job.Spec.Suspend = ptr.To(true)
 	mustCreate(t, e.c, job)
 	update(t, e, rj, func(r *memoryv1alpha1.RetentionJob) {
-		metav1.SetMetaDataAnnotation(&r.ObjectMeta, memoryv1alpha1.AnnotationRunNow, "now-1")
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRunNow, "now-1")
 	})
 	eventually(t, "the RetentionJob reports the foreign Job", 20*time.Second, func() error {
 		got := e.retentionJob(t, ns, "nightly")

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engram-dev/engram/internal/naming"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +19,7 @@ func TestCheckOwned(t *testing.T) {
 	otherUID.UID = types.UID("uid-of-a-deleted-bot")
 	notController := owner
 	notController.Controller = nil
-	managed := map[string]string{LabelManagedBy: ManagedBy}
+	managed := map[string]string{naming.LabelManagedBy: naming.ManagedBy}
 
 	for _, c := range []struct {
 		name    string
@@ -35,7 +36,7 @@ func TestCheckOwned(t *testing.T) {
 		}},
 		{name: "label only (forged)", labels: managed, want: []string{"a controller owner reference to MemoryRuntime bot"}, notWant: []string{"the label"}},
 		{name: "owner reference without the label", refs: []metav1.OwnerReference{owner}, want: []string{"the label app.kubernetes.io/managed-by=engram-operator"}, notWant: []string{"owner reference"}},
-		{name: "label with another helm value", labels: map[string]string{LabelManagedBy: "Helm"}, refs: []metav1.OwnerReference{owner}, want: []string{"the label"}},
+		{name: "label with another helm value", labels: map[string]string{naming.LabelManagedBy: "Helm"}, refs: []metav1.OwnerReference{owner}, want: []string{"the label"}},
 		{name: "owner reference that is not the controller", labels: managed, refs: []metav1.OwnerReference{notController}, want: []string{"a controller owner reference"}},
 		{name: "a former runtime of the same name", labels: managed, refs: []metav1.OwnerReference{otherUID}, want: []string{
 			"with uid uid-1", "its controller is MemoryRuntime bot, uid uid-of-a-deleted-bot", "garbage collector removes shortly",

@@ -73,7 +73,45 @@ func ResolvePolicy(spec *memoryv1alpha1.MemoryPolicySpec) (memory.Policy, error)
 	if r.InjectionGuard != "" {
 		p.Redaction.InjectionGuard = string(r.InjectionGuard)
 	}
+	conv, err := resolveConversation(spec.Conversation, p.Conversation)
+	if err != nil {
+		return memory.Policy{}, err
+	}
+	p.Conversation = conv
 	return p, nil
+}
+
+// resolveConversation fills the conversation policy from spec.conversation;
+// unset fields keep the defaults in c (the CRD's defaults are the same).
+func resolveConversation(in memoryv1alpha1.ConversationSpec, c memory.ConversationPolicy) (memory.ConversationPolicy, error) {
+	if in.Window.Strategy != "" {
+		c.Window.Strategy = memory.WindowStrategy(in.Window.Strategy)
+	}
+	c.Window.Budget = orInt(in.Window.Budget, c.Window.Budget)
+	c.Window.BufferSize = orInt(in.Window.BufferSize, c.Window.BufferSize)
+	c.Window.FreshTail = orInt(in.Window.FreshTail, c.Window.FreshTail)
+	c.Compaction.Threshold = orFloat(in.Compaction.Threshold, c.Compaction.Threshold)
+	c.Compaction.ChunkSize = orInt(in.Compaction.ChunkSize, c.Compaction.ChunkSize)
+	c.Compaction.CondenseGroupSize = orInt(in.Compaction.CondenseGroupSize, c.Compaction.CondenseGroupSize)
+	c.Compaction.MaxDepth = orInt(in.Compaction.MaxDepth, c.Compaction.MaxDepth)
+	c.Limits.MaxMessagesPerTurn = orInt(in.Limits.MaxMessagesPerTurn, c.Limits.MaxMessagesPerTurn)
+	c.Limits.MaxMessageBytes = orInt(in.Limits.MaxMessageBytes, c.Limits.MaxMessageBytes)
+	c.ExtractOnEnd = in.ExtractOnEnd
+	for _, d := range []struct {
+		field string
+		in    memoryv1alpha1.Duration
+		out   *memory.Duration
+	}{{"conversation.sessionIdleTTL", in.SessionIdleTTL, &c.SessionIdleTTL}, {"conversation.archiveAfter", in.ArchiveAfter, &c.ArchiveAfter}} {
+		if d.in == "" {
+			continue
+		}
+		v, err := memory.ParseDuration(string(d.in))
+		if err != nil {
+			return c, fmt.Errorf("%s: %w", d.field, err)
+		}
+		*d.out = v
+	}
+	return c, nil
 }
 
 // resolveCategories fills the unset fields of each category: ttl "0"
@@ -81,7 +119,8 @@ func ResolvePolicy(spec *memoryv1alpha1.MemoryPolicySpec) (memory.Policy, error)
 func resolveCategories(in []memoryv1alpha1.CategorySpec) ([]memory.Category, error) {
 	out := make([]memory.Category, 0, len(in))
 	for i, c := range in {
-		cat := memory.Category{Name: c.Name, Priority: defaultCategoryPriority, Pinned: c.Pinned, Protected: c.Protected}
+		cat := memory.Category{Name: c.Name, Priority: defaultCategoryPriority, Pinned: c.Pinned, Protected: c.Protected,
+			Description: c.Description, Global: c.Global}
 		if c.Priority != nil {
 			cat.Priority = int(*c.Priority)
 		}

@@ -24,6 +24,13 @@ func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 		Forgetting: memoryv1alpha1.ForgettingSpec{MinDecayScore: ptr.To(0.05)},
 		Retention:  memoryv1alpha1.RetentionSpec{PurgeInactiveAfter: "30d"},
 		Redaction:  memoryv1alpha1.RedactionSpec{BuiltinPatterns: ptr.To(true), InjectionGuard: memoryv1alpha1.InjectionReject},
+		Conversation: memoryv1alpha1.ConversationSpec{
+			Window:         memoryv1alpha1.ConversationWindowSpec{Strategy: memoryv1alpha1.WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
+			Compaction:     memoryv1alpha1.ConversationCompactionSpec{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
+			SessionIdleTTL: "0",
+			ArchiveAfter:   "0",
+			Limits:         memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 50, MaxMessageBytes: 32768},
+		},
 	}
 }
 
@@ -99,12 +106,52 @@ func TestResolvePolicyPassesValuesThrough(t *testing.T) {
 	}
 }
 
+func TestResolvePolicyConversation(t *testing.T) {
+	spec := crdDefaults()
+	spec.Conversation = memoryv1alpha1.ConversationSpec{
+		Window:         memoryv1alpha1.ConversationWindowSpec{Strategy: memoryv1alpha1.WindowToken, Budget: 8000, BufferSize: 40, FreshTail: 8},
+		Compaction:     memoryv1alpha1.ConversationCompactionSpec{Threshold: 0.5, ChunkSize: 10, CondenseGroupSize: 3, MaxDepth: 2},
+		SessionIdleTTL: "90d",
+		ArchiveAfter:   "2w",
+		Limits:         memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024},
+	}
+	got, err := ResolvePolicy(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := memory.ConversationPolicy{
+		Window:         memory.ConversationWindow{Strategy: memory.WindowToken, Budget: 8000, BufferSize: 40, FreshTail: 8},
+		Compaction:     memory.ConversationCompaction{Threshold: 0.5, ChunkSize: 10, CondenseGroupSize: 3, MaxDepth: 2},
+		SessionIdleTTL: memory.Duration(90 * 24 * time.Hour),
+		ArchiveAfter:   memory.Duration(14 * 24 * time.Hour),
+		Limits:         memory.ConversationLimits{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024},
+	}
+	if got.Conversation != want {
+		t.Errorf("conversation = %+v, want %+v", got.Conversation, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Errorf("valid conversation policy refused: %v", err)
+	}
+	// Partly set: the rest keeps the defaults.
+	partial := crdDefaults()
+	partial.Conversation = memoryv1alpha1.ConversationSpec{Compaction: memoryv1alpha1.ConversationCompactionSpec{ChunkSize: 7}}
+	got, err = ResolvePolicy(&partial)
+	wantPartial := memory.DefaultConversationPolicy()
+	wantPartial.Compaction.ChunkSize = 7
+	if err != nil || got.Conversation != wantPartial {
+		t.Errorf("partial conversation = %+v, %v; want %+v", got.Conversation, err, wantPartial)
+	}
+}
+
 // TestResolvePolicySemanticErrors: what CEL lets through, Validate catches.
 func TestResolvePolicySemanticErrors(t *testing.T) {
 	cases := map[string]func(*memoryv1alpha1.MemoryPolicySpec){
 		"redaction.patterns[0]": func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{"(unclosed"} },
 		"matches the empty string": func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Redaction.Patterns = []string{"x*"}
+		},
+		"conversation.archiveAfter": func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Conversation.SessionIdleTTL, s.Conversation.ArchiveAfter = "1d", "24h"
 		},
 		"more than ten times the ttl": func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", TTL: "1d", HalfLife: "30d"}}
@@ -120,5 +167,30 @@ func TestResolvePolicySemanticErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error = %v, want one mentioning %q", err, want)
 		}
+	}
+}
+
+func TestResolvePolicyLongTermFields(t *testing.T) {
+	spec := crdDefaults()
+	spec.Categories = []memoryv1alpha1.CategorySpec{
+		{Name: "identity", Description: "who the user is"},
+		{Name: "company", Global: true, Description: "tenant-wide facts"},
+	}
+	spec.Conversation.ExtractOnEnd = true
+	got, err := ResolvePolicy(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := got.Category("company")
+	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd {
+		t.Fatalf("resolved %+v, conversation %+v", got.Categories, got.Conversation)
+	}
+	spec.Categories[1].Protected = true
+	p, err := ResolvePolicy(&spec)
+	if err == nil {
+		err = p.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "cannot also be protected") {
+		t.Fatalf("global and protected: err = %v", err)
 	}
 }

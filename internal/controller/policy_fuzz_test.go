@@ -9,8 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
-	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // FuzzResolvePolicy follows a MemoryPolicy the way the operator handles it:
@@ -54,7 +54,7 @@ func FuzzResolvePolicy(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a valid policy does not render: %v", err)
 		}
-		cfg, err := bootstrap.ParseServiceConfigYAML(yml)
+		cfg, err := workload.ParseServiceConfigYAML(yml)
 		if err != nil {
 			t.Fatalf("the service refuses the config the operator wrote: %v\n%s", err, yml)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -44,7 +45,7 @@ func newPoolCache(o Options) *poolCache {
 // get returns the pool of connection id for url, opening it (lazily: no
 // connection is made here) or replacing it when url changed.
 func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
-	h := sha256Hex([]byte(url))
+	h := naming.SHA256Hex([]byte(url))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // RetentionJobReconciler keeps one CronJob per target runtime of a
@@ -44,6 +45,8 @@ type retentionScope struct {
 	// refusedCronJob and refusedJob: a CronJob or run-now Job name is taken
 	// by an object Engram did not create (see ownership.go).
 	refusedCronJob, refusedJob *notOwnedError
+	// applied: every target was looked at (status.cronJobs lists the result).
+	applied bool
 }
 
 type retentionPhase func(ctx context.Context, s *retentionScope) (stop bool, err error)
@@ -58,12 +61,12 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		return doneResult(), nil // the garbage collector removes the CronJobs
 	}
 	orig := rj.DeepCopy()
+	s := &retentionScope{rj: rj}
 	defer func() {
+		deriveRetentionStatus(rj, s, retErr)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rj, func(o *memoryv1alpha1.RetentionJob) any { return o.Status }))
 	}()
-	rj.Status.ObservedGeneration = rj.Generation
 
-	s := &retentionScope{rj: rj}
 	for _, phase := range []retentionPhase{
 		r.checkSchedule,
 		r.resolveTargets,
@@ -71,11 +74,10 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 		r.pruneCronJobs,
 		r.runNow,
 		r.observeRuns,
-		r.setConditions,
+		r.reportRefused,
 	} {
 		stop, err := phase(ctx, s)
 		if err != nil {
-			rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonApplyFailed, err.Error())
 			return doneResult(), err
 		}
 		if stop {
@@ -92,9 +94,8 @@ func (r *RetentionJobReconciler) eventer() eventer { return eventer{rec: r.event
 func (r *RetentionJobReconciler) checkSchedule(_ context.Context, s *retentionScope) (bool, error) {
 	next, err := NextSchedule(s.rj.Spec.Schedule, s.rj.Spec.TimeZone, time.Now())
 	if err != nil {
-		msg := err.Error() + " (the existing CronJobs are left unchanged)"
-		s.rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, memoryv1alpha1.ReasonInvalidSchedule, msg)
-		s.rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonInvalidSchedule, msg)
+		s.notScheduled = memoryv1alpha1.ReasonInvalidSchedule
+		s.message = err.Error() + " (the existing CronJobs are left unchanged)"
 		return true, nil
 	}
 	s.next = next
@@ -168,13 +169,14 @@ func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *reten
 		}
 		s.cronJobs = append(s.cronJobs, live.(*batchv1.CronJob))
 	}
+	s.applied = true
 	return false, nil
 }
 
 // pruneCronJobs deletes the CronJobs of runtimes that are no longer targets.
 func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retentionScope) (bool, error) {
 	var list batchv1.CronJobList
-	if err := r.client.List(ctx, &list, client.InNamespace(s.rj.Namespace), client.MatchingLabels{LabelRetentionJob: s.rj.Name}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(s.rj.Namespace), client.MatchingLabels{naming.LabelRetentionJob: s.rj.Name}); err != nil {
 		return false, fmt.Errorf("listing CronJobs: %w", err)
 	}
 	keep := map[string]bool{}
@@ -193,7 +195,7 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("deleting CronJob %s: %w", cj.Name, err)
 		}
-		r.eventer().normal(s.rj, "Deleted", "Delete", "deleted CronJob %s: MemoryRuntime %s is no longer a target", cj.Name, cj.Labels[LabelRuntime])
+		r.eventer().normal(s.rj, "Deleted", "Delete", "deleted CronJob %s: MemoryRuntime %s is no longer a target", cj.Name, cj.Labels[naming.LabelRuntime])
 	}
 	return false, nil
 }
@@ -202,13 +204,13 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 // a value not acted on yet. The Job's name derives from the value, so a
 // repeated reconcile (or a stale cache) never starts a second one.
 func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) (bool, error) {
-	value := s.rj.Annotations[memoryv1alpha1.AnnotationRunNow]
-	if value == "" || value == s.rj.Status.RunNow {
+	value := s.rj.Annotations[naming.AnnotationRunNow]
+	if !decideRunNow(value, s.rj.Status.RunNow) {
 		return false, nil
 	}
 	for _, cj := range s.cronJobs {
 		job := RunNowJob(cj, value)
-		err := r.client.Create(ctx, job, client.FieldOwner(FieldOwner))
+		err := r.client.Create(ctx, job, client.FieldOwner(naming.FieldOwner))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// Started by an earlier reconcile (the cache may not show it
@@ -226,7 +228,7 @@ func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) 
 			return false, fmt.Errorf("creating Job %s for run-now: %w", job.Name, err)
 		}
 		runNowJobs.Inc()
-		r.eventer().normal(s.rj, "RunNow", "Run", "started Job %s for MemoryRuntime %s (run-now %q)", job.Name, cj.Labels[LabelRuntime], value)
+		r.eventer().normal(s.rj, "RunNow", "Run", "started Job %s for MemoryRuntime %s (run-now %q)", job.Name, cj.Labels[naming.LabelRuntime], value)
 	}
 	if s.refusedJob != nil {
 		// Not acted on: retried until the name is free.
@@ -254,35 +256,10 @@ func (r *RetentionJobReconciler) checkRunNowJob(ctx context.Context, cj *batchv1
 	return checkOwned("Job", &existing, *metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob")))
 }
 
-// setConditions sets Scheduled and Ready, and lists the CronJobs.
-func (r *RetentionJobReconciler) setConditions(_ context.Context, s *retentionScope) (bool, error) {
-	rj := s.rj
-	names := make([]string, 0, len(s.cronJobs))
-	for _, cj := range s.cronJobs {
-		names = append(names, cj.Name)
-	}
-	rj.Status.CronJobs = names
-	notScheduled, message := s.notScheduled, s.message
-	if notScheduled == "" && s.refusedCronJob != nil {
-		notScheduled, message = memoryv1alpha1.ReasonObjectNotOwned, s.refusedCronJob.Error()
-	}
-	r.warnRefused(rj, s)
-	if notScheduled != "" {
-		rj.SetCondition(memoryv1alpha1.ConditionScheduled, false, notScheduled, message)
-		rj.SetCondition(memoryv1alpha1.ConditionReady, false, notScheduled, message)
-		return false, nil
-	}
-	msg := fmt.Sprintf("CronJob %s", strings.Join(names, ", "))
-	if rj.Spec.Suspend {
-		msg += " (suspended)"
-	}
-	rj.SetCondition(memoryv1alpha1.ConditionScheduled, true, memoryv1alpha1.ReasonCronJobsReady, msg)
-	if s.refusedJob != nil {
-		rj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonObjectNotOwned,
-			fmt.Sprintf("run-now %q not started: %s", rj.Annotations[memoryv1alpha1.AnnotationRunNow], s.refusedJob.Error()))
-		return false, nil
-	}
-	rj.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonCronJobsReady, msg)
+// reportRefused records a Warning event for each object whose name was
+// taken (the conditions are derived at the end, in deriveRetentionStatus).
+func (r *RetentionJobReconciler) reportRefused(_ context.Context, s *retentionScope) (bool, error) {
+	r.warnRefused(s.rj, s)
 	return false, nil
 }
 
@@ -317,7 +294,7 @@ func (r *RetentionJobReconciler) setupWithManager(mgr ctrl.Manager) error {
 
 // retentionJobOfJob maps a Job (scheduled or run-now) to its RetentionJob by label.
 func retentionJobOfJob(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[LabelRetentionJob]
+	name := obj.GetLabels()[naming.LabelRetentionJob]
 	if name == "" {
 		return nil
 	}

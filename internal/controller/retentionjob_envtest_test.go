@@ -17,6 +17,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 func (e *operatorEnv) retentionJob(t *testing.T, ns, name string) *memoryv1alpha1.RetentionJob {
@@ -31,7 +32,7 @@ func (e *operatorEnv) retentionJob(t *testing.T, ns, name string) *memoryv1alpha
 func (e *operatorEnv) cronJobNames(t *testing.T, ns, rj string) []string {
 	t.Helper()
 	var list batchv1.CronJobList
-	if err := e.c.List(testContext(t), &list, client.InNamespace(ns), client.MatchingLabels{LabelRetentionJob: rj}); err != nil {
+	if err := e.c.List(testContext(t), &list, client.InNamespace(ns), client.MatchingLabels{naming.LabelRetentionJob: rj}); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -168,7 +169,7 @@ func (e *operatorEnv) testRetentionJob(t *testing.T) {
 func (e *operatorEnv) jobsOf(t *testing.T, ns, rj string) []batchv1.Job {
 	t.Helper()
 	var list batchv1.JobList
-	if err := e.c.List(testContext(t), &list, client.InNamespace(ns), client.MatchingLabels{LabelRetentionJob: rj}); err != nil {
+	if err := e.c.List(testContext(t), &list, client.InNamespace(ns), client.MatchingLabels{naming.LabelRetentionJob: rj}); err != nil {
 		t.Fatal(err)
 	}
 	return list.Items
@@ -180,9 +181,9 @@ func (e *operatorEnv) testRunNowAndLastRun(t *testing.T) {
 	ns := lifeNS
 	rj := &memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}}
 	update(t, e, rj, func(r *memoryv1alpha1.RetentionJob) {
-		metav1.SetMetaDataAnnotation(&r.ObjectMeta, memoryv1alpha1.AnnotationRunNow, "first")
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRunNow, "first")
 	})
-	jobName := RunNowJobName("nightly-bot", "first")
+	jobName := naming.RunNowJobName("nightly-bot", "first")
 	eventually(t, "one Job is started", 20*time.Second, func() error {
 		jobs := e.jobsOf(t, ns, "nightly")
 		if len(jobs) != 1 || jobs[0].Name != jobName {
@@ -228,7 +229,7 @@ func (e *operatorEnv) testRunNowAndLastRun(t *testing.T) {
 	}
 	mustCreate(t, e.c, pod)
 	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: ContainerJob, Image: testImage,
+		Name: naming.ContainerJob, Image: testImage,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: 0, Reason: "Completed", Message: string(msg), StartedAt: started, FinishedAt: finished,
 		}},
@@ -270,11 +271,11 @@ func (e *operatorEnv) testRunNowAndLastRun(t *testing.T) {
 
 	// A new value starts a new Job.
 	update(t, e, rj, func(r *memoryv1alpha1.RetentionJob) {
-		metav1.SetMetaDataAnnotation(&r.ObjectMeta, memoryv1alpha1.AnnotationRunNow, "second")
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRunNow, "second")
 	})
 	eventually(t, "a second value starts a second Job", 20*time.Second, func() error {
 		var j batchv1.Job
-		if err := e.get(t, ns, RunNowJobName("nightly-bot", "second"), &j); err != nil {
+		if err := e.get(t, ns, naming.RunNowJobName("nightly-bot", "second"), &j); err != nil {
 			return err
 		}
 		if n := len(e.jobsOf(t, ns, "nightly")); n != 2 {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // summaryGrace is how long after a Job finished the operator waits for its
@@ -24,7 +25,7 @@ const summaryGrace = 30 * time.Second
 func (r *RetentionJobReconciler) observeRuns(ctx context.Context, s *retentionScope) (bool, error) {
 	rj := s.rj
 	var jobs batchv1.JobList
-	if err := r.client.List(ctx, &jobs, client.InNamespace(rj.Namespace), client.MatchingLabels{LabelRetentionJob: rj.Name}); err != nil {
+	if err := r.client.List(ctx, &jobs, client.InNamespace(rj.Namespace), client.MatchingLabels{naming.LabelRetentionJob: rj.Name}); err != nil {
 		return false, fmt.Errorf("listing Jobs: %w", err)
 	}
 	// Times only move forward: the CronJobs' history limits delete old Jobs.
@@ -112,7 +113,7 @@ func jobOutcome(j *batchv1.Job) (finished, succeeded bool, at time.Time) {
 // message (the JSON summary of `manager job`). Without one yet, it asks to
 // wait a little (wait > 0); past summaryGrace it reports the run without counts.
 func (r *RetentionJobReconciler) lastRun(ctx context.Context, job *batchv1.Job, at time.Time, succeeded bool) (*memoryv1alpha1.LastRun, time.Duration, error) {
-	runtime := job.Labels[LabelRuntime]
+	runtime := job.Labels[naming.LabelRuntime]
 	message, err := r.terminationMessage(ctx, job)
 	if err != nil {
 		return nil, 0, err
@@ -162,7 +163,7 @@ func (r *RetentionJobReconciler) terminationMessage(ctx context.Context, job *ba
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name != ContainerJob {
+			if cs.Name != naming.ContainerJob {
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {

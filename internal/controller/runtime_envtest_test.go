@@ -23,6 +23,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -67,7 +68,7 @@ func (e *operatorEnv) testLifecycle(t *testing.T) {
 	if cond := bot.GetCondition(memoryv1alpha1.ConditionPaused); cond == nil || cond.Status != metav1.ConditionFalse {
 		t.Errorf("Paused = %+v", cond)
 	}
-	if !controllerutil.ContainsFinalizer(bot, Finalizer) {
+	if !controllerutil.ContainsFinalizer(bot, naming.Finalizer) {
 		t.Errorf("finalizers = %v", bot.Finalizers)
 	}
 
@@ -82,12 +83,12 @@ func (e *operatorEnv) testLifecycle(t *testing.T) {
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != testImage || c.Command[1] != "serve" || !slices.Contains(c.Command, "--listen=:8080") ||
-		d.Spec.Template.Annotations[AnnotationConfigHash] != st.ConfigHash || !metav1.IsControlledBy(&d, bot) ||
+		d.Spec.Template.Annotations[naming.AnnotationConfigHash] != st.ConfigHash || !metav1.IsControlledBy(&d, bot) ||
 		!*c.SecurityContext.ReadOnlyRootFilesystem || *d.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Errorf("Deployment = %+v", d.Spec.Template)
 	}
 	var svc corev1.Service
-	if err := e.get(t, ns, "bot", &svc); err != nil || svc.Spec.Ports[0].Port != 8080 || svc.Spec.Selector[LabelInstance] != "bot" {
+	if err := e.get(t, ns, "bot", &svc); err != nil || svc.Spec.Ports[0].Port != 8080 || svc.Spec.Selector[naming.LabelInstance] != "bot" {
 		t.Errorf("Service = %+v, %v", svc.Spec, err)
 	}
 	cfg := e.serviceConfig(t, ns, "bot")
@@ -181,7 +182,7 @@ func (e *operatorEnv) templateHash(t *testing.T, ns, name string) string {
 	if err := e.get(t, ns, name, &d); err != nil {
 		t.Fatal(err)
 	}
-	return d.Spec.Template.Annotations[AnnotationConfigHash]
+	return d.Spec.Template.Annotations[naming.AnnotationConfigHash]
 }
 
 // testPolicyChange: editing the policy re-resolves the runtime: new
@@ -684,7 +685,7 @@ func (e *operatorEnv) rotate(t *testing.T, ns, name, value string) {
 	t.Helper()
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	update(t, e, rt, func(r *memoryv1alpha1.MemoryRuntime) {
-		metav1.SetMetaDataAnnotation(&r.ObjectMeta, memoryv1alpha1.AnnotationRotateCredentials, value)
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRotateCredentials, value)
 	})
 	eventually(t, "rotation "+value+" recorded", 20*time.Second, func() error {
 		if err := e.get(t, ns, name, rt); err != nil {
@@ -741,7 +742,7 @@ func (e *operatorEnv) testRotateAndPause(t *testing.T) {
 	oldURI := string(s.Data["uri"])
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns}}
 	update(t, e, rt, func(r *memoryv1alpha1.MemoryRuntime) {
-		metav1.SetMetaDataAnnotation(&r.ObjectMeta, memoryv1alpha1.AnnotationRotateCredentials, "2025-06-01")
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRotateCredentials, "2025-06-01")
 	})
 	var rotated string
 	eventually(t, "the rotation is done and recorded", 20*time.Second, func() error {

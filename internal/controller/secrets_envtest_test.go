@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // testUserSecretsNotCached: the operator's cache holds Engram's own Secrets
@@ -68,7 +69,7 @@ func (e *operatorEnv) testUserSecretsNotCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range cached.Items {
-		if s.Labels[LabelManagedBy] != ManagedBy {
+		if s.Labels[naming.LabelManagedBy] != naming.ManagedBy {
 			t.Errorf("the operator's cache holds Secret %s/%s, which is not Engram's", s.Namespace, s.Name)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // NewScheme returns a scheme with the Kubernetes kinds and Engram's.
@@ -47,7 +48,7 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 
 // CacheOptions is the cache configuration described at ManagerOptions.
 func CacheOptions(o Options) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	managed := labels.SelectorFromSet(naming.ManagedLabels())
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:          {Label: managed},
 		&corev1.Service{}:             {Label: managed},
@@ -78,6 +79,10 @@ func NewManager(cfg *rest.Config, base ctrl.Options, o Options) (manager.Manager
 	return mgr, nil
 }
 
+// setupHook, when set (by tests only), is given the MemoryRuntime
+// reconciler Setup creates: the restart test builds a fresh one beside it.
+var setupHook func(*MemoryRuntimeReconciler)
+
 // Setup registers the field indexes and the three reconcilers with mgr.
 func Setup(mgr manager.Manager, o Options) error {
 	o = o.withDefaults()
@@ -94,6 +99,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		return err
 	}
 	app := &applier{client: mgr.GetClient(), reader: mgr.GetAPIReader(), scheme: mgr.GetScheme()}
+	statusMetrics.use(mgr.GetClient()) // metrics_status.go
 
 	runtimes := &MemoryRuntimeReconciler{
 		client: mgr.GetClient(),
@@ -102,14 +108,20 @@ func Setup(mgr manager.Manager, o Options) error {
 		secrets: newSecretReader(secretMeta, mgr.GetAPIReader(), 2*o.GrantCheckInterval),
 		apply:   app,
 		pools:   pools,
-		events:  mgr.GetEventRecorder(FieldOwner),
+		events:  mgr.GetEventRecorder(naming.FieldOwner),
 		opts:    o,
 		memory:  newRuntimeMemory(),
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)
 	}
-	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(FieldOwner), opts: o}
+	if setupHook != nil {
+		setupHook(runtimes)
+	}
+	if err := registerRuntimeCollector(mgr.GetCache()); err != nil {
+		return fmt.Errorf("registering the runtime metrics: %w", err)
+	}
+	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(naming.FieldOwner), opts: o}
 	if err := policies.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryPolicy controller: %w", err)
 	}
@@ -117,7 +129,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		client: mgr.GetClient(),
 		reader: mgr.GetAPIReader(),
 		apply:  app,
-		events: mgr.GetEventRecorder(FieldOwner),
+		events: mgr.GetEventRecorder(naming.FieldOwner),
 		opts:   o,
 	}
 	if err := jobs.setupWithManager(mgr); err != nil {

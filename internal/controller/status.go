@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/engram-dev/engram/internal/naming"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,7 +19,7 @@ func patchStatus[T client.Object](ctx context.Context, c client.Client, orig, ob
 	if equality.Semantic.DeepEqual(status(orig), status(obj)) {
 		return nil
 	}
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(orig), client.FieldOwner(FieldOwner)); err != nil {
+	if err := c.Status().Patch(ctx, obj, client.MergeFrom(orig), client.FieldOwner(naming.FieldOwner)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

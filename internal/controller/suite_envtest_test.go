@@ -29,6 +29,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/localpod"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -43,7 +45,8 @@ type operatorEnv struct {
 	opNS     string
 	writes   *writeCounter // write requests of the operator
 	mgr      manager.Manager
-	faults   *faultInjector // the operator's Options.FailAfter
+	faults   *faultInjector           // the operator's Options.FailAfter
+	runtimes *MemoryRuntimeReconciler // the operator's own, for the restart test
 
 	mu      sync.Mutex
 	tenants []trackedTenant // tenants to drop at the end
@@ -73,6 +76,8 @@ func TestOperator(t *testing.T) {
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("OperatorFaults", e.testOperatorFaults)
+	t.Run("KStatus", e.testKStatus)
+	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -99,6 +104,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	mgrCfg := rest.CopyConfig(cfg)
 	mgrCfg.Wrap(e.writes.wrap)
 	ctrl.SetLogger(testLogger())
+	setupHook = func(r *MemoryRuntimeReconciler) { e.runtimes = r }
 	mgr, err := NewManager(mgrCfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -237,7 +243,7 @@ func mustCreate(t *testing.T, c client.Client, obj client.Object) {
 
 func connectionSecret(ns, name, url string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: ns, Labels: map[string]string{memoryv1alpha1.LabelConnection: name}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pg-" + name, Namespace: ns, Labels: map[string]string{naming.LabelConnection: name}},
 		StringData: map[string]string{"uri": url},
 	}
 }
@@ -314,15 +320,7 @@ func (e *operatorEnv) markAvailable(t *testing.T, ns, name string) {
 		if err := e.get(t, ns, name, &d); err != nil {
 			return err
 		}
-		n := *d.Spec.Replicas
-		now := metav1.Now()
-		d.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-			Conditions: []appsv1.DeploymentCondition{
-				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
-				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
-			},
-		}
+		d.Status = localpod.AvailableStatus(&d, *d.Spec.Replicas)
 		return e.c.Status().Update(testContext(t), &d)
 	})
 }

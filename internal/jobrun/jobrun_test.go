@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"sigs.k8s.io/yaml"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 const dims = 128
@@ -84,22 +84,19 @@ func newJobTenant(t *testing.T) *jobTenant {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
-	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: memory.DefaultPolicy()}
-	js, _ := json.Marshal(cfg)
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	policy := memory.DefaultPolicy()
+	policy.Conversation.SessionIdleTTL = memory.Duration(30 * 24 * time.Hour)
+	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: policy}
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
+	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	jt := &jobTenant{admin: admin, schema: schema, loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password), config: path}
-	loaded, err := bootstrap.LoadServiceConfig(path)
+	loaded, err := workload.LoadServiceConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{Config: loaded, DatabaseURL: jt.loginURL, MaxConns: 4})
+	tn, err := workload.Open(ctx, workload.StoreParams{Config: loaded, DatabaseURL: jt.loginURL, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +154,7 @@ func seed(t *testing.T, jt *jobTenant) seeded {
 	jt.exec(t, `UPDATE $schema.memories SET updated_at = now() - interval '400 days', created_at = now() - interval '400 days', last_accessed_at = NULL WHERE id = ANY($1::uuid[])`, s.decayed)
 	jt.exec(t, `UPDATE $schema.memories SET expires_at = now() - interval '1 day' WHERE id = ANY($1::uuid[])`, s.expired)
 	jt.exec(t, `UPDATE $schema.memories SET active = false, deactivated_at = now() - interval '60 days' WHERE id = ANY($1::uuid[])`, s.purgeable)
+	seedConversations(t, jt)
 	for i := range 2 {
 		var id string
 		if err := jt.admin.QueryRow(context.Background(), strings.ReplaceAll(`INSERT INTO $schema.memories
@@ -170,12 +168,41 @@ func seed(t *testing.T, jt *jobTenant) seeded {
 	return s
 }
 
+// seedConversations writes a session due for summarizing (12 messages of
+// about 325 tokens: over 0.75 × the default budget of 4000) and a session
+// idle for 60 days (sessionIdleTTL 30d deletes it).
+func seedConversations(t *testing.T, jt *jobTenant) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range []string{"long-chat", "idle-chat"} {
+		if _, err := jt.store.CreateSession(ctx, memory.CreateSessionRequest{Owner: "olga", ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		_, err := jt.store.AppendTurn(ctx, memory.AppendRequest{Owner: "olga", SessionID: "long-chat", Messages: []memory.TurnMessage{
+			{Role: memory.RoleUser, Content: fmt.Sprintf("Question %d. %s", i, strings.Repeat("Tell me about bridges. ", 56))},
+			{Role: memory.RoleAssistant, Content: fmt.Sprintf("Answer %d. %s", i, strings.Repeat("Bridges carry loads. ", 62))},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := jt.store.AppendTurn(ctx, memory.AppendRequest{Owner: "olga", SessionID: "idle-chat",
+		Messages: []memory.TurnMessage{{Role: memory.RoleUser, Content: "hello"}}}); err != nil {
+		t.Fatal(err)
+	}
+	jt.exec(t, `UPDATE $schema.sessions SET last_active_at = now() - interval '60 days' WHERE id = 'idle-chat'`)
+}
+
 // dump is every row of the tenant (embedding left out), for before/after.
 func dump(t *testing.T, jt *jobTenant) string {
 	t.Helper()
 	var out string
 	err := jt.admin.QueryRow(context.Background(), strings.ReplaceAll(`SELECT coalesce((SELECT jsonb_agg(to_jsonb(m) - 'embedding' ORDER BY id) FROM $schema.memories m), '[]')::text
-		|| coalesce((SELECT jsonb_agg(to_jsonb(h) ORDER BY id) FROM $schema.memory_history h), '[]')::text`, "$schema", jt.schema)).Scan(&out)
+		|| coalesce((SELECT jsonb_agg(to_jsonb(h) ORDER BY id) FROM $schema.memory_history h), '[]')::text
+		|| coalesce((SELECT jsonb_agg(to_jsonb(c) ORDER BY owner_id, id) FROM $schema.sessions c), '[]')::text
+		|| (SELECT count(*) FROM $schema.messages)::text || '/' || (SELECT count(*) FROM $schema.summaries)::text`, "$schema", jt.schema)).Scan(&out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +220,7 @@ func runMain(t *testing.T, jt *jobTenant, args ...string) (int, memory.JobSummar
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	code := Main(ctx, args, func(k string) string {
-		if k == bootstrap.EnvDatabaseURL {
+		if k == naming.EnvDatabaseURL {
 			return jt.loginURL
 		}
 		return ""
@@ -236,11 +263,11 @@ func affected(sum memory.JobSummary) map[string]int64 {
 func TestJob(t *testing.T) {
 	jt := newJobTenant(t)
 	s := seed(t, jt)
-	want := map[string]int64{"decay": 3, "expire": 2, "purge": 4, "compact": 2}
+	want := map[string]int64{"decay": 3, "expire": 2, "purge": 4, "compact": 2, "summarize": 1, "sessions": 1}
 	ctx := context.Background()
 
 	before := dump(t, jt)
-	code, sum, _ := runMain(t, jt, "--dry-run", "--ops=compact,purge,expire,decay")
+	code, sum, _ := runMain(t, jt, "--dry-run", "--ops=sessions,compact,summarize,purge,expire,decay")
 	if code != 0 || sum.Result != memory.RunSucceeded || !sum.DryRun || sum.Schema != jt.schema {
 		t.Fatalf("dry run: exit %d, %+v", code, sum)
 	}
@@ -251,7 +278,7 @@ func TestJob(t *testing.T) {
 		t.Fatalf("the dry run changed the data:\nbefore %s\nafter  %s", before, after)
 	}
 
-	code, sum, _ = runMain(t, jt, "--ops=decay,expire,purge,compact", "--batch-size=2")
+	code, sum, _ = runMain(t, jt, "--ops=decay,expire,purge,compact,summarize,sessions", "--batch-size=2")
 	if code != 0 || sum.Result != memory.RunSucceeded || sum.DryRun || sum.Message != "" {
 		t.Fatalf("run: exit %d, %+v", code, sum)
 	}
@@ -347,8 +374,8 @@ func TestJobSkipsWhenLocked(t *testing.T) {
 func TestJobOneConnection(t *testing.T) {
 	jt := newJobTenant(t)
 	seed(t, jt)
-	code, sum, _ := runMain(t, jt, "--db-max-conns=1", "--batch-size=1")
-	want := map[string]int64{"decay": 3, "expire": 2, "purge": 4, "compact": 2}
+	code, sum, _ := runMain(t, jt, "--db-max-conns=1", "--batch-size=1", "--ops=decay,expire,purge,compact,summarize,sessions")
+	want := map[string]int64{"decay": 3, "expire": 2, "purge": 4, "compact": 2, "summarize": 1, "sessions": 1}
 	if code != 0 || sum.Result != memory.RunSucceeded || !reflect.DeepEqual(affected(sum), want) {
 		t.Fatalf("--db-max-conns=1: exit %d, %+v; want success with %v", code, sum, want)
 	}

@@ -11,8 +11,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // Options configure `manager job`; docs/configuration.md lists them.
@@ -36,18 +37,15 @@ type Options struct {
 	LLMAPIKey       string
 }
 
-// DefaultTerminationLog is the kubelet's default terminationMessagePath.
-const DefaultTerminationLog = "/dev/termination-log"
-
 // ParseFlags parses the arguments of `manager job`.
 func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*Options, error) {
 	o := &Options{}
 	fs := flag.NewFlagSet("manager job", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&o.ConfigPath, "config", "", "service config file (YAML of memory.ServiceConfig; the <runtime>-config ConfigMap)")
-	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations; they always run in the order decay, expire, purge, compact")
+	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations of decay, expire, purge, compact, summarize, sessions; they always run in that order")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "count what would change and change nothing")
-	fs.StringVar(&o.TerminationLog, "termination-log", DefaultTerminationLog, "file the JSON summary is also written to (empty = none)")
+	fs.StringVar(&o.TerminationLog, "termination-log", naming.TerminationLogPath, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
 	fs.DurationVar(&o.CompactOwnerBudget, "compact-owner-budget", memory.DefaultCompactOwnerBudget, "longest time compaction spends on one owner in a run; the owner's pass continues in the next run")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 2, "size of the database connection pool")
@@ -56,9 +54,9 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
 	err := fs.Parse(args)
-	o.DatabaseURL = getenv(bootstrap.EnvDatabaseURL)
-	o.EmbeddingAPIKey = getenv(bootstrap.EnvEmbeddingAPIKey)
-	o.LLMAPIKey = getenv(bootstrap.EnvLLMAPIKey)
+	o.DatabaseURL = getenv(naming.EnvDatabaseURL)
+	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
+	o.LLMAPIKey = getenv(naming.EnvLLMAPIKey)
 	if err != nil {
 		return o, err
 	}
@@ -92,7 +90,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		emit(o, Failed("", o.DryRun, fmt.Errorf("invalid arguments: %w", err)), stdout, nil)
 		return 2
 	}
-	logger, err := bootstrap.NewLogger(stderr, o.LogLevel, o.LogFormat)
+	logger, err := workload.NewLogger(stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
 		emit(o, Failed("", o.DryRun, err), stdout, nil)
 		return 2
@@ -110,12 +108,12 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	if err != nil {
 		return Failed("", o.DryRun, err)
 	}
-	cfg, err := bootstrap.LoadServiceConfig(o.ConfigPath)
+	cfg, err := workload.LoadServiceConfig(o.ConfigPath)
 	if err != nil {
 		return Failed("", o.DryRun, err)
 	}
 	sess := memory.SessionSettings{LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
-	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{
+	tn, err := workload.Open(ctx, workload.StoreParams{
 		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, LLMAPIKey: o.LLMAPIKey,
 		MaxConns: int32(o.DBMaxConns), Session: sess, JobLeaseTTL: memory.JobLeaseTTLFor(sess),
 		Logger: logger.With("component", "memory"),

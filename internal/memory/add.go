@@ -22,6 +22,7 @@ type preparedAdd struct {
 	flags      []string
 	ttl        *time.Duration // per-memory override of the category ttl
 	vec        []float32
+	factIndex  int // ExtractSession: the fact's index in SessionExtractResult.Facts
 }
 
 // Add stores one memory with two-threshold dedup: validate, redact, guard,
@@ -119,6 +120,9 @@ func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error
 	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
 		return nil, err
 	}
+	if err := s.routeGlobal(&p.req); err != nil {
+		return nil, err
+	}
 	c, err := s.clean("content", req.Content, fe)
 	if err != nil {
 		return nil, err
@@ -142,9 +146,15 @@ type cleaned struct {
 // guard matches a normalized copy only (normalizeForGuard), since NFKC
 // would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
 func (s *Store) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
+	return s.cleanWithin(field, raw, s.policy.Limits.MaxContentBytes, fe)
+}
+
+// cleanWithin is clean with another bound of the stored size (conversation
+// messages have their own, limits.maxMessageBytes).
+func (s *Store) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (cleaned, error) {
 	var c cleaned
 	c.text, c.redactions = s.redactor.redact(raw)
-	fe.storedSize(field, raw, c.text, s.policy.Limits.MaxContentBytes)
+	fe.storedSize(field, raw, c.text, maxStored)
 	if err := fe.err(); err != nil {
 		return cleaned{}, err
 	}

@@ -10,7 +10,7 @@ import (
 // category, content, value, total.
 func (s *Store) ContextQuery(req ContextRequest, vec []float32, budget int) (string, []any) {
 	a := &args{}
-	where := `m.owner_id = ` + a.add(req.Owner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
+	where := s.ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	pinned := a.add(s.pinnedCategories()) + `::text[]`
 	value := `m.importance / 10.0 * ` + s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))

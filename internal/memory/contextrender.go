@@ -10,12 +10,7 @@ import (
 const (
 	defaultContextTokens = 1000
 	maxContextTokens     = 32000
-	// bytesPerToken is the estimate used for budgets: about 4 bytes of
-	// English text per token for common tokenizers.
-	bytesPerToken = 4
 )
-
-func estimateTokens(s string) int { return (len(s) + bytesPerToken - 1) / bytesPerToken }
 
 // Context renders owner's memories for a prompt within a token budget.
 // Sections are categories in render order (Policy.RenderOrder: pinned
@@ -44,6 +39,9 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if budget < 1 || budget > maxContextTokens {
 		fe.add("maxTokens", "%d must be within 1..%d", req.MaxTokens, maxContextTokens)
 	}
+	if req.MaxEpisodes < 0 || req.MaxEpisodes > maxContextEpisodes {
+		fe.add("maxEpisodes", "%d must be within 0..%d", req.MaxEpisodes, maxContextEpisodes)
+	}
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -51,7 +49,10 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if err != nil {
 		return nil, err
 	}
-	res := render(s.policy.RenderOrder(), cands, budget)
+	res, err := s.contextSections(ctx, req, cands, budget)
+	if err != nil {
+		return nil, err
+	}
 	res.Omitted += total - len(cands)
 	s.access.record(res.IDs...)
 	return res, nil
@@ -75,7 +76,7 @@ const minContextLine = 32
 // could fit at all (every line costs at least one token), so pinned
 // memories are always candidates.
 func contextLimits(budget int) (perCategory, perPinned int) {
-	return max(16, budget*bytesPerToken/minContextLine), budget
+	return max(16, budget*asciiBytesPerToken/minContextLine), budget
 }
 
 // contextCandidates selects the owner's renderable memories that can make
@@ -120,13 +121,14 @@ func (s *Store) pinnedCategories() []string {
 	return out
 }
 
-// render lays candidates out by category within budget tokens (counted as
-// bytesPerToken bytes each, so Tokens never exceeds the budget). It is pure,
+// render lays candidates out by category within budget tokens (CountTokens
+// of each header and line; the count of a whole text never exceeds the sum
+// of its parts', so Tokens never exceeds the budget). It is pure,
 // so the budget rules are tested without a database.
 func render(order []Category, cands []candidate, budget int) *ContextResult {
 	res := &ContextResult{IDs: []string{}}
 	var b strings.Builder
-	left := budget * bytesPerToken
+	left := budget
 	for _, cat := range order {
 		header := "## " + cat.Name + "\n"
 		if b.Len() > 0 {
@@ -138,9 +140,9 @@ func render(order []Category, cands []candidate, budget int) *ContextResult {
 				continue
 			}
 			line := "- " + sanitizeForPrompt(c.content) + "\n"
-			cost := len(line)
+			cost := CountTokens(line)
 			if !started {
-				cost += len(header)
+				cost += CountTokens(header)
 			}
 			if cost > left {
 				res.Omitted++
@@ -162,6 +164,6 @@ func render(order []Category, cands []candidate, budget int) *ContextResult {
 		}
 	}
 	res.Text = b.String()
-	res.Tokens = estimateTokens(res.Text)
+	res.Tokens = CountTokens(res.Text)
 	return res
 }

@@ -161,6 +161,9 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		if *req.Category == "" {
 			fe.add("category", "must not be empty")
 		}
+		if c, ok := s.policy.Category(*req.Category); ok && c.Global {
+			fe.add("category", "%q is global: global memories are added, not made from an owner's memory", c.Name)
+		}
 	}
 	if req.Importance != nil {
 		if *req.Importance < 1 || *req.Importance > 10 {
@@ -422,6 +425,12 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		// now (it holds key-share locks on them), and this sees its rows.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
 			return s.dbErr("erasing the owner's access statistics", err)
+		}
+		if err := s.eraseConversations(ctx, tx, owner, res); err != nil {
+			return err
+		}
+		if err := s.eraseLongTerm(ctx, tx, owner, res); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
 			return s.dbErr("erasing the owner's compaction state", err)

@@ -21,10 +21,10 @@ func (s *Store) dbErr(op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if isBusy(err) {
-		return fmt.Errorf("%s: %w: %v", op, ErrBusy, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrBusy, err)
 	}
 	if isUnavailable(err) {
-		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -43,6 +43,14 @@ func isBusy(err error) bool {
 		return true
 	}
 	return false
+}
+
+// IsUnavailable reports whether err means the database cannot be used right
+// now: the engine said so (ErrUnavailable), connecting failed, the
+// connection broke, the server is shutting down or out of connections. The
+// service answers 503 for these.
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || isUnavailable(err)
 }
 
 func isUnavailable(err error) bool {

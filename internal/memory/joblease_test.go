@@ -161,7 +161,7 @@ func TestJobLeaseOneConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run on one connection: %v", err)
 	}
-	want := map[string]int64{OpDecay: 3, OpExpire: 2, OpPurge: 4, OpCompact: 3}
+	want := map[string]int64{OpDecay: 3, OpExpire: 2, OpPurge: 4, OpCompact: 3, OpSummarize: 0, OpSessions: 0}
 	if fmt.Sprint(affected) != fmt.Sprint(want) {
 		t.Fatalf("affected %v, want %v", affected, want)
 	}

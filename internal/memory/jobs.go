@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -17,9 +18,10 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 	}
 	run := map[string]func(context.Context, JobOptions, *JobResult) error{
 		OpDecay: s.decay, OpExpire: s.expire, OpPurge: s.purge, OpCompact: s.compact,
+		OpSummarize: s.summarizeSessions, OpSessions: s.expireSessions,
 	}[op]
 	if run == nil {
-		return nil, invalid("operation", "%q must be one of decay, expire, purge, compact", op)
+		return nil, invalid("operation", "%q must be one of %s", op, strings.Join(Operations, ", "))
 	}
 	res := &JobResult{Operation: op, DryRun: opts.DryRun}
 	start := time.Now()

@@ -47,12 +47,15 @@ func candidatesFor(k int, filtered bool) int {
 // filtered and scored. The last column counts the candidates, so the caller
 // knows whether the filters may have left out rows beyond them. where is
 // the filter beyond owner and searchable (agent, session, categories,
-// flags), "" when none; columns are queries.columns; decay is decayExpr's SQL; q and owner are
-// placeholders.
+// flags), "" when none; columns are queries.columns; decay is decayExpr's
+// SQL; q is a placeholder; owner is the owner condition on alias m
+// (Store.ownerMatch: with global categories the owner's rows and the
+// tenant-wide ones under GlobalOwner, both read from the covering index,
+// whose leading column is owner_id).
 func vectorSearchSQL(memories, columns, owner, q, where, decay, limit, candidates string) string {
 	return `WITH c AS MATERIALIZED (
 			SELECT m.id, m.embedding <=> ` + q + ` AS d FROM ` + memories + ` AS m
-			WHERE m.owner_id = ` + owner + ` AND ` + searchable + `
+			WHERE ` + owner + ` AND ` + searchable + `
 			ORDER BY m.embedding <=> ` + q + ` LIMIT ` + candidates + `)
 		SELECT ` + columns + `, 1 - c.d AS vs, 0::float8 AS ts, ` + decay + ` AS ds, (SELECT count(*) FROM c)
 		FROM c JOIN ` + memories + ` AS m ON m.id = c.id

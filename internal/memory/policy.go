@@ -94,6 +94,12 @@ type Category struct {
 	Pinned bool `json:"pinned"`
 	// Protected categories accept writes only from source "user".
 	Protected bool `json:"protected"`
+	// Description tells the extraction model what belongs in the category (optional).
+	Description string `json:"description,omitempty"`
+	// Global categories hold tenant-wide memories (under GlobalOwner),
+	// written only with source user or system, included in every owner's
+	// search and context, untouched by erasing an owner.
+	Global bool `json:"global,omitempty"`
 }
 
 // Arbitration modes of Dedup.
@@ -171,6 +177,8 @@ type Policy struct {
 	Forgetting Forgetting `json:"forgetting"`
 	Retention  Retention  `json:"retention"`
 	Redaction  Redaction  `json:"redaction"`
+	// Conversation configures sessions, windows and the summary DAG.
+	Conversation ConversationPolicy `json:"conversation"`
 }
 
 const day = Duration(24 * time.Hour)
@@ -189,13 +197,14 @@ func DefaultCategories() []Category {
 // equal the defaults of the MemoryPolicy CRD.
 func DefaultPolicy() Policy {
 	return Policy{
-		Categories: DefaultCategories(),
-		Dedup:      Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
-		Limits:     Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
-		Search:     Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
-		Forgetting: Forgetting{MinDecayScore: 0.05},
-		Retention:  Retention{PurgeInactiveAfter: 30 * day},
-		Redaction:  Redaction{BuiltinPatterns: true, InjectionGuard: GuardReject},
+		Categories:   DefaultCategories(),
+		Dedup:        Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
+		Limits:       Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
+		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
+		Forgetting:   Forgetting{MinDecayScore: 0.05},
+		Retention:    Retention{PurgeInactiveAfter: 30 * day},
+		Redaction:    Redaction{BuiltinPatterns: true, InjectionGuard: GuardReject},
+		Conversation: DefaultConversationPolicy(),
 	}
 }
 
@@ -271,6 +280,12 @@ func (p *Policy) Validate() error {
 			bad(f+".name", "%q appears twice", c.Name)
 		}
 		seen[c.Name] = true
+		if c.Global && c.Protected {
+			bad(f, "a global category cannot also be protected: global categories already accept writes only from source user or system")
+		}
+		if len(c.Description) > 500 {
+			bad(f+".description", "is %d bytes, more than the limit of 500", len(c.Description))
+		}
 		if c.TTL < 0 || c.HalfLife < 0 {
 			bad(f, "ttl and halfLife must not be negative")
 		}
@@ -335,6 +350,9 @@ func (p *Policy) Validate() error {
 		if re.MatchString("") {
 			bad(fmt.Sprintf("redaction.patterns[%d]", i), "%q matches the empty string, which would redact nothing useful and everything in between", pat)
 		}
+	}
+	if err := p.Conversation.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

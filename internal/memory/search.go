@@ -87,7 +87,9 @@ type searchQuery struct {
 // legacy forces the one-phase query (searchSQL falls back to it).
 func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
 	a := &args{}
-	owner := a.add(req.Owner)
+	// The owner's rows and, when the policy has global categories, the
+	// tenant-wide ones (ownerMatch), on both paths.
+	owner := s.ownerMatch(a.add(req.Owner))
 	filter := scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
 		filter += notFlagged
@@ -102,7 +104,7 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 		sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
 		return searchQuery{sql: sql, args: a.list, candidates: n}
 	}
-	where := `m.owner_id = ` + owner + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + filter
+	where := owner + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + filter
 	from := s.sql.memories + ` AS m`
 	var vs, ts, order string
 	if mode != SearchText {

@@ -20,16 +20,27 @@ type queries struct {
 	access       string // "schema"."memory_access"
 	// columns are memoryColumns with the access statistics read from access.
 	columns string
+	// Conversations: "schema"."sessions", "messages", "summaries", "summary_sources".
+	sessions, messages, summaries, summarySources string
+	// Long-term memory: "schema"."episodes", "documents", "document_changes".
+	episodes, documents, docChanges string
 }
 
 func newQueries(schema string) queries {
 	q := queries{
-		memories:     pgx.Identifier{schema, "memories"}.Sanitize(),
-		history:      pgx.Identifier{schema, "memory_history"}.Sanitize(),
-		ownerLocks:   pgx.Identifier{schema, "owner_locks"}.Sanitize(),
-		jobLocks:     pgx.Identifier{schema, "job_locks"}.Sanitize(),
-		compactState: pgx.Identifier{schema, "compaction_state"}.Sanitize(),
-		access:       pgx.Identifier{schema, "memory_access"}.Sanitize(),
+		memories:       pgx.Identifier{schema, "memories"}.Sanitize(),
+		history:        pgx.Identifier{schema, "memory_history"}.Sanitize(),
+		ownerLocks:     pgx.Identifier{schema, "owner_locks"}.Sanitize(),
+		jobLocks:       pgx.Identifier{schema, "job_locks"}.Sanitize(),
+		compactState:   pgx.Identifier{schema, "compaction_state"}.Sanitize(),
+		access:         pgx.Identifier{schema, "memory_access"}.Sanitize(),
+		sessions:       pgx.Identifier{schema, "sessions"}.Sanitize(),
+		messages:       pgx.Identifier{schema, "messages"}.Sanitize(),
+		summaries:      pgx.Identifier{schema, "summaries"}.Sanitize(),
+		summarySources: pgx.Identifier{schema, "summary_sources"}.Sanitize(),
+		episodes:       pgx.Identifier{schema, "episodes"}.Sanitize(),
+		documents:      pgx.Identifier{schema, "documents"}.Sanitize(),
+		docChanges:     pgx.Identifier{schema, "document_changes"}.Sanitize(),
 	}
 	q.columns = strings.NewReplacer("$LAST", q.lastAccess(), "$COUNT", `coalesce((SELECT a.access_count FROM `+q.access+` AS a WHERE a.memory_id = m.id), 0)`).Replace(memoryColumns)
 	return q

@@ -129,6 +129,7 @@ func New(cfg Config) (*Store, error) {
 	if err := validateConfig(&cfg); err != nil {
 		return nil, err
 	}
+	cfg.Policy.Conversation = cfg.Policy.Conversation.Resolved()
 	red, err := newRedactor(cfg.Policy.Redaction)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)

@@ -188,6 +188,15 @@ type HistoryEntry struct {
 type EraseResult struct {
 	Memories int64 `json:"memories"`
 	History  int64 `json:"history"`
+	// Sessions, Messages and Summaries of the owner's conversations.
+	Sessions  int64 `json:"sessions"`
+	Messages  int64 `json:"messages"`
+	Summaries int64 `json:"summaries"`
+	// Episodes of the owner's sessions; Documents (profiles and
+	// constraints, every version) and their Changelog entries.
+	Episodes  int64 `json:"episodes"`
+	Documents int64 `json:"documents"`
+	Changelog int64 `json:"changelog"`
 }
 
 // ContextRequest renders an owner's memories for a prompt.
@@ -199,18 +208,29 @@ type ContextRequest struct {
 	Query string `json:"query,omitempty"`
 	// MaxTokens is the budget; 0 means 1000.
 	MaxTokens int `json:"maxTokens,omitempty"`
+	// IncludeEpisodes adds the owner's most relevant episodes (to Query,
+	// else the newest) in their own section after the memories.
+	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
+	// MaxEpisodes bounds them: 0 means 3; at most 10.
+	MaxEpisodes int `json:"maxEpisodes,omitempty"`
 }
 
 // ContextResult is the rendered text and what went into it.
 type ContextResult struct {
 	Text string `json:"text"`
-	// Tokens is the estimated size of Text (about 4 bytes a token).
+	// Tokens is the size of Text by CountTokens (about 4 bytes of ASCII a token).
 	Tokens int `json:"tokens"`
 	// IDs of the memories rendered, in order.
 	IDs []string `json:"ids"`
 	// Omitted counts the renderable memories left out: those that did not
 	// fit the budget and those that were not candidates (contextCandidates).
 	Omitted int `json:"omitted"`
+	// ProfileVersion and ConstraintsVersion rendered (0 = none); with a
+	// Session, the session's snapshot versions.
+	ProfileVersion     int64 `json:"profileVersion"`
+	ConstraintsVersion int64 `json:"constraintsVersion"`
+	// EpisodeIDs rendered (IncludeEpisodes), in order.
+	EpisodeIDs []string `json:"episodeIds,omitempty"`
 }
 
 // Message is one turn of a conversation given to Extract.
@@ -249,10 +269,14 @@ const (
 	OpExpire  = "expire"
 	OpPurge   = "purge"
 	OpCompact = "compact"
+	// OpSummarize compacts conversation sessions over the threshold into summaries.
+	OpSummarize = "summarize"
+	// OpSessions deletes (and archives) idle conversation sessions.
+	OpSessions = "sessions"
 )
 
 // Operations lists the maintenance operations in the order a job runs them.
-var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact}
+var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact, OpSummarize, OpSessions}
 
 // JobResult counts what one maintenance operation did.
 type JobResult struct {

@@ -33,7 +33,7 @@ func credentialOf(ctx context.Context) (auth.Credential, bool) {
 // authenticate answers 401 unless the request carries a valid token, and
 // returns the request with its credential.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	token := bearer(r.Header.Get("Authorization"))
+	token := requestToken(r)
 	c, err := s.tokens.Authenticate(token)
 	if err != nil {
 		detail := "send a valid token as Authorization: Bearer <token>"

@@ -91,6 +91,17 @@ func TestCredentialRoles(t *testing.T) {
 		{"signed token reads its owner", srv.signedAlice, "GET", memPath("alice", "memories"), nil, 200, ""},
 		{"bound agent reads its owner", srv.agentAlice, "GET", aliceMem, nil, 200, ""},
 		{"unknown token", other, "GET", memPath("alice", "memories"), nil, 401, "unauthorized"},
+		// Long-term memory: constraints are the user's, global memories the tenant's.
+		{"agent writes constraints", srv.agent, "PUT", memPath("alice", "constraints"), map[string]any{"content": "No calls"}, 403, "protected"},
+		{"bound agent writes constraints as user", srv.agentAlice, "PUT", memPath("alice", "constraints"), map[string]any{"content": "No calls", "source": "user"}, 403, "source-not-allowed"},
+		{"bound agent writes the profile", srv.agentAlice, "PUT", memPath("alice", "profile"), map[string]any{"content": "Likes trains"}, 200, ""},
+		{"bound agent reads another owner's profile", srv.agentAlice, "GET", memPath("bob", "profile"), nil, 403, "owner-not-allowed"},
+		{"bound agent ends another owner's session", srv.agentAlice, "POST", memPath("bob", "sessions", "s", "end"), nil, 403, "owner-not-allowed"},
+		{"bound app writes constraints as user", srv.appAlice, "PUT", memPath("alice", "constraints"), map[string]any{"content": "No calls", "source": "user"}, 200, ""},
+		{"agent lists global memories", srv.agent, "GET", "/v1/global/memories", nil, 403, "forbidden"},
+		{"bound app lists global memories", srv.appAlice, "GET", "/v1/global/memories", nil, 403, "owner-not-allowed"},
+		{"bound app deletes a global memory", srv.appAlice, "DELETE", "/v1/global/memories/" + aliceID.Memory.ID, nil, 403, "owner-not-allowed"},
+		{"app lists global memories", srv.app, "GET", "/v1/global/memories", nil, 200, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -39,7 +40,7 @@ func TestServeFlagsDocumented(t *testing.T) {
 			t.Errorf("docs/configuration.md does not document --%s of manager serve", f[1])
 		}
 	}
-	for _, env := range []string{"ENGRAM_DATABASE_URL", "ENGRAM_EMBEDDING_API_KEY", "ENGRAM_LLM_API_KEY"} {
+	for _, env := range []string{naming.EnvDatabaseURL, naming.EnvEmbeddingAPIKey, naming.EnvLLMAPIKey} {
 		if !strings.Contains(doc, env) {
 			t.Errorf("docs/configuration.md does not document %s", env)
 		}

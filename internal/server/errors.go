@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engram-dev/engram/internal/memory"
 )
@@ -35,6 +32,10 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if errors.As(err, &pe) {
 		return pe.p, false
 	}
+	var in resourceError
+	if errors.As(err, &in) && errors.Is(err, memory.ErrNotFound) {
+		return newProblem(probNotFound, "no "+in.what+" with this id"), false
+	}
 	if v, ok := memory.IsValidation(err); ok {
 		return validationProblem(v.Fields...), false
 	}
@@ -42,7 +43,7 @@ func problemFor(err error) (p *Problem, internal bool) {
 	case errors.Is(err, memory.ErrNotFound):
 		return newProblem(probNotFound, "no memory with this id"), false
 	case errors.Is(err, memory.ErrProtected):
-		return newProblem(probProtected, memory.ErrProtected.Error()), false
+		return newProblem(probProtected, protectedDetail(err)), false
 	case errors.Is(err, memory.ErrNoLLM):
 		return newProblem(probNoLLM, "this runtime has no LLM configured (spec.llm of the MemoryRuntime); extraction needs one"), false
 	case errors.Is(err, memory.ErrLocked):
@@ -63,10 +64,46 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if errors.Is(err, memory.ErrUpstream) {
 		return newProblem(probUpstream, "the embedding or LLM API failed; try again later"), true
 	}
-	if isUnavailable(err) {
+	if memory.IsUnavailable(err) {
 		return newProblem(probUnavailable, "the database cannot be reached; try again later"), true
 	}
 	return newProblem(probInternal, "an unexpected error occurred; the server log has details"), true
+}
+
+// The kinds of things a route looks up by id; a not-found problem names
+// the one the route is about.
+const (
+	resSession = "session"
+	resSummary = "summary"
+	resGlobal  = "global memory"
+)
+
+// resourceError says which kind of thing an engine error is about, so a
+// not-found names it ("no session with this id") instead of a memory.
+type resourceError struct {
+	what string
+	err  error
+}
+
+func (e resourceError) Error() string { return e.what + ": " + e.err.Error() }
+func (e resourceError) Unwrap() error { return e.err }
+
+// inResource marks err as an error of a route about what (nil stays nil).
+func inResource(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	return resourceError{what: what, err: err}
+}
+
+// protectedDetail says which rule refused a write: a global category has
+// a rule of its own (the engine states it before the wrapped
+// ErrProtected); otherwise the protected category's.
+func protectedDetail(err error) string {
+	if rule, ok := strings.CutSuffix(err.Error(), ": "+memory.ErrProtected.Error()); ok && strings.Contains(rule, "only source") {
+		return rule
+	}
+	return memory.ErrProtected.Error()
 }
 
 // conflictDetail keeps the engine's explanation ("conflict: supersede would
@@ -77,28 +114,4 @@ func conflictDetail(err error) string {
 		return msg[i+len(memory.ErrConflict.Error())+2:]
 	}
 	return msg
-}
-
-// isUnavailable reports whether err means the database cannot be used right
-// now: the engine said so, connecting failed, the server is shutting down or
-// out of connections.
-func isUnavailable(err error) bool {
-	if errors.Is(err, memory.ErrUnavailable) {
-		return true
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P0x: shutdown / cannot connect now;
-		// 53300: too many connections.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P0") || pgErr.Code == "53300"
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	return pgconn.SafeToRetry(err)
 }

@@ -3,9 +3,12 @@ package server
 import (
 	"encoding/json"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -122,4 +125,61 @@ func (f *fakeEmbeddings) config(schema string) memory.ServiceConfig {
 	c := testConfig(schema)
 	c.Embedding = memory.EmbeddingConfig{Provider: memory.ProviderOpenAI, Dimensions: testDims, Model: "fake-embed", Endpoint: f.srv.URL + "/v1"}
 	return c
+}
+
+// fakeChat is an OpenAI-compatible /v1/chat/completions server whose
+// answers the test scripts by the system prompt; it counts the calls and
+// keeps every request body (to check what reached the model).
+type fakeChat struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reply  func(system, user string) string
+	calls  atomic.Int64
+	bodies []string
+}
+
+func newFakeChat(t *testing.T, reply func(system, user string) string) *fakeChat {
+	t.Helper()
+	f := &fakeChat{reply: reply}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeChat) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		http.NotFound(w, r)
+		return
+	}
+	f.calls.Add(1)
+	body, err := io.ReadAll(r.Body)
+	var in struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &in)
+	}
+	if err != nil || len(in.Messages) != 2 {
+		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(body))
+	content := f.reply(in.Messages[0].Content, in.Messages[1].Content)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": content}}}})
+}
+
+// sent returns every request body received so far.
+func (f *fakeChat) sent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.bodies)
+}
+
+// withLLM is cfg with the fake chat server as the runtime's LLM.
+func (f *fakeChat) withLLM(cfg memory.ServiceConfig) memory.ServiceConfig {
+	cfg.LLM = &memory.LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake-chat", Timeout: "30s"}
+	return cfg
 }

@@ -39,7 +39,11 @@ func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if res.Action == memory.ActionAdded || res.Action == memory.ActionReplaced {
 		status = http.StatusCreated
-		w.Header().Set("Location", memoryPath(r.PathValue("owner"), res.Memory.ID))
+		// A memory of a global category is stored under no owner of the
+		// API (memory.GlobalOwner): the owner's URL would answer 404.
+		if res.Memory.Owner != memory.GlobalOwner {
+			w.Header().Set("Location", memoryPath(r.PathValue("owner"), res.Memory.ID))
+		}
 	}
 	writeJSON(w, status, res)
 }

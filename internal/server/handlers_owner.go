@@ -67,6 +67,7 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.store.Context(r.Context(), memory.ContextRequest{
 		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Query: b.Query, MaxTokens: b.MaxTokens,
+		IncludeEpisodes: b.IncludeEpisodes, MaxEpisodes: b.MaxEpisodes,
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -18,12 +18,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"sigs.k8s.io/yaml"
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // testDims is the embedding size of the test tenants.
@@ -85,16 +86,8 @@ func testConfig(schema string) memory.ServiceConfig {
 // writeConfig writes cfg as YAML, the way the operator's ConfigMap holds it.
 func writeConfig(t *testing.T, cfg memory.ServiceConfig) string {
 	t.Helper()
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
+	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -175,7 +168,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		"--shutdown-timeout=10s",
 		"--shutdown-delay=0",
 	}, s.args...)
-	env := map[string]string{"ENGRAM_DATABASE_URL": s.databaseURL}
+	env := map[string]string{naming.EnvDatabaseURL: s.databaseURL}
 	for k, v := range s.env {
 		env[k] = v
 	}

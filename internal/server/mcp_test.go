@@ -37,7 +37,7 @@ func connectMCP(t *testing.T, srv *testServer, token string) (*mcp.ClientSession
 }
 
 // TestMCP: the official SDK's client connects to /mcp with the bearer
-// token, lists the six tools with their argument schemas and calls each
+// token, lists the fifteen tools with their argument schemas and calls each
 // against the running server; without a token it cannot connect.
 func TestMCP(t *testing.T) {
 	tn := newTenant(t)
@@ -76,7 +76,9 @@ func TestMCP(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"add_memory", "delete_memory", "get_context", "list_memories", "search_memory", "supersede_memory"}; !slices.Equal(names, want) {
+	if want := []string{"add_memory", "append_turn", "delete_memory", "expand_summary", "extract_session", "get_context", "get_window",
+		"list_memories", "read_constraints", "read_profile", "search_episodes", "search_history", "search_memory", "supersede_memory",
+		"update_profile"}; !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 

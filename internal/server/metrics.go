@@ -29,6 +29,7 @@ type Metrics struct {
 	tokens       prometheus.Gauge
 	signingKeys  prometheus.Gauge
 	mcpToolCalls *prometheus.CounterVec
+	content      *contentMetrics // metrics_content.go
 }
 
 // NewMetrics creates and registers the metrics.
@@ -81,6 +82,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.addActions, m.upstreamTime,
 		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.content = newContentMetrics(m.Registry)
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
 	}
@@ -101,6 +103,7 @@ func (m *Metrics) observeRequest(route, method string, code int, d time.Duration
 func (m *Metrics) countActions(results ...memory.AddResult) {
 	for _, r := range results {
 		m.addActions.WithLabelValues(string(r.Action)).Inc()
+		m.countContent(r)
 	}
 }
 

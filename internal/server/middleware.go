@@ -95,7 +95,7 @@ func (s *Server) routeOf(r *http.Request) string {
 // an API client should never have to follow), a wrong method or an unknown path.
 func (s *Server) unroutable(r *http.Request, route string) *Problem {
 	p := r.URL.Path
-	if p == "/v1/owners" || p == "/v1/owners/" || strings.HasPrefix(p, "/v1/owners//") {
+	if p == "/v1/owners/" || strings.HasPrefix(p, "/v1/owners//") {
 		return validationProblem(fieldErr("owner", "required: the path must name an owner, /v1/owners/{owner}/..."))
 	}
 	if route != routeUnmatched {

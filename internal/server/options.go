@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // Options configure `manager serve`. Every flag and variable is described in
@@ -79,9 +79,9 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	o.DatabaseURL = getenv(bootstrap.EnvDatabaseURL)
-	o.EmbeddingAPIKey = getenv(bootstrap.EnvEmbeddingAPIKey)
-	o.LLMAPIKey = getenv(bootstrap.EnvLLMAPIKey)
+	o.DatabaseURL = getenv(naming.EnvDatabaseURL)
+	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
+	o.LLMAPIKey = getenv(naming.EnvLLMAPIKey)
 	return o, o.Validate()
 }
 
@@ -95,7 +95,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--tokens-file is required (the API never runs without authentication)"))
 	}
 	if o.DatabaseURL == "" {
-		errs = append(errs, fmt.Errorf("%s is required (postgres:// URL of the tenant login role)", bootstrap.EnvDatabaseURL))
+		errs = append(errs, fmt.Errorf("%s is required (postgres:// URL of the tenant login role)", naming.EnvDatabaseURL))
 	}
 	if o.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1024", o.MaxBodyBytes))

@@ -27,7 +27,7 @@ var (
 	probOwnerNotAllowed  = problemKind{"owner-not-allowed", http.StatusForbidden, "Owner not allowed for this token"}
 	probSourceNotAllowed = problemKind{"source-not-allowed", http.StatusForbidden, "Source not allowed for this token"}
 	probProtected        = problemKind{"protected", http.StatusForbidden, "Protected category"}
-	probNotFound         = problemKind{"not-found", http.StatusNotFound, "Memory not found"}
+	probNotFound         = problemKind{"not-found", http.StatusNotFound, "Not found"}
 	probNoRoute          = problemKind{"route-not-found", http.StatusNotFound, "No such route"}
 	probMethod           = problemKind{"method-not-allowed", http.StatusMethodNotAllowed, "Method not allowed"}
 	probConflict         = problemKind{"conflict", http.StatusConflict, "Conflict"}

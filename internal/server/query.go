@@ -84,6 +84,31 @@ func (q *query) integer(name string) int {
 	return n
 }
 
+// integer64 reads an int64 parameter (message seq numbers).
+func (q *query) integer64(name string) int64 {
+	s := q.values.Get(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		q.errs = append(q.errs, fieldErr(name, "must be an integer within range"))
+	}
+	return n
+}
+
+// optBoolean reads a filter that is off when absent: nil, else true or false.
+func (q *query) optBoolean(name string) *bool {
+	if !q.values.Has(name) {
+		return nil
+	}
+	b := q.boolean(name)
+	if q.values.Get(name) == "" {
+		q.errs = append(q.errs, fieldErr(name, "must be true or false"))
+	}
+	return &b
+}
+
 // set reads a comma-separated list of values out of allowed ("a,b"); an
 // unknown value is an error naming the allowed ones.
 func (q *query) set(name string, allowed ...string) map[string]bool {

@@ -81,6 +81,10 @@ type contextBody struct {
 	Session   string `json:"session,omitempty"`
 	Query     string `json:"query,omitempty"`
 	MaxTokens int    `json:"maxTokens,omitempty"`
+	// IncludeEpisodes adds the owner's most relevant episodes (at most
+	// MaxEpisodes: 0 means 3, at most 10) in their own section.
+	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
+	MaxEpisodes     int  `json:"maxEpisodes,omitempty"`
 }
 
 type historyResponse struct {

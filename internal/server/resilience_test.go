@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // TestUnavailableDatabase: a server whose database URL points at a closed
@@ -46,7 +48,7 @@ func TestLoadSheddingAndUpstream(t *testing.T) {
 	tn := newTenant(t)
 	emb := newFakeEmbeddings(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: emb.config(tn.schema),
-		args: []string{"--max-inflight=1"}, env: map[string]string{"ENGRAM_EMBEDDING_API_KEY": "sk-test"}})
+		args: []string{"--max-inflight=1"}, env: map[string]string{naming.EnvEmbeddingAPIKey: "sk-test"}})
 
 	emb.setBlock(true)
 	first := make(chan *response, 1)
@@ -214,7 +216,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 	var stderr strings.Builder
 	code := Main(context.Background(), []string{"--config=" + path, "--tokens-file=/nonexistent", "--listen=127.0.0.1:0"},
 		func(k string) string {
-			if k == "ENGRAM_DATABASE_URL" {
+			if k == naming.EnvDatabaseURL {
 				return "postgres://u:p@127.0.0.1:1/db"
 			}
 			return ""
@@ -224,7 +226,7 @@ func TestStartRefusesBadConfig(t *testing.T) {
 	}
 	stderr.Reset()
 	if code := Main(context.Background(), []string{"--listen=127.0.0.1:0"}, func(string) string { return "" }, &stderr); code != 2 ||
-		!strings.Contains(stderr.String(), "--config is required") || !strings.Contains(stderr.String(), "ENGRAM_DATABASE_URL") {
+		!strings.Contains(stderr.String(), "--config is required") || !strings.Contains(stderr.String(), naming.EnvDatabaseURL) {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 }

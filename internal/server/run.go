@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/engram-dev/engram/internal/bootstrap"
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // Process is a running memory service.
@@ -43,12 +43,12 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	cfg, err := bootstrap.LoadServiceConfig(o.ConfigPath)
+	cfg, err := workload.LoadServiceConfig(o.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
 	metrics := NewMetrics()
-	tn, err := bootstrap.Open(ctx, bootstrap.StoreParams{
+	tn, err := workload.Open(ctx, workload.StoreParams{
 		Config:          cfg,
 		DatabaseURL:     o.DatabaseURL,
 		EmbeddingAPIKey: o.EmbeddingAPIKey,
@@ -63,6 +63,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		return nil, err
 	}
 	metrics.RegisterPool(tn.Pool)
+	metrics.RegisterStats(tn.Store)
 	tokens := NewTokens(o.TokensFile, o.SigningKeyFile, logger, metrics)
 	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o})
 
@@ -140,7 +141,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		fmt.Fprintf(stderr, "manager serve: %v\n", err)
 		return 2
 	}
-	logger, err := bootstrap.NewLogger(stderr, o.LogLevel, o.LogFormat)
+	logger, err := workload.NewLogger(stderr, o.LogLevel, o.LogFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager serve: %v\n", err)
 		return 2

@@ -109,7 +109,11 @@ func (s *Server) registerRoutes() {
 	s.handleAPI("POST "+owner+"/search", auth.RoleAgent, s.search)
 	s.handleAPI("POST "+owner+"/context", auth.RoleAgent, s.context)
 	s.handleAPI("DELETE "+owner, auth.RoleAdmin, s.eraseOwner)
+	s.handleAPI("GET /v1/owners", auth.RoleApp, s.listOwners)
+	s.registerConversationRoutes(owner)
+	s.registerLongTermRoutes(owner)
 	s.handleAPI("POST /v1/tokens", auth.RoleApp, s.mintToken)
+	s.handleAPI("GET /v1/stats", auth.RoleAdmin, s.stats)
 	// MCP tools check the owner binding per call (the owner is an argument).
 	s.handleAPI("POST /mcp", auth.RoleAgent, s.mcpHandler().ServeHTTP)
 
@@ -117,4 +121,25 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
 	s.handle("GET /metrics", s.metricsHandler().ServeHTTP)
+	s.registerConsole()
+}
+
+// registerConversationRoutes is the route table of conversation memory
+// (docs/conversation.md). Agents append, read, window, search and expand;
+// deleting a session (a hard delete) and compacting on demand (LLM spend)
+// need an app or admin token.
+func (s *Server) registerConversationRoutes(owner string) {
+	const sess = "/sessions/{id}"
+	s.handleAPI("POST "+owner+"/sessions", auth.RoleAgent, s.createSession)
+	s.handleAPI("GET "+owner+"/sessions", auth.RoleAgent, s.listSessions)
+	s.handleAPI("GET "+owner+sess, auth.RoleAgent, s.getSession)
+	s.handleAPI("PATCH "+owner+sess, auth.RoleAgent, s.updateSession)
+	s.handleAPI("DELETE "+owner+sess, auth.RoleApp, s.deleteSession)
+	s.handleAPI("POST "+owner+sess+"/messages", auth.RoleAgent, s.appendMessages)
+	s.handleAPI("GET "+owner+sess+"/messages", auth.RoleAgent, s.readMessages)
+	s.handleAPI("POST "+owner+sess+"/window", auth.RoleAgent, s.window)
+	s.handleAPI("POST "+owner+sess+"/compact", auth.RoleApp, s.compactSession)
+	s.handleAPI("GET "+owner+"/summaries/{id}", auth.RoleAgent, s.describeSummary)
+	s.handleAPI("GET "+owner+"/summaries/{id}/expand", auth.RoleAgent, s.expandSummary)
+	s.handleAPI("POST "+owner+"/history/search", auth.RoleAgent, s.searchHistory)
 }

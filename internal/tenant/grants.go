@@ -24,6 +24,18 @@ var tableGrants = map[string][]string{
 	"compaction_state": {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	// Access statistics (upserted by search and context; purge, eviction and erase delete).
 	"memory_access": {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	// Conversations: sessions are row-locked by appends and compaction and
+	// carry counters; messages are append-only (deleted with their session);
+	// summaries get their parent set when condensed.
+	"sessions":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"messages":        {"SELECT", "INSERT", "DELETE"},
+	"summaries":       {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"summary_sources": {"SELECT", "INSERT", "DELETE"},
+	// Long-term memory: episodes are rewritten only by erase/delete;
+	// documents are updated in place; their changes are append-only.
+	"episodes":         {"SELECT", "INSERT", "DELETE"},
+	"documents":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
+	"document_changes": {"SELECT", "INSERT", "DELETE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the

@@ -1,9 +1,9 @@
 package tenant
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // MaxIdentifierBytes is PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -36,13 +36,13 @@ const ControlSchema = "engram_control"
 // names: spec.database.schema may not use it (CRD validation), so no tenant
 // can claim another's default name before that tenant exists.
 func SchemaName(namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	pair := namespace + "/" + name
 	base := "engram_" + sanitize(namespace) + "_" + sanitize(name)
-	tag := "_" + hex.EncodeToString(sum[:4])
+	tag := "_" + naming.ShortHash(pair, 4)
 	if len(base)+len(tag) <= MaxSchemaBytes {
 		return base + tag
 	}
-	tag = "_" + hex.EncodeToString(sum[:8])
+	tag = "_" + naming.ShortHash(pair, 8)
 	return strings.TrimRight(base[:MaxSchemaBytes-len(tag)], "_") + tag
 }
 
@@ -91,10 +91,5 @@ func sanitize(s string) string {
 // fitIdentifier returns base+suffix, or, when that exceeds 63 bytes, base cut
 // short followed by "_" and 8 hex digits of a hash of base, then suffix.
 func fitIdentifier(base, suffix string) string {
-	if len(base)+len(suffix) <= MaxIdentifierBytes {
-		return base + suffix
-	}
-	sum := sha256.Sum256([]byte(base))
-	tag := "_" + hex.EncodeToString(sum[:4])
-	return base[:MaxIdentifierBytes-len(tag)-len(suffix)] + tag + suffix
+	return naming.Fit(base, MaxIdentifierBytes-len(suffix), "_", "") + suffix
 }

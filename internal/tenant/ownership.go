@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // Owner is the MemoryRuntime a tenant belongs to. Its UID is the proof of
@@ -106,17 +108,12 @@ func decideClaim(exists bool, m marker, o Owner, c Claim, kind, name string, sch
 		return claimRemark, nil
 	case m.runtime == o.Runtime():
 		return 0, fmt.Errorf("%s %q belongs to an earlier MemoryRuntime %s (UID %s) and is %w; to take it over after a restore, set the annotation %s=%s on this runtime",
-			kind, name, m.runtime, m.uid, ErrOwnedByOther, AnnotationAdoptFromUID, m.uid)
+			kind, name, m.runtime, m.uid, ErrOwnedByOther, naming.AnnotationAdoptFromUID, m.uid)
 	default:
 		return 0, fmt.Errorf("%s %q belongs to MemoryRuntime %s and is %w; nothing was changed: choose another spec.database.schema",
 			kind, name, describeRuntime(m.runtime), ErrOwnedByOther)
 	}
 }
-
-// AnnotationAdoptFromUID is the annotation of a MemoryRuntime that adopts
-// the schema of a deleted runtime of the same namespace and name (it is
-// defined here, beside the rule that honours it; api/ repeats the string).
-const AnnotationAdoptFromUID = "memory.engram.dev/adopt-from-uid"
 
 func describeRuntime(r string) string {
 	if r == "" {

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // comments returns the ownership comments of a schema and its two roles.
@@ -129,7 +131,7 @@ func TestAdoptAfterRestore(t *testing.T) {
 	restored := old
 	restored.Owner.UID = "uid-after"
 	_, err := Provision(ctx, pool, restored)
-	if !errors.Is(err, ErrOwnedByOther) || !strings.Contains(err.Error(), AnnotationAdoptFromUID+"=uid-before") {
+	if !errors.Is(err, ErrOwnedByOther) || !strings.Contains(err.Error(), naming.AnnotationAdoptFromUID+"=uid-before") {
 		t.Fatalf("recreated runtime without the annotation: %v; want a refusal that names the annotation", err)
 	}
 	elsewhere := restored

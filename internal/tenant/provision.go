@@ -373,8 +373,14 @@ func checkDimensions(ctx context.Context, conn *pgx.Conn, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	if dims != spec.Dimensions {
-		return fmt.Errorf("%w: schema %q stores %d-dimensional vectors, the spec asks for %d", ErrDimensionsMismatch, spec.Schema, dims, spec.Dimensions)
+	return decideDimensions(spec.Schema, dims, spec.Dimensions)
+}
+
+// decideDimensions is the rule of checkDimensions: an existing schema keeps
+// its vector size (changing it would need every embedding recomputed).
+func decideDimensions(schema string, have, want int) error {
+	if have != want {
+		return fmt.Errorf("%w: schema %q stores %d-dimensional vectors, the spec asks for %d", ErrDimensionsMismatch, schema, have, want)
 	}
 	return nil
 }

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/demo"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
-	"github.com/engram-dev/engram/test/demo"
 )
 
 // buildManager builds the manager binary the local pods run.
@@ -121,6 +121,12 @@ func TestDemoFlow(t *testing.T) {
 		{"context starts with the pinned identity", strings.HasPrefix(r.Context, "## identity\n- Alice is allergic to peanuts")},
 		{"context stays within its budget and never leaks secrets", len(r.Context) <= 120*4 && !strings.Contains(r.Context, "hunter2")},
 		{"erasing bob deleted his 4 memories and their history", r.Erased.Memories == 4 && r.Erased.History >= 4 && r.BobAfterErase == 0},
+		{"a 200-message conversation was appended", r.Conversation.Appended == 200},
+		{"it was compacted into summaries without an LLM", r.Conversation.Compaction.LeavesCreated > 0 && r.Conversation.Compaction.Method == memory.MethodExtractive},
+		{"the summary window starts with summaries and keeps its budget", r.Conversation.WindowSummaries > 0 && r.Conversation.WindowTokens <= 1000},
+		{"a root summary expands back to its messages, byte for byte", r.Conversation.ExpandedMessages > 0 && r.Conversation.ExpandedExact},
+		{"ending a 3-turn session wrote an episode without an LLM", r.Episode.Episode != nil && r.Episode.Episode.UserTurns == 3 && r.Episode.Episode.Method == memory.MethodExtractive},
+		{"the episode search ranks it first", r.Episode.Found},
 		{"status.lastRun came from the Job's termination message", r.LastRun != nil && r.LastRun.Result == memoryv1alpha1.RunSucceeded && len(r.LastRun.Operations) > 0},
 	}
 	for _, c := range checks {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -58,7 +59,7 @@ func TestJobKilledMidBatch(t *testing.T) {
 	job := func() *exec.Cmd {
 		cmd := exec.Command(bin, "job", "--config="+config, "--ops=purge", "--batch-size=100", "--db-max-conns=1",
 			"--termination-log=", "--log-level=warn")
-		cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+login)
+		cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+login)
 		return cmd
 	}
 

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // requestTimeout is the service's --request-timeout; no call may take
@@ -45,16 +45,8 @@ func writeConfig(t *testing.T, schema string, dims int) string {
 	t.Helper()
 	cfg := memory.ServiceConfig{Schema: schema, Policy: memory.DefaultPolicy(),
 		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(js)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, y, 0o600); err != nil {
+	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -93,7 +85,7 @@ func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...st
 	args := append([]string{"serve", "--config=" + config, "--tokens-file=" + filepath.Join(dir, "tokens"),
 		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "ENGRAM_DATABASE_URL="+databaseURL)
+	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+databaseURL)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

@@ -65,7 +65,7 @@ func TestChartAndKustomizeApply(t *testing.T) {
 				if u.GetKind() == "Namespace" {
 					continue // created above, for real: dry-run objects cannot live in a dry-run namespace
 				}
-				err := c.Patch(ctx, u, client.Apply, client.DryRunAll, client.FieldOwner("packaging-test"), client.ForceOwnership)
+				err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner("packaging-test"), client.ForceOwnership)
 				if err != nil {
 					t.Errorf("the API server refuses %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 				}

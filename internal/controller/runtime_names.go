@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"fmt"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// Endpoint is the in-cluster URL of a runtime's memory service.
+func Endpoint(rt *memoryv1alpha1.MemoryRuntime) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", naming.ServiceName(rt.Name), rt.Namespace, rt.ServicePort())
+}
+
+// SchemaFor is the tenant schema of a runtime: spec.database.schema; else
+// the schema its status already records (runtimes of earlier releases keep
+// the name they were provisioned with); else the name derived from
+// namespace and name. Which runtime may use a schema is decided by the UID
+// marker in PostgreSQL, not by this name.
+func SchemaFor(rt *memoryv1alpha1.MemoryRuntime) string {
+	if rt.Spec.Database.Schema != "" {
+		return rt.Spec.Database.Schema
+	}
+	if rt.Status.Schema != "" {
+		return rt.Status.Schema
+	}
+	return tenant.SchemaName(rt.Namespace, rt.Name)
+}
+
+// TenantOwner is the ownership record of a runtime in PostgreSQL.
+func TenantOwner(rt *memoryv1alpha1.MemoryRuntime) tenant.Owner {
+	return tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
+}
+
+// TenantClaim says when this runtime may take an existing schema that does
+// not carry its UID: recorded, before this reconcile, in its own status
+// (an upgrade from markers without UID), or named by the adopt annotation.
+func TenantClaim(rt *memoryv1alpha1.MemoryRuntime, recordedSchema, schema string) tenant.Claim {
+	return tenant.Claim{
+		LegacySchema: recordedSchema != "" && recordedSchema == schema,
+		AdoptFromUID: rt.Annotations[naming.AnnotationAdoptFromUID],
+	}
+}
+
+// connectionID names one admin connection in the pool cache.
+func connectionID(rt *memoryv1alpha1.MemoryRuntime) string {
+	db := rt.Spec.Database
+	if db.ClusterConnection != "" {
+		return "cluster/" + db.ClusterConnection
+	}
+	return "secret/" + rt.Namespace + "/" + db.ConnectionSecretRef.Name + "/" + db.ConnectionSecretRef.KeyOr(memoryv1alpha1.DefaultConnectionKey)
+}

@@ -1,0 +1,98 @@
+package kubectlengram
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// TestProxyPath pins the service proxy URL: the port is picked by its
+// name, so spec.service.port never matters, and names are escaped.
+func TestProxyPath(t *testing.T) {
+	got := ProxyPath("team-a", "support-bot", "/v1/owners/alice%40example.com/memories")
+	want := "/api/v1/namespaces/team-a/services/support-bot:http/proxy/v1/owners/alice%40example.com/memories"
+	if got != want {
+		t.Errorf("ProxyPath = %q, want %q", got, want)
+	}
+	if p := ownerPath("a/b c", "/search"); p != "/v1/owners/a%2Fb%20c/search" {
+		t.Errorf("ownerPath = %q", p)
+	}
+}
+
+// TestUsage: no arguments prints the usage with exit 2, --help with 0, an
+// unknown command names itself.
+func TestUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), nil, &out, &errOut); code != 2 || !strings.Contains(out.String(), "kubectl engram status") {
+		t.Errorf("no arguments: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	if code := Main(context.Background(), []string{"--help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "rotate-credentials") {
+		t.Errorf("--help: exit %d", code)
+	}
+	if code := Main(context.Background(), []string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestKrewManifest checks plugins/engram.yaml: the krew kind, the plugin
+// name kubectl resolves (kubectl-engram -> kubectl engram), and one
+// archive of that binary per supported platform.
+func TestKrewManifest(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "plugins", "engram.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Version          string `json:"version"`
+			ShortDescription string `json:"shortDescription"`
+			Description      string `json:"description"`
+			Homepage         string `json:"homepage"`
+			Platforms        []struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				URI    string `json:"uri"`
+				SHA256 string `json:"sha256"`
+				Bin    string `json:"bin"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &m); err != nil {
+		t.Fatalf("plugins/engram.yaml: %v", err)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "engram" {
+		t.Errorf("header = %s %s %s", m.APIVersion, m.Kind, m.Metadata.Name)
+	}
+	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(m.Spec.Version) || m.Spec.ShortDescription == "" {
+		t.Errorf("version %q, shortDescription %q", m.Spec.Version, m.Spec.ShortDescription)
+	}
+	seen := map[string]bool{}
+	for _, p := range m.Spec.Platforms {
+		osArch := p.Selector.MatchLabels["os"] + "_" + p.Selector.MatchLabels["arch"]
+		seen[osArch] = true
+		if p.Bin != "kubectl-engram" || !strings.HasSuffix(p.URI, "/"+m.Spec.Version+"/kubectl-engram_"+osArch+".tar.gz") ||
+			!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(p.SHA256) {
+			t.Errorf("platform %s: bin %q uri %q sha256 %q", osArch, p.Bin, p.URI, p.SHA256)
+		}
+	}
+	for _, want := range []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64"} {
+		if !seen[want] {
+			t.Errorf("no platform %s", want)
+		}
+	}
+}

@@ -1,0 +1,305 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// maxMessagesRead bounds one Messages call; a client reads a longer range
+// page by page (From = the last seq + 1).
+const maxMessagesRead = 1000
+
+// toolRef is a tool name or a tool-call id: what model APIs generate
+// (call_abc123, toolu_01..., get_weather), never free text.
+var toolRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$`)
+
+const toolRefRule = "must be 1-128 characters of letters, digits and . _ : -, starting with a letter or digit"
+
+// preparedMessage is a validated, redacted message ready to store.
+type preparedMessage struct {
+	msg     TurnMessage // Content redacted
+	tokens  int
+	flagged bool
+	vec     []float32 // nil when the embedder failed
+}
+
+// AppendTurn appends one turn (1..limits.maxMessagesPerTurn messages)
+// atomically. Appends to one session are serialized by a row lock on the
+// session (SELECT ... FOR UPDATE), which also hands out seq from next_seq,
+// so concurrent appends get strictly increasing, gap-free seq. Every message
+// is validated, redacted and guarded exactly like a memory write; a refused
+// message is a *ValidationError naming it (messages[i].content) and nothing
+// of the turn is stored. A tool message must carry toolCallId. Appending to
+// an archived session is ErrConflict; to an unknown (or another owner's)
+// session ErrNotFound.
+func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResult, error) {
+	fe := &fieldErrors{}
+	sessionKey(fe, req.Owner, req.SessionID)
+	fe.source(req.Source)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	prepared, redactions, err := s.prepareTurn(req.Messages, fe)
+	if err != nil {
+		return nil, err
+	}
+	s.embedMessages(ctx, prepared)
+	res := &AppendResult{Redactions: redactions}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		if sess.Archived {
+			return fmt.Errorf("%w: session %q is archived; unarchive it to append", ErrConflict, req.SessionID)
+		}
+		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, sess.MessageCount+1, prepared)
+		if err != nil {
+			return err
+		}
+		updated, err := s.bumpSession(ctx, tx, req.Owner, req.SessionID, res.Messages)
+		if err != nil {
+			return err
+		}
+		res.Session = *updated
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.CompactionDue = s.compactionDue(&res.Session)
+	return res, nil
+}
+
+// compactionDue: the session's unsummarized tokens exceed the threshold
+// share of the default window budget.
+func (s *Store) compactionDue(sess *Session) bool {
+	c := s.policy.Conversation
+	return float64(sess.UnsummarizedTokens) > c.Compaction.Threshold*float64(c.Window.Budget)
+}
+
+// prepareTurn validates every message, then redacts and guards each one;
+// it returns every problem at once, naming messages[i].<field>.
+func (s *Store) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]preparedMessage, []string, error) {
+	lim := s.policy.Conversation.Limits
+	if len(msgs) == 0 {
+		fe.add("messages", "at least one message is required")
+	} else if len(msgs) > lim.MaxMessagesPerTurn {
+		fe.add("messages", "%d messages is more than the limit of %d per turn", len(msgs), lim.MaxMessagesPerTurn)
+	}
+	if err := fe.err(); err != nil {
+		return nil, nil, err
+	}
+	out := make([]preparedMessage, len(msgs))
+	var redactions []string
+	for i, m := range msgs {
+		mf := &fieldErrors{prefix: fmt.Sprintf("messages[%d].", i)}
+		validateTurnMessage(mf, m, rawContentLimit(lim.MaxMessageBytes))
+		if len(mf.list) == 0 && m.Content != "" {
+			c, _ := s.cleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
+			m.Content = c.text
+			out[i].flagged = len(c.flags) > 0
+			for _, r := range c.redactions {
+				if !slices.Contains(redactions, r) {
+					redactions = append(redactions, r)
+				}
+			}
+		}
+		fe.list = append(fe.list, mf.list...)
+		out[i].msg, out[i].tokens = m, CountTokens(m.Content)
+	}
+	if err := fe.err(); err != nil {
+		return nil, nil, err
+	}
+	return out, redactions, nil
+}
+
+// validateTurnMessage checks one message's fields. Content is required
+// except on an assistant message that calls a tool (toolCallId set), which
+// model APIs send without text.
+func validateTurnMessage(fe *fieldErrors, m TurnMessage, maxRaw int) {
+	switch m.Role {
+	case RoleUser, RoleAssistant, RoleSystem, RoleTool:
+	default:
+		fe.add("role", "%q must be user, assistant, system or tool", m.Role)
+	}
+	if m.ToolName != "" && !toolRef.MatchString(m.ToolName) {
+		fe.add("toolName", toolRefRule)
+	}
+	if m.ToolCallID != "" && !toolRef.MatchString(m.ToolCallID) {
+		fe.add("toolCallId", toolRefRule)
+	}
+	if m.Role == RoleTool && m.ToolCallID == "" {
+		fe.add("toolCallId", "is required for a tool message: it links the result to the assistant's call")
+	}
+	if (m.Role == RoleUser || m.Role == RoleSystem) && (m.ToolName != "" || m.ToolCallID != "") {
+		fe.add("toolCallId", "toolName and toolCallId belong to assistant and tool messages only")
+	}
+	if m.Content == "" && m.Role == RoleAssistant && m.ToolCallID != "" {
+		return
+	}
+	fe.text("content", m.Content, maxRaw)
+}
+
+// embedMessages embeds the turn's texts in one call for history search.
+// Best effort: a failing embedder must not lose the conversation, so the
+// messages are stored without a vector (found by full text only) and the
+// failure is logged.
+func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
+	var texts []string
+	var idx []int
+	for i, m := range ms {
+		if m.msg.Content != "" {
+			texts, idx = append(texts, m.msg.Content), append(idx, i)
+		}
+	}
+	if len(texts) == 0 {
+		return
+	}
+	vecs, err := s.embedder.Embed(ctx, texts)
+	if err != nil || len(vecs) != len(texts) {
+		s.log.Warn("storing conversation messages without embeddings", "error", err, "vectors", len(vecs), "texts", len(texts))
+		return
+	}
+	for j, i := range idx {
+		ms[i].vec = vecs[j]
+	}
+}
+
+// insertMessages stores the turn from seq first on, in one batch.
+func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, first int64, ms []preparedMessage) ([]ConversationMessage, error) {
+	b := &pgx.Batch{}
+	for i, m := range ms {
+		var vec *pgv.Vector
+		if m.vec != nil {
+			v := pgv.NewVector(m.vec)
+			vec = &v
+		}
+		flags := []string{}
+		if m.flagged {
+			flags = []string{FlagInjection}
+		}
+		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING created_at`,
+			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec)
+	}
+	br := tx.SendBatch(ctx, b)
+	out := make([]ConversationMessage, len(ms))
+	for i, m := range ms {
+		out[i] = ConversationMessage{Seq: first + int64(i), Role: m.msg.Role, Content: m.msg.Content, ToolName: m.msg.ToolName,
+			ToolCallID: m.msg.ToolCallID, Tokens: m.tokens}
+		if m.flagged {
+			out[i].Flags = []string{FlagInjection}
+		}
+		if err := br.QueryRow().Scan(&out[i].CreatedAt); err != nil {
+			_ = br.Close()
+			return nil, s.dbErr("storing messages", err)
+		}
+		out[i].CreatedAt = out[i].CreatedAt.UTC()
+	}
+	if err := br.Close(); err != nil {
+		return nil, s.dbErr("storing messages", err)
+	}
+	return out, nil
+}
+
+// bumpSession adds the stored turn to the session's counters.
+func (s *Store) bumpSession(ctx context.Context, tx pgx.Tx, owner, session string, ms []ConversationMessage) (*Session, error) {
+	tokens := 0
+	for _, m := range ms {
+		tokens += m.Tokens
+	}
+	c, err := scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET
+			message_count = message_count + $3, next_seq = next_seq + $3, token_count = token_count + $4, last_active_at = now()
+		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns, owner, session, len(ms), tokens))
+	if err != nil {
+		return nil, s.dbErr("updating session counters", err)
+	}
+	return &c, nil
+}
+
+// messageColumns are selected (alias g) wherever a ConversationMessage is
+// returned; scanMessage reads them in this order.
+const messageColumns = `g.seq, g.role, g.content, g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags`
+
+func scanMessage(row pgx.Row) (ConversationMessage, error) {
+	var m ConversationMessage
+	var role string
+	if err := row.Scan(&m.Seq, &role, &m.Content, &m.ToolName, &m.ToolCallID, &m.Tokens, &m.CreatedAt, &m.Flags); err != nil {
+		return m, err
+	}
+	m.Role, m.CreatedAt = Role(role), m.CreatedAt.UTC()
+	if len(m.Flags) == 0 {
+		m.Flags = nil
+	}
+	return m, nil
+}
+
+// Messages reads a seq range [From, To) (0 leaves a side open) or the last
+// N messages, in seq order; at most 1000 per call (the first of the range).
+func (s *Store) Messages(ctx context.Context, req MessagesRequest) ([]ConversationMessage, error) {
+	fe := &fieldErrors{}
+	sessionKey(fe, req.Owner, req.SessionID)
+	if req.From < 0 || req.To < 0 || (req.To > 0 && req.To < req.From) {
+		fe.add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
+	}
+	if req.Last < 0 || req.Last > maxMessagesRead {
+		fe.add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	if _, err := s.getSession(ctx, s.pool, req.Owner, req.SessionID, ""); err != nil {
+		return nil, err
+	}
+	if req.Last > 0 {
+		return s.lastMessages(ctx, s.pool, req.Owner, req.SessionID, req.Last)
+	}
+	to := req.To
+	if to == 0 {
+		to = 1<<62 - 1
+	}
+	return s.messageRange(ctx, s.pool, req.Owner, req.SessionID, req.From, to, maxMessagesRead)
+}
+
+// rowsQuerier runs a query returning rows (pool or transaction).
+type rowsQuerier interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}
+
+// messageRange reads [from, to) in seq order, at most limit messages.
+func (s *Store) messageRange(ctx context.Context, q rowsQuerier, owner, session string, from, to int64, limit int) ([]ConversationMessage, error) {
+	return s.queryMessages(ctx, q, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
+		owner, session, from, to, limit)
+}
+
+// lastMessages reads the newest n messages, in seq order.
+func (s *Store) lastMessages(ctx context.Context, q rowsQuerier, owner, session string, n int) ([]ConversationMessage, error) {
+	out, err := s.queryMessages(ctx, q, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		WHERE g.owner_id = $1 AND g.session_id = $2 ORDER BY g.seq DESC LIMIT $3`, owner, session, n)
+	slices.Reverse(out)
+	return out, err
+}
+
+func (s *Store) queryMessages(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]ConversationMessage, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.dbErr("reading messages", err)
+	}
+	defer rows.Close()
+	out := []ConversationMessage{}
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, s.dbErr("reading messages", err)
+		}
+		out = append(out, m)
+	}
+	return out, s.dbErr("reading messages", rows.Err())
+}

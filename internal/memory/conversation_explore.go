@@ -1,0 +1,219 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+const (
+	// DefaultExpandTokens is the cap of ExpandSummary when none is given.
+	DefaultExpandTokens = 20_000
+	// MaxExpandTokens is the largest cap ExpandSummary accepts.
+	MaxExpandTokens = 1_000_000
+	// MaxHistoryResults bounds SearchHistory (also its default).
+	MaxHistoryResults = 20
+	// MaxSnippetChars bounds the snippet of a history hit (characters, not bytes).
+	MaxSnippetChars = 500
+	expandPage      = 1000
+)
+
+// summaryKey checks an owner and a summary id.
+func summaryKey(fe *fieldErrors, owner, id string) {
+	fe.owner(owner)
+	fe.id("id", id)
+}
+
+// getSummary reads one summary of owner; another owner's id is ErrNotFound.
+func (s *Store) getSummary(ctx context.Context, owner, id string) (*Summary, *string, error) {
+	var parent *string
+	y, err := scanSummary(s.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, y.parent_id::text FROM `+s.sql.summaries+` AS y
+		WHERE y.owner_id = $1 AND y.id = $2`, owner, id), &parent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("summary %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, s.dbErr("reading summary", err)
+	}
+	return &y, parent, nil
+}
+
+// DescribeSummary returns a summary with its place in the DAG: the children
+// of a condensed summary (in order), the message range [from, to) of a
+// leaf, and the parent ("" for a root).
+func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*SummaryDescription, error) {
+	fe := &fieldErrors{}
+	summaryKey(fe, owner, id)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	y, parent, err := s.getSummary(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &SummaryDescription{Summary: *y}
+	if parent != nil {
+		d.ParentID = *parent
+	}
+	if y.Depth == 0 {
+		d.MessageRange = &[2]int64{y.EarliestSeq, y.LatestSeq + 1}
+		return d, nil
+	}
+	d.Children, err = s.querySummaries(ctx, s.pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
+		JOIN `+s.sql.summaries+` AS y ON y.id = src.child_id WHERE src.summary_id = $1 ORDER BY src.ord`, id)
+	return d, err
+}
+
+// ExpandSummary returns the original messages a summary covers, byte for
+// byte and in order: the oldest ones that fit maxTokens (0 =
+// DefaultExpandTokens), Truncated when some were left out. A condensed
+// summary covers the contiguous messages of its leaves, so it expands to
+// their union.
+func (s *Store) ExpandSummary(ctx context.Context, owner, id string, maxTokens int) (*Expansion, error) {
+	fe := &fieldErrors{}
+	summaryKey(fe, owner, id)
+	if maxTokens == 0 {
+		maxTokens = DefaultExpandTokens
+	}
+	if maxTokens < 1 || maxTokens > MaxExpandTokens {
+		fe.add("maxTokens", "%d must be within 1..%d (0 = %d)", maxTokens, MaxExpandTokens, DefaultExpandTokens)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	y, _, err := s.getSummary(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	e := &Expansion{Summary: *y, Messages: []ConversationMessage{}}
+	for from := y.EarliestSeq; from <= y.LatestSeq; {
+		page, err := s.messageRange(ctx, s.pool, owner, y.SessionID, from, y.LatestSeq+1, expandPage)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, m := range page {
+			if e.Tokens+m.Tokens > maxTokens {
+				e.Truncated = true
+				return e, nil
+			}
+			e.Messages = append(e.Messages, m)
+			e.Tokens += m.Tokens
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+	return e, nil
+}
+
+// SearchHistory searches an owner's messages and summaries (optionally of
+// one session) by full text and by vector: each kind is ranked by 0.6 ×
+// cosine similarity + 0.4 × text rank (ts_rank, capped at 1 after × 10),
+// exactly over the owner's rows, then merged. Snippets are at most 500
+// characters around the first query word found.
+func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) ([]HistoryHit, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	if req.SessionID != "" && !scopeID.MatchString(req.SessionID) {
+		fe.add("sessionId", scopeIDRule)
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = MaxHistoryResults
+	}
+	if limit < 1 || limit > MaxHistoryResults {
+		fe.add("limit", "%d must be within 1..%d", req.Limit, MaxHistoryResults)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	query := s.redactor.redacted(req.Query)
+	vecs, err := s.embedder.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Errorf("embedding the query: %w", err)
+	}
+	vec := pgv.NewVector(vecs[0])
+	var hits []HistoryHit
+	for _, kind := range []string{KindMessage, KindSummary} {
+		found, err := s.searchKind(ctx, kind, req.Owner, req.SessionID, query, vec, limit)
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, found...)
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	for i := range hits {
+		hits[i].Snippet = snippet(hits[i].Snippet, query)
+	}
+	return hits, nil
+}
+
+// searchKind ranks one table's rows of the owner.
+func (s *Store) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
+	a := &args{}
+	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id`
+	if kind == KindSummary {
+		table, cols = s.sql.summaries, `t.session_id, 0::bigint, t.id::text`
+	}
+	where := `t.owner_id = ` + a.add(owner)
+	if session != "" {
+		where += ` AND t.session_id = ` + a.add(session)
+	}
+	tq := `websearch_to_tsquery('english', ` + a.add(query) + `)`
+	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
+		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
+		ORDER BY score DESC, t.created_at DESC LIMIT `+a.add(limit), a.list...)
+	if err != nil {
+		return nil, s.dbErr("searching history", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryHit, error) {
+		h := HistoryHit{Kind: kind}
+		err := r.Scan(&h.SessionID, &h.Seq, &h.SummaryID, &h.Snippet, &h.CreatedAt, &h.Score)
+		h.CreatedAt = h.CreatedAt.UTC()
+		return h, err
+	})
+}
+
+// snippet cuts content to at most MaxSnippetChars characters, around the
+// first query word of three letters or more it contains (case-insensitive).
+func snippet(content, query string) string {
+	if utf8.RuneCountInString(content) <= MaxSnippetChars {
+		return content
+	}
+	lower := strings.ToLower(content)
+	at := -1
+	for _, w := range strings.Fields(strings.ToLower(query)) {
+		if utf8.RuneCountInString(w) < 3 {
+			continue
+		}
+		if i := strings.Index(lower, w); i >= 0 && (at < 0 || i < at) && len(lower) == len(content) {
+			at = i
+		}
+	}
+	runes := []rune(content)
+	start := 0
+	if at > 0 {
+		start = max(0, utf8.RuneCountInString(content[:at])-MaxSnippetChars/4)
+	}
+	start = min(start, len(runes)-(MaxSnippetChars-6))
+	out := string(runes[start : start+MaxSnippetChars-6])
+	if start > 0 {
+		out = "..." + out
+	}
+	if start+MaxSnippetChars-6 < len(runes) {
+		out += "..."
+	}
+	return out
+}

@@ -1,0 +1,145 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ConversationPolicy is the conversation part of a Policy (MemoryPolicy
+// spec.conversation). A zero field takes its default (DefaultConversationPolicy),
+// so a config written before conversations existed stays valid.
+type ConversationPolicy struct {
+	Window     ConversationWindow     `json:"window"`
+	Compaction ConversationCompaction `json:"compaction"`
+	// SessionIdleTTL: the sessions job deletes sessions (with their messages
+	// and summaries) idle for longer; 0 = never.
+	SessionIdleTTL Duration `json:"sessionIdleTTL"`
+	// ArchiveAfter: the sessions job archives sessions idle for longer; 0 = never.
+	ArchiveAfter Duration           `json:"archiveAfter"`
+	Limits       ConversationLimits `json:"limits"`
+	// ExtractOnEnd: EndSession extracts facts from the session (when the
+	// runtime has an LLM).
+	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
+}
+
+// ConversationWindow holds the defaults of a window request.
+type ConversationWindow struct {
+	// Strategy: buffer, token or summary.
+	Strategy WindowStrategy `json:"strategy,omitempty"`
+	// Budget in tokens.
+	Budget int `json:"budget,omitempty"`
+	// BufferSize is N of the buffer strategy.
+	BufferSize int `json:"bufferSize,omitempty"`
+	// FreshTail is how many of the newest messages every window keeps verbatim.
+	FreshTail int `json:"freshTail,omitempty"`
+}
+
+// ConversationCompaction configures the summary DAG.
+type ConversationCompaction struct {
+	// Threshold (0 < x <= 1): compaction is due when a session's unsummarized
+	// tokens exceed Threshold × Window.Budget.
+	Threshold float64 `json:"threshold,omitempty"`
+	// ChunkSize is the number of messages a leaf summary covers.
+	ChunkSize int `json:"chunkSize,omitempty"`
+	// CondenseGroupSize (>= 2) is the number of summaries a condensed summary covers.
+	CondenseGroupSize int `json:"condenseGroupSize,omitempty"`
+	// MaxDepth (1..8) is the deepest level of condensed summaries.
+	MaxDepth int `json:"maxDepth,omitempty"`
+}
+
+// ConversationLimits bound one append.
+type ConversationLimits struct {
+	MaxMessagesPerTurn int `json:"maxMessagesPerTurn,omitempty"`
+	// MaxMessageBytes bounds one message's content as stored (after redaction).
+	MaxMessageBytes int `json:"maxMessageBytes,omitempty"`
+}
+
+// Bounds of the conversation policy (the CRD's are the same).
+const (
+	MaxWindowBudget       = 1_000_000
+	MaxBufferSize         = 1000
+	MaxFreshTail          = 100
+	MaxChunkSize          = 500
+	MaxCondenseGroupSize  = 64
+	MaxSummaryDepth       = 8
+	MaxMessagesPerTurnCap = 500
+	MaxMessageBytesCap    = 1 << 20
+)
+
+// DefaultConversationPolicy is the conversation policy of a MemoryPolicy that
+// says nothing about conversations; the CRD's defaults are the same.
+func DefaultConversationPolicy() ConversationPolicy {
+	return ConversationPolicy{
+		Window:     ConversationWindow{Strategy: WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
+		Compaction: ConversationCompaction{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
+		Limits:     ConversationLimits{MaxMessagesPerTurn: 50, MaxMessageBytes: 32 << 10},
+	}
+}
+
+// Resolved returns c with every zero field set to its default.
+func (c ConversationPolicy) Resolved() ConversationPolicy {
+	d := DefaultConversationPolicy()
+	if c.Window.Strategy == "" {
+		c.Window.Strategy = d.Window.Strategy
+	}
+	orDefault := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	orDefault(&c.Window.Budget, d.Window.Budget)
+	orDefault(&c.Window.BufferSize, d.Window.BufferSize)
+	orDefault(&c.Window.FreshTail, d.Window.FreshTail)
+	orDefault(&c.Compaction.ChunkSize, d.Compaction.ChunkSize)
+	orDefault(&c.Compaction.CondenseGroupSize, d.Compaction.CondenseGroupSize)
+	orDefault(&c.Compaction.MaxDepth, d.Compaction.MaxDepth)
+	orDefault(&c.Limits.MaxMessagesPerTurn, d.Limits.MaxMessagesPerTurn)
+	orDefault(&c.Limits.MaxMessageBytes, d.Limits.MaxMessageBytes)
+	if c.Compaction.Threshold == 0 {
+		c.Compaction.Threshold = d.Compaction.Threshold
+	}
+	return c
+}
+
+// Validate checks the resolved policy; every problem names its field under
+// "conversation.".
+func (c ConversationPolicy) Validate() error {
+	c = c.Resolved()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("conversation.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	switch c.Window.Strategy {
+	case WindowBuffer, WindowToken, WindowSummary:
+	default:
+		bad("window.strategy", "%q must be buffer, token or summary", c.Window.Strategy)
+	}
+	for _, v := range []struct {
+		field    string
+		val      int
+		min, max int
+	}{
+		{"window.budget", c.Window.Budget, 1, MaxWindowBudget},
+		{"window.bufferSize", c.Window.BufferSize, 1, MaxBufferSize},
+		{"window.freshTail", c.Window.FreshTail, 1, MaxFreshTail},
+		{"compaction.chunkSize", c.Compaction.ChunkSize, 2, MaxChunkSize},
+		{"compaction.condenseGroupSize", c.Compaction.CondenseGroupSize, 2, MaxCondenseGroupSize},
+		{"compaction.maxDepth", c.Compaction.MaxDepth, 1, MaxSummaryDepth},
+		{"limits.maxMessagesPerTurn", c.Limits.MaxMessagesPerTurn, 1, MaxMessagesPerTurnCap},
+		{"limits.maxMessageBytes", c.Limits.MaxMessageBytes, 16, MaxMessageBytesCap},
+	} {
+		if v.val < v.min || v.val > v.max {
+			bad(v.field, "%d must be within %d..%d", v.val, v.min, v.max)
+		}
+	}
+	if t := c.Compaction.Threshold; !(t > 0 && t <= 1) {
+		bad("compaction.threshold", "%g must satisfy 0 < threshold <= 1", t)
+	}
+	if c.SessionIdleTTL < 0 || c.ArchiveAfter < 0 {
+		bad("sessionIdleTTL", "sessionIdleTTL and archiveAfter must not be negative")
+	}
+	if c.SessionIdleTTL > 0 && c.ArchiveAfter > 0 && c.ArchiveAfter >= c.SessionIdleTTL {
+		bad("archiveAfter", "%s must be shorter than sessionIdleTTL %s: sessions would be deleted before they are archived", c.ArchiveAfter, c.SessionIdleTTL)
+	}
+	return errors.Join(errs...)
+}

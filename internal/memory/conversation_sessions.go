@@ -1,0 +1,251 @@
+package memory
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	defaultSessionPage = 50
+	maxSessionPage     = 500
+	maxTitleBytes      = 500
+)
+
+// sessionColumns are selected (with alias c) wherever a Session is
+// returned; scanSession reads them in this order.
+const sessionColumns = `c.id, c.owner_id, c.agent_id, c.title, c.archived, c.created_at, c.last_active_at,
+	c.message_count, c.token_count, c.summarized_through, c.token_count - c.summarized_tokens, c.summary_count`
+
+func scanSession(row pgx.Row, extra ...any) (Session, error) {
+	var c Session
+	dest := []any{&c.ID, &c.Owner, &c.Agent, &c.Title, &c.Archived, &c.CreatedAt, &c.LastActiveAt,
+		&c.MessageCount, &c.TokenCount, &c.SummarizedThrough, &c.UnsummarizedTokens, &c.SummaryCount}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return Session{}, err
+	}
+	c.CreatedAt, c.LastActiveAt = c.CreatedAt.UTC(), c.LastActiveAt.UTC()
+	return c, nil
+}
+
+// sessionKey checks an owner and a session id (required).
+func sessionKey(fe *fieldErrors, owner, id string) {
+	fe.owner(owner)
+	if id == "" {
+		fe.add("sessionId", "is required")
+	} else if !scopeID.MatchString(id) {
+		fe.add("sessionId", scopeIDRule)
+	}
+}
+
+// title checks a session title: optional, one line of printable text.
+func (f *fieldErrors) title(t string) {
+	if t == "" {
+		return
+	}
+	f.text("title", t, maxTitleBytes)
+}
+
+// CreateSession creates a session of req.Owner. An id the owner already
+// uses is ErrConflict; another owner may use the same id (ids are per owner).
+func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*Session, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	if req.ID != "" && !scopeID.MatchString(req.ID) {
+		fe.add("id", scopeIDRule)
+	}
+	if req.Agent != "" && !scopeID.MatchString(req.Agent) {
+		fe.add("agent", scopeIDRule)
+	}
+	fe.title(req.Title)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	id := req.ID
+	if id == "" {
+		id = newID()
+	}
+	// The session pins the current versions of its agent's profile and
+	// constraints (its snapshot; AdvanceSnapshot moves it).
+	row := s.pool.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
+		VALUES ($1, $2, $3, $4, `+s.docVersionSQL("$1", "$3", DocProfile)+`, `+s.docVersionSQL("$1", "$3", DocConstraints)+`) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
+		req.Owner, id, req.Agent, req.Title)
+	c, err := scanSession(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: session %q already exists", ErrConflict, id)
+	}
+	if err != nil {
+		return nil, s.dbErr("creating session", err)
+	}
+	return &c, nil
+}
+
+// GetSession returns one session with its statistics; another owner's id is ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, owner, id string) (*Session, error) {
+	fe := &fieldErrors{}
+	sessionKey(fe, owner, id)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	return s.getSession(ctx, s.pool, owner, id, "")
+}
+
+// getSession reads one session with q; lock is "" or " FOR UPDATE".
+func (s *Store) getSession(ctx context.Context, q querier, owner, id, lock string) (*Session, error) {
+	c, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c
+		WHERE c.owner_id = $1 AND c.id = $2`+lock, owner, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.dbErr("reading session", err)
+	}
+	return &c, nil
+}
+
+// ListSessions pages through an owner's sessions, most recently active
+// first. A session that becomes active while a client pages moves to the
+// front, so it may be seen twice or not at all in one walk.
+func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*SessionPage, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	if req.Agent != "" && !scopeID.MatchString(req.Agent) {
+		fe.add("agent", scopeIDRule)
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = defaultSessionPage
+	}
+	if limit < 1 || limit > maxSessionPage {
+		fe.add("limit", "%d must be within 1..%d", req.Limit, maxSessionPage)
+	}
+	afterAt, afterID, err := decodeSessionCursor(req.Cursor)
+	if err != nil {
+		fe.add("cursor", "is not a cursor returned by a previous page")
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	a := &args{}
+	where := `c.owner_id = ` + a.add(req.Owner)
+	if req.Agent != "" {
+		where += ` AND c.agent_id = ` + a.add(req.Agent)
+	}
+	if req.Archived != nil {
+		where += ` AND c.archived = ` + a.add(*req.Archived)
+	}
+	if req.Cursor != "" {
+		where += ` AND (c.last_active_at, c.id) < (` + a.add(afterAt) + `::timestamptz, ` + a.add(afterID) + `::text)`
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
+		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.add(limit+1), a.list...)
+	if err != nil {
+		return nil, s.dbErr("listing sessions", err)
+	}
+	defer rows.Close()
+	page := &SessionPage{Sessions: []Session{}}
+	for rows.Next() {
+		c, err := scanSession(rows)
+		if err != nil {
+			return nil, s.dbErr("listing sessions", err)
+		}
+		page.Sessions = append(page.Sessions, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.dbErr("listing sessions", err)
+	}
+	if len(page.Sessions) > limit {
+		page.Sessions = page.Sessions[:limit]
+		last := page.Sessions[limit-1]
+		page.NextCursor = encodeSessionCursor(last.LastActiveAt, last.ID)
+	}
+	return page, nil
+}
+
+func encodeSessionCursor(t time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
+}
+
+func decodeSessionCursor(c string) (time.Time, string, error) {
+	if c == "" {
+		return time.Time{}, "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	ts, id, ok := strings.Cut(string(raw), "/")
+	us, err := strconv.ParseInt(ts, 10, 64)
+	if !ok || err != nil || !scopeID.MatchString(id) {
+		return time.Time{}, "", errors.New("malformed cursor")
+	}
+	return time.UnixMicro(us).UTC(), id, nil
+}
+
+// UpdateSession changes a session's title or archived flag; nil fields stay.
+func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*Session, error) {
+	fe := &fieldErrors{}
+	sessionKey(fe, req.Owner, req.ID)
+	if req.Title != nil {
+		fe.title(*req.Title)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	a := &args{}
+	set := `title = coalesce(` + a.add(req.Title) + `::text, title), archived = coalesce(` + a.add(req.Archived) + `::boolean, archived)`
+	row := s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
+		WHERE c.owner_id = `+a.add(req.Owner)+` AND c.id = `+a.add(req.ID)+` RETURNING `+sessionColumns, a.list...)
+	c, err := scanSession(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("session %q: %w", req.ID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.dbErr("updating session", err)
+	}
+	return &c, nil
+}
+
+// DeleteSession deletes a session with its messages and summaries (one
+// transaction; the foreign keys cascade).
+func (s *Store) DeleteSession(ctx context.Context, owner, id string) error {
+	fe := &fieldErrors{}
+	sessionKey(fe, owner, id)
+	if err := fe.err(); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
+	if err != nil {
+		return s.dbErr("deleting session", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// eraseConversations deletes every session, message and summary of owner
+// in tx (EraseOwner), counting each.
+func (s *Store) eraseConversations(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
+	for _, step := range []struct {
+		table, what string
+		count       *int64
+	}{
+		{s.sql.messages, "messages", &res.Messages},
+		{s.sql.summaries, "summaries", &res.Summaries},
+		{s.sql.sessions, "sessions", &res.Sessions},
+	} {
+		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
+		if err != nil {
+			return s.dbErr("erasing "+step.what, err)
+		}
+		*step.count = tag.RowsAffected()
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package memory
+
+import "time"
+
+// Conversation memory: sessions (conversations of one owner), their
+// append-only message log, context windows built from it, and a lossless
+// summary DAG that replaces old turns in windows without losing them.
+// "Session" in these types is a conversation session, not a database
+// session (see SessionSettings for those).
+
+// Role of a message.
+type Role string
+
+// Roles of a message.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
+	RoleTool      Role = "tool"
+)
+
+// Session is a conversation of one owner.
+type Session struct {
+	ID           string    `json:"id"`
+	Owner        string    `json:"owner"`
+	Agent        string    `json:"agent,omitempty"`
+	Title        string    `json:"title,omitempty"`
+	Archived     bool      `json:"archived"`
+	CreatedAt    time.Time `json:"createdAt"`
+	LastActiveAt time.Time `json:"lastActiveAt"`
+	// MessageCount and TokenCount count every message of the session.
+	MessageCount int64 `json:"messageCount"`
+	TokenCount   int64 `json:"tokenCount"`
+	// SummarizedThrough is the highest seq covered by a leaf summary (0 = none).
+	SummarizedThrough int64 `json:"summarizedThrough"`
+	// UnsummarizedTokens counts the tokens of the messages after SummarizedThrough.
+	UnsummarizedTokens int64 `json:"unsummarizedTokens"`
+	SummaryCount       int64 `json:"summaryCount"`
+}
+
+// CreateSessionRequest creates a session.
+type CreateSessionRequest struct {
+	Owner string `json:"owner"`
+	// ID is optional (letters, digits and . _ : @ + -); a UUID is generated when empty.
+	ID    string `json:"id,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	Title string `json:"title,omitempty"`
+}
+
+// ListSessionsRequest pages through an owner's sessions, most recently active first.
+type ListSessionsRequest struct {
+	Owner string `json:"owner"`
+	Agent string `json:"agent,omitempty"`
+	// Archived filters on the archived flag; nil lists both.
+	Archived *bool `json:"archived,omitempty"`
+	// Limit: 0 means 50; at most 500.
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// SessionPage is one page of ListSessions.
+type SessionPage struct {
+	Sessions []Session `json:"sessions"`
+	// NextCursor is empty on the last page.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// UpdateSessionRequest changes a session's metadata; nil fields stay as they are.
+type UpdateSessionRequest struct {
+	Owner    string  `json:"owner"`
+	ID       string  `json:"id"`
+	Title    *string `json:"title,omitempty"`
+	Archived *bool   `json:"archived,omitempty"`
+}
+
+// TurnMessage is one message given to AppendTurn.
+type TurnMessage struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content"`
+	// ToolName is the tool an assistant message calls or a tool message answers (optional).
+	ToolName string `json:"toolName,omitempty"`
+	// ToolCallID links a tool result to the assistant's call; required for role tool.
+	ToolCallID string `json:"toolCallId,omitempty"`
+}
+
+// ConversationMessage is one stored message.
+type ConversationMessage struct {
+	// Seq numbers the session's messages 1, 2, 3, ... without gaps.
+	Seq        int64     `json:"seq"`
+	Role       Role      `json:"role"`
+	Content    string    `json:"content"`
+	ToolName   string    `json:"toolName,omitempty"`
+	ToolCallID string    `json:"toolCallId,omitempty"`
+	Tokens     int       `json:"tokens"`
+	CreatedAt  time.Time `json:"createdAt"`
+	// Flags lists what the injection guard noticed (mode Flag).
+	Flags []string `json:"flags,omitempty"`
+}
+
+// AppendRequest appends one turn (1..limits.maxMessagesPerTurn messages) atomically.
+type AppendRequest struct {
+	Owner     string        `json:"owner"`
+	SessionID string        `json:"sessionId"`
+	Source    Source        `json:"source,omitempty"`
+	Messages  []TurnMessage `json:"messages"`
+}
+
+// AppendResult is the stored turn and the session after it.
+type AppendResult struct {
+	Session  Session               `json:"session"`
+	Messages []ConversationMessage `json:"messages"`
+	// CompactionDue: the unsummarized tokens now exceed
+	// compactionThreshold × the default window budget.
+	CompactionDue bool `json:"compactionDue"`
+	// Redactions lists the kinds of secrets removed from the messages.
+	Redactions []string `json:"redactions,omitempty"`
+}
+
+// MessagesRequest reads messages of a session: a seq range [From, To), or
+// the last N.
+type MessagesRequest struct {
+	Owner     string `json:"owner"`
+	SessionID string `json:"sessionId"`
+	// From and To bound the range [From, To); 0 leaves that side open.
+	From int64 `json:"from,omitempty"`
+	To   int64 `json:"to,omitempty"`
+	// Last > 0 returns the last N messages instead (with From/To ignored).
+	Last int `json:"last,omitempty"`
+}
+
+// WindowStrategy selects how a context window is built.
+type WindowStrategy string
+
+// Window strategies.
+const (
+	// WindowBuffer: the last N messages.
+	WindowBuffer WindowStrategy = "buffer"
+	// WindowToken: the newest messages within the budget.
+	WindowToken WindowStrategy = "token"
+	// WindowSummary: summaries of older turns, then recent messages, within the budget.
+	WindowSummary WindowStrategy = "summary"
+)
+
+// WindowRequest asks for a context window; zero fields take the policy's defaults.
+type WindowRequest struct {
+	Owner     string         `json:"owner"`
+	SessionID string         `json:"sessionId"`
+	Strategy  WindowStrategy `json:"strategy,omitempty"`
+	// Budget in tokens (CountTokens).
+	Budget int `json:"budget,omitempty"`
+	// FreshTail is how many of the newest messages are always kept
+	// verbatim, extended back to the user or system message that starts
+	// their turn (so the tail holds whole turns).
+	FreshTail int `json:"freshTail,omitempty"`
+	// Last is N of the buffer strategy.
+	Last int `json:"last,omitempty"`
+}
+
+// Kinds of a WindowItem and a HistoryHit.
+const (
+	KindMessage = "message"
+	KindSummary = "summary"
+)
+
+// WindowItem is a message or a summary of a window.
+type WindowItem struct {
+	Kind    string               `json:"kind"`
+	Message *ConversationMessage `json:"message,omitempty"`
+	Summary *Summary             `json:"summary,omitempty"`
+}
+
+// Window is a context window, in chronological order.
+type Window struct {
+	Strategy WindowStrategy `json:"strategy"`
+	Budget   int            `json:"budget"`
+	// Tokens is the sum of the items' tokens.
+	Tokens int          `json:"tokens"`
+	Items  []WindowItem `json:"items"`
+	// FreshTailOverBudget: the fresh tail alone exceeded the budget and was kept verbatim.
+	FreshTailOverBudget bool `json:"freshTailOverBudget"`
+	// Dropped counts the messages left out (covered by summaries or out of budget).
+	Dropped int `json:"dropped"`
+}
+
+// Summary methods.
+const (
+	MethodLLM           = "llm"
+	MethodLLMAggressive = "llm-aggressive"
+	MethodExtractive    = "extractive"
+)
+
+// Summary is a node of a session's summary DAG.
+type Summary struct {
+	ID        string `json:"id"`
+	Owner     string `json:"owner"`
+	SessionID string `json:"sessionId"`
+	// Depth 0 is a leaf (covers messages); 1.. are condensed (cover summaries).
+	Depth      int    `json:"depth"`
+	Content    string `json:"content"`
+	ExpandHint string `json:"expandHint,omitempty"`
+	// EarliestSeq..LatestSeq (inclusive) are the messages the summary covers.
+	EarliestSeq     int64     `json:"earliestSeq"`
+	LatestSeq       int64     `json:"latestSeq"`
+	EarliestAt      time.Time `json:"earliestAt"`
+	LatestAt        time.Time `json:"latestAt"`
+	Tokens          int       `json:"tokens"`
+	DescendantCount int       `json:"descendantCount"`
+	// Method: llm, llm-aggressive or extractive.
+	Method    string    `json:"method"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// SummaryDescription is a summary with its place in the DAG.
+type SummaryDescription struct {
+	Summary Summary `json:"summary"`
+	// Children are the summaries a condensed summary covers, in order.
+	Children []Summary `json:"children,omitempty"`
+	// MessageRange is [from, to) of the messages a leaf covers.
+	MessageRange *[2]int64 `json:"messageRange,omitempty"`
+	// ParentID is the summary that condensed this one ("" = a root).
+	ParentID string `json:"parentId,omitempty"`
+}
+
+// Expansion is the original messages under a summary.
+type Expansion struct {
+	Summary  Summary               `json:"summary"`
+	Messages []ConversationMessage `json:"messages"`
+	// Truncated: the messages did not fit maxTokens; those given are the oldest.
+	Truncated bool `json:"truncated"`
+	Tokens    int  `json:"tokens"`
+}
+
+// CompactMode selects how CompactSession works.
+type CompactMode string
+
+// Compaction modes.
+const (
+	// CompactIncremental summarizes only new chunks, then condenses full groups.
+	CompactIncremental CompactMode = "incremental"
+	// CompactFull also condenses every level until nothing more can be (a fixed point).
+	CompactFull CompactMode = "full"
+)
+
+// CompactSessionRequest compacts one session.
+type CompactSessionRequest struct {
+	Owner     string      `json:"owner"`
+	SessionID string      `json:"sessionId"`
+	Mode      CompactMode `json:"mode,omitempty"`
+	// Force ignores the threshold (compacts whatever is outside the fresh tail).
+	Force bool `json:"force,omitempty"`
+}
+
+// CompactSessionResult says what one compaction did.
+type CompactSessionResult struct {
+	LeavesCreated      int `json:"leavesCreated"`
+	CondensedCreated   int `json:"condensedCreated"`
+	MessagesSummarized int `json:"messagesSummarized"`
+	// Roots are the summaries no other summary covers, in order.
+	Roots []Summary `json:"roots"`
+	// Method of the summaries created (the weakest used: extractive when any fell back).
+	Method string `json:"method,omitempty"`
+}
+
+// HistorySearchRequest searches an owner's messages and summaries.
+type HistorySearchRequest struct {
+	Owner string `json:"owner"`
+	Query string `json:"query"`
+	// SessionID narrows the search to one session (optional).
+	SessionID string `json:"sessionId,omitempty"`
+	// Limit: default and max 20.
+	Limit int `json:"limit,omitempty"`
+}
+
+// HistoryHit is one message or summary found.
+type HistoryHit struct {
+	Kind      string `json:"kind"`
+	SessionID string `json:"sessionId"`
+	// Seq of a message hit.
+	Seq int64 `json:"seq,omitempty"`
+	// SummaryID of a summary hit.
+	SummaryID string `json:"summaryId,omitempty"`
+	// Snippet is at most 500 characters.
+	Snippet   string    `json:"snippet"`
+	Score     float64   `json:"score"`
+	CreatedAt time.Time `json:"createdAt"`
+}

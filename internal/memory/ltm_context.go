@@ -1,0 +1,90 @@
+package memory
+
+import (
+	"context"
+	"strings"
+)
+
+const (
+	defaultContextEpisodes = 3
+	maxContextEpisodes     = 10
+)
+
+// contextSections renders a context in its order — constraints, profile,
+// memories (render), episodes — within budget tokens. A document is
+// rendered whole or not at all; each section after the first costs one
+// more token for the blank line between sections.
+func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands []candidate, budget int) (*ContextResult, error) {
+	constraints, profile, err := s.contextDocuments(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var parts []string
+	left := budget
+	sep := func() int {
+		if len(parts) > 0 {
+			return 1
+		}
+		return 0
+	}
+	addDoc := func(title string, d *Document) int64 {
+		text, cost := renderDocument(title, d.Content, left-sep())
+		if text == "" {
+			return 0
+		}
+		left -= cost + sep()
+		parts = append(parts, text)
+		return d.Version
+	}
+	cv := addDoc("constraints", constraints)
+	pv := addDoc("profile", profile)
+	memBudget := max(0, left-sep())
+	res := render(s.policy.RenderOrder(), cands, memBudget)
+	if res.Text != "" {
+		left -= CountTokens(res.Text) + sep()
+		parts = append(parts, res.Text)
+	}
+	res.ConstraintsVersion, res.ProfileVersion = cv, pv
+	if req.IncludeEpisodes {
+		text, ids, err := s.contextEpisodes(ctx, req, left-sep())
+		if err != nil {
+			return nil, err
+		}
+		if text != "" {
+			parts = append(parts, text)
+			res.EpisodeIDs = ids
+		}
+	}
+	res.Text = strings.Join(parts, "\n")
+	res.Tokens = CountTokens(res.Text)
+	return res, nil
+}
+
+// contextEpisodes renders the owner's most relevant episodes (to the query,
+// else the newest) within left tokens, as many whole lines as fit.
+func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left int) (string, []string, error) {
+	n := req.MaxEpisodes
+	if n == 0 {
+		n = defaultContextEpisodes
+	}
+	hits, err := s.searchEpisodes(ctx, req.Owner, req.Agent, req.Query, n)
+	if err != nil || len(hits) == 0 {
+		return "", nil, err
+	}
+	header := "## episodes\n"
+	var b strings.Builder
+	var ids []string
+	used := CountTokens(header)
+	for _, h := range hits {
+		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + sanitizeForPrompt(h.Episode.Summary) + "\n"
+		if c := CountTokens(line); used+c <= left {
+			used += c
+			b.WriteString(line)
+			ids = append(ids, h.Episode.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return "", nil, nil
+	}
+	return header + b.String(), ids, nil
+}

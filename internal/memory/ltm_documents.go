@@ -1,0 +1,313 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const (
+	defaultChangelogPage = 50
+	maxChangelogPage     = 500
+)
+
+// documentKey checks owner, agent and kind of a document request.
+func documentKey(fe *fieldErrors, owner, agent string, kind DocumentKind) {
+	fe.owner(owner)
+	fe.scope(agent, "")
+	if kind != DocProfile && kind != DocConstraints {
+		fe.add("kind", "%q must be profile or constraints", kind)
+	}
+}
+
+// GetDocument reads the profile or constraints of (owner, agent), current
+// or at req.Version. A never-written document is version 0 with empty
+// content. Errors: ValidationError; ErrNotFound (no such past version).
+func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Document, error) {
+	fe := &fieldErrors{}
+	documentKey(fe, req.Owner, req.Agent, req.Kind)
+	if req.Version < 0 {
+		fe.add("version", "%d must not be negative", req.Version)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	if req.Version == 0 {
+		return s.currentDocument(ctx, s.pool, req.Owner, req.Agent, req.Kind, "")
+	}
+	return s.documentAt(ctx, req.Owner, req.Agent, req.Kind, req.Version)
+}
+
+// currentDocument reads the current version with q (lock "" or " FOR UPDATE").
+func (s *Store) currentDocument(ctx context.Context, q querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
+	d := &Document{Owner: owner, Agent: agent, Kind: kind}
+	var src string
+	err := q.QueryRow(ctx, `SELECT version, content, source, updated_at FROM `+s.sql.documents+`
+		WHERE owner_id = $1 AND agent_id = $2 AND kind = $3`+lock, owner, agent, string(kind)).
+		Scan(&d.Version, &d.Content, &src, &d.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, nil
+	}
+	if err != nil {
+		return nil, s.dbErr("reading the "+string(kind), err)
+	}
+	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
+	return d, nil
+}
+
+// documentAt reads a past version: the after text of its change. Version 0
+// (before the first write) is the empty document.
+func (s *Store) documentAt(ctx context.Context, owner, agent string, kind DocumentKind, version int64) (*Document, error) {
+	d := &Document{Owner: owner, Agent: agent, Kind: kind, Version: version}
+	if version == 0 {
+		return d, nil
+	}
+	var src string
+	err := s.pool.QueryRow(ctx, `SELECT after, source, created_at FROM `+s.sql.docChanges+`
+		WHERE owner_id = $1 AND agent_id = $2 AND kind = $3 AND version = $4`, owner, agent, string(kind), version).
+		Scan(&d.Content, &src, &d.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%s version %d: %w", kind, version, ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.dbErr("reading the "+string(kind), err)
+	}
+	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
+	return d, nil
+}
+
+// PutDocument writes a new version of a document and records before/after
+// in the changelog, in one transaction under the owner's lock. Content is
+// redacted and guarded like a memory (at most MaxDocumentBytes stored); an
+// empty content clears the document (still a new version). Errors:
+// ValidationError; ErrProtected (constraints with a source other than
+// user); ErrConflict (IfVersion does not match).
+func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Document, error) {
+	fe := &fieldErrors{}
+	documentKey(fe, req.Owner, req.Agent, req.Kind)
+	src := fe.source(req.Source)
+	if req.Content != "" {
+		fe.text("content", req.Content, 4*MaxDocumentBytes)
+	}
+	if req.IfVersion != nil && *req.IfVersion < 0 {
+		fe.add("ifVersion", "%d must not be negative", *req.IfVersion)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	// Constraints are the user's rules for the agent: like a protected
+	// category, nobody else may change them.
+	if req.Kind == DocConstraints && src != SourceUser {
+		return nil, fmt.Errorf("constraints: %w", ErrProtected)
+	}
+	content := ""
+	if req.Content != "" {
+		c, err := s.cleanWithin("content", req.Content, MaxDocumentBytes, fe)
+		if err != nil {
+			return nil, err
+		}
+		content = c.text
+	}
+	var out *Document
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
+			return err
+		}
+		cur, err := s.currentDocument(ctx, tx, req.Owner, req.Agent, req.Kind, " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		if req.IfVersion != nil && *req.IfVersion != cur.Version {
+			return fmt.Errorf("%w: %s is at version %d, not %d", ErrConflict, req.Kind, cur.Version, *req.IfVersion)
+		}
+		out, err = s.writeDocument(ctx, tx, cur, content, src)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// writeDocument stores version cur.Version+1 and its change.
+func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src Source) (*Document, error) {
+	d := &Document{Owner: cur.Owner, Agent: cur.Agent, Kind: cur.Kind, Version: cur.Version + 1, Content: content, Source: src}
+	err := tx.QueryRow(ctx, `INSERT INTO `+s.sql.documents+` (owner_id, agent_id, kind, version, content, source)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (owner_id, agent_id, kind) DO UPDATE SET version = EXCLUDED.version,
+			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = now()
+		RETURNING updated_at`, d.Owner, d.Agent, string(d.Kind), d.Version, content, string(src)).Scan(&d.UpdatedAt)
+	if err != nil {
+		return nil, s.dbErr("writing the "+string(d.Kind), err)
+	}
+	d.UpdatedAt = d.UpdatedAt.UTC()
+	_, err = tx.Exec(ctx, `INSERT INTO `+s.sql.docChanges+` (owner_id, agent_id, kind, version, source, actor_id, before, after)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		d.Owner, d.Agent, string(d.Kind), d.Version, string(src), actorID(ctx), cur.Content, content)
+	if err != nil {
+		return nil, s.dbErr("recording the change of the "+string(d.Kind), err)
+	}
+	return d, nil
+}
+
+// Changelog lists the writes of an owner's documents, newest first.
+// Errors: ValidationError.
+func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) ([]ChangelogEntry, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	if req.Agent != nil {
+		fe.scope(*req.Agent, "")
+	}
+	if req.Scope != "" && req.Scope != DocProfile && req.Scope != DocConstraints {
+		fe.add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = defaultChangelogPage
+	}
+	if limit < 1 || limit > maxChangelogPage {
+		fe.add("limit", "%d must be within 1..%d", req.Limit, maxChangelogPage)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	a := &args{}
+	where := `owner_id = ` + a.add(req.Owner)
+	if req.Agent != nil {
+		where += ` AND agent_id = ` + a.add(*req.Agent)
+	}
+	if req.Scope != "" {
+		where += ` AND kind = ` + a.add(string(req.Scope))
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
+		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.add(limit), a.list...)
+	if err != nil {
+		return nil, s.dbErr("reading the changelog", err)
+	}
+	defer rows.Close()
+	out := []ChangelogEntry{}
+	for rows.Next() {
+		var e ChangelogEntry
+		var kind, src string
+		if err := rows.Scan(&e.ID, &e.Owner, &e.Agent, &kind, &e.Version, &src, &e.ActorID, &e.Before, &e.After, &e.At); err != nil {
+			return nil, s.dbErr("reading the changelog", err)
+		}
+		e.Kind, e.Source, e.At = DocumentKind(kind), Source(src), e.At.UTC()
+		out = append(out, e)
+	}
+	return out, s.dbErr("reading the changelog", rows.Err())
+}
+
+// GetSnapshot returns the document versions a session's context renders.
+// Errors: ValidationError; ErrNotFound (no such session).
+func (s *Store) GetSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
+	return s.snapshot(ctx, owner, sessionID, `SELECT c.agent_id, c.profile_version, c.constraints_version
+		FROM `+s.sql.sessions+` AS c WHERE c.owner_id = $1 AND c.id = $2`)
+}
+
+// AdvanceSnapshot moves a session's snapshot to the current versions of its
+// agent's profile and constraints. Errors: ValidationError; ErrNotFound.
+func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
+	return s.snapshot(ctx, owner, sessionID, `UPDATE `+s.sql.sessions+` AS c SET
+			profile_version = `+s.docVersionSQL("c.owner_id", "c.agent_id", DocProfile)+`,
+			constraints_version = `+s.docVersionSQL("c.owner_id", "c.agent_id", DocConstraints)+`
+		WHERE c.owner_id = $1 AND c.id = $2
+		RETURNING c.agent_id, c.profile_version, c.constraints_version`)
+}
+
+func (s *Store) snapshot(ctx context.Context, owner, sessionID, sql string) (*SessionSnapshot, error) {
+	fe := &fieldErrors{}
+	sessionKey(fe, owner, sessionID)
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	snap := &SessionSnapshot{Owner: owner, SessionID: sessionID}
+	err := s.pool.QueryRow(ctx, sql, owner, sessionID).Scan(&snap.Agent, &snap.ProfileVersion, &snap.ConstraintsVersion)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.dbErr("reading the session's snapshot", err)
+	}
+	return snap, nil
+}
+
+// docVersionSQL is the current version of a document (0 = none), for the
+// owner and agent expressions given.
+func (s *Store) docVersionSQL(owner, agent string, kind DocumentKind) string {
+	return `coalesce((SELECT d.version FROM ` + s.sql.documents + ` AS d
+		WHERE d.owner_id = ` + owner + ` AND d.agent_id = ` + agent + ` AND d.kind = '` + string(kind) + `'), 0)`
+}
+
+// contextDocuments returns the constraints and profile a context renders:
+// the session's snapshot versions when a session is given, else the current ones.
+func (s *Store) contextDocuments(ctx context.Context, req ContextRequest) (constraints, profile *Document, err error) {
+	agent := req.Agent
+	var pv, cv int64 = -1, -1
+	if req.Session != "" {
+		snap, err := s.GetSnapshot(ctx, req.Owner, req.Session)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, nil, err
+		}
+		if snap != nil { // a session id that names no conversation session scopes memories only
+			agent, pv, cv = snap.Agent, snap.ProfileVersion, snap.ConstraintsVersion
+		}
+	}
+	get := func(kind DocumentKind, v int64) (*Document, error) {
+		if v < 0 {
+			return s.currentDocument(ctx, s.pool, req.Owner, agent, kind, "")
+		}
+		return s.documentAt(ctx, req.Owner, agent, kind, v)
+	}
+	if constraints, err = get(DocConstraints, cv); err != nil {
+		return nil, nil, err
+	}
+	if profile, err = get(DocProfile, pv); err != nil {
+		return nil, nil, err
+	}
+	return constraints, profile, nil
+}
+
+// eraseLongTerm deletes the owner's episodes, documents and changes in tx (EraseOwner).
+func (s *Store) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
+	for _, step := range []struct {
+		table, what string
+		count       *int64
+	}{
+		{s.sql.episodes, "episodes", &res.Episodes},
+		{s.sql.documents, "documents", &res.Documents},
+		{s.sql.docChanges, "changelog", &res.Changelog},
+	} {
+		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
+		if err != nil {
+			return s.dbErr("erasing "+step.what, err)
+		}
+		*step.count = tag.RowsAffected()
+	}
+	return nil
+}
+
+// renderDocument renders a document as a section within left tokens; it
+// returns the text and its cost, or "" when it is empty or does not fit
+// (a document is rendered whole or not at all: half a rule set is worse).
+func renderDocument(title, content string, left int) (string, int) {
+	if strings.TrimSpace(content) == "" {
+		return "", 0
+	}
+	var b strings.Builder
+	b.WriteString("## " + title + "\n")
+	for _, line := range strings.Split(content, "\n") {
+		if l := sanitizeForPrompt(line); l != "" {
+			b.WriteString(l + "\n")
+		}
+	}
+	text := b.String()
+	cost := CountTokens(text)
+	if cost > left {
+		return "", 0
+	}
+	return text, cost
+}

@@ -1,0 +1,112 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// hasGlobal reports whether the policy has a global category.
+func (p *Policy) hasGlobal() bool {
+	for _, c := range p.Categories {
+		if c.Global {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerMatch is the owner condition of search and context for the owner
+// bound to placeholder ph: the owner's rows and, when the policy has global
+// categories, the tenant-wide ones.
+func (s *Store) ownerMatch(ph string) string {
+	if !s.policy.hasGlobal() {
+		return `m.owner_id = ` + ph
+	}
+	return `m.owner_id IN (` + ph + `, '` + GlobalOwner + `')`
+}
+
+// routeGlobal moves a write of a global category to GlobalOwner, without
+// agent or session (tenant-wide knowledge belongs to no conversation).
+// Only the user or the system may write it.
+func (s *Store) routeGlobal(req *AddRequest) error {
+	c, ok := s.policy.Category(req.Category)
+	if !ok || !c.Global {
+		return nil
+	}
+	if req.Source != SourceUser && req.Source != SourceSystem {
+		return fmt.Errorf("category %q is global: only source user or system may write it: %w", c.Name, ErrProtected)
+	}
+	req.Owner, req.Agent, req.Session = GlobalOwner, "", ""
+	return nil
+}
+
+// ListGlobal lists the tenant-wide memories (categories with global:
+// true), newest first: active ones that have not expired, at most
+// req.Limit (0 = 50, at most 500), of req.Category when set; req.Owner,
+// Agent, Session and Cursor are ignored (there is one page). Errors:
+// ValidationError.
+func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, error) {
+	fe := &fieldErrors{}
+	limit := req.Limit
+	if limit == 0 {
+		limit = defaultListLimit
+	}
+	if limit < 1 || limit > maxListLimit {
+		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
+	}
+	if c, ok := s.policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
+		fe.add("category", "%q is not a global category of this runtime's policy", req.Category)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m
+		WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
+			AND ($2 = '' OR m.category = $2)
+		ORDER BY m.updated_at DESC, m.id LIMIT $3`, GlobalOwner, req.Category, limit)
+	if err != nil {
+		return nil, s.dbErr("listing global memories", err)
+	}
+	defer rows.Close()
+	page := &ListPage{Items: []Memory{}}
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			return nil, s.dbErr("listing global memories", err)
+		}
+		page.Items = append(page.Items, m)
+	}
+	return page, s.dbErr("listing global memories", rows.Err())
+}
+
+// DeleteGlobal soft-deletes one tenant-wide memory (with history). Errors:
+// ValidationError; ErrNotFound; ErrProtected (source other than user or system).
+func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) error {
+	fe := &fieldErrors{}
+	fe.id("id", id)
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if source != SourceUser && source != SourceSystem {
+		return fmt.Errorf("global memories: only source user or system may delete them: %w", ErrProtected)
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, GlobalOwner); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `WITH upd AS (
+				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
+				WHERE id = $1 AND owner_id = $2 AND active RETURNING id, owner_id, content)
+			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
+			SELECT id, owner_id, 'delete', $3, $4, content FROM upd`, id, GlobalOwner, string(source), actorID(ctx))
+		if err != nil {
+			return s.dbErr("deleting global memory "+id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("global memory %s: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,38 @@
+package naming
+
+// FieldOwner is the server-side apply field manager of every write of the operator.
+const FieldOwner = "engram-operator"
+
+// Finalizer keeps a MemoryRuntime until its reclaim policy has been carried out.
+const Finalizer = "memory.engram.dev/reclaim"
+
+// Annotations the operator writes.
+const (
+	// AnnotationConfigHash on the pod template: a hash of the resolved config
+	// and of the credentials, so a policy change or a rotation rolls the pods.
+	AnnotationConfigHash = "memory.engram.dev/config-hash"
+	// AnnotationPasswordHash on the <runtime>-db Secret: SHA-256 of the
+	// password the operator wrote, so a hand-edited password is detected.
+	AnnotationPasswordHash = "memory.engram.dev/password-sha256"
+	// AnnotationAppliedHash on every applied object: a hash of what the
+	// operator applied last. Comparing it detects a field the operator stopped
+	// setting, which a subset comparison of the live object cannot see.
+	AnnotationAppliedHash = "memory.engram.dev/applied-hash"
+	// AnnotationInstantiate marks a Job created by hand from a CronJob (the
+	// same annotation `kubectl create job --from=cronjob/...` sets).
+	AnnotationInstantiate = "cronjob.kubernetes.io/instantiate"
+)
+
+// Annotations users set to ask for one-off actions (docs/crds.md).
+const (
+	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
+	AnnotationRotateCredentials = "memory.engram.dev/rotate-credentials"
+	// AnnotationAdoptFromUID names the UID of a deleted MemoryRuntime of the
+	// same namespace and name whose schema this runtime takes over (after a
+	// restore from Git, which recreates runtimes with new UIDs). It is
+	// honoured only when the schema's ownership marker carries exactly this
+	// UID and this runtime's namespace/name (internal/tenant).
+	AnnotationAdoptFromUID = "memory.engram.dev/adopt-from-uid"
+	// AnnotationRunNow starts a RetentionJob run at once when its value changes.
+	AnnotationRunNow = "memory.engram.dev/run-now"
+)

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// MCP tools of long-term memory (docs/mcp.md, docs/long-term.md): an agent
+// extracts the facts of its conversation, recalls past sessions through
+// their episodes, reads the user's profile and constraints and keeps the
+// profile up to date. Constraints are the user's: no tool writes them. The
+// owner comes from the credential when it is bound, as for every tool.
+
+type mcpExtractSessionArgs struct {
+	Owner   string `json:"owner,omitempty" jsonschema:"the end user of the conversation; leave out when the token is bound to one owner"`
+	Session string `json:"session" jsonschema:"session id; facts are extracted from its messages not extracted before"`
+	Source  string `json:"source,omitempty" jsonschema:"who the facts are recorded as: agent (default); user or system only with an app token"`
+}
+
+type mcpEpisodeArgs struct {
+	Owner string `json:"owner,omitempty" jsonschema:"the end user whose past sessions are searched; leave out when the token is bound to one owner"`
+	Query string `json:"query,omitempty" jsonschema:"what to look for, in natural language; empty lists the newest episodes"`
+	Agent string `json:"agent,omitempty" jsonschema:"only this agent's episodes (plus those of no agent)"`
+	Limit int    `json:"limit,omitempty" jsonschema:"number of results, default 10, at most 50"`
+}
+
+type mcpReadDocumentArgs struct {
+	Owner   string `json:"owner,omitempty" jsonschema:"the end user; leave out when the token is bound to one owner"`
+	Agent   string `json:"agent,omitempty" jsonschema:"agent id; empty means the document shared by all agents"`
+	Version int64  `json:"version,omitempty" jsonschema:"a past version; 0 or absent means the current one"`
+}
+
+type mcpUpdateProfileArgs struct {
+	Owner     string `json:"owner,omitempty" jsonschema:"the end user; leave out when the token is bound to one owner"`
+	Agent     string `json:"agent,omitempty" jsonschema:"agent id; empty means the profile shared by all agents"`
+	Content   string `json:"content" jsonschema:"the whole new profile as plain text (Markdown is fine), at most 8 KiB; it replaces the previous version"`
+	IfVersion *int64 `json:"ifVersion,omitempty" jsonschema:"write only if the profile is still at this version (from read_profile), so a concurrent change is not lost"`
+}
+
+// addLongTermTools registers the long-term memory tools on srv.
+func (s *Server) addLongTermTools(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{Name: "extract_session", Description: "Extract durable facts about the user from a session's new messages and remember them (needs the runtime's LLM; at most two model calls)."},
+		toolHandler(s, "extract_session", s.mcpExtractSession))
+	mcp.AddTool(srv, &mcp.Tool{Name: "search_episodes", Description: "Find summaries of an owner's past sessions relevant to a query, best first."},
+		toolHandler(s, "search_episodes", s.mcpSearchEpisodes))
+	mcp.AddTool(srv, &mcp.Tool{Name: "read_profile", Description: "The owner's profile for an agent: what is known about the user, as text, with its version."},
+		toolHandler(s, "read_profile", s.mcpReadDocument(memory.DocProfile)))
+	mcp.AddTool(srv, &mcp.Tool{Name: "read_constraints", Description: "The owner's constraints for an agent: the user's rules, as text, with its version. Only the user changes them."},
+		toolHandler(s, "read_constraints", s.mcpReadDocument(memory.DocConstraints)))
+	mcp.AddTool(srv, &mcp.Tool{Name: "update_profile", Description: "Replace the owner's profile for an agent with a new version (recorded in the changelog as written by the agent)."},
+		toolHandler(s, "update_profile", s.mcpUpdateProfile))
+}
+
+func (s *Server) mcpExtractSession(ctx context.Context, a mcpExtractSessionArgs) (*memory.SessionExtractResult, error) {
+	owner, src, err := mcpWriter(ctx, a.Owner, a.Source)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.store.ExtractSession(ctx, memory.SessionExtractRequest{Owner: owner, SessionID: a.Session, Source: src})
+	if err != nil {
+		return nil, inResource(err, resSession)
+	}
+	s.countExtracted(res)
+	res.Facts = nonNil(res.Facts)
+	return res, nil
+}
+
+func (s *Server) mcpSearchEpisodes(ctx context.Context, a mcpEpisodeArgs) (episodeSearchResponse, error) {
+	owner, err := mcpOwner(ctx, a.Owner)
+	if err != nil {
+		return episodeSearchResponse{}, err
+	}
+	hits, err := s.store.SearchEpisodes(ctx, memory.EpisodeSearchRequest{Owner: owner, Agent: a.Agent, Query: a.Query, Limit: a.Limit})
+	return episodeSearchResponse{Results: nonNil(hits)}, err
+}
+
+func (s *Server) mcpReadDocument(kind memory.DocumentKind) func(context.Context, mcpReadDocumentArgs) (*memory.Document, error) {
+	return func(ctx context.Context, a mcpReadDocumentArgs) (*memory.Document, error) {
+		owner, err := mcpOwner(ctx, a.Owner)
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.store.GetDocument(ctx, memory.GetDocumentRequest{Owner: owner, Agent: a.Agent, Kind: kind, Version: a.Version})
+		if errors.Is(err, memory.ErrNotFound) {
+			return nil, problemError{noVersion(kind, a.Version)}
+		}
+		return d, err
+	}
+}
+
+// mcpUpdateProfile writes the profile as source agent whatever the token:
+// a model states what it learnt, never what the user asserted.
+func (s *Server) mcpUpdateProfile(ctx context.Context, a mcpUpdateProfileArgs) (*memory.Document, error) {
+	owner, err := mcpOwner(ctx, a.Owner)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.PutDocument(ctx, memory.PutDocumentRequest{Owner: owner, Agent: a.Agent, Kind: memory.DocProfile,
+		Content: a.Content, Source: memory.SourceAgent, IfVersion: a.IfVersion})
+}

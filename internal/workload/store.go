@@ -1,0 +1,125 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
+)
+
+// StoreParams is what Open needs to build a tenant's memory store.
+type StoreParams struct {
+	Config          *memory.ServiceConfig
+	DatabaseURL     string
+	EmbeddingAPIKey string
+	LLMAPIKey       string
+	// MaxConns bounds the pool; <= 0 keeps pgx's default.
+	MaxConns int32
+	// Session holds the lock and statement timeouts of every session;
+	// zero fields take the service's defaults (memory.DefaultLockTimeout,
+	// memory.DefaultStatementTimeout).
+	Session memory.SessionSettings
+	// JobLeaseTTL is the maintenance lease of `manager job`; zero keeps
+	// the engine's default.
+	JobLeaseTTL time.Duration
+	// HTTPClient talks to the embedding and LLM APIs; nil means a client
+	// with a 30 s timeout.
+	HTTPClient *http.Client
+	// WrapEmbedder and WrapLLM, when set, decorate the embedder and the LLM
+	// (the service uses them to record metrics).
+	WrapEmbedder func(memory.Embedder) memory.Embedder
+	WrapLLM      func(memory.LLM) memory.LLM
+	Logger       *slog.Logger
+}
+
+// Tenant is an opened store with the pool under it.
+type Tenant struct {
+	Pool  *pgxpool.Pool
+	Store *memory.Store
+	// HasLLM reports whether an LLM is configured.
+	HasLLM bool
+}
+
+// Close closes the store, then the pool.
+func (t *Tenant) Close() {
+	t.Store.Close()
+	t.Pool.Close()
+}
+
+// DefaultUpstreamTimeout bounds one call to the embedding or LLM API when
+// StoreParams.HTTPClient is nil.
+const DefaultUpstreamTimeout = 30 * time.Second
+
+// Open opens the pool (lazily: no connection is made yet, so a service can
+// start while the database is down and report it through /readyz), the
+// embedder, the optional LLM, and the store.
+func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
+	if p.Config == nil {
+		return nil, errors.New("no service config")
+	}
+	if p.DatabaseURL == "" {
+		return nil, fmt.Errorf("the database URL is not set: export %s (the uri of the <runtime>-db Secret)", naming.EnvDatabaseURL)
+	}
+	client := p.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: DefaultUpstreamTimeout}
+	}
+	emb, err := memory.NewEmbedder(p.Config.Embedding, p.EmbeddingAPIKey, client)
+	if err != nil {
+		return nil, fmt.Errorf("creating the %s embedder: %w", p.Config.Embedding.Provider, err)
+	}
+	if p.WrapEmbedder != nil {
+		emb = p.WrapEmbedder(emb)
+	}
+	var llm memory.LLM
+	var llmTimeout time.Duration
+	if p.Config.LLM != nil {
+		if llmTimeout, err = p.Config.LLM.TimeoutDuration(); err != nil {
+			return nil, err
+		}
+		llmClient := client
+		if p.HTTPClient == nil && llmTimeout > DefaultUpstreamTimeout {
+			// The default client would cut a call the runtime allows longer.
+			llmClient = &http.Client{Timeout: llmTimeout}
+		}
+		llm = memory.NewLLM(*p.Config.LLM, p.LLMAPIKey, llmClient)
+		if llm != nil && p.WrapLLM != nil {
+			llm = p.WrapLLM(llm)
+		}
+	}
+	// Durability is the runtime's choice (its config), never the server's default.
+	sess := p.Session
+	sess.AsynchronousCommit = p.Config.AsynchronousCommit
+	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns, sess)
+	if err != nil {
+		// pgx quotes the URL in parse errors and masks the password only on
+		// a best-effort basis; never let it reach a log.
+		return nil, fmt.Errorf("%s is not a valid PostgreSQL connection URL (value not shown: it may hold a password)", naming.EnvDatabaseURL)
+	}
+	logger := p.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	store, err := memory.New(memory.Config{
+		Pool:        pool,
+		Schema:      p.Config.Schema,
+		Policy:      p.Config.Policy,
+		Embedder:    emb,
+		LLM:         llm,
+		LLMTimeout:  llmTimeout,
+		JobLeaseTTL: p.JobLeaseTTL,
+		Logger:      logger,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("creating the memory store: %w", err)
+	}
+	return &Tenant{Pool: pool, Store: store, HasLLM: llm != nil}, nil
+}
