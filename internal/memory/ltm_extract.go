@@ -115,7 +115,8 @@ func (s *Store) extractCategories(src Source) string {
 // memory: similarity >= dedup.arbitrationThreshold). No new messages: no
 // LLM call, the watermark unchanged. The memories and the new watermark are
 // written in one transaction. Errors: ValidationError; ErrNotFound (no such
-// session of the owner); ErrNoLLM (nothing written, watermark unchanged);
+// session of the owner); ErrNoLLM (the runtime has no LLM, even when there
+// are no new messages; nothing written, watermark unchanged);
 // ErrUpstream (the model failed; nothing written).
 func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (*SessionExtractResult, error) {
 	fe := &fieldErrors{}
@@ -128,6 +129,12 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 	if err != nil {
 		return nil, err
 	}
+	// No LLM is a 409 whether or not there are new messages, like the
+	// memories' /extract: a client learns at once that extraction cannot
+	// work on this runtime, not only once messages arrive.
+	if s.llm == nil {
+		return nil, ErrNoLLM
+	}
 	res := &SessionExtractResult{SessionID: req.SessionID, Watermark: watermark, Facts: []ExtractedFact{}}
 	msgs, err := s.queryMessages(ctx, s.pool, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq > $3 ORDER BY g.seq DESC LIMIT $4`,
@@ -136,9 +143,6 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 		return res, err
 	}
 	slices.Reverse(msgs)
-	if s.llm == nil {
-		return nil, ErrNoLLM
-	}
 	res.FromSeq, res.ToSeq = watermark+1, msgs[len(msgs)-1].Seq
 	lines := make([]string, 0, len(msgs))
 	for _, m := range msgs {

@@ -202,6 +202,10 @@ func TestExtractSessionNeutralizesForgedRolesAndRedactsWithThePolicy(t *testing.
 func TestExtractSessionWithoutLLMWritesNothing(t *testing.T) {
 	f := newFixture(t)
 	f.newSession("carol", "s")
+	// No LLM is ErrNoLLM even before there is anything to extract.
+	if _, err := f.store.ExtractSession(ctx(t), SessionExtractRequest{Owner: "carol", SessionID: "s"}); !errors.Is(err, ErrNoLLM) {
+		t.Fatalf("empty session without an LLM: err = %v, want ErrNoLLM", err)
+	}
 	f.appendTurn("carol", "s", userTurn("I live in Oslo."))
 	_, err := f.store.ExtractSession(ctx(t), SessionExtractRequest{Owner: "carol", SessionID: "s"})
 	if !errors.Is(err, ErrNoLLM) {
