@@ -43,7 +43,7 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 	var prepared []*preparedAdd
 	for _, f := range facts {
 		p, err := s.prepareAdd(AddRequest{Owner: req.Owner, Agent: req.Agent, Session: req.Session, Source: src,
-			Content: f.Content, Category: f.Category, Importance: f.Importance}, &fieldErrors{})
+			Content: f.Content, Category: f.Category, Importance: f.Importance, OwnerOnly: true}, &fieldErrors{})
 		if err != nil {
 			s.log.Debug("dropping an extracted fact", "reason", err)
 			continue
@@ -96,7 +96,7 @@ type extractedFact struct {
 func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	system := fmt.Sprintf(extractSystem, strings.Join(s.policy.CategoryNames(), ", "), s.policy.Limits.MaxFactsPerExtraction)
+	system := fmt.Sprintf(extractSystem, strings.Join(s.ownerCategoryNames(), ", "), s.policy.Limits.MaxFactsPerExtraction)
 	var conv strings.Builder
 	for _, m := range msgs {
 		// Redacted one by one, before they are joined: no secret of the
@@ -125,4 +125,17 @@ func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, 
 		}
 	}
 	return out.Facts, nil
+}
+
+// ownerCategoryNames are the categories an extraction may write: not the
+// global ones (a conversation of one owner never writes what every owner's
+// prompt shows).
+func (s *Store) ownerCategoryNames() []string {
+	var names []string
+	for _, c := range s.policy.Categories {
+		if !c.Global {
+			names = append(names, c.Name)
+		}
+	}
+	return names
 }

@@ -109,6 +109,13 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		if err != nil {
 			return nil, err
 		}
+		// A flagged memory is kept out of context; a document is rendered
+		// whole into every prompt, so in Flag mode too a document the guard
+		// objects to is refused rather than stored with a flag nobody reads.
+		if len(c.flags) > 0 {
+			fe.add("content", "rejected by the injection guard: looks like a prompt injection (a profile or constraints document is always rendered into the prompt)")
+			return nil, fe.err()
+		}
 		content = c.text
 	}
 	var out *Document

@@ -35,6 +35,9 @@ func (s *Store) routeGlobal(req *AddRequest) error {
 	if !ok || !c.Global {
 		return nil
 	}
+	if req.OwnerOnly {
+		return ownerOnlyError{category: c.Name}
+	}
 	if req.Source != SourceUser && req.Source != SourceSystem {
 		return fmt.Errorf("category %q is global: only source user or system may write it: %w", c.Name, ErrProtected)
 	}
@@ -110,3 +113,14 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 		return nil
 	})
 }
+
+// ownerOnlyError refuses a global category to a write that may reach its
+// own owner only (AddRequest.OwnerOnly); it is an ErrProtected (403).
+type ownerOnlyError struct{ category string }
+
+func (e ownerOnlyError) Error() string {
+	return fmt.Sprintf("category %q is global (shown to every owner): a token bound to one owner, or an extraction, may not write it", e.category)
+}
+
+// Is makes errors.Is(err, ErrProtected) true.
+func (ownerOnlyError) Is(target error) bool { return target == ErrProtected }

@@ -48,6 +48,11 @@ type AddRequest struct {
 	Importance int `json:"importance,omitempty"`
 	// TTL overrides the category's ttl for this memory ("7d"; "0" = never).
 	TTL string `json:"ttl,omitempty"`
+	// OwnerOnly: the write may reach this owner only, never the tenant-wide
+	// (global) memories every owner's prompt shows — set for a credential
+	// bound to one owner and for facts extracted from a conversation. A
+	// global category is then refused (ErrProtected). Never from JSON.
+	OwnerOnly bool `json:"-"`
 }
 
 // Action is what Add did.

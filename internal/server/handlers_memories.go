@@ -30,7 +30,9 @@ func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.Source = src
-	res, err := s.store.Add(r.Context(), b.request(r.PathValue("owner")))
+	req := b.request(r.PathValue("owner"))
+	req.OwnerOnly = credential(r).Owner != ""
+	res, err := s.store.Add(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -106,6 +108,7 @@ func batchRequests(c auth.Credential, owner string, items []json.RawMessage) ([]
 		}
 		item.Source = src
 		reqs[i] = item.request(owner)
+		reqs[i].OwnerOnly = c.Owner != ""
 	}
 	if denied != nil {
 		return nil, denied

@@ -306,6 +306,15 @@ func TestLongTermGlobalMemories(t *testing.T) {
 	if p := srv.do(t, req{method: "POST", path: mems, token: srv.agentAlice, body: map[string]any{"content": fact, "category": "company"}}).want(t, 403).problem(t); p.Type != ProblemBase+"protected" {
 		t.Fatalf("agent writing a global memory = %+v", p)
 	}
+	// A token bound to one owner reaches that owner only: even as source
+	// user it cannot write what every owner's prompt shows (single and batch).
+	if p := srv.do(t, req{method: "POST", path: mems, token: srv.appAlice, body: map[string]any{"content": fact, "category": "company", "source": "user"}}).want(t, 403).problem(t); p.Type != ProblemBase+"protected" {
+		t.Fatalf("bound app token writing a global memory = %+v", p)
+	}
+	batch := map[string]any{"items": []map[string]any{{"content": fact, "category": "company", "source": "user"}}}
+	if p := srv.do(t, req{method: "POST", path: mems + "/batch", token: srv.appAlice, body: batch}).want(t, 422).problem(t); len(p.Errors) != 1 || !strings.Contains(p.Errors[0].Message, "bound to one owner") {
+		t.Fatalf("bound app token writing a global memory in a batch = %+v", p)
+	}
 	r := srv.do(t, req{method: "POST", path: mems, token: srv.app, body: map[string]any{"content": fact, "category": "company", "source": "system"}}).want(t, 201)
 	var added memory.AddResult
 	r.decode(t, &added)

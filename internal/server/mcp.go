@@ -178,7 +178,7 @@ func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, e
 		return nil, err
 	}
 	res, err := s.store.Add(ctx, memory.AddRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL})
+		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL, OwnerOnly: mcpBound(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -256,4 +256,10 @@ func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.Cont
 	}
 	res.IDs = nonNil(res.IDs)
 	return res, nil
+}
+
+// mcpBound reports whether the session's credential is bound to one owner.
+func mcpBound(ctx context.Context) bool {
+	c, _ := credentialOf(ctx)
+	return c.Owner != ""
 }

@@ -113,7 +113,7 @@ func (s *Server) registerRoutes() {
 	s.registerConversationRoutes(owner)
 	s.registerLongTermRoutes(owner)
 	s.handleAPI("POST /v1/tokens", auth.RoleApp, s.mintToken)
-	s.handleAPI("GET /v1/stats", auth.RoleAdmin, s.stats)
+	s.handleAPI("GET /v1/stats", auth.RoleAdmin, unbound(s.stats)) // tenant-wide counts: not for a token bound to one owner
 	// MCP tools check the owner binding per call (the owner is an argument).
 	s.handleAPI("POST /mcp", auth.RoleAgent, s.mcpHandler().ServeHTTP)
 

@@ -10,9 +10,9 @@ import (
 // of the tenant, for admin tokens only.
 func TestStats(t *testing.T) {
 	tn := newTenant(t)
-	app := newTestToken(t)
+	app, adminAlice := newTestToken(t), newTestToken(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
-		tokens: []string{app + " role=app name=backend"}})
+		tokens: []string{app + " role=app name=backend", adminAlice + " role=admin owner=alice name=alice-admin"}})
 
 	var st memory.Stats
 	srv.do(t, req{method: "GET", path: "/v1/stats"}).want(t, 200).decode(t, &st)
@@ -39,6 +39,10 @@ func TestStats(t *testing.T) {
 
 	if p := srv.do(t, req{method: "GET", path: "/v1/stats", token: app}).want(t, 403).problem(t); p.Type != ProblemBase+"forbidden" {
 		t.Errorf("an app token got %+v, want forbidden", p)
+	}
+	// Tenant-wide counts are not for a token bound to one owner, admin or not.
+	if p := srv.do(t, req{method: "GET", path: "/v1/stats", token: adminAlice}).want(t, 403).problem(t); p.Type != ProblemBase+"owner-not-allowed" {
+		t.Errorf("an admin token bound to alice got %+v, want owner-not-allowed", p)
 	}
 	srv.do(t, req{method: "GET", path: "/v1/stats?x=1"}).want(t, 422)
 }
