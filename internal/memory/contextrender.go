@@ -139,6 +139,12 @@ func render(order []Category, cands []candidate, budget int) *ContextResult {
 			if c.category != cat.Name {
 				continue
 			}
+			if left <= 0 {
+				// Every line costs at least one token: nothing fits any
+				// more, so skip the work of sanitizing and counting it.
+				res.Omitted++
+				continue
+			}
 			line := "- " + sanitizeForPrompt(c.content) + "\n"
 			cost := CountTokens(line)
 			if !started {
