@@ -47,7 +47,8 @@ import (
 // A row whose distance is NaN (a zero vector from an external embedder) has
 // a NaN score, which PostgreSQL sorts above every number; such rows are
 // taken into the candidates first, and d_N is the largest distance that is
-// not NaN.
+// not NaN. (OFFSET 0 keeps the distance computed once per row: pulled up,
+// the sort key would compute it twice more.)
 
 // hybridFirstCandidates is N of the first attempt: the K nearest rows and
 // a margin, enough when the K best rows by score are mostly the nearest.
@@ -82,9 +83,10 @@ func (s *Store) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuer
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
 	sql := `WITH q AS MATERIALIZED (SELECT ` + tsq + ` AS q),
 		v AS MATERIALIZED (
-			SELECT m.id, m.embedding <=> ` + qv + ` AS d FROM ` + s.sql.memories + ` AS m
-			WHERE ` + owner + ` AND ` + searchable + `
-			ORDER BY CASE WHEN m.embedding <=> ` + qv + ` = 'NaN'::float8 THEN -1 ELSE m.embedding <=> ` + qv + ` END
+			SELECT id, d FROM (
+				SELECT m.id, m.embedding <=> ` + qv + ` AS d FROM ` + s.sql.memories + ` AS m
+				WHERE ` + owner + ` AND ` + searchable + ` OFFSET 0) AS x
+			ORDER BY CASE WHEN d = 'NaN'::float8 THEN -1 ELSE d END
 			LIMIT ` + a.add(n) + `),
 		t AS MATERIALIZED (
 			SELECT m.id FROM ` + s.sql.memories + ` AS m
