@@ -292,3 +292,65 @@ func TestHybridLargeVectorsTakeTheOnePhaseQuery(t *testing.T) {
 	}
 	sameHits(t, "large vectors", got, want)
 }
+
+// TestFilteredVectorSearchWidens: a filtered vector search first reads
+// K+K/4+2 candidates; when the filters leave fewer than K of them it widens
+// and then runs the one-phase query, so it still returns the exact top K —
+// also when every candidate of the first attempts fails the filters (an
+// empty answer carries no candidate count).
+func TestFilteredVectorSearchWidens(t *testing.T) {
+	f := newFixture(t)
+	rng := rand.New(rand.NewPCG(17, 12))
+	const dims = 384
+	q := randomUnit(rng, dims)
+	neg := make([]float32, dims)
+	for i := range q {
+		neg[i] = -q[i]
+	}
+	// 200 rows of ann: the 20 nearest to q flagged, the 2 farthest (-q) in
+	// category "project", the rest "preference".
+	var ids, cats, vectors, flags []string
+	for i := range 200 {
+		v, cat, flag := randomUnit(rng, dims), "preference", "{}"
+		switch {
+		case i < 20:
+			for j := range v {
+				v[j] = 0.9*q[j] + 0.1*v[j]
+			}
+			flag = "{" + FlagInjection + "}"
+		case i < 22:
+			v, cat = neg, "project"
+		}
+		ids, cats, vectors, flags = append(ids, newID()), append(cats, cat), append(vectors, pgv.NewVector(v).String()), append(flags, flag)
+	}
+	_, err := f.admin.Exec(ctx(t), `INSERT INTO `+f.store.sql.memories+` (id, owner_id, source, category, content, embedding, flags)
+		SELECT id::uuid, 'ann', 'agent', c, 'row ' || id, v::vector, fl::text[]
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS r(id, c, v, fl)`, ids, cats, vectors, flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`VACUUM (ANALYZE) %s`)
+	for _, req := range []SearchRequest{
+		{Owner: "ann", Mode: SearchVector, ExcludeFlagged: true},
+		{Owner: "ann", Mode: SearchVector, Categories: []string{"project"}},
+		{Owner: "ann", Mode: SearchVector, Categories: []string{"project"}, ExcludeFlagged: true},
+	} {
+		got, err := f.store.searchSQL(ctx(t), SearchVector, req, q, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := f.store.runSearch(ctx(t), f.store.pool, SearchVector, f.store.buildSearch(SearchVector, req, q, 10, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			t.Fatalf("%+v: the one-phase query found nothing", req)
+		}
+		sameHits(t, fmt.Sprintf("%+v", req), got, want)
+		for _, h := range got {
+			if len(h.Memory.Flags) > 0 && req.ExcludeFlagged {
+				t.Fatalf("%+v: a flagged memory came back", req)
+			}
+		}
+	}
+}
