@@ -94,6 +94,8 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	} {
 		b.Logf("%s (query %q of %s):\n%s", name, query, owner, explainBuffers(b, f, q.sql, q.args...))
 	}
+	hq := f.store.hybridSQL(req(owner, query), vec, 10, hybridFirstCandidates(10))
+	b.Logf("hybrid owner-local, generic plan (as a prepared statement may get after 5 runs):\n%s", explainGeneric(b, f, hq.sql, hq.args...))
 	sql, args := f.store.ContextQuery(ContextRequest{Owner: owner, Query: query}, vec, 1000)
 	b.Logf("context (query %q of %s):\n%s", query, owner, explainBuffers(b, f, sql, args...))
 	addCost(b, f, r, func() time.Duration {
@@ -136,10 +138,51 @@ func addCost(b *testing.B, f *fixture, r *rand.Rand, search func() time.Duration
 	each("GIN index, fastupdate off")
 	admin(`DROP INDEX ` + idx)
 	each("no GIN index")
-	admin(`CREATE INDEX memories_tsv_idx ON ` + f.store.sql.memories + ` USING gin (tsv) WITH (fastupdate = off)`)
+	start := time.Now()
+	admin(`CREATE INDEX CONCURRENTLY memories_tsv_idx ON ` + f.store.sql.memories + ` USING gin (tsv) WITH (fastupdate = off)`)
+	var size string
+	if err := f.admin.QueryRow(ctx(b), `SELECT pg_size_pretty(pg_relation_size($1::regclass)) || ' (table ' || pg_size_pretty(pg_relation_size($2::regclass)) || ')'`,
+		idx, f.store.sql.memories).Scan(&size); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("CREATE INDEX CONCURRENTLY of the GIN index: %s, size %s", time.Since(start).Round(time.Millisecond), size)
 	each("GIN index, fastupdate off, again")
 	admin(`ALTER INDEX ` + idx + ` SET (fastupdate = on, gin_pending_list_limit = 128)`)
 	each("GIN index, fastupdate on, 128 kB pending list")
+}
+
+// explainGeneric is EXPLAIN (ANALYZE, BUFFERS) of sql prepared and
+// executed with plan_cache_mode = force_generic_plan.
+func explainGeneric(b *testing.B, f *fixture, sql string, args ...any) string {
+	conn, err := f.admin.Acquire(ctx(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	placeholders := make([]string, len(args))
+	for i := range args {
+		placeholders[i] = fmt.Sprintf("$%d", i+1)
+	}
+	for _, stmt := range []string{`SET plan_cache_mode = force_generic_plan`, `PREPARE generic_hybrid AS ` + sql} {
+		if _, err := conn.Exec(ctx(b), stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
+			b.Fatalf("%s: %v", stmt[:30], err)
+		}
+	}
+	defer func() {
+		_, _ = conn.Exec(ctx(b), `DEALLOCATE generic_hybrid; RESET plan_cache_mode`, pgx.QueryExecModeSimpleProtocol)
+	}()
+	// EXPLAIN takes no bind parameters: the simple protocol renders the
+	// arguments as literals.
+	rows, err := conn.Query(ctx(b), `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE generic_hybrid(`+strings.Join(placeholders, ", ")+`)`,
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	if err != nil {
+		b.Fatalf("EXPLAIN EXECUTE: %v", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // explainBuffers is EXPLAIN (ANALYZE, BUFFERS) of sql.
