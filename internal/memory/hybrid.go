@@ -67,14 +67,7 @@ const hybridAttempts = 2
 // candidates, ordered by score DESC, id and limited to k.
 func (s *Store) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuery {
 	a := &args{}
-	owner := s.ownerMatch(a.add(req.Owner))
-	filter := scopeFilter(a, req.Agent, req.Session)
-	if req.ExcludeFlagged {
-		filter += notFlagged
-	}
-	if len(req.Categories) > 0 {
-		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
-	}
+	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	qv := a.add(pgv.NewVector(vec))
 	tsq := `replace(plainto_tsquery('` + textSearchConfig + `', ` + a.add(req.Query) + `)::text, ' & ', ' | ')::tsquery`

@@ -87,16 +87,7 @@ type searchQuery struct {
 // legacy forces the one-phase query (searchSQL falls back to it).
 func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
 	a := &args{}
-	// The owner's rows and, when the policy has global categories, the
-	// tenant-wide ones (ownerMatch), on both paths.
-	owner := s.ownerMatch(a.add(req.Owner))
-	filter := scopeFilter(a, req.Agent, req.Session)
-	if req.ExcludeFlagged {
-		filter += notFlagged
-	}
-	if len(req.Categories) > 0 {
-		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
-	}
+	owner, filter := s.searchFilter(a, req)
 	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
 		return s.buildVectorSearch(req, vec, k, candidatesFor(k, filter != ""))
 	}
@@ -137,17 +128,26 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 	return searchQuery{sql: sql, args: a.list}
 }
 
-// buildVectorSearch is the two-phase vector search with n candidates.
-func (s *Store) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
-	a := &args{}
-	owner := s.ownerMatch(a.add(req.Owner))
-	filter := scopeFilter(a, req.Agent, req.Session)
+// searchFilter is the owner condition of a search (the owner's rows and,
+// when the policy has global categories, the tenant-wide ones: ownerMatch)
+// and its filters beyond it (agent, session, flags, categories; "" when
+// none), both on alias m.
+func (s *Store) searchFilter(a *args, req SearchRequest) (owner, filter string) {
+	owner = s.ownerMatch(a.add(req.Owner))
+	filter = scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
 		filter += notFlagged
 	}
 	if len(req.Categories) > 0 {
 		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
 	}
+	return owner, filter
+}
+
+// buildVectorSearch is the two-phase vector search with n candidates.
+func (s *Store) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
+	a := &args{}
+	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	qv := a.add(pgv.NewVector(vec))
 	sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
@@ -174,7 +174,7 @@ func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 // searchSQL runs the query of one mode. When filters the covering index
 // cannot see left fewer than k of a full set of candidates, rows beyond the
 // candidates may qualify: a wider set is tried (vectorCandidates), then the
-// one-phase query answers. Hybrid search has its own attempts (hybridSearch).
+// one-phase query answers. Hybrid search has its own attempts (hybridAttempts).
 func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
 	return s.searchIn(ctx, s.pool, mode, req, vec, k)
 }
