@@ -32,14 +32,26 @@ const searchable = `m.active AND m.superseded_by IS NULL AND (m.expires_at IS NU
 
 // candidatesFor is how many nearest rows the first phase keeps when filters
 // the covering index cannot evaluate (agent, session, category, flags)
-// narrow the result: enough that K of them usually pass. When fewer pass
-// and the first phase was full, the one-phase query answers instead
-// (searchSQL), so the result stays the exact top-K.
+// narrow the result. Agent-facing search always filters (flagged rows are
+// left out), and the filters rarely reject a near row, so the first attempt
+// takes K and a small margin: about K heap rows are read, as without a
+// filter. When fewer than K pass and the attempt was full, searchSQL widens
+// to 4K+32, then runs the one-phase query (vectorCandidates), so the result
+// stays the exact top-K.
 func candidatesFor(k int, filtered bool) int {
 	if !filtered {
 		return k
 	}
-	return 4*k + 32
+	return k + k/4 + 2
+}
+
+// vectorCandidates are the candidate counts searchSQL tries, the first
+// being first's (0: the one-phase query, no attempts).
+func vectorCandidates(k, first int) []int {
+	if first == 0 || first == k {
+		return []int{first}
+	}
+	return []int{first, max(first, 4*k+32)}
 }
 
 // vectorSearchSQL is the two-phase vector search: the candidates by an

@@ -87,23 +87,11 @@ type searchQuery struct {
 // legacy forces the one-phase query (searchSQL falls back to it).
 func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
 	a := &args{}
-	// The owner's rows and, when the policy has global categories, the
-	// tenant-wide ones (ownerMatch), on both paths.
-	owner := s.ownerMatch(a.add(req.Owner))
-	filter := scopeFilter(a, req.Agent, req.Session)
-	if req.ExcludeFlagged {
-		filter += notFlagged
-	}
-	if len(req.Categories) > 0 {
-		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
+	owner, filter := s.searchFilter(a, req)
+	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
+		return s.buildVectorSearch(req, vec, k, candidatesFor(k, filter != ""))
 	}
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
-	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
-		n := candidatesFor(k, filter != "")
-		qv := a.add(pgv.NewVector(vec))
-		sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
-		return searchQuery{sql: sql, args: a.list, candidates: n}
-	}
 	where := owner + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + filter
 	from := s.sql.memories + ` AS m`
 	var vs, ts, order string
@@ -140,12 +128,44 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 	return searchQuery{sql: sql, args: a.list}
 }
 
+// searchFilter is the owner condition of a search (the owner's rows and,
+// when the policy has global categories, the tenant-wide ones: ownerMatch)
+// and its filters beyond it (agent, session, flags, categories; "" when
+// none), both on alias m.
+func (s *Store) searchFilter(a *args, req SearchRequest) (owner, filter string) {
+	owner = s.ownerMatch(a.add(req.Owner))
+	filter = scopeFilter(a, req.Agent, req.Session)
+	if req.ExcludeFlagged {
+		filter += notFlagged
+	}
+	if len(req.Categories) > 0 {
+		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
+	}
+	return owner, filter
+}
+
+// buildVectorSearch is the two-phase vector search with n candidates.
+func (s *Store) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
+	a := &args{}
+	owner, filter := s.searchFilter(a, req)
+	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	qv := a.add(pgv.NewVector(vec))
+	sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
+	return searchQuery{sql: sql, args: a.list, candidates: n}
+}
+
 // SearchQuery is the SQL and arguments the store runs for req with the
-// query embedding vec (the benchmark's raw side runs exactly this).
+// query embedding vec (the benchmark's raw side runs exactly this): for
+// hybrid search and filtered vector search on the owner-local path, the
+// first attempt, which answers unless its bound check fails.
 func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 	mode := req.Mode
 	if mode == "" {
 		mode = SearchHybrid
+	}
+	if mode == SearchHybrid && ownerVectors(len(vec)) {
+		q := s.hybridSQL(req, vec, req.TopK, hybridFirstCandidates(req.TopK))
+		return q.sql, q.args
 	}
 	q := s.buildSearch(mode, req, vec, req.TopK, false)
 	return q.sql, q.args
@@ -153,21 +173,38 @@ func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 
 // searchSQL runs the query of one mode. When filters the covering index
 // cannot see left fewer than k of a full set of candidates, rows beyond the
-// candidates may qualify: the one-phase query answers instead.
+// candidates may qualify: a wider set is tried (vectorCandidates), then the
+// one-phase query answers. Hybrid search has its own attempts (hybridAttempts).
 func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
-	q := s.buildSearch(mode, req, vec, k, false)
-	hits, candidates, err := s.runSearch(ctx, mode, q)
-	if err != nil || q.candidates == 0 || len(hits) >= k || candidates < q.candidates {
+	return s.searchIn(ctx, s.pool, mode, req, vec, k)
+}
+
+// searchIn is searchSQL on db (tests compare two paths in one transaction,
+// where now() and so the decay scores are the same).
+func (s *Store) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+	if mode == SearchHybrid && ownerVectors(len(vec)) {
+		hits, _, err := s.hybridAttempts(ctx, db, req, vec, k)
 		return hits, err
 	}
-	hits, _, err = s.runSearch(ctx, mode, s.buildSearch(mode, req, vec, k, true))
+	q := s.buildSearch(mode, req, vec, k, false)
+	for _, n := range vectorCandidates(k, q.candidates) {
+		if n != q.candidates {
+			q = s.buildVectorSearch(req, vec, k, n)
+		}
+		hits, candidates, err := s.runSearch(ctx, db, mode, q)
+		// No row: the candidate count is unknown, the next attempt decides.
+		if err != nil || q.candidates == 0 || len(hits) >= k || (len(hits) > 0 && candidates < q.candidates) {
+			return hits, err
+		}
+	}
+	hits, _, err := s.runSearch(ctx, db, mode, s.buildSearch(mode, req, vec, k, true))
 	return hits, err
 }
 
 // runSearch runs a built search and scores its rows; it also returns the
 // candidate count of a two-phase query.
-func (s *Store) runSearch(ctx context.Context, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
-	rows, err := s.pool.Query(ctx, q.sql, q.args...)
+func (s *Store) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
+	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, 0, s.dbErr("searching", err)
 	}

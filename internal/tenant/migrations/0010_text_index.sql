@@ -1,0 +1,16 @@
+-- engram:no-transaction
+-- Text-matching rows of an owner without reading the owner's heap (issue
+-- 17). Hybrid search scores weighted vector similarity + text rank + decay;
+-- a row that does not match the query's words has a text rank of exactly 0,
+-- so only the owner's matching rows and its nearest rows by vector (read from
+-- the covering index of migration 7) can make the top-K, and only those are
+-- read from the heap (internal/memory/hybrid.go has the bound and its
+-- proof). This GIN index finds the matching rows: the planner combines it
+-- with the owner index (BitmapAnd), or reads it alone when the words are
+-- rare. Text search (mode text) uses it the same way.
+--
+-- fastupdate off: a pending list would be scanned in full by every search
+-- of every owner until it is merged; each insert updates the index directly
+-- instead (one entry per distinct word of the memory).
+-- Built CONCURRENTLY: adds keep running while a large tenant is indexed.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_tsv_idx ON {{.Schema}}.memories USING gin (tsv) WITH (fastupdate = off);
