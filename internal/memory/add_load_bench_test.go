@@ -39,6 +39,7 @@ func BenchmarkAddLoad(b *testing.B) {
 	for _, c := range addClients(b) {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
 			before := readAddIO(b, f)
+			cpuBefore := addCPU(b, f)
 			var lat []time.Duration
 			var mu sync.Mutex
 			start := time.Now()
@@ -76,8 +77,12 @@ func BenchmarkAddLoad(b *testing.B) {
 			if err, ok := failed.Load().(error); ok {
 				b.Fatal(err)
 			}
+			cpuAfter := addCPU(b, f)
 			after := readAddIO(b, f)
 			n := float64(len(lat))
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+			b.ReportMetric(ms(cpuAfter.backends-cpuBefore.backends), "pg-cpu-ms/op")
+			b.ReportMetric(ms(cpuAfter.client-cpuBefore.client), "client-cpu-ms/op")
 			reportLatency(b, lat)
 			b.ReportMetric(n/elapsed.Seconds(), "adds/s")
 			b.ReportMetric(float64(after.fetches-before.fetches)/n, "heap-fetches/op")
@@ -157,4 +162,51 @@ func readAddIO(b *testing.B, f *fixture) addIO {
 		b.Fatal(err)
 	}
 	return io
+}
+
+// cpuReading is the CPU time used so far by the store's PostgreSQL
+// backends (from /proc: the server runs on this machine in the test
+// environment; 0 when it does not) and by this process. On a shared machine
+// CPU per add is steadier than adds per second.
+type cpuReading struct{ backends, client time.Duration }
+
+func addCPU(b *testing.B, f *fixture) cpuReading {
+	b.Helper()
+	var r cpuReading
+	var pids []int
+	rows, err := f.store.pool.Query(ctx(b), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND usename = current_user`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			b.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if rows.Err() != nil {
+		b.Fatal(rows.Err())
+	}
+	for _, pid := range pids {
+		r.backends += procCPU(fmt.Sprintf("/proc/%d/stat", pid))
+	}
+	r.client = procCPU("/proc/self/stat")
+	return r
+}
+
+// procCPU is utime + stime of a /proc/<pid>/stat file (clock ticks of 10 ms).
+func procCPU(path string) time.Duration {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
