@@ -161,7 +161,9 @@ func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 	committed := false
 	defer func() {
 		if !committed {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
 	b := &pgx.Batch{}

@@ -3,10 +3,14 @@ package memory
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 )
+
+// rollbackTimeout bounds the ROLLBACK of a failed add.
+const rollbackTimeout = 5 * time.Second
 
 // addInTx runs the writes of one owner (storeGroup) in one transaction of
 // few round trips: BEGIN, the owner's lock and the first write's neighbour
@@ -25,9 +29,12 @@ func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, pl
 	committed := false
 	defer func() {
 		if !committed {
-			// A failed rollback leaves the connection in a transaction; the
-			// pool closes such connections on release.
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			// Also after the caller's context ended, but bounded. A failed
+			// rollback leaves the connection in a transaction; the pool
+			// closes such connections on release.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
 	nb, err := s.beginLockedLookup(ctx, conn, owner, ps[0])
