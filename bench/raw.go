@@ -20,7 +20,7 @@ import (
 // through pgx with nothing around it (no HTTP, JSON, validation, redaction,
 // access statistics). Its statements are the engine's own: they come from
 // the engine's builders (memory.Store.SearchQuery, ContextQuery,
-// NearestQuery, InsertQuery) of a Store on the same schema and policy, so
+// LockOwnerQuery, NearestQuery, InsertQuery) of a Store on the same schema and policy, so
 // the two sides can never drift apart (issue 17 found a hand copy whose
 // decay expression had).
 type rawSQL struct {
@@ -28,7 +28,6 @@ type rawSQL struct {
 	schema   string
 	memories string
 	history  string
-	locks    string // owner_locks
 	embedder memory.Embedder
 	policy   memory.Policy
 	engine   *memory.Store // query builder only: the raw side never calls its methods that run queries
@@ -44,7 +43,6 @@ func newRawSQL(pool *pgxpool.Pool, schema string, policy memory.Policy, emb memo
 		pool: pool, schema: schema, embedder: emb, policy: policy, engine: engine,
 		memories: pgx.Identifier{schema, "memories"}.Sanitize(),
 		history:  pgx.Identifier{schema, "memory_history"}.Sanitize(),
-		locks:    pgx.Identifier{schema, "owner_locks"}.Sanitize(),
 	}, nil
 }
 
@@ -145,48 +143,80 @@ func (r *rawSQL) contextSQL(ctx context.Context, owner, query string) (string, [
 // above the merge threshold means the generator is broken, not the engine.
 var errUnexpectedDuplicate = errors.New("the nearest neighbour is a near-duplicate; the add workload expects fresh texts")
 
-// add is the engine's add path for a fresh text: one transaction that takes
-// the owner's row lock, finds the owner's nearest neighbour among all
-// non-superseded rows (locking it), and inserts the memory with its history
-// row (internal/memory/add.go: lockOwner, nearest, insert).
+// add is the engine's add path for a fresh text (internal/memory/addtx.go):
+// one transaction of two round trips, each a pipeline of the engine's own
+// statements: BEGIN, the owner's lock (LockOwnerQuery) and the neighbour
+// lookup among all non-superseded rows (NearestQuery); then the insert
+// with its history row and the owner's row count (InsertQuery) and COMMIT.
 func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 	vec, err := r.embed(ctx, it.Content)
 	if err != nil {
 		return err
 	}
-	tx, err := r.pool.Begin(ctx)
+	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := r.lockOwner(ctx, tx, owner); err != nil {
-		return err
-	}
+	defer conn.Release()
+	committed := false
+	defer func() {
+		if !committed {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(r.engine.LockOwnerQuery(), owner)
+	b.Queue(r.engine.NearestQuery(len(vec)), owner, pgv.NewVector(vec), it.Content)
+	br := conn.SendBatch(ctx, b)
 	var (
 		id, content, category, agent, session string
 		active, exact                         bool
 		updated                               time.Time
 		sim                                   float64
 	)
-	err = tx.QueryRow(ctx, r.engine.NearestQuery(len(vec)), owner, pgv.NewVector(vec), it.Content).Scan(
-		&id, &content, &category, &agent, &session, &active, &updated, &sim, &exact)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	_, err = br.Exec() // BEGIN
+	if err == nil {
+		_, err = br.Exec() // the owner's lock
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&id, &content, &category, &agent, &session, &active, &updated, &sim, &exact)
+	}
+	found := !errors.Is(err, pgx.ErrNoRows)
+	if !found {
+		err = nil
+	}
+	if err = errors.Join(err, br.Close()); err != nil {
 		return err
-	case exact || sim >= r.policy.Dedup.AutoMergeThreshold:
+	}
+	if found && (exact || sim >= r.policy.Dedup.AutoMergeThreshold) {
 		return errUnexpectedDuplicate
 	}
 	cat, _ := r.policy.Category(it.Category)
-	rows, err := tx.Query(ctx, r.engine.InsertQuery(), uuidV7(), owner, "", "", "agent", it.Category, it.Content,
+	b = &pgx.Batch{}
+	b.Queue(r.engine.InsertQuery(), uuidV7(), owner, "", "", "agent", it.Category, it.Content,
 		it.Importance, pgv.NewVector(vec), []string{}, time.Duration(cat.TTL).Seconds(), map[string]any{"similarity": sim}, "bench")
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	rows, err := br.Query()
 	if err == nil {
 		_, err = drain(rows)
 	}
 	if err != nil {
+		_ = br.Close()
 		return fmt.Errorf("inserting: %w", err)
 	}
-	return tx.Commit(ctx)
+	tag, err := br.Exec()
+	if err = errors.Join(err, br.Close()); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("committing: the transaction was rolled back (%s)", tag)
+	}
+	committed = true
+	return nil
 }
 
 // uuidV7 is a time-ordered id like the engine's (RFC 9562 version 7), so
@@ -200,20 +230,4 @@ func uuidV7() string {
 	b[8] = 0x80 | (b[8] & 0x3f)
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-// lockOwner is the engine's owner lock (internal/memory/ownerlock.go): lock
-// the owner's row of owner_locks, or create it on the owner's first write.
-func (r *rawSQL) lockOwner(ctx context.Context, tx pgx.Tx, owner string) error {
-	for range 5 {
-		tag, err := tx.Exec(ctx, `SELECT FROM `+r.locks+` WHERE owner_id = $1 FOR UPDATE`, owner)
-		if err != nil || tag.RowsAffected() == 1 {
-			return err
-		}
-		tag, err = tx.Exec(ctx, `INSERT INTO `+r.locks+` (owner_id) VALUES ($1) ON CONFLICT (owner_id) DO NOTHING`, owner)
-		if err != nil || tag.RowsAffected() == 1 {
-			return err
-		}
-	}
-	return errors.New("the owner's lock row kept changing")
 }

@@ -194,29 +194,15 @@ func (s *Store) embedAll(ctx context.Context, ps []*preparedAdd) error {
 }
 
 // storeGroup stores writes of one owner in one transaction under the owner's
-// lock, then evicts over the cap. Arbiter calls happen before the
+// lock (addInTx), then evicts over the cap. Arbiter calls happen before the
 // transaction so no network call holds the lock.
 func (s *Store) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult, error) {
 	plans := make([]*arbiterPlan, len(ps))
 	for i, p := range ps {
 		plans[i] = s.planArbitration(ctx, p)
 	}
-	results := make([]AddResult, 0, len(ps))
 	owner := ps[0].req.Owner
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		results = results[:0]
-		if err := s.lockOwner(ctx, tx, owner); err != nil {
-			return err
-		}
-		for i, p := range ps {
-			r, err := s.applyAdd(ctx, tx, p, plans[i])
-			if err != nil {
-				return err
-			}
-			results = append(results, *r)
-		}
-		return nil
-	})
+	results, err := s.addInTx(ctx, owner, ps, plans)
 	if err != nil {
 		return nil, err
 	}
@@ -245,23 +231,49 @@ type querier interface {
 // nearest finds the owner's memory most similar to vec among active and
 // inactive rows that are not superseded; an identical text always wins.
 // Inactive rows the purge job will delete within purgeGuard are left out:
-// they are about to go, and the purge may hold their row locks. In a
-// transaction it locks the row (FOR UPDATE).
+// they are about to go, and the purge may hold their row locks. With lock
+// it also locks the row (FOR UPDATE); add's transaction does not, it locks
+// the neighbour only when it is about to act on it (lockNeighbour).
 func (s *Store) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
 	sql := s.nearestQuery(len(vec), lock)
+	n, err := scanNeighbour(q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content))
+	if err != nil {
+		return nil, s.dbErr("finding the nearest memory", err)
+	}
+	return n, nil
+}
+
+// scanNeighbour reads a row of nearestQuery; nil when there is none.
+func scanNeighbour(row pgx.Row) (*neighbour, error) {
 	var n neighbour
-	err := q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content).Scan(
-		&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact)
+	err := row.Scan(&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, s.dbErr("finding the nearest memory", err)
+		return nil, err
 	}
 	if n.exact {
 		n.sim = 1
 	}
 	return &n, nil
+}
+
+// lockNeighbour locks the neighbour a write is about to merge into, rewrite,
+// supersede or return, and reads it again: the lookup did not lock it (an
+// insert, the common case, leaves it alone), and jobs that do not take the
+// owner's lock (decay, expire) may have deactivated it since. nil when it is
+// gone or superseded. Which row is the neighbour cannot have changed: the
+// owner's lock keeps out every other writer of content, vectors and
+// superseded_by, and the lookup leaves out rows the purge may delete.
+func (s *Store) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *preparedAdd) (*neighbour, error) {
+	n, err := scanNeighbour(tx.QueryRow(ctx, `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
+			1 - (m.embedding <=> $2), m.content = $3
+		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content))
+	if err != nil {
+		return nil, s.dbErr("locking memory "+nb.id, err)
+	}
+	return n, nil
 }
 
 // nearestQuery is nearest's SQL: the owner-local two-phase lookup when the
@@ -275,22 +287,39 @@ func (s *Store) nearestQuery(dims int, lock bool) string {
 }
 
 // NearestQuery is the SQL of add's neighbour lookup (in its transaction,
-// locking) for vectors of dims dimensions, with parameters $1 owner, $2
-// vector, $3 content (the benchmark's raw side runs exactly this).
-func (s *Store) NearestQuery(dims int) string { return s.nearestQuery(dims, true) }
+// after LockOwnerQuery) for vectors of dims dimensions, with parameters $1
+// owner, $2 vector, $3 content (the benchmark's raw side runs exactly this).
+func (s *Store) NearestQuery(dims int) string { return s.nearestQuery(dims, false) }
 
 // applyAdd decides and performs one write inside the owner's transaction.
-func (s *Store) applyAdd(ctx context.Context, tx pgx.Tx, p *preparedAdd, plan *arbiterPlan) (*AddResult, error) {
-	nb, err := s.nearest(ctx, tx, p.req.Owner, p.content, p.vec, true)
+func (s *Store) applyAdd(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan) (*AddResult, error) {
+	nb, err := s.nearest(ctx, tx, p.req.Owner, p.content, p.vec, false)
 	if err != nil {
 		return nil, err
 	}
+	return s.decide(ctx, tx, p, plan, nb, nil)
+}
+
+// decide performs one write given its neighbour nb. commit, when not nil,
+// asks the write to commit the transaction if it ends with a plain insert
+// (sent in the insert's round trip); *commit tells whether it did.
+func (s *Store) decide(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
 	res := &AddResult{Redactions: p.redactions}
+	d := s.policy.Dedup
+	if nb == nil || !nb.exact && nb.sim < d.ArbitrationThreshold {
+		if nb != nil {
+			res.Similarity = nb.sim
+		}
+		return s.insertCommit(ctx, tx, p, res, commit)
+	}
+	nb, err := s.lockNeighbour(ctx, tx, nb, p)
+	if err != nil {
+		return nil, err
+	}
 	if nb == nil {
 		return s.insert(ctx, tx, p, res)
 	}
 	res.Similarity = nb.sim
-	d := s.policy.Dedup
 	switch {
 	case nb.exact || nb.sim >= d.AutoMergeThreshold:
 		if s.protectedFor(nb.category, p.req.Source) {
@@ -339,18 +368,30 @@ func (s *Store) InsertQuery() string {
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 }
 
-func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddResult) (*AddResult, error) {
-	sql := s.InsertQuery()
+func (s *Store) insert(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult) (*AddResult, error) {
+	return s.insertCommit(ctx, tx, p, res, nil)
+}
+
+// insertCommit inserts; with commit not nil it sends COMMIT in the same
+// round trip and sets *commit once the server has committed.
+func (s *Store) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	row := tx.QueryRow(ctx, sql, newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
+	args := []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx))
+		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx)}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
-	m, err := scanMemory(row, &res.ownerRows)
+	var m Memory
+	var err error
+	if commit == nil {
+		m, err = scanMemory(tx.QueryRow(ctx, s.InsertQuery(), args...), &res.ownerRows)
+	} else {
+		m, err = s.insertAndCommit(ctx, tx, args, &res.ownerRows)
+		*commit = err == nil
+	}
 	if err != nil {
 		return nil, s.dbErr("inserting memory", err)
 	}
@@ -359,6 +400,24 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, p *preparedAdd, res *AddR
 		res.Arbiter = "none"
 	}
 	return res, nil
+}
+
+// insertAndCommit runs InsertQuery and COMMIT in one pipeline.
+func (s *Store) insertAndCommit(ctx context.Context, tx dbtx, args []any, ownerRows *int) (Memory, error) {
+	b := &pgx.Batch{}
+	b.Queue(s.InsertQuery(), args...)
+	b.Queue("COMMIT")
+	br := tx.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	m, err := scanMemory(br.QueryRow(), ownerRows)
+	if err != nil {
+		return Memory{}, err
+	}
+	tag, err := br.Exec()
+	if err := commitResult(tag.String(), err); err != nil {
+		return Memory{}, fmt.Errorf("commit: %w", err)
+	}
+	return m, br.Close()
 }
 
 func expiry(param string) string {
@@ -381,7 +440,7 @@ func (s *Store) mergedCategory(existing, incoming string) string {
 
 // merge updates the neighbour in place with the new wording (and
 // reactivates it); the scope widens to owner level when agents or sessions differ.
-func (s *Store) merge(ctx context.Context, tx pgx.Tx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
@@ -417,7 +476,7 @@ type rewrite struct {
 	details        map[string]any
 }
 
-func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite) (Memory, error) {
+func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -443,7 +502,7 @@ func (s *Store) rewrite(ctx context.Context, tx pgx.Tx, nb *neighbour, w rewrite
 }
 
 // noop returns the neighbour unchanged.
-func (s *Store) noop(ctx context.Context, tx pgx.Tx, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *Store) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
 	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
 		return nil, s.dbErr("reading memory "+nb.id, err)

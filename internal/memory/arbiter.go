@@ -138,7 +138,7 @@ func decodeJSONAnswer(answer string, out any) error {
 
 // applyArbitration carries out the plan for a write in the arbitration band,
 // or inserts when there is no usable plan (no LLM, failure, neighbour changed).
-func (s *Store) applyArbitration(ctx context.Context, tx pgx.Tx, p *preparedAdd, nb *neighbour, plan *arbiterPlan, res *AddResult) (*AddResult, error) {
+func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, plan *arbiterPlan, res *AddResult) (*AddResult, error) {
 	switch {
 	case plan == nil:
 		res.Arbiter = "none"
@@ -190,7 +190,7 @@ func (s *Store) applyArbitration(ctx context.Context, tx pgx.Tx, p *preparedAdd,
 }
 
 // supersedeRow retires oldID in favour of newID (same owner, checked by the caller).
-func (s *Store) supersedeRow(ctx context.Context, tx pgx.Tx, oldID, newID string, actor Source, action string) error {
+func (s *Store) supersedeRow(ctx context.Context, tx dbtx, oldID, newID string, actor Source, action string) error {
 	_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
 				deactivated_at = coalesce(m.deactivated_at, now()), updated_at = now()

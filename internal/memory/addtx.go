@@ -1,0 +1,109 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// rollbackTimeout bounds the ROLLBACK of a failed add.
+const rollbackTimeout = 5 * time.Second
+
+// addInTx runs the writes of one owner (storeGroup) in one transaction of
+// few round trips: BEGIN, the owner's lock and the first write's neighbour
+// lookup go in one pipeline; the last write, when it is an insert (the
+// common case), goes with the COMMIT. A single fresh add is then two round
+// trips where BEGIN, lock, lookup, insert and COMMIT took five. The
+// statements run one after another on the server as before: the lookup
+// starts, and takes its snapshot, only after the lock is held, so exact
+// dedup is kept; the commit is still acknowledged only once it is durable.
+func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, s.dbErr("begin", err)
+	}
+	defer conn.Release()
+	committed := false
+	defer func() {
+		if !committed {
+			// Also after the caller's context ended, but bounded. A failed
+			// rollback leaves the connection in a transaction; the pool
+			// closes such connections on release.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_, _ = conn.Exec(rctx, "ROLLBACK")
+		}
+	}()
+	nb, err := s.beginLockedLookup(ctx, conn, owner, ps[0])
+	if err != nil {
+		return nil, err
+	}
+	results := make([]AddResult, 0, len(ps))
+	for i, p := range ps {
+		if i > 0 {
+			if nb, err = s.nearest(ctx, conn, p.req.Owner, p.content, p.vec, false); err != nil {
+				return nil, err
+			}
+		}
+		var commit *bool
+		if i == len(ps)-1 {
+			commit = &committed
+		}
+		r, err := s.decide(ctx, conn, p, plans[i], nb, commit)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, *r)
+	}
+	if !committed {
+		if err := commitTx(ctx, conn); err != nil {
+			return nil, s.dbErr("commit", err)
+		}
+		committed = true
+	}
+	return results, nil
+}
+
+// beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
+// in one pipeline and returns the neighbour.
+func (s *Store) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.LockOwnerQuery(), owner)
+	b.Queue(s.nearestQuery(len(p.vec), false), p.req.Owner, pgv.NewVector(p.vec), p.content)
+	br := tx.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	if _, err := br.Exec(); err != nil {
+		return nil, s.dbErr("begin", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, s.dbErr("locking owner", err)
+	}
+	nb, err := scanNeighbour(br.QueryRow())
+	if err != nil {
+		return nil, s.dbErr("finding the nearest memory", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, s.dbErr("finding the nearest memory", err)
+	}
+	return nb, nil
+}
+
+// commitTx commits and reports a transaction the server rolled back.
+func commitTx(ctx context.Context, tx dbtx) error {
+	tag, err := tx.Exec(ctx, "COMMIT")
+	return commitResult(tag.String(), err)
+}
+
+func commitResult(tag string, err error) error {
+	if err != nil {
+		return err
+	}
+	if tag != "COMMIT" {
+		return fmt.Errorf("the transaction was rolled back (%s)", tag)
+	}
+	return nil
+}
