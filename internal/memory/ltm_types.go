@@ -52,8 +52,9 @@ type ExtractedFact struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// ConflictType: factual_correction, preference_change or context_dependent ("" = none).
 	ConflictType string `json:"conflictType,omitempty"`
-	// Decision of the batch dedup: add, update, delete or noop.
-	Decision string `json:"decision"`
+	// Decision of the batch dedup: add, update, delete or noop; empty (and
+	// absent from JSON) when the fact was dropped.
+	Decision string `json:"decision,omitempty"`
 	// TargetID is the existing memory an update, delete or noop refers to.
 	TargetID string `json:"targetId,omitempty"`
 	// Result of the write (nil when the fact was dropped).
