@@ -12,8 +12,10 @@
 -- The constant default makes ADD COLUMN a catalog change (no table
 -- rewrite). The CHECK is added NOT VALID: every existing row holds the
 -- default, which passes it, so validating would only scan the whole log
--- under this migration's ACCESS EXCLUSIVE lock while appends wait; rows
--- written from now on are checked all the same.
+-- under this migration's ACCESS EXCLUSIVE lock while appends wait (measured
+-- on 400,000 messages, 174 MB, in cache: 59 ms validated, 0.2 ms NOT VALID;
+-- a large log with inline embeddings read from disk takes far longer).
+-- Rows written from now on are checked all the same.
 ALTER TABLE {{.Schema}}.messages ADD COLUMN source text NOT NULL DEFAULT 'agent';
 ALTER TABLE {{.Schema}}.messages ADD CONSTRAINT messages_source
     CHECK (source IN ('user', 'agent', 'system', 'job')) NOT VALID;
