@@ -36,11 +36,12 @@ type preparedMessage struct {
 // message is a *ValidationError naming it (messages[i].content) and nothing
 // of the turn is stored. A tool message must carry toolCallId. Appending to
 // an archived session is ErrConflict; to an unknown (or another owner's)
-// session ErrNotFound.
+// session ErrNotFound. Every message is stored with req.Source (empty:
+// agent), which later caps the source of facts extracted from it.
 func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResult, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
-	fe.source(req.Source)
+	src := fe.source(req.Source)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 		if sess.Archived {
 			return fmt.Errorf("%w: session %q is archived; unarchive it to append", ErrConflict, req.SessionID)
 		}
-		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, sess.MessageCount+1, prepared)
+		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
 		if err != nil {
 			return err
 		}
@@ -171,8 +172,9 @@ func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
 	}
 }
 
-// insertMessages stores the turn from seq first on, in one batch.
-func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, first int64, ms []preparedMessage) ([]ConversationMessage, error) {
+// insertMessages stores the turn from seq first on, in one batch, every
+// message with source src.
+func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src Source, first int64, ms []preparedMessage) ([]ConversationMessage, error) {
 	b := &pgx.Batch{}
 	for i, m := range ms {
 		var vec *pgv.Vector
@@ -184,15 +186,15 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session st
 		if m.flagged {
 			flags = []string{FlagInjection}
 		}
-		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING created_at`,
-			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec)
+		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding, source)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING created_at`,
+			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src))
 	}
 	br := tx.SendBatch(ctx, b)
 	out := make([]ConversationMessage, len(ms))
 	for i, m := range ms {
 		out[i] = ConversationMessage{Seq: first + int64(i), Role: m.msg.Role, Content: m.msg.Content, ToolName: m.msg.ToolName,
-			ToolCallID: m.msg.ToolCallID, Tokens: m.tokens}
+			ToolCallID: m.msg.ToolCallID, Tokens: m.tokens, Source: src}
 		if m.flagged {
 			out[i].Flags = []string{FlagInjection}
 		}
@@ -225,15 +227,15 @@ func (s *Store) bumpSession(ctx context.Context, tx pgx.Tx, owner, session strin
 
 // messageColumns are selected (alias g) wherever a ConversationMessage is
 // returned; scanMessage reads them in this order.
-const messageColumns = `g.seq, g.role, g.content, g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags`
+const messageColumns = `g.seq, g.role, g.content, g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags, g.source`
 
 func scanMessage(row pgx.Row) (ConversationMessage, error) {
 	var m ConversationMessage
-	var role string
-	if err := row.Scan(&m.Seq, &role, &m.Content, &m.ToolName, &m.ToolCallID, &m.Tokens, &m.CreatedAt, &m.Flags); err != nil {
+	var role, src string
+	if err := row.Scan(&m.Seq, &role, &m.Content, &m.ToolName, &m.ToolCallID, &m.Tokens, &m.CreatedAt, &m.Flags, &src); err != nil {
 		return m, err
 	}
-	m.Role, m.CreatedAt = Role(role), m.CreatedAt.UTC()
+	m.Role, m.Source, m.CreatedAt = Role(role), Source(src), m.CreatedAt.UTC()
 	if len(m.Flags) == 0 {
 		m.Flags = nil
 	}

@@ -162,9 +162,9 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) ([]
 // searchKind ranks one table's rows of the owner.
 func (s *Store) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
 	a := &args{}
-	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id`
+	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id, t.source`
 	if kind == KindSummary {
-		table, cols = s.sql.summaries, `t.session_id, 0::bigint, t.id::text`
+		table, cols = s.sql.summaries, `t.session_id, 0::bigint, t.id::text, ''`
 	}
 	where := `t.owner_id = ` + a.add(owner)
 	if session != "" {
@@ -180,7 +180,9 @@ func (s *Store) searchKind(ctx context.Context, kind, owner, session, query stri
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryHit, error) {
 		h := HistoryHit{Kind: kind}
-		err := r.Scan(&h.SessionID, &h.Seq, &h.SummaryID, &h.Snippet, &h.CreatedAt, &h.Score)
+		var src string
+		err := r.Scan(&h.SessionID, &h.Seq, &h.SummaryID, &src, &h.Snippet, &h.CreatedAt, &h.Score)
+		h.Source = Source(src)
 		h.CreatedAt = h.CreatedAt.UTC()
 		return h, err
 	})

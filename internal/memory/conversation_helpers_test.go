@@ -58,7 +58,8 @@ func generatedRole(seq int) (Role, string) {
 
 // seedMessages bulk-inserts n generated messages (seq 1..n) into a new
 // session as admin, in one INSERT, and sets the session's counters as
-// appends would. It returns the messages as stored.
+// appends would. It returns the messages as stored (source agent, the
+// column's default).
 func (f *fixture) seedMessages(owner, session string, n int) []ConversationMessage {
 	f.t.Helper()
 	f.newSession(owner, session)
@@ -70,7 +71,7 @@ func (f *fixture) seedMessages(owner, session string, n int) []ConversationMessa
 		role, call := generatedRole(seq)
 		c := generatedContent(seq)
 		seqs[i], roles[i], contents[i], calls[i], tokens[i] = int64(seq), string(role), c, call, int32(CountTokens(c))
-		out[i] = ConversationMessage{Seq: int64(seq), Role: role, Content: c, ToolCallID: call, Tokens: CountTokens(c)}
+		out[i] = ConversationMessage{Seq: int64(seq), Role: role, Content: c, ToolCallID: call, Tokens: CountTokens(c), Source: SourceAgent}
 		total += CountTokens(c)
 	}
 	_, err := f.admin.Exec(ctx(f.t), `INSERT INTO `+f.store.sql.messages+` (owner_id, session_id, seq, role, content, tool_call_id, tokens)

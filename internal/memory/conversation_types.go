@@ -95,14 +95,21 @@ type ConversationMessage struct {
 	CreatedAt  time.Time `json:"createdAt"`
 	// Flags lists what the injection guard noticed (mode Flag).
 	Flags []string `json:"flags,omitempty"`
+	// Source is who appended the message (the turn's source, capped by the
+	// credential), not what it says it is (Role): an agent relaying the
+	// user's words appends role user with source agent. Messages stored
+	// before the column existed read agent (migration 12).
+	Source Source `json:"source"`
 }
 
 // AppendRequest appends one turn (1..limits.maxMessagesPerTurn messages) atomically.
 type AppendRequest struct {
-	Owner     string        `json:"owner"`
-	SessionID string        `json:"sessionId"`
-	Source    Source        `json:"source,omitempty"`
-	Messages  []TurnMessage `json:"messages"`
+	Owner     string `json:"owner"`
+	SessionID string `json:"sessionId"`
+	// Source of every message of the turn (empty means agent); stored per
+	// message and caps what an extraction from them may write.
+	Source   Source        `json:"source,omitempty"`
+	Messages []TurnMessage `json:"messages"`
 }
 
 // AppendResult is the stored turn and the session after it.
@@ -279,6 +286,8 @@ type HistoryHit struct {
 	Seq int64 `json:"seq,omitempty"`
 	// SummaryID of a summary hit.
 	SummaryID string `json:"summaryId,omitempty"`
+	// Source of a message hit: who appended it.
+	Source Source `json:"source,omitempty"`
 	// Snippet is at most 500 characters.
 	Snippet   string    `json:"snippet"`
 	Score     float64   `json:"score"`

@@ -108,8 +108,11 @@ func (s *Store) extractCategories(src Source) string {
 
 // ExtractSession extracts durable facts from the messages of a session
 // after its extraction watermark and stores them through the add path
-// (validation, redaction, guard, caps, protected categories, history with
-// req.Source), with one batch-dedup decision per fact instead of the
+// (validation, redaction, guard, caps, protected categories, history),
+// with the effective source: the least trusted of req.Source and the
+// sources of the messages read (see effectiveSource), so text an agent
+// appended is never recorded as the user's, whatever role it claims and
+// whoever runs the extraction. One batch-dedup decision per fact instead of the
 // per-fact arbiter. At most 2 LLM calls: one extraction, one batch dedup
 // (made only when some candidate has a near, not identical, existing
 // memory: similarity >= dedup.arbitrationThreshold). No new messages: no
@@ -135,7 +138,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 	if s.llm == nil {
 		return nil, ErrNoLLM
 	}
-	res := &SessionExtractResult{SessionID: req.SessionID, Watermark: watermark, Facts: []ExtractedFact{}}
+	res := &SessionExtractResult{SessionID: req.SessionID, Watermark: watermark, Facts: []ExtractedFact{}, EffectiveSource: src}
 	msgs, err := s.queryMessages(ctx, s.pool, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq > $3 ORDER BY g.seq DESC LIMIT $4`,
 		req.Owner, req.SessionID, watermark, maxExtractReadMessages)
@@ -144,6 +147,8 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 	}
 	slices.Reverse(msgs)
 	res.FromSeq, res.ToSeq = watermark+1, msgs[len(msgs)-1].Seq
+	src = effectiveSource(src, msgs)
+	res.EffectiveSource = src
 	lines := make([]string, 0, len(msgs))
 	for _, m := range msgs {
 		if l := s.extractLine(m); l != "" {
@@ -174,6 +179,19 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 		return nil, err
 	}
 	return res, nil
+}
+
+// effectiveSource is what an extraction asked to write as asked may write
+// from msgs: the least trusted of asked and every message's source. Every
+// message read counts, also those the prompt leaves out (flagged, or
+// truncated away): the rule stays one a caller can check against
+// fromSeq..toSeq, and a lower source only ever refuses more.
+func effectiveSource(asked Source, msgs []ConversationMessage) Source {
+	src := asked
+	for _, m := range msgs {
+		src = LeastTrusted(src, m.Source)
+	}
+	return src
 }
 
 // extractState reads the session and its watermark.

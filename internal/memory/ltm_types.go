@@ -36,7 +36,9 @@ const (
 type SessionExtractRequest struct {
 	Owner     string `json:"owner"`
 	SessionID string `json:"sessionId"`
-	// Source of the memories written: agent (default) or job.
+	// Source the memories are written with at most: agent (default), job,
+	// system or user. The run lowers it to the least trusted source of the
+	// messages it reads (SessionExtractResult.EffectiveSource).
 	Source Source `json:"source,omitempty"`
 }
 
@@ -50,8 +52,9 @@ type ExtractedFact struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// ConflictType: factual_correction, preference_change or context_dependent ("" = none).
 	ConflictType string `json:"conflictType,omitempty"`
-	// Decision of the batch dedup: add, update, delete or noop.
-	Decision string `json:"decision"`
+	// Decision of the batch dedup: add, update, delete or noop; empty (and
+	// absent from JSON) when the fact was dropped.
+	Decision string `json:"decision,omitempty"`
 	// TargetID is the existing memory an update, delete or noop refers to.
 	TargetID string `json:"targetId,omitempty"`
 	// Result of the write (nil when the fact was dropped).
@@ -75,6 +78,11 @@ type SessionExtractResult struct {
 	// Truncated: the cleaned conversation exceeded 8,000 characters and its
 	// oldest part was left out of the prompt.
 	Truncated bool `json:"truncated"`
+	// EffectiveSource is the source the facts were written with: the least
+	// trusted of the requested source and the sources of the messages read
+	// (FromSeq..ToSeq). Lower than the request when an agent appended some
+	// of them: protected categories are then refused, as for any agent write.
+	EffectiveSource Source `json:"effectiveSource"`
 }
 
 // EndSessionRequest ends a session: it is archived, facts are extracted
@@ -83,7 +91,8 @@ type SessionExtractResult struct {
 type EndSessionRequest struct {
 	Owner     string `json:"owner"`
 	SessionID string `json:"sessionId"`
-	// Source of the extracted memories: agent (default) or job.
+	// Source the extracted memories are written with at most (see
+	// SessionExtractRequest.Source): agent (default), job, system or user.
 	Source Source `json:"source,omitempty"`
 }
 

@@ -27,7 +27,7 @@ type mcpAppendArgs struct {
 	Session  string           `json:"session" jsonschema:"session id; the session is created on its first turn"`
 	Agent    string           `json:"agent,omitempty" jsonschema:"agent id recorded on the session when this turn creates it"`
 	Messages []mcpTurnMessage `json:"messages" jsonschema:"the messages of one turn, in order, stored atomically"`
-	Source   string           `json:"source,omitempty" jsonschema:"who appends: agent (default); user or system only with an app token"`
+	Source   string           `json:"source,omitempty" jsonschema:"who appends, stored with every message of the turn: agent (default); user or system only with an app token. An extraction from these messages writes as this source at most"`
 }
 
 type mcpWindowArgs struct {

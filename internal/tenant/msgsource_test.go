@@ -1,0 +1,73 @@
+package tenant
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// migrationVersion is the version of the migration named name (its file
+// name without .sql), so a test does not hard-code a number that merging
+// other branches' migrations may change.
+func migrationVersion(t *testing.T, name string) int {
+	t.Helper()
+	for _, m := range migrations {
+		if m.Name == name {
+			return m.Version
+		}
+	}
+	t.Fatalf("no migration named %s", name)
+	return 0
+}
+
+// TestMessageSourceMigrationMarksOldMessagesAgent upgrades a schema whose
+// messages were stored before sources were recorded: they read agent (who
+// appended them is unknown, so the least trusted source a caller may
+// assert), new rows take the sources of memories and nothing else.
+func TestMessageSourceMigrationMarksOldMessagesAgent(t *testing.T) {
+	pool, url := adminPool(t)
+	ctx := testCtx(t)
+	v := migrationVersion(t, "0012_message_source")
+	spec := newSpec(uniqueSchema(t, "engram_msgsrc"), 8)
+	dropRolesAfter(t, url, spec.Schema)
+	old, err := provisionTo(ctx, pool, spec, v-1)
+	if err != nil || old.Version != v-1 {
+		t.Fatalf("provisioning to version %d: %+v, %v", v-1, old, err)
+	}
+	sessions, messages := pgx.Identifier{spec.Schema, "sessions"}.Sanitize(), pgx.Identifier{spec.Schema, "messages"}.Sanitize()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+sessions+` (owner_id, id, message_count, next_seq) VALUES ('alice', 's', 3, 4)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+messages+` (owner_id, session_id, seq, role, content, tokens)
+		VALUES ('alice', 's', 1, 'user', 'I live in Porto', 4), ('alice', 's', 2, 'assistant', 'Noted', 1), ('alice', 's', 3, 'system', 'Be brief', 2)`); err != nil {
+		t.Fatal(err)
+	}
+
+	upgraded, err := Provision(ctx, pool, spec)
+	if err != nil || upgraded.Version != LatestVersion {
+		t.Fatalf("upgrading: %+v, %v", upgraded, err)
+	}
+	rows, err := pool.Query(ctx, `SELECT source FROM `+messages+` ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(got) != 3 || got[0] != "agent" || got[1] != "agent" || got[2] != "agent" {
+		t.Fatalf("sources after the upgrade %v, %v; want agent for every old message", got, err)
+	}
+
+	for _, src := range []string{"user", "agent", "system", "job"} {
+		if _, err := pool.Exec(ctx, `INSERT INTO `+messages+` (owner_id, session_id, seq, role, content, tokens, source)
+			VALUES ('alice', 's', 10 + (SELECT count(*) FROM `+messages+`), 'user', 'x', 1, $1)`, src); err != nil {
+			t.Fatalf("a message with source %s: %v", src, err)
+		}
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO `+messages+` (owner_id, session_id, seq, role, content, tokens, source)
+		VALUES ('alice', 's', 99, 'user', 'x', 1, 'admin')`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "messages_source" {
+		t.Fatalf("a message with source admin: %v, want a violation of messages_source", err)
+	}
+}
