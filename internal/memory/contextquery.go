@@ -13,7 +13,9 @@ func (s *Store) ContextQuery(req ContextRequest, vec []float32, budget int) (str
 	where := s.ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
 	pinned := a.add(s.pinnedCategories()) + `::text[]`
-	value := `m.importance / 10.0 * ` + s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	// float8 arithmetic (m.importance / 10.0 would be numeric, slow per
+	// row); importance/10 and 0.25*importance/10 round to the same doubles.
+	value := `m.importance::float8 / 10 * ` + s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	if vec != nil {
 		relevance := `(1 - (m.embedding <=> ` + a.add(pgv.NewVector(vec)) + `)) + 0.25 * ` + value
 		value = `CASE WHEN m.category = ANY(` + pinned + `) THEN ` + value + ` ELSE ` + relevance + ` END`

@@ -98,7 +98,7 @@ type ConversationMessage struct {
 	// Source is who appended the message (the turn's source, capped by the
 	// credential), not what it says it is (Role): an agent relaying the
 	// user's words appends role user with source agent. Messages stored
-	// before the column existed read agent (migration 12).
+	// before the column existed read agent (migration 11).
 	Source Source `json:"source"`
 }
 

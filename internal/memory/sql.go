@@ -98,9 +98,11 @@ func utcPtr(t *time.Time) *time.Time {
 func (q queries) decayExpr(names, seconds string) string {
 	halfLife := strings.NewReplacer("$N", names, "$S", seconds).Replace(`($S::float8[])[array_position($N::text[], m.category)]`)
 	// greatest(-700, ...) keeps exp() above float8's underflow, which
-	// PostgreSQL reports as an error rather than rounding to 0.
+	// PostgreSQL reports as an error rather than rounding to 0. date_part,
+	// not extract: extract returns numeric, and numeric arithmetic on every
+	// row of an owner was a measurable part of context's query (issue 17).
 	return `CASE WHEN ` + halfLife + ` > 0 THEN exp(greatest(-700, -0.6931471805599453 / ` + halfLife + ` *
-		greatest(extract(epoch FROM now() - greatest(m.updated_at, coalesce(` + q.lastAccess() + `, m.updated_at))), 0))) ELSE 1 END`
+		greatest(date_part('epoch', now() - greatest(m.updated_at, coalesce(` + q.lastAccess() + `, m.updated_at))), 0))) ELSE 1 END`
 }
 
 // scopeFilter narrows a query on alias m to an agent and a session: the

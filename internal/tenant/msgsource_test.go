@@ -29,7 +29,7 @@ func migrationVersion(t *testing.T, name string) int {
 func TestMessageSourceMigrationMarksOldMessagesAgent(t *testing.T) {
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
-	v := migrationVersion(t, "0012_message_source")
+	v := migrationVersion(t, "0011_message_source")
 	spec := newSpec(uniqueSchema(t, "engram_msgsrc"), 8)
 	dropRolesAfter(t, url, spec.Schema)
 	old, err := provisionTo(ctx, pool, spec, v-1)
