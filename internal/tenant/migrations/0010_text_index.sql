@@ -12,10 +12,5 @@
 -- fastupdate off: a pending list would be scanned in full by every search
 -- of every owner until it is merged; each insert updates the index directly
 -- instead (one entry per distinct word of the memory).
--- Partial (WHERE active): every search reads active rows only, and the jobs
--- that deactivate rows (decay, expire, supersede, delete) then leave the
--- index alone instead of inserting an entry per word for the row's new,
--- inactive version (measured at 1,000,000 memories: decay 50,000 rows took
--- 15.8 s with a full index).
 -- Built CONCURRENTLY: adds keep running while a large tenant is indexed.
-CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_tsv_idx ON {{.Schema}}.memories USING gin (tsv) WITH (fastupdate = off) WHERE active;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_tsv_idx ON {{.Schema}}.memories USING gin (tsv) WITH (fastupdate = off);
