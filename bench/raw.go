@@ -167,7 +167,7 @@ func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 		}
 	}()
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	b.Queue(memory.BeginAdd)
 	b.Queue(r.engine.LockOwnerQuery(), owner)
 	b.Queue(r.engine.NearestQuery(len(vec)), owner, pgv.NewVector(vec), it.Content)
 	br := conn.SendBatch(ctx, b)

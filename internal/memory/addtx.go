@@ -67,11 +67,17 @@ func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, pl
 	return results, nil
 }
 
+// BeginAdd starts an add's transaction (the benchmark's raw side sends it too).
+const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
 // beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
 // in one pipeline and returns the neighbour.
 func (s *Store) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	// READ COMMITTED explicitly: the lookup must take its snapshot after
+	// the lock is granted (each statement its own snapshot), whatever
+	// default_transaction_isolation a DBA set on the database or role.
+	b.Queue(BeginAdd)
 	b.Queue(s.LockOwnerQuery(), owner)
 	b.Queue(s.nearestQuery(len(p.vec), false), p.req.Owner, pgv.NewVector(p.vec), p.content)
 	br := tx.SendBatch(ctx, b)

@@ -320,7 +320,7 @@ func (p *Policy) Validate() error {
 		field string
 		v     float64
 	}{{"search.vectorWeight", s.VectorWeight}, {"search.textWeight", s.TextWeight}, {"search.decayWeight", s.DecayWeight}} {
-		if w.v < 0 || w.v > 1 {
+		if !(w.v >= 0 && w.v <= 1) { // also refuses NaN: the hybrid bound needs weights in [0, 1]
 			bad(w.field, "%g must be within [0, 1]", w.v)
 		}
 	}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"threshold zero", func(p *Policy) { p.Dedup.ArbitrationThreshold = 0 }, "dedup: thresholds"},
 		{"arbitration mode", func(p *Policy) { p.Dedup.Arbitration = "Maybe" }, "dedup.arbitration"},
 		{"weight above one", func(p *Policy) { p.Search.TextWeight = 1.5 }, "search.textWeight"},
+		{"weight NaN", func(p *Policy) { p.Search.DecayWeight = math.NaN() }, "search.decayWeight"},
 		{"all weights zero", func(p *Policy) { p.Search = Search{DefaultTopK: 10} }, "at least one weight"},
 		{"topK over max", func(p *Policy) { p.Search.DefaultTopK = 500 }, "search.defaultTopK"},
 		{"limit zero", func(p *Policy) { p.Limits.MaxContentBytes = 0 }, "limits.maxContentBytes"},
