@@ -1,12 +1,16 @@
 package memory
 
 // sourceTrust orders the sources by how much a write of theirs is trusted,
-// the order the API's credentials use to cap what a client may assert
-// (agent < system < user, internal/server's sourceRank). job, which no
+// the one order both the API's credentials (capping what a client may
+// assert: agent < system < user) and extraction use. job, which no
 // client may assert, ranks above agent and below system: a maintenance job
 // writes what the engine derived, no caller vouches for it. An unknown or
 // empty source ranks 0, below every known one.
 var sourceTrust = map[Source]int{SourceAgent: 1, SourceJob: 2, SourceSystem: 3, SourceUser: 4}
+
+// Trust ranks s by how much a write of its source is trusted (higher is
+// more); 0 for an unknown or empty source.
+func (s Source) Trust() int { return sourceTrust[s] }
 
 // LeastTrusted is the less trusted of a and b: what a write derived from
 // text of both may be recorded as. Anything unknown becomes agent, the

@@ -76,10 +76,6 @@ func ownerNotAllowed() *Problem {
 	return newProblem(probOwnerNotAllowed, "this token is bound to one owner and may not act for another")
 }
 
-// sourceRank orders the sources a credential may assert: a client may
-// lower the source of its writes, never raise it above its role's.
-var sourceRank = map[memory.Source]int{memory.SourceAgent: 1, memory.SourceSystem: 2, memory.SourceUser: 3}
-
 // maxSource is the highest source a role may assert.
 func maxSource(r auth.Role) memory.Source {
 	if r.Includes(auth.RoleApp) {
@@ -90,7 +86,9 @@ func maxSource(r auth.Role) memory.Source {
 
 // writeSource is the source a write of credential c is recorded with, for
 // the source the client asked (field names it in problems): absent means
-// agent; job is the maintenance jobs' own; a source above the role's is 403.
+// agent; job is the maintenance jobs' own; a source above the role's
+// (memory.Source.Trust: a client may lower the source of its writes, never
+// raise it) is 403.
 func writeSource(c auth.Credential, asked memory.Source, field string) (memory.Source, *Problem) {
 	if asked == "" {
 		return memory.SourceAgent, nil
@@ -98,11 +96,11 @@ func writeSource(c auth.Credential, asked memory.Source, field string) (memory.S
 	if asked == memory.SourceJob {
 		return "", validationProblem(fieldErr(field, `"job" is reserved for the maintenance jobs; send user, system or agent`))
 	}
-	rank, known := sourceRank[asked]
-	if !known {
+	rank := asked.Trust()
+	if rank == 0 {
 		return "", validationProblem(fieldErr(field, strconv.Quote(string(asked))+" must be user, system or agent"))
 	}
-	if top := maxSource(c.Role); rank > sourceRank[top] {
+	if top := maxSource(c.Role); rank > top.Trust() {
 		return "", newProblem(probSourceNotAllowed, fmt.Sprintf(
 			"%s: a token of role %s may not assert source %q; its writes are recorded as %q at most", field, c.Role, asked, top))
 	}
