@@ -279,11 +279,10 @@ func (s *Store) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *pr
 // nearestQuery is nearest's SQL: the owner-local two-phase lookup when the
 // vectors fit the covering index, else the one-phase one.
 func (s *Store) nearestQuery(dims int, lock bool) string {
-	cond := s.purgeDueSQL(s.purgeGuard())
 	if ownerVectors(dims) {
-		return nearestSQL(s.sql.memories, cond, lock)
+		return nearestSQL(s.sql.memories, s.keptSinceSQL(s.purgeGuard()), lock)
 	}
-	return legacyNearestSQL(s.sql.memories, cond, lock)
+	return legacyNearestSQL(s.sql.memories, s.purgeDueSQL(s.purgeGuard()), lock)
 }
 
 // NearestQuery is the SQL of add's neighbour lookup (in its transaction,

@@ -16,9 +16,9 @@ import (
 // owner-local query computes it only for the rows that can be in the top K:
 //
 //	candidates = the owner's N nearest rows by vector distance (an
-//	             index-only scan of the covering index of migration 7)
-//	           ∪ the owner's rows matching the query's words (the GIN index
-//	             of migration 10 with the owner index)
+//	             index-only scan of the covering index of migration 12)
+//	           ∪ the owner's rows matching the query's words (the owner's
+//	             text index of migration 12, ownertext.go)
 //
 // and reads only those from the heap by primary key.
 //
@@ -74,7 +74,7 @@ func (s *Store) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuer
 	w := s.policy.Search
 	wv, wt, wd := a.add(w.VectorWeight)+`::float8`, a.add(w.TextWeight)+`::float8`, a.add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
-	sql := `WITH q AS MATERIALIZED (SELECT ` + tsq + ` AS q),
+	sql := `WITH q AS MATERIALIZED (SELECT x AS q, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` AS qo FROM (SELECT ` + tsq + ` AS x) AS x),
 		v AS MATERIALIZED (
 			SELECT id, d FROM (
 				SELECT m.id, m.embedding <=> ` + qv + ` AS d FROM ` + s.sql.memories + ` AS m
@@ -83,7 +83,8 @@ func (s *Store) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuer
 			LIMIT ` + a.add(n) + `),
 		t AS MATERIALIZED (
 			SELECT m.id FROM ` + s.sql.memories + ` AS m
-			WHERE ` + owner + ` AND ` + searchable + ` AND m.tsv @@ (SELECT q FROM q)),
+			WHERE ` + ownerTextOnly(owner) + ` AND ` + searchable + ` AND m.tsv @@ (SELECT q FROM q)
+				AND ` + ownerText + ` @@ (SELECT qo FROM q)),
 		b AS (SELECT count(*) AS n, max(d) FILTER (WHERE d <> 'NaN'::float8) AS dn FROM v),
 		r AS (
 			SELECT ` + s.sql.columns + `, 1 - (m.embedding <=> ` + qv + `) AS vs,

@@ -109,8 +109,16 @@ func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) erro
 // purgeDueSQL is the condition (on alias m) of the rows purge deletes, or
 // with a margin, of those it will delete within margin.
 func (s *Store) purgeDueSQL(margin time.Duration) string {
+	return `NOT m.active AND m.deactivated_at < ` + s.keptSinceSQL(margin)
+}
+
+// keptSinceSQL is the earliest deactivation time (SQL) of the inactive rows
+// purge will not delete within margin: an inactive row deactivated at or
+// after it is not purgeDueSQL(margin); one without a deactivation time is
+// neither (purge never deletes it; add's lookup never compares it).
+func (s *Store) keptSinceSQL(margin time.Duration) string {
 	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter) - margin
-	return fmt.Sprintf(`NOT m.active AND m.deactivated_at < now() - make_interval(secs => %f)`, retention.Seconds())
+	return fmt.Sprintf(`now() - make_interval(secs => %f)`, retention.Seconds())
 }
 
 // purgeBatchSQL deletes one batch of due rows ($1 of them at most) and

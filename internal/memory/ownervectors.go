@@ -4,10 +4,10 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
-// The owner-local read path (issue 17). Migration 7 adds a covering index
-// memories_owner_vectors_idx on (owner_id, md5(content)) INCLUDE (embedding,
-// id, active, expires_at, deactivated_at) WHERE superseded_by IS NULL. An
-// exact top-K then reads the owner's vectors by an index-only scan (about
+// The owner-local read path (issue 17). Migration 12 (replacing migration
+// 7's) has a covering index memories_active_vectors_idx on (owner_id,
+// md5(content)) INCLUDE (embedding, id, expires_at) WHERE active AND
+// superseded_by IS NULL. An exact top-K then reads the owner's vectors by an index-only scan (about
 // one index page per four rows, no scattered heap pages) and fetches only
 // the K winners from the heap by primary key; the wide work (every column,
 // decay) is done for those K rows only. Every row of the owner is still
@@ -17,8 +17,8 @@ import (
 // btree tuple: their tenants have no such index and keep the one-phase
 // queries over the owner index (ownerVectors false).
 
-// ownerVectorsIndex is the covering index of migration 7.
-const ownerVectorsIndex = "memories_owner_vectors_idx"
+// ownerVectorsIndex is the covering index of migration 12.
+const ownerVectorsIndex = "memories_active_vectors_idx"
 
 // ownerVectors reports whether vectors of dims dimensions take the
 // owner-local path.
@@ -86,19 +86,41 @@ func CeilingSQL(schema string) string {
 }
 
 // nearestSQL is add's neighbour lookup among the owner's rows that are not
-// superseded and not about to be purged (cond): the nearest by vector (an
-// index-only scan of the owner's vectors) and a row with the identical text
-// (the md5 key of the same index, checked against the text), then the one
-// to compare — the identical text first — read from the heap and, in a
-// transaction, locked.
-func nearestSQL(memories, cond string, lock bool) string {
+// superseded and not about to be purged: the nearest active row by vector
+// (an index-only scan of the covering index) and the active row with the
+// identical text (the md5 key of the same index, checked against the
+// text); the same two among the inactive rows deactivated at or after
+// since (SQL of a timestamp: the purge will not delete them soon), read
+// through the inactive-owner index of migration 12 and the heap (the
+// covering index holds active rows only, so deactivating a row adds no
+// 1.6 kB tuple to it). Then the one to compare — the identical text first —
+// is read from the heap and, in a transaction, locked. The nearest of the
+// union is the nearest of all: the branches cover every row compared.
+//
+// The inactive branches select rows by their deactivation time, not by
+// `NOT active`: a row has one exactly when it is inactive (deactivation sets
+// it, reactivation clears it), and so their condition implies the
+// predicate of the inactive-owner index but not that of the purge's index
+// on deactivation time (`NOT active`). With `NOT active`, the planner could
+// read the purge's index for one owner's lookup: with statistics from
+// before a burst of deactivations (decay, expire) it estimated no recent
+// row and scanned every recently deactivated row of the tenant, 1.3 s per
+// add in the jobs benchmark. Only indexes led by owner_id can serve it now.
+func nearestSQL(memories, since string, lock bool) string {
+	active := `m.owner_id = $1 AND m.active AND m.superseded_by IS NULL`
+	inactive := `m.owner_id = $1 AND m.deactivated_at IS NOT NULL AND m.superseded_by IS NULL
+				AND m.deactivated_at >= ` + since
 	sql := `WITH c AS MATERIALIZED (
-			(SELECT m.id FROM ` + memories + ` AS m
-			WHERE m.owner_id = $1 AND m.superseded_by IS NULL AND NOT (` + cond + `)
+			(SELECT m.id FROM ` + memories + ` AS m WHERE ` + active + `
 			ORDER BY m.embedding <=> $2 LIMIT 1)
 			UNION ALL
-			(SELECT m.id FROM ` + memories + ` AS m
-			WHERE m.owner_id = $1 AND md5(m.content) = md5($3) AND m.superseded_by IS NULL AND NOT (` + cond + `)
+			(SELECT m.id FROM ` + memories + ` AS m WHERE ` + active + `
+				AND md5(m.content) = md5($3) AND m.content = $3 LIMIT 1)
+			UNION ALL
+			(SELECT m.id FROM ` + memories + ` AS m WHERE ` + inactive + `
+			ORDER BY m.embedding <=> $2 LIMIT 1)
+			UNION ALL
+			(SELECT m.id FROM ` + memories + ` AS m WHERE ` + inactive + `
 				AND m.content = $3 LIMIT 1))
 		SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
 			1 - (m.embedding <=> $2), m.content = $3

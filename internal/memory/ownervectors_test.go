@@ -182,7 +182,9 @@ func TestOwnerLocalSearchIsExact(t *testing.T) {
 }
 
 // TestOwnerLocalPlans: after VACUUM the first phase of vector search and
-// of add's neighbour lookup read the covering index only (Heap Fetches: 0).
+// of add's neighbour lookup read the covering index only (Heap Fetches: 0),
+// the lookup reads inactive rows through their owner index, and the text
+// side of hybrid and text search reads the owner's text index alone.
 func TestOwnerLocalPlans(t *testing.T) {
 	const owners, perOwner, dims = 20, 200, 384
 	f := newFixture(t)
@@ -200,6 +202,20 @@ func TestOwnerLocalPlans(t *testing.T) {
 		"owner-03", pgv.NewVector(randomUnit(rng, dims)), "memory 7 of owner-03")
 	if !strings.Contains(plan, "Index Only Scan using "+ownerVectorsIndex) || !strings.Contains(plan, "Index Scan using "+ownerVectorsIndex) {
 		t.Fatalf("add's neighbour lookup does not use the covering index (index-only for the vector, by md5 for the text):\n%s", plan)
+	}
+	if !strings.Contains(plan, "memories_inactive_owner_idx") {
+		t.Fatalf("add's neighbour lookup does not read the inactive rows through their owner index:\n%s", plan)
+	}
+
+	// The text side of hybrid search (and text search) reads the owner's
+	// text index alone: the owner is in the index, no BitmapAnd needed.
+	for _, mode := range []SearchMode{SearchHybrid, SearchText} {
+		req := SearchRequest{Owner: "owner-03", Query: "memory 7", Mode: mode, TopK: 10}
+		sql, args := f.store.SearchQuery(req, randomUnit(rng, dims))
+		plan = explain(t, f, sql, args...)
+		if !strings.Contains(plan, "Bitmap Index Scan on memories_owner_text_idx") || strings.Contains(plan, "BitmapAnd") {
+			t.Fatalf("%s search does not read the owner's text index alone:\n%s", mode, plan)
+		}
 	}
 }
 

@@ -92,7 +92,7 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 		return s.buildVectorSearch(req, vec, k, candidatesFor(k, filter != ""))
 	}
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
-	where := owner + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + filter
+	where := owner + ` AND ` + searchable + filter
 	from := s.sql.memories + ` AS m`
 	var vs, ts, order string
 	if mode != SearchText {
@@ -102,7 +102,8 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 	}
 	if mode != SearchVector {
 		// Any query word may match (OR): ranking, not filtering, is the point.
-		from += `, (SELECT replace(plainto_tsquery('` + textSearchConfig + `', ` + a.add(req.Query) + `)::text, ' & ', ' | ')::tsquery) AS q(q)`
+		from += `, (SELECT x, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` FROM (SELECT replace(plainto_tsquery('` +
+			textSearchConfig + `', ` + a.add(req.Query) + `)::text, ' & ', ' | ')::tsquery AS x) AS x) AS q(q, qo)`
 		ts = `CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.policy.Search
@@ -111,7 +112,7 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 		ts = `0::float8`
 	case SearchText:
 		vs = `0::float8`
-		where += ` AND m.tsv @@ q.q`
+		where = ownerTextOnly(owner) + ` AND ` + searchable + filter + ` AND m.tsv @@ q.q AND ` + ownerText + ` @@ q.qo`
 		order = `ts DESC, m.updated_at DESC`
 	case SearchHybrid:
 	}

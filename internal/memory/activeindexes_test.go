@@ -1,0 +1,126 @@
+package memory
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// seedStates gives the interleaved rows of seedInterleaved every state
+// add's neighbour lookup distinguishes: about a fifth each deactivated
+// recently (kept), deactivated beyond the retention (due for purge, left
+// out), and superseded (by the owner's row of the round before: rows are
+// interleaved owner by owner); the rest active. Contents are unique, so the
+// lookup's answer is unique.
+func seedStates(t *testing.T, f *fixture, rng *rand.Rand, rows []seedRow, owners int) {
+	t.Helper()
+	for i, r := range rows {
+		switch x := rng.IntN(100); {
+		case x < 20:
+			f.exec(`UPDATE %s SET active = false, deactivated_at = now() - interval '2 days' WHERE id = $1`, r.id)
+		case x < 40:
+			f.exec(`UPDATE %s SET active = false, deactivated_at = now() - interval '40 days' WHERE id = $1`, r.id)
+		case x < 60 && i >= owners:
+			f.exec(`UPDATE %s SET active = false, deactivated_at = now(), superseded_by = $2 WHERE id = $1`, r.id, rows[i-owners].id)
+		}
+	}
+}
+
+// TestNearestSplitMatchesOneScan: add's neighbour lookup over the active
+// covering index and the inactive-owner index (migration 12) finds the same
+// neighbour as one scan of all the owner's rows with the same conditions,
+// for random vectors and for texts identical to rows in every state.
+func TestNearestSplitMatchesOneScan(t *testing.T) {
+	const owners, perOwner, dims = 8, 120, 384
+	f := newFixture(t)
+	rng := rand.New(rand.NewPCG(12, 7))
+	rows := seedInterleaved(t, f, rng, owners, perOwner, dims)
+	seedStates(t, f, rng, rows, owners)
+	f.exec(`VACUUM (ANALYZE) %s`)
+	split := f.store.nearestQuery(dims, false)
+	oneScan := legacyNearestSQL(f.store.sql.memories, f.store.purgeDueSQL(f.store.purgeGuard()), false)
+	lookup := func(sql, owner, content string, vec []float32) string {
+		n, err := scanNeighbour(f.store.pool.QueryRow(ctx(t), sql, owner, pgv.NewVector(vec), content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%s exact=%v active=%v", n.id, n.exact, n.active)
+	}
+	checked, exact := 0, 0
+	for i := range 400 {
+		owner := fmt.Sprintf("owner-%02d", rng.IntN(owners))
+		content := "a text no row has"
+		if i%2 == 0 {
+			content = fmt.Sprintf("memory %d of %s", rng.IntN(perOwner), owner)
+		}
+		vec := randomUnit(rng, dims)
+		got, want := lookup(split, owner, content, vec), lookup(oneScan, owner, content, vec)
+		if got != want {
+			t.Fatalf("owner %s, text %q: split lookup %s, one scan %s", owner, content, got, want)
+		}
+		checked++
+		if strings.Contains(got, "exact=true") {
+			exact++
+		}
+	}
+	if exact < 50 || exact == checked {
+		t.Fatalf("%d of %d lookups found an identical text: the test does not cover both cases", exact, checked)
+	}
+}
+
+// TestActiveIndexesHoldActiveRowsOnly: the covering and text indexes of
+// migration 12 hold one entry per active, non-superseded row, so a
+// deactivation (a non-HOT update) adds nothing to them; the indexes they
+// replace are gone.
+func TestActiveIndexesHoldActiveRowsOnly(t *testing.T) {
+	const owners, perOwner, dims = 4, 100, 384
+	f := newFixture(t)
+	rng := rand.New(rand.NewPCG(3, 9))
+	seedStates(t, f, rng, seedInterleaved(t, f, rng, owners, perOwner, dims), owners)
+	f.exec(`VACUUM (ANALYZE) %s`)
+	active := f.count(`SELECT count(*) FROM %s WHERE active AND superseded_by IS NULL`)
+	if active == 0 || active == owners*perOwner {
+		t.Fatalf("%d active rows: the seed has no mix of states", active)
+	}
+	for _, idx := range []string{ownerVectorsIndex, "memories_owner_text_idx"} {
+		var tuples float64
+		if err := f.admin.QueryRow(ctx(t), `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`,
+			f.store.schema+"."+idx).Scan(&tuples); err != nil {
+			t.Fatalf("%s: %v", idx, err)
+		}
+		if int64(tuples) != active {
+			t.Errorf("%s holds %v entries after VACUUM, want the %d active rows", idx, tuples, active)
+		}
+	}
+	var old int
+	if err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM pg_indexes WHERE schemaname = $1
+		AND indexname IN ('memories_owner_vectors_idx', 'memories_tsv_idx')`, f.store.schema).Scan(&old); err != nil || old != 0 {
+		t.Fatalf("%d indexes replaced by migration 12 are left (%v)", old, err)
+	}
+}
+
+// TestNearestPlanAfterDeactivationBurst: statistics taken while every
+// inactive row was old, then a burst of deactivations (as decay and expire
+// make): add's lookup still reads one owner's rows through an index led by
+// owner_id, never the purge's tenant-wide index on deactivation time.
+func TestNearestPlanAfterDeactivationBurst(t *testing.T) {
+	const owners, perOwner, dims = 20, 200, 384
+	f := newFixture(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	seedInterleaved(t, f, rng, owners, perOwner, dims)
+	f.exec(`UPDATE %s SET active = false, deactivated_at = now() - interval '60 days' WHERE md5(content) < '6'`)
+	f.exec(`VACUUM (ANALYZE) %s`)
+	if n := f.exec(`UPDATE %s SET active = false, deactivated_at = now() WHERE active AND md5(content) >= 'b'`); n < 1000 {
+		t.Fatalf("burst deactivated %d rows, want over 1,000", n)
+	}
+	plan := explain(t, f, f.store.nearestQuery(dims, false), "owner-07", pgv.NewVector(randomUnit(rng, dims)), "memory 23 of owner-07")
+	if strings.Contains(plan, "memories_inactive_idx") || !strings.Contains(plan, "memories_inactive_owner_idx") {
+		t.Fatalf("add's lookup does not read the owner's inactive rows through the inactive-owner index:\n%s", plan)
+	}
+}

@@ -1,0 +1,43 @@
+package memory
+
+// The owner's text index (migration 12): a GIN index over each active row's
+// words plus one lexeme naming its owner, "owner <md5 of the owner id>".
+// The text parser never produces a lexeme with a space, so no memory's text
+// or query can contain it. A query for the owner's rows matching q ANDs
+// that lexeme into q: the index then returns only the owner's matching rows,
+// without the planner having to combine it with the owner index. The index
+// answers `ownerText @@ ownerTextQuery(...)`, a superset test; queries keep
+// `m.tsv @@ q` beside it, so the rows returned are exactly those whose text
+// matches q (q is a disjunction of words and phrases: adding a lexeme to a
+// row's words never turns a match into a miss).
+
+// ownerText is the indexed expression (alias m), as migration 12 has it.
+const ownerText = `(m.tsv || array_to_tsvector(ARRAY['owner ' || md5(m.owner_id)]))`
+
+// ownerLexeme is the tsquery of the owner lexeme of the owner in ph.
+func ownerLexeme(ph string) string {
+	return `('''owner ' || md5(` + ph + `::text) || '''')::tsquery`
+}
+
+// ownerTextQuery is the tsquery (SQL) the index is searched with for the
+// text query q (SQL of a tsquery) of the owner in ph: q AND the owner's
+// lexeme, or with global categories, the owner's or GlobalOwner's. An empty
+// q (only stop words) stays empty: it matches nothing, and the index
+// returns nothing for it, where q AND the lexeme would return every row of
+// the owner for `m.tsv @@ q` to reject.
+func (s *Store) ownerTextQuery(ph, q string) string {
+	owners := ownerLexeme(ph)
+	if s.policy.hasGlobal() {
+		owners = `(` + owners + ` || ` + ownerLexeme(`'`+GlobalOwner+`'`) + `)`
+	}
+	return `CASE WHEN numnode(` + q + `) = 0 THEN ` + q + ` ELSE ` + q + ` && ` + owners + ` END`
+}
+
+// ownerTextOnly is the owner condition owner of a query that the owner's
+// text index answers, written so that no btree index can take it: the
+// planner estimates a text match it cannot see (the query is computed in
+// the statement) at a fixed fraction of the table and would otherwise read
+// the owner's rows through the owner index and test each one's words,
+// about 1,000 heap rows for a search that needs the few that match. The
+// condition still filters every row the text index returns.
+func ownerTextOnly(owner string) string { return `(` + owner + `) IS TRUE` }
