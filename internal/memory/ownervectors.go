@@ -126,13 +126,21 @@ func nearestSQL(memories, since string, lock bool) string {
 			1 - (m.embedding <=> $2), m.content = $3
 		FROM ` + memories + ` AS m
 		WHERE m.id IN (SELECT id FROM c)
-		ORDER BY m.content = $3 DESC, m.embedding <=> $2
+		ORDER BY ` + neighbourOrder + `
 		LIMIT 1`
 	if lock {
 		sql += ` FOR UPDATE OF m`
 	}
 	return sql
 }
+
+// neighbourOrder ranks the rows add's lookup compares (alias m, $2 the
+// vector, $3 the text): an identical text first and, among identical
+// texts, an active row before an inactive one — else adding a text that
+// both a deleted row and an active row (changed to it by an update) hold
+// could revive the deleted one beside the active one; then the nearest,
+// then the id, so the choice never depends on a plan.
+const neighbourOrder = `m.content = $3 DESC, (m.content = $3 AND NOT m.active), m.embedding <=> $2, m.id`
 
 // legacyNearestSQL is the one-phase neighbour lookup over the owner index,
 // for vectors too large for the covering index.
@@ -141,7 +149,7 @@ func legacyNearestSQL(memories, cond string, lock bool) string {
 			1 - (m.embedding <=> $2), m.content = $3
 		FROM ` + memories + ` AS m
 		WHERE m.owner_id = $1 AND m.superseded_by IS NULL AND NOT (` + cond + `)
-		ORDER BY m.content = $3 DESC, m.embedding <=> $2
+		ORDER BY ` + neighbourOrder + `
 		LIMIT 1`
 	if lock {
 		sql += ` FOR UPDATE OF m`

@@ -19,11 +19,16 @@ const DefaultIndexTimeout = 30 * time.Minute
 // concurrentIndex finds the index a statement builds concurrently.
 var concurrentIndex = regexp.MustCompile(`(?is)^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+("?[a-z_][a-z0-9_]*"?)\s+ON\s`)
 
+// concurrentDrop finds a statement that drops an index concurrently: like a
+// build, it waits for every transaction using the table to end.
+var concurrentDrop = regexp.MustCompile(`(?is)^\s*DROP\s+INDEX\s+CONCURRENTLY\s`)
+
 // migrateConcurrent runs the statements of a concurrent migration one by
-// one, outside a transaction, as the owner role. Before each CREATE INDEX
-// CONCURRENTLY it drops an invalid index of the same name: a build that was
-// interrupted (operator killed, timeout, cancelled) leaves an INVALID index
-// behind, which IF NOT EXISTS would keep forever and the planner never uses.
+// one, outside a transaction, as the owner role; index builds and
+// concurrent drops get indexTimeout as their statement timeout. Before
+// each CREATE INDEX CONCURRENTLY it drops an invalid index of the same
+// name: a build that was interrupted (operator killed, timeout, cancelled)
+// leaves an INVALID index behind, which IF NOT EXISTS would keep forever and the planner never uses.
 func migrateConcurrent(ctx context.Context, conn *pgx.Conn, owner, schema, sql string, indexTimeout time.Duration) (err error) {
 	if indexTimeout <= 0 {
 		indexTimeout = DefaultIndexTimeout
@@ -45,6 +50,8 @@ func migrateConcurrent(ctx context.Context, conn *pgx.Conn, owner, schema, sql s
 			if err := dropInvalidIndex(ctx, conn, schema, strings.Trim(m[1], `"`)); err != nil {
 				return err
 			}
+			timeout = fmt.Sprintf("SET statement_timeout = %d", indexTimeout.Milliseconds())
+		} else if concurrentDrop.MatchString(stmt) {
 			timeout = fmt.Sprintf("SET statement_timeout = %d", indexTimeout.Milliseconds())
 		} else {
 			timeout = "RESET statement_timeout"

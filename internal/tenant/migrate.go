@@ -49,7 +49,9 @@ type migrationVars struct {
 }
 
 // OwnerVectorsMaxDims is the largest vector size the covering index
-// memories_owner_vectors_idx (migration 7) is built for. Its widest tuple:
+// memories_owner_vectors_idx (migration 7; memories_active_vectors_idx
+// since migration 12, whose tuple is 24 bytes narrower) is built for. The
+// widest tuple of migration 7's:
 // 16 bytes of header and null bitmap, the longest owner id (256 bytes + 4 of
 // length, padded to 264), md5(content) (33 + 3), the vector (8 + 4 per
 // dimension), the uuid (16), active (1, padded to 8) and two timestamps (16)

@@ -30,14 +30,18 @@
 -- planner estimates. Queries still test `tsv @@ query`, so the result is
 -- exactly the rows whose text matches.
 --
+-- Tenants with vectors too large for a btree tuple (no .OwnerVectors) get
+-- the text index only: their one-scan lookup reads the owner index.
+--
 -- Built CONCURRENTLY before the indexes they replace are dropped: searches
--- and adds keep running, on one index or the other, throughout.
+-- and adds keep running throughout (pods of the previous release answer
+-- correctly but read the owner's table rows until they are replaced).
 {{- if .OwnerVectors}}
 CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_active_vectors_idx ON {{.Schema}}.memories (owner_id, md5(content))
     INCLUDE (embedding, id, expires_at) WHERE active AND superseded_by IS NULL;
-{{- end}}
 CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_inactive_owner_idx ON {{.Schema}}.memories (owner_id, deactivated_at)
     WHERE deactivated_at IS NOT NULL AND superseded_by IS NULL;
+{{- end}}
 CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_owner_text_idx ON {{.Schema}}.memories
     USING gin ((tsv || array_to_tsvector(ARRAY['owner ' || md5(owner_id)]))) WITH (fastupdate = off)
     WHERE active AND superseded_by IS NULL;
