@@ -70,11 +70,10 @@ func (s *Store) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuer
 	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
 	qv := a.add(pgv.NewVector(vec))
-	tsq := `replace(plainto_tsquery('` + textSearchConfig + `', ` + a.add(req.Query) + `)::text, ' & ', ' | ')::tsquery`
 	w := s.policy.Search
 	wv, wt, wd := a.add(w.VectorWeight)+`::float8`, a.add(w.TextWeight)+`::float8`, a.add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
-	sql := `WITH q AS MATERIALIZED (SELECT x AS q, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` AS qo FROM (SELECT ` + tsq + ` AS x) AS x),
+	sql := `WITH q AS MATERIALIZED (` + s.textQueries(a, req) + `),
 		v AS MATERIALIZED (
 			SELECT id, d FROM (
 				SELECT m.id, m.embedding <=> ` + qv + ` AS d FROM ` + s.sql.memories + ` AS m

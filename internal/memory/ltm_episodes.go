@@ -206,7 +206,7 @@ func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, 
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
 		vs = `coalesce(1 - (e.embedding <=> ` + a.add(pgv.NewVector(vecs[0])) + `), 0)`
-		from += `, (SELECT replace(plainto_tsquery('` + textSearchConfig + `', ` + a.add(query) + `)::text, ' & ', ' | ')::tsquery) AS q(q)`
+		from += `, (SELECT ` + orQuery(a.add(query)) + `) AS q(q)`
 		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.policy.Search

@@ -33,6 +33,19 @@ func (s *Store) ownerTextQuery(ph, q string) string {
 	return `CASE WHEN numnode(` + q + `) = 0 THEN ` + q + ` ELSE ` + q + ` && ` + owners + ` END`
 }
 
+// orQuery is the tsquery (SQL) of text search for the query text in ph: any
+// of its words may match (OR), since ranking, not filtering, is the point.
+func orQuery(ph string) string {
+	return `replace(plainto_tsquery('` + textSearchConfig + `', ` + ph + `)::text, ' & ', ' | ')::tsquery`
+}
+
+// textQueries is a one-row SELECT of req's text query: q, the OR query the
+// rows' words are tested and ranked with, and qo, the same with the owner's
+// lexeme for the owner's text index (ownerTextQuery).
+func (s *Store) textQueries(a *args, req SearchRequest) string {
+	return `SELECT x AS q, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` AS qo FROM (SELECT ` + orQuery(a.add(req.Query)) + ` AS x) AS x`
+}
+
 // ownerTextOnly is the owner condition owner of a query that the owner's
 // text index answers, written so that no btree index can take it: the
 // planner estimates a text match it cannot see (the query is computed in

@@ -7,8 +7,8 @@ import (
 // The owner-local read path (issue 17). Migration 12 (replacing migration
 // 7's) has a covering index memories_active_vectors_idx on (owner_id,
 // md5(content)) INCLUDE (embedding, id, expires_at) WHERE active AND
-// superseded_by IS NULL. An exact top-K then reads the owner's vectors by an index-only scan (about
-// one index page per four rows, no scattered heap pages) and fetches only
+// superseded_by IS NULL. An exact top-K then reads the owner's vectors by
+// an index-only scan (about one index page per four rows, no scattered heap pages) and fetches only
 // the K winners from the heap by primary key; the wide work (every column,
 // decay) is done for those K rows only. Every row of the owner is still
 // compared, so recall stays 1.0.

@@ -101,9 +101,7 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 		order = `m.embedding <=> ` + qv
 	}
 	if mode != SearchVector {
-		// Any query word may match (OR): ranking, not filtering, is the point.
-		from += `, (SELECT x, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` FROM (SELECT replace(plainto_tsquery('` +
-			textSearchConfig + `', ` + a.add(req.Query) + `)::text, ' & ', ' | ')::tsquery AS x) AS x) AS q(q, qo)`
+		from += `, (` + s.textQueries(a, req) + `) AS q`
 		ts = `CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.policy.Search
