@@ -74,6 +74,12 @@ func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
 			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
 			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, ceiling, cratio, pgb, pratio, w.RowUpdates, w.NewSessions)
 	}
+	for _, w := range s.Workloads {
+		if w.CeilingPgbench != nil && w.Ceiling != nil {
+			p("\nCeiling query with pgbench (%s c=%d, same statement, right after the cell): %.0f tps; the harness's ceiling %.0f ops/s = %.2f of it.\n",
+				w.Name, w.Concurrency, w.CeilingPgbench.TPS, w.Ceiling.Throughput, w.CeilingPgbench.RawRatio)
+		}
+	}
 	if c := s.SettledCeiling; c != nil && s.SettledPerOp != nil {
 		p("\nCeiling on the freshly vacuumed table (before any search wrote access statistics), c=1: **%.0f ops/s**, p99 %.2f ms; per op %.1f heap rows fetched, %.1f heap pages.\n",
 			c.Throughput, c.Latency.P99, s.SettledPerOp.HeapFetches, s.SettledPerOp.HeapPages)

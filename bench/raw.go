@@ -116,6 +116,15 @@ func (r *rawSQL) ceiling(ctx context.Context, owner, query string, k int) (int, 
 	return r.run(ctx, memory.CeilingSQL(r.schema), []any{owner, pgv.NewVector(vec), k})
 }
 
+// ceilingSQL is the ceiling statement with its arguments (for pgbench).
+func (r *rawSQL) ceilingSQL(ctx context.Context, owner, query string) (string, []any, error) {
+	vec, err := r.embed(ctx, query)
+	if err != nil {
+		return "", nil, err
+	}
+	return memory.CeilingSQL(r.schema), []any{owner, pgv.NewVector(vec), topK}, nil
+}
+
 // contextBudget is the token budget of the context workload.
 const contextBudget = 1000
 

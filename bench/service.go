@@ -58,6 +58,11 @@ type Workload struct {
 	// Pgbench runs the raw side's statement with PostgreSQL's own client at
 	// the same concurrency right after the cell (nil: no pgbench found).
 	Pgbench *Pgbench `json:"pgbench,omitempty"`
+	// CeilingPgbench runs the ceiling query with pgbench the same way; its
+	// RawRatio is the harness's ceiling throughput / pgbench's. It tells
+	// whether the ceiling is PostgreSQL's limit on this machine or the
+	// harness's client path.
+	CeilingPgbench *Pgbench `json:"ceilingPgbench,omitempty"`
 	// RowUpdates and HotUpdates are the memories rows updated while this
 	// cell ran (pg_stat_user_tables; approximate, the counters are flushed
 	// about once a second). Reads through the service update access
@@ -175,10 +180,11 @@ func (h *harness) settledCeiling(ctx context.Context, raw *rawSQL, rep *ServiceR
 		}
 		return expectRows(n, topK)
 	}
-	p, err := probe(ctx, raw.pool, raw.schema, op)
+	ps, err := probe(ctx, raw.pool, raw.schema, op)
 	if err != nil {
 		return fmt.Errorf("probing the settled ceiling: %w", err)
 	}
+	p := ps[0]
 	st := runLoad(ctx, 1, h.scale.RunDuration, h.scale.MaxOpsPerRun, op).stats()
 	rep.SettledCeiling, rep.SettledPerOp = &st, &p
 	h.logf("service: ceiling on the vacuumed table, c=1: %.1f/s p99 %.2fms; per op %+v; load %s", st.Throughput, st.Latency.P99, p, loadAvg())
@@ -277,28 +283,30 @@ func (h *harness) measureCell(ctx context.Context, w workload, c int, raw *rawSQ
 		line += fmt.Sprintf(" | ceiling %7.1f/s (service/ceiling %.2f)", st[2].Throughput, wl.CeilingRatio)
 	}
 	if pgbench != nil && w.pgbench != nil {
-		scripts, err := w.pgbench(ctx)
-		if err == nil {
-			var tps float64
-			if tps, err = h.runPgbench(ctx, pgbench, raw.url, scripts, c, sc.RunDuration); err == nil {
-				wl.Pgbench = &Pgbench{TPS: round3(tps), RawRatio: ratio(st[1].Throughput, tps), Binary: pgbench[len(pgbench)-1]}
-				line += fmt.Sprintf(" | pgbench %7.1f tps (raw/pgbench %.2f)", tps, wl.Pgbench.RawRatio)
-			}
-		}
+		pb, err := h.crossCheck(ctx, pgbench, raw.url, w.pgbench, c, st[1].Throughput)
 		if err != nil {
 			return wl, fmt.Errorf("%s c=%d: pgbench cross-check: %w", w.name, c, err)
 		}
+		wl.Pgbench = pb
+		line += fmt.Sprintf(" | pgbench %7.1f tps (raw/pgbench %.2f)", pb.TPS, pb.RawRatio)
+	}
+	if pgbench != nil && w.ceilingPgbench != nil && wl.Ceiling != nil {
+		pb, err := h.crossCheck(ctx, pgbench, raw.url, w.ceilingPgbench, c, wl.Ceiling.Throughput)
+		if err != nil {
+			return wl, fmt.Errorf("%s c=%d: pgbench cross-check of the ceiling: %w", w.name, c, err)
+		}
+		wl.CeilingPgbench = pb
+		line += fmt.Sprintf(" | ceiling pgbench %7.1f tps (ceiling/pgbench %.2f)", pb.TPS, pb.RawRatio)
 	}
 	h.logf("%s | new sessions %d, load %s", line, wl.NewSessions, loadAvg())
 	if c == 1 {
+		ps, err := probe(ctx, raw.pool, raw.schema, sides...)
+		if err != nil {
+			return wl, fmt.Errorf("%s: probing the cost per operation: %w", w.name, err)
+		}
 		wl.PerOp = map[string]PerOp{}
-		names := []string{"service", "raw", "ceiling"}
-		for i, op := range sides {
-			p, err := probe(ctx, raw.pool, raw.schema, op)
-			if err != nil {
-				return wl, fmt.Errorf("%s: probing %s: %w", w.name, names[i], err)
-			}
-			wl.PerOp[names[i]] = p
+		for i, name := range []string{"service", "raw", "ceiling"}[:len(ps)] {
+			wl.PerOp[name] = ps[i]
 		}
 		h.logf("service: %-13s per op: %v", w.name, wl.PerOp)
 	}
@@ -370,6 +378,8 @@ type workload struct {
 	// pgbench renders the raw statement of a few sample queries as pgbench
 	// scripts; nil: no cross-check (writes).
 	pgbench func(ctx context.Context) ([]string, error)
+	// ceilingPgbench renders the ceiling query the same way (nil: no ceiling).
+	ceilingPgbench func(ctx context.Context) ([]string, error)
 }
 
 // workloads are the four measured request kinds; add comes last because it
@@ -410,6 +420,7 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 				return raw.searchSQL(ctx, memory.SearchMode(mode), owner, q, topK)
 			}, seed+3)}
 		if mode == "vector" {
+			w.ceilingPgbench = h.pgbenchScripts(raw.ceilingSQL, seed+4)
 			w.ceiling = func(conc int) opFunc {
 				r := rngs(conc, seed+2)
 				return func(ctx context.Context, w int) error {
@@ -454,6 +465,20 @@ func (h *harness) workloads(api *apiClient, raw *rawSQL, actions *counter) []wor
 // pgbenchSamples is how many sample queries the pgbench cross-check
 // rotates through (one script each; the owner is drawn per transaction).
 const pgbenchSamples = 8
+
+// crossCheck runs the scripts of one side with pgbench at concurrency c for
+// the cell's duration and compares the harness's throughput with it.
+func (h *harness) crossCheck(ctx context.Context, pgbench []string, url string, scripts func(context.Context) ([]string, error), c int, harnessOps float64) (*Pgbench, error) {
+	sqls, err := scripts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tps, err := h.runPgbench(ctx, pgbench, url, sqls, c, h.scale.RunDuration)
+	if err != nil {
+		return nil, err
+	}
+	return &Pgbench{TPS: round3(tps), RawRatio: ratio(harnessOps, tps), Binary: pgbench[len(pgbench)-1]}, nil
+}
 
 // pgbenchScripts renders the raw statement of pgbenchSamples queries.
 func (h *harness) pgbenchScripts(build func(ctx context.Context, owner, query string) (string, []any, error), seed uint64) func(context.Context) ([]string, error) {

@@ -16,8 +16,10 @@ type tableIO struct {
 	sessions     int64 // sessions opened in the database (pg_stat_database)
 }
 
-// statsFlushWait lets backends flush their statistics (at most once a
-// second) before a reading.
+// statsFlushWait lets busy backends flush their statistics (at most once
+// a second) before a reading. A backend that went idle right after a flush
+// may hold its counters for up to 10 s more, so the counters of a 20 s cell
+// are approximate; probes wait longer (statsIdleWait).
 const statsFlushWait = 1100 * time.Millisecond
 
 // readTableIO reads the counters after statsFlushWait.
@@ -50,31 +52,40 @@ type PerOp struct {
 // add seconds, not minutes.
 const probeOps = 100
 
-// accessFlushWait covers the service's access statistics, written in the
-// background every 2 s (internal/memory/access.go).
-const accessFlushWait = 2500 * time.Millisecond
+// statsIdleWait is how long a probe waits before each reading so that
+// every backend's counters of the operations before it are in: a backend
+// that flushed less than a second ago defers its next flush until it has
+// been idle for PGSTAT_IDLE_INTERVAL (10 s), and the service's access
+// statistics are written up to accessInterval (2 s) after the last search.
+// A shorter wait attributed one side's counters to the next side probed.
+const statsIdleWait = 11 * time.Second
 
-// probe runs op probeOps times on one worker and divides the table's
-// counters by the operations: rows updated (access statistics), heap rows
-// fetched (Heap Fetches of index-only scans, rows of index and bitmap
-// scans) and heap pages touched per operation.
-func probe(ctx context.Context, pool *pgxpool.Pool, schema string, op opFunc) (PerOp, error) {
-	before, err := readTableIO(ctx, pool, schema)
+// probe runs each op probeOps times on one worker, one after the other,
+// and divides the table's counters by the operations: rows updated
+// (access statistics), heap rows fetched (Heap Fetches of index-only
+// scans, rows of index and bitmap scans) and heap pages touched per
+// operation. Consecutive sides share a reading.
+func probe(ctx context.Context, pool *pgxpool.Pool, schema string, ops ...opFunc) ([]PerOp, error) {
+	time.Sleep(statsIdleWait)
+	prev, err := readTableIO(ctx, pool, schema)
 	if err != nil {
-		return PerOp{}, err
+		return nil, err
 	}
-	s := runLoad(ctx, 1, time.Minute, probeOps, op)
-	time.Sleep(accessFlushWait)
-	after, err := readTableIO(ctx, pool, schema)
-	if err != nil {
-		return PerOp{}, err
+	out := make([]PerOp, len(ops))
+	for i, op := range ops {
+		s := runLoad(ctx, 1, time.Minute, probeOps, op)
+		time.Sleep(statsIdleWait)
+		cur, err := readTableIO(ctx, pool, schema)
+		if err != nil {
+			return nil, err
+		}
+		d := cur.minus(prev)
+		prev = cur
+		if n := len(s.latencies); n > 0 {
+			f := float64(n)
+			out[i] = PerOp{Ops: n, RowsUpdated: round3(float64(d.updates) / f), HeapFetches: round3(float64(d.fetches) / f),
+				HeapPages: round3(float64(d.heapPages) / f)}
+		}
 	}
-	d := after.minus(before)
-	n := len(s.latencies)
-	if n == 0 {
-		return PerOp{}, nil
-	}
-	f := float64(n)
-	return PerOp{Ops: n, RowsUpdated: round3(float64(d.updates) / f), HeapFetches: round3(float64(d.fetches) / f),
-		HeapPages: round3(float64(d.heapPages) / f)}, nil
+	return out, nil
 }
