@@ -165,7 +165,7 @@ N ?=
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: ## Short benchmark (< 10 min): service vs raw SQL, conversations, jobs, operator; writes bench/results/.
+bench: ## Short benchmark (about 11 min): service vs raw SQL, conversations, jobs, operator; writes bench/results/.
 	@$(call run-bench,short)
 
 .PHONY: bench-full

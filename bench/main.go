@@ -78,7 +78,7 @@ type options struct {
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "short", "short (make bench, < 10 min) or full (make bench-full, the sizes of issue 7)")
+	fs.StringVar(&o.mode, "mode", "short", "short (make bench, about 11 min) or full (make bench-full, the sizes of issue 7)")
 	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
@@ -87,7 +87,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
 	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
-	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 10m short, 2h full)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 15m short, 2h full)")
 	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
 	fs.BoolVar(&o.keepDB, "keep-db", false, "keep the benchmark databases and roles (to investigate plans afterwards; drop them by hand)")
@@ -122,7 +122,7 @@ func run(args []string) int {
 	}
 	timeout := o.timeout
 	if timeout == 0 {
-		timeout = map[string]time.Duration{"short": 10 * time.Minute, "full": 2 * time.Hour}[o.mode]
+		timeout = map[string]time.Duration{"short": 15 * time.Minute, "full": 2 * time.Hour}[o.mode]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -7,8 +7,9 @@ import (
 
 // Scale is how big each part of the benchmark is. The full mode uses the
 // sizes of issue 7; the short mode (make bench) scales the data down so the
-// whole run fits in 10 minutes on a 2-core machine, and every result prints
-// the scale it was measured at.
+// whole run takes about 11 minutes on a 2-core machine (of which about
+// 2 are the probes' waits for PostgreSQL's statistics, see statsIdleWait),
+// and every result prints the scale it was measured at.
 type Scale struct {
 	Mode string `json:"mode"`
 

@@ -223,4 +223,3 @@ func histogramCountWith(t *testing.T, name string, labels map[string]string) uin
 	}
 	return n
 }
-
