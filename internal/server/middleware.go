@@ -56,6 +56,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) 
 			writeProblem(w, r, p)
 			return
 		}
+		r = r.WithContext(withToolCalls(r.Context()))
 		if s.slots != nil {
 			select {
 			case s.slots <- struct{}{}:
