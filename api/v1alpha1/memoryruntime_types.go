@@ -207,6 +207,11 @@ type ServiceSpec struct {
 	// only. See MemoryRuntimeNetworkPolicy.
 	// +optional
 	NetworkPolicy *MemoryRuntimeNetworkPolicy `json:"networkPolicy,omitempty"`
+
+	// Limits bound what the service does for one caller: the rate limits
+	// per credential. See ServiceLimits.
+	// +optional
+	Limits *ServiceLimits `json:"limits,omitempty"`
 }
 
 // AppliedPolicy records which policy a runtime's config was resolved from.

@@ -42,6 +42,7 @@ type controllerFlags struct {
 	dbTimeout          time.Duration
 	migrationTimeout   time.Duration
 	serviceImage       string
+	metricsNamespaces  string
 	logLevel           string
 	logFormat          string
 }
@@ -63,6 +64,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
+	fs.StringVar(&f.metricsNamespaces, "service-metrics-namespaces", controller.DefaultMetricsNamespaces, "label selector of the namespaces (where Prometheus runs) whose pods may reach the memory services' metrics port; each runtime's NetworkPolicy admits it from there only")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or text")
 	config.RegisterFlags(fs) // --kubeconfig, for running outside a cluster
@@ -74,6 +76,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	}
 	if f.grantCheckInterval < time.Minute {
 		return nil, fmt.Errorf("--grant-check-interval %s is below the minimum of 1m", f.grantCheckInterval)
+	}
+	if _, err := controller.ParseMetricsNamespaces(f.metricsNamespaces); err != nil {
+		return nil, fmt.Errorf("--service-metrics-namespaces: %w", err)
 	}
 	for _, c := range []int{f.runtimeConcurrency, f.policyConcurrency, f.jobConcurrency} {
 		if c < 1 {
@@ -105,6 +110,7 @@ func runController(args []string) int {
 		log.Error(err, "invalid --watch-namespaces")
 		return 2
 	}
+	metricsNamespaces, _ := controller.ParseMetricsNamespaces(f.metricsNamespaces) // checked with the flags
 	if f.operatorNamespace == "" {
 		log.Info("no --operator-namespace (POD_NAMESPACE): clusterConnection cannot be resolved")
 	}
@@ -131,6 +137,7 @@ func runController(args []string) int {
 		OperatorNamespace:       f.operatorNamespace,
 		WatchNamespaces:         namespaces,
 		ServiceImage:            f.serviceImage,
+		MetricsNamespaces:       metricsNamespaces,
 		GrantCheckInterval:      f.grantCheckInterval,
 		LockTimeout:             f.dbLockTimeout,
 		DatabaseTimeout:         f.dbTimeout,

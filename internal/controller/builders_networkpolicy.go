@@ -16,15 +16,18 @@ func NetworkPolicyName(runtime string) string { return runtime }
 
 // NetworkPolicy admits TCP traffic to a runtime's service port from the
 // peers of spec.service.networkPolicy.from (by default every pod of the
-// runtime's namespace) and, because it selects the service's pods for
-// Ingress, denies every other ingress to them. Egress is left alone: the
-// service must reach PostgreSQL and the embedding and LLM endpoints, which
-// the operator cannot know.
+// runtime's namespace), and to its metrics port from the namespaces
+// metricsFrom selects (where Prometheus runs; --service-metrics-namespaces)
+// only, so an API client cannot read the metrics. Because it selects the
+// service's pods for Ingress, it denies every other ingress to them.
+// Egress is left alone: the service must reach PostgreSQL and the embedding
+// and LLM endpoints, which the operator cannot know.
 //
-// The port is the pod's port (NetworkPolicies act on pods, not on the
+// The ports are the pod's (NetworkPolicies act on pods, not on the
 // Service), by number: named ports are not supported by every network plugin.
-func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime) *networkingv1.NetworkPolicy {
+func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime, metricsFrom *metav1.LabelSelector) *networkingv1.NetworkPolicy {
 	port := intstr.FromInt32(rt.ServicePort())
+	metricsPort := intstr.FromInt32(rt.MetricsPort())
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: ownedMeta(rt, NetworkPolicyName(rt.Name), naming.ComponentService),
@@ -34,6 +37,9 @@ func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime) *networkingv1.NetworkPolicy
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}},
 				From:  rt.NetworkPolicyPeers(),
+			}, {
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &metricsPort}},
+				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: metricsFrom.DeepCopy()}},
 			}},
 		},
 	}

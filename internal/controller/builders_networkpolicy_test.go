@@ -20,7 +20,7 @@ func TestNetworkPolicyDefault(t *testing.T) {
 	if !rt.NetworkPolicyEnabled() {
 		t.Fatal("a runtime without spec.service.networkPolicy must get a NetworkPolicy")
 	}
-	np := NetworkPolicy(rt)
+	np := NetworkPolicy(rt, monitoringNamespaces())
 	if np.Name != "bot" || np.Namespace != "team-a" || np.Labels[naming.LabelManagedBy] != naming.ManagedBy || np.Labels[naming.LabelRuntime] != "bot" {
 		t.Errorf("metadata = %+v", np.ObjectMeta)
 	}
@@ -33,8 +33,8 @@ func TestNetworkPolicyDefault(t *testing.T) {
 	if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("policyTypes = %v, want Ingress only (egress to PostgreSQL and model endpoints stays open)", np.Spec.PolicyTypes)
 	}
-	if len(np.Spec.Ingress) != 1 {
-		t.Fatalf("ingress = %+v, want one rule", np.Spec.Ingress)
+	if len(np.Spec.Ingress) != 2 {
+		t.Fatalf("ingress = %+v, want two rules (API, metrics)", np.Spec.Ingress)
 	}
 	rule := np.Spec.Ingress[0]
 	if len(rule.Ports) != 1 || *rule.Ports[0].Protocol != corev1.ProtocolTCP || rule.Ports[0].Port.IntValue() != 9090 || rule.Ports[0].EndPort != nil {
@@ -58,7 +58,7 @@ func TestNetworkPolicyFrom(t *testing.T) {
 		{IPBlock: &networkingv1.IPBlock{CIDR: "10.8.0.0/16", Except: []string{"10.8.1.0/24"}}},
 	}
 	rt.Spec.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{Enabled: ptr.To(true), From: peers}
-	np := NetworkPolicy(rt)
+	np := NetworkPolicy(rt, monitoringNamespaces())
 	if got := np.Spec.Ingress[0].From; !reflect.DeepEqual(got, peers) {
 		t.Errorf("from = %+v, want %+v", got, peers)
 	}
@@ -90,5 +90,86 @@ func TestNetworkPolicyEnabled(t *testing.T) {
 		if names["NetworkPolicy"] != c.want {
 			t.Errorf("%+v: the ownership check covers the NetworkPolicy: %v, want %v", c.np, names["NetworkPolicy"], c.want)
 		}
+	}
+}
+
+// monitoringNamespaces is the default selector of --service-metrics-namespaces.
+func monitoringNamespaces() *metav1.LabelSelector { return Options{}.withDefaults().MetricsNamespaces }
+
+// TestNetworkPolicyAdmitsMetricsFromMonitoringOnly: the metrics port is
+// admitted from the monitoring namespaces only, never from the API's peers
+// (the runtime's namespace, or spec.service.networkPolicy.from), and the
+// API port never from the monitoring rule; the selector is the operator's
+// setting, copied.
+func TestNetworkPolicyAdmitsMetricsFromMonitoringOnly(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		port        int32
+		metricsPort int
+		from        []networkingv1.NetworkPolicyPeer
+		selector    string
+	}{
+		{"defaults", 0, 9090, nil, DefaultMetricsNamespaces},
+		{"API on 9090", 9090, 9091, nil, DefaultMetricsNamespaces},
+		{"peers listed, other selector", 8080, 9090,
+			[]networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "agents"}}}},
+			"metrics.engram.dev/scrape=true"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rt := testRuntime()
+			rt.Spec.Service.Port = c.port
+			if c.from != nil {
+				rt.Spec.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{From: c.from}
+			}
+			sel, err := ParseMetricsNamespaces(c.selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			np := NetworkPolicy(rt, sel)
+			var metrics []networkingv1.NetworkPolicyIngressRule
+			for _, rule := range np.Spec.Ingress {
+				if len(rule.Ports) != 1 || *rule.Ports[0].Protocol != corev1.ProtocolTCP {
+					t.Fatalf("rule %+v: want one TCP port per rule", rule)
+				}
+				switch rule.Ports[0].Port.IntValue() {
+				case c.metricsPort:
+					metrics = append(metrics, rule)
+				case int(rt.ServicePort()):
+					if !reflect.DeepEqual(rule.From, rt.NetworkPolicyPeers()) {
+						t.Errorf("API port from %+v, want the runtime's peers %+v", rule.From, rt.NetworkPolicyPeers())
+					}
+				default:
+					t.Errorf("a rule admits port %s, neither the API's nor the metrics'", rule.Ports[0].Port.String())
+				}
+			}
+			want := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel}}
+			if len(metrics) != 1 || !reflect.DeepEqual(metrics[0].From, want) {
+				t.Fatalf("metrics port %d rules %+v, want one admitting %+v only", c.metricsPort, metrics, want)
+			}
+			if metrics[0].From[0].PodSelector != nil || metrics[0].From[0].IPBlock != nil {
+				t.Errorf("the metrics peer admits more than the monitoring namespaces: %+v", metrics[0].From[0])
+			}
+			metrics[0].From[0].NamespaceSelector.MatchLabels["changed"] = "yes"
+			if _, changed := sel.MatchLabels["changed"]; changed {
+				t.Error("changing the built NetworkPolicy changed the operator's selector")
+			}
+			d := Deployment(rt, "img", "hash")
+			ports := d.Spec.Template.Spec.Containers[0].Ports
+			if len(ports) != 2 || ports[1].Name != naming.MetricsPortName || int(ports[1].ContainerPort) != c.metricsPort {
+				t.Errorf("pod ports %+v, want %q on %d", ports, naming.MetricsPortName, c.metricsPort)
+			}
+		})
+	}
+}
+
+func TestParseMetricsNamespaces(t *testing.T) {
+	for _, bad := range []string{"", "  ", "a=b=c", "in (x)"} {
+		if _, err := ParseMetricsNamespaces(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	sel, err := ParseMetricsNamespaces("team in (obs,sre)")
+	if err != nil || len(sel.MatchExpressions) != 1 {
+		t.Errorf("set-based selector: %+v %v", sel, err)
 	}
 }

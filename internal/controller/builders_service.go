@@ -32,7 +32,7 @@ var tmpSizeLimit = resource.MustParse("64Mi")
 // Deployment is the memory service of a runtime. configHash goes on the pod
 // template, so a change of config or credentials rolls the pods.
 func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *appsv1.Deployment {
-	port := rt.ServicePort()
+	port, metricsPort := rt.ServicePort(), rt.MetricsPort()
 	labels := naming.RuntimeLabels(rt.Name, naming.ComponentService)
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -53,17 +53,21 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 					Containers: []corev1.Container{{
 						Name:  naming.ContainerSvc,
 						Image: image,
-						Command: []string{
+						Command: append([]string{
 							naming.BinaryPath, "serve",
 							"--config=" + naming.ConfigPath,
 							"--tokens-file=" + naming.TokensPath,
 							"--signing-key-file=" + naming.SigningKeyPath,
 							"--listen=:" + strconv.Itoa(int(port)),
+							"--metrics-listen=:" + strconv.Itoa(int(metricsPort)),
 							"--shutdown-delay=" + ServiceShutdownDelay.String(),
 							"--shutdown-timeout=" + ServiceShutdownTimeout.String(),
+						}, rateLimitArgs(rt)...),
+						Ports: []corev1.ContainerPort{
+							{Name: naming.PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP},
+							{Name: naming.MetricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
 						},
-						Ports: []corev1.ContainerPort{{Name: naming.PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-						Env:   tenantEnv(rt),
+						Env: tenantEnv(rt),
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler:     httpGet("/healthz"),
 							PeriodSeconds:    10,
@@ -100,6 +104,18 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 				},
 			},
 		},
+	}
+}
+
+// rateLimitArgs are the flags of spec.service.limits (defaults included, so
+// the pod template shows the limits in force).
+func rateLimitArgs(rt *memoryv1alpha1.MemoryRuntime) []string {
+	rl, llm := rt.RateLimitOrDefault(), rt.LLMRateLimitOrDefault()
+	return []string{
+		"--rate-limit-per-minute=" + strconv.Itoa(int(rl.RequestsPerMinute)),
+		"--rate-limit-burst=" + strconv.Itoa(int(rl.Burst)),
+		"--llm-rate-limit-per-minute=" + strconv.Itoa(int(llm.RequestsPerMinute)),
+		"--llm-rate-limit-burst=" + strconv.Itoa(int(llm.Burst)),
 	}
 }
 

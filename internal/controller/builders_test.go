@@ -21,6 +21,7 @@ import (
 	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/server"
 )
 
 func testRuntime() *memoryv1alpha1.MemoryRuntime {
@@ -229,12 +230,16 @@ func TestDeployment(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds = %v, want 35", g)
 	}
 	c := ps.Containers[0]
+	// The API on spec.service.port (9090 here), so the metrics move to 9091;
+	// the rate limits are the defaults, written out.
 	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090",
-		"--shutdown-delay=5s", "--shutdown-timeout=25s"}
+		"--metrics-listen=:9091", "--shutdown-delay=5s", "--shutdown-timeout=25s",
+		"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=60", "--llm-rate-limit-burst=20"}
 	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
 		t.Errorf("command = %v image %s", c.Command, c.Image)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" {
+	if len(c.Ports) != 2 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" ||
+		c.Ports[1].ContainerPort != 9091 || c.Ports[1].Name != "metrics" {
 		t.Errorf("ports = %+v", c.Ports)
 	}
 	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.StrVal != "http" {
@@ -438,5 +443,24 @@ func TestJobDefaults(t *testing.T) {
 	res = CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
 	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 0 {
 		t.Errorf("resources from the spec = %+v, want exactly them", res)
+	}
+}
+
+// The limits of spec.service.limits reach the service as flags; absent ones
+// are the defaults, the same as `manager serve`'s.
+func TestDeploymentCarriesRateLimits(t *testing.T) {
+	rt := testRuntime()
+	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 6, Burst: 3}}
+	cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command
+	for _, want := range []string{"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=6", "--llm-rate-limit-burst=3"} {
+		if !slices.Contains(cmd, want) {
+			t.Errorf("command %v lacks %s", cmd, want)
+		}
+	}
+	if d := memoryv1alpha1.DefaultRateLimit; d.RequestsPerMinute != int32(server.DefaultRateLimit.PerMinute) || d.Burst != int32(server.DefaultRateLimit.Burst) {
+		t.Errorf("the CRD's default rate limit %+v differs from manager serve's %+v", d, server.DefaultRateLimit)
+	}
+	if d := memoryv1alpha1.DefaultLLMRateLimit; d.RequestsPerMinute != int32(server.DefaultLLMRateLimit.PerMinute) || d.Burst != int32(server.DefaultLLMRateLimit.Burst) {
+		t.Errorf("the CRD's default LLM rate limit %+v differs from manager serve's %+v", d, server.DefaultLLMRateLimit)
 	}
 }

@@ -130,6 +130,21 @@ func celCases(ns string) []celCase {
 				{IPBlock: &networkingv1.IPBlock{CIDR: "everyone"}},
 			}}
 		}), "spec.service.networkPolicy: Invalid value: service.networkPolicy.from[].ipBlock.cidr must be a CIDR such as 10.0.0.0/8"},
+		{"rate limit of 0 a minute", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{RateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 0, Burst: 10}}
+		}), "spec.service.limits.rateLimit.requestsPerMinute: Invalid value: 0: spec.service.limits.rateLimit.requestsPerMinute in body should be greater than or equal to 1"},
+		{"rate limit burst of 0", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 10, Burst: 0}}
+		}), "spec.service.limits.llmRateLimit.burst: Invalid value: 0: spec.service.limits.llmRateLimit.burst in body should be greater than or equal to 1"},
+		{"LLM rate limit above the request limit", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{
+				RateLimit:    &memoryv1alpha1.RateLimit{RequestsPerMinute: 100, Burst: 10},
+				LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 200, Burst: 10},
+			}
+		}), "spec.service.limits: Invalid value: service.limits.llmRateLimit.requestsPerMinute must not exceed service.limits.rateLimit.requestsPerMinute (default 6000): every LLM-backed request also counts against rateLimit"},
+		{"LLM rate limit above the default request limit", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 6001, Burst: 10}}
+		}), "service.limits.llmRateLimit.requestsPerMinute must not exceed service.limits.rateLimit.requestsPerMinute (default 6000)"},
 		// MemoryPolicy
 		{"arbitration above auto-merge", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Dedup.ArbitrationThreshold = 0.97 }),
 			"spec.dedup: Invalid value: thresholds must satisfy 0 < arbitrationThreshold <= autoMergeThreshold <= 1"},

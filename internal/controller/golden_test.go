@@ -47,7 +47,7 @@ func TestGolden(t *testing.T) {
 		"secret-api-token":   APITokenSecret(rt, "admin:golden-token-digest", "golden-signing-key"),
 		"cronjob":            cj,
 		"job-run-now":        RunNowJob(cj, "2026-01-01"),
-		"networkpolicy":      NetworkPolicy(rt),
+		"networkpolicy":      NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
 	}
 	scaled := testRuntime()
 	scaled.Spec.Service.Replicas = ptr.To[int32](0)

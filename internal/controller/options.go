@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -36,6 +38,10 @@ type Options struct {
 	// take minutes on a large tenant). Every other statement is bounded by
 	// DatabaseTimeout (statement_timeout) and LockTimeout.
 	MigrationTimeout time.Duration
+	// MetricsNamespaces selects the namespaces whose pods may reach the
+	// memory services' metrics port (where Prometheus runs): the runtimes'
+	// NetworkPolicies admit it from there only. Nil: DefaultMetricsNamespaces.
+	MetricsNamespaces *metav1.LabelSelector
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
@@ -71,6 +77,24 @@ const (
 	DefaultRetryMaxDelay      = 5 * time.Minute
 	DefaultNotOwnedRetry      = 30 * time.Second
 )
+
+// DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
+// the namespace named monitoring (the label every namespace has).
+const DefaultMetricsNamespaces = "kubernetes.io/metadata.name=monitoring"
+
+// ParseMetricsNamespaces reads a label selector of namespaces (kubectl's
+// syntax: "kubernetes.io/metadata.name=monitoring", "team in (obs,sre)").
+// An empty one would select every namespace, so it is refused.
+func ParseMetricsNamespaces(s string) (*metav1.LabelSelector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("the selector is empty, which would admit every namespace")
+	}
+	sel, err := metav1.ParseToLabelSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a label selector: %w", s, err)
+	}
+	return sel, nil
+}
 
 // withDefaults fills unset options.
 func (o Options) withDefaults() Options {
@@ -109,6 +133,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NotOwnedRetry <= 0 {
 		o.NotOwnedRetry = DefaultNotOwnedRetry
+	}
+	if o.MetricsNamespaces == nil {
+		o.MetricsNamespaces, _ = ParseMetricsNamespaces(DefaultMetricsNamespaces)
 	}
 	return o
 }

@@ -241,8 +241,8 @@ func (k *Kubelet) envValue(ctx context.Context, pod podSpec, src *corev1.EnvVarS
 
 // rewrite maps the container's command line onto this machine: /manager is
 // the local binary, mount paths are the materialized directories, a listen
-// address becomes a free port on 127.0.0.1, and the termination log is a
-// file of the pod's directory.
+// address (API or metrics) becomes a free port on 127.0.0.1, and the
+// termination log is a file of the pod's directory.
 func (k *Kubelet) rewrite(argv []string, mounts map[string]string, p *process) ([]string, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("container has no command")
@@ -265,6 +265,13 @@ func (k *Kubelet) rewrite(argv []string, mounts map[string]string, p *process) (
 			}
 			p.url = "http://127.0.0.1:" + strconv.Itoa(port)
 			a = "--listen=127.0.0.1:" + strconv.Itoa(port)
+		case strings.HasPrefix(a, "--metrics-listen="):
+			// A port of its own too: pods of several runtimes share this host.
+			port, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			a = "--metrics-listen=127.0.0.1:" + strconv.Itoa(port)
 		case strings.HasPrefix(a, "--termination-log="):
 			a = "--termination-log=" + p.termLog
 		default:

@@ -64,4 +64,7 @@ const (
 	ContainerSvc = "memory"
 	ContainerJob = "job"
 	PortName     = "http"
+	// MetricsPortName is the memory service's /metrics port, apart from
+	// the API (PodMonitors select it by this name).
+	MetricsPortName = "metrics"
 )

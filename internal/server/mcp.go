@@ -115,11 +115,17 @@ func (s *Server) mcpHandler() http.Handler {
 	})
 }
 
-// toolHandler adapts fn to the SDK, counts the call and turns engine errors
-// into tool errors the model can read (invalid fields named, no internals).
+// toolHandler adapts fn to the SDK, charges the call to the rate limit
+// (each call of a batch beyond the first), counts it and turns engine
+// errors into tool errors the model can read (invalid fields named, no
+// internals).
 func toolHandler[In, Out any](s *Server, name string, fn func(context.Context, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		out, err := fn(ctx, in)
+		err := s.limits.admitToolCall(ctx)
+		var out Out
+		if err == nil {
+			out, err = fn(ctx, in)
+		}
 		if err != nil {
 			s.metrics.mcpToolCalls.WithLabelValues(name, "error").Inc()
 			var zero Out

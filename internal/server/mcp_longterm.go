@@ -60,6 +60,9 @@ func (s *Server) mcpExtractSession(ctx context.Context, a mcpExtractSessionArgs)
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = s.mcpLLM(ctx); err != nil {
+		return nil, err
+	}
 	res, err := s.store.ExtractSession(ctx, memory.SessionExtractRequest{Owner: owner, SessionID: a.Session, Source: src})
 	if err != nil {
 		return nil, inResource(err, resSession)

@@ -23,6 +23,7 @@ type Metrics struct {
 	duration     *prometheus.HistogramVec
 	inflight     prometheus.Gauge
 	shed         prometheus.Counter
+	rateLimited  *prometheus.CounterVec
 	addActions   *prometheus.CounterVec
 	upstreamTime *prometheus.HistogramVec
 	upstreamErrs *prometheus.CounterVec
@@ -53,6 +54,10 @@ func NewMetrics() *Metrics {
 			Name: "engram_http_shed_requests_total",
 			Help: "API requests answered 429 because --max-inflight requests were already in flight.",
 		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_rate_limited_total",
+			Help: "Requests and model calls refused by a credential's rate limit, by class (api: any API request; llm: LLM-backed requests and the arbiter's calls) and outcome (rejected: answered 429; arbitration_skipped: an add was stored without asking the LLM).",
+		}, []string{"class", "outcome"}),
 		addActions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_memory_add_actions_total",
 			Help: "Writes by the dedup action they ended in (added, merged, reactivated, updated, replaced, noop).",
@@ -79,12 +84,15 @@ func NewMetrics() *Metrics {
 			Help: "MCP tool calls by tool and outcome (ok|error).",
 		}, []string{"tool", "outcome"}),
 	}
-	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.addActions, m.upstreamTime,
+	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.rateLimited, m.addActions, m.upstreamTime,
 		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.content = newContentMetrics(m.Registry)
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
+	}
+	for _, l := range [][2]string{{limitClassAPI, limitRejected}, {limitClassLLM, limitRejected}, {limitClassLLM, limitArbitrationSkipped}} {
+		m.rateLimited.WithLabelValues(l[0], l[1])
 	}
 	return m
 }

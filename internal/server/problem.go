@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -38,6 +39,7 @@ var (
 	probMediaType        = problemKind{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type"}
 	probValidation       = problemKind{"validation", http.StatusUnprocessableEntity, "Invalid input"}
 	probOverloaded       = problemKind{"overloaded", http.StatusTooManyRequests, "Server overloaded"}
+	probRateLimited      = problemKind{"rate-limited", http.StatusTooManyRequests, "Rate limit exceeded"}
 	probInternal         = problemKind{"internal", http.StatusInternalServerError, "Internal server error"}
 	probUpstream         = problemKind{"upstream", http.StatusBadGateway, "Embedding or LLM API failed"}
 	probUnavailable      = problemKind{"unavailable", http.StatusServiceUnavailable, "Service unavailable"}
@@ -46,8 +48,8 @@ var (
 // allProblemKinds lists every kind, for the docs test.
 var allProblemKinds = []problemKind{probMalformed, probUnauth, probForbidden, probOwnerNotAllowed,
 	probSourceNotAllowed, probProtected, probNotFound, probNoRoute, probMethod, probConflict, probLocked, probNoLLM,
-	probNoSigningKey, probTooLarge, probMediaType, probValidation, probOverloaded, probInternal, probUpstream,
-	probUnavailable}
+	probNoSigningKey, probTooLarge, probMediaType, probValidation, probOverloaded, probRateLimited, probInternal,
+	probUpstream, probUnavailable}
 
 // Problem is an RFC 9457 problem details object.
 type Problem struct {
@@ -62,6 +64,8 @@ type Problem struct {
 	Errors []memory.FieldError `json:"errors,omitempty"`
 
 	allow string // Allow header of a 405
+	// retryAfter is the Retry-After of a 429 or 503 in seconds (0: retryAfterSeconds).
+	retryAfter int
 }
 
 func newProblem(k problemKind, detail string) *Problem {
@@ -79,7 +83,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 		w.Header().Set("Allow", p.allow)
 	}
 	if p.Status == http.StatusTooManyRequests || p.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		w.Header().Set("Retry-After", strconv.Itoa(cmp.Or(p.retryAfter, retryAfterSeconds)))
 	}
 	body, err := json.Marshal(p)
 	if err != nil { // cannot happen: Problem holds only strings and ints

@@ -83,7 +83,10 @@ func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...st
 	config := writeConfig(t, schema, 384)
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--config=" + config, "--tokens-file=" + filepath.Join(dir, "tokens"),
-		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn"}, extraArgs...)
+		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn",
+		// No metrics listener, and no rate limit: the writers share one token
+		// and write as fast as the machine allows; only outages may fail them.
+		"--metrics-listen=0", "--rate-limit-per-minute=0"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+databaseURL)
 	logs := &bytes.Buffer{}
