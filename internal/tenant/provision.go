@@ -300,9 +300,16 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 		}
 		res.Changes = append(res.Changes, "created role "+r.name)
 	}
-	// The admin creates the tenant's objects as the owner role (SET ROLE).
+	// The admin creates the tenant's objects as the owner role (SET ROLE)
+	// and grants on them (it needs the owner's privileges). From
+	// PostgreSQL 16 on, a CREATEROLE admin is a member of every role it
+	// created, but with ADMIN only (no SET, no INHERIT): it grants itself
+	// the role once more to get both.
 	var member, super bool
-	if err := conn.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'MEMBER'), rolsuper FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+			THEN pg_has_role(current_user, $1, 'USAGE') AND pg_has_role(current_user, $1, 'SET')
+			ELSE pg_has_role(current_user, $1, 'MEMBER') END, rolsuper
+		FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
 		return fmt.Errorf("checking membership in %q: %w", names.owner, err)
 	}
 	if !member && !super {
