@@ -40,6 +40,9 @@ type Spec struct {
 	// IndexTimeout bounds each CREATE INDEX CONCURRENTLY of a migration;
 	// zero means DefaultIndexTimeout.
 	IndexTimeout time.Duration
+	// Blockers says how long another tenant's session may make a
+	// provisioning statement wait before it is ended, and whom to tell.
+	Blockers BlockerPolicy
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -114,7 +117,15 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 	}
 	names := spec.roles()
 	res := &Result{Schema: spec.Schema, OwnerRole: names.owner, LoginRole: names.login}
-	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) error {
+	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) (err error) {
+		// Other tenants' sessions must not make it wait for long (a held
+		// snapshot stalls every CREATE INDEX CONCURRENTLY of the database).
+		watch := startBlockerWatch(ctx, admin.Config().ConnConfig, int(conn.PgConn().PID()), spec.Owner, spec.Blockers)
+		defer func() {
+			if blockers := watch.stop(); err != nil && len(blockers) > 0 {
+				err = &BlockedError{Err: err, Blockers: blockers}
+			}
+		}()
 		extSchema, err := ensureExtension(ctx, conn, res)
 		if err != nil {
 			return err
