@@ -57,6 +57,13 @@ func (p BlockerPolicy) interval() time.Duration {
 	return p.Interval
 }
 
+// lockTimeout is the lock timeout of a concurrent index build: long enough
+// for the watcher to end another tenant's blocker (MaxAge, two looks) and
+// report the others before the build gives up on them.
+func (p BlockerPolicy) lockTimeout() time.Duration {
+	return p.maxAge() + 2*p.interval() + 10*time.Second
+}
+
 // BlockerKind says whose a blocking session is.
 type BlockerKind string
 

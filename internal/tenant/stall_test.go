@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -58,15 +59,33 @@ func (l *blockerLog) String() string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
+// operatorPool is a pool on url with the operator's session settings
+// (controller/pools.go), the lock timeout shorter than the blocker's
+// maximum age, as with the operator's defaults (5 s and 60 s).
+func operatorPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool := testenv.NewPool(t, url+"&lock_timeout=1000&statement_timeout=60000&application_name=engram-operator", 4)
+	var lock string
+	if err := pool.QueryRow(testCtx(t), "SHOW lock_timeout").Scan(&lock); err != nil || lock != "1s" {
+		t.Fatalf("the operator-like pool has lock_timeout %q (%v), want 1s", lock, err)
+	}
+	return pool
+}
+
 // TestTenantSnapshotCannotStallAnotherTenantsMigration is issue 26's "no
 // tenant can stall another": tenant A's login role holds a snapshot open
 // forever (its timeouts SET away), which makes every CREATE INDEX
 // CONCURRENTLY of the database wait. Tenant B's schema upgrade through
 // migrations 7, 10 and 12 (concurrent index builds) completes: the
 // operator ends A's session once it has been in the way for the maximum
-// age, reports it, and A's committed data is all there.
+// age (longer than the admin session's lock timeout, which the builds wait
+// under), reports it, and A's committed data is all there.
 func TestTenantSnapshotCannotStallAnotherTenantsMigration(t *testing.T) {
-	pool, url := adminPool(t)
+	_, url := adminPool(t)
+	if !strings.Contains(url, "?") {
+		t.Fatalf("the test URL has no query to add settings to: %s", url)
+	}
+	pool := operatorPool(t, url)
 	a := newSpec(uniqueSchema(t, "engram_snap_a"), 3)
 	resA := mustProvision(t, pool, url, a)
 	loginA := testenv.WithUser(url, resA.LoginRole, resA.Password)
