@@ -41,6 +41,7 @@ type controllerFlags struct {
 	dbLockTimeout      time.Duration
 	dbTimeout          time.Duration
 	migrationTimeout   time.Duration
+	blockerMaxAge      time.Duration
 	serviceImage       string
 	logLevel           string
 	logFormat          string
@@ -61,6 +62,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.dbLockTimeout, "db-lock-timeout", controller.DefaultLockTimeout, "lock_timeout of every admin session: how long a provisioning statement waits for a lock before the reconcile retries")
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
+	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -71,6 +73,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if f.blockerMaxAge < time.Second {
+		return nil, fmt.Errorf("--tenant-blocker-max-age %s is below the minimum of 1s", f.blockerMaxAge)
 	}
 	if f.grantCheckInterval < time.Minute {
 		return nil, fmt.Errorf("--grant-check-interval %s is below the minimum of 1m", f.grantCheckInterval)
@@ -135,6 +140,7 @@ func runController(args []string) int {
 		LockTimeout:             f.dbLockTimeout,
 		DatabaseTimeout:         f.dbTimeout,
 		MigrationTimeout:        f.migrationTimeout,
+		TenantBlockerMaxAge:     f.blockerMaxAge,
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,
