@@ -198,9 +198,33 @@ func (w *blockerWatch) classify(s blockingSession) Blocker {
 	return b
 }
 
-// act ends s when it is another tenant's and has been in the way too long
-// (trying again at every look until it is gone), and reports it: once
-// ended, or once when it cannot or may not be ended.
+// blockerAction is what the watcher does about a blocker at one look.
+type blockerAction int
+
+const (
+	blockerWait   blockerAction = iota // not (yet) in the way for long enough
+	blockerEnd                         // end the session
+	blockerReport                      // never ended: report it
+)
+
+// decideBlocker is the watcher's rule. openFor is how long the blocker's
+// transaction has been open (at least inWay), inWay how long it has been
+// in the way of this provisioning, waited how long this provisioning has
+// waited for other tenants' sessions in total.
+func decideBlocker(kind BlockerKind, openFor, inWay, waited, maxAge time.Duration) blockerAction {
+	switch {
+	case kind == BlockerOtherTenant && (openFor >= maxAge || waited >= maxAge):
+		return blockerEnd
+	case kind == BlockerOtherTenant || inWay < maxAge:
+		return blockerWait
+	default:
+		return blockerReport
+	}
+}
+
+// act applies decideBlocker to s: it ends another tenant's session (trying
+// again at every look until it is gone) and reports it once ended, or
+// once when it cannot or may not be ended.
 func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSession, st *seenBlocker, now time.Time) {
 	if st.ended {
 		return
@@ -212,12 +236,10 @@ func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSessio
 		b.OpenFor = max(b.OpenFor, time.Duration(*s.xactAge*float64(time.Second)))
 	}
 	b.Waited = w.waited
-	maxAge := w.policy.maxAge()
-	switch {
-	case b.Kind == BlockerOtherTenant:
-		if b.OpenFor < maxAge && w.waited < maxAge {
-			return
-		}
+	switch decideBlocker(b.Kind, b.OpenFor, inWay, w.waited, w.policy.maxAge()) {
+	case blockerWait:
+		return
+	case blockerEnd:
 		signalled, err := terminate(ctx, w.conn, s)
 		switch {
 		case err != nil:
@@ -227,14 +249,8 @@ func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSessio
 		default:
 			b.Ended, st.ended = true, true
 		}
-	case inWay < maxAge:
-		return
-	case b.Kind == BlockerSameTenant:
-		b.Problem = "a session of the runtime's own login role: the operator ends only other tenants' sessions"
-	case s.admin:
-		b.Problem = "a session of the operator's admin role (another tenant's migration, say): the operator never ends it"
-	default:
-		b.Problem = "not the login role of an Engram tenant: the operator never ends it"
+	case blockerReport:
+		b.Problem = keptProblem(b.Kind, s.admin)
 	}
 	if !b.Ended && st.reported {
 		return
@@ -249,6 +265,18 @@ func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSessio
 	w.mu.Unlock()
 	if w.policy.Report != nil {
 		w.policy.Report(b)
+	}
+}
+
+// keptProblem says why a blocker is never ended.
+func keptProblem(kind BlockerKind, admin bool) string {
+	switch {
+	case kind == BlockerSameTenant:
+		return "a session of the runtime's own login role: the operator ends only other tenants' sessions"
+	case admin:
+		return "a session of the operator's admin role (another tenant's migration, say): the operator never ends it"
+	default:
+		return "not the login role of an Engram tenant: the operator never ends it"
 	}
 }
 
