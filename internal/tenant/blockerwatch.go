@@ -210,10 +210,13 @@ const (
 // decideBlocker is the watcher's rule. openFor is how long the blocker's
 // transaction has been open (at least inWay), inWay how long it has been
 // in the way of this provisioning, waited how long this provisioning has
-// waited for other tenants' sessions in total.
-func decideBlocker(kind BlockerKind, openFor, inWay, waited, maxAge time.Duration) blockerAction {
+// waited for other tenants' sessions in total, interval the time between
+// two looks. Once the total is spent, another tenant's session is ended as
+// soon as a second look finds it still in the way: a query that merely
+// happened to run at one look (a service's search, say) is left alone.
+func decideBlocker(kind BlockerKind, openFor, inWay, waited, maxAge, interval time.Duration) blockerAction {
 	switch {
-	case kind == BlockerOtherTenant && (openFor >= maxAge || waited >= maxAge):
+	case kind == BlockerOtherTenant && (openFor >= maxAge || (waited >= maxAge && inWay >= interval)):
 		return blockerEnd
 	case kind == BlockerOtherTenant || inWay < maxAge:
 		return blockerWait
@@ -236,7 +239,7 @@ func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSessio
 		b.OpenFor = max(b.OpenFor, time.Duration(*s.xactAge*float64(time.Second)))
 	}
 	b.Waited = w.waited
-	switch decideBlocker(b.Kind, b.OpenFor, inWay, w.waited, w.policy.maxAge()) {
+	switch decideBlocker(b.Kind, b.OpenFor, inWay, w.waited, w.policy.maxAge(), w.policy.interval()) {
 	case blockerWait:
 		return
 	case blockerEnd:

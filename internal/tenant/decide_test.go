@@ -67,7 +67,7 @@ func TestDecideProvisioning(t *testing.T) {
 // session is ended once its transaction is older than the maximum age, or
 // once this provisioning has waited that long in total for other tenants
 // (a tenant opening a fresh transaction for each index build gains
-// nothing); any other session is only reported, after it has been in the
+// nothing) and a second look still finds it in the way; any other session is only reported, after it has been in the
 // way for the maximum age.
 func TestDecideBlocker(t *testing.T) {
 	const maxAge = time.Minute
@@ -82,6 +82,7 @@ func TestDecideBlocker(t *testing.T) {
 		{"other tenant, open for the max age", BlockerOtherTenant, maxAge, 1 * s, 1 * s, blockerEnd},
 		{"other tenant, open for hours, just seen", BlockerOtherTenant, 3 * time.Hour, 0, 0, blockerEnd},
 		{"other tenant, fresh, but the budget is spent", BlockerOtherTenant, 1 * s, 1 * s, maxAge, blockerEnd},
+		{"other tenant, budget spent, first seen at this look", BlockerOtherTenant, 100 * time.Millisecond, 0, maxAge, blockerWait},
 		{"other tenant, in the way for the max age", BlockerOtherTenant, maxAge, maxAge, maxAge, blockerEnd},
 		{"same tenant, open for hours", BlockerSameTenant, 3 * time.Hour, 10 * s, 10 * s, blockerWait},
 		{"same tenant, in the way for the max age", BlockerSameTenant, maxAge, maxAge, 0, blockerReport},
@@ -89,7 +90,7 @@ func TestDecideBlocker(t *testing.T) {
 		{"not a tenant, open for hours", BlockerNotTenant, 3 * time.Hour, 10 * s, 0, blockerWait},
 		{"not a tenant, in the way for the max age", BlockerNotTenant, maxAge, maxAge, 0, blockerReport},
 	} {
-		if got := decideBlocker(tc.kind, tc.openFor, tc.inWay, tc.waited, maxAge); got != tc.want {
+		if got := decideBlocker(tc.kind, tc.openFor, tc.inWay, tc.waited, maxAge, s); got != tc.want {
 			t.Errorf("%s: decideBlocker = %d, want %d", tc.name, got, tc.want)
 		}
 	}
