@@ -243,7 +243,12 @@ func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSessio
 	case blockerWait:
 		return
 	case blockerEnd:
-		signalled, err := terminate(ctx, w.conn, s)
+		// Not cancelled by stop: the session ending unblocks the
+		// provisioning, which may then finish and stop the watch while
+		// the answer is on its way; the report must not be lost.
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
+		signalled, err := terminate(tctx, w.conn, s)
+		cancel()
 		switch {
 		case err != nil:
 			b.Problem = endProblem(err)
