@@ -103,10 +103,12 @@ func TestTenantSnapshotCannotStallAnotherTenantsMigration(t *testing.T) {
 	// Without the watcher the first concurrent build waits for A until this
 	// timeout (the default is 30 minutes) and the upgrade fails.
 	b.IndexTimeout = time.Minute
+	start := time.Now()
 	res, err := Provision(testCtx(t), pool, b)
 	if err != nil {
 		t.Fatalf("tenant B's upgrade while tenant A holds a snapshot: %v (reported: %s)", err, log.String())
 	}
+	t.Logf("B's upgrade from version %d took %s; reported: %s", preConcurrentVersion, time.Since(start).Round(time.Millisecond), log.String())
 	if res.Version != LatestVersion {
 		t.Fatalf("B is at version %d, want %d", res.Version, LatestVersion)
 	}
