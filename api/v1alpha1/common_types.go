@@ -81,6 +81,20 @@ const (
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	// ReasonProvisioned: the schema and roles exist, are migrated and granted.
 	ReasonProvisioned = "Provisioned"
+	// ReasonProvisioningBlocked: a provisioning statement waited for
+	// sessions the operator may not or could not end (a DBA's, the
+	// tenant's own, or another tenant's without pg_signal_backend) and
+	// timed out; the message names them. Also the Warning event while it
+	// waits.
+	ReasonProvisioningBlocked = "ProvisioningBlocked"
+	// ReasonTenantBlockerEnded: the event on a runtime whose provisioning
+	// another tenant's open transaction blocked for longer than the
+	// operator's --tenant-blocker-max-age: the operator ended that session.
+	ReasonTenantBlockerEnded = "TenantBlockerEnded"
+	// ReasonTransactionEnded: the event on the runtime whose login role's
+	// session the operator ended, because it blocked another runtime's
+	// provisioning for too long.
+	ReasonTransactionEnded = "TransactionEnded"
 
 	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.
 	ReasonPolicyNotFound = "PolicyNotFound"

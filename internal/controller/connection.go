@@ -105,6 +105,8 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonExtensionMissing
 	case errors.Is(err, tenant.ErrDimensionsMismatch):
 		return memoryv1alpha1.ReasonDimensionsMismatch
+	case errors.As(err, new(*tenant.BlockedError)):
+		return memoryv1alpha1.ReasonProvisioningBlocked
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
 	case isConnectError(err):

@@ -91,6 +91,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		Owner:        TenantOwner(rt),
 		Claim:        TenantClaim(rt, s.recorded, s.schema),
 		IndexTimeout: r.opts.MigrationTimeout,
+		Blockers:     r.blockerPolicy(dbctx, s),
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }

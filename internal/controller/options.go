@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // Options configure the operator. The `manager` command fills them from its
@@ -42,6 +44,12 @@ type Options struct {
 	// memory services' metrics port (where Prometheus runs): the runtimes'
 	// NetworkPolicies admit it from there only. Nil: DefaultMetricsNamespaces.
 	MetricsNamespaces *metav1.LabelSelector
+	// TenantBlockerMaxAge is how long a transaction of another tenant's
+	// login role may stay open while a provisioning statement (a CREATE
+	// INDEX CONCURRENTLY of a migration, say) waits for it: the operator
+	// then ends that session, with a Warning event on both runtimes
+	// (tenant.BlockerPolicy).
+	TenantBlockerMaxAge time.Duration
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
@@ -67,15 +75,16 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultGrantCheckInterval = 10 * time.Minute
-	DefaultDatabaseTimeout    = 60 * time.Second
-	DefaultConnectTimeout     = 10 * time.Second
-	DefaultLockTimeout        = 5 * time.Second
-	DefaultMigrationTimeout   = 30 * time.Minute
-	DefaultPoolMaxConns       = 4
-	DefaultRetryBaseDelay     = 500 * time.Millisecond
-	DefaultRetryMaxDelay      = 5 * time.Minute
-	DefaultNotOwnedRetry      = 30 * time.Second
+	DefaultGrantCheckInterval  = 10 * time.Minute
+	DefaultDatabaseTimeout     = 60 * time.Second
+	DefaultConnectTimeout      = 10 * time.Second
+	DefaultLockTimeout         = 5 * time.Second
+	DefaultMigrationTimeout    = 30 * time.Minute
+	DefaultTenantBlockerMaxAge = tenant.DefaultBlockerMaxAge
+	DefaultPoolMaxConns        = 4
+	DefaultRetryBaseDelay      = 500 * time.Millisecond
+	DefaultRetryMaxDelay       = 5 * time.Minute
+	DefaultNotOwnedRetry       = 30 * time.Second
 )
 
 // DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
@@ -109,6 +118,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MigrationTimeout <= 0 {
 		o.MigrationTimeout = DefaultMigrationTimeout
+	}
+	if o.TenantBlockerMaxAge <= 0 {
+		o.TenantBlockerMaxAge = DefaultTenantBlockerMaxAge
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout

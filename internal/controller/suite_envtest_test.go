@@ -75,6 +75,7 @@ func TestOperator(t *testing.T) {
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
+	t.Run("TenantSnapshot", e.testTenantSnapshot)
 	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("KStatus", e.testKStatus)
 	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
@@ -115,7 +116,10 @@ func startOperator(t *testing.T) *operatorEnv {
 		RetryBaseDelay:     100 * time.Millisecond,
 		RetryMaxDelay:      2 * time.Second,
 		NotOwnedRetry:      time.Second,
-		FailAfter:          e.faults.failAfter,
+		// A tenant's snapshot is ended 2 s into a provisioning it blocks
+		// (testTenantSnapshot); the default is 60 s.
+		TenantBlockerMaxAge: 2 * time.Second,
+		FailAfter:           e.faults.failAfter,
 	})
 	if err != nil {
 		t.Fatal(err)

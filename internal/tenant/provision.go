@@ -40,6 +40,9 @@ type Spec struct {
 	// IndexTimeout bounds each CREATE INDEX CONCURRENTLY of a migration;
 	// zero means DefaultIndexTimeout.
 	IndexTimeout time.Duration
+	// Blockers says how long another tenant's session may make a
+	// provisioning statement wait before it is ended, and whom to tell.
+	Blockers BlockerPolicy
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -114,7 +117,15 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 	}
 	names := spec.roles()
 	res := &Result{Schema: spec.Schema, OwnerRole: names.owner, LoginRole: names.login}
-	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) error {
+	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) (err error) {
+		// Other tenants' sessions must not make it wait for long (a held
+		// snapshot stalls every CREATE INDEX CONCURRENTLY of the database).
+		watch := startBlockerWatch(ctx, admin.Config().ConnConfig, int(conn.PgConn().PID()), spec.Owner, spec.Blockers)
+		defer func() {
+			if blockers := watch.stop(); err != nil && len(blockers) > 0 {
+				err = &BlockedError{Err: err, Blockers: blockers}
+			}
+		}()
 		extSchema, err := ensureExtension(ctx, conn, res)
 		if err != nil {
 			return err
@@ -139,7 +150,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
-		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions, vectorType, target, spec.IndexTimeout)
+		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions, vectorType, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
@@ -300,9 +311,16 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 		}
 		res.Changes = append(res.Changes, "created role "+r.name)
 	}
-	// The admin creates the tenant's objects as the owner role (SET ROLE).
+	// The admin creates the tenant's objects as the owner role (SET ROLE)
+	// and grants on them (it needs the owner's privileges). From
+	// PostgreSQL 16 on, a CREATEROLE admin is a member of every role it
+	// created, but with ADMIN only (no SET, no INHERIT): it grants itself
+	// the role once more to get both.
 	var member, super bool
-	if err := conn.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'MEMBER'), rolsuper FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+			THEN pg_has_role(current_user, $1, 'USAGE') AND pg_has_role(current_user, $1, 'SET')
+			ELSE pg_has_role(current_user, $1, 'MEMBER') END, rolsuper
+		FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
 		return fmt.Errorf("checking membership in %q: %w", names.owner, err)
 	}
 	if !member && !super {
