@@ -49,11 +49,18 @@ func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
 	if idle == 0 || opts.DryRun {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT c.owner_id, c.id FROM `+s.sql.sessions+` AS c
+	// Owners at limits.maxEpisodesPerOwner are left out: their idle
+	// sessions would otherwise come first run after run (oldest first) and
+	// take every slot of the run from other owners' sessions.
+	rows, err := s.pool.Query(ctx, `WITH full_owners AS (SELECT e.owner_id FROM `+s.sql.episodes+` AS e
+			GROUP BY e.owner_id HAVING count(*) >= $4)
+		SELECT c.owner_id, c.id FROM `+s.sql.sessions+` AS c
 		WHERE c.last_active_at < now() - make_interval(secs => $1)
 			AND NOT EXISTS (SELECT 1 FROM `+s.sql.episodes+` AS e WHERE e.owner_id = c.owner_id AND e.session_id = c.id)
+			AND NOT EXISTS (SELECT 1 FROM full_owners AS f WHERE f.owner_id = c.owner_id)
 			AND (SELECT count(*) FROM `+s.sql.messages+` AS g WHERE g.owner_id = c.owner_id AND g.session_id = c.id AND g.role = 'user') >= $2
-		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun)
+		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun,
+		s.policy.Limits.MaxEpisodesPerOwner)
 	if err != nil {
 		return s.dbErr("finding idle sessions without an episode", err)
 	}

@@ -196,6 +196,37 @@ func TestIdleEpisodesStopAtTheQuota(t *testing.T) {
 	}
 }
 
+// TestIdleEpisodesOfOwnersAtTheQuotaDoNotStarveOthers: an owner at its
+// episode quota with more idle sessions than one run of the sessions job
+// handles (200) does not take the run's slots from another owner, whose
+// idle session still gets its episode.
+func TestIdleEpisodesOfOwnersAtTheQuotaDoNotStarveOthers(t *testing.T) {
+	f := newFixture(t, withPolicy(func(p *Policy) {
+		p.Limits.MaxEpisodesPerOwner = 1
+		p.Conversation.ArchiveAfter = Duration(3600e9)
+	}))
+	f.endableSession("nat", "ended")
+	if res, err := f.store.EndSession(ctx(t), EndSessionRequest{Owner: "nat", SessionID: "ended"}); err != nil || res.Episode == nil {
+		t.Fatalf("ending nat's first session: %+v, %v", res, err)
+	}
+	// 201 older idle sessions of nat, three user messages each.
+	f.x(`INSERT INTO ` + f.store.sql.sessions + ` (owner_id, id, message_count, next_seq, token_count, last_active_at)
+		SELECT 'nat', 'idle-' || i, 3, 4, 3, now() - interval '3 hours' FROM generate_series(1, 201) AS i`)
+	f.x(`INSERT INTO ` + f.store.sql.messages + ` (owner_id, session_id, seq, role, content, tokens)
+		SELECT 'nat', 'idle-' || i, s, 'user', 'question ' || s, 1 FROM generate_series(1, 201) AS i, generate_series(1, 3) AS s`)
+	f.endableSession("oli", "mine")
+	f.x(`UPDATE ` + f.store.sql.sessions + ` SET last_active_at = now() - interval '2 hours' WHERE owner_id = 'oli'`)
+	if _, err := f.store.RunJob(ctx(t), OpSessions, JobOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.episodes + ` WHERE owner_id = 'oli'`); n != 1 {
+		t.Fatalf("oli has %d episodes after the job, want 1", n)
+	}
+	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.episodes + ` WHERE owner_id = 'nat'`); n != 1 {
+		t.Fatalf("nat has %d episodes, want 1 (the quota)", n)
+	}
+}
+
 // versions lists the changelog's versions of kind, newest first.
 func (f *fixture) versions(owner string, kind DocumentKind) []int64 {
 	f.t.Helper()
