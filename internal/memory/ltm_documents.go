@@ -253,9 +253,9 @@ func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*
 		RETURNING c.agent_id, c.profile_version, c.constraints_version`)
 }
 
-// snapshot runs sql (reading or moving a snapshot); lockOwner runs it in a
-// transaction under the owner's lock.
-func (s *Store) snapshot(ctx context.Context, owner, sessionID string, lockOwner bool, sql string) (*SessionSnapshot, error) {
+// snapshot runs sql (reading or moving a snapshot); underOwnerLock runs it
+// in a transaction under the owner's lock.
+func (s *Store) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, owner, sessionID)
 	if err := fe.err(); err != nil {
@@ -266,7 +266,7 @@ func (s *Store) snapshot(ctx context.Context, owner, sessionID string, lockOwner
 		return q.QueryRow(ctx, sql, owner, sessionID).Scan(&snap.Agent, &snap.ProfileVersion, &snap.ConstraintsVersion)
 	}
 	var err error
-	if lockOwner {
+	if underOwnerLock {
 		err = s.inTx(ctx, func(tx pgx.Tx) error {
 			if err := s.lockOwner(ctx, tx, owner); err != nil {
 				return err
