@@ -237,6 +237,19 @@ func celCases(ns string) []celCase {
 		}), "spec.categories[0].description: Too long: may not be more than 500 bytes"},
 		{"messages per turn above 500", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxMessagesPerTurn = 501 }),
 			"spec.conversation.limits.maxMessagesPerTurn: Invalid value: 501: spec.conversation.limits.maxMessagesPerTurn in body should be less than or equal to 500"},
+		{"turn shorter than one append", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Conversation.Limits.MaxMessagesPerTurn, s.Conversation.Limits.MaxTurnMessages = 100, 99
+		}), "spec.conversation.limits: Invalid value: conversation.limits.maxTurnMessages must be at least maxMessagesPerTurn: one append may carry that many messages of one turn"},
+		{"turn tokens below 1000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxTurnTokens = 10 }),
+			"spec.conversation.limits.maxTurnTokens: Invalid value: 10: conversation.limits.maxTurnTokens must be within 1000..1000000 (the largest window budget)"},
+		{"messages per session above a million", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxMessagesPerSession = 1_000_001 }),
+			"spec.conversation.limits.maxMessagesPerSession: Invalid value: 1000001: conversation.limits.maxMessagesPerSession must be within 1..1000000"},
+		{"negative sessions per owner", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxSessionsPerOwner = -1 }),
+			"spec.limits.maxSessionsPerOwner: Invalid value: -1: limits.maxSessionsPerOwner must be within 1..1000000"},
+		{"episodes per owner above 10000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxEpisodesPerOwner = 10_001 }),
+			"spec.limits.maxEpisodesPerOwner: Invalid value: 10001: limits.maxEpisodesPerOwner must be within 1..10000: episode search and context read all of an owner's episodes"},
+		{"document versions above 10000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxDocumentVersions = 10_001 }),
+			"spec.limits.maxDocumentVersions: Invalid value: 10001: limits.maxDocumentVersions must be within 1..10000"},
 		{"redaction pattern too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{strings.Repeat("a", 513)} }),
 			"spec.redaction.patterns[0]: Too long: may not be more than 512 bytes"},
 		{"33 redaction patterns", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {

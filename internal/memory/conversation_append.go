@@ -36,8 +36,11 @@ type preparedMessage struct {
 // message is a *ValidationError naming it (messages[i].content) and nothing
 // of the turn is stored. A tool message must carry toolCallId. Appending to
 // an archived session is ErrConflict; to an unknown (or another owner's)
-// session ErrNotFound. Every message is stored with req.Source (empty:
-// agent), which later caps the source of facts extracted from it.
+// session ErrNotFound. An append that would pass the session's or the
+// turn's limits (conversation.limits.maxMessagesPerSession,
+// maxTurnMessages, maxTurnTokens: a turn spans appends) is a *QuotaError,
+// and nothing of it is stored. Every message is stored with req.Source
+// (empty: agent), which later caps the source of facts extracted from it.
 func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResult, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
@@ -58,6 +61,9 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 		}
 		if sess.Archived {
 			return fmt.Errorf("%w: session %q is archived; unarchive it to append", ErrConflict, req.SessionID)
+		}
+		if err := s.checkAppendLimits(ctx, tx, sess, prepared); err != nil {
+			return err
 		}
 		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
 		if err != nil {

@@ -130,6 +130,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.Policy.Conversation = cfg.Policy.Conversation.Resolved()
+	cfg.Policy.Limits = cfg.Policy.Limits.withQuotaDefaults()
 	red, err := newRedactor(cfg.Policy.Redaction)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
