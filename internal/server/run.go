@@ -65,6 +65,13 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 	metrics.RegisterPool(tn.Pool)
 	metrics.RegisterStats(tn.Store)
 	tokens := NewTokens(o.TokensFile, o.SigningKeyFile, logger, metrics)
+	var cert *certificate
+	if o.TLSCertFile != "" {
+		if cert, err = loadCertificate(o.TLSCertFile, o.TLSKeyFile, logger, metrics); err != nil {
+			tn.Close()
+			return nil, err
+		}
+	}
 	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o})
 
 	ln, err := net.Listen("tcp", o.Listen)
@@ -80,15 +87,24 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if cert != nil {
+		hs.TLSConfig = cert.tlsConfig()
+	}
 	p := &Process{Server: srv, addr: ln.Addr(), done: make(chan struct{})}
-	logger.Info("memory service listening", "address", ln.Addr().String(), "schema", cfg.Schema,
+	logger.Info("memory service listening", "address", ln.Addr().String(), "tls", cert != nil, "schema", cfg.Schema,
 		"embedding", cfg.Embedding.Provider, "llm", tn.HasLLM, "policy", cfg.PolicyName, "policyGeneration", cfg.PolicyGeneration,
 		"tokens", tokens.Count(), "signingKeys", tokens.SigningKeys().Len())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	go tokens.Watch(watchCtx, o.TokensPollInterval)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	if cert != nil {
+		go cert.Watch(watchCtx, o.TokensPollInterval)
+		// The certificate comes from TLSConfig.GetCertificate, so no file here.
+		go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- hs.Serve(ln) }()
+	}
 	go func() {
 		defer close(p.done)
 		defer stopWatch()
