@@ -68,8 +68,12 @@ func TestChartMonitoring(t *testing.T) {
 		t.Errorf("PodMonitor selector %v does not select the memory service pods", sel)
 	}
 	eps, _, _ := unstructured.NestedSlice(pm[0].Object, "spec", "podMetricsEndpoints")
-	if len(eps) != 1 || eps[0].(map[string]any)["port"] != naming.PortName || eps[0].(map[string]any)["path"] != "/metrics" {
-		t.Errorf("PodMonitor endpoints %v", eps)
+	if len(eps) != 2 || eps[0].(map[string]any)["port"] != naming.PortName || eps[0].(map[string]any)["path"] != "/metrics" {
+		t.Fatalf("PodMonitor endpoints %v", eps)
+	}
+	// Runtimes with spec.service.tls: port https, scraped over HTTPS.
+	if tlsEP := eps[1].(map[string]any); tlsEP["port"] != naming.PortNameTLS || tlsEP["scheme"] != "https" || tlsEP["path"] != "/metrics" || tlsEP["tlsConfig"] == nil {
+		t.Errorf("PodMonitor TLS endpoint %v", tlsEP)
 	}
 	if any, _, _ := unstructured.NestedBool(pm[0].Object, "spec", "namespaceSelector", "any"); !any {
 		t.Error("PodMonitor does not look in every namespace by default")
