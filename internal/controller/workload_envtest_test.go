@@ -106,6 +106,24 @@ func (e *operatorEnv) testScheduling(t *testing.T) {
 	})
 	e.markAvailable(t, ns, "bot")
 	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+
+	// podAntiAffinity: {} turns the default spread off, and the applied
+	// Deployment then stays as it is (no apply loop over an empty object).
+	update(t, e, rt, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Service.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{} })
+	eventually(t, "the default anti-affinity is gone", 20*time.Second, func() error {
+		if err := e.get(t, ns, "bot", &d); err != nil {
+			return err
+		}
+		if a := d.Spec.Template.Spec.Affinity; a == nil || a.NodeAffinity == nil || (a.PodAntiAffinity != nil && len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0) {
+			return fmt.Errorf("affinity %+v", a)
+		}
+		return nil
+	})
+	e.markAvailable(t, ns, "bot")
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	e.settle(t, ns)
+	update(t, e, rt, func(r *memoryv1alpha1.MemoryRuntime) { metav1.SetMetaDataLabel(&r.ObjectMeta, "touched", "1") })
+	e.noWritesIn(t, ns, 3*time.Second)
 }
 
 // testPodDisruptionBudget: a runtime of more than one replica gets a
