@@ -109,7 +109,9 @@ func (e *operatorEnv) testScheduling(t *testing.T) {
 
 	// podAntiAffinity: {} turns the default spread off, and the applied
 	// Deployment then stays as it is (no apply loop over an empty object).
-	update(t, e, rt, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Service.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{} })
+	update(t, e, rt, func(r *memoryv1alpha1.MemoryRuntime) {
+		r.Spec.Service.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	})
 	eventually(t, "the default anti-affinity is gone", 20*time.Second, func() error {
 		if err := e.get(t, ns, "bot", &d); err != nil {
 			return err
