@@ -15,11 +15,13 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 STATICCHECK_VERSION ?= v0.8.2
 HELM_VERSION ?= v3.22.0
 KUSTOMIZE_VERSION ?= v5.7.1
+KUBE_SCORE_VERSION ?= v1.20.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+KUBE_SCORE ?= $(LOCALBIN)/kube-score-$(KUBE_SCORE_VERSION)
 
 # go test flags for `make test`; e.g. make test TEST_FLAGS='-run TestSmoke -v'
 TEST_FLAGS ?=
@@ -75,14 +77,14 @@ envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUI
 	@hack/envtest.sh
 
 .PHONY: test
-test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane + Chromium, then run every suite with -race.
+test: manifests generate $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision PostgreSQL + control plane + Chromium, then run every suite with -race.
 	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
 	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
 	echo ">> Chromium for the console's browser test (CHROME_PATH, else Debian's chromium, installed when missing)"; \
 	CHROME_PATH="$$(hack/chromium.sh)"; \
-	export DATABASE_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
+	export DATABASE_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE) ENGRAM_KUBE_SCORE=$(KUBE_SCORE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
 	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / failed writes in the log)"; \
@@ -153,6 +155,10 @@ helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
 	$(HELM) template engram charts/engram --namespace engram-system --set networkPolicy.enabled=false >/dev/null
 	$(HELM) template engram charts/engram --namespace engram-system --set podMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set podMonitor.namespaces='{team-a}' >/dev/null
 
+.PHONY: kube-score
+kube-score: $(HELM) $(KUBE_SCORE) ## Run kube-score on the operator's golden objects and the chart; fails on findings not kept on purpose (test/packaging/kubescore_test.go).
+	ENGRAM_KUBE_SCORE=$(KUBE_SCORE) ENGRAM_HELM=$(HELM) ENGRAM_TEST_REQUIRE_INFRA=1 go test -count=1 -v -run '^TestKubeScore$$' ./test/packaging/
+
 .PHONY: kustomize-build
 kustomize-build: manifests $(KUSTOMIZE) ## Render config/default with kustomize.
 	$(KUSTOMIZE) build config/default >/dev/null
@@ -205,6 +211,9 @@ $(HELM): | $(LOCALBIN)
 
 $(KUSTOMIZE): | $(LOCALBIN)
 	$(call go-install,sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION),$@)
+
+$(KUBE_SCORE): | $(LOCALBIN)
+	$(call go-install,github.com/zegl/kube-score/cmd/kube-score,$(KUBE_SCORE_VERSION),$@)
 
 # go-install installs package $(1) at version $(2) as the file $(3).
 define go-install

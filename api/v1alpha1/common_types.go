@@ -100,8 +100,12 @@ const (
 	ReasonPolicyNotFound = "PolicyNotFound"
 	// ReasonPolicyInvalid: the referenced MemoryPolicy fails its semantic checks.
 	ReasonPolicyInvalid = "PolicyInvalid"
-	// ReasonSecretNotFound: a Secret named in spec (API key) does not exist.
+	// ReasonSecretNotFound: a Secret named in spec (API key, TLS) does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonTLSSecretInvalid: the Secret of spec.service.tls holds no usable
+	// certificate and key (missing keys, not PEM, a key that does not
+	// match, an expired certificate); see the message.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
 	// ReasonConfigInvalid: the runtime's resolved config fails validation; see the message.
 	ReasonConfigInvalid = "ConfigInvalid"
 	// ReasonImageNotSet: neither spec.service.image nor the operator's --service-image is set.

@@ -212,6 +212,51 @@ type ServiceSpec struct {
 	// per credential. See ServiceLimits.
 	// +optional
 	Limits *ServiceLimits `json:"limits,omitempty"`
+	// NodeSelector of the memory service pods and of the maintenance job
+	// pods of this runtime.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the memory service pods and of the maintenance job
+	// pods of this runtime.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity of the memory service pods. Without podAntiAffinity the
+	// operator adds a preferred one that spreads the replicas over nodes
+	// (topology key kubernetes.io/hostname); set podAntiAffinity: {} for
+	// none. The maintenance job pods get nodeAffinity only.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// TopologySpreadConstraints of the memory service pods. A constraint
+	// without labelSelector gets the selector of this runtime's service
+	// pods (one that selects nothing would constrain nothing).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName of the memory service pods and of the maintenance
+	// job pods of this runtime.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// PodDisruptionBudget of the memory service: with more than one
+	// replica the operator keeps a PodDisruptionBudget <runtime> that lets
+	// voluntary disruptions (a node drain) evict one pod at a time. See
+	// ServicePodDisruptionBudget.
+	// +optional
+	PodDisruptionBudget *ServicePodDisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// TLS serves the memory service over HTTPS with the certificate of a
+	// Secret, and status.endpoint becomes an https URL. See ServiceTLS.
+	// +optional
+	TLS *ServiceTLS `json:"tls,omitempty"`
 }
 
 // AppliedPolicy records which policy a runtime's config was resolved from.

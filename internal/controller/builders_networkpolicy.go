@@ -19,9 +19,12 @@ func NetworkPolicyName(runtime string) string { return runtime }
 // runtime's namespace), and to its metrics port from the namespaces
 // metricsFrom selects (where Prometheus runs; --service-metrics-namespaces)
 // only, so an API client cannot read the metrics. Because it selects the
-// service's pods for Ingress, it denies every other ingress to them.
-// Egress is left alone: the service must reach PostgreSQL and the embedding
-// and LLM endpoints, which the operator cannot know.
+// runtime's pods for Ingress, it denies every other ingress to them. It
+// selects the maintenance job pods too (RuntimePodSelector): they listen on
+// no port, so for them it only denies. Egress is left alone: the service
+// and the jobs must reach PostgreSQL and the embedding and LLM endpoints,
+// which the operator knows by host name at best, and a NetworkPolicy takes
+// addresses.
 //
 // The ports are the pod's (NetworkPolicies act on pods, not on the
 // Service), by number: named ports are not supported by every network plugin.
@@ -32,7 +35,7 @@ func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime, metricsFrom *metav1.LabelSe
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: ownedMeta(rt, NetworkPolicyName(rt.Name), naming.ComponentService),
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: naming.SelectorLabels(rt.Name)},
+			PodSelector: RuntimePodSelector(rt),
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port}},
@@ -42,5 +45,18 @@ func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime, metricsFrom *metav1.LabelSe
 				From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: metricsFrom.DeepCopy()}},
 			}},
 		},
+	}
+}
+
+// RuntimePodSelector selects every pod of a runtime: its memory service's
+// and its maintenance jobs'.
+func RuntimePodSelector(rt *memoryv1alpha1.MemoryRuntime) metav1.LabelSelector {
+	return metav1.LabelSelector{
+		MatchLabels: map[string]string{naming.LabelName: naming.AppName, naming.LabelInstance: rt.Name},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key:      naming.LabelComponent,
+			Operator: metav1.LabelSelectorOpIn,
+			Values:   []string{naming.ComponentService, naming.ComponentJob},
+		}},
 	}
 }

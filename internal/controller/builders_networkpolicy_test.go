@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -14,7 +15,7 @@ import (
 )
 
 // The default NetworkPolicy admits the service port from the runtime's own
-// namespace and nothing else, on the service's pods only.
+// namespace and nothing else, on the runtime's pods only.
 func TestNetworkPolicyDefault(t *testing.T) {
 	rt := testRuntime()
 	if !rt.NetworkPolicyEnabled() {
@@ -27,8 +28,8 @@ func TestNetworkPolicyDefault(t *testing.T) {
 	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rt.UID || ref.Kind != "MemoryRuntime" {
 		t.Errorf("controller reference = %+v", ref)
 	}
-	if !reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, naming.SelectorLabels("bot")) || len(np.Spec.PodSelector.MatchExpressions) != 0 {
-		t.Errorf("podSelector = %+v, want the service's pods (%v)", np.Spec.PodSelector, naming.SelectorLabels("bot"))
+	if sel := RuntimePodSelector(rt); !reflect.DeepEqual(np.Spec.PodSelector, sel) {
+		t.Errorf("podSelector = %+v, want the runtime's pods (%+v)", np.Spec.PodSelector, sel)
 	}
 	if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("policyTypes = %v, want Ingress only (egress to PostgreSQL and model endpoints stays open)", np.Spec.PolicyTypes)
@@ -171,5 +172,38 @@ func TestParseMetricsNamespaces(t *testing.T) {
 	sel, err := ParseMetricsNamespaces("team in (obs,sre)")
 	if err != nil || len(sel.MatchExpressions) != 1 {
 		t.Errorf("set-based selector: %+v %v", sel, err)
+	}
+}
+
+// TestNetworkPolicySelectsJobPods: the runtime's NetworkPolicy selects the
+// pods of its memory service and of its maintenance jobs (kube-score:
+// "the pod does not have a matching NetworkPolicy" for every Job pod
+// before), and no pod of another runtime.
+func TestNetworkPolicySelectsJobPods(t *testing.T) {
+	rt := testRuntime()
+	sel, err := metav1.LabelSelectorAsSelector(&NetworkPolicy(rt, monitoringNamespaces()).Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj := CronJob(testRetentionJob(), rt, "img")
+	pods := map[string]map[string]string{
+		"service pod": Deployment(rt, "img", "h").Spec.Template.Labels,
+		"job pod":     cj.Spec.JobTemplate.Spec.Template.Labels,
+		"run-now pod": RunNowJob(cj, "x").Spec.Template.Labels,
+	}
+	for what, l := range pods {
+		if !sel.Matches(labels.Set(l)) {
+			t.Errorf("the NetworkPolicy does not select the %s (labels %v)", what, l)
+		}
+	}
+	other := testRuntime()
+	other.Name = "bot2"
+	for what, l := range map[string]map[string]string{
+		"service pod": Deployment(other, "img", "h").Spec.Template.Labels,
+		"job pod":     CronJob(testRetentionJob(), other, "img").Spec.JobTemplate.Spec.Template.Labels,
+	} {
+		if sel.Matches(labels.Set(l)) {
+			t.Errorf("the NetworkPolicy of bot selects a %s of bot2 (labels %v)", what, l)
+		}
 	}
 }

@@ -33,7 +33,7 @@ func testRuntime() *memoryv1alpha1.MemoryRuntime {
 				Replicas: ptr.To[int32](2),
 				Port:     9090,
 				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 				},
 			},
@@ -441,8 +441,8 @@ func TestJobDefaults(t *testing.T) {
 	}
 	rj.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
 	res = CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
-	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 0 {
-		t.Errorf("resources from the spec = %+v, want exactly them", res)
+	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 1 || res.Requests.StorageEphemeral().String() != "64Mi" {
+		t.Errorf("resources from the spec = %+v, want them and the ephemeral-storage default", res)
 	}
 }
 

@@ -49,6 +49,12 @@ func TestGolden(t *testing.T) {
 		"job-run-now":        RunNowJob(cj, "2026-01-01"),
 		"networkpolicy":      NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
 	}
+	objects["poddisruptionbudget"] = PodDisruptionBudget(rt)
+	// Every scheduling knob and TLS (builders_workload_test.go).
+	placed := placedRuntime()
+	placed.Spec.Service.TLS = &memoryv1alpha1.ServiceTLS{SecretName: "bot-tls"}
+	objects["deployment-placed-tls"] = Deployment(placed, "registry.example/engram:v1", "hash")
+	objects["cronjob-placed"] = CronJob(rj, placed, "registry.example/engram:v1")
 	scaled := testRuntime()
 	scaled.Spec.Service.Replicas = ptr.To[int32](0)
 	objects["deployment-scaled-to-zero"] = Deployment(scaled, "registry.example/engram:v1", "hash")

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,7 +73,7 @@ func (e *operatorEnv) resourceVersions(t *testing.T) map[string]string {
 		"RetentionJob": &memoryv1alpha1.RetentionJobList{}, "Deployment": &appsv1.DeploymentList{},
 		"Service": &corev1.ServiceList{}, "ConfigMap": &corev1.ConfigMapList{}, "Secret": &corev1.SecretList{},
 		"CronJob": &batchv1.CronJobList{}, "Job": &batchv1.JobList{}, "Pod": &corev1.PodList{},
-		"NetworkPolicy": &networkingv1.NetworkPolicyList{},
+		"NetworkPolicy": &networkingv1.NetworkPolicyList{}, "PodDisruptionBudget": &policyv1.PodDisruptionBudgetList{},
 	}
 	for kind, list := range lists {
 		if err := e.c.List(testContext(t), list); err != nil {

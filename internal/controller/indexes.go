@@ -15,7 +15,7 @@ const (
 	// indexPolicyRef: MemoryRuntime by spec.policyRef.name.
 	indexPolicyRef = "spec.policyRef.name"
 	// indexSecretRefs: MemoryRuntime by the names of the Secrets of its
-	// namespace it reads (connection, API keys).
+	// namespace it reads (connection, API keys, TLS).
 	indexSecretRefs = "spec.secretRefs"
 	// indexClusterConnection: MemoryRuntime by spec.database.clusterConnection.
 	indexClusterConnection = "spec.database.clusterConnection"
@@ -61,6 +61,9 @@ func referencedSecrets(rt *memoryv1alpha1.MemoryRuntime) []string {
 	}
 	if rt.Spec.LLM != nil && rt.Spec.LLM.APIKeySecretRef != nil {
 		out = append(out, rt.Spec.LLM.APIKeySecretRef.Name)
+	}
+	if name := rt.TLSSecretName(); name != "" {
+		out = append(out, name)
 	}
 	return out
 }

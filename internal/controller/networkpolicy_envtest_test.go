@@ -34,7 +34,7 @@ func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
 		t.Fatalf("no NetworkPolicy for a default runtime: %v", err)
 	}
 	if !metav1.IsControlledBy(&np, rt) || np.Labels[naming.LabelManagedBy] != naming.ManagedBy ||
-		!reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, naming.SelectorLabels("bot")) ||
+		!reflect.DeepEqual(np.Spec.PodSelector, RuntimePodSelector(rt)) ||
 		!reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("NetworkPolicy = %+v", np)
 	}

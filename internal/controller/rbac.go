@@ -22,6 +22,9 @@ package controller
 // The NetworkPolicy in front of each memory service; deleted when a runtime
 // turns it off (spec.service.networkPolicy.enabled: false).
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
+// The PodDisruptionBudget of each memory service of more than one replica;
+// deleted when the replicas drop to one or it is turned off.
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // CronJobs of runtimes no longer targeted are deleted; run-now creates Jobs.
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create

@@ -63,6 +63,7 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonConnectionInvalid:  true,
 	memoryv1alpha1.ReasonPolicyInvalid:      true,
 	memoryv1alpha1.ReasonConfigInvalid:      true,
+	memoryv1alpha1.ReasonTLSSecretInvalid:   true,
 	memoryv1alpha1.ReasonImageNotSet:        true,
 	memoryv1alpha1.ReasonObjectNotOwned:     true,
 	memoryv1alpha1.ReasonInvalidSchedule:    true,

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -50,13 +51,14 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 func CacheOptions(o Options) cache.Options {
 	managed := labels.SelectorFromSet(naming.ManagedLabels())
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:          {Label: managed},
-		&corev1.Service{}:             {Label: managed},
-		&corev1.ConfigMap{}:           {Label: managed},
-		&corev1.Secret{}:              {Label: managed},
-		&networkingv1.NetworkPolicy{}: {Label: managed},
-		&batchv1.CronJob{}:            {Label: managed},
-		&batchv1.Job{}:                {Label: managed},
+		&appsv1.Deployment{}:            {Label: managed},
+		&corev1.Service{}:               {Label: managed},
+		&corev1.ConfigMap{}:             {Label: managed},
+		&corev1.Secret{}:                {Label: managed},
+		&networkingv1.NetworkPolicy{}:   {Label: managed},
+		&policyv1.PodDisruptionBudget{}: {Label: managed},
+		&batchv1.CronJob{}:              {Label: managed},
+		&batchv1.Job{}:                  {Label: managed},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

@@ -9,21 +9,44 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestProxyPath pins the service proxy URL: the port is picked by its
 // name, so spec.service.port never matters, and names are escaped.
 func TestProxyPath(t *testing.T) {
-	got := ProxyPath("team-a", "support-bot", "/v1/owners/alice%40example.com/memories")
+	got := ProxyPath("team-a", "support-bot", false, "/v1/owners/alice%40example.com/memories")
 	want := "/api/v1/namespaces/team-a/services/support-bot:http/proxy/v1/owners/alice%40example.com/memories"
 	if got != want {
 		t.Errorf("ProxyPath = %q, want %q", got, want)
 	}
 	if p := ownerPath("a/b c", "/search"); p != "/v1/owners/a%2Fb%20c/search" {
 		t.Errorf("ownerPath = %q", p)
+	}
+}
+
+// TestProxyPathTLS: a runtime whose endpoint is https (spec.service.tls)
+// is reached through the service proxy with the "https:" scheme prefix on
+// its port "https": without it the API server would speak plain HTTP to a
+// TLS port and get nothing but a handshake error.
+func TestProxyPathTLS(t *testing.T) {
+	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "support-bot", Namespace: "team-a"}}
+	rt.Status.Endpoint = "https://support-bot.team-a.svc:8080"
+	a := &app{globals: globals{serviceToken: "t"}}
+	s, err := a.openService(context.Background(), nil, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ProxyPath(s.namespace, s.name, s.tls, "/v1/stats"), "/api/v1/namespaces/team-a/services/https:support-bot:https/proxy/v1/stats"; got != want {
+		t.Errorf("proxy path of a TLS runtime = %q, want %q", got, want)
+	}
+	rt.Status.Endpoint = "http://support-bot.team-a.svc:8080"
+	if s, _ := a.openService(context.Background(), nil, rt); s.tls {
+		t.Error("a plain HTTP runtime is reached over TLS")
 	}
 }
 

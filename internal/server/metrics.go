@@ -30,6 +30,7 @@ type Metrics struct {
 	tokens       prometheus.Gauge
 	signingKeys  prometheus.Gauge
 	mcpToolCalls *prometheus.CounterVec
+	tlsExpiry    prometheus.Gauge
 	content      *contentMetrics // metrics_content.go
 }
 
@@ -83,9 +84,13 @@ func NewMetrics() *Metrics {
 			Name: "engram_mcp_tool_calls_total",
 			Help: "MCP tool calls by tool and outcome (ok|error).",
 		}, []string{"tool", "outcome"}),
+		tlsExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engram_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the TLS certificate being served expires (Unix time; 0: the service serves plain HTTP).",
+		}),
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.rateLimited, m.addActions, m.upstreamTime,
-		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls,
+		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls, m.tlsExpiry,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.content = newContentMetrics(m.Registry)
 	for _, svc := range []string{"embedding", "llm"} {

@@ -22,6 +22,10 @@ type Options struct {
 	// MetricsListen is the address of GET /metrics, apart from the API's
 	// ("" or "0": no metrics listener).
 	MetricsListen string
+	// TLSCertFile and TLSKeyFile, both or neither: serve HTTPS with that
+	// pair (reloaded on change).
+	TLSCertFile string
+	TLSKeyFile  string
 
 	// From the environment (Secrets), never flags.
 	DatabaseURL     string
@@ -90,6 +94,8 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.TokensFile, "tokens-file", "", "file of bearer tokens, one a line with role=, owner=, name= (the <runtime>-api-token Secret's tokens key); reloaded on change")
 	fs.StringVar(&o.SigningKeyFile, "signing-key-file", "", "file of the keys that verify signed tokens (the <runtime>-api-token Secret's signing-key key); reloaded on change; empty = no signed token is accepted")
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "address to listen on, host:port")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain), e.g. a kubernetes.io/tls Secret's tls.crt; reloaded on change; with --tls-key-file")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file (tls.key); reloaded on change")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", DefaultMetricsListen, "address of GET /metrics, host:port, apart from the API's; \"0\" turns it off")
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
@@ -100,7 +106,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of one API request (0 = none)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", DefaultShutdownDelay, "on SIGTERM, how long to keep serving with /readyz failing before the listener closes (endpoints drop the pod meanwhile)")
-	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens and signing-key files are checked for changes")
+	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens, signing-key and TLS files are checked for changes")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", DefaultDBMaxConns, "size of the database connection pool")
 	fs.DurationVar(&o.DBLockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (lock_timeout of every session); past it the request gets 503")
 	fs.DurationVar(&o.DBStatementTimeout, "db-statement-timeout", memory.DefaultStatementTimeout, "longest database statement (statement_timeout of every session); past it the request gets 503")
@@ -142,6 +148,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--request-timeout, --shutdown-timeout and --shutdown-delay must not be negative"))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file go together: set both to serve HTTPS, or neither"))
 	}
 	if o.TokensPollInterval <= 0 {
 		errs = append(errs, errors.New("--tokens-poll-interval must be positive"))

@@ -71,6 +71,13 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 	metrics.RegisterPool(tn.Pool)
 	metrics.RegisterStats(tn.Store)
 	tokens := NewTokens(o.TokensFile, o.SigningKeyFile, logger, metrics)
+	var cert *certificate
+	if o.TLSCertFile != "" {
+		if cert, err = loadCertificate(o.TLSCertFile, o.TLSKeyFile, logger, metrics); err != nil {
+			tn.Close()
+			return nil, err
+		}
+	}
 	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o,
 		HasLLM: tn.HasLLM, Limits: limits})
 
@@ -93,20 +100,29 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if cert != nil {
+		hs.TLSConfig = cert.tlsConfig()
+	}
 	p := &Process{Server: srv, addr: ln.Addr(), done: make(chan struct{})}
 	metricsAt := "off"
 	if mln != nil {
 		p.metricsAddr = mln.Addr()
 		metricsAt = mln.Addr().String()
 	}
-	logger.Info("memory service listening", "address", ln.Addr().String(), "metrics", metricsAt, "schema", cfg.Schema,
+	logger.Info("memory service listening", "address", ln.Addr().String(), "tls", cert != nil, "metrics", metricsAt, "schema", cfg.Schema,
 		"embedding", cfg.Embedding.Provider, "llm", tn.HasLLM, "policy", cfg.PolicyName, "policyGeneration", cfg.PolicyGeneration,
 		"tokens", tokens.Count(), "signingKeys", tokens.SigningKeys().Len())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	go tokens.Watch(watchCtx, o.TokensPollInterval)
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- hs.Serve(ln) }()
+	if cert != nil {
+		go cert.Watch(watchCtx, o.TokensPollInterval)
+		// The certificate comes from TLSConfig.GetCertificate, so no file here.
+		go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- hs.Serve(ln) }()
+	}
 	if mhs != nil {
 		go func() {
 			if err := mhs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {

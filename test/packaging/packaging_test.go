@@ -39,6 +39,8 @@ func TestChartAndKustomizeApply(t *testing.T) {
 		"helm template (metrics NetworkPolicy peers)": run(t, root, helm, "template", "engram", "charts/engram",
 			"--namespace", namespace, "--set", "networkPolicy.allowedNamespaces={monitoring}",
 			"--set-json", `networkPolicy.from=[{"namespaceSelector":{"matchLabels":{"team":"obs"}},"podSelector":{"matchLabels":{"app":"prometheus"}}}]`),
+		"helm template (2 replicas, scheduling values)": run(t, root, helm, append([]string{"template", "engram", "charts/engram",
+			"--namespace", namespace}, schedulingValues...)...),
 		"kustomize build config/default": run(t, root, kustomize, "build", "config/default"),
 	}
 

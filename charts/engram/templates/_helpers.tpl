@@ -49,3 +49,15 @@ namespace, so they are refused.
 {{- define "engram.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* The default pod anti-affinity of the operator's pods: a preference for
+nodes that run no other replica (affinity.podAntiAffinity replaces it). */}}
+{{- define "engram.spreadOverNodes" -}}
+preferredDuringSchedulingIgnoredDuringExecution:
+  - weight: 100
+    podAffinityTerm:
+      topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "engram.selectorLabels" . | nindent 10 }}
+{{- end -}}
