@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 )
 
 const (
@@ -15,7 +17,8 @@ const (
 // windowParams resolves a request's zero fields from the policy.
 func (s *Store) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
 	d := s.policy.Conversation.Window
-	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last}
+	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
+		MaxBytes: s.answerCap(req.MaxBytes)}
 	if p.Strategy == "" {
 		p.Strategy = d.Strategy
 	}
@@ -40,8 +43,9 @@ func (s *Store) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
 
 // Window builds a context window of a session: it loads the session's
 // newest messages page by page, backwards, only as far as the strategy can
-// use them (windowNeedsMore), plus the root summaries for the summary
-// strategy, then assembles the window with the pure assembleWindow.
+// use them (windowNeedsMore) and never much past the byte cap, plus the
+// root summaries for the summary strategy, then assembles the window with
+// the pure assembleWindow.
 func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
@@ -69,11 +73,27 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 			return nil, err
 		}
 	}
+	msgs, err := s.windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
+	if err != nil {
+		return nil, err
+	}
+	pre, err := s.windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount)
+	if err != nil {
+		return nil, err
+	}
+	return assembleWindow(p, msgs, roots, sess.MessageCount, pre), nil
+}
+
+// windowMessages loads the newest messages a window can use, page by page
+// backwards. A page stops early once the loaded content passes the byte
+// cap (that row included), so a session of huge messages is never read
+// whole.
+func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, error) {
 	var msgs []ConversationMessage
 	page := max(firstWindowPage, p.FreshTail, min(p.BufferSize, maxWindowPage))
-	before := sess.MessageCount + 1
+	before, loaded := count+1, 0
 	for before > 1 {
-		older, err := s.queryMessages(ctx, tx, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		older, err := s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq < $3 ORDER BY g.seq DESC LIMIT $4`,
 			req.Owner, req.SessionID, before, page)
 		if err != nil {
@@ -82,6 +102,7 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 		if len(older) == 0 {
 			break
 		}
+		loaded += contentBytes(older)
 		slices.Reverse(older)
 		msgs = append(older, msgs...)
 		before = msgs[0].Seq
@@ -90,5 +111,39 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 		}
 		page = min(page*2, maxWindowPage)
 	}
-	return assembleWindow(p, msgs, roots, sess.MessageCount), nil
+	return msgs, nil
+}
+
+// windowTailPrefix finds where the fresh tail starts when that is before
+// the loaded messages (they hold no turn start at or before the tail's
+// first message, and loading stopped at the budget or the byte cap): the
+// latest turn start at or before the tail's first message, else the first
+// after it, and the tokens from there to the first loaded message.
+func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (tailPrefix, error) {
+	if len(msgs) == 0 || msgs[0].Seq <= 1 {
+		return tailPrefix{}, nil
+	}
+	for i := len(msgs) - p.FreshTail; i >= 0; i-- {
+		if isTurnStart(msgs[i]) {
+			return tailPrefix{}, nil
+		}
+	}
+	anchor := max(1, count-int64(p.FreshTail)+1)
+	var start *int64
+	var tokens int64
+	err := tx.QueryRow(ctx, `WITH t AS (SELECT coalesce(
+			(SELECT max(g.seq) FROM `+s.sql.messages+` AS g WHERE g.owner_id = $1 AND g.session_id = $2
+				AND g.seq <= $3 AND g.role IN ('user', 'system')),
+			(SELECT min(g.seq) FROM `+s.sql.messages+` AS g WHERE g.owner_id = $1 AND g.session_id = $2
+				AND g.seq > $3 AND g.seq < $4 AND g.role IN ('user', 'system'))) AS start)
+		SELECT t.start, coalesce((SELECT sum(g.tokens) FROM `+s.sql.messages+` AS g WHERE g.owner_id = $1
+			AND g.session_id = $2 AND g.seq >= t.start AND g.seq < $4), 0)::bigint FROM t`,
+		req.Owner, req.SessionID, anchor, msgs[0].Seq).Scan(&start, &tokens)
+	if err != nil {
+		return tailPrefix{}, s.dbErr("finding the fresh tail's start", err)
+	}
+	if start == nil {
+		return tailPrefix{}, nil // no turn start before the loaded part: the tail starts in it
+	}
+	return tailPrefix{Seq: *start, Tokens: int(tokens)}, nil
 }
