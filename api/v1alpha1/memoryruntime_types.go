@@ -207,6 +207,24 @@ type ServiceSpec struct {
 	// only. See MemoryRuntimeNetworkPolicy.
 	// +optional
 	NetworkPolicy *MemoryRuntimeNetworkPolicy `json:"networkPolicy,omitempty"`
+
+	// Limits bound what the memory service gives and takes.
+	// +optional
+	Limits *ServiceLimits `json:"limits,omitempty"`
+}
+
+// ServiceLimits bound the memory service of a runtime.
+type ServiceLimits struct {
+	// MaxResponseBytes caps the JSON size of every window, message list,
+	// summary expansion, history search and context the service answers,
+	// counted while the answer is built: what does not fit is left out and
+	// the answer says so (truncated, and the seq range of the messages left
+	// out). An MCP tool builds its answer within a third of it, since a
+	// tool result carries the answer twice. Between 65536 (64 KiB) and
+	// 67108864 (64 MiB); default 1048576 (1 MiB).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 65536 && self <= 67108864",message="service.limits.maxResponseBytes must be between 65536 (64 KiB) and 67108864 (64 MiB); leave it out for the default of 1048576 (1 MiB)"
+	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 }
 
 // AppliedPolicy records which policy a runtime's config was resolved from.

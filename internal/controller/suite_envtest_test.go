@@ -71,6 +71,7 @@ func TestOperator(t *testing.T) {
 	t.Run("ForeignObjects", e.testForeignObjects)
 	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
 	t.Run("NetworkPolicy", e.testNetworkPolicy)
+	t.Run("ResponseByteCap", e.testResponseByteCap)
 	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
