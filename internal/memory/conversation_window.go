@@ -48,14 +48,20 @@ type windowParams struct {
 	MaxBytes int
 }
 
-// tailPrefix is the part of the fresh tail the Store did not load: when
-// the loaded messages already exceed the budget or the byte cap but the
-// tail's turn start lies further back, the Store asks the database where
-// it is (Seq) and how many tokens lie between it and the first loaded
-// message, instead of loading them. Zero when the tail starts in msgs.
-type tailPrefix struct {
-	Seq    int64
-	Tokens int
+// windowLoad says how the Store loaded the messages it gives assembleWindow.
+type windowLoad struct {
+	// TailSeq and TailTokens: the fresh tail starts before the loaded
+	// messages. When they already exceed the budget but the tail's turn
+	// start lies further back, the Store asks the database where it is and
+	// how many tokens lie between it and the first loaded message, instead
+	// of loading them. Zero when the tail starts in the loaded messages.
+	TailSeq    int64
+	TailTokens int
+	// Stubs: the first Stubs messages were loaded without their content,
+	// once the content loaded had passed the byte cap, so the rules still
+	// see what they would have chosen (and the window names it as left
+	// out). They are never given: the byte cap cuts before them.
+	Stubs int
 }
 
 // isTurnStart: a window's message part may begin on m.
@@ -165,19 +171,16 @@ type windowPlan struct {
 }
 
 // planWindow applies the token rules of p.Strategy (see the top of this file).
-func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suffix []int, pre tailPrefix) windowPlan {
+func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suffix []int, load windowLoad) windowPlan {
 	f := freshStart(msgs, p.FreshTail)
 	tail, fseq := suffix[f], tailSeq(msgs, f)
-	if pre.Seq > 0 {
-		tail, fseq = pre.Tokens+suffix[0], pre.Seq
+	if load.TailSeq > 0 {
+		// The Store looks for the tail's start only once the loaded
+		// messages are over the budget: the tail is.
+		tail, fseq = load.TailTokens+suffix[0], load.TailSeq
 	}
 	if tail > p.Budget {
 		return windowPlan{start: cutStart(msgs, suffix, p.Budget), from: fseq, overBudget: true}
-	}
-	if pre.Seq > 0 {
-		// Within the budget but over the byte cap (why the Store stopped
-		// loading): the byte cap cuts what was loaded.
-		return windowPlan{start: 0, from: fseq}
 	}
 	plan := windowPlan{start: f}
 	switch p.Strategy {
@@ -216,13 +219,13 @@ func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suf
 // session's messages holding at least every message the strategy could use
 // (windowNeedsMore says when it does not yet); roots are the session's root
 // summaries in order (used by the summary strategy only); total is the
-// session's message count (for Dropped); pre is the unloaded start of the
-// fresh tail, if any.
-func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary, total int64, pre tailPrefix) *Window {
+// session's message count (for Dropped); load says what of msgs was not
+// loaded whole.
+func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary, total int64, load windowLoad) *Window {
 	w := &Window{Strategy: p.Strategy, Budget: p.Budget, Items: []WindowItem{}}
-	plan := planWindow(p, msgs, roots, suffixTokens(msgs), pre)
+	plan := planWindow(p, msgs, roots, suffixTokens(msgs), load)
 	w.FreshTailOverBudget = plan.overBudget
-	start, sums := fitBytes(w, plan, msgs, p.MaxBytes)
+	start, sums := fitBytes(w, plan, msgs, p.MaxBytes, load.Stubs)
 	for i := range sums {
 		w.Items = append(w.Items, WindowItem{Kind: KindSummary, Summary: &sums[i]})
 		w.Tokens += sums[i].Tokens
@@ -244,12 +247,12 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 // fitBytes applies the byte cap to a plan: the items' JSON is counted
 // newest first; when a message does not fit, the message part starts after
 // it (at its preferred start) and no summary is given; when a summary does
-// not fit, it and the older ones are left out. It returns the first
-// message and the summaries given.
-func fitBytes(w *Window, plan windowPlan, msgs []ConversationMessage, maxBytes int) (int, []Summary) {
+// not fit, it and the older ones are left out. A stub (loaded without its
+// content) never fits. It returns the first message and the summaries given.
+func fitBytes(w *Window, plan windowPlan, msgs []ConversationMessage, maxBytes, stubs int) (int, []Summary) {
 	b := newAnswerBytes(maxBytes, w)
 	cut := len(msgs)
-	for cut > plan.start && b.take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
+	for cut > plan.start && cut > stubs && b.take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
 		cut--
 	}
 	if cut > plan.start {
@@ -269,11 +272,11 @@ func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
 		return false
 	}
-	// Past the budget no older message can be used, and past the byte cap
-	// (the content alone, a lower bound of the JSON) none can be given;
-	// a fresh tail starting further back is then over one of them, and the
-	// Store finds its start without loading it (tailPrefix).
-	if suffixTokens(msgs)[0] > p.Budget || (p.MaxBytes > 0 && contentBytes(msgs) > p.MaxBytes) {
+	// Past the budget no older message can be used; a fresh tail starting
+	// further back is then over it, and the Store finds its start without
+	// loading it (windowLoad.TailSeq). (Past the byte cap the Store loads
+	// on, without content: the rules must still see what they would choose.)
+	if suffixTokens(msgs)[0] > p.Budget {
 		return false
 	}
 	// The fresh tail must begin on a turn start at or before its first message.

@@ -27,31 +27,31 @@ func TestWindowFreshTailBoundedByBudget(t *testing.T) {
 		name            string
 		p               windowParams
 		msgs            []ConversationMessage
-		pre             tailPrefix
+		pre             windowLoad
 		want            string
 		from, to        int64 // the omitted range, 0 = not truncated
 		overBudgetByOne bool
 	}{
 		{"a turn longer than the budget keeps its newest messages", windowParams{WindowToken, 55, 5, 20, 0},
-			conv("u"+strings.Repeat("a", 20), 10), tailPrefix{}, "17,18,19,20,21", 1, 17, false},
+			conv("u"+strings.Repeat("a", 20), 10), windowLoad{}, "17,18,19,20,21", 1, 17, false},
 		{"a turn start among what fits leads", windowParams{WindowToken, 45, 5, 20, 0},
-			conv("uaaauaa", 10), tailPrefix{}, "5,6,7", 1, 5, false},
+			conv("uaaauaa", 10), windowLoad{}, "5,6,7", 1, 5, false},
 		{"a tool result does not lead when its call fits", windowParams{WindowToken, 45, 2, 20, 0},
-			conv("uatatata", 10), tailPrefix{}, "6,7,8", 1, 6, false},
+			conv("uatatata", 10), windowLoad{}, "6,7,8", 1, 6, false},
 		{"only tool results fit", windowParams{WindowToken, 25, 2, 20, 0},
-			conv("uatt", 10), tailPrefix{}, "3,4", 1, 3, false},
+			conv("uatt", 10), windowLoad{}, "3,4", 1, 3, false},
 		{"the newest message alone when none fits", windowParams{WindowToken, 5, 1, 20, 0},
-			conv("ua", 10), tailPrefix{}, "2", 1, 2, true},
+			conv("ua", 10), windowLoad{}, "2", 1, 2, true},
 		{"a tail of one message over the budget loses nothing", windowParams{WindowToken, 5, 1, 20, 0},
-			conv("uau", 10), tailPrefix{}, "3", 0, 0, true},
+			conv("uau", 10), windowLoad{}, "3", 0, 0, true},
 		{"buffer strategy cuts the same way", windowParams{WindowBuffer, 35, 3, 10, 0},
-			conv("uaaaaa", 10), tailPrefix{}, "4,5,6", 1, 4, false},
+			conv("uaaaaa", 10), windowLoad{}, "4,5,6", 1, 4, false},
 		{"summary strategy gives no summary beside a cut tail", windowParams{WindowSummary, 35, 3, 10, 0},
-			conv("uaaaaa", 10), tailPrefix{}, "4,5,6", 1, 4, false},
+			conv("uaaaaa", 10), windowLoad{}, "4,5,6", 1, 4, false},
 		{"the tail starts before the loaded messages", windowParams{WindowToken, 25, 5, 20, 0},
-			shifted("aaaa", 10, 97), tailPrefix{Seq: 1, Tokens: 960}, "99,100", 1, 99, false},
+			shifted("aaaa", 10, 97), windowLoad{TailSeq: 1, TailTokens: 960}, "99,100", 1, 99, false},
 		{"the reproduction: one user message and 3,000 assistant messages, budget 1", windowParams{WindowToken, 1, 5, 20, 0},
-			shifted(strings.Repeat("a", 64), 500, 2938), tailPrefix{Seq: 1, Tokens: 2937 * 500}, "3001", 1, 3001, true},
+			shifted(strings.Repeat("a", 64), 500, 2938), windowLoad{TailSeq: 1, TailTokens: 2937 * 500}, "3001", 1, 3001, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := assembleWindow(tc.p, tc.msgs, nil, tc.msgs[len(tc.msgs)-1].Seq, tc.pre)
@@ -69,7 +69,7 @@ func TestWindowFreshTailBoundedByBudget(t *testing.T) {
 			if over := w.Tokens > tc.p.Budget; over != tc.overBudgetByOne {
 				t.Errorf("%d tokens for a budget of %d", w.Tokens, tc.p.Budget)
 			}
-			if tc.pre.Seq == 0 {
+			if tc.pre.TailSeq == 0 {
 				checkWindowRules(t, tc.p, tc.msgs, w)
 			}
 		})
@@ -117,9 +117,11 @@ func TestWindowBoundedByByteCap(t *testing.T) {
 			big("ua"), nil, "", 1, 3},
 		{"everything fits", windowParams{WindowToken, 100000, 2, 20, windowBytes(item, 6)},
 			big("uauaua"), nil, "1,2,3,4,5,6", 0, 0},
+		{"messages loaded without content are named, never given", windowParams{WindowToken, 100000, 2, 20, windowBytes(item, 6)},
+			stubbed(big("uauaua"), 2), nil, "3,4,5,6", 1, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := assembleWindow(tc.p, tc.msgs, tc.roots, int64(len(tc.msgs)), tailPrefix{})
+			w := assembleWindow(tc.p, tc.msgs, tc.roots, int64(len(tc.msgs)), windowLoad{Stubs: stubCount(tc.msgs)})
 			if got := windowShape(w); got != tc.want {
 				t.Errorf("window %q, want %q", got, tc.want)
 			}
@@ -139,16 +141,17 @@ func TestWindowBoundedByByteCap(t *testing.T) {
 			for _, st := range []WindowStrategy{WindowBuffer, WindowToken, WindowSummary} {
 				p := windowParams{Strategy: st, Budget: 1000, FreshTail: 2, BufferSize: 5, MaxBytes: windowBytes(item, n)}
 				msgs := big(pat)
-				checkWindowRules(t, p, msgs, assembleWindow(p, msgs, roots, int64(len(msgs)), tailPrefix{}))
+				checkWindowRules(t, p, msgs, assembleWindow(p, msgs, roots, int64(len(msgs)), windowLoad{}))
 			}
 		}
 	}
 }
 
-// TestWindowNeedsMoreStopsAtTheCaps: the Store stops loading older pages
-// once what it loaded is past the budget or the byte cap, even when the
-// fresh tail's turn start lies further back (it is then found by a query).
-func TestWindowNeedsMoreStopsAtTheCaps(t *testing.T) {
+// TestWindowNeedsMoreStopsAtTheBudget: the Store stops loading older
+// pages once what it loaded is past the budget, even when the fresh tail's
+// turn start lies further back (it is then found by a query), and loads on
+// past the byte cap (without content) while the rules may use more.
+func TestWindowNeedsMoreStopsAtTheBudget(t *testing.T) {
 	long := shifted(strings.Repeat("a", 64), 500, 2938)
 	if windowNeedsMore(windowParams{WindowToken, 1, 5, 20, 0}, long, nil) {
 		t.Error("a loaded part over the budget asks for more")
@@ -157,10 +160,25 @@ func TestWindowNeedsMoreStopsAtTheCaps(t *testing.T) {
 	for i := range small {
 		small[i].Content = strings.Repeat("x", 100)
 	}
-	if windowNeedsMore(windowParams{WindowToken, 100000, 5, 20, 1000}, small, nil) {
-		t.Error("a loaded part over the byte cap asks for more")
+	if !windowNeedsMore(windowParams{WindowToken, 100000, 5, 20, 1000}, small, nil) {
+		t.Error("a loaded part over the byte cap, within the budget and without its turn start, does not ask for more")
 	}
-	if !windowNeedsMore(windowParams{WindowToken, 100000, 5, 20, 1 << 20}, small, nil) {
-		t.Error("a loaded part within both caps and without its turn start does not ask for more")
+}
+
+// stubbed empties the content of the first n messages, as the Store loads
+// them past the byte cap.
+func stubbed(msgs []ConversationMessage, n int) []ConversationMessage {
+	for i := range n {
+		msgs[i].Content = ""
 	}
+	return msgs
+}
+
+// stubCount counts the leading messages without content.
+func stubCount(msgs []ConversationMessage) int {
+	n := 0
+	for n < len(msgs) && msgs[n].Content == "" {
+		n++
+	}
+	return n
 }

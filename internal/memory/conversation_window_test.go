@@ -191,7 +191,7 @@ func TestAssembleWindow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs := conv(tc.pattern, tc.tokens)
-			w := assembleWindow(tc.p, msgs, tc.roots, int64(len(msgs)), tailPrefix{})
+			w := assembleWindow(tc.p, msgs, tc.roots, int64(len(msgs)), windowLoad{})
 			if got := windowShape(w); got != tc.want {
 				t.Errorf("window %q, want %q", got, tc.want)
 			}
@@ -217,7 +217,7 @@ func TestAssembleWindowProperties(t *testing.T) {
 					p := windowParams{Strategy: st, Budget: budget, FreshTail: tail, BufferSize: 3}
 					msgs := conv(strings.Repeat(pat, 3), 7)
 					roots := []Summary{{ID: "R", EarliestSeq: 1, LatestSeq: int64(len(pat)), Tokens: 9}}
-					w := assembleWindow(p, msgs, roots, int64(len(msgs)), tailPrefix{})
+					w := assembleWindow(p, msgs, roots, int64(len(msgs)), windowLoad{})
 					checkWindowRules(t, p, msgs, w)
 				}
 			}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -73,36 +74,48 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 			return nil, err
 		}
 	}
-	msgs, err := s.windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
+	msgs, load, err := s.windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
 	if err != nil {
 		return nil, err
 	}
-	pre, err := s.windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount)
-	if err != nil {
+	if load.TailSeq, load.TailTokens, err = s.windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
 		return nil, err
 	}
-	return assembleWindow(p, msgs, roots, sess.MessageCount, pre), nil
+	return assembleWindow(p, msgs, roots, sess.MessageCount, load), nil
 }
 
+// messageStubColumns are messageColumns without the content.
+const messageStubColumns = `g.seq, g.role, '', g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags, g.source`
+
 // windowMessages loads the newest messages a window can use, page by page
-// backwards. A page stops early once the loaded content passes the byte
-// cap (that row included), so a session of huge messages is never read
-// whole.
-func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, error) {
+// backwards. Once the loaded content passes the byte cap (the row that
+// passes it included), older pages are loaded without content (stubs): the
+// window can give none of them, but its rules see what they would have
+// chosen, so a session of huge messages is never read whole.
+func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, windowLoad, error) {
 	var msgs []ConversationMessage
+	var load windowLoad
 	page := max(firstWindowPage, p.FreshTail, min(p.BufferSize, maxWindowPage))
 	before, loaded := count+1, 0
 	for before > 1 {
-		older, err := s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
-			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq < $3 ORDER BY g.seq DESC LIMIT $4`,
-			req.Owner, req.SessionID, before, page)
+		const query = ` FROM %s AS g WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq < $3 ORDER BY g.seq DESC LIMIT $4`
+		var older []ConversationMessage
+		var err error
+		if loaded > p.MaxBytes {
+			older, err = s.queryMessages(ctx, tx, `SELECT `+messageStubColumns+fmt.Sprintf(query, s.sql.messages),
+				req.Owner, req.SessionID, before, page)
+			load.Stubs += len(older)
+		} else {
+			older, err = s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+messageColumns+fmt.Sprintf(query, s.sql.messages),
+				req.Owner, req.SessionID, before, page)
+			loaded += contentBytes(older)
+		}
 		if err != nil {
-			return nil, err
+			return nil, load, err
 		}
 		if len(older) == 0 {
 			break
 		}
-		loaded += contentBytes(older)
 		slices.Reverse(older)
 		msgs = append(older, msgs...)
 		before = msgs[0].Seq
@@ -111,21 +124,21 @@ func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest
 		}
 		page = min(page*2, maxWindowPage)
 	}
-	return msgs, nil
+	return msgs, load, nil
 }
 
 // windowTailPrefix finds where the fresh tail starts when that is before
 // the loaded messages (they hold no turn start at or before the tail's
-// first message, and loading stopped at the budget or the byte cap): the
+// first message, and loading stopped at the budget): the
 // latest turn start at or before the tail's first message, else the first
 // after it, and the tokens from there to the first loaded message.
-func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (tailPrefix, error) {
+func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
-		return tailPrefix{}, nil
+		return 0, 0, nil
 	}
 	for i := len(msgs) - p.FreshTail; i >= 0; i-- {
 		if isTurnStart(msgs[i]) {
-			return tailPrefix{}, nil
+			return 0, 0, nil
 		}
 	}
 	anchor := max(1, count-int64(p.FreshTail)+1)
@@ -140,10 +153,10 @@ func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowReque
 			AND g.session_id = $2 AND g.seq >= t.start AND g.seq < $4), 0)::bigint FROM t`,
 		req.Owner, req.SessionID, anchor, msgs[0].Seq).Scan(&start, &tokens)
 	if err != nil {
-		return tailPrefix{}, s.dbErr("finding the fresh tail's start", err)
+		return 0, 0, s.dbErr("finding the fresh tail's start", err)
 	}
 	if start == nil {
-		return tailPrefix{}, nil // no turn start before the loaded part: the tail starts in it
+		return 0, 0, nil // no turn start before the loaded part: the tail starts in it
 	}
-	return tailPrefix{Seq: *start, Tokens: int(tokens)}, nil
+	return *start, int(tokens), nil
 }
