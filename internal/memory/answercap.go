@@ -50,7 +50,18 @@ func (s *Store) answerCap(asked int) int {
 
 // answerBytes is the byte budget of one answer being built. A nil
 // *answerBytes has no limit (the pure functions' table tests).
-type answerBytes struct{ left int }
+//
+// Measuring every item with encoding/json would cost a marshal per message
+// on every window, so an item is first taken on an upper bound of its JSON
+// (jsonBound: every byte of text escapes to at most 6); only when the
+// bounds of what was taken would pass the room left are those items
+// measured exactly, once, and the rest of the answer counted exactly.
+// The room left never goes below what was taken, so the cap holds.
+type answerBytes struct {
+	left    int          // room left after the measured items
+	pending []func() int // exact sizes of the items taken on their bound
+	bound   int          // sum of the pending items' bounds
+}
 
 // newAnswerBytes starts the budget of an answer of at most capBytes whose
 // envelope (the answer without its items) is envelope; capBytes <= 0 means
@@ -62,20 +73,56 @@ func newAnswerBytes(capBytes int, envelope any) *answerBytes {
 	return &answerBytes{left: capBytes - jsonSize(envelope) - envelopeSlack}
 }
 
-// take reserves the JSON size of item, plus the comma before it, when it
-// fits; false leaves the budget as it was.
-func (b *answerBytes) take(item any) bool { return b.takeN(jsonSize(item) + 1) }
+// take reserves the JSON of item as an element of a list (with the comma
+// before it) when it fits; false leaves the budget as it was.
+func (b *answerBytes) take(item any) bool {
+	return b.add(jsonBound(item)+1, func() int { return jsonSize(item) + 1 })
+}
 
-// takeN reserves n bytes when they fit.
-func (b *answerBytes) takeN(n int) bool {
+// takeText reserves text as part of a JSON string, and ids as elements of
+// a list, together: all fit or none is taken.
+func (b *answerBytes) takeText(text string, ids ...string) bool {
+	bound := textBound(text)
+	for _, id := range ids {
+		bound += textBound(id) + 3
+	}
+	return b.add(bound, func() int {
+		n := jsonTextBytes(text)
+		for _, id := range ids {
+			n += jsonSize(id) + 1
+		}
+		return n
+	})
+}
+
+// takeN reserves n bytes (an exact size) when they fit.
+func (b *answerBytes) takeN(n int) bool { return b.add(n, func() int { return n }) }
+
+// add takes an item of at most bound bytes, exactly exact() bytes.
+func (b *answerBytes) add(bound int, exact func() int) bool {
 	if b == nil {
 		return true
 	}
+	if b.bound+bound <= b.left {
+		b.pending = append(b.pending, exact)
+		b.bound += bound
+		return true
+	}
+	b.settle()
+	n := exact()
 	if n > b.left {
 		return false
 	}
 	b.left -= n
 	return true
+}
+
+// settle measures the items taken on their bound.
+func (b *answerBytes) settle() {
+	for _, exact := range b.pending {
+		b.left -= exact()
+	}
+	b.pending, b.bound = b.pending[:0], 0
 }
 
 // jsonSize is the length of v as encoding/json writes it (the REST
@@ -92,3 +139,54 @@ func jsonSize(v any) int {
 // escaped length without the quotes (escaping is per character, so the
 // parts of a text add up to the whole).
 func jsonTextBytes(s string) int { return jsonSize(s) - 2 }
+
+// textBound bounds jsonTextBytes(s): encoding/json writes a byte as at
+// most 6 (\u00XX for a control character or an HTML one, \ufffd for a
+// byte of invalid UTF-8; U+2028 and U+2029 take 6 for 3).
+func textBound(s string) int { return 6 * len(s) }
+
+// Bounds of the JSON of the fixed parts of the items (keys, punctuation,
+// numbers of up to 20 digits, timestamps of up to 37 bytes), with room to
+// spare; TestJSONBoundsHold checks them against encoding/json.
+const (
+	messageFixedBound = 256
+	summaryFixedBound = 512
+	hitFixedBound     = 256
+	itemFixedBound    = 64 // a WindowItem around its message or summary
+)
+
+// jsonBound is an upper bound of jsonSize(v) that reads only lengths;
+// v's exact size (math.MaxInt/2, never taken on a bound) for other types.
+func jsonBound(v any) int {
+	switch x := v.(type) {
+	case ConversationMessage:
+		return messageBound(&x)
+	case WindowItem:
+		if x.Message != nil {
+			return itemFixedBound + messageBound(x.Message)
+		}
+		if x.Summary != nil {
+			return itemFixedBound + summaryBound(x.Summary)
+		}
+	case HistoryHit:
+		return hitFixedBound + textBound(x.Kind) + textBound(x.SessionID) + textBound(x.SummaryID) +
+			textBound(string(x.Source)) + textBound(x.Snippet)
+	case string:
+		return textBound(x) + 2
+	}
+	return math.MaxInt / 2
+}
+
+func messageBound(m *ConversationMessage) int {
+	n := messageFixedBound + textBound(string(m.Role)) + textBound(m.Content) + textBound(m.ToolName) +
+		textBound(m.ToolCallID) + textBound(string(m.Source))
+	for _, f := range m.Flags {
+		n += textBound(f) + 3
+	}
+	return n
+}
+
+func summaryBound(y *Summary) int {
+	return summaryFixedBound + textBound(y.ID) + textBound(y.Owner) + textBound(y.SessionID) + textBound(y.Content) +
+		textBound(y.ExpandHint) + textBound(y.Method)
+}

@@ -156,11 +156,11 @@ func render(order []Category, cands []candidate, budget int, room *answerBytes) 
 				res.Omitted++
 				continue
 			}
-			size := jsonTextBytes(line) + jsonSize(c.id) + 1
+			text := line
 			if !started {
-				size += jsonTextBytes(header)
+				text = header + line
 			}
-			if !room.takeN(size) {
+			if !room.takeText(text, c.id) {
 				res.Omitted++
 				res.Truncated = true
 				continue

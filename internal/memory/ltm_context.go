@@ -35,7 +35,7 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 		if text == "" {
 			return 0
 		}
-		if !room.takeN(jsonTextBytes(text) + sep()) {
+		if !room.takeText(strings.Repeat("\n", sep()) + text) {
 			truncated = true
 			return 0
 		}
@@ -46,7 +46,7 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 	cv := addDoc("constraints", constraints)
 	pv := addDoc("profile", profile)
 	memBudget := max(0, left-sep())
-	room.takeN(sep()) // the blank line before the memories, if they come
+	room.takeText(strings.Repeat("\n", sep())) // the blank line before the memories, if they come
 	res := render(s.policy.RenderOrder(), cands, memBudget, room)
 	if res.Text != "" {
 		left -= CountTokens(res.Text) + sep()
@@ -55,7 +55,7 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 	res.Truncated = res.Truncated || truncated
 	res.ConstraintsVersion, res.ProfileVersion = cv, pv
 	if req.IncludeEpisodes {
-		room.takeN(sep())
+		room.takeText(strings.Repeat("\n", sep()))
 		text, ids, cut, err := s.contextEpisodes(ctx, req, left-sep(), room)
 		if err != nil {
 			return nil, err
@@ -85,7 +85,7 @@ func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left in
 		return "", nil, false, err
 	}
 	header := "## episodes\n"
-	if !room.takeN(jsonTextBytes(header)) {
+	if !room.takeText(header) {
 		return "", nil, true, nil
 	}
 	var b strings.Builder
@@ -95,7 +95,7 @@ func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left in
 	for _, h := range hits {
 		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + sanitizeForPrompt(h.Episode.Summary) + "\n"
 		if c := CountTokens(line); used+c <= left {
-			if !room.takeN(jsonTextBytes(line) + jsonSize(h.Episode.ID) + 1) {
+			if !room.takeText(line, h.Episode.ID) {
 				cut = true
 				continue
 			}
