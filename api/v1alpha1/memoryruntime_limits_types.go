@@ -1,6 +1,7 @@
 package v1alpha1
 
-// ServiceLimits bound what the memory service does for one caller.
+// ServiceLimits bound what the memory service does for one caller and what
+// it answers.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.llmRateLimit) || self.llmRateLimit.requestsPerMinute <= (has(self.rateLimit) ? self.rateLimit.requestsPerMinute : 6000)",message="service.limits.llmRateLimit.requestsPerMinute must not exceed service.limits.rateLimit.requestsPerMinute (default 6000): every LLM-backed request also counts against rateLimit"
 type ServiceLimits struct {
@@ -19,6 +20,17 @@ type ServiceLimits struct {
 	// without asking it. Default 60 a minute with bursts of 20.
 	// +optional
 	LLMRateLimit *RateLimit `json:"llmRateLimit,omitempty"`
+
+	// MaxResponseBytes caps the JSON size of every window, message list,
+	// summary expansion, history search and context the service answers,
+	// counted while the answer is built: what does not fit is left out and
+	// the answer says so (truncated, and the seq range of the messages left
+	// out). An MCP tool builds its answer within a third of it, since a
+	// tool result carries the answer twice. Between 65536 (64 KiB) and
+	// 67108864 (64 MiB); default 1048576 (1 MiB).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 65536 && self <= 67108864",message="service.limits.maxResponseBytes must be between 65536 (64 KiB) and 67108864 (64 MiB); leave it out for the default of 1048576 (1 MiB)"
+	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 }
 
 // RateLimit is a token bucket: it refills at requestsPerMinute up to burst

@@ -208,8 +208,9 @@ type ServiceSpec struct {
 	// +optional
 	NetworkPolicy *MemoryRuntimeNetworkPolicy `json:"networkPolicy,omitempty"`
 
-	// Limits bound what the service does for one caller: the rate limits
-	// per credential. See ServiceLimits.
+	// Limits bound what the service does for one caller and what it
+	// answers: rate limits per credential and the byte cap of answers. See
+	// ServiceLimits.
 	// +optional
 	Limits *ServiceLimits `json:"limits,omitempty"`
 	// NodeSelector of the memory service pods and of the maintenance job

@@ -179,6 +179,37 @@ func TestConfigMapRoundTrip(t *testing.T) {
 	}
 }
 
+// TestServiceConfigCarriesResponseByteCap: spec.service.limits.
+// maxResponseBytes is rendered into the service's config, survives the
+// ConfigMap round trip, and changes the pod template hash (a rollout).
+func TestServiceConfigCarriesResponseByteCap(t *testing.T) {
+	rt := testRuntime()
+	plain, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 256 << 10}
+	capped, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := memory.ParseServiceConfigJSON(js)
+	if err != nil || back.MaxResponseBytes != 256<<10 {
+		t.Fatalf("the config carries maxResponseBytes %v (%v):\n%s", back, err, capped)
+	}
+	if PodTemplateHash(plain, "pw") == PodTemplateHash(capped, "pw") {
+		t.Error("a new byte cap leaves the pod template hash unchanged")
+	}
+	rt.Spec.Service.Limits.MaxResponseBytes = 1024
+	if _, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0)); err == nil {
+		t.Error("a byte cap below the minimum was rendered")
+	}
+}
+
 func TestPodTemplateHash(t *testing.T) {
 	base := PodTemplateHash([]byte("a"), "pw1", "k1")
 	for name, other := range map[string]string{

@@ -78,6 +78,12 @@ func celCases(ns string) []celCase {
 		}), `spec.llm.endpoint: Invalid value: "not a url": llm.endpoint must be an http or https URL`},
 		{"privileged port", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Port = 80 }), "spec.service.port: Invalid value: 80: spec.service.port in body should be greater than or equal to 1024"},
 		{"too many replicas", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Replicas = ptr.To[int32](101) }), "spec.service.replicas: Invalid value: 101: spec.service.replicas in body should be less than or equal to 100"},
+		{"response byte cap too small", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 1024}
+		}), "spec.service.limits.maxResponseBytes: Invalid value"},
+		{"response byte cap too large", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 1 << 30}
+		}), "service.limits.maxResponseBytes must be between 65536 (64 KiB) and 67108864 (64 MiB)"},
 		{"unknown reclaim policy", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.ReclaimPolicy = "Destroy" }), `spec.reclaimPolicy: Unsupported value: "Destroy": supported values: "Retain", "Delete"`},
 		{"cluster connection with capitals", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.ClusterConnection = "Main_DB" }),
 			`spec.database.clusterConnection: Invalid value: "Main_DB": spec.database.clusterConnection in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},

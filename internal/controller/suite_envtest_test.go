@@ -75,6 +75,7 @@ func TestOperator(t *testing.T) {
 	t.Run("PodDisruptionBudget", e.testPodDisruptionBudget)
 	t.Run("ServiceTLS", e.testServiceTLS)
 	t.Run("WorkloadCEL", e.testWorkloadCEL)
+	t.Run("ResponseByteCap", e.testResponseByteCap)
 	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)

@@ -123,9 +123,11 @@ func (s *Store) pinnedCategories() []string {
 
 // render lays candidates out by category within budget tokens (CountTokens
 // of each header and line; the count of a whole text never exceeds the sum
-// of its parts', so Tokens never exceeds the budget). It is pure,
-// so the budget rules are tested without a database.
-func render(order []Category, cands []candidate, budget int) *ContextResult {
+// of its parts', so Tokens never exceeds the budget) and within bytes (the
+// JSON of each line and id; nil = no byte cap): a memory that fits the
+// tokens but not the bytes is omitted and the result Truncated. It is
+// pure, so the budget rules are tested without a database.
+func render(order []Category, cands []candidate, budget int, room *answerBytes) *ContextResult {
 	res := &ContextResult{IDs: []string{}}
 	var b strings.Builder
 	left := budget
@@ -152,6 +154,15 @@ func render(order []Category, cands []candidate, budget int) *ContextResult {
 			}
 			if cost > left {
 				res.Omitted++
+				continue
+			}
+			text := line
+			if !started {
+				text = header + line
+			}
+			if !room.takeText(text, c.id) {
+				res.Omitted++
+				res.Truncated = true
 				continue
 			}
 			left -= cost

@@ -248,33 +248,6 @@ func scanMessage(row pgx.Row) (ConversationMessage, error) {
 	return m, nil
 }
 
-// Messages reads a seq range [From, To) (0 leaves a side open) or the last
-// N messages, in seq order; at most 1000 per call (the first of the range).
-func (s *Store) Messages(ctx context.Context, req MessagesRequest) ([]ConversationMessage, error) {
-	fe := &fieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
-	if req.From < 0 || req.To < 0 || (req.To > 0 && req.To < req.From) {
-		fe.add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
-	}
-	if req.Last < 0 || req.Last > maxMessagesRead {
-		fe.add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
-	}
-	if err := fe.err(); err != nil {
-		return nil, err
-	}
-	if _, err := s.getSession(ctx, s.pool, req.Owner, req.SessionID, ""); err != nil {
-		return nil, err
-	}
-	if req.Last > 0 {
-		return s.lastMessages(ctx, s.pool, req.Owner, req.SessionID, req.Last)
-	}
-	to := req.To
-	if to == 0 {
-		to = 1<<62 - 1
-	}
-	return s.messageRange(ctx, s.pool, req.Owner, req.SessionID, req.From, to, maxMessagesRead)
-}
-
 // rowsQuerier runs a query returning rows (pool or transaction).
 type rowsQuerier interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)

@@ -218,6 +218,8 @@ type ContextRequest struct {
 	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
 	// MaxEpisodes bounds them: 0 means 3; at most 10.
 	MaxEpisodes int `json:"maxEpisodes,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
 // ContextResult is the rendered text and what went into it.
@@ -236,6 +238,9 @@ type ContextResult struct {
 	ConstraintsVersion int64 `json:"constraintsVersion"`
 	// EpisodeIDs rendered (IncludeEpisodes), in order.
 	EpisodeIDs []string `json:"episodeIds,omitempty"`
+	// Truncated: the byte cap left out text the token budget had room for
+	// (the memories among it are counted in Omitted).
+	Truncated bool `json:"truncated"`
 }
 
 // Message is one turn of a conversation given to Extract.

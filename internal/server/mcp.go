@@ -256,7 +256,7 @@ func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.Cont
 		return nil, err
 	}
 	res, err := s.store.Context(ctx, memory.ContextRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, MaxTokens: a.MaxTokens})
+		Query: a.Query, MaxTokens: a.MaxTokens, MaxBytes: s.mcpAnswerBytes()})
 	if err != nil {
 		return nil, err
 	}
