@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -419,6 +420,21 @@ func (e *operatorEnv) testDatabaseServerDown(t *testing.T) {
 	e.waitCondition(t, ns, "on-down", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 	e.waitKStatus(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-down"}}, status.CurrentStatus, "")
 	t.Logf("server back: its tenant Ready again after %s", time.Since(back).Round(time.Millisecond))
+
+	// A restarted operator (no reservation, nothing remembered) finds the
+	// placed tenant where its status says and writes nothing.
+	mark := e.writes.count()
+	restarted := e.runtimes.restarted()
+	for range 2 {
+		if _, err := restarted.Reconcile(testContext(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "on-up"}}); err != nil {
+			t.Fatalf("reconcile of a restarted operator: %v", err)
+		}
+	}
+	for _, w := range e.writes.since(mark) {
+		if strings.Contains(w, "/namespaces/"+ns+"/") {
+			t.Errorf("a restarted operator wrote to a placed Ready runtime's namespace: %s", w)
+		}
+	}
 
 	// The tenant on the second server goes with its database; the others
 	// stay for the idle check.
