@@ -47,6 +47,9 @@ const (
 	// generation failed in a way retrying cannot fix: a human has to change
 	// the spec, the database or a foreign object (kstatus: Failed).
 	ConditionStalled = "Stalled"
+	// ConditionReachable is True when the last check of a MemoryDatabase
+	// connected to it with its admin Secret.
+	ConditionReachable = "Reachable"
 )
 
 // Reasons of the conditions. They are part of the API: alerts and scripts may
@@ -143,6 +146,30 @@ const (
 	ReasonRollingOut = "RollingOut"
 	// ReasonCredentialsRotated: the event of a login password rotation.
 	ReasonCredentialsRotated = "CredentialsRotated"
+	// ReasonConnected: Reachable=True; the message has the server version.
+	ReasonConnected = "Connected"
+	// ReasonCheckFailed: Reachable=False: the check of a MemoryDatabase
+	// connected, but reading the version, extensions or size failed; see
+	// the message.
+	ReasonCheckFailed = "CheckFailed"
+	// ReasonPlaced: the event of a tenant placed on a MemoryDatabase; the
+	// message says why that one.
+	ReasonPlaced = "Placed"
+	// ReasonNoDatabaseAvailable: no MemoryDatabase can take a new tenant:
+	// none matches databaseRef or databaseSelector, or every match is
+	// cordoned or at its capacity; the message says why for each.
+	ReasonNoDatabaseAvailable = "NoDatabaseAvailable"
+	// ReasonWaitingForDatabase: a MemoryDatabase that could take the new
+	// tenant has not been checked yet or is unreachable; placement waits.
+	ReasonWaitingForDatabase = "WaitingForDatabase"
+	// ReasonDatabaseNotFound: the MemoryDatabase a runtime is placed on
+	// (status.database.name) does not exist.
+	ReasonDatabaseNotFound = "DatabaseNotFound"
+	// ReasonDatabaseChanged: spec.database names another database than
+	// the one the tenant lives on (status.database.name, or a connection
+	// it was provisioned through); the operator never moves a tenant.
+	ReasonDatabaseChanged = "DatabaseChanged"
+
 	// ReasonReconcileError: Reconciling=True after a phase failed with an
 	// error that is retried with backoff (an API or database request); the
 	// message is the error.

@@ -69,7 +69,7 @@ type MemoryRuntimeSpec struct {
 }
 
 // DatabaseSpec locates the PostgreSQL database (with pgvector) of a tenant.
-// +kubebuilder:validation:XValidation:rule="has(self.connectionSecretRef) != has(self.clusterConnection)",message="set exactly one of database.connectionSecretRef or database.clusterConnection"
+// +kubebuilder:validation:XValidation:rule="[has(self.connectionSecretRef), has(self.clusterConnection), has(self.databaseRef), has(self.databaseSelector)].filter(x, x).size() == 1",message="set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"
 // +kubebuilder:validation:XValidation:rule="has(self.schema) == has(oldSelf.schema) && (!has(self.schema) || self.schema == oldSelf.schema)",message="database.schema cannot be changed after creation"
 type DatabaseSpec struct {
 	// ConnectionSecretRef names a Secret in this namespace holding an admin
@@ -88,6 +88,21 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ClusterConnection string `json:"clusterConnection,omitempty"`
+
+	// DatabaseRef names one MemoryDatabase (cluster-scoped) to place the
+	// tenant on, if it is reachable, not cordoned and has room. The
+	// placement is recorded in status.database and never changes: naming
+	// another database later is refused (DatabaseChanged).
+	// +optional
+	DatabaseRef *DatabaseReference `json:"databaseRef,omitempty"`
+
+	// DatabaseSelector selects MemoryDatabases by label: the operator
+	// places the new tenant on the eligible one (reachable, not cordoned,
+	// under capacity) with the most room, records it in status.database and
+	// never moves it. An empty selector selects every MemoryDatabase.
+	// Changing the selector later does not move a placed tenant.
+	// +optional
+	DatabaseSelector *metav1.LabelSelector `json:"databaseSelector,omitempty"`
 
 	// Schema is the PostgreSQL schema of the tenant. Default: derived from
 	// namespace and name ("engram_<namespace>_<name>_<hash of both>",
@@ -112,6 +127,21 @@ type DatabaseSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=on;off
 	SynchronousCommit string `json:"synchronousCommit,omitempty"`
+}
+
+// DatabaseReference names a MemoryDatabase.
+type DatabaseReference struct {
+	// Name of the MemoryDatabase.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+}
+
+// RuntimeDatabase is where a tenant placed on a MemoryDatabase lives.
+type RuntimeDatabase struct {
+	// Name of the MemoryDatabase the tenant was placed on. Set once, when
+	// the tenant is placed, and never changed by the operator.
+	Name string `json:"name"`
 }
 
 // EmbeddingSpec configures the embedder of a tenant.
@@ -286,6 +316,12 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	Schema string `json:"schema,omitempty"`
 
+	// Database is the MemoryDatabase the tenant was placed on (runtimes
+	// with spec.database.databaseRef or databaseSelector). Recorded before
+	// anything is created there, and never changed by the operator.
+	// +optional
+	Database *RuntimeDatabase `json:"database,omitempty"`
+
 	// SchemaVersion is the migration version the schema is at.
 	// +optional
 	SchemaVersion int32 `json:"schemaVersion,omitempty"`
@@ -324,6 +360,7 @@ type MemoryRuntimeStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema`
+// +kubebuilder:printcolumn:name="Database",type=string,JSONPath=`.status.database.name`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

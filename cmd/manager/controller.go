@@ -35,6 +35,8 @@ type controllerFlags struct {
 	runtimeConcurrency int
 	policyConcurrency  int
 	jobConcurrency     int
+	dbConcurrency      int
+	dbCheckInterval    time.Duration
 	watchNamespaces    string
 	operatorNamespace  string
 	grantCheckInterval time.Duration
@@ -58,6 +60,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.IntVar(&f.runtimeConcurrency, "max-concurrent-reconciles-runtime", 4, "MemoryRuntimes reconciled at once")
 	fs.IntVar(&f.policyConcurrency, "max-concurrent-reconciles-policy", 1, "MemoryPolicies reconciled at once")
 	fs.IntVar(&f.jobConcurrency, "max-concurrent-reconciles-retentionjob", 2, "RetentionJobs reconciled at once")
+	fs.IntVar(&f.dbConcurrency, "max-concurrent-reconciles-database", 2, "MemoryDatabases checked at once")
+	fs.DurationVar(&f.dbCheckInterval, "database-check-interval", controller.DefaultDatabaseCheckInterval, "how often each MemoryDatabase is checked (reachable, version, extensions, size), plus up to a tenth as jitter")
 	fs.StringVar(&f.watchNamespaces, "watch-namespaces", os.Getenv(naming.EnvWatchNamespaces), "comma-separated namespaces to manage; empty = all (env WATCH_NAMESPACES)")
 	fs.StringVar(&f.operatorNamespace, "operator-namespace", os.Getenv(naming.EnvPodNamespace), "namespace of the operator: clusterConnection Secrets and the leader election Lease (env POD_NAMESPACE)")
 	fs.DurationVar(&f.dbLockTimeout, "db-lock-timeout", controller.DefaultLockTimeout, "lock_timeout of every admin session: how long a provisioning statement waits for a lock before the reconcile retries")
@@ -79,13 +83,16 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	if f.blockerMaxAge < time.Second {
 		return nil, fmt.Errorf("--tenant-blocker-max-age %s is below the minimum of 1s", f.blockerMaxAge)
 	}
+	if f.dbCheckInterval < 5*time.Second {
+		return nil, fmt.Errorf("--database-check-interval %s is below the minimum of 5s", f.dbCheckInterval)
+	}
 	if f.grantCheckInterval < time.Minute {
 		return nil, fmt.Errorf("--grant-check-interval %s is below the minimum of 1m", f.grantCheckInterval)
 	}
 	if _, err := controller.ParseMetricsNamespaces(f.metricsNamespaces); err != nil {
 		return nil, fmt.Errorf("--service-metrics-namespaces: %w", err)
 	}
-	for _, c := range []int{f.runtimeConcurrency, f.policyConcurrency, f.jobConcurrency} {
+	for _, c := range []int{f.runtimeConcurrency, f.policyConcurrency, f.jobConcurrency, f.dbConcurrency} {
 		if c < 1 {
 			return nil, errors.New("--max-concurrent-reconciles-* must be at least 1")
 		}
@@ -151,6 +158,8 @@ func runController(args []string) int {
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,
+		DatabaseConcurrency:     f.dbConcurrency,
+		DatabaseCheckInterval:   f.dbCheckInterval,
 	})
 	if err != nil {
 		log.Error(err, "setting up the operator")

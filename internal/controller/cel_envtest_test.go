@@ -55,9 +55,9 @@ func celCases(ns string) []celCase {
 		// MemoryRuntime
 		{"both connections", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
 			s.Database.ConnectionSecretRef = &memoryv1alpha1.SecretKeySelector{Name: "pg"}
-		}), "spec.database: Invalid value: set exactly one of database.connectionSecretRef or database.clusterConnection"},
+		}), "spec.database: Invalid value: set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"},
 		{"no connection", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.ClusterConnection = "" }),
-			"spec.database: Invalid value: set exactly one of database.connectionSecretRef or database.clusterConnection"},
+			"spec.database: Invalid value: set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"},
 		{"schema pg_", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "pg_evil" }), `spec.database.schema: Invalid value: "pg_evil": database.schema must not start with pg_ (reserved by PostgreSQL)`},
 		{"schema public", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "public" }), `spec.database.schema: Invalid value: "public": database.schema must name a schema of its own, not public, information_schema or engram_control (the operator's bookkeeping)`},
 		{"schema upper case", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "Tenant" }), `spec.database.schema: Invalid value: "Tenant": spec.database.schema in body should match '^[a-z_][a-z0-9_]*$'`},

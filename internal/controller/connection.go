@@ -94,6 +94,34 @@ func clusterConnectionURL(ctx context.Context, c client.Reader, name, operatorNa
 	return url, nil
 }
 
+// databaseURL resolves the admin connection of a MemoryDatabase: the Secret
+// spec.secretRef names in the operator's namespace (today's formats, and
+// CloudNativePG's <cluster>-superuser Secret), pointed at
+// spec.databaseName when it is set.
+func databaseURL(ctx context.Context, c client.Reader, db *memoryv1alpha1.MemoryDatabase, operatorNamespace string) (string, error) {
+	ref := db.Spec.SecretRef
+	if operatorNamespace == "" {
+		return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+			"the Secret %q cannot be read: the operator does not know its namespace (set --operator-namespace or POD_NAMESPACE)", ref.Name)
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+				"the Secret %q does not exist in the operator namespace %q", ref.Name, operatorNamespace)
+		}
+		return "", fmt.Errorf("reading the Secret %s/%s: %w", operatorNamespace, ref.Name, err)
+	}
+	url, err := tenant.ConnectionURL(s.Data, ref.KeyOr(memoryv1alpha1.DefaultConnectionKey))
+	if err == nil && db.Spec.DatabaseName != "" {
+		url, err = tenant.WithDatabase(url, db.Spec.DatabaseName)
+	}
+	if err != nil {
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the Secret %s/%s: %v", operatorNamespace, ref.Name, err)
+	}
+	return url, nil
+}
+
 // provisionReason classifies a provisioning error into a condition reason.
 func provisionReason(err error) string {
 	switch {
@@ -131,6 +159,13 @@ func isConnectError(err error) bool {
 func isAuthError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
+}
+
+// isUnknownDatabase reports whether the server said the database the
+// connection names does not exist: the Secret (or databaseName) is wrong.
+func isUnknownDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }
 
 // scrubAdmin removes the admin user's name from a message meant for a

@@ -19,6 +19,14 @@ const (
 	indexSecretRefs = "spec.secretRefs"
 	// indexClusterConnection: MemoryRuntime by spec.database.clusterConnection.
 	indexClusterConnection = "spec.database.clusterConnection"
+	// indexPlacedDatabase: MemoryRuntime by status.database.name (the
+	// tenants of a MemoryDatabase).
+	indexPlacedDatabase = "status.database.name"
+	// indexAwaitingPlacement: MemoryRuntime with databaseRef or
+	// databaseSelector and no status.database yet, under "true".
+	indexAwaitingPlacement = "placement.awaiting"
+	// indexDatabaseSecret: MemoryDatabase by spec.secretRef.name.
+	indexDatabaseSecret = "spec.secretRef.name"
 )
 
 func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
@@ -41,6 +49,21 @@ func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
 				return []string{c}
 			}
 			return nil
+		}},
+		{&memoryv1alpha1.MemoryRuntime{}, indexPlacedDatabase, func(o client.Object) []string {
+			if name := o.(*memoryv1alpha1.MemoryRuntime).PlacedDatabase(); name != "" {
+				return []string{name}
+			}
+			return nil
+		}},
+		{&memoryv1alpha1.MemoryRuntime{}, indexAwaitingPlacement, func(o client.Object) []string {
+			if rt := o.(*memoryv1alpha1.MemoryRuntime); rt.UsesMemoryDatabase() && rt.PlacedDatabase() == "" {
+				return []string{"true"}
+			}
+			return nil
+		}},
+		{&memoryv1alpha1.MemoryDatabase{}, indexDatabaseSecret, func(o client.Object) []string {
+			return []string{o.(*memoryv1alpha1.MemoryDatabase).Spec.SecretRef.Name}
 		}},
 	} {
 		if err := idx.IndexField(ctx, i.obj, i.field, i.fn); err != nil {

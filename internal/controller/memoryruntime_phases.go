@@ -37,6 +37,9 @@ func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtim
 
 // connect resolves the admin connection and its pool.
 func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) (bool, error) {
+	if s.rt.UsesMemoryDatabase() {
+		return r.connectDatabase(ctx, s)
+	}
 	url, err := adminURL(ctx, r.secrets, s.rt, r.opts.OperatorNamespace)
 	if err == nil {
 		s.pool, err = r.pools.get(s.connID, url)

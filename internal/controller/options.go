@@ -50,10 +50,15 @@ type Options struct {
 	// then ends that session, with a Warning event on both runtimes
 	// (tenant.BlockerPolicy).
 	TenantBlockerMaxAge time.Duration
+	// DatabaseCheckInterval is how often each MemoryDatabase is checked
+	// (reachable, version, extensions, size), plus a jitter of up to a
+	// tenth of it. A database that goes down is noticed within it, and its
+	// tenants report it then.
+	DatabaseCheckInterval time.Duration
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
-	RuntimeConcurrency, PolicyConcurrency, RetentionJobConcurrency int
+	RuntimeConcurrency, PolicyConcurrency, RetentionJobConcurrency, DatabaseConcurrency int
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a
 	// failing reconcile (database down, API errors).
 	RetryBaseDelay, RetryMaxDelay time.Duration
@@ -75,16 +80,17 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultGrantCheckInterval  = 10 * time.Minute
-	DefaultDatabaseTimeout     = 60 * time.Second
-	DefaultConnectTimeout      = 10 * time.Second
-	DefaultLockTimeout         = 5 * time.Second
-	DefaultMigrationTimeout    = 30 * time.Minute
-	DefaultTenantBlockerMaxAge = tenant.DefaultBlockerMaxAge
-	DefaultPoolMaxConns        = 4
-	DefaultRetryBaseDelay      = 500 * time.Millisecond
-	DefaultRetryMaxDelay       = 5 * time.Minute
-	DefaultNotOwnedRetry       = 30 * time.Second
+	DefaultGrantCheckInterval    = 10 * time.Minute
+	DefaultDatabaseTimeout       = 60 * time.Second
+	DefaultConnectTimeout        = 10 * time.Second
+	DefaultLockTimeout           = 5 * time.Second
+	DefaultMigrationTimeout      = 30 * time.Minute
+	DefaultTenantBlockerMaxAge   = tenant.DefaultBlockerMaxAge
+	DefaultPoolMaxConns          = 4
+	DefaultDatabaseCheckInterval = time.Minute
+	DefaultRetryBaseDelay        = 500 * time.Millisecond
+	DefaultRetryMaxDelay         = 5 * time.Minute
+	DefaultNotOwnedRetry         = 30 * time.Second
 )
 
 // DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
@@ -136,6 +142,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetentionJobConcurrency <= 0 {
 		o.RetentionJobConcurrency = 2
+	}
+	if o.DatabaseConcurrency <= 0 {
+		o.DatabaseConcurrency = 2
+	}
+	if o.DatabaseCheckInterval <= 0 {
+		o.DatabaseCheckInterval = DefaultDatabaseCheckInterval
 	}
 	if o.RetryBaseDelay <= 0 {
 		o.RetryBaseDelay = DefaultRetryBaseDelay

@@ -8,6 +8,9 @@ package controller
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes,verbs=patch
 // Status is written through the status subresource only.
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/status;memorypolicies/status;retentionjobs/status,verbs=get;patch
+// MemoryDatabases (cluster-scoped) are read, and their status kept.
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memorydatabases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memorydatabases/status,verbs=get;patch
 // Owner references with blockOwnerDeletion need update on the owner's finalizers.
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/finalizers;retentionjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=cronjobs/finalizers,verbs=update

@@ -51,6 +51,9 @@ func TenantClaim(rt *memoryv1alpha1.MemoryRuntime, recordedSchema, schema string
 // connectionID names one admin connection in the pool cache.
 func connectionID(rt *memoryv1alpha1.MemoryRuntime) string {
 	db := rt.Spec.Database
+	if rt.UsesMemoryDatabase() || db.ConnectionSecretRef == nil && db.ClusterConnection == "" {
+		return databaseConnID(rt.PlacedDatabase())
+	}
 	if db.ClusterConnection != "" {
 		return "cluster/" + db.ClusterConnection
 	}

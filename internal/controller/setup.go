@@ -85,7 +85,7 @@ func NewManager(cfg *rest.Config, base ctrl.Options, o Options) (manager.Manager
 // reconciler Setup creates: the restart test builds a fresh one beside it.
 var setupHook func(*MemoryRuntimeReconciler)
 
-// Setup registers the field indexes and the three reconcilers with mgr.
+// Setup registers the field indexes and the four reconcilers with mgr.
 func Setup(mgr manager.Manager, o Options) error {
 	o = o.withDefaults()
 	ctx := context.Background()
@@ -113,6 +113,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		events:  mgr.GetEventRecorder(naming.FieldOwner),
 		opts:    o,
 		memory:  newRuntimeMemory(),
+		placer:  newPlacer(),
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)
@@ -122,6 +123,16 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := registerRuntimeCollector(mgr.GetCache()); err != nil {
 		return fmt.Errorf("registering the runtime metrics: %w", err)
+	}
+	databases := &MemoryDatabaseReconciler{
+		client: mgr.GetClient(), secrets: runtimes.secrets, pools: pools,
+		events: mgr.GetEventRecorder(naming.FieldOwner), opts: o,
+	}
+	if err := databases.setupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the MemoryDatabase controller: %w", err)
+	}
+	if err := registerDatabaseCollector(mgr.GetCache()); err != nil {
+		return fmt.Errorf("registering the database metrics: %w", err)
 	}
 	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(naming.FieldOwner), opts: o}
 	if err := policies.setupWithManager(mgr); err != nil {

@@ -81,6 +81,9 @@ func TestOperator(t *testing.T) {
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("TenantSnapshot", e.testTenantSnapshot)
+	t.Run("DatabaseCEL", e.testDatabaseCEL)
+	t.Run("Databases", e.testDatabases)
+	t.Run("DatabaseServerDown", e.testDatabaseServerDown)
 	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("KStatus", e.testKStatus)
 	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
@@ -125,6 +128,10 @@ func startOperator(t *testing.T) *operatorEnv {
 		// (testTenantSnapshot); the default is 60 s.
 		TenantBlockerMaxAge: 2 * time.Second,
 		FailAfter:           e.faults.failAfter,
+		// Databases are checked every second here (default 1 min), so a
+		// server that stops is noticed at once (testDatabaseServerDown);
+		// the idle check proves the checks write nothing.
+		DatabaseCheckInterval: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

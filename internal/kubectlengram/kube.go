@@ -67,7 +67,10 @@ func apiError(err error, verb, resource, namespace, name string) error {
 		return nil
 	}
 	where := fmt.Sprintf("in namespace %q", namespace)
-	if namespace == "" {
+	switch {
+	case resource == resDatabases:
+		where = "in the cluster" // cluster-scoped
+	case namespace == "":
 		where = "in any namespace"
 	}
 	switch {

@@ -83,8 +83,8 @@ func TestChartMatchesConfig(t *testing.T) {
 	root := testenv.RepoRoot()
 	pairs := map[string]string{filepath.Join("config", "rbac", "role.yaml"): filepath.Join("charts", "engram", "files", "role.yaml")}
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(crds) != 3 {
-		t.Fatalf("config/crd/bases holds %d CRDs (%v), want 3", len(crds), err)
+	if err != nil || len(crds) != 4 {
+		t.Fatalf("config/crd/bases holds %d CRDs (%v), want 4", len(crds), err)
 	}
 	for _, p := range crds {
 		rel, _ := filepath.Rel(root, p)
