@@ -72,7 +72,7 @@ func (s *Store) planArbitration(ctx context.Context, p *preparedAdd) *arbiterPla
 func (s *Store) askArbiter(ctx context.Context, existing, incoming string) (string, string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", s.redactor.redacted(existing), s.redactor.redacted(incoming))
+	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", promptText(s.redactor.redacted(existing)), promptText(s.redactor.redacted(incoming)))
 	answer, err := s.llm.CompleteJSON(actx, arbiterSystem, user)
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) {
