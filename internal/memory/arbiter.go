@@ -159,12 +159,20 @@ func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, n
 		if protected {
 			return s.insert(ctx, tx, p, res)
 		}
-		category := s.mergedCategory(nb.category, p.req.Category)
+		// The merged text holds both writers' words: it is worth the less
+		// trusted of their sources (mergeSource), and a protected fact is
+		// never merged into text of a lower source.
+		src := mergeSource(nb, p)
+		category, ok := s.mergeCategory(nb, p, src)
+		if !ok {
+			res.Arbiter = "fallback: a protected memory is not merged with text of source " + string(src)
+			return s.insert(ctx, tx, p, res)
+		}
 		m, err := s.rewrite(ctx, tx, nb, rewrite{
 			content: plan.merged, vec: plan.mergedVec, category: category, importance: p.req.Importance,
-			source: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
+			source: src, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
 			expiry: s.expirySeconds(category, p.ttl), action: "arbiter-update",
-			details: map[string]any{"similarity": nb.sim, "incoming": p.content},
+			details: mergeDetails(map[string]any{"similarity": nb.sim, "incoming": p.content}, nb, p),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.insert(ctx, tx, p, res)
