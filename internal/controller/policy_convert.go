@@ -97,6 +97,9 @@ func resolveConversation(in memoryv1alpha1.ConversationSpec, c memory.Conversati
 	c.Limits.MaxMessagesPerTurn = orInt(in.Limits.MaxMessagesPerTurn, c.Limits.MaxMessagesPerTurn)
 	c.Limits.MaxMessageBytes = orInt(in.Limits.MaxMessageBytes, c.Limits.MaxMessageBytes)
 	c.ExtractOnEnd = in.ExtractOnEnd
+	if in.ExtractionScope != "" {
+		c.ExtractionScope = memory.ExtractionScope(in.ExtractionScope)
+	}
 	for _, d := range []struct {
 		field string
 		in    memoryv1alpha1.Duration

@@ -25,11 +25,12 @@ func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 		Retention:  memoryv1alpha1.RetentionSpec{PurgeInactiveAfter: "30d"},
 		Redaction:  memoryv1alpha1.RedactionSpec{BuiltinPatterns: ptr.To(true), InjectionGuard: memoryv1alpha1.InjectionReject},
 		Conversation: memoryv1alpha1.ConversationSpec{
-			Window:         memoryv1alpha1.ConversationWindowSpec{Strategy: memoryv1alpha1.WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
-			Compaction:     memoryv1alpha1.ConversationCompactionSpec{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
-			SessionIdleTTL: "0",
-			ArchiveAfter:   "0",
-			Limits:         memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 50, MaxMessageBytes: 32768},
+			Window:          memoryv1alpha1.ConversationWindowSpec{Strategy: memoryv1alpha1.WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
+			Compaction:      memoryv1alpha1.ConversationCompactionSpec{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
+			SessionIdleTTL:  "0",
+			ArchiveAfter:    "0",
+			ExtractionScope: memoryv1alpha1.ExtractionScopeOwner,
+			Limits:          memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 50, MaxMessageBytes: 32768},
 		},
 	}
 }
@@ -125,6 +126,8 @@ func TestResolvePolicyConversation(t *testing.T) {
 		SessionIdleTTL: memory.Duration(90 * 24 * time.Hour),
 		ArchiveAfter:   memory.Duration(14 * 24 * time.Hour),
 		Limits:         memory.ConversationLimits{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024},
+		// Left out of the spec: the default.
+		ExtractionScope: memory.ExtractionScopeOwner,
 	}
 	if got.Conversation != want {
 		t.Errorf("conversation = %+v, want %+v", got.Conversation, want)
@@ -177,12 +180,14 @@ func TestResolvePolicyLongTermFields(t *testing.T) {
 		{Name: "company", Global: true, Description: "tenant-wide facts"},
 	}
 	spec.Conversation.ExtractOnEnd = true
+	spec.Conversation.ExtractionScope = memoryv1alpha1.ExtractionScopeSession
 	got, err := ResolvePolicy(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, _ := got.Category("company")
-	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd {
+	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd ||
+		got.Conversation.ExtractionScope != memory.ExtractionScopeSession {
 		t.Fatalf("resolved %+v, conversation %+v", got.Categories, got.Conversation)
 	}
 	spec.Categories[1].Protected = true

@@ -362,12 +362,12 @@ const expirySQL = `CASE WHEN $EXP::float8 > 0 THEN now() + make_interval(secs =>
 // InsertQuery is the SQL of add's insert with its history row, returning
 // the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,
 // $4 session, $5 source, $6 category, $7 content, $8 importance, $9 vector,
-// $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id
-// (the benchmark's raw side runs exactly this).
+// $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id,
+// $14 source session (the benchmark's raw side runs exactly this).
 func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
-			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
+			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `, $14)
 			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
@@ -388,7 +388,7 @@ func (s *Store) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *
 	}
 	args := []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx)}
+		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
 	var m Memory
@@ -460,7 +460,8 @@ func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbou
 	}
 	m, err := s.rewrite(ctx, tx, nb, rewrite{
 		content: p.content, vec: p.vec, category: category, importance: p.req.Importance,
-		source: p.req.Source, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
+		source: p.req.Source, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session,
+		sourceSession: p.req.SourceSession, flags: p.flags,
 		expiry: s.expirySeconds(category, p.ttl), action: string(action),
 		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
 	})
@@ -484,6 +485,7 @@ type rewrite struct {
 	// (history's actor): they differ when a merge keeps the lower trust.
 	source, actor  Source
 	agent, session string
+	sourceSession  string // "" keeps the row's
 	flags          []string
 	expiry         float64
 	action         string
@@ -497,6 +499,7 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 				source = $6, flags = $7,
 				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
+				source_session = CASE WHEN $16::text <> '' THEN $16::text ELSE m.source_session END,
 				active = true, deactivated_at = NULL, expires_at = ` + expiry("$10") + `, updated_at = now()
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + s.sql.columns + `),
@@ -506,7 +509,7 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 		SELECT * FROM upd`
 	m, err := scanMemory(tx.QueryRow(ctx, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
-		string(w.actor)))
+		string(w.actor), w.sourceSession))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}

@@ -170,7 +170,8 @@ func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, n
 		}
 		m, err := s.rewrite(ctx, tx, nb, rewrite{
 			content: plan.merged, vec: plan.mergedVec, category: category, importance: p.req.Importance,
-			source: src, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
+			source: src, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session,
+			sourceSession: p.req.SourceSession, flags: p.flags,
 			expiry: s.expirySeconds(category, p.ttl), action: "arbiter-update",
 			details: mergeDetails(map[string]any{"similarity": nb.sim, "incoming": p.content}, nb, p),
 		})

@@ -259,8 +259,8 @@ func (s *Store) prepareFacts(owner, agent, session string, src Source, facts []s
 		var p *preparedAdd
 		if drop == "" {
 			var err error
-			p, err = s.prepareAdd(AddRequest{Owner: owner, Agent: agent, Session: session, Source: src,
-				Content: f.Content, Category: f.Category, Importance: ef.Importance, TTL: ttl}, &fieldErrors{})
+			p, err = s.prepareAdd(AddRequest{Owner: owner, Agent: agent, Session: s.factScope(session), SourceSession: session,
+				Source: src, Content: f.Content, Category: f.Category, Importance: ef.Importance, TTL: ttl}, &fieldErrors{})
 			if err != nil {
 				drop = err.Error()
 			} else if p.req.Owner != owner {
@@ -278,6 +278,17 @@ func (s *Store) prepareFacts(owner, agent, session string, src Source, facts []s
 		out = append(out, p)
 	}
 	return out
+}
+
+// factScope is the session a fact extracted from session is scoped to:
+// none (the owner's, visible from every session) unless the policy's
+// conversation.extractionScope is session. The session is kept as the
+// fact's sourceSession either way.
+func (s *Store) factScope(session string) string {
+	if s.policy.Conversation.ExtractionScope == ExtractionScopeSession {
+		return session
+	}
+	return ""
 }
 
 // factTTL turns a fact's expiresAt into a TTL ("" = the category's); a

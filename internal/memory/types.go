@@ -16,10 +16,14 @@ const (
 
 // Memory is one stored fact about an owner (an end user).
 type Memory struct {
-	ID             string     `json:"id"`
-	Owner          string     `json:"owner"`
-	Agent          string     `json:"agent,omitempty"`
-	Session        string     `json:"session,omitempty"`
+	ID      string `json:"id"`
+	Owner   string `json:"owner"`
+	Agent   string `json:"agent,omitempty"`
+	Session string `json:"session,omitempty"`
+	// SourceSession is the conversation session the memory was extracted
+	// from (provenance): extracted facts belong to the owner (Session
+	// empty) unless the policy's conversation.extractionScope is session.
+	SourceSession  string     `json:"sourceSession,omitempty"`
 	Source         Source     `json:"source"`
 	Category       string     `json:"category"`
 	Content        string     `json:"content"`
@@ -53,6 +57,10 @@ type AddRequest struct {
 	// bound to one owner and for facts extracted from a conversation. A
 	// global category is then refused (ErrProtected). Never from JSON.
 	OwnerOnly bool `json:"-"`
+	// SourceSession is the conversation session a fact was extracted from
+	// (provenance, kept whatever the scope); set by ExtractSession only,
+	// never from JSON.
+	SourceSession string `json:"-"`
 }
 
 // Action is what Add did.
