@@ -272,7 +272,7 @@ func (s *Store) prepareFacts(owner, agent, session string, src Source, facts []s
 			res.Facts = append(res.Facts, ef)
 			continue
 		}
-		ef.Category, ef.Importance, ef.Content = p.req.Category, p.req.Importance, p.content
+		ef.Category, ef.Importance, ef.Content, ef.Flags = p.req.Category, p.req.Importance, p.content, p.flags
 		res.Facts = append(res.Facts, ef)
 		p.factIndex = len(res.Facts) - 1
 		out = append(out, p)

@@ -36,6 +36,10 @@ type Memory struct {
 	UpdatedAt      time.Time  `json:"updatedAt"`
 	LastAccessedAt *time.Time `json:"lastAccessedAt,omitempty"`
 	AccessCount    int64      `json:"accessCount"`
+	// Withheld: the injection guard flagged the memory and the caller is
+	// agent-facing (an agent token, or MCP), so its content is left out
+	// (empty); everything else is as stored. Set by the API only.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // AddRequest is one write.

@@ -107,12 +107,12 @@ func (s *Server) mcpHandler() http.Handler {
 		toolHandler(s, "get_context", s.mcpContext))
 	s.addConversationTools(srv)
 	s.addLongTermTools(srv)
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	return mcpRequests(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
 		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
 		Logger:              s.logger.With("component", "mcp"),
-	})
+	}))
 }
 
 // toolHandler adapts fn to the SDK, counts the call and turns engine errors
@@ -183,6 +183,7 @@ func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, e
 		return nil, err
 	}
 	s.metrics.countActions(*res)
+	withhold(ctx, &res.Memory)
 	return res, nil
 }
 
@@ -192,7 +193,7 @@ func (s *Server) mcpSearch(ctx context.Context, a mcpSearchArgs) (searchResponse
 		return searchResponse{}, err
 	}
 	hits, err := s.store.Search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: true})
+		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: agentFacing(ctx)})
 	return searchResponse{Results: nonNil(hits)}, err
 }
 
@@ -203,7 +204,7 @@ func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, 
 	}
 	page, err := s.store.List(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
 		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
-		ExcludeFlagged: true})
+		ExcludeFlagged: agentFacing(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,12 @@ func (s *Server) mcpSupersede(ctx context.Context, a mcpSupersedeArgs) (*memory.
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Supersede(ctx, owner, a.ID, a.By, source)
+	m, err := s.store.Supersede(ctx, owner, a.ID, a.By, source)
+	if err != nil {
+		return nil, err
+	}
+	withhold(ctx, m)
+	return m, nil
 }
 
 func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.ContextResult, error) {

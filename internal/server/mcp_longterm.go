@@ -66,6 +66,7 @@ func (s *Server) mcpExtractSession(ctx context.Context, a mcpExtractSessionArgs)
 	}
 	s.countExtracted(res)
 	res.Facts = nonNil(res.Facts)
+	withholdExtraction(ctx, res)
 	return res, nil
 }
 
