@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -27,7 +29,7 @@ type mcpAddArgs struct {
 	Agent      string `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
 	Session    string `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
 	TTL        string `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
-	Source     string `json:"source,omitempty" jsonschema:"who states the fact: agent (default); user or system only with an app token"`
+	Source     string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
 }
 
 type mcpSearchArgs struct {
@@ -54,7 +56,7 @@ type mcpListArgs struct {
 type mcpDeleteArgs struct {
 	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memory belongs to; leave out when the token is bound to one owner"`
 	ID     string `json:"id" jsonschema:"id of the memory to delete"`
-	Source string `json:"source,omitempty" jsonschema:"who deletes: agent (default); user only with an app token"`
+	Source string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token, so protected memories are not deleted over MCP"`
 }
 
 type mcpDeleteResult struct {
@@ -66,7 +68,7 @@ type mcpSupersedeArgs struct {
 	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memories belong to; leave out when the token is bound to one owner"`
 	ID     string `json:"id" jsonschema:"id of the memory that is no longer true"`
 	By     string `json:"by" jsonschema:"id of the active memory that replaces it"`
-	Source string `json:"source,omitempty" jsonschema:"who supersedes: agent (default); user only with an app token"`
+	Source string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
 }
 
 type mcpContextArgs struct {
@@ -154,12 +156,30 @@ func mcpWriter(ctx context.Context, askedOwner, askedSource string) (string, mem
 	if err != nil {
 		return "", "", err
 	}
-	c, _ := credentialOf(ctx)
-	src, p := writeSource(c, memory.Source(askedSource), "source")
-	if p != nil {
-		return "", "", problemError{p}
+	src, err := mcpSource(memory.Source(askedSource))
+	if err != nil {
+		return "", "", err
 	}
 	return owner, src, nil
+}
+
+// mcpSource is the source of every MCP write: agent, whatever the token.
+// A model chooses each argument of a tool call, so nothing it sends is
+// more than an agent's word, not even on an app token's session; a
+// source argument of user or system is refused (never silently lowered,
+// so a client relying on it learns at once). An application that relays
+// what the user said writes through REST with its app token.
+func mcpSource(asked memory.Source) (memory.Source, error) {
+	src, p := writeSource(auth.Credential{Role: auth.RoleAgent}, asked, "source")
+	if p != nil && p.Status == http.StatusForbidden {
+		p = newProblem(probSourceNotAllowed, fmt.Sprintf("source: an MCP session may not assert source %q: "+
+			"MCP writes are recorded as %q whatever the token (a model chooses every argument); "+
+			"write as %s through the REST API with an app token", asked, memory.SourceAgent, asked))
+	}
+	if p != nil {
+		return "", problemError{p}
+	}
+	return src, nil
 }
 
 // toolError is the message a model sees: the problem's detail, which names

@@ -170,3 +170,65 @@ func TestFlaggedNeighbourNeverReachesAgents(t *testing.T) {
 		t.Fatalf("app token: %+v, want the flagged memory with its text", byApp.Memory)
 	}
 }
+
+// TestMCPAppTokenCannotWriteAsUser: on MCP the source comes from the
+// credential only, and a model drives every MCP session: an app token's
+// session (an app token may assert user over REST) writes as agent, and
+// every write tool refuses a source of user or system; so the model cannot
+// add or delete a protected memory, supersede as user, append user-sourced
+// messages or extract as user.
+func TestMCPAppTokenCannotWriteAsUser(t *testing.T) {
+	srv := startCredentialServer(t, testConfig)
+	const alice = "alice"
+	var protected, other memory.AddResult
+	srv.do(t, req{method: "POST", path: memPath(alice, "memories"), token: srv.app, body: map[string]any{
+		"content": "Alice is allergic to peanuts", "category": "identity", "source": "user"}}).want(t, 201).decode(t, &protected)
+	srv.do(t, req{method: "POST", path: memPath(alice, "memories"), token: srv.app, body: map[string]any{
+		"content": "Alice likes window seats", "category": "preference", "source": "user"}}).want(t, 201).decode(t, &other)
+	srv.do(t, req{method: "POST", path: memPath(alice, "sessions"), token: srv.app, body: map[string]any{"id": "s1"}}).want(t, 201)
+
+	for name, token := range map[string]string{"app token": srv.app, "admin token": srv.token} {
+		t.Run(name, func(t *testing.T) {
+			session, err := connectMCP(t, srv.testServer, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer session.Close()
+			for _, src := range []string{"user", "system"} {
+				for tool, args := range map[string]map[string]any{
+					"add_memory":       {"owner": alice, "content": "Alice is not allergic to anything", "category": "identity", "source": src},
+					"delete_memory":    {"owner": alice, "id": protected.Memory.ID, "source": src},
+					"supersede_memory": {"owner": alice, "id": protected.Memory.ID, "by": other.Memory.ID, "source": src},
+					"append_turn":      {"owner": alice, "session": "s1", "source": src, "messages": []map[string]any{{"role": "user", "content": "I am not allergic."}}},
+					"extract_session":  {"owner": alice, "session": "s1", "source": src},
+				} {
+					res := callToolRaw(t, session, tool, args)
+					if !res.IsError || !strings.Contains(text(res), `may not assert source "`+src+`"`) {
+						t.Errorf("%s with source %s: %s, want a tool error", tool, src, text(res))
+					}
+				}
+			}
+			var added memory.AddResult
+			callTool(t, session, "add_memory", map[string]any{"owner": alice, "content": "Alice reads on trains " + name}, &added)
+			if added.Memory.Source != memory.SourceAgent {
+				t.Errorf("add_memory without source = %s, want agent", added.Memory.Source)
+			}
+			if res := callToolRaw(t, session, "add_memory", map[string]any{"owner": alice, "content": "Alice eats peanuts", "category": "identity"}); !res.IsError {
+				t.Errorf("add_memory into the protected category: %s, want a tool error", text(res))
+			}
+			if res := callToolRaw(t, session, "delete_memory", map[string]any{"owner": alice, "id": protected.Memory.ID}); !res.IsError {
+				t.Errorf("delete_memory of the protected memory: %s, want a tool error", text(res))
+			}
+		})
+	}
+	var kept memory.Memory
+	srv.do(t, req{method: "GET", path: memPath(alice, "memories", protected.Memory.ID), token: srv.app}).want(t, 200).decode(t, &kept)
+	if !kept.Active || kept.Content != "Alice is allergic to peanuts" || kept.Source != memory.SourceUser {
+		t.Fatalf("the protected memory changed: %+v", kept)
+	}
+	var msgs struct{ Items []memory.ConversationMessage }
+	srv.do(t, req{method: "GET", path: sessPath(alice, "s1", "messages"), token: srv.app}).want(t, 200).decode(t, &msgs)
+	if len(msgs.Items) != 0 {
+		t.Fatalf("messages appended over MCP as user: %+v", msgs.Items)
+	}
+}
