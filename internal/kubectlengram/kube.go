@@ -40,6 +40,7 @@ func (a *app) kubeClient() (*kube, error) {
 		cfg.Timeout = a.timeout
 	}
 	cfg.UserAgent = "kubectl-engram"
+	cfg.Wrap(wrapServiceToken) // below client-go's debug output (proxytoken.go)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
