@@ -2,7 +2,10 @@ package kubectlengram
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+
+	"k8s.io/client-go/rest"
 )
 
 // The service token travels to the memory service in
@@ -22,12 +25,16 @@ func withServiceToken(ctx context.Context, token string) context.Context {
 }
 
 // serviceTokenTransport sets HeaderProxyAuthorization from the request's
-// context (withServiceToken) on its way to the API server.
-type serviceTokenTransport struct{ next http.RoundTripper }
+// context (withServiceToken) on its way to the API server at host, and to
+// no other host (a redirect elsewhere does not get the token).
+type serviceTokenTransport struct {
+	next http.RoundTripper
+	host string
+}
 
 func (t serviceTokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	token, _ := r.Context().Value(serviceTokenKey{}).(string)
-	if token == "" {
+	if token == "" || r.URL.Host != t.host {
 		return t.next.RoundTrip(r)
 	}
 	r = r.Clone(r.Context()) // a RoundTripper must not change the caller's request
@@ -35,5 +42,18 @@ func (t serviceTokenTransport) RoundTrip(r *http.Request) (*http.Response, error
 	return t.next.RoundTrip(r)
 }
 
-// wrapServiceToken is the rest.Config wrapper that installs it.
-func wrapServiceToken(rt http.RoundTripper) http.RoundTripper { return serviceTokenTransport{next: rt} }
+// wrapServiceToken is the rest.Config wrapper that installs it for the
+// API server at host (host:port, as in request URLs).
+func wrapServiceToken(host string) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper { return serviceTokenTransport{next: rt, host: host} }
+}
+
+// apiHost is the host:port of cfg's API server as it appears in request
+// URLs (rest.DefaultServerURL: the scheme's port is not added).
+func apiHost(cfg *rest.Config) (string, error) {
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return "", fmt.Errorf("reading the API server URL %q: %w", cfg.Host, err)
+	}
+	return u.Host, nil
+}

@@ -116,3 +116,38 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// recordingTransport keeps the last request it was given.
+type recordingTransport struct{ last *http.Request }
+
+func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.last = req
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// TestServiceTokenOnlyToTheAPIServer: the token is added to requests for
+// the API server's host only (a redirect elsewhere does not carry it), and
+// the caller's request is left unchanged.
+func TestServiceTokenOnlyToTheAPIServer(t *testing.T) {
+	rec := &recordingTransport{}
+	rt := wrapServiceToken("api.example:6443")(rec)
+	ctx := withServiceToken(context.Background(), "engram_token")
+	for url, want := range map[string]string{
+		"https://api.example:6443/api/v1/namespaces/a/services/b:http/proxy/v1/owners/x": "Bearer engram_token",
+		"https://elsewhere.example/steal":                                                "",
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.last.Header.Get(HeaderProxyAuthorization); got != want {
+			t.Errorf("%s: header %q, want %q", url, got, want)
+		}
+		if req.Header.Get(HeaderProxyAuthorization) != "" {
+			t.Errorf("%s: the caller's request was changed", url)
+		}
+	}
+}
