@@ -2,6 +2,7 @@ package memory
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -78,26 +79,35 @@ type edit struct {
 	text     string
 }
 
-// neutralizeOnce applies every rule once, each to what the rules before it
-// left, and reports whether anything changed.
+// structureBytes are the characters every structure rule needs one of (in
+// the folded text): a line without any is left alone at once, which is
+// most lines.
+const structureBytes = "#=-*_~`:<"
+
+// neutralizeOnce folds s once, applies every rule's matches that do not
+// overlap an earlier one (in order of position; the rest wait for the next
+// pass) and reports whether anything changed.
 func neutralizeOnce(s string) (string, bool) {
-	changed := false
+	f := foldLine(s)
+	if !strings.ContainsAny(f.text, structureBytes) {
+		return s, false
+	}
+	var edits []edit
 	for _, rule := range structureRules {
-		f := foldLine(s)
-		var edits []edit
 		for _, m := range rule.re.FindAllStringSubmatchIndex(f.text, -1) {
-			edits = append(edits, ruleEdits(rule.name, rule.replace, f, s, m)...)
-		}
-		if len(edits) > 0 {
-			s, changed = applyEdits(s, edits), true
+			edits = append(edits, ruleEdits(rule.name, rule.replace, f, m)...)
 		}
 	}
-	return s, changed
+	if len(edits) == 0 {
+		return s, false
+	}
+	slices.SortStableFunc(edits, func(a, b edit) int { return a.from - b.from })
+	return applyEdits(s, edits), true
 }
 
 // ruleEdits turns one match (submatch indexes m into the folded text) into
-// edits of the original line s.
-func ruleEdits(name string, replace func(string) string, f folded, s string, m []int) []edit {
+// edits of the original line.
+func ruleEdits(name string, replace func(string) string, f folded, m []int) []edit {
 	switch name {
 	case "heading":
 		from, to := f.span(m[2], m[3])
@@ -112,8 +122,8 @@ func ruleEdits(name string, replace func(string) string, f folded, s string, m [
 	return []edit{{from, to, replace(f.text[m[0]:m[1]])}}
 }
 
-// applyEdits applies non-overlapping edits in order of position; an edit
-// overlapping an earlier one is left for the next pass.
+// applyEdits applies edits sorted by position; an edit overlapping an
+// earlier one is left for the next pass.
 func applyEdits(s string, edits []edit) string {
 	var b strings.Builder
 	pos := 0
@@ -132,13 +142,17 @@ func applyEdits(s string, edits []edit) string {
 // folded is a line folded rune by rune, with where each folded byte came from.
 type folded struct {
 	text string
-	// from[i], to[i]: the bytes of the original rune folded byte i came from.
+	// from[i], to[i]: the bytes of the original rune folded byte i came
+	// from; both nil when the line is ASCII (folded byte i is byte i).
 	from, to []int
 }
 
 // span is the original bytes covering folded bytes [a, b) (b > a): from the
 // start of the rune of a to the end of the rune of b-1.
 func (f folded) span(a, b int) (int, int) {
+	if f.from == nil {
+		return a, b
+	}
 	return f.from[a], f.to[b-1]
 }
 
@@ -146,8 +160,11 @@ func (f folded) span(a, b int) (int, int) {
 // (normalizeForGuard: compatibility forms, combining marks and format
 // characters folded or dropped), keeping the origin of every byte. Rune by
 // rune rather than the whole string, so every match maps back to whole
-// original runes.
+// original runes. ASCII is its own fold.
 func foldLine(s string) folded {
+	if isASCII(s) {
+		return folded{text: s}
+	}
 	f := folded{from: make([]int, 0, len(s)), to: make([]int, 0, len(s))}
 	var b strings.Builder
 	b.Grow(len(s))
@@ -166,6 +183,15 @@ func foldLine(s string) folded {
 	}
 	f.text = b.String()
 	return f
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // foldsToItself reports runes normalizeForGuard leaves as they are (most
