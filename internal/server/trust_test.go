@@ -232,3 +232,29 @@ func TestMCPAppTokenCannotWriteAsUser(t *testing.T) {
 		t.Fatalf("messages appended over MCP as user: %+v", msgs.Items)
 	}
 }
+
+// TestServiceLogsNoToken: the service's log (at debug level) holds neither
+// a valid nor a refused token, whether it came in Authorization or in
+// X-Engram-Authorization, on REST and on MCP.
+func TestServiceLogsNoToken(t *testing.T) {
+	srv := startCredentialServer(t, testConfig)
+	refused := newTestToken(t)
+	for _, h := range []map[string]string{
+		{"Authorization": "", HeaderProxyAuthorization: "Bearer " + srv.app},
+		{"Authorization": "Bearer " + refused},
+		{"Authorization": "", HeaderProxyAuthorization: "Bearer " + refused},
+	} {
+		srv.do(t, req{method: "GET", path: memPath("alice", "memories"), header: h, noAuth: true})
+		srv.do(t, req{method: "POST", path: "/mcp", header: h, noAuth: true, body: map[string]any{
+			"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "list_memories", "arguments": map[string]any{"owner": "alice"}}}})
+	}
+	logs := srv.logs.String()
+	if !strings.Contains(logs, `"status":401`) || !strings.Contains(logs, `"status":200`) {
+		t.Fatalf("the requests are not in the log (the test would prove nothing):\n%s", logs)
+	}
+	for name, tok := range map[string]string{"accepted": srv.app, "refused": refused} {
+		if strings.Contains(logs, tok) {
+			t.Errorf("the log holds the %s token", name)
+		}
+	}
+}
