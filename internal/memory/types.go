@@ -199,6 +199,9 @@ type HistoryEntry struct {
 	NewContent *string        `json:"newContent,omitempty"`
 	Details    map[string]any `json:"details,omitempty"`
 	At         time.Time      `json:"at"`
+	// Withheld: a content of this entry looks like a prompt injection and
+	// the caller is agent-facing, so it is left out. Set by the API only.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // EraseResult counts what EraseOwner deleted.

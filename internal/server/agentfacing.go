@@ -65,6 +65,24 @@ func withholdResults(ctx context.Context, rs []memory.AddResult) {
 	}
 }
 
+// withholdHistory leaves out of a memory's history, for an agent-facing
+// request, every content the guard would flag: a memory that was flagged
+// and then rewritten with clean text is no longer hidden, but its old
+// text is still in its history.
+func withholdHistory(ctx context.Context, entries []memory.HistoryEntry) {
+	if !agentFacing(ctx) {
+		return
+	}
+	for i := range entries {
+		e := &entries[i]
+		for _, c := range []**string{&e.OldContent, &e.NewContent} {
+			if *c != nil && memory.LooksLikeInjection(**c) {
+				*c, e.Withheld = nil, true
+			}
+		}
+	}
+}
+
 // withholdExtraction applies withhold to an extraction's facts: a flagged
 // fact's text and the memory each fact ended in.
 func withholdExtraction(ctx context.Context, res *memory.SessionExtractResult) {

@@ -310,6 +310,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	withholdHistory(r.Context(), entries)
 	writeJSON(w, http.StatusOK, historyResponse{Items: nonNil(entries)})
 }
 
