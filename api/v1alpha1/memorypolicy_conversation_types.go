@@ -52,7 +52,26 @@ type ConversationSpec struct {
 	// an LLM (spec.llm).
 	// +optional
 	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
+
+	// ExtractionScope is the scope of the facts extracted from a session:
+	// owner (the default) makes them the owner's, found from every session
+	// of the owner; session keeps them to the session they came from.
+	// Either way a fact records its session as sourceSession.
+	// +optional
+	// +kubebuilder:default=owner
+	ExtractionScope ExtractionScope `json:"extractionScope,omitempty"`
 }
+
+// ExtractionScope is the scope of facts extracted from a conversation session.
+// +kubebuilder:validation:Enum=owner;session
+type ExtractionScope string
+
+const (
+	// ExtractionScopeOwner: extracted facts belong to the owner.
+	ExtractionScopeOwner ExtractionScope = "owner"
+	// ExtractionScopeSession: extracted facts stay scoped to their session.
+	ExtractionScopeSession ExtractionScope = "session"
+)
 
 // ConversationWindowSpec holds the defaults of a window request.
 type ConversationWindowSpec struct {

@@ -103,6 +103,9 @@ func resolveConversation(in memoryv1alpha1.ConversationSpec, c memory.Conversati
 	c.Limits.MaxTurnTokens = orInt(in.Limits.MaxTurnTokens, c.Limits.MaxTurnTokens)
 	c.Limits.MaxMessagesPerSession = orInt(in.Limits.MaxMessagesPerSession, c.Limits.MaxMessagesPerSession)
 	c.ExtractOnEnd = in.ExtractOnEnd
+	if in.ExtractionScope != "" {
+		c.ExtractionScope = memory.ExtractionScope(in.ExtractionScope)
+	}
 	for _, d := range []struct {
 		field string
 		in    memoryv1alpha1.Duration

@@ -31,6 +31,7 @@ func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 			ArchiveAfter:   "0",
 			Limits: memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 50, MaxMessageBytes: 32768,
 				MaxTurnMessages: 500, MaxTurnTokens: 200000, MaxMessagesPerSession: 100000},
+			ExtractionScope: memoryv1alpha1.ExtractionScopeOwner,
 		},
 	}
 }
@@ -128,6 +129,8 @@ func TestResolvePolicyConversation(t *testing.T) {
 		ArchiveAfter:   memory.Duration(14 * 24 * time.Hour),
 		Limits: memory.ConversationLimits{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024,
 			MaxTurnMessages: 40, MaxTurnTokens: 5000, MaxMessagesPerSession: 300},
+		// Left out of the spec: the default.
+		ExtractionScope: memory.ExtractionScopeOwner,
 	}
 	if got.Conversation != want {
 		t.Errorf("conversation = %+v, want %+v", got.Conversation, want)
@@ -202,12 +205,14 @@ func TestResolvePolicyLongTermFields(t *testing.T) {
 		{Name: "company", Global: true, Description: "tenant-wide facts"},
 	}
 	spec.Conversation.ExtractOnEnd = true
+	spec.Conversation.ExtractionScope = memoryv1alpha1.ExtractionScopeSession
 	got, err := ResolvePolicy(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, _ := got.Category("company")
-	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd {
+	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd ||
+		got.Conversation.ExtractionScope != memory.ExtractionScopeSession {
 		t.Fatalf("resolved %+v, conversation %+v", got.Categories, got.Conversation)
 	}
 	spec.Categories[1].Protected = true

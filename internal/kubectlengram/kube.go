@@ -40,6 +40,11 @@ func (a *app) kubeClient() (*kube, error) {
 		cfg.Timeout = a.timeout
 	}
 	cfg.UserAgent = "kubectl-engram"
+	host, err := apiHost(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Wrap(wrapServiceToken(host)) // below client-go's debug output (proxytoken.go)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err

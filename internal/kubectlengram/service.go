@@ -179,8 +179,9 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 	if s.direct != "" {
 		return s.sendDirect(ctx, method, path, query, payload)
 	}
-	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, s.tls, path)).
-		SetHeader(HeaderProxyAuthorization, "Bearer "+s.token)
+	// The token goes in through the context, not SetHeader: see proxytoken.go.
+	ctx = withServiceToken(ctx, s.token)
+	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, s.tls, path))
 	for k, vs := range query {
 		for _, v := range vs {
 			req = req.Param(k, v)

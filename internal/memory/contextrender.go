@@ -22,9 +22,10 @@ const (
 // relevance to the query when one is given (cosine similarity + 0.25 x
 // value), else by value too. A memory that does not fit is skipped and
 // counted in Omitted, as are the memories that were not candidates (see
-// contextCandidates). Content is sanitized (one line, no control or
-// invisible characters); memories the injection guard flagged are never
-// rendered.
+// contextCandidates). Content is sanitized and its structure neutralized
+// (promptText: one line, no control or invisible characters, no heading,
+// speaker label, code fence or tag of its own); memories the injection
+// guard flagged are never rendered.
 func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
@@ -147,7 +148,7 @@ func render(order []Category, cands []candidate, budget int, room *answerBytes) 
 				res.Omitted++
 				continue
 			}
-			line := "- " + sanitizeForPrompt(c.content) + "\n"
+			line := "- " + promptText(c.content) + "\n"
 			cost := CountTokens(line)
 			if !started {
 				cost += CountTokens(header)

@@ -20,7 +20,21 @@ type ConversationPolicy struct {
 	// ExtractOnEnd: EndSession extracts facts from the session (when the
 	// runtime has an LLM).
 	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
+	// ExtractionScope: the scope of facts extracted from a session, owner
+	// (the default: visible from every session of the owner) or session
+	// (only from the session they came from). Either way a fact records
+	// its session as sourceSession.
+	ExtractionScope ExtractionScope `json:"extractionScope,omitempty"`
 }
+
+// ExtractionScope is the scope of facts extracted from a session.
+type ExtractionScope string
+
+// Extraction scopes.
+const (
+	ExtractionScopeOwner   ExtractionScope = "owner"
+	ExtractionScopeSession ExtractionScope = "session"
+)
 
 // ConversationWindow holds the defaults of a window request.
 type ConversationWindow struct {
@@ -88,9 +102,10 @@ const (
 // says nothing about conversations; the CRD's defaults are the same.
 func DefaultConversationPolicy() ConversationPolicy {
 	return ConversationPolicy{
-		Window:     ConversationWindow{Strategy: WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
-		Compaction: ConversationCompaction{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
-		Limits:     defaultConversationLimits,
+		Window:          ConversationWindow{Strategy: WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
+		Compaction:      ConversationCompaction{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
+		Limits:          defaultConversationLimits,
+		ExtractionScope: ExtractionScopeOwner,
 	}
 }
 
@@ -128,6 +143,9 @@ func (c ConversationPolicy) Resolved() ConversationPolicy {
 	orDefault(&c.Limits.MaxMessagesPerSession, d.Limits.MaxMessagesPerSession)
 	if c.Compaction.Threshold == 0 {
 		c.Compaction.Threshold = d.Compaction.Threshold
+	}
+	if c.ExtractionScope == "" {
+		c.ExtractionScope = d.ExtractionScope
 	}
 	return c
 }
@@ -171,6 +189,11 @@ func (c ConversationPolicy) Validate() error {
 	if c.Limits.MaxTurnMessages < c.Limits.MaxMessagesPerTurn {
 		bad("limits.maxTurnMessages", "%d must be at least limits.maxMessagesPerTurn (%d): one append may carry that many messages of one turn",
 			c.Limits.MaxTurnMessages, c.Limits.MaxMessagesPerTurn)
+	}
+	switch c.ExtractionScope {
+	case ExtractionScopeOwner, ExtractionScopeSession:
+	default:
+		bad("extractionScope", "%q must be owner or session", c.ExtractionScope)
 	}
 	if t := c.Compaction.Threshold; !(t > 0 && t <= 1) {
 		bad("compaction.threshold", "%g must satisfy 0 < threshold <= 1", t)

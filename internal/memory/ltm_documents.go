@@ -343,6 +343,8 @@ func (s *Store) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res 
 // renderDocument renders a document as a section within left tokens; it
 // returns the text and its cost, or "" when it is empty or does not fit
 // (a document is rendered whole or not at all: half a rule set is worse).
+// Each line goes through promptText: a profile an agent wrote cannot open
+// a "## constraints" section of its own.
 func renderDocument(title, content string, left int) (string, int) {
 	if strings.TrimSpace(content) == "" {
 		return "", 0
@@ -350,7 +352,7 @@ func renderDocument(title, content string, left int) (string, int) {
 	var b strings.Builder
 	b.WriteString("## " + title + "\n")
 	for _, line := range strings.Split(content, "\n") {
-		if l := sanitizeForPrompt(line); l != "" {
+		if l := promptText(line); l != "" {
 			b.WriteString(l + "\n")
 		}
 	}

@@ -54,7 +54,7 @@ func (q queries) lastAccess() string {
 // memoryColumns are selected (with alias m) wherever a Memory is returned,
 // as queries.columns (the access statistics come from the memory_access
 // table, $LAST and $COUNT); scanMemory reads them in this order.
-const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source, m.category, m.content,
+const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source_session, m.source, m.category, m.content,
 	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
 	$LAST, $COUNT`
 
@@ -63,7 +63,7 @@ func scanMemory(row pgx.Row, extra ...any) (Memory, error) {
 	var m Memory
 	var superseded *string
 	var src string
-	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &src, &m.Category, &m.Content,
+	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &m.SourceSession, &src, &m.Category, &m.Content,
 		&m.Importance, &m.Flags, &m.Active, &superseded, &m.ExpiresAt, &m.CreatedAt, &m.UpdatedAt,
 		&m.LastAccessedAt, &m.AccessCount}
 	if err := row.Scan(append(dest, extra...)...); err != nil {

@@ -138,7 +138,13 @@ type compactRoot struct {
 // 3,000 messages of this size takes minutes under -race.)
 func TestLongTurnAnswersBounded(t *testing.T) {
 	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	// A policy that allows the long turn (the default maxTurnMessages of
+	// 500 would refuse it): the answers must be bounded whatever the
+	// policy lets a session hold.
+	cfg := testConfig(tn.schema)
+	cfg.Policy.Conversation.Limits.MaxTurnMessages = 10000
+	cfg.Policy.Conversation.Limits.MaxTurnTokens = 1000000
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: cfg,
 		args: []string{"--request-timeout=2m"}}) // appends of 50 under -race on a busy machine
 	seedLongTurn(t, srv, "ann", "long", 3000)
 	t.Run("WindowFreshTailBoundedByBudget", func(t *testing.T) { testWindowFreshTailBoundedByBudget(t, srv) })

@@ -55,6 +55,7 @@ func (s *Server) extractSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.countExtracted(res)
 	res.Facts = nonNil(res.Facts)
+	withholdExtraction(r.Context(), res)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -77,6 +78,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	if res.Extraction != nil {
 		s.countExtracted(res.Extraction)
 		res.Extraction.Facts = nonNil(res.Extraction.Facts)
+		withholdExtraction(r.Context(), res.Extraction)
 	}
 	writeJSON(w, http.StatusOK, res)
 }

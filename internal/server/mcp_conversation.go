@@ -27,7 +27,7 @@ type mcpAppendArgs struct {
 	Session  string           `json:"session" jsonschema:"session id; the session is created on its first turn"`
 	Agent    string           `json:"agent,omitempty" jsonschema:"agent id recorded on the session when this turn creates it"`
 	Messages []mcpTurnMessage `json:"messages" jsonschema:"the messages of one turn, in order, stored atomically"`
-	Source   string           `json:"source,omitempty" jsonschema:"who appends, stored with every message of the turn: agent (default); user or system only with an app token. An extraction from these messages writes as this source at most"`
+	Source   string           `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default), stored with every message of the turn; user and system are refused whatever the token. An extraction from these messages writes as agent at most"`
 }
 
 type mcpWindowArgs struct {
