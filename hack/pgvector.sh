@@ -126,6 +126,9 @@ pick_port() {
     port_free "$p" && { echo "$p"; return; }
   fi
   for p in $(seq 54329 54429); do
+    # A port another instance recorded is its own even while it is down:
+    # the fault suite restarts its instance on the same port.
+    grep -qx "$p" "$STATE"/instance-*.port 2>/dev/null && continue
     port_free "$p" && { echo "$p"; return; }
   done
   die "no free port in 54329..54429 on 127.0.0.1"
@@ -333,8 +336,15 @@ EOF2
       durability_conf "${ENGRAM_PG_DURABILITY:-durable}" "$dir" || true
       if ! inst_running "$name"; then
         clear_stale_pid "$ROOTFS$dir/postmaster.pid"
-        local port
-        port=$(pick_port)
+        local port=""
+        # The port it had, so a restarted instance answers at the same URL;
+        # else a free one no other instance has recorded (pick_port).
+        if [ -f "$STATE/instance-$name.port" ] && port_free "$(cat "$STATE/instance-$name.port")"; then
+          port=$(cat "$STATE/instance-$name.port")
+        else
+          rm -f "$STATE/instance-$name.port"
+          port=$(pick_port)
+        fi
         echo "$port" >"$STATE/instance-$name.port"
         in_root "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 60 -o "-p $port" start >/dev/null 9>&- ||
           die "instance $name did not start, see $ROOTFS$dir.log"
