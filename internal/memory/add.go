@@ -360,7 +360,7 @@ func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
-			RETURNING ` + s.sql.columns + `),
+			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
 			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)
