@@ -168,3 +168,83 @@ func TestCitusRefusesACoordinatorWithoutWorkers(t *testing.T) {
 		t.Fatalf("roles left behind by a refusal: %d (%v)", roles, err)
 	}
 }
+
+func TestCitusMoveSchema(t *testing.T) {
+	pool, url := citusPool(t)
+	ctx := testCtx(t)
+	schema := uniqueSchema(t, "citus_move")
+	spec := newSpec(schema, 8)
+	res := mustProvision(t, pool, url, spec)
+	// citus_schema_move copies with logical replication, which needs a
+	// replica identity on every table that is updated or deleted from.
+	var noKey []string
+	rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relreplident = 'd'
+		AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		_ = rows.Scan(&r)
+		noKey = append(noKey, r)
+	}
+	if rows.Close(); len(noKey) > 0 {
+		t.Fatalf("tables without a primary key (a move would fail): %v", noKey)
+	}
+	c, err := DetectCitus(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := c.Workers[0]
+	if other == res.Worker {
+		other = c.Workers[1]
+	}
+
+	t.Run("refused for another runtime", func(t *testing.T) {
+		_, err := MoveSchema(ctx, pool, MoveSpec{Schema: schema, Owner: Owner{UID: "someone-else", Namespace: "x", Name: "y"}, To: other})
+		if !errors.Is(err, ErrOwnedByOther) {
+			t.Fatalf("MoveSchema by another owner: %v; want ErrOwnedByOther", err)
+		}
+	})
+	t.Run("refused to a node that is no worker", func(t *testing.T) {
+		_, err := MoveSchema(ctx, pool, MoveSpec{Schema: schema, Owner: spec.Owner, To: "127.0.0.1:1"})
+		if !errors.Is(err, ErrCitusUnsupported) || !strings.Contains(err.Error(), "not an active worker") {
+			t.Fatalf("MoveSchema to 127.0.0.1:1: %v; want a refusal naming the workers", err)
+		}
+	})
+	t.Run("refused while a migration holds the lease", func(t *testing.T) {
+		held := make(chan struct{})
+		release := make(chan struct{})
+		go func() {
+			_ = withTenantLock(ctx, pool, schema, func(*pgx.Conn) error {
+				close(held)
+				<-release
+				return nil
+			})
+		}()
+		<-held
+		_, err := MoveSchema(ctx, pool, MoveSpec{Schema: schema, Owner: spec.Owner, To: other})
+		close(release)
+		if err == nil || !strings.Contains(err.Error(), "another operator has been provisioning") {
+			t.Fatalf("MoveSchema beside a held lease: %v; want a refusal", err)
+		}
+	})
+	t.Run("moves and reports", func(t *testing.T) {
+		mv, err := MoveSchema(ctx, pool, MoveSpec{Schema: schema, Owner: spec.Owner, To: other})
+		if err != nil || !mv.Moved || mv.From != res.Worker || mv.To != other {
+			t.Fatalf("MoveSchema = %+v, %v; want a move %s -> %s", mv, err, res.Worker, other)
+		}
+		if p, err := SchemaPlacement(ctx, pool, schema); err != nil || p.Worker != other {
+			t.Fatalf("placement after the move: %+v, %v", p, err)
+		}
+		again, err := MoveSchema(ctx, pool, MoveSpec{Schema: schema, Owner: spec.Owner, To: other})
+		if err != nil || again.Moved {
+			t.Fatalf("moving to where it is: %+v, %v; want nothing done", again, err)
+		}
+		// The tenant still provisions (migrations, grants) after the move.
+		if r, err := Provision(ctx, pool, spec); err != nil || r.Worker != other {
+			t.Fatalf("Provision after the move: %+v, %v", r, err)
+		}
+	})
+}
