@@ -232,3 +232,35 @@ func median(d []time.Duration) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
 }
+
+// TestCitusLockTimeoutOnWorker: on Citus the owner's row lock is waited for
+// on the worker, in a session Citus opens as the tenant's role, where the
+// service's lock_timeout (a startup parameter of its coordinator session)
+// does not reach; provisioning gives the role the service's default
+// lock_timeout, so the wait still ends in 503 after about that long, not
+// after the statement timeout.
+func TestCitusLockTimeoutOnWorker(t *testing.T) {
+	if memory.DefaultLockTimeout != tenant.CitusWorkerLockTimeout {
+		t.Fatalf("tenant.CitusWorkerLockTimeout %s differs from memory.DefaultLockTimeout %s", tenant.CitusWorkerLockTimeout, memory.DefaultLockTimeout)
+	}
+	tn, _ := newCitusTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-statement-timeout=60s"}})
+	add := func(owner, content string) *response {
+		return srv.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": content}})
+	}
+	add("stuck", "Stuck plays the cello").want(t, 201)
+	tx, err := tn.admin.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(testCtx(t), `SELECT FROM `+tn.schema+`.owner_locks WHERE owner_id = 'stuck' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	add("stuck", "Stuck also plays the viola").want(t, 503)
+	if took := time.Since(start); took > 4*tenant.CitusWorkerLockTimeout {
+		t.Fatalf("answered after %s, want about the workers' lock timeout of %s (the statement timeout is 60s)", took, tenant.CitusWorkerLockTimeout)
+	}
+	add("free", "Free plays the drums").want(t, 201)
+}

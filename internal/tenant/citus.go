@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -218,3 +221,46 @@ const schemaNodeQuery = `SELECT n.nodename, n.nodeport
 	JOIN pg_dist_node n ON n.groupid = pl.groupid
 	WHERE s.schemaid = to_regnamespace($1)
 	ORDER BY sh.shardid LIMIT 1`
+
+// CitusWorkerLockTimeout is the lock_timeout of the tenant roles' sessions
+// on the Citus workers; it equals the memory service's default
+// (memory.DefaultLockTimeout, which a test keeps equal).
+const CitusWorkerLockTimeout = 5 * time.Second
+
+// workerSessionSettings are set on both tenant roles on Citus. The service
+// and the operator set lock_timeout, statement_timeout and
+// synchronous_commit as startup parameters of their own sessions, which
+// reach the coordinator only: the sessions Citus opens on the worker as the
+// tenant's role start with the role's settings (Citus propagates ALTER ROLE
+// ... SET to every node). So a row lock waited for on the worker is bounded
+// by this lock_timeout, and a commit there is synchronous whatever the
+// worker's default. (A statement is bounded by the coordinator's
+// statement_timeout, which cancels its remote part.)
+func workerSessionSettings() []string {
+	return []string{
+		"lock_timeout=" + strconv.FormatInt(CitusWorkerLockTimeout.Milliseconds(), 10) + "ms",
+		"synchronous_commit=on",
+	}
+}
+
+// ensureWorkerSessionSettings sets workerSessionSettings on the tenant's
+// roles where they are missing.
+func ensureWorkerSessionSettings(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
+	for _, role := range []string{names.owner, names.login} {
+		var config []string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(rolconfig, '{}') FROM pg_roles WHERE rolname = $1`, role).Scan(&config); err != nil {
+			return fmt.Errorf("reading settings of %q: %w", role, err)
+		}
+		for _, kv := range workerSessionSettings() {
+			if slices.Contains(config, kv) {
+				continue
+			}
+			k, v, _ := strings.Cut(kv, "=")
+			if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{role}.Sanitize()+" SET "+k+" = "+quoteLiteral(v)); err != nil {
+				return fmt.Errorf("setting %s of %q for its sessions on the Citus workers: %w", k, role, err)
+			}
+			res.Changes = append(res.Changes, "set "+kv+" on role "+role+" (Citus workers)")
+		}
+	}
+	return nil
+}

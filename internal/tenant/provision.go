@@ -174,6 +174,9 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		if citus.Installed {
+			if err := ensureWorkerSessionSettings(ctx, conn, names, res); err != nil {
+				return err
+			}
 			if err := checkWorkerAccess(ctx, conn, spec.Schema, names); err != nil {
 				return err
 			}
