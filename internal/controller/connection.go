@@ -105,6 +105,8 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonExtensionMissing
 	case errors.Is(err, tenant.ErrDimensionsMismatch):
 		return memoryv1alpha1.ReasonDimensionsMismatch
+	case errors.Is(err, tenant.ErrCitusUnsupported):
+		return memoryv1alpha1.ReasonCitusUnsupported
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
 	case isConnectError(err):

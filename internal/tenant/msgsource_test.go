@@ -58,9 +58,9 @@ func TestMessageSourceMigrationMarksOldMessagesAgent(t *testing.T) {
 		t.Fatalf("sources after the upgrade %v, %v; want agent for every old message", got, err)
 	}
 
-	for _, src := range []string{"user", "agent", "system", "job"} {
+	for i, src := range []string{"user", "agent", "system", "job"} {
 		if _, err := pool.Exec(ctx, `INSERT INTO `+messages+` (owner_id, session_id, seq, role, content, tokens, source)
-			VALUES ('alice', 's', 10 + (SELECT count(*) FROM `+messages+`), 'user', 'x', 1, $1)`, src); err != nil {
+			VALUES ('alice', 's', $2, 'user', 'x', 1, $1)`, src, 10+i); err != nil {
 			t.Fatalf("a message with source %s: %v", src, err)
 		}
 	}
