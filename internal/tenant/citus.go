@@ -264,3 +264,29 @@ func ensureWorkerSessionSettings(ctx context.Context, conn *pgx.Conn, names role
 	}
 	return nil
 }
+
+// ensureSequenceGrants gives the login role USAGE on the schema's sequences
+// (those of its identity columns). PostgreSQL fills an identity column
+// without checking the sequence's privileges, but Citus takes the value
+// with nextval() on the coordinator when it plans an INSERT ... SELECT (a
+// delete's history row), which checks them.
+func ensureSequenceGrants(ctx context.Context, conn *pgx.Conn, schema string, names roleNames, res *Result) error {
+	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND CASE WHEN c.relkind = 'S' THEN NOT has_sequence_privilege($2, c.oid, 'USAGE') END
+		ORDER BY c.relname`, // CASE: the planner may test the privilege before the kind
+		schema, names.login)
+	if err != nil {
+		return fmt.Errorf("reading the sequences of %q: %w", schema, err)
+	}
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("reading the sequences of %q: %w", schema, err)
+	}
+	for _, seq := range seqs {
+		if _, err := conn.Exec(ctx, "GRANT USAGE ON SEQUENCE "+pgx.Identifier{schema, seq}.Sanitize()+" TO "+pgx.Identifier{names.login}.Sanitize()); err != nil {
+			return fmt.Errorf("granting USAGE on sequence %s.%s to %q: %w", schema, seq, names.login, err)
+		}
+		res.Changes = append(res.Changes, "granted USAGE on sequence "+schema+"."+seq+" to "+names.login+" (Citus)")
+	}
+	return nil
+}

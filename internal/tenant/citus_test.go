@@ -59,6 +59,15 @@ func TestCitusProvisionDistributesSchema(t *testing.T) {
 	if _, err := login.Exec(ctx, `INSERT INTO memories (id, owner_id, source, content, category, embedding) VALUES (gen_random_uuid(), 'o', 'user', 'x', 'project', '[1,0,0,0,0,0,0,0]')`); err != nil {
 		t.Fatalf("insert as the login role through the coordinator: %v", err)
 	}
+	// An INSERT ... SELECT into a table with an identity column (a delete's
+	// history row): Citus takes the identity value with nextval() on the
+	// coordinator, which needs USAGE on the sequence.
+	if _, err := login.Exec(ctx, `WITH upd AS (
+			UPDATE memories SET active = false, deactivated_at = now() WHERE owner_id = 'o' RETURNING id, owner_id, content)
+		INSERT INTO memory_history (memory_id, owner_id, action, actor, old_content)
+		SELECT id, owner_id, 'delete', 'user', content FROM upd`); err != nil {
+		t.Fatalf("a delete with its history row as the login role: %v", err)
+	}
 	// The operator's lease table stays a local table of the coordinator.
 	if ok, err := distributedSchema(ctx, pool, ControlSchema); err != nil || ok {
 		t.Fatalf("%s distributed = %v, %v; want false", ControlSchema, ok, err)

@@ -177,6 +177,9 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			if err := ensureWorkerSessionSettings(ctx, conn, names, res); err != nil {
 				return err
 			}
+			if err := ensureSequenceGrants(ctx, conn, spec.Schema, names, res); err != nil {
+				return err
+			}
 			if err := checkWorkerAccess(ctx, conn, spec.Schema, names); err != nil {
 				return err
 			}
