@@ -349,7 +349,10 @@ func (s *Store) expirySeconds(category string, override *time.Duration) float64 
 	return time.Duration(c.TTL).Seconds()
 }
 
-const expirySQL = `CASE WHEN $EXP::float8 > 0 THEN now() + make_interval(secs => $EXP::float8) END`
+// expirySQL is NULL (never) for a ttl of 0. now() stays outside the CASE:
+// Citus refuses a non-immutable function inside CASE or COALESCE in an
+// UPDATE (an interval of NULL seconds makes the sum NULL just the same).
+const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN $EXP::float8 END)`
 
 // InsertQuery is the SQL of add's insert with its history row, returning
 // the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,

@@ -143,7 +143,9 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 		return nil, err
 	}
 	res := &EndSessionResult{}
-	c, err := scanSession(s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = coalesce(c.ended_at, now())
+	// least(ended_at, now()): an ended session keeps its end (least ignores
+	// NULL; Citus refuses coalesce around now() in an UPDATE).
+	c, err := scanSession(s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
 		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, req.Owner, req.SessionID), &res.EndedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
