@@ -72,10 +72,17 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		id = newID()
 	}
 	// The session pins the current versions of its agent's profile and
-	// constraints (its snapshot; AdvanceSnapshot moves it).
+	// constraints (its snapshot; AdvanceSnapshot moves it), read just
+	// before the insert: Citus refuses subqueries in an INSERT, and a
+	// document written in between is simply newer than the snapshot.
+	var profile, constraints int64
+	if err := s.pool.QueryRow(ctx, `SELECT `+s.docVersionSQL("$1", "$2", DocProfile)+`, `+s.docVersionSQL("$1", "$2", DocConstraints),
+		req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
+		return nil, s.dbErr("reading the agent's document versions", err)
+	}
 	row := s.pool.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
-		VALUES ($1, $2, $3, $4, `+s.docVersionSQL("$1", "$3", DocProfile)+`, `+s.docVersionSQL("$1", "$3", DocConstraints)+`) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
-		req.Owner, id, req.Agent, req.Title)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
+		req.Owner, id, req.Agent, req.Title, profile, constraints)
 	c, err := scanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: session %q already exists", ErrConflict, id)
