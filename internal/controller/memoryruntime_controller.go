@@ -173,6 +173,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.checkOwnership,
 		r.connect,
 		r.provision,
+		r.moveToWorker,
 		r.reconcileCredentials,
 		r.reconcileAPIToken,
 		r.reconcileConfig,

@@ -139,6 +139,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	// must never record the schema it asked for.
 	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
+	rt.Status.CitusWorker = res.Worker
 	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil
