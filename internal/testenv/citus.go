@@ -75,17 +75,29 @@ func NewCitusDatabaseAfter(t testing.TB, before func(dbURL string)) string {
 	return url
 }
 
-// citusSetupMu serializes the registration of nodes by the tests of one
-// process: citus_add_node of two new databases at once is safe, but every
-// registration opens connections on every node, and a busy machine is
-// better served one at a time.
+// citusSetupMu serializes the setup of Citus databases by the tests of one
+// process; an advisory lock on CITUS_URL's database serializes it between
+// processes (go test runs packages in parallel): citus_add_node of two new
+// databases at once fails now and then, both syncing the roles to a worker
+// ("tuple concurrently updated" on pg_authid).
 var citusSetupMu sync.Mutex
+
+// citusSetupLock is the advisory lock key of that serialization.
+const citusSetupLock = 0x656e6772616d // "engram"
 
 func newCitusDatabase(t testing.TB, admin string, before func(string)) (string, error) {
 	citusSetupMu.Lock()
 	defer citusSetupMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	lock, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connecting to CITUS_URL: %w", err)
+	}
+	defer lock.Close(context.Background()) // closing the session releases the lock
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(citusSetupLock)); err != nil {
+		return "", fmt.Errorf("waiting for another test process's Citus setup: %w", err)
+	}
 	coordHost, coordPort, workers, err := citusNodes(ctx, admin)
 	if err != nil {
 		return "", err
