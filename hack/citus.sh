@@ -266,7 +266,8 @@ durability_conf() {
 psql_node() { # psql_node NODE DB ARGS...
   local node="$1" db="$2"
   shift 2
-  in_root "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port-$node")" -U postgres -d "$db" -v ON_ERROR_STOP=1 -qAt "$@"
+  in_root env PGOPTIONS='-c client_min_messages=warning' \
+    "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port-$node")" -U postgres -d "$db" -v ON_ERROR_STOP=1 -qAt "$@"
 }
 
 url_of() { # url_of NODE
