@@ -156,8 +156,16 @@ func TestCitusRefusesACoordinatorWithoutWorkers(t *testing.T) {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	t.Cleanup(func() { // on a connection of its own: conn is closed by then
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Logf("dropping %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("dropping %s: %v", name, err)
+		}
 	})
 	url := testenv.WithDatabase(t, admin, name)
 	pool := testenv.NewPool(t, url, 2)
