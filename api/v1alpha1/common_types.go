@@ -80,6 +80,11 @@ const (
 	ReasonSchemaOwnedByOther = "SchemaOwnedByOther"
 	// ReasonDimensionsMismatch: the schema exists with another vector size.
 	ReasonDimensionsMismatch = "DimensionsMismatch"
+	// ReasonCitusUnsupported: the database is a Citus cluster tenants cannot
+	// be placed on (a worker instead of the coordinator, no worker nodes, an
+	// old Citus, workers that refuse the tenant's roles); the message says
+	// which. Nothing is changed.
+	ReasonCitusUnsupported = "CitusUnsupported"
 	// ReasonProvisioningFailed: any other provisioning error; see the message.
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	// ReasonProvisioned: the schema and roles exist, are migrated and granted.

@@ -326,6 +326,17 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	SchemaVersion int32 `json:"schemaVersion,omitempty"`
 
+	// CitusWorker is the Citus worker node (host:port, as the coordinator's
+	// pg_dist_node names it) that holds the schema, when the database is a
+	// Citus coordinator; empty on plain PostgreSQL.
+	// +optional
+	CitusWorker string `json:"citusWorker,omitempty"`
+
+	// CitusMove is the last move of the schema to another Citus worker,
+	// asked for with the annotation memory.engram.dev/move-to-worker.
+	// +optional
+	CitusMove *CitusMoveStatus `json:"citusMove,omitempty"`
+
 	// Endpoint is the in-cluster URL of the memory service.
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
@@ -350,6 +361,30 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	RotatedCredentials string `json:"rotatedCredentials,omitempty"`
 }
+
+// CitusMoveStatus is the outcome of a move of the tenant's schema to
+// another Citus worker (citus_schema_move, online).
+type CitusMoveStatus struct {
+	// To is the worker asked for, host:port.
+	To string `json:"to"`
+	// From is the worker the schema was on when the move started.
+	// +optional
+	From string `json:"from,omitempty"`
+	// Result is Succeeded or Failed.
+	Result string `json:"result"`
+	// Message says how long the move took, or why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// FinishedAt is when the move ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// Results of a CitusMoveStatus.
+const (
+	CitusMoveSucceeded = "Succeeded"
+	CitusMoveFailed    = "Failed"
+)
 
 // MemoryRuntime is one tenant of Engram: a PostgreSQL schema with pgvector, a
 // login role that can touch only that schema, and a memory service for it.

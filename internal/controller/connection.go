@@ -135,6 +135,8 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonDimensionsMismatch
 	case errors.As(err, new(*tenant.BlockedError)):
 		return memoryv1alpha1.ReasonProvisioningBlocked
+	case errors.Is(err, tenant.ErrCitusUnsupported):
+		return memoryv1alpha1.ReasonCitusUnsupported
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
 	case isConnectError(err):

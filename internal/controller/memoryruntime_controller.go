@@ -182,6 +182,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcilePlacement,
 		r.connect,
 		r.provision,
+		r.moveToWorker,
 		r.reconcileCredentials,
 		r.reconcileAPIToken,
 		r.reconcileConfig,

@@ -122,7 +122,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 			r.memory.update(rt.UID, func(st *runtimeState) { st.warned = reason })
 		}
 		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonSchemaOwnedByOther ||
-			reason == memoryv1alpha1.ReasonDimensionsMismatch {
+			reason == memoryv1alpha1.ReasonDimensionsMismatch || reason == memoryv1alpha1.ReasonCitusUnsupported {
 			// Retrying soon cannot help: a human has to change the spec or
 			// the database. Look again at the grant-check interval.
 			s.requeue.at(r.opts.GrantCheckInterval)
@@ -143,6 +143,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	// must never record the schema it asked for.
 	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
+	rt.Status.CitusWorker = res.Worker
 	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil

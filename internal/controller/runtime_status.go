@@ -60,6 +60,7 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonSchemaNotManaged:   true,
 	memoryv1alpha1.ReasonSchemaOwnedByOther: true,
 	memoryv1alpha1.ReasonDimensionsMismatch: true,
+	memoryv1alpha1.ReasonCitusUnsupported:   true,
 	memoryv1alpha1.ReasonConnectionInvalid:  true,
 	memoryv1alpha1.ReasonPolicyInvalid:      true,
 	memoryv1alpha1.ReasonConfigInvalid:      true,

@@ -87,6 +87,7 @@ func TestOperator(t *testing.T) {
 	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("KStatus", e.testKStatus)
 	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
+	t.Run("Citus", e.testCitus)
 	t.Run("Idle", e.testIdle)
 }
 

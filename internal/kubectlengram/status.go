@@ -33,6 +33,10 @@ type RuntimeStatus struct {
 	// Database is where the tenant lives: the MemoryDatabase it was placed
 	// on, "(placing)", or connection/NAME, secret/NAME.
 	Database string `json:"database,omitempty"`
+	// CitusWorker is the Citus worker holding the schema (empty: plain PostgreSQL).
+	CitusWorker string `json:"citusWorker,omitempty"`
+	// CitusMove is the last move to another worker (move-to-worker annotation).
+	CitusMove *memoryv1alpha1.CitusMoveStatus `json:"citusMove,omitempty"`
 	// Policy is "<name> (generation N)" or "built-in defaults".
 	Policy      string            `json:"policy"`
 	Replicas    *ReplicaStatus    `json:"replicas,omitempty"`
@@ -98,7 +102,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 // a service not up) is listed in Unavailable instead of failing the whole.
 func (a *app) runtimeStatus(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime, now time.Time) *RuntimeStatus {
 	st := &RuntimeStatus{Namespace: rt.Namespace, Name: rt.Name, Ready: "Unknown", Paused: rt.Spec.Paused,
-		Schema: rt.Status.Schema, SchemaVersion: rt.Status.SchemaVersion, Endpoint: rt.Status.Endpoint,
+		Schema: rt.Status.Schema, SchemaVersion: rt.Status.SchemaVersion, CitusWorker: rt.Status.CitusWorker, CitusMove: rt.Status.CitusMove, Endpoint: rt.Status.Endpoint,
 		Policy: "built-in defaults", Conditions: []ConditionStatus{}, Jobs: []JobStatus{}, Database: databaseOf(rt)}
 	if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c != nil {
 		st.Ready, st.Reason, st.Message = string(c.Status), c.Reason, c.Message
@@ -200,6 +204,16 @@ func printRuntimeStatus(w io.Writer, st *RuntimeStatus, now time.Time) error {
 	}
 	line("Database", orDash(st.Database))
 	line("Schema", orDash(st.Schema)+versionText(st.SchemaVersion))
+	if st.CitusWorker != "" {
+		line("Citus worker", st.CitusWorker)
+	}
+	if m := st.CitusMove; m != nil {
+		when := ""
+		if m.FinishedAt != nil {
+			when = ", " + age(m.FinishedAt.Time, now) + " ago"
+		}
+		line("Last move", fmt.Sprintf("%s to %s%s: %s", m.Result, m.To, when, m.Message))
+	}
 	line("Policy", st.Policy)
 	if st.Replicas != nil {
 		line("Replicas", fmt.Sprintf("%d/%d ready", st.Replicas.Ready, st.Replicas.Desired))

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -117,5 +118,32 @@ func TestKrewManifest(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("no platform %s", want)
 		}
+	}
+}
+
+// The status screen names the Citus worker of a runtime on Citus and its
+// last move; a runtime on plain PostgreSQL shows neither line.
+func TestStatusShowsCitusWorker(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	done := metav1.NewTime(now.Add(-2 * time.Minute))
+	st := &RuntimeStatus{Namespace: "team-a", Name: "bot", Ready: "True", Schema: "engram_team_a_bot", SchemaVersion: 12,
+		CitusWorker: "10.0.0.7:5432", CitusMove: &memoryv1alpha1.CitusMoveStatus{To: "10.0.0.7:5432", From: "10.0.0.6:5432",
+			Result: memoryv1alpha1.CitusMoveSucceeded, Message: "moved in 5.4s", FinishedAt: &done}}
+	var b strings.Builder
+	if err := printRuntimeStatus(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Citus worker:   10.0.0.7:5432\n", "Last move:      Succeeded to 10.0.0.7:5432, 2m ago: moved in 5.4s\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status screen lacks %q:\n%s", want, b.String())
+		}
+	}
+	st.CitusWorker, st.CitusMove = "", nil
+	b.Reset()
+	if err := printRuntimeStatus(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "Citus") || strings.Contains(b.String(), "Last move") {
+		t.Errorf("a plain runtime's screen mentions Citus:\n%s", b.String())
 	}
 }

@@ -357,7 +357,10 @@ func (s *Store) expirySeconds(category string, override *time.Duration) float64 
 	return time.Duration(c.TTL).Seconds()
 }
 
-const expirySQL = `CASE WHEN $EXP::float8 > 0 THEN now() + make_interval(secs => $EXP::float8) END`
+// expirySQL is NULL (never) for a ttl of 0. now() stays outside the CASE:
+// Citus refuses a non-immutable function inside CASE or COALESCE in an
+// UPDATE (an interval of NULL seconds makes the sum NULL just the same).
+const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN $EXP::float8 END)`
 
 // InsertQuery is the SQL of add's insert with its history row, returning
 // the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,
@@ -368,7 +371,7 @@ func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `, $14)
-			RETURNING ` + s.sql.columns + `),
+			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
 			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)

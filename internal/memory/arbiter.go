@@ -198,11 +198,13 @@ func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, n
 	}
 }
 
-// supersedeRow retires oldID in favour of newID (same owner, checked by the caller).
+// supersedeRow retires oldID in favour of newID (same owner, checked by the
+// caller). A row deactivated before keeps its time: least() ignores NULL,
+// like coalesce, which Citus refuses around now() in an UPDATE.
 func (s *Store) supersedeRow(ctx context.Context, tx dbtx, oldID, newID string, actor Source, action string) error {
 	_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
-				deactivated_at = coalesce(m.deactivated_at, now()), updated_at = now()
+				deactivated_at = least(m.deactivated_at, now()), updated_at = now()
 			WHERE m.id = $1 RETURNING m.id, m.owner_id, m.content)
 		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content, details)
 		SELECT id, owner_id, $3, $4, $5, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,

@@ -89,10 +89,17 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		}
 		// The session pins the current versions of its agent's profile and
 		// constraints (its snapshot; AdvanceSnapshot moves it). Under the
-		// owner's lock, so PutDocument cannot prune the version pinned here.
+		// owner's lock, so PutDocument cannot prune the version pinned here;
+		// read before the insert, because Citus refuses subqueries in an
+		// INSERT.
+		var profile, constraints int64
+		if err := tx.QueryRow(ctx, `SELECT `+s.docVersionSQL("$1", "$2", DocProfile)+`, `+s.docVersionSQL("$1", "$2", DocConstraints),
+			req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
+			return s.dbErr("reading the agent's document versions", err)
+		}
 		c, err = scanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
-		VALUES ($1, $2, $3, $4, `+s.docVersionSQL("$1", "$3", DocProfile)+`, `+s.docVersionSQL("$1", "$3", DocConstraints)+`) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
-			req.Owner, id, req.Agent, req.Title))
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
+			req.Owner, id, req.Agent, req.Title, profile, constraints))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: session %q already exists", ErrConflict, id)
 		}

@@ -141,13 +141,15 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 	return out, nil
 }
 
-// writeDocument stores version cur.Version+1 and its change.
+// writeDocument stores version cur.Version+1 and its change. The update's
+// time is EXCLUDED.updated_at, the column's default now() (Citus refuses a
+// non-immutable function in DO UPDATE SET).
 func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src Source) (*Document, error) {
 	d := &Document{Owner: cur.Owner, Agent: cur.Agent, Kind: cur.Kind, Version: cur.Version + 1, Content: content, Source: src}
 	err := tx.QueryRow(ctx, `INSERT INTO `+s.sql.documents+` (owner_id, agent_id, kind, version, content, source)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (owner_id, agent_id, kind) DO UPDATE SET version = EXCLUDED.version,
-			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = now()
+			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = EXCLUDED.updated_at
 		RETURNING updated_at`, d.Owner, d.Agent, string(d.Kind), d.Version, content, string(src)).Scan(&d.UpdatedAt)
 	if err != nil {
 		return nil, s.dbErr("writing the "+string(d.Kind), err)

@@ -156,7 +156,7 @@ func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episo
 		if !end {
 			return nil
 		}
-		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = coalesce(c.ended_at, now())
+		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
 			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
 		out.endedAt = out.endedAt.UTC()
 		return s.dbErr("ending the session", err)

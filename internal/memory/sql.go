@@ -20,6 +20,10 @@ type queries struct {
 	access       string // "schema"."memory_access"
 	// columns are memoryColumns with the access statistics read from access.
 	columns string
+	// insertColumns are memoryColumns of a row just inserted, which has no
+	// access statistics yet: the same values as columns without its
+	// subqueries, which Citus refuses in an INSERT's RETURNING.
+	insertColumns string
 	// Conversations: "schema"."sessions", "messages", "summaries", "summary_sources".
 	sessions, messages, summaries, summarySources string
 	// Long-term memory: "schema"."episodes", "documents", "document_changes".
@@ -43,6 +47,7 @@ func newQueries(schema string) queries {
 		docChanges:     pgx.Identifier{schema, "document_changes"}.Sanitize(),
 	}
 	q.columns = strings.NewReplacer("$LAST", q.lastAccess(), "$COUNT", `coalesce((SELECT a.access_count FROM `+q.access+` AS a WHERE a.memory_id = m.id), 0)`).Replace(memoryColumns)
+	q.insertColumns = strings.NewReplacer("$LAST", "NULL::timestamptz", "$COUNT", "0::bigint").Replace(memoryColumns)
 	return q
 }
 

@@ -89,8 +89,9 @@ func dropInvalidIndex(ctx context.Context, conn *pgx.Conn, schema, name string) 
 	return nil
 }
 
-// splitStatements splits a migration at semicolons that end a line. Our
-// migrations put no semicolon at a line's end inside a literal or a body.
+// splitStatements splits a migration at semicolons that end a line, before
+// a trailing "--" comment if any. Our migrations put no semicolon at a
+// line's end inside a literal or a body, and no "--" inside a literal.
 func splitStatements(sql string) []string {
 	var out []string
 	var cur strings.Builder
@@ -101,7 +102,8 @@ func splitStatements(sql string) []string {
 		}
 		cur.WriteString(line)
 		cur.WriteByte('\n')
-		if strings.HasSuffix(trimmed, ";") {
+		code, _, _ := strings.Cut(trimmed, "--")
+		if strings.HasSuffix(strings.TrimSpace(code), ";") {
 			out = append(out, strings.TrimSpace(cur.String()))
 			cur.Reset()
 		}

@@ -164,8 +164,13 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 		if err == nil {
 			err = inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
 				if !m.Concurrent {
-					if _, err := tx.Exec(ctx, sql.String()); err != nil {
-						return err
+					// One statement at a time: Citus forwards some DDL to
+					// the worker with its whole query string, which the
+					// worker refuses when it holds several commands.
+					for _, stmt := range splitStatements(sql.String()) {
+						if _, err := tx.Exec(ctx, stmt); err != nil {
+							return fmt.Errorf("%s: %w", firstLine(stmt), err)
+						}
 					}
 				}
 				_, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", m.Version, m.Name)

@@ -73,6 +73,10 @@ type Result struct {
 	Password string
 	// Version is the schema version after provisioning.
 	Version int
+	// Citus is set when the database is a Citus coordinator: the schema is
+	// a distributed schema and Worker (host:port) is the node holding it.
+	Citus  bool
+	Worker string
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
@@ -131,13 +135,19 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		res.ExtensionSchema = extSchema
+		// withTenantLock has refused a Citus node tenants cannot live on.
+		citus, err := DetectCitus(ctx, conn)
+		if err != nil {
+			return err
+		}
+		res.Citus = citus.Installed
 		// Decide on every object before changing any, so a refusal leaves
 		// nothing behind: no role created, no password set, no comment written.
 		plan, err := claimTenant(ctx, conn, spec, names)
 		if err != nil {
 			return err
 		}
-		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, res); err != nil {
+		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus.Installed, res); err != nil {
 			return err
 		}
 		if err := spec.after("role created"); err != nil {
@@ -148,6 +158,11 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		}
 		if err := spec.after("schema created"); err != nil {
 			return err
+		}
+		if citus.Installed {
+			if err := ensureDistributed(ctx, conn, spec.Schema, res); err != nil {
+				return err
+			}
 		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
 		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions, vectorType, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
@@ -168,6 +183,20 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		}
 		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
 			return err
+		}
+		if citus.Installed {
+			if err := ensureWorkerSessionSettings(ctx, conn, names, res); err != nil {
+				return err
+			}
+			if err := ensureSequenceGrants(ctx, conn, spec.Schema, names, res); err != nil {
+				return err
+			}
+			if err := checkWorkerAccess(ctx, conn, spec.Schema, names); err != nil {
+				return err
+			}
+			if res.Worker, err = schemaWorker(ctx, conn, spec.Schema); err != nil {
+				return err
+			}
 		}
 		return spec.after("granted")
 	})
@@ -272,8 +301,9 @@ func claimTenant(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames
 
 // ensureRoles creates the owner (NOLOGIN) and login roles when missing,
 // re-marks legacy or adopted ones, and lets the admin act as the owner
-// (needed to create objects it owns).
-func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, res *Result) error {
+// (needed to create objects it owns). On Citus the owner role may log in
+// but has no password (see ownerLogin).
+func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, citus bool, res *Result) error {
 	for _, r := range []struct {
 		name   string
 		login  bool
@@ -291,6 +321,9 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 			continue
 		}
 		stmt := "CREATE ROLE " + ident + " NOLOGIN NOINHERIT"
+		if citus {
+			stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT"
+		}
 		if r.login {
 			pw, err := newPassword()
 			if err != nil {
@@ -310,6 +343,11 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 			return fmt.Errorf("marking role %q: %w", r.name, err)
 		}
 		res.Changes = append(res.Changes, "created role "+r.name)
+	}
+	if citus {
+		if err := ownerLogin(ctx, conn, names.owner, res); err != nil {
+			return err
+		}
 	}
 	// The admin creates the tenant's objects as the owner role (SET ROLE)
 	// and grants on them (it needs the owner's privileges). From
