@@ -19,6 +19,7 @@ import (
 // dropped after the database (cleanups run last-in, first-out).
 func restrictedAdmin(t *testing.T, signal bool) (pool *pgxpool.Pool, url, superURL string) {
 	t.Helper()
+	testenv.SkipOnCitus(t, "a Citus cluster is administered by its superuser, which creates the roles on the workers too (docs/scale-out.md); a role the test creates on the coordinator before its database exists is unknown to that database's workers")
 	ctx := testCtx(t)
 	server, err := pgx.Connect(ctx, testenv.AdminURL(t))
 	if err != nil {

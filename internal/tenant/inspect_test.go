@@ -5,11 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestInspect: what the operator shows of a database (a MemoryDatabase's
 // status) comes from the server: its version, the installed extensions with
-// pgvector among them, no Citus on a plain PostgreSQL, and a size that
+// pgvector among them, no Citus on a plain PostgreSQL and the coordinator
+// with its workers on Citus (the Citus pass of make test), and a size that
 // grows with a tenant.
 func TestInspect(t *testing.T) {
 	admin, _ := adminPool(t)
@@ -19,8 +22,14 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Version == "" || strings.Contains(before.Version, " ") || before.Citus != nil || before.Bytes < 1<<20 {
+	if before.Version == "" || strings.Contains(before.Version, " ") || before.Bytes < 1<<20 {
 		t.Errorf("Inspect = %+v", before)
+	}
+	switch c := before.Citus; {
+	case testenv.OnCitus() && (c == nil || !c.Coordinator || len(c.Workers) == 0):
+		t.Errorf("Inspect of a Citus coordinator: Citus = %+v, want the coordinator and its workers", c)
+	case !testenv.OnCitus() && c != nil:
+		t.Errorf("Inspect of plain PostgreSQL: Citus = %+v, want nil", c)
 	}
 	vector := ""
 	for _, e := range before.Extensions {
