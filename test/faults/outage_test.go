@@ -55,8 +55,9 @@ func TestOutageAnswers503(t *testing.T) {
 			}
 			answers := map[string]chan outcome{}
 			for name, call := range calls {
-				answers[name] = make(chan outcome, 1)
-				go func() { answers[name] <- call() }()
+				answer := make(chan outcome, 1)
+				answers[name] = answer
+				go func() { answer <- call() }()
 			}
 			waitForLockWaiters(ctx, t, adminURL, len(calls))
 			in.run(t, fault.action)
