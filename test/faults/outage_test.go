@@ -63,6 +63,13 @@ func TestOutageAnswers503(t *testing.T) {
 			in.run(t, fault.action)
 			for name, ch := range answers {
 				o := <-ch
+				if o.err == nil && o.status/100 == 2 {
+					// The admin session's locks went with it, and the request
+					// finished before the fault reached its backend: rare, and
+					// as good an answer as 503.
+					t.Logf("%s caught by the %s: %d, it finished first", name, fault.name, o.status)
+					continue
+				}
 				if o.err != nil || o.status != http.StatusServiceUnavailable || !strings.HasSuffix(o.problem, "/unavailable") || o.retryAfter == "" {
 					t.Errorf("%s caught by the %s: status %d problem %q Retry-After %q error %v body %s, want a 503 problem with Retry-After\nservice log of request %s:\n%s",
 						name, fault.name, o.status, o.problem, o.retryAfter, o.err, o.body, o.requestID, svc.logs.linesOf(o.requestID))
