@@ -107,20 +107,20 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonDimensionsMismatch
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
-	case isUnreachable(err):
+	case isConnectError(err):
 		return memoryv1alpha1.ReasonDatabaseUnreachable
 	}
 	return reasonOf(err, memoryv1alpha1.ReasonProvisioningFailed)
 }
 
-// isUnreachable reports whether err means PostgreSQL cannot be used right
+// isConnectError reports whether err means PostgreSQL cannot be used right
 // now: it cannot be reached, or the connection broke, or the server is
 // restarting, in recovery or shutting down (memory.IsUnavailable, the
 // service's 503), or the attempt timed out. A server that answered with
 // any other error (a missing database, a permission) is not an outage:
 // the condition names that error instead. Either way the reconcile is
 // retried with backoff.
-func isUnreachable(err error) bool {
+func isConnectError(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return memory.IsUnavailable(pgErr)

@@ -47,7 +47,7 @@ func TestEvictionIsRecordedInHistory(t *testing.T) {
 
 // TestPurgeRemovesOldEvictionRecords: the purge job deletes eviction rows
 // older than the retention (in batches, found by the partial index of
-// migration 13), so writing past the cap does not grow history without
+// migration history_evictions), so writing past the cap does not grow history without
 // bound; newer ones stay.
 func TestPurgeRemovesOldEvictionRecords(t *testing.T) {
 	f := newFixture(t, withPolicy(func(p *Policy) { p.Limits.MaxMemoriesPerOwner = 2 }))
@@ -84,7 +84,7 @@ func TestPurgeRemovesOldEvictionRecords(t *testing.T) {
 	var indexed bool
 	if err := f.admin.QueryRow(ctx(t), `SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1
 		AND indexname = 'memory_history_evicted_idx' AND indexdef LIKE '%WHERE (action = ''evict''::text)')`, f.store.schema).Scan(&indexed); err != nil || !indexed {
-		t.Fatalf("the partial index of migration 13 that finds eviction rows is missing (%v)", err)
+		t.Fatalf("the partial index memory_history_evicted_idx (migration history_evictions) is missing (%v)", err)
 	}
 	if res.Affected != 0 || res.Batches < 3 {
 		t.Fatalf("purge result %+v: eviction rows are not memories (affected 0), deleted one batch at a time", res)

@@ -112,8 +112,8 @@ func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) erro
 // purgeEvictions deletes, in batches, the eviction rows of history (the
 // one row an evicted memory keeps) older than the retention, so writing
 // past the cap does not grow history without bound. They are not counted
-// as affected: those are memories. The partial index of migration 13
-// (memory_history_evicted_idx) finds them.
+// as affected: those are memories. The partial index
+// memory_history_evicted_idx (migration history_evictions) finds them.
 func (s *Store) purgeEvictions(ctx context.Context, opts JobOptions, res *JobResult) error {
 	sql := `WITH e AS (
 			SELECT h.id FROM ` + s.sql.history + ` AS h

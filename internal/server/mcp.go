@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -164,31 +162,14 @@ func mcpWriter(ctx context.Context, askedOwner, askedSource string) (string, mem
 	return owner, src, nil
 }
 
-// toolError is the message a model sees: the problem's detail, each
-// invalid field with its message, and never the internal cause (logged
-// instead).
+// toolError is the message a model sees: the problem's detail, which names
+// invalid fields, and never the internal cause (logged instead).
 func (s *Server) toolError(tool string, err error) error {
 	p, internal := problemFor(err)
 	if internal {
 		s.logger.Error("MCP tool failed", "tool", tool, "error", err.Error())
 	}
 	return errors.New(toolErrorText(p))
-}
-
-// toolErrorText is a problem as a tool error's text. A tool result has no
-// errors member and its structured content must fit the tool's output
-// schema, so the text lists every invalid field with its message, one per
-// line (a REST client reads the same list in the problem's errors).
-func toolErrorText(p *Problem) string {
-	if len(p.Errors) < 2 {
-		return p.Title + ": " + p.Detail
-	}
-	var b strings.Builder
-	b.WriteString(p.Title + ": " + strconv.Itoa(len(p.Errors)) + " fields are invalid:")
-	for _, f := range p.Errors {
-		b.WriteString("\n- " + f.Field + ": " + f.Message)
-	}
-	return b.String()
 }
 
 func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error) {
