@@ -101,8 +101,8 @@ test: manifests generate $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision Postgre
 	export DATABASE_URL CITUS_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE) ENGRAM_KUBE_SCORE=$(KUBE_SCORE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
-	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / failed writes in the log)"; \
-	go test -race -count=1 -v -timeout 20m $(TEST_FLAGS) ./test/faults/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
+	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / evicted / failed writes in the log; a reported request with its service log lines)"; \
+	go test -race -count=1 -v -timeout 20m $(TEST_FLAGS) ./test/faults/ | grep -E '^(=== RUN|\s*--- |\s+\S+_test.go|        |WARNING: DATA RACE|ok|FAIL|PASS)'; \
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \
 	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $$(go list $(TEST_PKGS) | grep -v '/test/faults$$'); \
 	echo ">> the tenant, memory and service suites again, every database on Citus (ENGRAM_TEST_ON_CITUS=1; TestCitus* ran above; no -race: the same code ran under the race detector above, this pass is about the SQL)"; \

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
@@ -145,16 +145,19 @@ func provisionReason(err error) string {
 	return reasonOf(err, memoryv1alpha1.ReasonProvisioningFailed)
 }
 
-// isConnectError reports whether err means PostgreSQL could not be reached.
+// isConnectError reports whether err means PostgreSQL cannot be used right
+// now: it cannot be reached, or the connection broke, or the server is
+// restarting, in recovery or shutting down (memory.IsUnavailable, the
+// service's 503), or the attempt timed out. A server that answered with
+// any other error (a missing database, a permission) is not an outage:
+// the condition names that error instead. Either way the reconcile is
+// retried with backoff.
 func isConnectError(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return false // the server answered
+		return memory.IsUnavailable(pgErr)
 	}
-	var connErr *pgconn.ConnectError
-	var netErr net.Error
-	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+	return memory.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
 }
 
 // isAuthError reports whether PostgreSQL refused the admin credentials.

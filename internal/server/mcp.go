@@ -195,7 +195,7 @@ func (s *Server) toolError(tool string, err error) error {
 	if internal {
 		s.logger.Error("MCP tool failed", "tool", tool, "error", err.Error())
 	}
-	return errors.New(p.Title + ": " + p.Detail)
+	return errors.New(toolErrorText(p))
 }
 
 func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error) {
