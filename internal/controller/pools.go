@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -92,6 +94,25 @@ func (c *poolCache) peek(id string) *pgxpool.Pool {
 		return p.pool
 	}
 	return nil
+}
+
+// databases returns one open pool per database (server address and
+// database name), keyed by "host:port/database": several connection
+// Secrets may name the same database, which the transaction reaper looks
+// at once per round.
+func (c *poolCache) databases() map[string]*pgxpool.Pool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]*pgxpool.Pool{}
+	for _, id := range slices.Sorted(maps.Keys(c.pools)) {
+		p := c.pools[id].pool
+		cc := p.Config().ConnConfig
+		key := fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
+		if _, ok := out[key]; !ok {
+			out[key] = p
+		}
+	}
+	return out
 }
 
 // Start implements manager.Runnable: it closes every pool when the manager stops.
