@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -36,6 +37,8 @@ type transactionReaper struct {
 	// reapers remember, per database (poolCache.databases), when each
 	// transaction was first seen and what was reported.
 	reapers map[string]*tenant.Reaper
+	// citus: databases found to be Citus clusters, said once in the log.
+	citus map[string]bool
 }
 
 func newTransactionReaper(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *transactionReaper {
@@ -44,6 +47,7 @@ func newTransactionReaper(c client.Reader, pools *poolCache, rec events.EventRec
 		maxAge: o.TenantBlockerMaxAge, interval: o.TenantReaperInterval,
 		log:     ctrl.Log.WithName("transaction-reaper"),
 		reapers: map[string]*tenant.Reaper{},
+		citus:   map[string]bool{},
 	}
 }
 
@@ -72,6 +76,7 @@ func (r *transactionReaper) round(ctx context.Context) {
 	for key := range r.reapers {
 		if dbs[key] == nil {
 			delete(r.reapers, key)
+			delete(r.citus, key)
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(dbs)) {
@@ -84,6 +89,13 @@ func (r *transactionReaper) round(ctx context.Context) {
 			r.reapers[key] = rp
 		}
 		held, err := rp.Look(ctx, dbs[key])
+		if errors.Is(err, tenant.ErrReaperOnCitus) {
+			if !r.citus[key] {
+				r.citus[key] = true
+				r.log.Info("not looking for old tenant transactions on a Citus cluster", "database", key)
+			}
+			continue
+		}
 		if err != nil {
 			// An unreachable database is reported by the reconcilers
 			// that use it; here it only waits for the next round.

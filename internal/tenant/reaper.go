@@ -15,6 +15,13 @@ import (
 // --tenant-reaper-interval).
 const DefaultReaperInterval = 30 * time.Second
 
+// ErrReaperOnCitus: the reaper does not look at a Citus cluster. The
+// tenants' rows live on the workers, whose horizons a coordinator session
+// does not show, and a tenant's VACUUM through the coordinator holds a
+// snapshot there (not a lazy VACUUM's) for as long as the workers vacuum:
+// the coordinator's view cannot tell it from a held snapshot.
+var ErrReaperOnCitus = errors.New("the transaction reaper does not run on a Citus cluster (the tenants' rows live on its workers)")
+
 // HeldTransaction is a session of a tenant's login role whose transaction
 // had been holding back the database's cleanup horizon for longer than the
 // reaper's maximum age.
@@ -90,10 +97,18 @@ func (r *Reaper) maxAge() time.Duration {
 // Look finds, on db's database, the sessions of tenants' login roles whose
 // transaction holds back the horizon and has been open for the maximum
 // age, and ends them. It returns each session it ended, and once each
-// session it could not end (Problem says why).
+// session it could not end (Problem says why). On a Citus cluster it ends
+// nothing and returns ErrReaperOnCitus.
 func (r *Reaper) Look(ctx context.Context, db querier) ([]HeldTransaction, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
+	var citus bool
+	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return nil, fmt.Errorf("looking for extension citus: %w", err)
+	}
+	if citus {
+		return nil, ErrReaperOnCitus
+	}
 	sessions, err := horizonHolders(ctx, db)
 	if err != nil {
 		return nil, err

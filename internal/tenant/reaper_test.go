@@ -20,6 +20,12 @@ import (
 // reapMaxAge is the reaper's maximum age in these tests (60 s by default).
 const reapMaxAge = 2 * time.Second
 
+// skipReaperOnCitus: the reaper does not run on Citus
+// (TestCitusReaperEndsNothing).
+func skipReaperOnCitus(t *testing.T) {
+	testenv.SkipOnCitus(t, "the transaction reaper does not run on a Citus cluster (ErrReaperOnCitus, TestCitusReaperEndsNothing)")
+}
+
 // TestTenantSnapshotCannotHoldBackAnotherTenantsCleanup is the MEDIUM of
 // issue 26's hostile review: tenant A's login role holds a snapshot open
 // (its timeouts SET away) outside any provisioning, and tenant B's VACUUM,
@@ -30,6 +36,7 @@ const reapMaxAge = 2 * time.Second
 // CREATEROLE admin without pg_read_all_stats cannot, and counts from when
 // it first saw the transaction.
 func TestTenantSnapshotCannotHoldBackAnotherTenantsCleanup(t *testing.T) {
+	skipReaperOnCitus(t)
 	t.Run("superuser admin", func(t *testing.T) {
 		pool, url := adminPool(t)
 		testSnapshotReaped(t, pool, url, url)
@@ -141,6 +148,7 @@ func vacuumMemories(t *testing.T, adminURL string, res *Result) (removed, kept i
 // statements, and a tenant's own lazy VACUUM (whose snapshot PostgreSQL
 // ignores). A tenant's snapshot next to them is ended.
 func TestReaperEndsOnlyTenantsHoldingTheHorizon(t *testing.T) {
+	skipReaperOnCitus(t)
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
 	a := newSpec(uniqueSchema(t, "engram_keep_a"), 3)
@@ -302,5 +310,26 @@ func TestReaperEndRefusedNamesThePrivilege(t *testing.T) {
 	}
 	if err := snap.Alive(); err == nil {
 		t.Fatal("the session is still alive after the grant")
+	}
+}
+
+// TestCitusReaperEndsNothing: on a Citus cluster the reaper looks at
+// nothing and ends nothing (ErrReaperOnCitus; docs/security.md says the
+// bound does not hold there), not even a tenant's snapshot held past the
+// maximum age.
+func TestCitusReaperEndsNothing(t *testing.T) {
+	pool, url := citusPool(t)
+	a := newSpec(uniqueSchema(t, "engram_citus_reap"), 3)
+	resA := mustProvision(t, pool, url, a)
+	snap := testenv.HoldSnapshot(t, testenv.WithUser(url, resA.LoginRole, resA.Password), "SELECT count(*) FROM memories")
+	r := &Reaper{MaxAge: time.Millisecond}
+	for range 3 {
+		time.Sleep(10 * time.Millisecond)
+		if got, err := r.Look(testCtx(t), pool); !errors.Is(err, ErrReaperOnCitus) || len(got) != 0 {
+			t.Fatalf("Look on Citus: %+v, %v; want nothing and ErrReaperOnCitus", got, err)
+		}
+	}
+	if err := snap.Alive(); err != nil {
+		t.Fatalf("the tenant's session was ended: %v", err)
 	}
 }
