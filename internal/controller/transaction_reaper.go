@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,7 +75,7 @@ func (r *transactionReaper) NeedLeaderElection() bool { return true }
 func (r *transactionReaper) round(ctx context.Context) {
 	dbs := r.pools.databases()
 	for key := range r.reapers {
-		if dbs[key] == nil {
+		if _, ok := dbs[key]; !ok {
 			delete(r.reapers, key)
 			delete(r.citus, key)
 		}
@@ -88,7 +89,7 @@ func (r *transactionReaper) round(ctx context.Context) {
 			rp = &tenant.Reaper{MaxAge: r.maxAge}
 			r.reapers[key] = rp
 		}
-		held, err := rp.Look(ctx, dbs[key])
+		held, err := look(ctx, rp, dbs[key].pools)
 		if errors.Is(err, tenant.ErrReaperOnCitus) {
 			if !r.citus[key] {
 				r.citus[key] = true
@@ -105,16 +106,34 @@ func (r *transactionReaper) round(ctx context.Context) {
 		}
 		reaperLooks.WithLabelValues("ok").Inc()
 		for _, h := range held {
-			r.report(ctx, h)
+			r.report(ctx, dbs[key].addr, h)
 		}
 	}
 }
 
-// report records one session: ended, a Warning event TransactionEnded on
-// the runtime that owns the role (found by the marker's namespace/name,
-// only when its UID matches); not ended, an error in the operator's log
-// (the tenant cannot fix the admin's privileges).
-func (r *transactionReaper) report(ctx context.Context, h tenant.HeldTransaction) {
+// look asks rp to look through the first of pools that answers. A look
+// that failed has ended nothing (tenant.Reaper.Look fails only before it
+// acts), so trying the next pool is safe.
+func look(ctx context.Context, rp *tenant.Reaper, pools []*pgxpool.Pool) ([]tenant.HeldTransaction, error) {
+	var errs []error
+	for _, p := range pools {
+		held, err := rp.Look(ctx, p)
+		if err == nil || errors.Is(err, tenant.ErrReaperOnCitus) || ctx.Err() != nil {
+			return held, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// report records one session found on the database at addr: ended, a
+// Warning event TransactionEnded on the runtime that owns the role (found
+// by the marker's namespace/name, only when its UID matches and its own
+// connection reaches that database: a server reached through a tenant's
+// own connection Secret cannot make the operator write events on other
+// tenants' runtimes); not ended, an error in the operator's log (the
+// tenant cannot fix the admin's privileges).
+func (r *transactionReaper) report(ctx context.Context, addr string, h tenant.HeldTransaction) {
 	open := h.OpenFor.Round(100 * time.Millisecond)
 	log := r.log.WithValues("pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "openFor", open.String())
 	if !h.Ended {
@@ -124,7 +143,7 @@ func (r *transactionReaper) report(ctx context.Context, h tenant.HeldTransaction
 	}
 	oldTransactions.WithLabelValues("ended").Inc()
 	log.Info("ended a tenant's session whose transaction held back the cleanup of its database")
-	if rt := runtimeOfOwner(ctx, r.client, h.Tenant); rt != nil {
+	if rt := runtimeOfOwner(ctx, r.client, h.Tenant); rt != nil && r.pools.address(connectionID(rt)) == addr {
 		r.events.warning(rt, memoryv1alpha1.ReasonTransactionEnded, "Terminate",
 			"the operator ended session %d of this runtime's login role %s: its transaction had been open %s and held back the cleanup (VACUUM) of every tenant's tables in the database; a tenant's transaction may do so for at most %s",
 			h.PID, h.Role, open, r.maxAge)

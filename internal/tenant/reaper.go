@@ -98,7 +98,8 @@ func (r *Reaper) maxAge() time.Duration {
 // transaction holds back the horizon and has been open for the maximum
 // age, and ends them. It returns each session it ended, and once each
 // session it could not end (Problem says why). On a Citus cluster it ends
-// nothing and returns ErrReaperOnCitus.
+// nothing and returns ErrReaperOnCitus. An error means it ended nothing:
+// it fails only before it acts.
 func (r *Reaper) Look(ctx context.Context, db querier) ([]HeldTransaction, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
