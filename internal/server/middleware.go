@@ -97,7 +97,7 @@ func (s *Server) admitAPI(w http.ResponseWriter, r *http.Request) (*http.Request
 		refuseUnread(w, r, p)
 		return r, nil, false
 	}
-	return r.WithContext(withToolCalls(r.Context())), func() { give(s.slots); releaseCredential() }, true
+	return r, func() { give(s.slots); releaseCredential() }, true
 }
 
 // routeLabel for requests that match no route (bounded metric cardinality).

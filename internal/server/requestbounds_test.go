@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,12 +15,72 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 )
 
-// Bounds of what one credential holds at once (issue 26's hostile review,
-// HIGH 2): slow request bodies, clients that never read their answer.
+// Bounds of one HTTP request as a whole and of what one credential holds
+// at once (issue 26's hostile review, HIGH 1 and 2): a JSON-RPC batch, slow
+// request bodies, clients that never read their answer.
+
+// mcpBatchHeaders are those of an MCP POST in protocol 2025-03-26, the
+// last version that allowed JSON-RPC batches.
+var mcpBatchHeaders = map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-03-26"}
 
 // defaultRateArgs are the default rate limits of a runtime (startServer
 // turns them off), so the attacks below run against what is deployed.
 var defaultRateArgs = []string{"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=60", "--llm-rate-limit-burst=20"}
+
+// TestMCPBatchIsBounded: one POST /mcp carrying a JSON-RPC batch of 20
+// get_window calls, on a runtime whose answers are capped at 64 KiB. Each
+// call's result stays within the cap, so before the HTTP answer was 20 of
+// them, 20 times the cap (the review's 150 calls answered 85 MB). A batch
+// is now refused whole, with or without blanks before the array, with 400
+// batch-not-supported and no call run; the same call alone is answered
+// within the cap.
+func TestMCPBatchIsBounded(t *testing.T) {
+	const capBytes, calls = memory.MinMaxResponseBytes, 20
+	tn := newTenant(t)
+	cfg := testConfig(tn.schema)
+	cfg.MaxResponseBytes = capBytes
+	tok := newTestToken(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: cfg, args: defaultRateArgs,
+		tokens: []string{tok + " role=agent owner=mallory name=mallory"}})
+	// One turn of about 40 KB: more than the third of the cap a tool answers within.
+	msgs := []map[string]any{{"role": "user", "content": "Run the whole migration and report every step."}}
+	for i := range 10 {
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": fmt.Sprintf("step %d: ", i) + strings.Repeat("tool output line. ", 220)})
+	}
+	srv.do(t, req{method: "POST", path: memPath("mallory", "sessions"), token: tok, body: map[string]any{"id": "big"}}).want(t, 201)
+	srv.do(t, req{method: "POST", path: sessPath("mallory", "big", "messages"), token: tok, body: map[string]any{"messages": msgs}}).want(t, 201)
+
+	call := func(id int) map[string]any {
+		return map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{
+			"name": "get_window", "arguments": map[string]any{"session": "big", "strategy": "token", "budget": 1000000}}}
+	}
+	single := srv.do(t, req{method: "POST", path: "/mcp", token: tok, body: call(1), header: mcpBatchHeaders}).want(t, 200)
+	if len(single.body) > capBytes || !strings.Contains(string(single.body), `\"truncated\":true`) {
+		t.Fatalf("one get_window call: %d bytes (cap %d), want a truncated window within the cap: %.300s", len(single.body), capBytes, single.body)
+	}
+
+	batch := make([]map[string]any, calls)
+	for i := range batch {
+		batch[i] = call(i + 2)
+	}
+	js, err := json.Marshal(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range [][]byte{js, append([]byte(" \r\n\t"), js...)} {
+		r := srv.do(t, req{method: "POST", path: "/mcp", token: tok, body: body, header: mcpBatchHeaders})
+		if len(r.body) > capBytes {
+			t.Errorf("a batch of %d get_window calls was answered with %d bytes, over the runtime's cap of %d", calls, len(r.body), capBytes)
+		}
+		r.want(t, 400)
+		if p := r.problem(t); p.Type != ProblemBase+"batch-not-supported" || !strings.Contains(p.Detail, "one JSON-RPC message") {
+			t.Fatalf("batch refused with %+v, want batch-not-supported saying to send one JSON-RPC message a request", p)
+		}
+	}
+	if got := metricValue(t, srv.scrape(t), `engram_mcp_tool_calls_total{outcome="ok",tool="get_window"}`); got != 1 {
+		t.Errorf("%d get_window calls ran, want 1 (the single one; no call of a refused batch)", got)
+	}
+}
 
 // slowRequest sends the headers of an add and the first bytes of its
 // 100-byte body on a connection of its own, then nothing more; answers
