@@ -246,10 +246,11 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
-				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
+				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd),
+		` + s.pruneHistorySQL("$1", "$12") + `
 		SELECT * FROM upd`
 	m, err := scanMemory(tx.QueryRow(ctx, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx)))
+		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx), s.historyOffset()))
 	if err != nil {
 		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
 	}

@@ -130,6 +130,11 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		if req.IfVersion != nil && *req.IfVersion != cur.Version {
 			return fmt.Errorf("%w: %s is at version %d, not %d", ErrConflict, req.Kind, cur.Version, *req.IfVersion)
 		}
+		if cur.Version == 0 {
+			if err := s.checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
+				return err
+			}
+		}
 		if out, err = s.writeDocument(ctx, tx, cur, content, src); err != nil {
 			return err
 		}
@@ -139,6 +144,21 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkDocumentsQuota refuses a write that would create one more document
+// of an owner at limits.maxDocumentsPerOwner. Agent ids are the client's
+// choice, so without it the documents of one owner (each keeping up to
+// maxDocumentVersions versions in the changelog) would grow with every
+// new agent id. The caller holds the owner's lock: no concurrent write
+// can create a document between the count and its insert.
+func (s *Store) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
+	n, err := s.countOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
+	if err != nil {
+		return err
+	}
+	return overQuota(QuotaDocumentsPerOwner, s.policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
+		"nothing was written; write the documents of the agents the owner has (or the shared one, agent empty), or raise the limit")
 }
 
 // writeDocument stores version cur.Version+1 and its change. The update's
