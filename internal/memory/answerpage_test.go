@@ -301,8 +301,10 @@ func TestRankedAnswersBoundedByByteCap(t *testing.T) {
 	if !res.Truncated || len(res.Results) < 10 || len(res.Results)+res.Omitted != 100 {
 		t.Fatalf("search within 64 KiB: %d results, %d omitted, truncated %v", len(res.Results), res.Omitted, res.Truncated)
 	}
+	// (The seeded memories share one embedding: their order among equal
+	// scores is the engine's, so only the count is compared.)
 	all, err := f.store.Search(ctx(t), SearchRequest{Owner: "ann", Query: "fact", Mode: SearchVector, TopK: 100})
-	if err != nil || len(all) != 100 || all[0].Memory.ID != res.Results[0].Memory.ID {
+	if err != nil || len(all) != 100 {
 		t.Fatalf("the ranking without the cap: %d results, %v", len(all), err)
 	}
 	small, err := f.store.SearchAnswer(ctx(t), SearchRequest{Owner: "ann", Query: "fact", Mode: SearchHybrid, TopK: 100, MaxBytes: 8 << 10})
@@ -358,7 +360,8 @@ func TestOtherPagesBoundedByByteCap(t *testing.T) {
 		f.add(AddRequest{Owner: "ann", Content: fmt.Sprintf("Handbook rule %d about %s: ", i, topics[i]) + escapeHeavy("", 400),
 			Category: "handbook", Source: SourceSystem})
 	}
-	f.x(`UPDATE ` + f.store.sql.sessions + ` SET last_active_at = now() - (substr(id, 2)::int * interval '1 second')`)
+	// A fixed time (Citus refuses now() beside a column in an UPDATE).
+	f.x(`UPDATE ` + f.store.sql.sessions + ` SET last_active_at = to_timestamp(1767225600 - substr(id, 2)::int)`)
 	wantKeys(t, "sessions", readPages(t, "sessions", capBytes, maxSessionPage, func(c Session) string { return c.ID },
 		func(cursor string) ([]Session, PageBounds, error) {
 			p, err := f.store.ListSessions(ctx(t), ListSessionsRequest{Owner: "ann", Limit: maxSessionPage, Cursor: cursor, MaxBytes: capBytes})

@@ -246,11 +246,10 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
-				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd),
-		` + s.pruneHistorySQL("$1", "$12") + `
+				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
 		SELECT * FROM upd`
-	m, err := scanMemory(tx.QueryRow(ctx, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx), s.historyOffset()))
+	m, err := s.updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
+		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
 	if err != nil {
 		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
 	}
@@ -375,7 +374,7 @@ const (
 // History pages through the mutations of one memory of owner, oldest
 // first: at most req.Limit rows (0 = 100, at most 1000) and the byte cap
 // per page, from req.Cursor. A memory keeps its first row and its newest
-// limits.maxHistoryPerMemory (pruneHistorySQL). A memory evicted over the
+// limits.maxHistoryPerMemory (updateAndPrune). A memory evicted over the
 // cap is gone, but its eviction row is not (until the purge job's
 // retention): its history is that one row, so a client can tell an
 // evicted memory from a lost one.
