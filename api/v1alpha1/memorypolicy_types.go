@@ -215,6 +215,23 @@ type LimitsSpec struct {
 	// +kubebuilder:default=100
 	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="limits.maxDocumentVersions must be within 1..10000"
 	MaxDocumentVersions int32 `json:"maxDocumentVersions,omitempty"`
+
+	// MaxDocumentsPerOwner is the most profile and constraints documents
+	// one owner may keep (one of each per agent id: agent ids are chosen by
+	// clients); writing the document of one more agent id is refused (409
+	// quota-exceeded) and writes nothing.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="limits.maxDocumentsPerOwner must be within 1..10000"
+	MaxDocumentsPerOwner int32 `json:"maxDocumentsPerOwner,omitempty"`
+
+	// MaxHistoryPerMemory is how many of a memory's newest history rows are
+	// kept besides the row that created it: an update or a merge prunes
+	// older ones in its transaction.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="limits.maxHistoryPerMemory must be within 1..10000"
+	MaxHistoryPerMemory int32 `json:"maxHistoryPerMemory,omitempty"`
 }
 
 // SearchSpec configures hybrid ranking: score = vector*similarity +

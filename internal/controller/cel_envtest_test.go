@@ -262,6 +262,10 @@ func celCases(ns string) []celCase {
 			"spec.limits.maxEpisodesPerOwner: Invalid value: 10001: limits.maxEpisodesPerOwner must be within 1..10000: episode search and context read all of an owner's episodes"},
 		{"document versions above 10000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxDocumentVersions = 10_001 }),
 			"spec.limits.maxDocumentVersions: Invalid value: 10001: limits.maxDocumentVersions must be within 1..10000"},
+		{"documents per owner above 10000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxDocumentsPerOwner = 10_001 }),
+			"spec.limits.maxDocumentsPerOwner: Invalid value: 10001: limits.maxDocumentsPerOwner must be within 1..10000"},
+		{"negative history rows per memory", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxHistoryPerMemory = -1 }),
+			"spec.limits.maxHistoryPerMemory: Invalid value: -1: limits.maxHistoryPerMemory must be within 1..10000"},
 		{"redaction pattern too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{strings.Repeat("a", 513)} }),
 			"spec.redaction.patterns[0]: Too long: may not be more than 512 bytes"},
 		{"33 redaction patterns", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {

@@ -49,6 +49,8 @@ func ResolvePolicy(spec *memoryv1alpha1.MemoryPolicySpec) (memory.Policy, error)
 	p.Limits.MaxSessionsPerOwner = orInt(l.MaxSessionsPerOwner, p.Limits.MaxSessionsPerOwner)
 	p.Limits.MaxEpisodesPerOwner = orInt(l.MaxEpisodesPerOwner, p.Limits.MaxEpisodesPerOwner)
 	p.Limits.MaxDocumentVersions = orInt(l.MaxDocumentVersions, p.Limits.MaxDocumentVersions)
+	p.Limits.MaxDocumentsPerOwner = orInt(l.MaxDocumentsPerOwner, p.Limits.MaxDocumentsPerOwner)
+	p.Limits.MaxHistoryPerMemory = orInt(l.MaxHistoryPerMemory, p.Limits.MaxHistoryPerMemory)
 
 	s := spec.Search
 	p.Search.VectorWeight = derefFloat(s.VectorWeight, p.Search.VectorWeight)

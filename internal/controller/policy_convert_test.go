@@ -18,8 +18,9 @@ const day = memory.Duration(24 * time.Hour)
 // every field with a CRD default filled in.
 func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 	return memoryv1alpha1.MemoryPolicySpec{
-		Dedup:      memoryv1alpha1.DedupSpec{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: memoryv1alpha1.ArbitrationLLM},
-		Limits:     memoryv1alpha1.LimitsSpec{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5, MaxSessionsPerOwner: 10000, MaxEpisodesPerOwner: 2000, MaxDocumentVersions: 100},
+		Dedup: memoryv1alpha1.DedupSpec{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: memoryv1alpha1.ArbitrationLLM},
+		Limits: memoryv1alpha1.LimitsSpec{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5, MaxSessionsPerOwner: 10000, MaxEpisodesPerOwner: 2000, MaxDocumentVersions: 100,
+			MaxDocumentsPerOwner: 100, MaxHistoryPerMemory: 100},
 		Search:     memoryv1alpha1.SearchSpec{VectorWeight: ptr.To(0.6), TextWeight: ptr.To(0.2), DecayWeight: ptr.To(0.2), DefaultTopK: 10},
 		Forgetting: memoryv1alpha1.ForgettingSpec{MinDecayScore: ptr.To(0.05)},
 		Retention:  memoryv1alpha1.RetentionSpec{PurgeInactiveAfter: "30d"},
@@ -154,16 +155,19 @@ func TestResolvePolicyConversation(t *testing.T) {
 func TestResolvePolicyCarriesQuotas(t *testing.T) {
 	spec := crdDefaults()
 	spec.Limits.MaxSessionsPerOwner, spec.Limits.MaxEpisodesPerOwner, spec.Limits.MaxDocumentVersions = 7, 8, 9
+	spec.Limits.MaxDocumentsPerOwner, spec.Limits.MaxHistoryPerMemory = 10, 11
 	got, err := ResolvePolicy(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := got.Limits; l.MaxSessionsPerOwner != 7 || l.MaxEpisodesPerOwner != 8 || l.MaxDocumentVersions != 9 {
-		t.Errorf("limits = %+v, want the quotas 7, 8, 9", l)
+	if l := got.Limits; l.MaxSessionsPerOwner != 7 || l.MaxEpisodesPerOwner != 8 || l.MaxDocumentVersions != 9 ||
+		l.MaxDocumentsPerOwner != 10 || l.MaxHistoryPerMemory != 11 {
+		t.Errorf("limits = %+v, want the quotas 7, 8, 9, 10, 11", l)
 	}
 	got, err = ResolvePolicy(&memoryv1alpha1.MemoryPolicySpec{})
 	if l := got.Limits; err != nil || l.MaxSessionsPerOwner != memory.DefaultMaxSessionsPerOwner ||
-		l.MaxEpisodesPerOwner != memory.DefaultMaxEpisodesPerOwner || l.MaxDocumentVersions != memory.DefaultMaxDocumentVersions {
+		l.MaxEpisodesPerOwner != memory.DefaultMaxEpisodesPerOwner || l.MaxDocumentVersions != memory.DefaultMaxDocumentVersions ||
+		l.MaxDocumentsPerOwner != memory.DefaultMaxDocumentsPerOwner || l.MaxHistoryPerMemory != memory.DefaultMaxHistoryPerMemory {
 		t.Errorf("unset quotas = %+v, %v; want the defaults", l, err)
 	}
 }

@@ -31,7 +31,7 @@ func TestHistoryRecordsActor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, err := f.store.History(ctx(t), "ann", id)
+	h, err := f.history("ann", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestHistoryRecordsActor(t *testing.T) {
 			t.Errorf("history[%d] = %s by %q, want %s by %q", i, h[i].Action, h[i].ActorID, w.action, w.actorID)
 		}
 	}
-	h, err = f.store.History(ctx(t), "ann", by.ID)
+	h, err = f.history("ann", by.ID)
 	if err != nil || len(h) != 2 || h[0].ActorID != "" || h[1].Action != "delete" || h[1].ActorID != "cleaner" {
 		t.Fatalf("history of the replacement = %+v, %v", h, err)
 	}

@@ -510,9 +510,9 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
 		SELECT * FROM upd`
-	m, err := scanMemory(tx.QueryRow(ctx, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+	m, err := s.updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
-		string(w.actor), w.sourceSession))
+		string(w.actor), w.sourceSession)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}

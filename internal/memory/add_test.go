@@ -217,7 +217,7 @@ func TestConcurrentNearDuplicates(t *testing.T) {
 	if err := f.admin.QueryRow(ctx(t), `SELECT id::text FROM `+f.store.sql.memories+` WHERE owner_id = 'traveller'`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := f.store.History(ctx(t), "traveller", id)
+	hist, err := f.history("traveller", id)
 	if err != nil {
 		t.Fatal(err)
 	}

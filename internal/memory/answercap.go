@@ -170,8 +170,37 @@ func jsonBound(v any) int {
 			textBound(string(x.Source)) + textBound(x.Snippet)
 	case string:
 		return textBound(x) + 2
+	case Memory:
+		return memoryBound(&x)
+	case SearchHit:
+		return listFixedBound + memoryBound(&x.Memory)
+	case ChangelogEntry:
+		return listFixedBound + textBound(x.Owner) + textBound(x.Agent) + textBound(string(x.Kind)) +
+			textBound(string(x.Source)) + textBound(x.ActorID) + textBound(x.Before) + textBound(x.After)
+	case Session:
+		return 2*listFixedBound + textBound(x.ID) + textBound(x.Owner) + textBound(x.Agent) + textBound(x.Title)
+	case OwnerSummary:
+		return listFixedBound + textBound(x.Owner)
+	case EpisodeHit:
+		e := &x.Episode
+		return 2*listFixedBound + textBound(e.ID) + textBound(e.Owner) + textBound(e.SessionID) + textBound(e.Agent) +
+			textBound(e.Summary) + textBound(e.Method)
 	}
 	return math.MaxInt / 2
+}
+
+// listFixedBound bounds the fixed parts of a list item (or a search hit
+// around its memory): its keys, up to five numbers and four timestamps.
+const listFixedBound = 256
+
+func memoryBound(m *Memory) int {
+	n := 2*listFixedBound + textBound(m.ID) + textBound(m.Owner) + textBound(m.Agent) + textBound(m.Session) +
+		textBound(m.SourceSession) + textBound(string(m.Source)) + textBound(m.Category) + textBound(m.Content) +
+		textBound(m.SupersededBy)
+	for _, f := range m.Flags {
+		n += textBound(f) + 3
+	}
+	return n
 }
 
 func messageBound(m *ConversationMessage) int {

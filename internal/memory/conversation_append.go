@@ -80,7 +80,23 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 		return nil, err
 	}
 	res.CompactionDue = s.compactionDue(&res.Session)
+	s.fitEcho(res, req.MaxBytes)
 	return res, nil
+}
+
+// fitEcho cuts the stored messages an append answers with to those that
+// fit the byte cap, oldest first: the JSON of a message can be 6 times its
+// text, so without it one append of --max-body-bytes would be answered
+// with six times as much. The turn is stored whole either way; the
+// Truncation names the seq range the message list reads back.
+func (s *Store) fitEcho(res *AppendResult, maxBytes int) {
+	all := res.Messages
+	res.Messages = []ConversationMessage{}
+	n := fitRanked(newAnswerBytes(s.answerCap(maxBytes), res), all)
+	res.Messages = all[:n]
+	if n < len(all) {
+		res.omit(all[n].Seq, all[len(all)-1].Seq+1)
+	}
 }
 
 // compactionDue: the session's unsummarized tokens exceed the threshold

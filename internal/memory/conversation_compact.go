@@ -105,8 +105,18 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 			return res, err
 		}
 	}
-	if res.Roots, err = s.rootSummaries(ctx, s.pool, req.Owner, req.SessionID); err != nil {
+	roots, err := s.rootSummaries(ctx, s.pool, req.Owner, req.SessionID)
+	if err != nil {
 		return res, err
+	}
+	// The roots a session keeps grow with it at the deepest level (a
+	// policy of small chunks and groups keeps many): the answer holds the
+	// oldest that fit the byte cap.
+	res.Roots = []Summary{}
+	n := fitRanked(newAnswerBytes(s.answerCap(req.MaxBytes), res), roots)
+	res.Roots = roots[:n]
+	if n < len(roots) {
+		res.RootsTruncated, res.RootsOmitted = true, len(roots)-n
 	}
 	return res, nil
 }

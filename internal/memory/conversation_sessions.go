@@ -173,23 +173,14 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if err != nil {
 		return nil, s.dbErr("listing sessions", err)
 	}
-	defer rows.Close()
 	page := &SessionPage{Sessions: []Session{}}
-	for rows.Next() {
-		c, err := scanSession(rows)
-		if err != nil {
-			return nil, s.dbErr("listing sessions", err)
-		}
-		page.Sessions = append(page.Sessions, c)
-	}
-	if err := rows.Err(); err != nil {
+	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page),
+		func(r pgx.Rows) (Session, error) { return scanSession(r) })
+	if err != nil {
 		return nil, s.dbErr("listing sessions", err)
 	}
-	if len(page.Sessions) > limit {
-		page.Sessions = page.Sessions[:limit]
-		last := page.Sessions[limit-1]
-		page.NextCursor = encodeSessionCursor(last.LastActiveAt, last.ID)
-	}
+	page.Sessions = scan.items
+	page.PageBounds = scan.bounds(func(c Session) string { return encodeSessionCursor(c.LastActiveAt, c.ID) })
 	return page, nil
 }
 

@@ -56,13 +56,14 @@ type ListSessionsRequest struct {
 	// Limit: 0 means 50; at most 500.
 	Limit  int    `json:"limit,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
-// SessionPage is one page of ListSessions.
+// SessionPage is one page of ListSessions: at most its limit and the byte cap.
 type SessionPage struct {
 	Sessions []Session `json:"sessions"`
-	// NextCursor is empty on the last page.
-	NextCursor string `json:"nextCursor,omitempty"`
+	PageBounds
 }
 
 // UpdateSessionRequest changes a session's metadata; nil fields stay as they are.
@@ -110,17 +111,24 @@ type AppendRequest struct {
 	// message and caps what an extraction from them may write.
 	Source   Source        `json:"source,omitempty"`
 	Messages []TurnMessage `json:"messages"`
+	// MaxBytes lowers the runtime's byte cap for the answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
 // AppendResult is the stored turn and the session after it.
 type AppendResult struct {
-	Session  Session               `json:"session"`
+	Session Session `json:"session"`
+	// Messages are the stored messages, oldest first, as many as the byte
+	// cap holds (the whole turn is stored either way).
 	Messages []ConversationMessage `json:"messages"`
 	// CompactionDue: the unsummarized tokens now exceed
 	// compactionThreshold × the default window budget.
 	CompactionDue bool `json:"compactionDue"`
 	// Redactions lists the kinds of secrets removed from the messages.
 	Redactions []string `json:"redactions,omitempty"`
+	// Truncation: the byte cap left the newest stored messages out of the
+	// answer; the seq range names them for the message list.
+	Truncation
 }
 
 // MessagesRequest reads messages of a session: a seq range [From, To), or
@@ -308,6 +316,8 @@ type CompactSessionRequest struct {
 	Mode      CompactMode `json:"mode,omitempty"`
 	// Force ignores the threshold (compacts whatever is outside the fresh tail).
 	Force bool `json:"force,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for the answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
 // CompactSessionResult says what one compaction did.
@@ -315,8 +325,13 @@ type CompactSessionResult struct {
 	LeavesCreated      int `json:"leavesCreated"`
 	CondensedCreated   int `json:"condensedCreated"`
 	MessagesSummarized int `json:"messagesSummarized"`
-	// Roots are the summaries no other summary covers, in order.
+	// Roots are the summaries no other summary covers, in order: the
+	// oldest, as many as the byte cap holds.
 	Roots []Summary `json:"roots"`
+	// RootsTruncated: the byte cap left the RootsOmitted newest roots out
+	// (a window or a history search reads them).
+	RootsTruncated bool `json:"rootsTruncated,omitempty"`
+	RootsOmitted   int  `json:"rootsOmitted,omitempty"`
 	// Method of the summaries created (the weakest used: extractive when any fell back).
 	Method string `json:"method,omitempty"`
 }

@@ -97,34 +97,29 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
 	}
 	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	rows, err := s.pool.Query(ctx, sql, a.list...)
-	if err != nil {
-		return nil, s.dbErr("listing memories", err)
-	}
-	items, err := collectMemories(rows)
-	if err != nil {
-		return nil, s.dbErr("listing memories", err)
-	}
-	page := &ListPage{Items: items}
-	if len(items) > limit {
-		page.Items = items[:limit]
-		last := page.Items[limit-1]
-		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
-	}
-	return page, nil
+	return s.memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
 }
 
-func collectMemories(rows pgx.Rows) ([]Memory, error) {
-	defer rows.Close()
-	out := []Memory{}
-	for rows.Next() {
-		m, err := scanMemory(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
+// createdCursor is the cursor after m in a list ordered by (created_at, id).
+func createdCursor(m Memory) string { return encodeCursor(m.CreatedAt, m.ID) }
+
+// memoryPage reads a page of memories (sql has LIMIT limit+1) within the
+// byte cap; cursor is the cursor after a memory in sql's order.
+func (s *Store) memoryPage(ctx context.Context, what string, maxBytes, limit int, cursor func(Memory) string,
+	sql string, args ...any) (*ListPage, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.dbErr(what, err)
 	}
-	return out, rows.Err()
+	page := &ListPage{Items: []Memory{}}
+	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(maxBytes), page),
+		func(r pgx.Rows) (Memory, error) { return scanMemory(r) })
+	if err != nil {
+		return nil, s.dbErr(what, err)
+	}
+	page.Items = scan.items
+	page.PageBounds = scan.bounds(cursor)
+	return page, nil
 }
 
 // encodeCursor makes an opaque cursor from the last row of a page.
@@ -253,8 +248,8 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
 				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
 		SELECT * FROM upd`
-	m, err := scanMemory(tx.QueryRow(ctx, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx)))
+	m, err := s.updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
+		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
 	if err != nil {
 		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
 	}
@@ -371,54 +366,112 @@ func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string
 	return nil
 }
 
-// History returns the mutations of one memory of owner, oldest first. A
-// memory evicted over the cap is gone, but its eviction row is not (until
-// the purge job's retention): its history is that one row, so a client
-// can tell an evicted memory from a lost one.
-func (s *Store) History(ctx context.Context, owner, id string) ([]HistoryEntry, error) {
-	if _, err := s.Get(ctx, owner, id); errors.Is(err, ErrNotFound) {
-		return s.evictionHistory(ctx, owner, id, err)
+const (
+	defaultHistoryPage = 100
+	maxHistoryPage     = 1000
+)
+
+// History pages through the mutations of one memory of owner, oldest
+// first: at most req.Limit rows (0 = 100, at most 1000) and the byte cap
+// per page, from req.Cursor. A memory keeps its first row and its newest
+// limits.maxHistoryPerMemory (updateAndPrune). A memory evicted over the
+// cap is gone, but its eviction row is not (until the purge job's
+// retention): its history is that one row, so a client can tell an
+// evicted memory from a lost one.
+func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, error) {
+	fe := &fieldErrors{}
+	fe.owner(req.Owner)
+	fe.id("id", req.ID)
+	limit := req.Limit
+	if limit == 0 {
+		limit = defaultHistoryPage
+	}
+	if limit < 1 || limit > maxHistoryPage {
+		fe.add("limit", "%d must be within 1..%d", req.Limit, maxHistoryPage)
+	}
+	after, err := decodeSerialCursor(req.Cursor)
+	if err != nil {
+		fe.add("cursor", "is not a cursor returned by a previous page")
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	page := &HistoryPage{Items: []HistoryEntry{}}
+	b := newAnswerBytes(s.answerCap(req.MaxBytes), page)
+	if _, err := s.Get(ctx, req.Owner, req.ID); errors.Is(err, ErrNotFound) {
+		return s.evictionHistory(ctx, req.Owner, req.ID, b, page, err)
 	} else if err != nil {
 		return nil, err
 	}
-	return s.historyRows(ctx, `WHERE memory_id = $1`, id)
+	scan, err := s.historyRows(ctx, b, limit, `WHERE memory_id = $1 AND id > $2`, req.ID, after)
+	if err != nil {
+		return nil, err
+	}
+	page.Items = scan.items
+	page.PageBounds = scan.bounds(func(h HistoryEntry) string { return encodeSerialCursor(h.ID) })
+	return page, nil
 }
 
 // evictionHistory is the history of a memory that does not exist: its
 // eviction row, if owner's memory id was evicted, else notFound.
-func (s *Store) evictionHistory(ctx context.Context, owner, id string, notFound error) ([]HistoryEntry, error) {
-	out, err := s.historyRows(ctx, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
+func (s *Store) evictionHistory(ctx context.Context, owner, id string, b *answerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
+	scan, err := s.historyRows(ctx, b, 1, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
 	if err != nil {
 		return nil, err
 	}
-	if len(out) == 0 {
+	if len(scan.items) == 0 {
 		return nil, notFound
 	}
-	return out, nil
+	page.Items = scan.items[:1]
+	return page, nil
 }
 
-// historyRows reads the history rows matching where, oldest first.
-func (s *Store) historyRows(ctx context.Context, where string, args ...any) ([]HistoryEntry, error) {
+// historyRows reads a page of at most limit history rows matching where,
+// oldest first, within b.
+func (s *Store) historyRows(ctx context.Context, b *answerBytes, limit int, where string, args ...any) (pageScan[HistoryEntry], error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
-		FROM `+s.sql.history+` `+where+` ORDER BY id`, args...)
+		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return nil, s.dbErr("reading history", err)
+		return pageScan[HistoryEntry]{}, s.dbErr("reading history", err)
 	}
-	defer rows.Close()
-	out := []HistoryEntry{}
-	for rows.Next() {
-		var h HistoryEntry
-		var actor string
-		if err := rows.Scan(&h.ID, &h.MemoryID, &h.Action, &actor, &h.ActorID, &h.OldContent, &h.NewContent, &h.Details, &h.At); err != nil {
-			return nil, s.dbErr("reading history", err)
-		}
-		h.Actor, h.At = Source(actor), h.At.UTC()
-		if len(h.Details) == 0 {
-			h.Details = nil
-		}
-		out = append(out, h)
+	scan, err := scanPage(rows, limit, b, scanHistoryEntry)
+	return scan, s.dbErr("reading history", err)
+}
+
+func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {
+	var h HistoryEntry
+	var actor string
+	if err := rows.Scan(&h.ID, &h.MemoryID, &h.Action, &actor, &h.ActorID, &h.OldContent, &h.NewContent, &h.Details, &h.At); err != nil {
+		return HistoryEntry{}, err
 	}
-	return out, s.dbErr("reading history", rows.Err())
+	h.Actor, h.At = Source(actor), h.At.UTC()
+	if len(h.Details) == 0 {
+		h.Details = nil
+	}
+	return h, nil
+}
+
+// encodeSerialCursor makes an opaque cursor from the id of a page's last
+// row, in a list ordered by a serial id.
+func encodeSerialCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
+}
+
+// decodeSerialCursor is the id a cursor of encodeSerialCursor names; 0
+// for no cursor.
+func decodeSerialCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, err
+	}
+	id, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || id < 1 {
+		return 0, errors.New("malformed cursor")
+	}
+	return id, nil
 }
 
 // EraseOwner hard-deletes every memory of owner and all their history (the

@@ -34,7 +34,7 @@ func TestGetAndOwnership(t *testing.T) {
 			return err
 		},
 		"delete":    func() error { return f.store.Delete(ctx(t), "bob", m.ID, SourceUser) },
-		"history":   func() error { _, err := f.store.History(ctx(t), "bob", m.ID); return err },
+		"history":   func() error { _, err := f.history("bob", m.ID); return err },
 		"supersede": func() error { _, err := f.store.Supersede(ctx(t), "bob", m.ID, newID(), SourceUser); return err },
 	} {
 		if err := op(); !errors.Is(err, ErrNotFound) {
@@ -170,7 +170,7 @@ func TestUpdateDeleteHistory(t *testing.T) {
 	if _, err := f.store.Update(ctx(t), UpdateRequest{Owner: "u", ID: m.ID, Importance: ptr(3)}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("update of a deleted memory: %v, want ErrConflict", err)
 	}
-	hist, err := f.store.History(ctx(t), "u", m.ID)
+	hist, err := f.history("u", m.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

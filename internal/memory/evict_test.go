@@ -23,7 +23,7 @@ func TestEvictionIsRecordedInHistory(t *testing.T) {
 	if _, err := f.store.Get(ctx(t), "capped", first.Memory.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("precondition: the lowest-value memory was not evicted: %v", err)
 	}
-	hist, err := f.store.History(ctx(t), "capped", first.Memory.ID)
+	hist, err := f.history("capped", first.Memory.ID)
 	if err != nil {
 		t.Fatalf("history of an evicted memory: %v", err)
 	}
@@ -37,10 +37,10 @@ func TestEvictionIsRecordedInHistory(t *testing.T) {
 	if h.Details["maxMemoriesPerOwner"] != float64(3) || h.Details["category"] != "contextual" || h.Details["wasActive"] != true {
 		t.Fatalf("eviction row details %v", h.Details)
 	}
-	if _, err := f.store.History(ctx(t), "someone-else", first.Memory.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := f.history("someone-else", first.Memory.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another owner reads the eviction of capped's memory: %v", err)
 	}
-	if _, err := f.store.History(ctx(t), "capped", "0b6c2f1e-8d1a-4c3e-9f57-2a9d0c4b7e11"); !errors.Is(err, ErrNotFound) {
+	if _, err := f.history("capped", "0b6c2f1e-8d1a-4c3e-9f57-2a9d0c4b7e11"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("history of an id that never existed: %v", err)
 	}
 }
@@ -78,7 +78,7 @@ func TestPurgeRemovesOldEvictionRecords(t *testing.T) {
 	if n := evictions(); n != 1 {
 		t.Fatalf("after the purge %d eviction rows are left, want the recent one", n)
 	}
-	if _, err := f.store.History(ctx(t), "capped", ids[2]); err != nil {
+	if _, err := f.history("capped", ids[2]); err != nil {
 		t.Fatalf("the recent eviction's record: %v", err)
 	}
 	var indexed bool

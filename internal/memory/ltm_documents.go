@@ -130,6 +130,11 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		if req.IfVersion != nil && *req.IfVersion != cur.Version {
 			return fmt.Errorf("%w: %s is at version %d, not %d", ErrConflict, req.Kind, cur.Version, *req.IfVersion)
 		}
+		if cur.Version == 0 {
+			if err := s.checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
+				return err
+			}
+		}
 		if out, err = s.writeDocument(ctx, tx, cur, content, src); err != nil {
 			return err
 		}
@@ -139,6 +144,21 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkDocumentsQuota refuses a write that would create one more document
+// of an owner at limits.maxDocumentsPerOwner. Agent ids are the client's
+// choice, so without it the documents of one owner (each keeping up to
+// maxDocumentVersions versions in the changelog) would grow with every
+// new agent id. The caller holds the owner's lock: no concurrent write
+// can create a document between the count and its insert.
+func (s *Store) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
+	n, err := s.countOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
+	if err != nil {
+		return err
+	}
+	return overQuota(QuotaDocumentsPerOwner, s.policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
+		"nothing was written; write the documents of the agents the owner has (or the shared one, agent empty), or raise the limit")
 }
 
 // writeDocument stores version cur.Version+1 and its change. The update's
@@ -189,9 +209,10 @@ func (s *Store) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error
 	return s.dbErr("pruning old versions of the "+string(d.Kind), err)
 }
 
-// Changelog lists the writes of an owner's documents, newest first.
-// Errors: ValidationError.
-func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) ([]ChangelogEntry, error) {
+// Changelog pages through the writes of an owner's documents, newest
+// first: at most req.Limit (0 = 50, at most 500) and the byte cap per
+// page, from req.Cursor. Errors: ValidationError.
+func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*ChangelogPage, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
 	if req.Agent != nil {
@@ -207,6 +228,10 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) ([]Changelo
 	if limit < 1 || limit > maxChangelogPage {
 		fe.add("limit", "%d must be within 1..%d", req.Limit, maxChangelogPage)
 	}
+	before, err := decodeSerialCursor(req.Cursor)
+	if err != nil {
+		fe.add("cursor", "is not a cursor returned by a previous page")
+	}
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -218,23 +243,32 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) ([]Changelo
 	if req.Scope != "" {
 		where += ` AND kind = ` + a.add(string(req.Scope))
 	}
+	if before > 0 {
+		where += ` AND id < ` + a.add(before)
+	}
 	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
-		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.add(limit), a.list...)
+		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.add(limit+1), a.list...)
 	if err != nil {
 		return nil, s.dbErr("reading the changelog", err)
 	}
-	defer rows.Close()
-	out := []ChangelogEntry{}
-	for rows.Next() {
-		var e ChangelogEntry
-		var kind, src string
-		if err := rows.Scan(&e.ID, &e.Owner, &e.Agent, &kind, &e.Version, &src, &e.ActorID, &e.Before, &e.After, &e.At); err != nil {
-			return nil, s.dbErr("reading the changelog", err)
-		}
-		e.Kind, e.Source, e.At = DocumentKind(kind), Source(src), e.At.UTC()
-		out = append(out, e)
+	page := &ChangelogPage{Items: []ChangelogEntry{}}
+	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page), scanChange)
+	if err != nil {
+		return nil, s.dbErr("reading the changelog", err)
 	}
-	return out, s.dbErr("reading the changelog", rows.Err())
+	page.Items = scan.items
+	page.PageBounds = scan.bounds(func(e ChangelogEntry) string { return encodeSerialCursor(e.ID) })
+	return page, nil
+}
+
+func scanChange(rows pgx.Rows) (ChangelogEntry, error) {
+	var e ChangelogEntry
+	var kind, src string
+	if err := rows.Scan(&e.ID, &e.Owner, &e.Agent, &kind, &e.Version, &src, &e.ActorID, &e.Before, &e.After, &e.At); err != nil {
+		return ChangelogEntry{}, err
+	}
+	e.Kind, e.Source, e.At = DocumentKind(kind), Source(src), e.At.UTC()
+	return e, nil
 }
 
 // GetSnapshot returns the document versions a session's context renders.

@@ -124,9 +124,10 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 }
 
 // SearchEpisodes ranks an owner's episodes by hybrid score with recency
-// (EpisodeHit), or lists them newest first when the query is empty.
-// Errors: ValidationError.
-func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) ([]EpisodeHit, error) {
+// (EpisodeHit), or lists them newest first when the query is empty; the
+// results are given best first while their JSON fits the byte cap, the
+// rest counted in Omitted. Errors: ValidationError.
+func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*EpisodeSearchResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
 	fe.scope(req.Agent, "")
@@ -143,7 +144,17 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) ([
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	return s.searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
+	hits, err := s.searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
+	if err != nil {
+		return nil, err
+	}
+	res := &EpisodeSearchResult{Results: []EpisodeHit{}}
+	n := fitRanked(newAnswerBytes(s.answerCap(req.MaxBytes), res), hits)
+	res.Results = hits[:n]
+	if n < len(hits) {
+		res.Truncated, res.Omitted = true, len(hits)-n
+	}
+	return res, nil
 }
 
 func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {

@@ -45,11 +45,11 @@ func (s *Store) routeGlobal(req *AddRequest) error {
 	return nil
 }
 
-// ListGlobal lists the tenant-wide memories (categories with global:
-// true), newest first: active ones that have not expired, at most
-// req.Limit (0 = 50, at most 500), of req.Category when set; req.Owner,
-// Agent, Session and Cursor are ignored (there is one page). Errors:
-// ValidationError.
+// ListGlobal pages through the tenant-wide memories (categories with
+// global: true), most recently written first: active ones that have not
+// expired, at most req.Limit (0 = 50, at most 500) and the byte cap per
+// page, of req.Category when set, from req.Cursor; req.Owner, Agent and
+// Session are ignored. Errors: ValidationError.
 func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, error) {
 	fe := &fieldErrors{}
 	limit := req.Limit
@@ -62,27 +62,28 @@ func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, err
 	if c, ok := s.policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
 		fe.add("category", "%q is not a global category of this runtime's policy", req.Category)
 	}
+	after, afterID, err := decodeCursor(req.Cursor)
+	if err != nil {
+		fe.add("cursor", "is not a cursor returned by a previous page")
+	}
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m
-		WHERE m.owner_id = $1 AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())
-			AND ($2 = '' OR m.category = $2)
-		ORDER BY m.updated_at DESC, m.id LIMIT $3`, GlobalOwner, req.Category, limit)
-	if err != nil {
-		return nil, s.dbErr("listing global memories", err)
+	a := &args{}
+	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m
+		WHERE m.owner_id = ` + a.add(GlobalOwner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
+	if req.Category != "" {
+		sql += ` AND m.category = ` + a.add(req.Category)
 	}
-	defer rows.Close()
-	page := &ListPage{Items: []Memory{}}
-	for rows.Next() {
-		m, err := scanMemory(rows)
-		if err != nil {
-			return nil, s.dbErr("listing global memories", err)
-		}
-		page.Items = append(page.Items, m)
+	if !after.IsZero() {
+		sql += ` AND (m.updated_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
 	}
-	return page, s.dbErr("listing global memories", rows.Err())
+	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
+	return s.memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
 }
+
+// updatedCursor is the cursor after m in a list ordered by (updated_at, id).
+func updatedCursor(m Memory) string { return encodeCursor(m.UpdatedAt, m.ID) }
 
 // DeleteGlobal soft-deletes one tenant-wide memory (with history). Errors:
 // ValidationError; ErrNotFound; ErrProtected (source other than user or system).

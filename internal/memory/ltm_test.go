@@ -251,16 +251,20 @@ func TestEpisodesNeedThreeUserTurns(t *testing.T) {
 	if err != nil || again.Episode.ID != long.Episode.ID || !again.EndedAt.Equal(long.EndedAt) {
 		t.Fatalf("ending twice: %+v, %v; want the same episode and end time", again, err)
 	}
-	hits, err := f.store.SearchEpisodes(ctx(t), EpisodeSearchRequest{Owner: "erin", Query: "Lisbon trip"})
-	if err != nil || len(hits) != 1 || hits[0].Episode.SessionID != "long" || hits[0].TextScore <= 0 || hits[0].RecencyScore <= 0.99 {
+	found, err := f.store.SearchEpisodes(ctx(t), EpisodeSearchRequest{Owner: "erin", Query: "Lisbon trip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := found.Results
+	if len(hits) != 1 || hits[0].Episode.SessionID != "long" || hits[0].TextScore <= 0 || hits[0].RecencyScore <= 0.99 {
 		t.Fatalf("search: %+v, %v", hits, err)
 	}
 	c, err := f.store.Context(ctx(t), ContextRequest{Owner: "erin", IncludeEpisodes: true, MaxTokens: 200})
 	if err != nil || len(c.EpisodeIDs) != 1 || !strings.Contains(c.Text, "## episodes") || c.Tokens > 200 {
 		t.Fatalf("context with episodes: %+v, %v", c, err)
 	}
-	if hits, _ := f.store.SearchEpisodes(ctx(t), EpisodeSearchRequest{Owner: "frank", Query: "Lisbon"}); len(hits) != 0 {
-		t.Fatalf("another owner sees %d episodes", len(hits))
+	if other, err := f.store.SearchEpisodes(ctx(t), EpisodeSearchRequest{Owner: "frank", Query: "Lisbon"}); err != nil || len(other.Results) != 0 {
+		t.Fatalf("another owner sees %+v, %v", other, err)
 	}
 }
 
@@ -277,8 +281,12 @@ func TestIdleSessionsGetEpisodesBeforeDeletion(t *testing.T) {
 	if n := f.n(`SELECT count(*) FROM ` + f.store.sql.sessions); n != 0 {
 		t.Fatalf("%d sessions left, want the idle one deleted", n)
 	}
-	hits, err := f.store.SearchEpisodes(ctx(t), EpisodeSearchRequest{Owner: "gina"})
-	if err != nil || len(hits) != 1 || hits[0].Episode.Method != MethodExtractive || !strings.Contains(hits[0].Episode.Summary, "gardening") {
+	found, err := f.store.SearchEpisodes(ctx(t), EpisodeSearchRequest{Owner: "gina"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := found.Results
+	if len(hits) != 1 || hits[0].Episode.Method != MethodExtractive || !strings.Contains(hits[0].Episode.Summary, "gardening") {
 		t.Fatalf("episodes after the job: %+v, %v", hits, err)
 	}
 }
@@ -313,11 +321,19 @@ func TestConstraintsOnlyFromTheUserAndVersionedProfile(t *testing.T) {
 	if _, err := f.store.GetDocument(ctx(t), GetDocumentRequest{Owner: "hal", Kind: DocProfile, Version: 9}); !isNotFound(err) {
 		t.Fatalf("missing version: err = %v", err)
 	}
-	log, err := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "hal", Scope: DocProfile})
-	if err != nil || len(log) != 2 || log[0].Before != "Hal likes jazz." || log[0].After != "Hal likes jazz and blues." || log[0].Source != SourceAgent {
+	page, err := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "hal", Scope: DocProfile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := page.Items
+	if len(log) != 2 || log[0].Before != "Hal likes jazz." || log[0].After != "Hal likes jazz and blues." || log[0].Source != SourceAgent {
 		t.Fatalf("changelog: %+v, %v", log, err)
 	}
-	all, _ := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "hal"})
+	page, err = f.store.Changelog(ctx(t), ChangelogRequest{Owner: "hal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := page.Items
 	if len(all) != 3 || all[2].Kind != DocConstraints || all[2].Source != SourceUser {
 		t.Fatalf("changelog of both: %+v", all)
 	}

@@ -144,6 +144,17 @@ type EpisodeSearchRequest struct {
 	Query string `json:"query,omitempty"`
 	// Limit: 0 means 10; at most 50.
 	Limit int `json:"limit,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
+}
+
+// EpisodeSearchResult is the answer of SearchEpisodes.
+type EpisodeSearchResult struct {
+	// Results, best first.
+	Results []EpisodeHit `json:"results"`
+	// Truncated: the byte cap left the Omitted lowest-ranked results out.
+	Truncated bool `json:"truncated"`
+	Omitted   int  `json:"omitted,omitempty"`
 }
 
 // EpisodeHit is one episode with its scores. Score = search.vectorWeight ×
@@ -216,6 +227,17 @@ type ChangelogRequest struct {
 	Scope DocumentKind `json:"scope,omitempty"`
 	// Limit: 0 means 50; at most 500.
 	Limit int `json:"limit,omitempty"`
+	// Cursor from a previous page's NextCursor.
+	Cursor string `json:"cursor,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
+}
+
+// ChangelogPage is one page of the changelog, newest first: at most its
+// limit and the byte cap.
+type ChangelogPage struct {
+	Items []ChangelogEntry `json:"items"`
+	PageBounds
 }
 
 // ChangelogEntry is one write of a document.

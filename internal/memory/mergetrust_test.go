@@ -16,7 +16,7 @@ const (
 // mergeHistory is the history row of a merge of memory id.
 func (f *fixture) mergeHistory(owner, id, action string) HistoryEntry {
 	f.t.Helper()
-	hist, err := f.store.History(ctx(f.t), owner, id)
+	hist, err := f.history(owner, id)
 	if err != nil {
 		f.t.Fatal(err)
 	}

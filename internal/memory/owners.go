@@ -20,6 +20,8 @@ type OwnersRequest struct {
 	Limit int `json:"limit,omitempty"`
 	// Cursor from a previous page's NextCursor.
 	Cursor string `json:"cursor,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
 // OwnerSummary is one owner with the counts of its memories.
@@ -35,11 +37,10 @@ type OwnerSummary struct {
 	LastActivity time.Time `json:"lastActivity"`
 }
 
-// OwnersPage is one page of Owners.
+// OwnersPage is one page of Owners: at most its limit and the byte cap.
 type OwnersPage struct {
 	Items []OwnerSummary `json:"items"`
-	// NextCursor is empty on the last page.
-	NextCursor string `json:"nextCursor,omitempty"`
+	PageBounds
 }
 
 // ownerCounts aggregates one owner's rows (alias o names the owner): the
@@ -85,7 +86,8 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	if err != nil {
 		return nil, s.dbErr("listing owners", err)
 	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (OwnerSummary, error) {
+	page := &OwnersPage{Items: []OwnerSummary{}}
+	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
 		var o OwnerSummary
 		err := r.Scan(&o.Owner, &o.Active, &o.Inactive, &o.LastActivity)
 		o.LastActivity = o.LastActivity.UTC()
@@ -94,11 +96,8 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	if err != nil {
 		return nil, s.dbErr("listing owners", err)
 	}
-	page := &OwnersPage{Items: items}
-	if len(items) > limit {
-		page.Items = items[:limit]
-		page.NextCursor = encodeOwnerCursor(page.Items[limit-1].Owner)
-	}
+	page.Items = scan.items
+	page.PageBounds = scan.bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
 	return page, nil
 }
 

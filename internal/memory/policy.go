@@ -141,6 +141,12 @@ type Limits struct {
 	// MaxDocumentVersions is how many versions of one profile or
 	// constraints document are kept (older ones are pruned).
 	MaxDocumentVersions int `json:"maxDocumentVersions,omitempty"`
+	// MaxDocumentsPerOwner bounds the profile and constraints documents
+	// of one owner (one of each per agent id).
+	MaxDocumentsPerOwner int `json:"maxDocumentsPerOwner,omitempty"`
+	// MaxHistoryPerMemory is how many of a memory's newest history rows
+	// are kept, beside the row that created it (older ones are pruned).
+	MaxHistoryPerMemory int `json:"maxHistoryPerMemory,omitempty"`
 }
 
 // Defaults and largest values of the quotas in Limits (the CRD's are the
@@ -155,10 +161,21 @@ const (
 	MaxEpisodesPerOwnerLimit   = 10_000
 	DefaultMaxDocumentVersions = 100
 	MaxDocumentVersionsLimit   = 10_000
+	// Agent ids are chosen by clients: without a bound, one owner's
+	// documents (each with up to maxDocumentVersions versions) and its
+	// changelog grow with every new agent id. 100 is 50 agents with both
+	// documents.
+	DefaultMaxDocumentsPerOwner = 100
+	MaxDocumentsPerOwnerLimit   = 10_000
+	// Every update of a memory adds a history row; the newest 100 are a
+	// long audit trail of one fact, and its first row says who created it.
+	DefaultMaxHistoryPerMemory = 100
+	MaxHistoryPerMemoryLimit   = 10_000
 )
 
 var defaultLimits = Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5,
-	MaxSessionsPerOwner: DefaultMaxSessionsPerOwner, MaxEpisodesPerOwner: DefaultMaxEpisodesPerOwner, MaxDocumentVersions: DefaultMaxDocumentVersions}
+	MaxSessionsPerOwner: DefaultMaxSessionsPerOwner, MaxEpisodesPerOwner: DefaultMaxEpisodesPerOwner, MaxDocumentVersions: DefaultMaxDocumentVersions,
+	MaxDocumentsPerOwner: DefaultMaxDocumentsPerOwner, MaxHistoryPerMemory: DefaultMaxHistoryPerMemory}
 
 // withQuotaDefaults sets the zero quotas to their defaults.
 func (l Limits) withQuotaDefaults() Limits {
@@ -166,7 +183,8 @@ func (l Limits) withQuotaDefaults() Limits {
 		v   *int
 		def int
 	}{{&l.MaxSessionsPerOwner, DefaultMaxSessionsPerOwner}, {&l.MaxEpisodesPerOwner, DefaultMaxEpisodesPerOwner},
-		{&l.MaxDocumentVersions, DefaultMaxDocumentVersions}} {
+		{&l.MaxDocumentVersions, DefaultMaxDocumentVersions}, {&l.MaxDocumentsPerOwner, DefaultMaxDocumentsPerOwner},
+		{&l.MaxHistoryPerMemory, DefaultMaxHistoryPerMemory}} {
 		if *q.v == 0 {
 			*q.v = q.def
 		}
@@ -361,7 +379,9 @@ func (p *Policy) Validate() error {
 		val, max int
 	}{{"limits.maxSessionsPerOwner", l.MaxSessionsPerOwner, MaxSessionsPerOwnerLimit},
 		{"limits.maxEpisodesPerOwner", l.MaxEpisodesPerOwner, MaxEpisodesPerOwnerLimit},
-		{"limits.maxDocumentVersions", l.MaxDocumentVersions, MaxDocumentVersionsLimit}} {
+		{"limits.maxDocumentVersions", l.MaxDocumentVersions, MaxDocumentVersionsLimit},
+		{"limits.maxDocumentsPerOwner", l.MaxDocumentsPerOwner, MaxDocumentsPerOwnerLimit},
+		{"limits.maxHistoryPerMemory", l.MaxHistoryPerMemory, MaxHistoryPerMemoryLimit}} {
 		if q.val < 1 || q.val > q.max {
 			bad(q.field, "%d must be within 1..%d", q.val, q.max)
 		}

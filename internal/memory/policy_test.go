@@ -82,10 +82,13 @@ func TestPolicyValidate(t *testing.T) {
 		{"negative sessions quota", func(p *Policy) { p.Limits.MaxSessionsPerOwner = -1 }, "limits.maxSessionsPerOwner: -1 must be within 1..1000000"},
 		{"episodes above the largest", func(p *Policy) { p.Limits.MaxEpisodesPerOwner = 10_001 }, "limits.maxEpisodesPerOwner"},
 		{"document versions above the largest", func(p *Policy) { p.Limits.MaxDocumentVersions = 10_001 }, "limits.maxDocumentVersions"},
+		{"documents above the largest", func(p *Policy) { p.Limits.MaxDocumentsPerOwner = 10_001 }, "limits.maxDocumentsPerOwner"},
+		{"negative history rows per memory", func(p *Policy) { p.Limits.MaxHistoryPerMemory = -1 }, "limits.maxHistoryPerMemory: -1 must be within 1..10000"},
 	}
 	// A config written before the quotas existed (zero) takes their defaults.
 	old := DefaultPolicy()
 	old.Limits.MaxSessionsPerOwner, old.Limits.MaxEpisodesPerOwner, old.Limits.MaxDocumentVersions = 0, 0, 0
+	old.Limits.MaxDocumentsPerOwner, old.Limits.MaxHistoryPerMemory = 0, 0
 	if err := old.Validate(); err != nil {
 		t.Fatalf("a policy without quotas: %v", err)
 	}

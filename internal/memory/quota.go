@@ -10,6 +10,7 @@ import (
 const (
 	QuotaSessionsPerOwner   = "limits.maxSessionsPerOwner"
 	QuotaEpisodesPerOwner   = "limits.maxEpisodesPerOwner"
+	QuotaDocumentsPerOwner  = "limits.maxDocumentsPerOwner"
 	QuotaMessagesPerSession = "conversation.limits.maxMessagesPerSession"
 	QuotaTurnMessages       = "conversation.limits.maxTurnMessages"
 	QuotaTurnTokens         = "conversation.limits.maxTurnTokens"

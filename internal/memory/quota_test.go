@@ -235,7 +235,7 @@ func (f *fixture) versions(owner string, kind DocumentKind) []int64 {
 		f.t.Fatal(err)
 	}
 	var out []int64
-	for _, e := range log {
+	for _, e := range log.Items {
 		out = append(out, e.Version)
 	}
 	return out

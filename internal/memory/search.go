@@ -24,7 +24,28 @@ const notFlagged = ` AND NOT ('` + FlagInjection + `' = ANY(m.flags))`
 //   - vector: cosine similarity of the query embedding.
 //   - text:   full-text rank (English stemming, any query word may match).
 //   - hybrid: vectorWeight*similarity + textWeight*text rank + decayWeight*decay.
+//
+// Search is the ranking for callers in the process; an answer to a client
+// is SearchAnswer's, within the byte cap.
 func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, error) {
+	res, err := s.search(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Results, nil
+}
+
+// SearchAnswer is Search as an answer of the API: the results, best first,
+// while their JSON fits the byte cap (req.MaxBytes lowers it); the
+// lowest-ranked rest are counted in Omitted. Only the results given count
+// as read (access statistics).
+func (s *Store) SearchAnswer(ctx context.Context, req SearchRequest) (*SearchResult, error) {
+	res := &SearchResult{Results: []SearchHit{}}
+	return s.search(ctx, req, newAnswerBytes(s.answerCap(req.MaxBytes), res))
+}
+
+// search ranks and keeps the results that fit b (nil: all of them).
+func (s *Store) search(ctx context.Context, req SearchRequest, b *answerBytes) (*SearchResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
 	fe.scope(req.Agent, req.Session)
@@ -64,12 +85,16 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 			out = append(out, h)
 		}
 	}
-	ids := make([]string, len(out))
-	for i, h := range out {
+	res := &SearchResult{Results: out}
+	if n := fitRanked(b, out); n < len(out) {
+		res.Results, res.Truncated, res.Omitted = out[:n], true, len(out)-n
+	}
+	ids := make([]string, len(res.Results))
+	for i, h := range res.Results {
 		ids[i] = h.Memory.ID
 	}
 	s.access.record(ids...)
-	return out, nil
+	return res, nil
 }
 
 // searchQuery is the SQL of one search with its arguments. candidates > 0

@@ -134,6 +134,18 @@ type SearchRequest struct {
 	// ExcludeFlagged leaves out memories the injection guard flagged, for
 	// results an agent reads (they are data a model could take as orders).
 	ExcludeFlagged bool `json:"-"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the
+	// cap; SearchAnswer only).
+	MaxBytes int `json:"-"`
+}
+
+// SearchResult is the answer of SearchAnswer.
+type SearchResult struct {
+	// Results, best first.
+	Results []SearchHit `json:"results"`
+	// Truncated: the byte cap left the Omitted lowest-ranked results out.
+	Truncated bool `json:"truncated"`
+	Omitted   int  `json:"omitted,omitempty"`
 }
 
 // SearchHit is one result with its scores.
@@ -165,13 +177,14 @@ type ListRequest struct {
 	Cursor string `json:"cursor,omitempty"`
 	// ExcludeFlagged leaves out memories the injection guard flagged (see SearchRequest).
 	ExcludeFlagged bool `json:"-"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
-// ListPage is one page of List.
+// ListPage is one page of List: at most its limit and the byte cap.
 type ListPage struct {
 	Items []Memory `json:"items"`
-	// NextCursor is empty on the last page.
-	NextCursor string `json:"nextCursor,omitempty"`
+	PageBounds
 }
 
 // UpdateRequest changes fields of one memory; nil fields stay as they are.
@@ -202,6 +215,25 @@ type HistoryEntry struct {
 	// Withheld: a content of this entry looks like a prompt injection and
 	// the caller is agent-facing, so it is left out. Set by the API only.
 	Withheld bool `json:"withheld,omitempty"`
+}
+
+// HistoryRequest reads one memory's history, oldest first, a page at a time.
+type HistoryRequest struct {
+	Owner string `json:"owner"`
+	ID    string `json:"id"`
+	// Limit: 0 means 100; at most 1000.
+	Limit int `json:"limit,omitempty"`
+	// Cursor from a previous page's NextCursor.
+	Cursor string `json:"cursor,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
+}
+
+// HistoryPage is one page of a memory's history: at most its limit and
+// the byte cap.
+type HistoryPage struct {
+	Items []HistoryEntry `json:"items"`
+	PageBounds
 }
 
 // EraseResult counts what EraseOwner deleted.

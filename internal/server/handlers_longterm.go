@@ -170,12 +170,13 @@ func (s *Server) searchEpisodes(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	hits, err := s.store.SearchEpisodes(r.Context(), req)
+	res, err := s.store.SearchEpisodes(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, episodeSearchResponse{Results: nonNil(hits)})
+	res.Results = nonNil(res.Results)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // documentParams are the query parameters of a document read.
@@ -253,15 +254,17 @@ func (s *Server) putDocument(kind memory.DocumentKind) http.HandlerFunc {
 const constraintsDetail = `the constraints are the user's rules for the agent: only source "user" may write them (an app or admin token sending "source": "user")`
 
 // changelogParams are the query parameters of the changelog.
-var changelogParams = []string{"scope", "agent", "limit"}
+var changelogParams = []string{"scope", "agent", "limit", "cursor"}
 
-// changelog: GET /v1/owners/{owner}/changelog?scope=&agent=&limit=: the
-// writes of the owner's documents, newest first. Without agent, every
-// agent's; agent= (empty) is the documents shared by all agents.
+// changelog: GET /v1/owners/{owner}/changelog?scope=&agent=&limit=&cursor=:
+// the writes of the owner's documents, newest first, one page within the
+// byte cap. Without agent, every agent's; agent= (empty) is the documents
+// shared by all agents.
 func (s *Server) changelog(w http.ResponseWriter, r *http.Request) {
 	q := newQuery(r.URL, changelogParams...)
 	req := memory.ChangelogRequest{
 		Owner: r.PathValue("owner"), Scope: memory.DocumentKind(q.str("scope")), Limit: q.integer("limit"),
+		Cursor: q.str("cursor"),
 	}
 	if q.values.Has("agent") {
 		agent := q.str("agent")
@@ -271,22 +274,24 @@ func (s *Server) changelog(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	entries, err := s.store.Changelog(r.Context(), req)
+	page, err := s.store.Changelog(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, changelogResponse{Items: nonNil(entries)})
+	page.Items = nonNil(page.Items)
+	writeJSON(w, http.StatusOK, page)
 }
 
 // globalListParams are the query parameters of the global list.
-var globalListParams = []string{"category", "limit"}
+var globalListParams = []string{"category", "limit", "cursor"}
 
-// listGlobal: GET /v1/global/memories?category=&limit=: the tenant-wide
-// memories (categories with global: true), newest first, one page.
+// listGlobal: GET /v1/global/memories?category=&limit=&cursor=: the
+// tenant-wide memories (categories with global: true), most recently
+// written first, one page within the byte cap.
 func (s *Server) listGlobal(w http.ResponseWriter, r *http.Request) {
 	q := newQuery(r.URL, globalListParams...)
-	req := memory.ListRequest{Category: q.str("category"), Limit: q.integer("limit")}
+	req := memory.ListRequest{Category: q.str("category"), Limit: q.integer("limit"), Cursor: q.str("cursor")}
 	if p := q.problem(); p != nil {
 		writeProblem(w, r, p)
 		return

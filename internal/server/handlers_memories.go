@@ -293,25 +293,33 @@ func (s *Server) supersede(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-// history: GET /v1/owners/{owner}/memories/{id}/history.
+// historyParams are the query parameters of a memory's history.
+var historyParams = []string{"limit", "cursor"}
+
+// history: GET /v1/owners/{owner}/memories/{id}/history?limit=&cursor=:
+// one page, oldest first, within the byte cap.
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
 	id, ok := idParam(w, r)
 	if !ok {
+		return
+	}
+	q := newQuery(r.URL, historyParams...)
+	req := memory.HistoryRequest{Owner: r.PathValue("owner"), ID: id, Limit: q.integer("limit"), Cursor: q.str("cursor")}
+	if p := q.problem(); p != nil {
+		writeProblem(w, r, p)
 		return
 	}
 	if s.agentMayNotSee(w, r, id) {
 		return
 	}
-	entries, err := s.store.History(r.Context(), r.PathValue("owner"), id)
+	page, err := s.store.History(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	withholdHistory(r.Context(), entries)
-	writeJSON(w, http.StatusOK, historyResponse{Items: nonNil(entries)})
+	page.Items = nonNil(page.Items)
+	withholdHistory(r.Context(), page.Items)
+	writeJSON(w, http.StatusOK, page)
 }
 
 // nonNil turns a nil slice into an empty one, so lists are [] and never null.

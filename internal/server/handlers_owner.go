@@ -43,7 +43,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	hits, err := s.store.Search(r.Context(), memory.SearchRequest{
+	res, err := s.store.SearchAnswer(r.Context(), memory.SearchRequest{
 		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Query: b.Query,
 		Mode: b.Mode, TopK: b.TopK, Categories: b.Categories, MinScore: b.MinScore,
 		ExcludeFlagged: agentFacing(r.Context()),
@@ -52,7 +52,8 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, searchResponse{Results: nonNil(hits)})
+	res.Results = nonNil(res.Results)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // context: POST /v1/owners/{owner}/context.

@@ -209,14 +209,19 @@ func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, e
 	return res, nil
 }
 
-func (s *Server) mcpSearch(ctx context.Context, a mcpSearchArgs) (searchResponse, error) {
+func (s *Server) mcpSearch(ctx context.Context, a mcpSearchArgs) (*searchResponse, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
-		return searchResponse{}, err
+		return nil, err
 	}
-	hits, err := s.store.Search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: agentFacing(ctx)})
-	return searchResponse{Results: nonNil(hits)}, err
+	res, err := s.store.SearchAnswer(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
+		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: agentFacing(ctx),
+		MaxBytes: s.mcpAnswerBytes()})
+	if err != nil {
+		return nil, err
+	}
+	res.Results = nonNil(res.Results)
+	return res, nil
 }
 
 func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {
@@ -226,7 +231,7 @@ func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, 
 	}
 	page, err := s.store.List(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
 		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
-		ExcludeFlagged: agentFacing(ctx)})
+		ExcludeFlagged: agentFacing(ctx), MaxBytes: s.mcpAnswerBytes()})
 	if err != nil {
 		return nil, err
 	}

@@ -76,6 +76,7 @@ func (s *Server) mcpAppend(ctx context.Context, a mcpAppendArgs) (*memory.Append
 		msgs[i] = turnMessageBody{Role: memory.Role(m.Role), Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
 	}
 	req := appendBody{Messages: msgs}.request(owner, a.Session, src)
+	req.MaxBytes = s.mcpAnswerBytes()
 	res, err := s.store.AppendTurn(ctx, req)
 	if errors.Is(err, memory.ErrNotFound) {
 		_, cerr := s.store.CreateSession(ctx, memory.CreateSessionRequest{Owner: owner, ID: a.Session, Agent: a.Agent})

@@ -73,13 +73,18 @@ func (s *Server) mcpExtractSession(ctx context.Context, a mcpExtractSessionArgs)
 	return res, nil
 }
 
-func (s *Server) mcpSearchEpisodes(ctx context.Context, a mcpEpisodeArgs) (episodeSearchResponse, error) {
+func (s *Server) mcpSearchEpisodes(ctx context.Context, a mcpEpisodeArgs) (*episodeSearchResponse, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
-		return episodeSearchResponse{}, err
+		return nil, err
 	}
-	hits, err := s.store.SearchEpisodes(ctx, memory.EpisodeSearchRequest{Owner: owner, Agent: a.Agent, Query: a.Query, Limit: a.Limit})
-	return episodeSearchResponse{Results: nonNil(hits)}, err
+	res, err := s.store.SearchEpisodes(ctx, memory.EpisodeSearchRequest{Owner: owner, Agent: a.Agent, Query: a.Query, Limit: a.Limit,
+		MaxBytes: s.mcpAnswerBytes()})
+	if err != nil {
+		return nil, err
+	}
+	res.Results = nonNil(res.Results)
+	return res, nil
 }
 
 func (s *Server) mcpReadDocument(kind memory.DocumentKind) func(context.Context, mcpReadDocumentArgs) (*memory.Document, error) {

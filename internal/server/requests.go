@@ -71,9 +71,9 @@ type searchBody struct {
 	MinScore   float64           `json:"minScore,omitempty"`
 }
 
-type searchResponse struct {
-	Results []memory.SearchHit `json:"results"`
-}
+// searchResponse is the answer of a search: its results within the byte
+// cap, and what the cap left out.
+type searchResponse = memory.SearchResult
 
 // contextBody is memory.ContextRequest without the owner.
 type contextBody struct {
@@ -87,9 +87,8 @@ type contextBody struct {
 	MaxEpisodes     int  `json:"maxEpisodes,omitempty"`
 }
 
-type historyResponse struct {
-	Items []memory.HistoryEntry `json:"items"`
-}
+// historyResponse is one page of a memory's history.
+type historyResponse = memory.HistoryPage
 
 type statusResponse struct {
 	Status string `json:"status"`

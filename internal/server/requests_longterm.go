@@ -30,10 +30,9 @@ type putDocumentBody struct {
 // emptyBody is the optional body of a POST that takes no input.
 type emptyBody struct{}
 
-type episodeSearchResponse struct {
-	Results []memory.EpisodeHit `json:"results"`
-}
+// episodeSearchResponse is the answer of an episode search: its results
+// within the byte cap, and what the cap left out.
+type episodeSearchResponse = memory.EpisodeSearchResult
 
-type changelogResponse struct {
-	Items []memory.ChangelogEntry `json:"items"`
-}
+// changelogResponse is one page of the changelog.
+type changelogResponse = memory.ChangelogPage

@@ -3,6 +3,10 @@ import { h, when, status } from './dom.js';
 import { pageTitle, ownerHash, ownerNav } from './common.js';
 
 const maxChain = 10;
+// The history comes a page at a time (at most 1,000 rows and the runtime's
+// byte cap each); a memory keeps its first row and its newest
+// limits.maxHistoryPerMemory, so a few pages hold it all.
+const maxHistoryPages = 20;
 
 // historyPage shows one memory, its supersede chain (what replaced it, what
 // it replaced) and its history as a timeline: who wrote what, when, with
@@ -10,11 +14,11 @@ const maxChain = 10;
 export async function historyPage({ owner, id }) {
   const [m, hist] = await Promise.all([
     api('GET', ownerPath(owner, 'memories', id)),
-    api('GET', ownerPath(owner, 'memories', id, 'history')),
+    historyPages(owner, id),
   ]);
   const chain = await supersededChain(owner, m);
   const replaced = await replacedBy(owner, id);
-  status(hist.items.length + ' history entries.');
+  status(hist.items.length + ' history entries' + (hist.more ? ' (the newest are on further pages of the API).' : '.'));
   return [
     pageTitle('Memory history'),
     ownerNav(owner, ''),
@@ -35,6 +39,19 @@ export async function historyPage({ owner, id }) {
       h('h2', { id: 'tl-h' }, 'Timeline'),
       h('ol', { class: 'timeline', id: 'timeline' }, hist.items.map((e) => entry(owner, e)))),
   ];
+}
+
+// historyPages reads the memory's history page after page, oldest first.
+async function historyPages(owner, id) {
+  const items = [];
+  let cursor = '';
+  for (let pages = 0; pages < maxHistoryPages; pages++) {
+    const page = await api('GET', ownerPath(owner, 'memories', id, 'history') + query({ limit: 1000, cursor }));
+    items.push(...page.items);
+    if (!page.nextCursor) return { items, more: false };
+    cursor = page.nextCursor;
+  }
+  return { items, more: true };
 }
 
 function fact(k, v) {
@@ -64,7 +81,7 @@ async function supersededChain(owner, m) {
 }
 
 // replacedBy finds the memories superseded by id among the owner's latest
-// 500 memories (the API has no reverse lookup).
+// memories: the first page of up to 500 (the API has no reverse lookup).
 async function replacedBy(owner, id) {
   try {
     const page = await api('GET', ownerPath(owner, 'memories') + query({ include: 'inactive', limit: 500 }));
