@@ -166,8 +166,12 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 	if s.direct != "" {
 		return s.sendDirect(ctx, method, path, query, payload)
 	}
+	// Timeout(0): client-go would add its request timeout as a "timeout"
+	// query parameter, which the API server passes on to the memory
+	// service, which refuses unknown parameters (422). The HTTP client's
+	// own timeout (--request-timeout) still bounds the call.
 	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, path)).
-		SetHeader(HeaderProxyAuthorization, "Bearer "+s.token)
+		Timeout(0).SetHeader(HeaderProxyAuthorization, "Bearer "+s.token)
 	for k, vs := range query {
 		for _, v := range vs {
 			req = req.Param(k, v)
