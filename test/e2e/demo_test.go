@@ -61,7 +61,6 @@ type demoEnv struct {
 	cfg     *rest.Config
 	kubelet *localpod.Kubelet
 	ns      string
-	tenants []*demo.Report
 }
 
 func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
@@ -99,11 +98,20 @@ func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 		<-kDone
 		stopOperator()
 		<-opDone
-		// Roles are cluster-wide in PostgreSQL: drop the tenants the samples created.
+		// Roles are cluster-wide in PostgreSQL: drop the tenants of every
+		// runtime of the namespace, the story's or not, Ready or not.
 		admin := testenv.NewPool(t, dbURL, 2)
-		for _, r := range e.tenants {
-			if _, err := tenant.Drop(context.Background(), admin, r.Schema, r.Owner); err != nil {
-				t.Logf("dropping tenant %s: %v", r.Schema, err)
+		var list memoryv1alpha1.MemoryRuntimeList
+		if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Logf("listing the runtimes: %v", err)
+		}
+		for _, rt := range list.Items {
+			if rt.Status.Schema == "" {
+				continue
+			}
+			owner := tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
+			if _, err := tenant.Drop(context.Background(), admin, rt.Status.Schema, owner); err != nil {
+				t.Logf("dropping tenant %s: %v", rt.Status.Schema, err)
 			}
 		}
 	})
@@ -118,9 +126,6 @@ func (e *demoEnv) play(t *testing.T, ctx context.Context) *demo.Report {
 		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
 	}
 	r, err := sc.Run(ctx)
-	if r != nil && r.Schema != "" {
-		e.tenants = append(e.tenants, r)
-	}
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
@@ -204,9 +209,6 @@ func TestDemoTellsTheSamplesStory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("another-bot not Ready: %v", err)
 	}
-	e.tenants = append(e.tenants, &demo.Report{Schema: other.Status.Schema,
-		Owner: tenant.Owner{UID: string(other.UID), Namespace: other.Namespace, Name: other.Name}})
-
 	r := e.play(t, ctx)
 	var rt memoryv1alpha1.MemoryRuntime
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "support-bot"}, &rt); err != nil {
