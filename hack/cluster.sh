@@ -298,7 +298,8 @@ rules_of() {
     {buf[n++] = $0}'
 }
 
-VOLATILE_SYSCTLS='^(fs\.(dentry-state|file-nr|inode-nr|inode-state)|kernel\.(ns_last_pid|random\.)|net\.netfilter\.nf_conntrack_count)'
+# Counters and random values the kernel changes by itself.
+VOLATILE_SYSCTLS='^(fs\.(dentry-state|file-nr|inode-nr|inode-state|aio-nr|quota\.)|kernel\.(ns_last_pid|pty\.nr|random\.)|net\.netfilter\.nf_conntrack_count)'
 
 sysctls() { sysctl -a 2>/dev/null | grep -Ev "$VOLATILE_SYSCTLS" | grep -Ev "\.($BRIDGE|veth[0-9a-f]+)\." || true; }
 
@@ -718,7 +719,7 @@ cmd_up() {
   BIN=$(cmd_build 8>&- | tail -1)
   ENVTEST=$("$ROOT/hack/envtest.sh")
   if [ "$fresh" = 1 ]; then
-    [ -d "$RUN" ] && down_all
+    if [ -d "$RUN" ]; then down_all || log "starting afresh all the same"; fi
     rm -rf "$RUN"
   fi
   mkdir -p "$RUN/pids" "$RUN/logs"
@@ -740,8 +741,9 @@ cmd_up() {
   ctr -n k8s.io images import "$(pause_tar)" >/dev/null 2>&1
   start_kubelet
   start_proxy
-  start_router
   wait_for "the Node object" 120 kubectl get node "$NODE_NAME" || fail_up kubelet "the kubelet did not register the node within 120s"
+  # kube-router exits when the Node object does not exist yet.
+  start_router
   wait_for "the Node to be Ready" 120 node_ready || fail_up kubelet "the node was not Ready within 120s"
   # Pods are refused until the controller manager made the default ServiceAccount.
   wait_for "the default ServiceAccount" 120 default_sa || fail_up kube-controller-manager "no default ServiceAccount within 120s"
