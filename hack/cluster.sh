@@ -239,13 +239,17 @@ kill_pid() {
   done
 }
 
-# pids_of EXE: every live process running that exact executable.
+# pids_of EXE...: every live process running one of these executables, in
+# one pass over /proc (a readlink per process would take minutes on a
+# busy machine). A zombie has no exe link, so it is not listed.
 pids_of() {
-  local p
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/exe" 2>/dev/null)" = "$1" ] && alive "${p#/proc/}" && echo "${p#/proc/}"
+  local args=() e
+  for e in "$@"; do
+    [ ${#args[@]} -gt 0 ] && args+=(-o)
+    args+=(-lname "$e")
   done
-  return 0
+  [ ${#args[@]} -gt 0 ] || return 0
+  find /proc -mindepth 2 -maxdepth 2 -name exe \( "${args[@]}" \) -printf '%h %l\n' 2>/dev/null | sed 's|^/proc/||' || true
 }
 
 # wait_for WHAT SECONDS CMD...: poll CMD every 0.5 s.
@@ -720,7 +724,7 @@ cmd_up() {
   ENVTEST=$("$ROOT/hack/envtest.sh")
   if [ "$fresh" = 1 ]; then
     if [ -d "$RUN" ]; then down_all || log "starting afresh all the same"; fi
-    rm -rf "$RUN"
+    rm -rf --one-file-system "$RUN"
   fi
   mkdir -p "$RUN/pids" "$RUN/logs"
   snapshot_host
@@ -800,7 +804,7 @@ cmd_down() {
   flock 9
   [ -d "$RUN" ] && down_all
   if [ "$purge" = 1 ]; then
-    rm -rf "$RUN"
+    rm -rf --one-file-system "$RUN"
     log "state deleted ($RUN)"
   fi
 }
@@ -883,7 +887,7 @@ remove_containers() {
 # and any process still in the node's cgroups.
 stop_orphans() {
   local pid d
-  for pid in $(pids_of "$(readlink -f "$CTRD_DIR/containerd-shim-runc-v2")"); do kill_pid "$pid" 5; done
+  while read -r pid _; do kill_pid "$pid" 5; done < <(pids_of "$(readlink -f "$CTRD_DIR/containerd-shim-runc-v2")")
   for d in $(cgroup_dirs); do
     [ -d "$d" ] || continue
     find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done
@@ -997,10 +1001,11 @@ remove_paths() {
       log "not removing $p: something is still mounted under it"
       continue
     fi
-    rm -rf "$p"
+    rm -rf --one-file-system "$p"
   done
   # The state the next up starts from: images and etcd stay, the rest goes.
-  rm -rf "$RUN/kubelet" "$RUN/containerd/state" "$RUN/cni/ipam" "$RUN/pids"/* "$RUN/etcd.port"
+  # --one-file-system: never through a mount that survived the unmounts.
+  rm -rf --one-file-system "$RUN/kubelet" "$RUN/containerd/state" "$RUN/cni/ipam" "$RUN/pids"/* "$RUN/etcd.port"
 }
 
 # ---------------------------------------------------------------- status
@@ -1038,10 +1043,11 @@ leftovers() {
   for name in "${PROCS[@]}"; do
     pid=$(proc_pid "$name") && echo "process $name (pid $pid)"
   done
-  for exe in "$CTRD_DIR/containerd-shim-runc-v2" "$CTRD_DIR/containerd" "$ROUTER_DIR/kube-router" $(ls -d "$NODE_HOME"/k8s/*/* 2>/dev/null); do
-    [ -x "$exe" ] || continue
-    for pid in $(pids_of "$(readlink -f "$exe")"); do echo "process $(basename "$exe") (pid $pid)"; done
+  local exes=()
+  for exe in "$CTRD_DIR/containerd-shim-runc-v2" "$CTRD_DIR/containerd" "$ROUTER_DIR/kube-router" "$NODE_HOME"/k8s/*/*; do
+    [ -x "$exe" ] && exes+=("$(readlink -f "$exe")")
   done
+  pids_of "${exes[@]}" | while read -r pid exe; do echo "process $(basename "$exe") (pid $pid)"; done
   for f in $(forward_ports); do pid=$(proc_pid "forward-$f") && echo "process forward-$f (pid $pid)"; done
   ip link show "$BRIDGE" >/dev/null 2>&1 && echo "bridge $BRIDGE"
   for b in $(iptables_backends); do
