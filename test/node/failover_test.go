@@ -31,7 +31,7 @@ func (e *env) testServicePodDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns := e.samplesNS
-	e.waitReady(t, ns, sampleRuntime)
+	e.ensureSamples(t)
 	s := e.service(t, ns, sampleRuntime)
 	pods := e.servicePods(t, ns, sampleRuntime)
 	if len(pods) != 2 {
@@ -78,7 +78,7 @@ func (e *env) testOperatorPodDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ns := e.samplesNS
-	e.waitReady(t, ns, sampleRuntime)
+	e.ensureSamples(t)
 	// Idle means nothing scheduled either: the samples' nightly run at
 	// 03:00 UTC would be a legitimate write.
 	nightly := &memoryv1alpha1.RetentionJob{}
@@ -89,7 +89,7 @@ func (e *env) testOperatorPodDeleted(t *testing.T) {
 	before := e.settle(t, ctx, ns)
 
 	var pods corev1.PodList
-	if err := e.cl.c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"app.kubernetes.io/component": "operator"}); err != nil || len(pods.Items) != 1 {
+	if err := e.cl.c.List(ctx, &pods, client.InNamespace(operatorNamespace), operatorPods); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("operator Pods: %v (%d)", err, len(pods.Items))
 	}
 	old := pods.Items[0]

@@ -29,6 +29,10 @@ const (
 	fieldOwner         = "engram-node-suite"
 )
 
+// operatorPods select the operator's Pods: the labels the chart and
+// config/default give them (a contract of the packaging, spelled out).
+var operatorPods = client.MatchingLabels{naming.LabelName: naming.AppName, naming.LabelComponent: "operator"}
+
 // restrictedLabels make the namespace enforce the "restricted" Pod
 // Security Standard: the operator, its services and its jobs must pass it.
 var restrictedLabels = map[string]string{

@@ -28,6 +28,7 @@ func (cl *cluster) enforcesNetworkPolicies() bool {
 func (e *env) testNetworkPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	e.ensureSamples(t)
 	var np networkingv1.NetworkPolicy
 	if err := e.cl.c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: operatorDeployment}, &np); err != nil {
 		t.Errorf("the chart's NetworkPolicy %s/%s: %v", operatorNamespace, operatorDeployment, err)
@@ -74,7 +75,7 @@ func (e *env) testNetworkPolicy(t *testing.T) {
 func (e *env) operatorMetricsURL(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	var pods corev1.PodList
-	if err := e.cl.c.List(ctx, &pods, client.InNamespace(operatorNamespace), client.MatchingLabels{"app.kubernetes.io/component": "operator"}); err != nil || len(pods.Items) == 0 {
+	if err := e.cl.c.List(ctx, &pods, client.InNamespace(operatorNamespace), operatorPods); err != nil || len(pods.Items) == 0 {
 		t.Fatalf("operator Pods: %v (%d)", err, len(pods.Items))
 	}
 	p := pods.Items[0]

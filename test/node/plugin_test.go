@@ -25,6 +25,10 @@ func (e *env) testPlugin(t *testing.T) {
 		t.Fatalf("building kubectl-engram: %v\n%s", err, out)
 	}
 	ns := e.samplesNS
+	e.ensureSamples(t)
+	if _, err := e.service(t, ns, sampleRuntime).add(ctx, "carol", "Carol reads her memories with kubectl engram"); err != nil {
+		t.Fatal(err)
+	}
 	engram := func(args ...string) string {
 		t.Helper()
 		// kubectl takes no flag before a plugin's name: the kubeconfig goes by env.
@@ -42,8 +46,8 @@ func (e *env) testPlugin(t *testing.T) {
 	if out := engram("status"); !strings.Contains(out, sampleRuntime) {
 		t.Errorf("kubectl engram status (table):\n%s", out)
 	}
-	if out := engram("memories", sampleRuntime, "alice"); !strings.Contains(out, "ClusterIP") {
-		t.Errorf("kubectl engram memories %s alice (the memory testSamples wrote):\n%s", sampleRuntime, out)
+	if out := engram("memories", sampleRuntime, "carol"); !strings.Contains(out, "kubectl engram") {
+		t.Errorf("kubectl engram memories %s carol:\n%s", sampleRuntime, out)
 	}
 	if out := engram("run-now", "nightly", "--wait"); !strings.Contains(out, "Succeeded") {
 		t.Errorf("kubectl engram run-now nightly --wait:\n%s", out)

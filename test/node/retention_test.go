@@ -26,7 +26,7 @@ func (e *env) testRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	ns := e.samplesNS
-	e.waitReady(t, ns, sampleRuntime)
+	e.ensureSamples(t)
 
 	// On schedule: every minute, so the first run comes within a minute.
 	rj := &memoryv1alpha1.RetentionJob{
@@ -99,7 +99,7 @@ func (e *env) checkJobPod(t *testing.T, ctx context.Context, ns, jobName string)
 		t.Errorf("Job %s: %d succeeded Pods", jobName, job.Status.Succeeded)
 	}
 	var pods corev1.PodList
-	if err := e.cl.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"batch.kubernetes.io/job-name": jobName}); err != nil || len(pods.Items) == 0 {
+	if err := e.cl.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil || len(pods.Items) == 0 {
 		t.Errorf("the Pods of Job %s: %v (%d)", jobName, err, len(pods.Items))
 		return
 	}

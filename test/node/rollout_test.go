@@ -49,7 +49,8 @@ func newRuntime(ns, name string, replicas int32, memLimit string) *memoryv1alpha
 // testRollout: spec.service.replicas 1 -> 3 rolls out with the real
 // Deployment controller while a client writes and reads through the
 // Service: no call fails, kstatus says InProgress until 3 of 3 replicas
-// are available, then Current.
+// are available, then Current. Then a change of the Pod template rolls
+// all three Pods under the same client, again without a failed call.
 func (e *env) testRollout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -104,11 +105,49 @@ func (e *env) testRollout(t *testing.T) {
 	if err := load.waitFor(ctx, load.ok()+20); err != nil {
 		t.Fatal(err)
 	}
+
+	// A change of the Pod template replaces all three Pods (the
+	// Deployment's default strategy: maxSurge 1, maxUnavailable 0 of 3),
+	// each old one draining as the kubelet stops it, under the same client.
+	old := podNames(e.servicePods(t, ns, "scale"))
+	patch = []byte(`{"spec":{"service":{"resources":{"requests":{"cpu":"60m"}}}}}`)
+	if err := e.cl.c.Patch(ctx, rt, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	err = poll(ctx, 500*time.Millisecond, func() (bool, error) {
+		res, err := e.kstatus(ctx, rt)
+		if err != nil || res.Status != status.CurrentStatus {
+			return false, err
+		}
+		pods := e.servicePods(t, ns, "scale")
+		for _, p := range pods {
+			if old[p.Name] {
+				return false, nil // Current, but an old Pod still terminates
+			}
+		}
+		return len(pods) == 3, nil
+	})
+	if err != nil {
+		t.Fatalf("the rolling update: %v\n%s", err, e.cl.describePods(ns))
+	}
+	t.Logf("rolling update of 3 Pods in %s", time.Since(start).Round(100*time.Millisecond))
+	if err := load.waitFor(ctx, load.ok()+20); err != nil {
+		t.Fatal(err)
+	}
 	load.stop()
 	load.check(t, ctx, s)
 	if len(e.servicePods(t, ns, "scale")) != 3 {
 		t.Errorf("%d service Pods, want 3", len(e.servicePods(t, ns, "scale")))
 	}
+}
+
+func podNames(pods []corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range pods {
+		out[p.Name] = true
+	}
+	return out
 }
 
 // kstatus computes what kstatus (Flux, Argo CD, kubectl wait) says of rt.

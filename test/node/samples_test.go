@@ -34,13 +34,8 @@ func (e *env) testSamples(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	ns := e.samplesNS
-	applied, err := demo.ApplySamples(ctx, e.cl.c, filepath.Join(testenv.RepoRoot(), "config", "samples"), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("applied %v in %s", applied, ns)
 	start := time.Now()
-	rt := e.waitReady(t, ns, sampleRuntime)
+	rt := e.ensureSamples(t)
 	t.Logf("%s Ready in %s: %s", sampleRuntime, time.Since(start).Round(100*time.Millisecond), rt.Status.Endpoint)
 
 	// Ready needs one replica serving; the sample asks for two.
@@ -88,6 +83,21 @@ func (e *env) testSamples(t *testing.T) {
 	if err != nil || code != http.StatusOK || !strings.Contains(body, "inside the cluster") {
 		t.Errorf("MCP tools/call from a Pod: %d %s %v", code, body, err)
 	}
+}
+
+// ensureSamples applies config/samples into the samples namespace (again:
+// server-side apply changes nothing the second time) and waits until
+// support-bot is Ready, so each scenario that uses them also runs alone.
+func (e *env) ensureSamples(t *testing.T) *memoryv1alpha1.MemoryRuntime {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	applied, err := demo.ApplySamples(ctx, e.cl.c, filepath.Join(testenv.RepoRoot(), "config", "samples"), e.samplesNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("applied %v in %s", applied, e.samplesNS)
+	return e.waitReady(t, e.samplesNS, sampleRuntime)
 }
 
 // checkMCP: the official SDK's client lists the tools and calls
