@@ -15,15 +15,21 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 STATICCHECK_VERSION ?= v0.8.2
 HELM_VERSION ?= v3.22.0
 KUSTOMIZE_VERSION ?= v5.7.1
+KUBE_SCORE_VERSION ?= v1.20.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+KUBE_SCORE ?= $(LOCALBIN)/kube-score-$(KUBE_SCORE_VERSION)
 
 # go test flags for `make test`; e.g. make test TEST_FLAGS='-run TestSmoke -v'
 TEST_FLAGS ?=
 TEST_PKGS ?= ./...
+# The suites `make test` runs a second time with every database on Citus:
+# everything Engram sends to PostgreSQL is in these packages (the operator
+# and the jobs reach the database only through them).
+CITUS_PKGS ?= ./internal/tenant/ ./internal/memory/ ./internal/server/
 
 # Every binary is built with the flags hack/envtest.sh uses for kube-apiserver
 # and etcd: the shared Kubernetes packages then compile once into the Go build
@@ -70,27 +76,39 @@ pg-start: ## Start the local pgvector PostgreSQL (or use DATABASE_URL) and print
 pg-stop: ## Stop the local pgvector PostgreSQL started by pg-start.
 	@hack/pgvector.sh stop
 
+.PHONY: citus-start
+citus-start: ## Start the local Citus cluster, a coordinator and two workers (or use CITUS_URL), and print its URL.
+	@hack/citus.sh start
+
+.PHONY: citus-stop
+citus-stop: ## Stop the local Citus cluster started by citus-start.
+	@hack/citus.sh stop
+
 .PHONY: envtest
 envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUILDER_ASSETS.
 	@hack/envtest.sh
 
 .PHONY: test
-test: manifests generate $(HELM) $(KUSTOMIZE) ## Provision PostgreSQL + control plane + Chromium, then run every suite with -race.
+test: manifests generate $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision PostgreSQL + Citus + control plane + Chromium, then run every suite with -race.
 	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
 	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
+	echo ">> Citus: a coordinator and two workers (built once, ~4 min; fast settings)"; \
+	CITUS_URL="$$(ENGRAM_PG_DURABILITY=fast hack/citus.sh start)"; \
 	echo ">> kube-apiserver + etcd for envtest"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
 	echo ">> Chromium for the console's browser test (CHROME_PATH, else Debian's chromium, installed when missing)"; \
 	CHROME_PATH="$$(hack/chromium.sh)"; \
-	export DATABASE_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE); \
+	export DATABASE_URL CITUS_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE) ENGRAM_KUBE_SCORE=$(KUBE_SCORE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
-	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / failed writes in the log)"; \
-	go test -race -count=1 -v -timeout 20m $(TEST_FLAGS) ./test/faults/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
+	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / evicted / failed writes in the log; a reported request with its service log lines)"; \
+	go test -race -count=1 -v -timeout 20m $(TEST_FLAGS) ./test/faults/ | grep -E '^(=== RUN|\s*--- |\s+\S+_test.go|        |WARNING: DATA RACE|ok|FAIL|PASS)'; \
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \
 	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $$(go list $(TEST_PKGS) | grep -v -e '/test/faults$$' -e '/test/node$$'); \
+	echo ">> the tenant, memory and service suites again, every database on Citus (ENGRAM_TEST_ON_CITUS=1; TestCitus* ran above; no -race: the same code ran under the race detector above, this pass is about the SQL)"; \
+	ENGRAM_TEST_ON_CITUS=1 go test -count=1 -timeout 60m -skip '^TestCitus' $(TEST_FLAGS) $(CITUS_PKGS); \
 	echo ">> node suite: a real single-node Kubernetes (hack/cluster.sh, or your KUBECONFIG), the chart installed, Engram on real Pods; the machine left as found"; \
-	go test -race -count=1 -v -timeout 60m $(TEST_FLAGS) ./test/node/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'
+	go test -race -count=1 -v -timeout 60m $(TEST_FLAGS) ./test/node/ | grep -E '^(=== RUN|\s*--- |\s+\S+_test.go|WARNING: DATA RACE|ok|FAIL|PASS)'
 
 # FUZZTIME is how long `make fuzz` fuzzes each target; FUZZ_MATCH (a regex
 # on "package FuzzName") picks some, e.g. make fuzz FUZZ_MATCH=auth FUZZTIME=30s.
@@ -174,6 +192,10 @@ helm-lint: manifests $(HELM) ## Lint and render the Helm chart.
 	$(HELM) template engram charts/engram --namespace engram-system --set networkPolicy.enabled=false >/dev/null
 	$(HELM) template engram charts/engram --namespace engram-system --set podMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set podMonitor.namespaces='{team-a}' >/dev/null
 
+.PHONY: kube-score
+kube-score: $(HELM) $(KUBE_SCORE) ## Run kube-score on the operator's golden objects and the chart; fails on findings not kept on purpose (test/packaging/kubescore_test.go).
+	ENGRAM_KUBE_SCORE=$(KUBE_SCORE) ENGRAM_HELM=$(HELM) ENGRAM_TEST_REQUIRE_INFRA=1 go test -count=1 -v -run '^TestKubeScore$$' ./test/packaging/
+
 .PHONY: kustomize-build
 kustomize-build: manifests $(KUSTOMIZE) ## Render config/default with kustomize.
 	$(KUSTOMIZE) build config/default >/dev/null
@@ -226,6 +248,9 @@ $(HELM): | $(LOCALBIN)
 
 $(KUSTOMIZE): | $(LOCALBIN)
 	$(call go-install,sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION),$@)
+
+$(KUBE_SCORE): | $(LOCALBIN)
+	$(call go-install,github.com/zegl/kube-score/cmd/kube-score,$(KUBE_SCORE_VERSION),$@)
 
 # go-install installs package $(1) at version $(2) as the file $(3).
 define go-install

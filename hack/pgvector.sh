@@ -126,6 +126,9 @@ pick_port() {
     port_free "$p" && { echo "$p"; return; }
   fi
   for p in $(seq 54329 54429); do
+    # A port another instance recorded is its own even while it is down:
+    # the fault suite restarts its instance on the same port.
+    grep -qx "$p" "$STATE"/instance-*.port 2>/dev/null && continue
     port_free "$p" && { echo "$p"; return; }
   done
   die "no free port in 54329..54429 on 127.0.0.1"
@@ -290,6 +293,26 @@ alive() {
   [ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
 }
 
+# wait_old_backends waits (30 s at most) until no process works in data dir
+# $1 any more. After a kill -9 of the postmaster its backends exit on their
+# own, each when it next checks for the postmaster (an idle one at once, a
+# busy one after its statement); until the last is gone the shared memory
+# is still attached and a new postmaster refuses to start ("pre-existing
+# shared memory block ... is still in use"). Backends chdir to the data dir.
+wait_old_backends() {
+  local dir i p left
+  dir=$(readlink -f "$1")
+  for i in $(seq 1 300); do
+    left=0
+    for p in /proc/[0-9]*; do
+      [ "$(readlink "$p/cwd" 2>/dev/null)" = "$dir" ] && alive "${p#/proc/}" && { left=1; break; }
+    done
+    [ "$left" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  log "processes of the previous server still work in $dir after 30 s; starting anyway"
+}
+
 inst_url() {
   printf 'postgres://postgres:%s@127.0.0.1:%s/postgres?sslmode=disable\n' \
     "$(cat "$PGHOME/password")" "$(cat "$STATE/instance-$1.port")"
@@ -333,8 +356,16 @@ EOF2
       durability_conf "${ENGRAM_PG_DURABILITY:-durable}" "$dir" || true
       if ! inst_running "$name"; then
         clear_stale_pid "$ROOTFS$dir/postmaster.pid"
-        local port
-        port=$(pick_port)
+        wait_old_backends "$ROOTFS$dir"
+        local port=""
+        # The port it had, so a restarted instance answers at the same URL;
+        # else a free one no other instance has recorded (pick_port).
+        if [ -f "$STATE/instance-$name.port" ] && port_free "$(cat "$STATE/instance-$name.port")"; then
+          port=$(cat "$STATE/instance-$name.port")
+        else
+          rm -f "$STATE/instance-$name.port"
+          port=$(pick_port)
+        fi
         echo "$port" >"$STATE/instance-$name.port"
         in_root "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 60 -o "-p $port" start >/dev/null 9>&- ||
           die "instance $name did not start, see $ROOTFS$dir.log"

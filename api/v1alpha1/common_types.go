@@ -47,6 +47,9 @@ const (
 	// generation failed in a way retrying cannot fix: a human has to change
 	// the spec, the database or a foreign object (kstatus: Failed).
 	ConditionStalled = "Stalled"
+	// ConditionReachable is True when the last check of a MemoryDatabase
+	// connected to it with its admin Secret.
+	ConditionReachable = "Reachable"
 )
 
 // Reasons of the conditions. They are part of the API: alerts and scripts may
@@ -77,17 +80,40 @@ const (
 	ReasonSchemaOwnedByOther = "SchemaOwnedByOther"
 	// ReasonDimensionsMismatch: the schema exists with another vector size.
 	ReasonDimensionsMismatch = "DimensionsMismatch"
+	// ReasonCitusUnsupported: the database is a Citus cluster tenants cannot
+	// be placed on (a worker instead of the coordinator, no worker nodes, an
+	// old Citus, workers that refuse the tenant's roles); the message says
+	// which. Nothing is changed.
+	ReasonCitusUnsupported = "CitusUnsupported"
 	// ReasonProvisioningFailed: any other provisioning error; see the message.
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	// ReasonProvisioned: the schema and roles exist, are migrated and granted.
 	ReasonProvisioned = "Provisioned"
+	// ReasonProvisioningBlocked: a provisioning statement waited for
+	// sessions the operator may not or could not end (a DBA's, the
+	// tenant's own, or another tenant's without pg_signal_backend) and
+	// timed out; the message names them. Also the Warning event while it
+	// waits.
+	ReasonProvisioningBlocked = "ProvisioningBlocked"
+	// ReasonTenantBlockerEnded: the event on a runtime whose provisioning
+	// another tenant's open transaction blocked for longer than the
+	// operator's --tenant-blocker-max-age: the operator ended that session.
+	ReasonTenantBlockerEnded = "TenantBlockerEnded"
+	// ReasonTransactionEnded: the event on the runtime whose login role's
+	// session the operator ended, because it blocked another runtime's
+	// provisioning for too long.
+	ReasonTransactionEnded = "TransactionEnded"
 
 	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.
 	ReasonPolicyNotFound = "PolicyNotFound"
 	// ReasonPolicyInvalid: the referenced MemoryPolicy fails its semantic checks.
 	ReasonPolicyInvalid = "PolicyInvalid"
-	// ReasonSecretNotFound: a Secret named in spec (API key) does not exist.
+	// ReasonSecretNotFound: a Secret named in spec (API key, TLS) does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonTLSSecretInvalid: the Secret of spec.service.tls holds no usable
+	// certificate and key (missing keys, not PEM, a key that does not
+	// match, an expired certificate); see the message.
+	ReasonTLSSecretInvalid = "TLSSecretInvalid"
 	// ReasonConfigInvalid: the runtime's resolved config fails validation; see the message.
 	ReasonConfigInvalid = "ConfigInvalid"
 	// ReasonImageNotSet: neither spec.service.image nor the operator's --service-image is set.
@@ -125,6 +151,30 @@ const (
 	ReasonRollingOut = "RollingOut"
 	// ReasonCredentialsRotated: the event of a login password rotation.
 	ReasonCredentialsRotated = "CredentialsRotated"
+	// ReasonConnected: Reachable=True; the message has the server version.
+	ReasonConnected = "Connected"
+	// ReasonCheckFailed: Reachable=False: the check of a MemoryDatabase
+	// connected, but reading the version, extensions or size failed; see
+	// the message.
+	ReasonCheckFailed = "CheckFailed"
+	// ReasonPlaced: the event of a tenant placed on a MemoryDatabase; the
+	// message says why that one.
+	ReasonPlaced = "Placed"
+	// ReasonNoDatabaseAvailable: no MemoryDatabase can take a new tenant:
+	// none matches databaseRef or databaseSelector, or every match is
+	// cordoned or at its capacity; the message says why for each.
+	ReasonNoDatabaseAvailable = "NoDatabaseAvailable"
+	// ReasonWaitingForDatabase: a MemoryDatabase that could take the new
+	// tenant has not been checked yet or is unreachable; placement waits.
+	ReasonWaitingForDatabase = "WaitingForDatabase"
+	// ReasonDatabaseNotFound: the MemoryDatabase a runtime is placed on
+	// (status.database.name) does not exist.
+	ReasonDatabaseNotFound = "DatabaseNotFound"
+	// ReasonDatabaseChanged: spec.database names another database than
+	// the one the tenant lives on (status.database.name, or a connection
+	// it was provisioned through); the operator never moves a tenant.
+	ReasonDatabaseChanged = "DatabaseChanged"
+
 	// ReasonReconcileError: Reconciling=True after a phase failed with an
 	// error that is retried with backoff (an API or database request); the
 	// message is the error.

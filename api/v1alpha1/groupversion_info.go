@@ -1,5 +1,5 @@
-// Package v1alpha1 holds the Engram API: MemoryRuntime, MemoryPolicy and
-// RetentionJob in group memory.engram.dev.
+// Package v1alpha1 holds the Engram API: MemoryRuntime, MemoryPolicy,
+// RetentionJob and (cluster-scoped) MemoryDatabase in group memory.engram.dev.
 //
 // +kubebuilder:object:generate=true
 // +groupName=memory.engram.dev
@@ -28,6 +28,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&MemoryRuntime{}, &MemoryRuntimeList{},
 		&MemoryPolicy{}, &MemoryPolicyList{},
 		&RetentionJob{}, &RetentionJobList{},
+		&MemoryDatabase{}, &MemoryDatabaseList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -42,7 +42,7 @@ type ConversationSpec struct {
 	// +kubebuilder:default="0"
 	ArchiveAfter Duration `json:"archiveAfter,omitempty"`
 
-	// Limits bound one append.
+	// Limits bound one append, one turn and one session.
 	// +optional
 	// +kubebuilder:default={}
 	Limits ConversationLimitsSpec `json:"limits"`
@@ -52,7 +52,26 @@ type ConversationSpec struct {
 	// an LLM (spec.llm).
 	// +optional
 	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
+
+	// ExtractionScope is the scope of the facts extracted from a session:
+	// owner (the default) makes them the owner's, found from every session
+	// of the owner; session keeps them to the session they came from.
+	// Either way a fact records its session as sourceSession.
+	// +optional
+	// +kubebuilder:default=owner
+	ExtractionScope ExtractionScope `json:"extractionScope,omitempty"`
 }
+
+// ExtractionScope is the scope of facts extracted from a conversation session.
+// +kubebuilder:validation:Enum=owner;session
+type ExtractionScope string
+
+const (
+	// ExtractionScopeOwner: extracted facts belong to the owner.
+	ExtractionScopeOwner ExtractionScope = "owner"
+	// ExtractionScopeSession: extracted facts stay scoped to their session.
+	ExtractionScopeSession ExtractionScope = "session"
+)
 
 // ConversationWindowSpec holds the defaults of a window request.
 type ConversationWindowSpec struct {
@@ -118,7 +137,8 @@ type ConversationCompactionSpec struct {
 	MaxDepth int32 `json:"maxDepth,omitempty"`
 }
 
-// ConversationLimitsSpec bounds one append.
+// ConversationLimitsSpec bounds one append, one turn and one session.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxTurnMessages) || !has(self.maxMessagesPerTurn) || self.maxTurnMessages >= self.maxMessagesPerTurn",message="conversation.limits.maxTurnMessages must be at least maxMessagesPerTurn: one append may carry that many messages of one turn"
 type ConversationLimitsSpec struct {
 	// MaxMessagesPerTurn is the most messages one append may carry.
 	// +optional
@@ -134,4 +154,30 @@ type ConversationLimitsSpec struct {
 	// +kubebuilder:validation:Minimum=16
 	// +kubebuilder:validation:Maximum=1048576
 	MaxMessageBytes int32 `json:"maxMessageBytes,omitempty"`
+
+	// MaxTurnMessages is the most messages of one turn (a user or system
+	// message and what follows it up to the next one) across all the
+	// appends that build it; the append that would pass it is refused
+	// (422 turn-too-long) and stores nothing. 500 holds an agent loop of
+	// 250 tool calls.
+	// +optional
+	// +kubebuilder:default=500
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="conversation.limits.maxTurnMessages must be within 1..10000"
+	MaxTurnMessages int32 `json:"maxTurnMessages,omitempty"`
+
+	// MaxTurnTokens is the most tokens of one turn across appends, like
+	// maxTurnMessages. 200000 is about the context of today's large
+	// models: a longer turn could not be sent to one whole.
+	// +optional
+	// +kubebuilder:default=200000
+	// +kubebuilder:validation:XValidation:rule="self >= 1000 && self <= 1000000",message="conversation.limits.maxTurnTokens must be within 1000..1000000 (the largest window budget)"
+	MaxTurnTokens int32 `json:"maxTurnTokens,omitempty"`
+
+	// MaxMessagesPerSession is the most messages one session may hold; the
+	// append that would pass it is refused (409 quota-exceeded) and
+	// stores nothing: start a new session. 100000 is a year of a busy agent.
+	// +optional
+	// +kubebuilder:default=100000
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 1000000",message="conversation.limits.maxMessagesPerSession must be within 1..1000000"
+	MaxMessagesPerSession int32 `json:"maxMessagesPerSession,omitempty"`
 }

@@ -190,6 +190,31 @@ type LimitsSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	MaxFactsPerExtraction int32 `json:"maxFactsPerExtraction,omitempty"`
+
+	// MaxSessionsPerOwner is the most conversation sessions one owner may
+	// keep; creating one more is refused (409 quota-exceeded) until
+	// sessions are deleted. 10,000 is years of daily conversations.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 1000000",message="limits.maxSessionsPerOwner must be within 1..1000000"
+	MaxSessionsPerOwner int32 `json:"maxSessionsPerOwner,omitempty"`
+
+	// MaxEpisodesPerOwner is the most episodes one owner may keep; ending a
+	// session that would write one more is refused (409 quota-exceeded)
+	// and writes nothing. At most 10000: episode search and context score
+	// all of an owner's episodes, like memories.
+	// +optional
+	// +kubebuilder:default=2000
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="limits.maxEpisodesPerOwner must be within 1..10000: episode search and context read all of an owner's episodes"
+	MaxEpisodesPerOwner int32 `json:"maxEpisodesPerOwner,omitempty"`
+
+	// MaxDocumentVersions is how many versions of each profile and
+	// constraints document are kept: a write prunes older ones (except
+	// versions a session's snapshot still renders).
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="limits.maxDocumentVersions must be within 1..10000"
+	MaxDocumentVersions int32 `json:"maxDocumentVersions,omitempty"`
 }
 
 // SearchSpec configures hybrid ranking: score = vector*similarity +

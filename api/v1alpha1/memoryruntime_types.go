@@ -69,7 +69,7 @@ type MemoryRuntimeSpec struct {
 }
 
 // DatabaseSpec locates the PostgreSQL database (with pgvector) of a tenant.
-// +kubebuilder:validation:XValidation:rule="has(self.connectionSecretRef) != has(self.clusterConnection)",message="set exactly one of database.connectionSecretRef or database.clusterConnection"
+// +kubebuilder:validation:XValidation:rule="[has(self.connectionSecretRef), has(self.clusterConnection), has(self.databaseRef), has(self.databaseSelector)].filter(x, x).size() == 1",message="set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"
 // +kubebuilder:validation:XValidation:rule="has(self.schema) == has(oldSelf.schema) && (!has(self.schema) || self.schema == oldSelf.schema)",message="database.schema cannot be changed after creation"
 type DatabaseSpec struct {
 	// ConnectionSecretRef names a Secret in this namespace holding an admin
@@ -88,6 +88,21 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ClusterConnection string `json:"clusterConnection,omitempty"`
+
+	// DatabaseRef names one MemoryDatabase (cluster-scoped) to place the
+	// tenant on, if it is reachable, not cordoned and has room. The
+	// placement is recorded in status.database and never changes: naming
+	// another database later is refused (DatabaseChanged).
+	// +optional
+	DatabaseRef *DatabaseReference `json:"databaseRef,omitempty"`
+
+	// DatabaseSelector selects MemoryDatabases by label: the operator
+	// places the new tenant on the eligible one (reachable, not cordoned,
+	// under capacity) with the most room, records it in status.database and
+	// never moves it. An empty selector selects every MemoryDatabase.
+	// Changing the selector later does not move a placed tenant.
+	// +optional
+	DatabaseSelector *metav1.LabelSelector `json:"databaseSelector,omitempty"`
 
 	// Schema is the PostgreSQL schema of the tenant. Default: derived from
 	// namespace and name ("engram_<namespace>_<name>_<hash of both>",
@@ -112,6 +127,21 @@ type DatabaseSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=on;off
 	SynchronousCommit string `json:"synchronousCommit,omitempty"`
+}
+
+// DatabaseReference names a MemoryDatabase.
+type DatabaseReference struct {
+	// Name of the MemoryDatabase.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+}
+
+// RuntimeDatabase is where a tenant placed on a MemoryDatabase lives.
+type RuntimeDatabase struct {
+	// Name of the MemoryDatabase the tenant was placed on. Set once, when
+	// the tenant is placed, and never changed by the operator.
+	Name string `json:"name"`
 }
 
 // EmbeddingSpec configures the embedder of a tenant.
@@ -207,6 +237,57 @@ type ServiceSpec struct {
 	// only. See MemoryRuntimeNetworkPolicy.
 	// +optional
 	NetworkPolicy *MemoryRuntimeNetworkPolicy `json:"networkPolicy,omitempty"`
+
+	// Limits bound what the service does for one caller and what it
+	// answers: rate limits per credential and the byte cap of answers. See
+	// ServiceLimits.
+	// +optional
+	Limits *ServiceLimits `json:"limits,omitempty"`
+	// NodeSelector of the memory service pods and of the maintenance job
+	// pods of this runtime.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the memory service pods and of the maintenance job
+	// pods of this runtime.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity of the memory service pods. Without podAntiAffinity the
+	// operator adds a preferred one that spreads the replicas over nodes
+	// (topology key kubernetes.io/hostname); set podAntiAffinity: {} for
+	// none. The maintenance job pods get nodeAffinity only.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// TopologySpreadConstraints of the memory service pods. A constraint
+	// without labelSelector gets the selector of this runtime's service
+	// pods (one that selects nothing would constrain nothing).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName of the memory service pods and of the maintenance
+	// job pods of this runtime.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// PodDisruptionBudget of the memory service: with more than one
+	// replica the operator keeps a PodDisruptionBudget <runtime> that lets
+	// voluntary disruptions (a node drain) evict one pod at a time. See
+	// ServicePodDisruptionBudget.
+	// +optional
+	PodDisruptionBudget *ServicePodDisruptionBudget `json:"podDisruptionBudget,omitempty"`
+
+	// TLS serves the memory service over HTTPS with the certificate of a
+	// Secret, and status.endpoint becomes an https URL. See ServiceTLS.
+	// +optional
+	TLS *ServiceTLS `json:"tls,omitempty"`
 }
 
 // AppliedPolicy records which policy a runtime's config was resolved from.
@@ -235,9 +316,26 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	Schema string `json:"schema,omitempty"`
 
+	// Database is the MemoryDatabase the tenant was placed on (runtimes
+	// with spec.database.databaseRef or databaseSelector). Recorded before
+	// anything is created there, and never changed by the operator.
+	// +optional
+	Database *RuntimeDatabase `json:"database,omitempty"`
+
 	// SchemaVersion is the migration version the schema is at.
 	// +optional
 	SchemaVersion int32 `json:"schemaVersion,omitempty"`
+
+	// CitusWorker is the Citus worker node (host:port, as the coordinator's
+	// pg_dist_node names it) that holds the schema, when the database is a
+	// Citus coordinator; empty on plain PostgreSQL.
+	// +optional
+	CitusWorker string `json:"citusWorker,omitempty"`
+
+	// CitusMove is the last move of the schema to another Citus worker,
+	// asked for with the annotation memory.engram.dev/move-to-worker.
+	// +optional
+	CitusMove *CitusMoveStatus `json:"citusMove,omitempty"`
 
 	// Endpoint is the in-cluster URL of the memory service.
 	// +optional
@@ -264,6 +362,30 @@ type MemoryRuntimeStatus struct {
 	RotatedCredentials string `json:"rotatedCredentials,omitempty"`
 }
 
+// CitusMoveStatus is the outcome of a move of the tenant's schema to
+// another Citus worker (citus_schema_move, online).
+type CitusMoveStatus struct {
+	// To is the worker asked for, host:port.
+	To string `json:"to"`
+	// From is the worker the schema was on when the move started.
+	// +optional
+	From string `json:"from,omitempty"`
+	// Result is Succeeded or Failed.
+	Result string `json:"result"`
+	// Message says how long the move took, or why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// FinishedAt is when the move ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// Results of a CitusMoveStatus.
+const (
+	CitusMoveSucceeded = "Succeeded"
+	CitusMoveFailed    = "Failed"
+)
+
 // MemoryRuntime is one tenant of Engram: a PostgreSQL schema with pgvector, a
 // login role that can touch only that schema, and a memory service for it.
 //
@@ -273,6 +395,7 @@ type MemoryRuntimeStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema`
+// +kubebuilder:printcolumn:name="Database",type=string,JSONPath=`.status.database.name`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

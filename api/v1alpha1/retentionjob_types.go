@@ -110,6 +110,16 @@ type RetentionJobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
+	// StartingDeadlineSeconds is how late a run that could not start on
+	// time (the control plane was down, say) may still start; later, that
+	// run is skipped. Default: the shortest time between two runs of the
+	// schedule, so a late run starts unless the next one is due. Without
+	// any deadline, a CronJob that missed more than 100 runs would stop
+	// scheduling altogether; keep it below 100 times the interval.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
 	// Resources of the job container. Default: requests 100m CPU and
 	// 128Mi memory, limit 512Mi memory (no CPU limit). Given here, they
 	// replace the default as a whole.

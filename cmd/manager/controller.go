@@ -35,13 +35,17 @@ type controllerFlags struct {
 	runtimeConcurrency int
 	policyConcurrency  int
 	jobConcurrency     int
+	dbConcurrency      int
+	dbCheckInterval    time.Duration
 	watchNamespaces    string
 	operatorNamespace  string
 	grantCheckInterval time.Duration
 	dbLockTimeout      time.Duration
 	dbTimeout          time.Duration
 	migrationTimeout   time.Duration
+	blockerMaxAge      time.Duration
 	serviceImage       string
+	metricsNamespaces  string
 	logLevel           string
 	logFormat          string
 }
@@ -56,13 +60,17 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.IntVar(&f.runtimeConcurrency, "max-concurrent-reconciles-runtime", 4, "MemoryRuntimes reconciled at once")
 	fs.IntVar(&f.policyConcurrency, "max-concurrent-reconciles-policy", 1, "MemoryPolicies reconciled at once")
 	fs.IntVar(&f.jobConcurrency, "max-concurrent-reconciles-retentionjob", 2, "RetentionJobs reconciled at once")
+	fs.IntVar(&f.dbConcurrency, "max-concurrent-reconciles-database", 2, "MemoryDatabases checked at once")
+	fs.DurationVar(&f.dbCheckInterval, "database-check-interval", controller.DefaultDatabaseCheckInterval, "how often each MemoryDatabase is checked (reachable, version, extensions, size), plus up to a tenth as jitter")
 	fs.StringVar(&f.watchNamespaces, "watch-namespaces", os.Getenv(naming.EnvWatchNamespaces), "comma-separated namespaces to manage; empty = all (env WATCH_NAMESPACES)")
 	fs.StringVar(&f.operatorNamespace, "operator-namespace", os.Getenv(naming.EnvPodNamespace), "namespace of the operator: clusterConnection Secrets and the leader election Lease (env POD_NAMESPACE)")
 	fs.DurationVar(&f.dbLockTimeout, "db-lock-timeout", controller.DefaultLockTimeout, "lock_timeout of every admin session: how long a provisioning statement waits for a lock before the reconcile retries")
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
+	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
+	fs.StringVar(&f.metricsNamespaces, "service-metrics-namespaces", controller.DefaultMetricsNamespaces, "label selector of the namespaces (where Prometheus runs) whose pods may reach the memory services' metrics port; each runtime's NetworkPolicy admits it from there only")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or text")
 	config.RegisterFlags(fs) // --kubeconfig, for running outside a cluster
@@ -72,10 +80,19 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	if f.blockerMaxAge < time.Second {
+		return nil, fmt.Errorf("--tenant-blocker-max-age %s is below the minimum of 1s", f.blockerMaxAge)
+	}
+	if f.dbCheckInterval < 5*time.Second {
+		return nil, fmt.Errorf("--database-check-interval %s is below the minimum of 5s", f.dbCheckInterval)
+	}
 	if f.grantCheckInterval < time.Minute {
 		return nil, fmt.Errorf("--grant-check-interval %s is below the minimum of 1m", f.grantCheckInterval)
 	}
-	for _, c := range []int{f.runtimeConcurrency, f.policyConcurrency, f.jobConcurrency} {
+	if _, err := controller.ParseMetricsNamespaces(f.metricsNamespaces); err != nil {
+		return nil, fmt.Errorf("--service-metrics-namespaces: %w", err)
+	}
+	for _, c := range []int{f.runtimeConcurrency, f.policyConcurrency, f.jobConcurrency, f.dbConcurrency} {
 		if c < 1 {
 			return nil, errors.New("--max-concurrent-reconciles-* must be at least 1")
 		}
@@ -105,6 +122,7 @@ func runController(args []string) int {
 		log.Error(err, "invalid --watch-namespaces")
 		return 2
 	}
+	metricsNamespaces, _ := controller.ParseMetricsNamespaces(f.metricsNamespaces) // checked with the flags
 	if f.operatorNamespace == "" {
 		log.Info("no --operator-namespace (POD_NAMESPACE): clusterConnection cannot be resolved")
 	}
@@ -131,13 +149,17 @@ func runController(args []string) int {
 		OperatorNamespace:       f.operatorNamespace,
 		WatchNamespaces:         namespaces,
 		ServiceImage:            f.serviceImage,
+		MetricsNamespaces:       metricsNamespaces,
 		GrantCheckInterval:      f.grantCheckInterval,
 		LockTimeout:             f.dbLockTimeout,
 		DatabaseTimeout:         f.dbTimeout,
 		MigrationTimeout:        f.migrationTimeout,
+		TenantBlockerMaxAge:     f.blockerMaxAge,
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,
+		DatabaseConcurrency:     f.dbConcurrency,
+		DatabaseCheckInterval:   f.dbCheckInterval,
 	})
 	if err != nil {
 		log.Error(err, "setting up the operator")

@@ -32,6 +32,9 @@ func ServiceConfig(rt *memoryv1alpha1.MemoryRuntime, schema string, policy memor
 	if rt.Spec.LLM != nil {
 		cfg.LLM = &memory.LLMConfig{Endpoint: rt.Spec.LLM.Endpoint, Model: rt.Spec.LLM.Model, Timeout: rt.Spec.LLM.Timeout}
 	}
+	if l := rt.Spec.Service.Limits; l != nil {
+		cfg.MaxResponseBytes = int(l.MaxResponseBytes)
+	}
 	return cfg
 }
 

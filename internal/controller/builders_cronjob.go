@@ -32,6 +32,7 @@ func CronJob(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 			Suspend:                    ptr.To(rj.Spec.Suspend),
 			SuccessfulJobsHistoryLimit: ptr.To(ptr.Deref(rj.Spec.SuccessfulJobsHistoryLimit, 3)),
 			FailedJobsHistoryLimit:     ptr.To(ptr.Deref(rj.Spec.FailedJobsHistoryLimit, 1)),
+			StartingDeadlineSeconds:    ptr.To(StartingDeadlineSeconds(rj)),
 			JobTemplate: batchv1.JobTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       jobSpec(rj, rt, image, labels),
@@ -44,7 +45,7 @@ func CronJob(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 // (backoffLimit 0): the next scheduled run is the retry, and one run keeps
 // one pod whose termination message is the run's summary.
 func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, image string, labels map[string]string) batchv1.JobSpec {
-	return batchv1.JobSpec{
+	spec := batchv1.JobSpec{
 		BackoffLimit:          ptr.To[int32](0),
 		ActiveDeadlineSeconds: ptr.To(ptr.Deref(rj.Spec.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)),
 		Template: corev1.PodTemplateSpec{
@@ -58,7 +59,7 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 					Name:                     naming.ContainerJob,
 					Image:                    image,
 					Command:                  JobCommand(rj),
-					Resources:                JobResources(rj),
+					Resources:                withEphemeralStorage(JobResources(rj)),
 					Env:                      tenantEnv(rt),
 					SecurityContext:          containerSecurityContext(),
 					TerminationMessagePath:   naming.TerminationLogPath,
@@ -69,6 +70,8 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 			},
 		},
 	}
+	jobScheduling(rt, &spec.Template.Spec)
+	return spec
 }
 
 // JobCommand is the job container's command: the operations in canonical order.
@@ -134,3 +137,28 @@ func JobResources(rj *memoryv1alpha1.RetentionJob) corev1.ResourceRequirements {
 		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 	}
 }
+
+// StartingDeadlineSeconds is the CronJob's startingDeadlineSeconds:
+// spec.startingDeadlineSeconds, else the shortest time between two runs of
+// the schedule. Without a deadline the CronJob controller counts every run
+// missed since the last one and, past 100 (a minutely schedule while the
+// control plane was down for two hours), stops scheduling the CronJob for
+// good; with it, only the runs within the deadline count, at most two
+// here. A run that could not start on time still starts late, unless the
+// next one is due by then.
+func StartingDeadlineSeconds(rj *memoryv1alpha1.RetentionJob) int64 {
+	if d := rj.Spec.StartingDeadlineSeconds; d != nil {
+		return *d
+	}
+	gap, err := ShortestInterval(rj.Spec.Schedule, rj.Spec.TimeZone)
+	if err != nil {
+		// The controller refuses such a schedule before building a
+		// CronJob (InvalidSchedule); a value for completeness.
+		return DefaultStartingDeadlineSeconds
+	}
+	return int64(gap.Seconds())
+}
+
+// DefaultStartingDeadlineSeconds is the deadline of a schedule whose
+// interval cannot be computed.
+const DefaultStartingDeadlineSeconds int64 = 3600

@@ -63,7 +63,19 @@ const (
 	volumeConfig = "config"
 	volumeTokens = "tokens"
 	volumeTmp    = "tmp"
+	volumeTLS    = "tls"
 )
+
+// tlsKeyMode lets the pod's group (fsGroup, the service's own gid) read the
+// TLS Secret's files: the key is readable by no other user.
+const tlsKeyMode int32 = 0o440
+
+// tlsVolume mounts spec.service.tls's Secret (tls.crt, tls.key).
+func tlsVolume(secret string) corev1.Volume {
+	return corev1.Volume{Name: volumeTLS, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: ptr.To(tlsKeyMode)},
+	}}
+}
 
 func configVolume(rt *memoryv1alpha1.MemoryRuntime) corev1.Volume {
 	return corev1.Volume{Name: volumeConfig, VolumeSource: corev1.VolumeSource{

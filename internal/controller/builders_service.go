@@ -32,9 +32,10 @@ var tmpSizeLimit = resource.MustParse("64Mi")
 // Deployment is the memory service of a runtime. configHash goes on the pod
 // template, so a change of config or credentials rolls the pods.
 func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *appsv1.Deployment {
-	port := rt.ServicePort()
+	port, metricsPort := rt.ServicePort(), rt.MetricsPort()
 	labels := naming.RuntimeLabels(rt.Name, naming.ComponentService)
-	return &appsv1.Deployment{
+	portName, scheme := ServicePortName(rt), probeScheme(rt)
+	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: ownedMeta(rt, naming.DeploymentName(rt.Name), naming.ComponentService),
 		Spec: appsv1.DeploymentSpec{
@@ -51,37 +52,32 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 					EnableServiceLinks:            ptr.To(false),
 					SecurityContext:               podSecurityContext(),
 					Containers: []corev1.Container{{
-						Name:  naming.ContainerSvc,
-						Image: image,
-						Command: []string{
-							naming.BinaryPath, "serve",
-							"--config=" + naming.ConfigPath,
-							"--tokens-file=" + naming.TokensPath,
-							"--signing-key-file=" + naming.SigningKeyPath,
-							"--listen=:" + strconv.Itoa(int(port)),
-							"--shutdown-delay=" + ServiceShutdownDelay.String(),
-							"--shutdown-timeout=" + ServiceShutdownTimeout.String(),
+						Name:    naming.ContainerSvc,
+						Image:   image,
+						Command: serveCommand(rt),
+						Ports: []corev1.ContainerPort{
+							{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP},
+							{Name: naming.MetricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
 						},
-						Ports: []corev1.ContainerPort{{Name: naming.PortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-						Env:   tenantEnv(rt),
+						Env: tenantEnv(rt),
 						LivenessProbe: &corev1.Probe{
-							ProbeHandler:     httpGet("/healthz"),
+							ProbeHandler:     httpGet("/healthz", portName, scheme),
 							PeriodSeconds:    10,
 							TimeoutSeconds:   2,
 							FailureThreshold: 3,
 						},
 						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:     httpGet("/readyz"),
+							ProbeHandler:     httpGet("/readyz", portName, scheme),
 							PeriodSeconds:    5,
 							TimeoutSeconds:   2,
 							FailureThreshold: 3,
 						},
 						StartupProbe: &corev1.Probe{
-							ProbeHandler:     httpGet("/healthz"),
+							ProbeHandler:     httpGet("/healthz", portName, scheme),
 							PeriodSeconds:    2,
 							FailureThreshold: 30,
 						},
-						Resources:                *rt.Spec.Service.Resources.DeepCopy(),
+						Resources:                withEphemeralStorage(rt.Spec.Service.Resources),
 						SecurityContext:          containerSecurityContext(),
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts: []corev1.VolumeMount{
@@ -101,10 +97,67 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 			},
 		},
 	}
+	pod := &d.Spec.Template.Spec
+	serviceScheduling(rt, pod)
+	if secret := rt.TLSSecretName(); secret != "" {
+		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, mount(volumeTLS, naming.TLSDir))
+		pod.Volumes = append(pod.Volumes, tlsVolume(secret))
+	}
+	return d
 }
 
-func httpGet(path string) corev1.ProbeHandler {
-	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(naming.PortName)}}
+// rateLimitArgs are the flags of spec.service.limits (defaults included, so
+// the pod template shows the limits in force).
+func rateLimitArgs(rt *memoryv1alpha1.MemoryRuntime) []string {
+	rl, llm := rt.RateLimitOrDefault(), rt.LLMRateLimitOrDefault()
+	return []string{
+		"--rate-limit-per-minute=" + strconv.Itoa(int(rl.RequestsPerMinute)),
+		"--rate-limit-burst=" + strconv.Itoa(int(rl.Burst)),
+		"--llm-rate-limit-per-minute=" + strconv.Itoa(int(llm.RequestsPerMinute)),
+		"--llm-rate-limit-burst=" + strconv.Itoa(int(llm.Burst)),
+	}
+}
+
+// serveCommand is the service container's command line.
+func serveCommand(rt *memoryv1alpha1.MemoryRuntime) []string {
+	cmd := []string{
+		naming.BinaryPath, "serve",
+		"--config=" + naming.ConfigPath,
+		"--tokens-file=" + naming.TokensPath,
+		"--signing-key-file=" + naming.SigningKeyPath,
+		"--listen=:" + strconv.Itoa(int(rt.ServicePort())),
+		"--metrics-listen=:" + strconv.Itoa(int(rt.MetricsPort())),
+		"--shutdown-delay=" + ServiceShutdownDelay.String(),
+		"--shutdown-timeout=" + ServiceShutdownTimeout.String(),
+	}
+	cmd = append(cmd, rateLimitArgs(rt)...)
+	if rt.TLSSecretName() != "" {
+		cmd = append(cmd, "--tls-cert-file="+naming.TLSCertPath, "--tls-key-file="+naming.TLSKeyPath)
+	}
+	return cmd
+}
+
+// ServicePortName names the service port: "https" when the service serves
+// TLS, else "http". Service meshes and monitoring read the protocol from
+// the name, and the API server's service proxy picks the port by it.
+func ServicePortName(rt *memoryv1alpha1.MemoryRuntime) string {
+	if rt.TLSSecretName() != "" {
+		return naming.PortNameTLS
+	}
+	return naming.PortName
+}
+
+// probeScheme: the kubelet probes an HTTPS service over HTTPS (it does not
+// verify the certificate).
+func probeScheme(rt *memoryv1alpha1.MemoryRuntime) corev1.URIScheme {
+	if rt.TLSSecretName() != "" {
+		return corev1.URISchemeHTTPS
+	}
+	return ""
+}
+
+func httpGet(path, port string, scheme corev1.URIScheme) corev1.ProbeHandler {
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(port), Scheme: scheme}}
 }
 
 // Service exposes a runtime's memory service inside the cluster on spec.service.port.
@@ -116,9 +169,9 @@ func Service(rt *memoryv1alpha1.MemoryRuntime) *corev1.Service {
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: naming.SelectorLabels(rt.Name),
 			Ports: []corev1.ServicePort{{
-				Name:       naming.PortName,
+				Name:       ServicePortName(rt),
 				Port:       rt.ServicePort(),
-				TargetPort: intstr.FromString(naming.PortName),
+				TargetPort: intstr.FromString(ServicePortName(rt)),
 				Protocol:   corev1.ProtocolTCP,
 			}},
 		},

@@ -21,6 +21,7 @@ import (
 	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/server"
 )
 
 func testRuntime() *memoryv1alpha1.MemoryRuntime {
@@ -32,7 +33,7 @@ func testRuntime() *memoryv1alpha1.MemoryRuntime {
 				Replicas: ptr.To[int32](2),
 				Port:     9090,
 				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 				},
 			},
@@ -178,6 +179,37 @@ func TestConfigMapRoundTrip(t *testing.T) {
 	}
 }
 
+// TestServiceConfigCarriesResponseByteCap: spec.service.limits.
+// maxResponseBytes is rendered into the service's config, survives the
+// ConfigMap round trip, and changes the pod template hash (a rollout).
+func TestServiceConfigCarriesResponseByteCap(t *testing.T) {
+	rt := testRuntime()
+	plain, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 256 << 10}
+	capped, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := memory.ParseServiceConfigJSON(js)
+	if err != nil || back.MaxResponseBytes != 256<<10 {
+		t.Fatalf("the config carries maxResponseBytes %v (%v):\n%s", back, err, capped)
+	}
+	if PodTemplateHash(plain, "pw") == PodTemplateHash(capped, "pw") {
+		t.Error("a new byte cap leaves the pod template hash unchanged")
+	}
+	rt.Spec.Service.Limits.MaxResponseBytes = 1024
+	if _, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0)); err == nil {
+		t.Error("a byte cap below the minimum was rendered")
+	}
+}
+
 func TestPodTemplateHash(t *testing.T) {
 	base := PodTemplateHash([]byte("a"), "pw1", "k1")
 	for name, other := range map[string]string{
@@ -229,12 +261,16 @@ func TestDeployment(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds = %v, want 35", g)
 	}
 	c := ps.Containers[0]
+	// The API on spec.service.port (9090 here), so the metrics move to 9091;
+	// the rate limits are the defaults, written out.
 	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090",
-		"--shutdown-delay=5s", "--shutdown-timeout=25s"}
+		"--metrics-listen=:9091", "--shutdown-delay=5s", "--shutdown-timeout=25s",
+		"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=60", "--llm-rate-limit-burst=20"}
 	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
 		t.Errorf("command = %v image %s", c.Command, c.Image)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" {
+	if len(c.Ports) != 2 || c.Ports[0].ContainerPort != 9090 || c.Ports[0].Name != "http" ||
+		c.Ports[1].ContainerPort != 9091 || c.Ports[1].Name != "metrics" {
 		t.Errorf("ports = %+v", c.Ports)
 	}
 	if c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.StrVal != "http" {
@@ -436,7 +472,26 @@ func TestJobDefaults(t *testing.T) {
 	}
 	rj.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
 	res = CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
-	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 0 {
-		t.Errorf("resources from the spec = %+v, want exactly them", res)
+	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 1 || res.Requests.StorageEphemeral().String() != "64Mi" {
+		t.Errorf("resources from the spec = %+v, want them and the ephemeral-storage default", res)
+	}
+}
+
+// The limits of spec.service.limits reach the service as flags; absent ones
+// are the defaults, the same as `manager serve`'s.
+func TestDeploymentCarriesRateLimits(t *testing.T) {
+	rt := testRuntime()
+	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 6, Burst: 3}}
+	cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command
+	for _, want := range []string{"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=6", "--llm-rate-limit-burst=3"} {
+		if !slices.Contains(cmd, want) {
+			t.Errorf("command %v lacks %s", cmd, want)
+		}
+	}
+	if d := memoryv1alpha1.DefaultRateLimit; d.RequestsPerMinute != int32(server.DefaultRateLimit.PerMinute) || d.Burst != int32(server.DefaultRateLimit.Burst) {
+		t.Errorf("the CRD's default rate limit %+v differs from manager serve's %+v", d, server.DefaultRateLimit)
+	}
+	if d := memoryv1alpha1.DefaultLLMRateLimit; d.RequestsPerMinute != int32(server.DefaultLLMRateLimit.PerMinute) || d.Burst != int32(server.DefaultLLMRateLimit.Burst) {
+		t.Errorf("the CRD's default LLM rate limit %+v differs from manager serve's %+v", d, server.DefaultLLMRateLimit)
 	}
 }

@@ -55,9 +55,9 @@ func celCases(ns string) []celCase {
 		// MemoryRuntime
 		{"both connections", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
 			s.Database.ConnectionSecretRef = &memoryv1alpha1.SecretKeySelector{Name: "pg"}
-		}), "spec.database: Invalid value: set exactly one of database.connectionSecretRef or database.clusterConnection"},
+		}), "spec.database: Invalid value: set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"},
 		{"no connection", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.ClusterConnection = "" }),
-			"spec.database: Invalid value: set exactly one of database.connectionSecretRef or database.clusterConnection"},
+			"spec.database: Invalid value: set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"},
 		{"schema pg_", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "pg_evil" }), `spec.database.schema: Invalid value: "pg_evil": database.schema must not start with pg_ (reserved by PostgreSQL)`},
 		{"schema public", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "public" }), `spec.database.schema: Invalid value: "public": database.schema must name a schema of its own, not public, information_schema or engram_control (the operator's bookkeeping)`},
 		{"schema upper case", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.Schema = "Tenant" }), `spec.database.schema: Invalid value: "Tenant": spec.database.schema in body should match '^[a-z_][a-z0-9_]*$'`},
@@ -78,6 +78,12 @@ func celCases(ns string) []celCase {
 		}), `spec.llm.endpoint: Invalid value: "not a url": llm.endpoint must be an http or https URL`},
 		{"privileged port", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Port = 80 }), "spec.service.port: Invalid value: 80: spec.service.port in body should be greater than or equal to 1024"},
 		{"too many replicas", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Service.Replicas = ptr.To[int32](101) }), "spec.service.replicas: Invalid value: 101: spec.service.replicas in body should be less than or equal to 100"},
+		{"response byte cap too small", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 1024}
+		}), "spec.service.limits.maxResponseBytes: Invalid value"},
+		{"response byte cap too large", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 1 << 30}
+		}), "service.limits.maxResponseBytes must be between 65536 (64 KiB) and 67108864 (64 MiB)"},
 		{"unknown reclaim policy", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.ReclaimPolicy = "Destroy" }), `spec.reclaimPolicy: Unsupported value: "Destroy": supported values: "Retain", "Delete"`},
 		{"cluster connection with capitals", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.ClusterConnection = "Main_DB" }),
 			`spec.database.clusterConnection: Invalid value: "Main_DB": spec.database.clusterConnection in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},
@@ -130,6 +136,21 @@ func celCases(ns string) []celCase {
 				{IPBlock: &networkingv1.IPBlock{CIDR: "everyone"}},
 			}}
 		}), "spec.service.networkPolicy: Invalid value: service.networkPolicy.from[].ipBlock.cidr must be a CIDR such as 10.0.0.0/8"},
+		{"rate limit of 0 a minute", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{RateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 0, Burst: 10}}
+		}), "spec.service.limits.rateLimit.requestsPerMinute: Invalid value: 0: spec.service.limits.rateLimit.requestsPerMinute in body should be greater than or equal to 1"},
+		{"rate limit burst of 0", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 10, Burst: 0}}
+		}), "spec.service.limits.llmRateLimit.burst: Invalid value: 0: spec.service.limits.llmRateLimit.burst in body should be greater than or equal to 1"},
+		{"LLM rate limit above the request limit", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{
+				RateLimit:    &memoryv1alpha1.RateLimit{RequestsPerMinute: 100, Burst: 10},
+				LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 200, Burst: 10},
+			}
+		}), "spec.service.limits: Invalid value: service.limits.llmRateLimit.requestsPerMinute must not exceed service.limits.rateLimit.requestsPerMinute (default 6000): every LLM-backed request also counts against rateLimit"},
+		{"LLM rate limit above the default request limit", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 6001, Burst: 10}}
+		}), "service.limits.llmRateLimit.requestsPerMinute must not exceed service.limits.rateLimit.requestsPerMinute (default 6000)"},
 		// MemoryPolicy
 		{"arbitration above auto-merge", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Dedup.ArbitrationThreshold = 0.97 }),
 			"spec.dedup: Invalid value: thresholds must satisfy 0 < arbitrationThreshold <= autoMergeThreshold <= 1"},
@@ -222,6 +243,19 @@ func celCases(ns string) []celCase {
 		}), "spec.categories[0].description: Too long: may not be more than 500 bytes"},
 		{"messages per turn above 500", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxMessagesPerTurn = 501 }),
 			"spec.conversation.limits.maxMessagesPerTurn: Invalid value: 501: spec.conversation.limits.maxMessagesPerTurn in body should be less than or equal to 500"},
+		{"turn shorter than one append", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Conversation.Limits.MaxMessagesPerTurn, s.Conversation.Limits.MaxTurnMessages = 100, 99
+		}), "spec.conversation.limits: Invalid value: conversation.limits.maxTurnMessages must be at least maxMessagesPerTurn: one append may carry that many messages of one turn"},
+		{"turn tokens below 1000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxTurnTokens = 10 }),
+			"spec.conversation.limits.maxTurnTokens: Invalid value: 10: conversation.limits.maxTurnTokens must be within 1000..1000000 (the largest window budget)"},
+		{"messages per session above a million", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Conversation.Limits.MaxMessagesPerSession = 1_000_001 }),
+			"spec.conversation.limits.maxMessagesPerSession: Invalid value: 1000001: conversation.limits.maxMessagesPerSession must be within 1..1000000"},
+		{"negative sessions per owner", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxSessionsPerOwner = -1 }),
+			"spec.limits.maxSessionsPerOwner: Invalid value: -1: limits.maxSessionsPerOwner must be within 1..1000000"},
+		{"episodes per owner above 10000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxEpisodesPerOwner = 10_001 }),
+			"spec.limits.maxEpisodesPerOwner: Invalid value: 10001: limits.maxEpisodesPerOwner must be within 1..10000: episode search and context read all of an owner's episodes"},
+		{"document versions above 10000", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Limits.MaxDocumentVersions = 10_001 }),
+			"spec.limits.maxDocumentVersions: Invalid value: 10001: limits.maxDocumentVersions must be within 1..10000"},
 		{"redaction pattern too long", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{strings.Repeat("a", 513)} }),
 			"spec.redaction.patterns[0]: Too long: may not be more than 512 bytes"},
 		{"33 redaction patterns", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {

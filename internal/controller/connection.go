@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
@@ -94,6 +94,34 @@ func clusterConnectionURL(ctx context.Context, c client.Reader, name, operatorNa
 	return url, nil
 }
 
+// databaseURL resolves the admin connection of a MemoryDatabase: the Secret
+// spec.secretRef names in the operator's namespace (today's formats, and
+// CloudNativePG's <cluster>-superuser Secret), pointed at
+// spec.databaseName when it is set.
+func databaseURL(ctx context.Context, c client.Reader, db *memoryv1alpha1.MemoryDatabase, operatorNamespace string) (string, error) {
+	ref := db.Spec.SecretRef
+	if operatorNamespace == "" {
+		return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+			"the Secret %q cannot be read: the operator does not know its namespace (set --operator-namespace or POD_NAMESPACE)", ref.Name)
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: ref.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", withReason(memoryv1alpha1.ReasonConnectionSecretNotFound,
+				"the Secret %q does not exist in the operator namespace %q", ref.Name, operatorNamespace)
+		}
+		return "", fmt.Errorf("reading the Secret %s/%s: %w", operatorNamespace, ref.Name, err)
+	}
+	url, err := tenant.ConnectionURL(s.Data, ref.KeyOr(memoryv1alpha1.DefaultConnectionKey))
+	if err == nil && db.Spec.DatabaseName != "" {
+		url, err = tenant.WithDatabase(url, db.Spec.DatabaseName)
+	}
+	if err != nil {
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the Secret %s/%s: %v", operatorNamespace, ref.Name, err)
+	}
+	return url, nil
+}
+
 // provisionReason classifies a provisioning error into a condition reason.
 func provisionReason(err error) string {
 	switch {
@@ -105,6 +133,10 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonExtensionMissing
 	case errors.Is(err, tenant.ErrDimensionsMismatch):
 		return memoryv1alpha1.ReasonDimensionsMismatch
+	case errors.As(err, new(*tenant.BlockedError)):
+		return memoryv1alpha1.ReasonProvisioningBlocked
+	case errors.Is(err, tenant.ErrCitusUnsupported):
+		return memoryv1alpha1.ReasonCitusUnsupported
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
 	case isConnectError(err):
@@ -113,22 +145,32 @@ func provisionReason(err error) string {
 	return reasonOf(err, memoryv1alpha1.ReasonProvisioningFailed)
 }
 
-// isConnectError reports whether err means PostgreSQL could not be reached.
+// isConnectError reports whether err means PostgreSQL cannot be used right
+// now: it cannot be reached, or the connection broke, or the server is
+// restarting, in recovery or shutting down (memory.IsUnavailable, the
+// service's 503), or the attempt timed out. A server that answered with
+// any other error (a missing database, a permission) is not an outage:
+// the condition names that error instead. Either way the reconcile is
+// retried with backoff.
 func isConnectError(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return false // the server answered
+		return memory.IsUnavailable(pgErr)
 	}
-	var connErr *pgconn.ConnectError
-	var netErr net.Error
-	return errors.As(err, &connErr) || errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+	return memory.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
 }
 
 // isAuthError reports whether PostgreSQL refused the admin credentials.
 func isAuthError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "28")
+}
+
+// isUnknownDatabase reports whether the server said the database the
+// connection names does not exist: the Secret (or databaseName) is wrong.
+func isUnknownDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }
 
 // scrubAdmin removes the admin user's name from a message meant for a

@@ -47,8 +47,14 @@ func TestGolden(t *testing.T) {
 		"secret-api-token":   APITokenSecret(rt, "admin:golden-token-digest", "golden-signing-key"),
 		"cronjob":            cj,
 		"job-run-now":        RunNowJob(cj, "2026-01-01"),
-		"networkpolicy":      NetworkPolicy(rt),
+		"networkpolicy":      NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
 	}
+	objects["poddisruptionbudget"] = PodDisruptionBudget(rt)
+	// Every scheduling knob and TLS (builders_workload_test.go).
+	placed := placedRuntime()
+	placed.Spec.Service.TLS = &memoryv1alpha1.ServiceTLS{SecretName: "bot-tls"}
+	objects["deployment-placed-tls"] = Deployment(placed, "registry.example/engram:v1", "hash")
+	objects["cronjob-placed"] = CronJob(rj, placed, "registry.example/engram:v1")
 	scaled := testRuntime()
 	scaled.Spec.Service.Replicas = ptr.To[int32](0)
 	objects["deployment-scaled-to-zero"] = Deployment(scaled, "registry.example/engram:v1", "hash")

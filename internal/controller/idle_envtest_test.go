@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +45,13 @@ func (e *operatorEnv) testIdle(t *testing.T) {
 	if ready < 4 {
 		t.Fatalf("only %d Ready runtimes; the idle check needs the others' Ready runtimes", ready)
 	}
+	var databases memoryv1alpha1.MemoryDatabaseList
+	if err := e.c.List(testContext(t), &databases); err != nil {
+		t.Fatal(err)
+	}
+	if len(databases.Items) == 0 {
+		t.Fatal("no MemoryDatabase left by the other scenarios: the idle check would not cover their checks")
+	}
 
 	before := e.resourceVersions(t)
 	mark := e.writes.count()
@@ -72,7 +80,10 @@ func (e *operatorEnv) resourceVersions(t *testing.T) map[string]string {
 		"RetentionJob": &memoryv1alpha1.RetentionJobList{}, "Deployment": &appsv1.DeploymentList{},
 		"Service": &corev1.ServiceList{}, "ConfigMap": &corev1.ConfigMapList{}, "Secret": &corev1.SecretList{},
 		"CronJob": &batchv1.CronJobList{}, "Job": &batchv1.JobList{}, "Pod": &corev1.PodList{},
-		"NetworkPolicy": &networkingv1.NetworkPolicyList{},
+		"NetworkPolicy": &networkingv1.NetworkPolicyList{}, "PodDisruptionBudget": &policyv1.PodDisruptionBudgetList{},
+		// Checked every second in this suite: a check that finds the
+		// database as it was writes nothing (status.lastCheck included).
+		"MemoryDatabase": &memoryv1alpha1.MemoryDatabaseList{},
 	}
 	for kind, list := range lists {
 		if err := e.c.List(testContext(t), list); err != nil {

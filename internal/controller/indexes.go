@@ -15,10 +15,18 @@ const (
 	// indexPolicyRef: MemoryRuntime by spec.policyRef.name.
 	indexPolicyRef = "spec.policyRef.name"
 	// indexSecretRefs: MemoryRuntime by the names of the Secrets of its
-	// namespace it reads (connection, API keys).
+	// namespace it reads (connection, API keys, TLS).
 	indexSecretRefs = "spec.secretRefs"
 	// indexClusterConnection: MemoryRuntime by spec.database.clusterConnection.
 	indexClusterConnection = "spec.database.clusterConnection"
+	// indexPlacedDatabase: MemoryRuntime by status.database.name (the
+	// tenants of a MemoryDatabase).
+	indexPlacedDatabase = "status.database.name"
+	// indexAwaitingPlacement: MemoryRuntime with databaseRef or
+	// databaseSelector and no status.database yet, under "true".
+	indexAwaitingPlacement = "placement.awaiting"
+	// indexDatabaseSecret: MemoryDatabase by spec.secretRef.name.
+	indexDatabaseSecret = "spec.secretRef.name"
 )
 
 func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
@@ -42,6 +50,21 @@ func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
 			}
 			return nil
 		}},
+		{&memoryv1alpha1.MemoryRuntime{}, indexPlacedDatabase, func(o client.Object) []string {
+			if name := o.(*memoryv1alpha1.MemoryRuntime).PlacedDatabase(); name != "" {
+				return []string{name}
+			}
+			return nil
+		}},
+		{&memoryv1alpha1.MemoryRuntime{}, indexAwaitingPlacement, func(o client.Object) []string {
+			if rt := o.(*memoryv1alpha1.MemoryRuntime); rt.UsesMemoryDatabase() && rt.PlacedDatabase() == "" {
+				return []string{"true"}
+			}
+			return nil
+		}},
+		{&memoryv1alpha1.MemoryDatabase{}, indexDatabaseSecret, func(o client.Object) []string {
+			return []string{o.(*memoryv1alpha1.MemoryDatabase).Spec.SecretRef.Name}
+		}},
 	} {
 		if err := idx.IndexField(ctx, i.obj, i.field, i.fn); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", i.obj, i.field, err)
@@ -61,6 +84,9 @@ func referencedSecrets(rt *memoryv1alpha1.MemoryRuntime) []string {
 	}
 	if rt.Spec.LLM != nil && rt.Spec.LLM.APIKeySecretRef != nil {
 		out = append(out, rt.Spec.LLM.APIKeySecretRef.Name)
+	}
+	if name := rt.TLSSecretName(); name != "" {
+		out = append(out, name)
 	}
 	return out
 }

@@ -67,6 +67,8 @@ func conditionsOf(obj client.Object) []metav1.Condition {
 		return o.Status.Conditions
 	case *memoryv1alpha1.MemoryPolicy:
 		return o.Status.Conditions
+	case *memoryv1alpha1.MemoryDatabase:
+		return o.Status.Conditions
 	}
 	return nil
 }

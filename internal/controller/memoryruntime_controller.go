@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +43,9 @@ type MemoryRuntimeReconciler struct {
 	events  events.EventRecorder
 	opts    Options
 	memory  *runtimeMemory
+	// placer decides where tenants with databaseRef or databaseSelector
+	// live, one at a time (memoryruntime_placement.go).
+	placer *placer
 }
 
 // runtimeState is what the operator remembers about a runtime between
@@ -98,7 +102,11 @@ func (m *runtimeMemory) forget(uid types.UID) {
 
 // runtimeScope carries what the phases of one reconcile learn.
 type runtimeScope struct {
-	rt     *memoryv1alpha1.MemoryRuntime
+	rt *memoryv1alpha1.MemoryRuntime
+	// orig is the runtime as read, what the final status patch compares
+	// with (a phase that must write part of the status at once, the
+	// placement, updates both).
+	orig   *memoryv1alpha1.MemoryRuntime
 	schema string
 	// recorded is status.schema as it was before this reconcile: the
 	// schema this runtime was provisioned with earlier, if any.
@@ -146,7 +154,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return doneResult(), client.IgnoreNotFound(err)
 	}
 	orig := rt.DeepCopy()
-	s := &runtimeScope{rt: rt, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
+	s := &runtimeScope{rt: rt, orig: orig, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	defer func() {
 		if s.faulted {
 			// A simulated crash (test seam): a dead operator writes no
@@ -171,14 +179,18 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
 		r.checkOwnership,
+		r.reconcilePlacement,
 		r.connect,
 		r.provision,
+		r.moveToWorker,
 		r.reconcileCredentials,
 		r.reconcileAPIToken,
 		r.reconcileConfig,
+		r.checkTLSSecret,
 		r.reconcileDeployment,
 		r.reconcileService,
 		r.reconcileNetworkPolicy,
+		r.reconcilePodDisruptionBudget,
 	} {
 		stop, err := phase(ctx, s)
 		if refused := asNotOwned(err); refused != nil {
@@ -207,10 +219,15 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
 		// Secrets users point at (connection, API keys): metadata only,
 		// from a cache of its own (see secrets.go).
 		WatchesRawSource(source.Kind[client.Object](r.secrets.meta, secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.runtimesOfSecret))).
+		// A database's check flipped: the tenants placed there look again.
+		Watches(&memoryv1alpha1.MemoryDatabase{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOnDatabase), builder.WithPredicates(reachabilityChanged)).
+		// A database changed: the tenants waiting for a placement try again.
+		Watches(&memoryv1alpha1.MemoryDatabase{}, handler.EnqueueRequestsFromMapFunc(r.runtimesAwaitingPlacement), builder.WithPredicates(placementRelevant)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
 			RateLimiter:             rateLimiter(r.opts),
@@ -245,10 +262,28 @@ func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj clie
 // the runtime's namespace, or as a clusterConnection in the operator's.
 func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSecretRefs: obj.GetName()})
-	if name := obj.GetLabels()[naming.LabelConnection]; name != "" && obj.GetNamespace() == r.opts.OperatorNamespace {
+	if obj.GetNamespace() != r.opts.OperatorNamespace {
+		return reqs
+	}
+	if name := obj.GetLabels()[naming.LabelConnection]; name != "" {
 		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexClusterConnection: name})...)
 	}
+	// The admin Secret of MemoryDatabases: their tenants connect anew.
+	for _, db := range listDatabases(ctx, r.client, client.MatchingFields{indexDatabaseSecret: obj.GetName()}) {
+		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexPlacedDatabase: db.Name})...)
+	}
 	return reqs
+}
+
+// runtimesOnDatabase maps a MemoryDatabase to the runtimes placed on it.
+func (r *MemoryRuntimeReconciler) runtimesOnDatabase(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.listRuntimes(ctx, client.MatchingFields{indexPlacedDatabase: obj.GetName()})
+}
+
+// runtimesAwaitingPlacement maps any MemoryDatabase to the runtimes that
+// wait for a placement.
+func (r *MemoryRuntimeReconciler) runtimesAwaitingPlacement(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.listRuntimes(ctx, client.MatchingFields{indexAwaitingPlacement: "true"})
 }
 
 func (r *MemoryRuntimeReconciler) listRuntimes(ctx context.Context, opts ...client.ListOption) []reconcile.Request {

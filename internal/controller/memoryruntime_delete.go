@@ -53,6 +53,11 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtim
 // blocking the namespace forever would be worse.
 func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, s *runtimeScope, schema string) error {
 	rt := s.rt
+	if rt.UsesMemoryDatabase() && rt.PlacedDatabase() == "" {
+		reclaims.WithLabelValues("dropped").Inc()
+		r.eventer().normal(rt, "Reclaimed", "Reclaim", "reclaimPolicy Delete: the tenant was never placed on a database, nothing to drop")
+		return nil
+	}
 	pool, url, err := r.poolForDelete(ctx, rt)
 	if err != nil {
 		return err
@@ -90,8 +95,35 @@ func (r *MemoryRuntimeReconciler) dropTenant(ctx context.Context, s *runtimeScop
 // (without error) when its connection Secret no longer exists and no pool
 // for it is cached.
 func (r *MemoryRuntimeReconciler) poolForDelete(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (*pgxpool.Pool, string, error) {
+	if name := rt.PlacedDatabase(); name != "" {
+		return r.databasePoolForDelete(ctx, name)
+	}
 	id := connectionID(rt)
 	url, err := adminURL(ctx, r.secrets, rt, r.opts.OperatorNamespace)
+	if err != nil {
+		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
+			return r.pools.peek(id), "", nil
+		}
+		return nil, "", err
+	}
+	pool, err := r.pools.get(id, url)
+	return pool, url, err
+}
+
+// databasePoolForDelete is poolForDelete for a tenant placed on a
+// MemoryDatabase: the database it was placed on, whatever the spec says
+// now; nil when that database or its Secret is gone and no pool is cached.
+func (r *MemoryRuntimeReconciler) databasePoolForDelete(ctx context.Context, name string) (*pgxpool.Pool, string, error) {
+	id := databaseConnID(name)
+	var db memoryv1alpha1.MemoryDatabase
+	found, err := getOptional(ctx, r.client, client.ObjectKey{Name: name}, &db)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading MemoryDatabase %q: %w", name, err)
+	}
+	if !found {
+		return r.pools.peek(id), "", nil
+	}
+	url, err := databaseURL(ctx, r.secrets, &db, r.opts.OperatorNamespace)
 	if err != nil {
 		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
 			return r.pools.peek(id), "", nil

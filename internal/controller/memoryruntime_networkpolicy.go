@@ -18,7 +18,7 @@ import (
 func (r *MemoryRuntimeReconciler) reconcileNetworkPolicy(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	if rt.NetworkPolicyEnabled() {
-		return false, r.applyOwned(ctx, s, NetworkPolicy(rt))
+		return false, r.applyOwned(ctx, s, NetworkPolicy(rt, r.opts.MetricsNamespaces))
 	}
 	var live networkingv1.NetworkPolicy
 	found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: NetworkPolicyName(rt.Name)}, &live)

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,6 +38,9 @@ func ownedNames(rt *memoryv1alpha1.MemoryRuntime) []ownedName {
 	}
 	if rt.NetworkPolicyEnabled() {
 		names = append(names, ownedName{"NetworkPolicy", NetworkPolicyName(rt.Name), &networkingv1.NetworkPolicy{}})
+	}
+	if rt.PodDisruptionBudgetWanted() {
+		names = append(names, ownedName{"PodDisruptionBudget", naming.PodDisruptionBudgetName(rt.Name), &policyv1.PodDisruptionBudget{}})
 	}
 	return names
 }

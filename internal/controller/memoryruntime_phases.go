@@ -38,6 +38,9 @@ func (r *MemoryRuntimeReconciler) ensureFinalizer(ctx context.Context, s *runtim
 
 // connect resolves the admin connection and its pool.
 func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) (bool, error) {
+	if s.rt.UsesMemoryDatabase() {
+		return r.connectDatabase(ctx, s)
+	}
 	url, err := adminURL(ctx, r.secrets, s.rt, r.opts.OperatorNamespace)
 	if err == nil {
 		s.pool, err = r.pools.get(s.connID, url)
@@ -92,6 +95,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		Owner:        TenantOwner(rt),
 		Claim:        TenantClaim(rt, s.recorded, s.schema),
 		IndexTimeout: r.opts.MigrationTimeout,
+		Blockers:     r.blockerPolicy(dbctx, s),
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }
@@ -119,7 +123,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 			r.memory.update(rt.UID, func(st *runtimeState) { st.warned = reason })
 		}
 		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonSchemaOwnedByOther ||
-			reason == memoryv1alpha1.ReasonDimensionsMismatch {
+			reason == memoryv1alpha1.ReasonDimensionsMismatch || reason == memoryv1alpha1.ReasonCitusUnsupported {
 			// Retrying soon cannot help: a human has to change the spec or
 			// the database. Look again at the grant-check interval.
 			s.requeue.at(r.opts.GrantCheckInterval)
@@ -140,6 +144,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	// must never record the schema it asked for.
 	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
+	rt.Status.CitusWorker = res.Worker
 	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil

@@ -26,6 +26,10 @@ var (
 		Name: "engram_operator_reclaims_total",
 		Help: "Deleted MemoryRuntimes, by what happened to the tenant (dropped, retained, skipped).",
 	}, []string{"outcome"})
+	tenantBlockers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engram_operator_tenant_blockers_total",
+		Help: "Sessions that made a provisioning statement wait too long, by outcome (ended: another tenant's session the operator ended; kept: one it may not or could not end).",
+	}, []string{"outcome"})
 	runNowJobs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "engram_operator_run_now_jobs_total",
 		Help: "Jobs started by the run-now annotation of RetentionJobs.",
@@ -33,5 +37,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(provisionSeconds, provisionChanges, passwordRotations, reclaims, runNowJobs)
+	metrics.Registry.MustRegister(provisionSeconds, provisionChanges, passwordRotations, reclaims, runNowJobs, tenantBlockers)
 }

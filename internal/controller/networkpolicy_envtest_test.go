@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,13 +34,28 @@ func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
 		t.Fatalf("no NetworkPolicy for a default runtime: %v", err)
 	}
 	if !metav1.IsControlledBy(&np, rt) || np.Labels[naming.LabelManagedBy] != naming.ManagedBy ||
-		!reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, naming.SelectorLabels("bot")) ||
+		!reflect.DeepEqual(np.Spec.PodSelector, RuntimePodSelector(rt)) ||
 		!reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("NetworkPolicy = %+v", np)
 	}
-	if got := np.Spec.Ingress; len(got) != 1 || len(got[0].Ports) != 1 || got[0].Ports[0].Port.IntValue() != 8080 ||
+	if got := np.Spec.Ingress; len(got) != 2 || len(got[0].Ports) != 1 || got[0].Ports[0].Port.IntValue() != 8080 ||
 		!reflect.DeepEqual(got[0].From, []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}) {
-		t.Errorf("ingress = %+v, want TCP 8080 from the runtime's namespace only", got)
+		t.Errorf("ingress = %+v, want TCP 8080 from the runtime's namespace only, then the metrics rule", got)
+	}
+	// TestNetworkPolicyAdmitsMetricsFromMonitoringOnly, on the live object:
+	// the metrics port from the monitoring namespace only.
+	monitoring := []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}}
+	if got := np.Spec.Ingress; len(got) != 2 || len(got[1].Ports) != 1 || got[1].Ports[0].Port.IntValue() != 9090 ||
+		!reflect.DeepEqual(got[1].From, monitoring) {
+		t.Errorf("ingress = %+v, want TCP 9090 (metrics) from namespace monitoring only", got)
+	}
+	var dep appsv1.Deployment
+	if err := e.get(t, ns, "bot", &dep); err != nil {
+		t.Fatal(err)
+	}
+	if ports := dep.Spec.Template.Spec.Containers[0].Ports; len(ports) != 2 || ports[1].Name != naming.MetricsPortName || ports[1].ContainerPort != 9090 {
+		t.Errorf("pod ports = %+v, want metrics on 9090", ports)
 	}
 
 	// Other namespaces by name, plus the runtime's own.

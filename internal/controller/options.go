@@ -1,11 +1,15 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // Options configure the operator. The `manager` command fills them from its
@@ -36,10 +40,25 @@ type Options struct {
 	// take minutes on a large tenant). Every other statement is bounded by
 	// DatabaseTimeout (statement_timeout) and LockTimeout.
 	MigrationTimeout time.Duration
+	// MetricsNamespaces selects the namespaces whose pods may reach the
+	// memory services' metrics port (where Prometheus runs): the runtimes'
+	// NetworkPolicies admit it from there only. Nil: DefaultMetricsNamespaces.
+	MetricsNamespaces *metav1.LabelSelector
+	// TenantBlockerMaxAge is how long a transaction of another tenant's
+	// login role may stay open while a provisioning statement (a CREATE
+	// INDEX CONCURRENTLY of a migration, say) waits for it: the operator
+	// then ends that session, with a Warning event on both runtimes
+	// (tenant.BlockerPolicy).
+	TenantBlockerMaxAge time.Duration
+	// DatabaseCheckInterval is how often each MemoryDatabase is checked
+	// (reachable, version, extensions, size), plus a jitter of up to a
+	// tenth of it. A database that goes down is noticed within it, and its
+	// tenants report it then.
+	DatabaseCheckInterval time.Duration
 	// PoolMaxConns is the size of each admin connection pool.
 	PoolMaxConns int32
 	// Concurrency is the number of objects of each kind reconciled at once.
-	RuntimeConcurrency, PolicyConcurrency, RetentionJobConcurrency int
+	RuntimeConcurrency, PolicyConcurrency, RetentionJobConcurrency, DatabaseConcurrency int
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a
 	// failing reconcile (database down, API errors).
 	RetryBaseDelay, RetryMaxDelay time.Duration
@@ -61,16 +80,36 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultGrantCheckInterval = 10 * time.Minute
-	DefaultDatabaseTimeout    = 60 * time.Second
-	DefaultConnectTimeout     = 10 * time.Second
-	DefaultLockTimeout        = 5 * time.Second
-	DefaultMigrationTimeout   = 30 * time.Minute
-	DefaultPoolMaxConns       = 4
-	DefaultRetryBaseDelay     = 500 * time.Millisecond
-	DefaultRetryMaxDelay      = 5 * time.Minute
-	DefaultNotOwnedRetry      = 30 * time.Second
+	DefaultGrantCheckInterval    = 10 * time.Minute
+	DefaultDatabaseTimeout       = 60 * time.Second
+	DefaultConnectTimeout        = 10 * time.Second
+	DefaultLockTimeout           = 5 * time.Second
+	DefaultMigrationTimeout      = 30 * time.Minute
+	DefaultTenantBlockerMaxAge   = tenant.DefaultBlockerMaxAge
+	DefaultPoolMaxConns          = 4
+	DefaultDatabaseCheckInterval = time.Minute
+	DefaultRetryBaseDelay        = 500 * time.Millisecond
+	DefaultRetryMaxDelay         = 5 * time.Minute
+	DefaultNotOwnedRetry         = 30 * time.Second
 )
+
+// DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
+// the namespace named monitoring (the label every namespace has).
+const DefaultMetricsNamespaces = "kubernetes.io/metadata.name=monitoring"
+
+// ParseMetricsNamespaces reads a label selector of namespaces (kubectl's
+// syntax: "kubernetes.io/metadata.name=monitoring", "team in (obs,sre)").
+// An empty one would select every namespace, so it is refused.
+func ParseMetricsNamespaces(s string) (*metav1.LabelSelector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("the selector is empty, which would admit every namespace")
+	}
+	sel, err := metav1.ParseToLabelSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a label selector: %w", s, err)
+	}
+	return sel, nil
+}
 
 // withDefaults fills unset options.
 func (o Options) withDefaults() Options {
@@ -85,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MigrationTimeout <= 0 {
 		o.MigrationTimeout = DefaultMigrationTimeout
+	}
+	if o.TenantBlockerMaxAge <= 0 {
+		o.TenantBlockerMaxAge = DefaultTenantBlockerMaxAge
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout
@@ -101,6 +143,12 @@ func (o Options) withDefaults() Options {
 	if o.RetentionJobConcurrency <= 0 {
 		o.RetentionJobConcurrency = 2
 	}
+	if o.DatabaseConcurrency <= 0 {
+		o.DatabaseConcurrency = 2
+	}
+	if o.DatabaseCheckInterval <= 0 {
+		o.DatabaseCheckInterval = DefaultDatabaseCheckInterval
+	}
 	if o.RetryBaseDelay <= 0 {
 		o.RetryBaseDelay = DefaultRetryBaseDelay
 	}
@@ -109,6 +157,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NotOwnedRetry <= 0 {
 		o.NotOwnedRetry = DefaultNotOwnedRetry
+	}
+	if o.MetricsNamespaces == nil {
+		o.MetricsNamespaces, _ = ParseMetricsNamespaces(DefaultMetricsNamespaces)
 	}
 	return o
 }

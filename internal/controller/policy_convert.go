@@ -46,6 +46,9 @@ func ResolvePolicy(spec *memoryv1alpha1.MemoryPolicySpec) (memory.Policy, error)
 	p.Limits.MaxQueryBytes = orInt(l.MaxQueryBytes, p.Limits.MaxQueryBytes)
 	p.Limits.MaxTopK = orInt(l.MaxTopK, p.Limits.MaxTopK)
 	p.Limits.MaxFactsPerExtraction = orInt(l.MaxFactsPerExtraction, p.Limits.MaxFactsPerExtraction)
+	p.Limits.MaxSessionsPerOwner = orInt(l.MaxSessionsPerOwner, p.Limits.MaxSessionsPerOwner)
+	p.Limits.MaxEpisodesPerOwner = orInt(l.MaxEpisodesPerOwner, p.Limits.MaxEpisodesPerOwner)
+	p.Limits.MaxDocumentVersions = orInt(l.MaxDocumentVersions, p.Limits.MaxDocumentVersions)
 
 	s := spec.Search
 	p.Search.VectorWeight = derefFloat(s.VectorWeight, p.Search.VectorWeight)
@@ -96,7 +99,13 @@ func resolveConversation(in memoryv1alpha1.ConversationSpec, c memory.Conversati
 	c.Compaction.MaxDepth = orInt(in.Compaction.MaxDepth, c.Compaction.MaxDepth)
 	c.Limits.MaxMessagesPerTurn = orInt(in.Limits.MaxMessagesPerTurn, c.Limits.MaxMessagesPerTurn)
 	c.Limits.MaxMessageBytes = orInt(in.Limits.MaxMessageBytes, c.Limits.MaxMessageBytes)
+	c.Limits.MaxTurnMessages = orInt(in.Limits.MaxTurnMessages, c.Limits.MaxTurnMessages)
+	c.Limits.MaxTurnTokens = orInt(in.Limits.MaxTurnTokens, c.Limits.MaxTurnTokens)
+	c.Limits.MaxMessagesPerSession = orInt(in.Limits.MaxMessagesPerSession, c.Limits.MaxMessagesPerSession)
 	c.ExtractOnEnd = in.ExtractOnEnd
+	if in.ExtractionScope != "" {
+		c.ExtractionScope = memory.ExtractionScope(in.ExtractionScope)
+	}
 	for _, d := range []struct {
 		field string
 		in    memoryv1alpha1.Duration

@@ -19,7 +19,7 @@ const day = memory.Duration(24 * time.Hour)
 func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 	return memoryv1alpha1.MemoryPolicySpec{
 		Dedup:      memoryv1alpha1.DedupSpec{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: memoryv1alpha1.ArbitrationLLM},
-		Limits:     memoryv1alpha1.LimitsSpec{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
+		Limits:     memoryv1alpha1.LimitsSpec{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5, MaxSessionsPerOwner: 10000, MaxEpisodesPerOwner: 2000, MaxDocumentVersions: 100},
 		Search:     memoryv1alpha1.SearchSpec{VectorWeight: ptr.To(0.6), TextWeight: ptr.To(0.2), DecayWeight: ptr.To(0.2), DefaultTopK: 10},
 		Forgetting: memoryv1alpha1.ForgettingSpec{MinDecayScore: ptr.To(0.05)},
 		Retention:  memoryv1alpha1.RetentionSpec{PurgeInactiveAfter: "30d"},
@@ -29,7 +29,9 @@ func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 			Compaction:     memoryv1alpha1.ConversationCompactionSpec{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
 			SessionIdleTTL: "0",
 			ArchiveAfter:   "0",
-			Limits:         memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 50, MaxMessageBytes: 32768},
+			Limits: memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 50, MaxMessageBytes: 32768,
+				MaxTurnMessages: 500, MaxTurnTokens: 200000, MaxMessagesPerSession: 100000},
+			ExtractionScope: memoryv1alpha1.ExtractionScopeOwner,
 		},
 	}
 }
@@ -113,7 +115,8 @@ func TestResolvePolicyConversation(t *testing.T) {
 		Compaction:     memoryv1alpha1.ConversationCompactionSpec{Threshold: 0.5, ChunkSize: 10, CondenseGroupSize: 3, MaxDepth: 2},
 		SessionIdleTTL: "90d",
 		ArchiveAfter:   "2w",
-		Limits:         memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024},
+		Limits: memoryv1alpha1.ConversationLimitsSpec{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024,
+			MaxTurnMessages: 40, MaxTurnTokens: 5000, MaxMessagesPerSession: 300},
 	}
 	got, err := ResolvePolicy(&spec)
 	if err != nil {
@@ -124,7 +127,10 @@ func TestResolvePolicyConversation(t *testing.T) {
 		Compaction:     memory.ConversationCompaction{Threshold: 0.5, ChunkSize: 10, CondenseGroupSize: 3, MaxDepth: 2},
 		SessionIdleTTL: memory.Duration(90 * 24 * time.Hour),
 		ArchiveAfter:   memory.Duration(14 * 24 * time.Hour),
-		Limits:         memory.ConversationLimits{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024},
+		Limits: memory.ConversationLimits{MaxMessagesPerTurn: 10, MaxMessageBytes: 1024,
+			MaxTurnMessages: 40, MaxTurnTokens: 5000, MaxMessagesPerSession: 300},
+		// Left out of the spec: the default.
+		ExtractionScope: memory.ExtractionScopeOwner,
 	}
 	if got.Conversation != want {
 		t.Errorf("conversation = %+v, want %+v", got.Conversation, want)
@@ -143,12 +149,34 @@ func TestResolvePolicyConversation(t *testing.T) {
 	}
 }
 
+// TestResolvePolicyCarriesQuotas: the per-owner quotas reach the engine's
+// policy; unset ones take the engine's defaults.
+func TestResolvePolicyCarriesQuotas(t *testing.T) {
+	spec := crdDefaults()
+	spec.Limits.MaxSessionsPerOwner, spec.Limits.MaxEpisodesPerOwner, spec.Limits.MaxDocumentVersions = 7, 8, 9
+	got, err := ResolvePolicy(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got.Limits; l.MaxSessionsPerOwner != 7 || l.MaxEpisodesPerOwner != 8 || l.MaxDocumentVersions != 9 {
+		t.Errorf("limits = %+v, want the quotas 7, 8, 9", l)
+	}
+	got, err = ResolvePolicy(&memoryv1alpha1.MemoryPolicySpec{})
+	if l := got.Limits; err != nil || l.MaxSessionsPerOwner != memory.DefaultMaxSessionsPerOwner ||
+		l.MaxEpisodesPerOwner != memory.DefaultMaxEpisodesPerOwner || l.MaxDocumentVersions != memory.DefaultMaxDocumentVersions {
+		t.Errorf("unset quotas = %+v, %v; want the defaults", l, err)
+	}
+}
+
 // TestResolvePolicySemanticErrors: what CEL lets through, Validate catches.
 func TestResolvePolicySemanticErrors(t *testing.T) {
 	cases := map[string]func(*memoryv1alpha1.MemoryPolicySpec){
 		"redaction.patterns[0]": func(s *memoryv1alpha1.MemoryPolicySpec) { s.Redaction.Patterns = []string{"(unclosed"} },
 		"matches the empty string": func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Redaction.Patterns = []string{"x*"}
+		},
+		"conversation.limits.maxTurnMessages": func(s *memoryv1alpha1.MemoryPolicySpec) {
+			s.Conversation.Limits.MaxMessagesPerTurn, s.Conversation.Limits.MaxTurnMessages = 100, 99
 		},
 		"conversation.archiveAfter": func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Conversation.SessionIdleTTL, s.Conversation.ArchiveAfter = "1d", "24h"
@@ -177,12 +205,14 @@ func TestResolvePolicyLongTermFields(t *testing.T) {
 		{Name: "company", Global: true, Description: "tenant-wide facts"},
 	}
 	spec.Conversation.ExtractOnEnd = true
+	spec.Conversation.ExtractionScope = memoryv1alpha1.ExtractionScopeSession
 	got, err := ResolvePolicy(&spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, _ := got.Category("company")
-	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd {
+	if !c.Global || c.Description != "tenant-wide facts" || got.Categories[0].Description != "who the user is" || !got.Conversation.ExtractOnEnd ||
+		got.Conversation.ExtractionScope != memory.ExtractionScopeSession {
 		t.Fatalf("resolved %+v, conversation %+v", got.Categories, got.Conversation)
 	}
 	spec.Categories[1].Protected = true

@@ -8,6 +8,9 @@ package controller
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes,verbs=patch
 // Status is written through the status subresource only.
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/status;memorypolicies/status;retentionjobs/status,verbs=get;patch
+// MemoryDatabases (cluster-scoped) are read, and their status kept.
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memorydatabases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=memory.engram.dev,resources=memorydatabases/status,verbs=get;patch
 // Owner references with blockOwnerDeletion need update on the owner's finalizers.
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/finalizers;retentionjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=cronjobs/finalizers,verbs=update
@@ -22,6 +25,9 @@ package controller
 // The NetworkPolicy in front of each memory service; deleted when a runtime
 // turns it off (spec.service.networkPolicy.enabled: false).
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
+// The PodDisruptionBudget of each memory service of more than one replica;
+// deleted when the replicas drop to one or it is turned off.
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // CronJobs of runtimes no longer targeted are deleted; run-now creates Jobs.
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create

@@ -27,6 +27,7 @@ import (
 func (r *MemoryRuntimeReconciler) restarted() *MemoryRuntimeReconciler {
 	fresh := *r
 	fresh.memory = newRuntimeMemory()
+	fresh.placer = newPlacer()
 	fresh.secrets = newSecretReader(r.secrets.meta, r.secrets.api, r.secrets.maxIdle)
 	return &fresh
 }

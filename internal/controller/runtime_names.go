@@ -8,9 +8,14 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
-// Endpoint is the in-cluster URL of a runtime's memory service.
+// Endpoint is the in-cluster URL of a runtime's memory service: https
+// with spec.service.tls.
 func Endpoint(rt *memoryv1alpha1.MemoryRuntime) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", naming.ServiceName(rt.Name), rt.Namespace, rt.ServicePort())
+	scheme := "http"
+	if rt.TLSSecretName() != "" {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s.%s.svc:%d", scheme, naming.ServiceName(rt.Name), rt.Namespace, rt.ServicePort())
 }
 
 // SchemaFor is the tenant schema of a runtime: spec.database.schema; else
@@ -46,6 +51,9 @@ func TenantClaim(rt *memoryv1alpha1.MemoryRuntime, recordedSchema, schema string
 // connectionID names one admin connection in the pool cache.
 func connectionID(rt *memoryv1alpha1.MemoryRuntime) string {
 	db := rt.Spec.Database
+	if rt.UsesMemoryDatabase() || db.ConnectionSecretRef == nil && db.ClusterConnection == "" {
+		return databaseConnID(rt.PlacedDatabase())
+	}
 	if db.ClusterConnection != "" {
 		return "cluster/" + db.ClusterConnection
 	}

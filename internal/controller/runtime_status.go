@@ -63,13 +63,21 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonSchemaNotManaged:   true,
 	memoryv1alpha1.ReasonSchemaOwnedByOther: true,
 	memoryv1alpha1.ReasonDimensionsMismatch: true,
+	memoryv1alpha1.ReasonCitusUnsupported:   true,
 	memoryv1alpha1.ReasonConnectionInvalid:  true,
 	memoryv1alpha1.ReasonPolicyInvalid:      true,
 	memoryv1alpha1.ReasonConfigInvalid:      true,
+	memoryv1alpha1.ReasonTLSSecretInvalid:   true,
 	memoryv1alpha1.ReasonImageNotSet:        true,
 	memoryv1alpha1.ReasonObjectNotOwned:     true,
 	memoryv1alpha1.ReasonInvalidSchedule:    true,
 	memoryv1alpha1.ReasonInvalid:            true,
+	// Placement on MemoryDatabases: no database can take the tenant (none
+	// matches, or all are cordoned or full), the one it lives on is gone,
+	// or the spec names another home than the one it has.
+	memoryv1alpha1.ReasonNoDatabaseAvailable: true,
+	memoryv1alpha1.ReasonDatabaseNotFound:    true,
+	memoryv1alpha1.ReasonDatabaseChanged:     true,
 }
 
 // isStalled reports whether reason needs a human (see stalledReasons).

@@ -60,6 +60,17 @@ func TestDeriveRuntimeStatus(t *testing.T) {
 			want{"False", "SchemaOwnedByOther", "", "SchemaOwnedByOther", true, "False", ""}},
 		{"API error: Ready keeps its value", 1, runtimeFacts{err: errors.New("etcd timeout")},
 			want{"True", "Available", "ReconcileError", "", false, "", ""}},
+		// Placement on MemoryDatabases (memoryruntime_placement.go).
+		{"the database it lives on is down (its check says so)", 1, runtimeFacts{blocked: &blocker{memoryv1alpha1.ConditionDatabaseReady, "DatabaseUnreachable", "MemoryDatabase a is unreachable"}},
+			want{"False", "DatabaseUnreachable", "DatabaseUnreachable", "", true, "False", ""}},
+		{"waiting for a database to be checked or come back", 1, runtimeFacts{blocked: &blocker{memoryv1alpha1.ConditionDatabaseReady, "WaitingForDatabase", "a: not checked yet"}},
+			want{"False", "WaitingForDatabase", "WaitingForDatabase", "", true, "False", ""}},
+		{"no database can take the tenant", 1, runtimeFacts{blocked: &blocker{memoryv1alpha1.ConditionDatabaseReady, "NoDatabaseAvailable", "a: full"}},
+			want{"False", "NoDatabaseAvailable", "", "NoDatabaseAvailable", true, "False", ""}},
+		{"the spec names another database than the one it lives on", 1, runtimeFacts{blocked: &blocker{memoryv1alpha1.ConditionDatabaseReady, "DatabaseChanged", "lives on a"}},
+			want{"False", "DatabaseChanged", "", "DatabaseChanged", true, "False", ""}},
+		{"the database it lives on was deleted", 1, runtimeFacts{blocked: &blocker{memoryv1alpha1.ConditionDatabaseReady, "DatabaseNotFound", "gone"}},
+			want{"False", "DatabaseNotFound", "", "DatabaseNotFound", true, "False", ""}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -76,6 +76,13 @@ func (e *operatorEnv) testSamples(t *testing.T) {
 		obj.SetNamespace(ns)
 	}
 	conn := loadSamples(t, filepath.Join(root, "connection"))
+	// The database servers (cluster-scoped) and a runtime placed by label.
+	for _, obj := range loadSamples(t, filepath.Join(root, "databases")) {
+		if _, ok := obj.(*memoryv1alpha1.MemoryRuntime); ok {
+			obj.SetNamespace(ns)
+		}
+		conn = append(conn, obj)
+	}
 	for _, obj := range append(others, conn...) {
 		if err := e.c.Create(testContext(t), obj, client.DryRunAll); err != nil {
 			t.Errorf("sample %T %s is refused: %v", obj, obj.GetName(), err)

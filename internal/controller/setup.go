@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -50,13 +51,14 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 func CacheOptions(o Options) cache.Options {
 	managed := labels.SelectorFromSet(naming.ManagedLabels())
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:          {Label: managed},
-		&corev1.Service{}:             {Label: managed},
-		&corev1.ConfigMap{}:           {Label: managed},
-		&corev1.Secret{}:              {Label: managed},
-		&networkingv1.NetworkPolicy{}: {Label: managed},
-		&batchv1.CronJob{}:            {Label: managed},
-		&batchv1.Job{}:                {Label: managed},
+		&appsv1.Deployment{}:            {Label: managed},
+		&corev1.Service{}:               {Label: managed},
+		&corev1.ConfigMap{}:             {Label: managed},
+		&corev1.Secret{}:                {Label: managed},
+		&networkingv1.NetworkPolicy{}:   {Label: managed},
+		&policyv1.PodDisruptionBudget{}: {Label: managed},
+		&batchv1.CronJob{}:              {Label: managed},
+		&batchv1.Job{}:                  {Label: managed},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -83,7 +85,7 @@ func NewManager(cfg *rest.Config, base ctrl.Options, o Options) (manager.Manager
 // reconciler Setup creates: the restart test builds a fresh one beside it.
 var setupHook func(*MemoryRuntimeReconciler)
 
-// Setup registers the field indexes and the three reconcilers with mgr.
+// Setup registers the field indexes and the four reconcilers with mgr.
 func Setup(mgr manager.Manager, o Options) error {
 	o = o.withDefaults()
 	ctx := context.Background()
@@ -111,6 +113,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		events:  mgr.GetEventRecorder(naming.FieldOwner),
 		opts:    o,
 		memory:  newRuntimeMemory(),
+		placer:  newPlacer(),
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)
@@ -120,6 +123,16 @@ func Setup(mgr manager.Manager, o Options) error {
 	}
 	if err := registerRuntimeCollector(mgr.GetCache()); err != nil {
 		return fmt.Errorf("registering the runtime metrics: %w", err)
+	}
+	databases := &MemoryDatabaseReconciler{
+		client: mgr.GetClient(), secrets: runtimes.secrets, pools: pools,
+		events: mgr.GetEventRecorder(naming.FieldOwner), opts: o,
+	}
+	if err := databases.setupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the MemoryDatabase controller: %w", err)
+	}
+	if err := registerDatabaseCollector(mgr.GetCache()); err != nil {
+		return fmt.Errorf("registering the database metrics: %w", err)
 	}
 	policies := &MemoryPolicyReconciler{client: mgr.GetClient(), events: mgr.GetEventRecorder(naming.FieldOwner), opts: o}
 	if err := policies.setupWithManager(mgr); err != nil {

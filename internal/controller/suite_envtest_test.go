@@ -71,13 +71,23 @@ func TestOperator(t *testing.T) {
 	t.Run("ForeignObjects", e.testForeignObjects)
 	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
 	t.Run("NetworkPolicy", e.testNetworkPolicy)
+	t.Run("Scheduling", e.testScheduling)
+	t.Run("PodDisruptionBudget", e.testPodDisruptionBudget)
+	t.Run("ServiceTLS", e.testServiceTLS)
+	t.Run("WorkloadCEL", e.testWorkloadCEL)
+	t.Run("ResponseByteCap", e.testResponseByteCap)
 	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
 	t.Run("Samples", e.testSamples)
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
+	t.Run("TenantSnapshot", e.testTenantSnapshot)
+	t.Run("DatabaseCEL", e.testDatabaseCEL)
+	t.Run("Databases", e.testDatabases)
+	t.Run("DatabaseServerDown", e.testDatabaseServerDown)
 	t.Run("OperatorFaults", e.testOperatorFaults)
 	t.Run("KStatus", e.testKStatus)
 	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
+	t.Run("Citus", e.testCitus)
 	t.Run("Idle", e.testIdle)
 }
 
@@ -115,7 +125,14 @@ func startOperator(t *testing.T) *operatorEnv {
 		RetryBaseDelay:     100 * time.Millisecond,
 		RetryMaxDelay:      2 * time.Second,
 		NotOwnedRetry:      time.Second,
-		FailAfter:          e.faults.failAfter,
+		// A tenant's snapshot is ended 2 s into a provisioning it blocks
+		// (testTenantSnapshot); the default is 60 s.
+		TenantBlockerMaxAge: 2 * time.Second,
+		FailAfter:           e.faults.failAfter,
+		// Databases are checked every second here (default 1 min), so a
+		// server that stops is noticed at once (testDatabaseServerDown);
+		// the idle check proves the checks write nothing.
+		DatabaseCheckInterval: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -83,11 +83,25 @@ func Run(ctx context.Context, r Runner, schema string, ops []string, opts memory
 	case errors.Is(err, memory.ErrLocked):
 		sum.Result, sum.Message = memory.RunSkipped, MessageSkippedLocked
 	case err != nil:
-		sum.Result, sum.Message = memory.RunFailed, truncate(err.Error(), maxMessageBytes)
+		sum.Result, sum.Message = memory.RunFailed, truncate(failureMessage(err), maxMessageBytes)
 	default:
 		sum.Result = memory.RunSucceeded
 	}
 	return sum
+}
+
+// MessageUnavailable starts the message of a run that failed because the
+// database could not be used (down, restarting, in recovery, connection
+// lost): nothing is wrong with the tenant, and the next scheduled run
+// continues where this one stopped.
+const MessageUnavailable = "the database is unavailable; the next scheduled run continues: "
+
+// failureMessage is the summary message of a failed run.
+func failureMessage(err error) string {
+	if memory.IsUnavailable(err) {
+		return MessageUnavailable + err.Error()
+	}
+	return err.Error()
 }
 
 // Failed is the summary of a run that could not start (bad flags, config

@@ -18,6 +18,8 @@ const usage = `kubectl engram: operate Engram memory runtimes.
 
 Usage:
   kubectl engram status [RUNTIME] [-A]              one runtime in detail, or a table of runtimes
+  kubectl engram databases [DATABASE]               the MemoryDatabases: reachable, tenants, room;
+                                                    one in detail with the tenants placed there
   kubectl engram run-now RETENTIONJOB [--dry-run] [--wait]
   kubectl engram rotate-credentials RUNTIME [--wait]
   kubectl engram pause RUNTIME | resume RUNTIME
@@ -171,6 +173,7 @@ func (a *app) commands() map[string]command {
 		"status": {args: []string{"runtime?"}, run: runStatus, flags: func(fs *pflag.FlagSet) {
 			fs.BoolVarP(&a.allNamespaces, "all-namespaces", "A", false, "every namespace")
 		}},
+		"databases": {args: []string{"database?"}, run: runDatabases},
 		"run-now": {args: []string{"retentionjob"}, run: runRunNow, flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&a.dryRun, "dry-run", false, "server-side dry run: check the request, change nothing")
 			fs.BoolVar(&a.wait, "wait", false, "follow until every run finished")

@@ -40,6 +40,11 @@ func (a *app) kubeClient() (*kube, error) {
 		cfg.Timeout = a.timeout
 	}
 	cfg.UserAgent = "kubectl-engram"
+	host, err := apiHost(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Wrap(wrapServiceToken(host)) // below client-go's debug output (proxytoken.go)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -67,7 +72,10 @@ func apiError(err error, verb, resource, namespace, name string) error {
 		return nil
 	}
 	where := fmt.Sprintf("in namespace %q", namespace)
-	if namespace == "" {
+	switch {
+	case resource == resDatabases:
+		where = "in the cluster" // cluster-scoped
+	case namespace == "":
 		where = "in any namespace"
 	}
 	switch {

@@ -37,6 +37,7 @@ type cluster struct {
 	kubeconfig string // a system:masters user
 	viewer     string // a user who may only get and list MemoryRuntimes in ns
 	endpoint   func(ns, name string) string
+	dbURL      string // admin URL of the test database
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -49,7 +50,7 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &cluster{ns: fmt.Sprintf("plugin-%d", time.Now().UnixNano()%1e6), c: c}
+	cl := &cluster{ns: fmt.Sprintf("plugin-%d", time.Now().UnixNano()%1e6), c: c, dbURL: dbURL}
 	if err := demo.Prepare(ctx, c, dbURL, cl.ns); err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +344,8 @@ func TestPlugin(t *testing.T) {
 			t.Error("resume left spec.paused true")
 		}
 	})
+
+	t.Run("databases", cl.testDatabases)
 
 	t.Run("clear errors", func(t *testing.T) {
 		cl.fails(t, cl.kubeconfig, `no memoryruntimes.memory.engram.dev "nope" in namespace "`+cl.ns+`"`, "status", "nope")

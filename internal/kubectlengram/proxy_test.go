@@ -36,7 +36,7 @@ func TestProxyCallsCarryOnlyTheirParameters(t *testing.T) {
 	if err := s.call(context.Background(), http.MethodGet, ownerPath("alice", "/memories"), url.Values{"limit": {"20"}}, nil, &page); err != nil {
 		t.Fatal(err)
 	}
-	if want := ProxyPath("team-a", "support-bot", "/v1/owners/alice/memories"); path != want {
+	if want := ProxyPath("team-a", "support-bot", false, "/v1/owners/alice/memories"); path != want {
 		t.Errorf("path %q, want %q", path, want)
 	}
 	if len(got) != 1 || got.Get("limit") != "20" {

@@ -36,14 +36,27 @@ type service struct {
 	k         *kube
 	namespace string
 	name      string
+	tls       bool // the Service's port is https
 }
 
 // ProxyPath is the API server path that reaches path on the runtime's
 // Service through the service proxy ("<name>:<port name>" picks the port
-// by name, so spec.service.port does not matter).
-func ProxyPath(namespace, service, path string) string {
-	return fmt.Sprintf("/api/v1/namespaces/%s/services/%s:%s/proxy%s",
-		url.PathEscape(namespace), url.PathEscape(service), naming.PortName, path)
+// by name, so spec.service.port does not matter). With tls the service
+// serves HTTPS on its port "https", and the "https:" prefix makes the API
+// server speak TLS to it (the API server does not verify the service's
+// certificate: the proxy authenticates the user, the service the token).
+func ProxyPath(namespace, service string, tls bool, path string) string {
+	ref := url.PathEscape(service) + ":" + naming.PortName
+	if tls {
+		ref = "https:" + url.PathEscape(service) + ":" + naming.PortNameTLS
+	}
+	return fmt.Sprintf("/api/v1/namespaces/%s/services/%s/proxy%s", url.PathEscape(namespace), ref, path)
+}
+
+// servesTLS reports whether the runtime's service serves HTTPS, from the
+// endpoint the operator published (which follows the Service it applied).
+func servesTLS(rt *memoryv1alpha1.MemoryRuntime) bool {
+	return strings.HasPrefix(rt.Status.Endpoint, "https://")
 }
 
 // serviceFor opens the memory service of runtime name. Without --url the
@@ -73,7 +86,7 @@ func (a *app) serviceFor(ctx context.Context, name string) (*service, error) {
 // openService builds the service client of a runtime already read.
 func (a *app) openService(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime) (*service, error) {
 	s := &service{token: a.serviceToken, direct: strings.TrimRight(a.url, "/"), httpc: &http.Client{Timeout: a.timeout},
-		k: k, namespace: rt.Namespace, name: naming.ServiceName(rt.Name)}
+		k: k, namespace: rt.Namespace, name: naming.ServiceName(rt.Name), tls: servesTLS(rt)}
 	if s.token == "" {
 		tok, err := adminToken(ctx, k, rt)
 		if err != nil {
@@ -166,12 +179,14 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 	if s.direct != "" {
 		return s.sendDirect(ctx, method, path, query, payload)
 	}
+	// The token goes in through the context, not SetHeader: see proxytoken.go.
 	// Timeout(0): client-go would add its request timeout as a "timeout"
 	// query parameter, which the API server passes on to the memory
 	// service, which refuses unknown parameters (422). The HTTP client's
 	// own timeout (--request-timeout) still bounds the call.
-	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, path)).
-		Timeout(0).SetHeader(HeaderProxyAuthorization, "Bearer "+s.token)
+	ctx = withServiceToken(ctx, s.token)
+	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, s.tls, path)).
+		Timeout(0)
 	for k, vs := range query {
 		for _, v := range vs {
 			req = req.Param(k, v)

@@ -30,6 +30,13 @@ type RuntimeStatus struct {
 	Conditions    []ConditionStatus `json:"conditions"`
 	Schema        string            `json:"schema,omitempty"`
 	SchemaVersion int32             `json:"schemaVersion,omitempty"`
+	// Database is where the tenant lives: the MemoryDatabase it was placed
+	// on, "(placing)", or connection/NAME, secret/NAME.
+	Database string `json:"database,omitempty"`
+	// CitusWorker is the Citus worker holding the schema (empty: plain PostgreSQL).
+	CitusWorker string `json:"citusWorker,omitempty"`
+	// CitusMove is the last move to another worker (move-to-worker annotation).
+	CitusMove *memoryv1alpha1.CitusMoveStatus `json:"citusMove,omitempty"`
 	// Policy is "<name> (generation N)" or "built-in defaults".
 	Policy      string            `json:"policy"`
 	Replicas    *ReplicaStatus    `json:"replicas,omitempty"`
@@ -95,8 +102,8 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 // a service not up) is listed in Unavailable instead of failing the whole.
 func (a *app) runtimeStatus(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime, now time.Time) *RuntimeStatus {
 	st := &RuntimeStatus{Namespace: rt.Namespace, Name: rt.Name, Ready: "Unknown", Paused: rt.Spec.Paused,
-		Schema: rt.Status.Schema, SchemaVersion: rt.Status.SchemaVersion, Endpoint: rt.Status.Endpoint,
-		Policy: "built-in defaults", Conditions: []ConditionStatus{}, Jobs: []JobStatus{}}
+		Schema: rt.Status.Schema, SchemaVersion: rt.Status.SchemaVersion, CitusWorker: rt.Status.CitusWorker, CitusMove: rt.Status.CitusMove, Endpoint: rt.Status.Endpoint,
+		Policy: "built-in defaults", Conditions: []ConditionStatus{}, Jobs: []JobStatus{}, Database: databaseOf(rt)}
 	if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c != nil {
 		st.Ready, st.Reason, st.Message = string(c.Status), c.Reason, c.Message
 	}
@@ -195,7 +202,18 @@ func printRuntimeStatus(w io.Writer, st *RuntimeStatus, now time.Time) error {
 	if st.Paused {
 		line("Paused", "yes: the operator leaves this runtime alone (kubectl engram resume "+st.Name+")")
 	}
+	line("Database", orDash(st.Database))
 	line("Schema", orDash(st.Schema)+versionText(st.SchemaVersion))
+	if st.CitusWorker != "" {
+		line("Citus worker", st.CitusWorker)
+	}
+	if m := st.CitusMove; m != nil {
+		when := ""
+		if m.FinishedAt != nil {
+			when = ", " + age(m.FinishedAt.Time, now) + " ago"
+		}
+		line("Last move", fmt.Sprintf("%s to %s%s: %s", m.Result, m.To, when, m.Message))
+	}
 	line("Policy", st.Policy)
 	if st.Replicas != nil {
 		line("Replicas", fmt.Sprintf("%d/%d ready", st.Replicas.Ready, st.Replicas.Desired))
@@ -286,6 +304,7 @@ type RuntimeRow struct {
 	Paused        bool        `json:"paused"`
 	Schema        string      `json:"schema,omitempty"`
 	SchemaVersion int32       `json:"schemaVersion,omitempty"`
+	Database      string      `json:"database,omitempty"`
 	Policy        string      `json:"policy,omitempty"`
 	Endpoint      string      `json:"endpoint,omitempty"`
 	Created       metav1.Time `json:"created"`
@@ -307,7 +326,7 @@ func listRuntimes(ctx context.Context, a *app, k *kube) error {
 	rows := []RuntimeRow{}
 	for _, rt := range list.Items {
 		r := RuntimeRow{Namespace: rt.Namespace, Name: rt.Name, Ready: "Unknown", Paused: rt.Spec.Paused, Schema: rt.Status.Schema,
-			SchemaVersion: rt.Status.SchemaVersion, Policy: rt.PolicyName(), Endpoint: rt.Status.Endpoint, Created: rt.CreationTimestamp}
+			SchemaVersion: rt.Status.SchemaVersion, Database: databaseOf(&rt), Policy: rt.PolicyName(), Endpoint: rt.Status.Endpoint, Created: rt.CreationTimestamp}
 		if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c != nil {
 			r.Ready, r.Reason = string(c.Status), c.Reason
 		}
@@ -323,13 +342,13 @@ func listRuntimes(ctx context.Context, a *app, k *kube) error {
 			_, err := fmt.Fprintf(w, "No MemoryRuntimes in %s.\n", where)
 			return err
 		}
-		header := []string{"NAME", "READY", "REASON", "SCHEMA", "VERSION", "POLICY", "AGE"}
+		header := []string{"NAME", "READY", "REASON", "DATABASE", "SCHEMA", "VERSION", "POLICY", "AGE"}
 		if a.allNamespaces {
 			header = append([]string{"NAMESPACE"}, header...)
 		}
 		var out [][]string
 		for _, r := range rows {
-			cells := []string{r.Name, r.Ready, orDash(r.Reason), orDash(r.Schema), strconv.Itoa(int(r.SchemaVersion)), orDash(r.Policy), age(r.Created.Time, now)}
+			cells := []string{r.Name, r.Ready, orDash(r.Reason), orDash(r.Database), orDash(r.Schema), strconv.Itoa(int(r.SchemaVersion)), orDash(r.Policy), age(r.Created.Time, now)}
 			if a.allNamespaces {
 				cells = append([]string{r.Namespace}, cells...)
 			}

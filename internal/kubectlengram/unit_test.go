@@ -8,22 +8,46 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestProxyPath pins the service proxy URL: the port is picked by its
 // name, so spec.service.port never matters, and names are escaped.
 func TestProxyPath(t *testing.T) {
-	got := ProxyPath("team-a", "support-bot", "/v1/owners/alice%40example.com/memories")
+	got := ProxyPath("team-a", "support-bot", false, "/v1/owners/alice%40example.com/memories")
 	want := "/api/v1/namespaces/team-a/services/support-bot:http/proxy/v1/owners/alice%40example.com/memories"
 	if got != want {
 		t.Errorf("ProxyPath = %q, want %q", got, want)
 	}
 	if p := ownerPath("a/b c", "/search"); p != "/v1/owners/a%2Fb%20c/search" {
 		t.Errorf("ownerPath = %q", p)
+	}
+}
+
+// TestProxyPathTLS: a runtime whose endpoint is https (spec.service.tls)
+// is reached through the service proxy with the "https:" scheme prefix on
+// its port "https": without it the API server would speak plain HTTP to a
+// TLS port and get nothing but a handshake error.
+func TestProxyPathTLS(t *testing.T) {
+	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "support-bot", Namespace: "team-a"}}
+	rt.Status.Endpoint = "https://support-bot.team-a.svc:8080"
+	a := &app{globals: globals{serviceToken: "t"}}
+	s, err := a.openService(context.Background(), nil, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ProxyPath(s.namespace, s.name, s.tls, "/v1/stats"), "/api/v1/namespaces/team-a/services/https:support-bot:https/proxy/v1/stats"; got != want {
+		t.Errorf("proxy path of a TLS runtime = %q, want %q", got, want)
+	}
+	rt.Status.Endpoint = "http://support-bot.team-a.svc:8080"
+	if s, _ := a.openService(context.Background(), nil, rt); s.tls {
+		t.Error("a plain HTTP runtime is reached over TLS")
 	}
 }
 
@@ -94,5 +118,32 @@ func TestKrewManifest(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("no platform %s", want)
 		}
+	}
+}
+
+// The status screen names the Citus worker of a runtime on Citus and its
+// last move; a runtime on plain PostgreSQL shows neither line.
+func TestStatusShowsCitusWorker(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	done := metav1.NewTime(now.Add(-2 * time.Minute))
+	st := &RuntimeStatus{Namespace: "team-a", Name: "bot", Ready: "True", Schema: "engram_team_a_bot", SchemaVersion: 12,
+		CitusWorker: "10.0.0.7:5432", CitusMove: &memoryv1alpha1.CitusMoveStatus{To: "10.0.0.7:5432", From: "10.0.0.6:5432",
+			Result: memoryv1alpha1.CitusMoveSucceeded, Message: "moved in 5.4s", FinishedAt: &done}}
+	var b strings.Builder
+	if err := printRuntimeStatus(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Citus worker:   10.0.0.7:5432\n", "Last move:      Succeeded to 10.0.0.7:5432, 2m ago: moved in 5.4s\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status screen lacks %q:\n%s", want, b.String())
+		}
+	}
+	st.CitusWorker, st.CitusMove = "", nil
+	b.Reset()
+	if err := printRuntimeStatus(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "Citus") || strings.Contains(b.String(), "Last move") {
+		t.Errorf("a plain runtime's screen mentions Citus:\n%s", b.String())
 	}
 }

@@ -32,7 +32,8 @@ func newPodSpec(namespace, name string, t *corev1.PodTemplateSpec) podSpec {
 // process is one local container process.
 type process struct {
 	cmd     *exec.Cmd
-	url     string // http://127.0.0.1:PORT for servers
+	url     string // http(s)://127.0.0.1:PORT for servers
+	scheme  string // of url: https when the readiness probe's is
 	hash    string // pod template hash of the Deployment it runs
 	logPath string
 	termLog string // the container's termination message file
@@ -95,14 +96,17 @@ func (k *Kubelet) start(ctx context.Context, pod podSpec, dir string) (*process,
 	if err != nil {
 		return nil, err
 	}
-	p := &process{done: make(chan struct{}), logPath: filepath.Join(dir, "container.log")}
+	p := &process{done: make(chan struct{}), logPath: filepath.Join(dir, "container.log"), scheme: "http"}
 	p.termLog = filepath.Join(dir, "termination-log")
+	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
+		p.probe = c.ReadinessProbe.HTTPGet.Path
+		if c.ReadinessProbe.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+			p.scheme = "https" // a runtime with spec.service.tls
+		}
+	}
 	argv, err := k.rewrite(append(append([]string{}, c.Command...), c.Args...), mounts, p)
 	if err != nil {
 		return nil, err
-	}
-	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
-		p.probe = c.ReadinessProbe.HTTPGet.Path
 	}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
@@ -241,8 +245,8 @@ func (k *Kubelet) envValue(ctx context.Context, pod podSpec, src *corev1.EnvVarS
 
 // rewrite maps the container's command line onto this machine: /manager is
 // the local binary, mount paths are the materialized directories, a listen
-// address becomes a free port on 127.0.0.1, and the termination log is a
-// file of the pod's directory.
+// address (API or metrics) becomes a free port on 127.0.0.1, and the
+// termination log is a file of the pod's directory.
 func (k *Kubelet) rewrite(argv []string, mounts map[string]string, p *process) ([]string, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("container has no command")
@@ -263,8 +267,15 @@ func (k *Kubelet) rewrite(argv []string, mounts map[string]string, p *process) (
 			if err != nil {
 				return nil, err
 			}
-			p.url = "http://127.0.0.1:" + strconv.Itoa(port)
+			p.url = p.scheme + "://127.0.0.1:" + strconv.Itoa(port)
 			a = "--listen=127.0.0.1:" + strconv.Itoa(port)
+		case strings.HasPrefix(a, "--metrics-listen="):
+			// A port of its own too: pods of several runtimes share this host.
+			port, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			a = "--metrics-listen=127.0.0.1:" + strconv.Itoa(port)
 		case strings.HasPrefix(a, "--termination-log="):
 			a = "--termination-log=" + p.termLog
 		default:

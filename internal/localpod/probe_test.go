@@ -53,3 +53,14 @@ func TestWaitOK(t *testing.T) {
 		t.Errorf("FreePort = %d, %v", port, err)
 	}
 }
+
+// TestWaitOKHTTPS: an https probe, as the kubelet's for a runtime with
+// spec.service.tls, does not verify the certificate (httptest's is
+// self-signed).
+func TestWaitOKHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	if err := WaitOK(context.Background(), srv.URL, 10*time.Second, func() error { return nil }); err != nil {
+		t.Errorf("WaitOK over https = %v", err)
+	}
+}

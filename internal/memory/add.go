@@ -222,6 +222,9 @@ type neighbour struct {
 	updatedAt             time.Time
 	sim                   float64
 	exact                 bool
+	// source of the row; read by lockNeighbour only (the lookup's columns
+	// are fixed: the benchmark's raw side scans them too).
+	source Source
 }
 
 type querier interface {
@@ -243,10 +246,11 @@ func (s *Store) nearest(ctx context.Context, q querier, owner, content string, v
 	return n, nil
 }
 
-// scanNeighbour reads a row of nearestQuery; nil when there is none.
-func scanNeighbour(row pgx.Row) (*neighbour, error) {
+// scanNeighbour reads a row of nearestQuery, then extra destinations; nil
+// when there is none.
+func scanNeighbour(row pgx.Row, extra ...any) (*neighbour, error) {
 	var n neighbour
-	err := row.Scan(&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact)
+	err := row.Scan(append([]any{&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -267,11 +271,15 @@ func scanNeighbour(row pgx.Row) (*neighbour, error) {
 // owner's lock keeps out every other writer of content, vectors and
 // superseded_by, and the lookup leaves out rows the purge may delete.
 func (s *Store) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *preparedAdd) (*neighbour, error) {
+	var src string
 	n, err := scanNeighbour(tx.QueryRow(ctx, `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
-			1 - (m.embedding <=> $2), m.content = $3
-		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content))
+			1 - (m.embedding <=> $2), m.content = $3, m.source
+		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content), &src)
 	if err != nil {
 		return nil, s.dbErr("locking memory "+nb.id, err)
+	}
+	if n != nil {
+		n.source = Source(src)
 	}
 	return n, nil
 }
@@ -349,18 +357,21 @@ func (s *Store) expirySeconds(category string, override *time.Duration) float64 
 	return time.Duration(c.TTL).Seconds()
 }
 
-const expirySQL = `CASE WHEN $EXP::float8 > 0 THEN now() + make_interval(secs => $EXP::float8) END`
+// expirySQL is NULL (never) for a ttl of 0. now() stays outside the CASE:
+// Citus refuses a non-immutable function inside CASE or COALESCE in an
+// UPDATE (an interval of NULL seconds makes the sum NULL just the same).
+const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN $EXP::float8 END)`
 
 // InsertQuery is the SQL of add's insert with its history row, returning
 // the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,
 // $4 session, $5 source, $6 category, $7 content, $8 importance, $9 vector,
-// $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id
-// (the benchmark's raw side runs exactly this).
+// $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id,
+// $14 source session (the benchmark's raw side runs exactly this).
 func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
-			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `)
-			RETURNING ` + s.sql.columns + `),
+			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `, $14)
+			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
 			SELECT id::uuid, owner_id, 'add', $5, $13, content, $12 FROM ins)
@@ -380,7 +391,7 @@ func (s *Store) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *
 	}
 	args := []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx)}
+		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
 	var m Memory
@@ -438,18 +449,24 @@ func (s *Store) mergedCategory(existing, incoming string) string {
 }
 
 // merge updates the neighbour in place with the new wording (and
-// reactivates it); the scope widens to owner level when agents or sessions differ.
+// reactivates it); the scope widens to owner level when agents or sessions
+// differ. The row keeps only the new text (the old one is in its history),
+// so it takes the write's source; its category follows mergeCategory.
 func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
 	}
-	category := s.mergedCategory(nb.category, p.req.Category)
+	category, ok := s.mergeCategory(nb, p, p.req.Source)
+	if !ok {
+		return s.insert(ctx, tx, p, res)
+	}
 	m, err := s.rewrite(ctx, tx, nb, rewrite{
 		content: p.content, vec: p.vec, category: category, importance: p.req.Importance,
-		source: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
+		source: p.req.Source, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session,
+		sourceSession: p.req.SourceSession, flags: p.flags,
 		expiry: s.expirySeconds(category, p.ttl), action: string(action),
-		details: map[string]any{"similarity": nb.sim, "wasActive": nb.active},
+		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
 	})
 	if errors.Is(err, pgx.ErrNoRows) { // the neighbour vanished (purged) meanwhile
 		return s.insert(ctx, tx, p, res)
@@ -463,12 +480,15 @@ func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbou
 
 // rewrite is an in-place update of a neighbour by a write.
 type rewrite struct {
-	content        string
-	vec            []float32
-	category       string
-	importance     int
-	source         Source
+	content    string
+	vec        []float32
+	category   string
+	importance int
+	// source is the row's source after the write, actor the writer's
+	// (history's actor): they differ when a merge keeps the lower trust.
+	source, actor  Source
 	agent, session string
+	sourceSession  string // "" keeps the row's
 	flags          []string
 	expiry         float64
 	action         string
@@ -482,15 +502,17 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 				source = $6, flags = $7,
 				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
+				source_session = CASE WHEN $16::text <> '' THEN $16::text ELSE m.source_session END,
 				active = true, deactivated_at = NULL, expires_at = ` + expiry("$10") + `, updated_at = now()
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
-			SELECT id::uuid, owner_id, $11, $6, $14, $12, content, $13 FROM upd)
+			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
 		SELECT * FROM upd`
 	m, err := scanMemory(tx.QueryRow(ctx, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx)))
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
+		string(w.actor), w.sourceSession))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}

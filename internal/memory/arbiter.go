@@ -72,7 +72,7 @@ func (s *Store) planArbitration(ctx context.Context, p *preparedAdd) *arbiterPla
 func (s *Store) askArbiter(ctx context.Context, existing, incoming string) (string, string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", s.redactor.redacted(existing), s.redactor.redacted(incoming))
+	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", promptText(s.redactor.redacted(existing)), promptText(s.redactor.redacted(incoming)))
 	answer, err := s.llm.CompleteJSON(actx, arbiterSystem, user)
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) {
@@ -159,12 +159,21 @@ func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, n
 		if protected {
 			return s.insert(ctx, tx, p, res)
 		}
-		category := s.mergedCategory(nb.category, p.req.Category)
+		// The merged text holds both writers' words: it is worth the less
+		// trusted of their sources (mergeSource), and a protected fact is
+		// never merged into text of a lower source.
+		src := mergeSource(nb, p)
+		category, ok := s.mergeCategory(nb, p, src)
+		if !ok {
+			res.Arbiter = "fallback: a protected memory is not merged with text of source " + string(src)
+			return s.insert(ctx, tx, p, res)
+		}
 		m, err := s.rewrite(ctx, tx, nb, rewrite{
 			content: plan.merged, vec: plan.mergedVec, category: category, importance: p.req.Importance,
-			source: p.req.Source, agent: p.req.Agent, session: p.req.Session, flags: p.flags,
+			source: src, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session,
+			sourceSession: p.req.SourceSession, flags: p.flags,
 			expiry: s.expirySeconds(category, p.ttl), action: "arbiter-update",
-			details: map[string]any{"similarity": nb.sim, "incoming": p.content},
+			details: mergeDetails(map[string]any{"similarity": nb.sim, "incoming": p.content}, nb, p),
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.insert(ctx, tx, p, res)
@@ -189,11 +198,13 @@ func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, n
 	}
 }
 
-// supersedeRow retires oldID in favour of newID (same owner, checked by the caller).
+// supersedeRow retires oldID in favour of newID (same owner, checked by the
+// caller). A row deactivated before keeps its time: least() ignores NULL,
+// like coalesce, which Citus refuses around now() in an UPDATE.
 func (s *Store) supersedeRow(ctx context.Context, tx dbtx, oldID, newID string, actor Source, action string) error {
 	_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
-				deactivated_at = coalesce(m.deactivated_at, now()), updated_at = now()
+				deactivated_at = least(m.deactivated_at, now()), updated_at = now()
 			WHERE m.id = $1 RETURNING m.id, m.owner_id, m.content)
 		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content, details)
 		SELECT id, owner_id, $3, $4, $5, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,

@@ -70,6 +70,11 @@ type ServiceConfig struct {
 	// AsynchronousCommit trades the last ~600 ms of acknowledged writes
 	// (lost if PostgreSQL crashes) for commit latency; see SessionSettings.
 	AsynchronousCommit bool `json:"asynchronousCommit,omitempty"`
+	// MaxResponseBytes caps the JSON size of every window, message list,
+	// expansion, history search and context the service answers (the
+	// runtime's spec.service.limits.maxResponseBytes); 0 means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int `json:"maxResponseBytes,omitempty"`
 }
 
 // Validate checks the whole config.
@@ -103,7 +108,7 @@ func (c *ServiceConfig) Validate() error {
 	if err := c.Policy.Validate(); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
-	return nil
+	return ValidMaxResponseBytes(c.MaxResponseBytes)
 }
 
 // ParseServiceConfigJSON decodes and validates a config, refusing unknown

@@ -22,9 +22,10 @@ const (
 // relevance to the query when one is given (cosine similarity + 0.25 x
 // value), else by value too. A memory that does not fit is skipped and
 // counted in Omitted, as are the memories that were not candidates (see
-// contextCandidates). Content is sanitized (one line, no control or
-// invisible characters); memories the injection guard flagged are never
-// rendered.
+// contextCandidates). Content is sanitized and its structure neutralized
+// (promptText: one line, no control or invisible characters, no heading,
+// speaker label, code fence or tag of its own); memories the injection
+// guard flagged are never rendered.
 func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
@@ -123,9 +124,11 @@ func (s *Store) pinnedCategories() []string {
 
 // render lays candidates out by category within budget tokens (CountTokens
 // of each header and line; the count of a whole text never exceeds the sum
-// of its parts', so Tokens never exceeds the budget). It is pure,
-// so the budget rules are tested without a database.
-func render(order []Category, cands []candidate, budget int) *ContextResult {
+// of its parts', so Tokens never exceeds the budget) and within bytes (the
+// JSON of each line and id; nil = no byte cap): a memory that fits the
+// tokens but not the bytes is omitted and the result Truncated. It is
+// pure, so the budget rules are tested without a database.
+func render(order []Category, cands []candidate, budget int, room *answerBytes) *ContextResult {
 	res := &ContextResult{IDs: []string{}}
 	var b strings.Builder
 	left := budget
@@ -145,13 +148,22 @@ func render(order []Category, cands []candidate, budget int) *ContextResult {
 				res.Omitted++
 				continue
 			}
-			line := "- " + sanitizeForPrompt(c.content) + "\n"
+			line := "- " + promptText(c.content) + "\n"
 			cost := CountTokens(line)
 			if !started {
 				cost += CountTokens(header)
 			}
 			if cost > left {
 				res.Omitted++
+				continue
+			}
+			text := line
+			if !started {
+				text = header + line
+			}
+			if !room.takeText(text, c.id) {
+				res.Omitted++
+				res.Truncated = true
 				continue
 			}
 			left -= cost

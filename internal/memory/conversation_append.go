@@ -36,8 +36,11 @@ type preparedMessage struct {
 // message is a *ValidationError naming it (messages[i].content) and nothing
 // of the turn is stored. A tool message must carry toolCallId. Appending to
 // an archived session is ErrConflict; to an unknown (or another owner's)
-// session ErrNotFound. Every message is stored with req.Source (empty:
-// agent), which later caps the source of facts extracted from it.
+// session ErrNotFound. An append that would pass the session's or the
+// turn's limits (conversation.limits.maxMessagesPerSession,
+// maxTurnMessages, maxTurnTokens: a turn spans appends) is a *QuotaError,
+// and nothing of it is stored. Every message is stored with req.Source
+// (empty: agent), which later caps the source of facts extracted from it.
 func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResult, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
@@ -58,6 +61,9 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 		}
 		if sess.Archived {
 			return fmt.Errorf("%w: session %q is archived; unarchive it to append", ErrConflict, req.SessionID)
+		}
+		if err := s.checkAppendLimits(ctx, tx, sess, prepared); err != nil {
+			return err
 		}
 		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
 		if err != nil {
@@ -240,33 +246,6 @@ func scanMessage(row pgx.Row) (ConversationMessage, error) {
 		m.Flags = nil
 	}
 	return m, nil
-}
-
-// Messages reads a seq range [From, To) (0 leaves a side open) or the last
-// N messages, in seq order; at most 1000 per call (the first of the range).
-func (s *Store) Messages(ctx context.Context, req MessagesRequest) ([]ConversationMessage, error) {
-	fe := &fieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
-	if req.From < 0 || req.To < 0 || (req.To > 0 && req.To < req.From) {
-		fe.add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
-	}
-	if req.Last < 0 || req.Last > maxMessagesRead {
-		fe.add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
-	}
-	if err := fe.err(); err != nil {
-		return nil, err
-	}
-	if _, err := s.getSession(ctx, s.pool, req.Owner, req.SessionID, ""); err != nil {
-		return nil, err
-	}
-	if req.Last > 0 {
-		return s.lastMessages(ctx, s.pool, req.Owner, req.SessionID, req.Last)
-	}
-	to := req.To
-	if to == 0 {
-		to = 1<<62 - 1
-	}
-	return s.messageRange(ctx, s.pool, req.Owner, req.SessionID, req.From, to, maxMessagesRead)
 }
 
 // rowsQuerier runs a query returning rows (pool or transaction).

@@ -347,7 +347,7 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 	lines := make([]string, len(g))
 	desc := 0
 	for i, c := range g {
-		lines[i] = sanitizeForPrompt(c.Content)
+		lines[i] = promptText(c.Content)
 		desc += c.DescendantCount
 	}
 	content, method := s.summarize(ctx, lines)

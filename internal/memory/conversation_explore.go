@@ -71,13 +71,14 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 }
 
 // ExpandSummary returns the original messages a summary covers, byte for
-// byte and in order: the oldest ones that fit maxTokens (0 =
-// DefaultExpandTokens), Truncated when some were left out. A condensed
-// summary covers the contiguous messages of its leaves, so it expands to
-// their union.
-func (s *Store) ExpandSummary(ctx context.Context, owner, id string, maxTokens int) (*Expansion, error) {
+// byte and in order: the oldest ones that fit MaxTokens (0 =
+// DefaultExpandTokens) and the byte cap; the Truncation names the newest
+// ones left out. A condensed summary covers the contiguous messages of its
+// leaves, so it expands to their union.
+func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansion, error) {
 	fe := &fieldErrors{}
-	summaryKey(fe, owner, id)
+	summaryKey(fe, req.Owner, req.ID)
+	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = DefaultExpandTokens
 	}
@@ -87,26 +88,32 @@ func (s *Store) ExpandSummary(ctx context.Context, owner, id string, maxTokens i
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	y, _, err := s.getSummary(ctx, owner, id)
+	y, _, err := s.getSummary(ctx, req.Owner, req.ID)
 	if err != nil {
 		return nil, err
 	}
 	e := &Expansion{Summary: *y, Messages: []ConversationMessage{}}
-	for from := y.EarliestSeq; from <= y.LatestSeq; {
-		page, err := s.messageRange(ctx, s.pool, owner, y.SessionID, from, y.LatestSeq+1, expandPage)
+	b := newAnswerBytes(s.answerCap(req.MaxBytes), e)
+	left := maxTokens
+	end := y.LatestSeq + 1
+	for from := y.EarliestSeq; from < end; {
+		page, err := s.scanMessages(ctx, s.pool, fitting(b, &left), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
+			req.Owner, y.SessionID, from, end, expandPage)
 		if err != nil {
 			return nil, err
 		}
-		if len(page) == 0 {
-			break
-		}
+		e.Messages = append(e.Messages, page...)
 		for _, m := range page {
-			if e.Tokens+m.Tokens > maxTokens {
-				e.Truncated = true
-				return e, nil
-			}
-			e.Messages = append(e.Messages, m)
 			e.Tokens += m.Tokens
+		}
+		if len(page) < expandPage {
+			// Full (a message did not fit) or the end of the range.
+			if len(page) > 0 {
+				from = page[len(page)-1].Seq + 1
+			}
+			e.omit(from, end)
+			break
 		}
 		from = page[len(page)-1].Seq + 1
 	}
@@ -117,8 +124,9 @@ func (s *Store) ExpandSummary(ctx context.Context, owner, id string, maxTokens i
 // one session) by full text and by vector: each kind is ranked by 0.6 ×
 // cosine similarity + 0.4 × text rank (ts_rank, capped at 1 after × 10),
 // exactly over the owner's rows, then merged. Snippets are at most 500
-// characters around the first query word found.
-func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) ([]HistoryHit, error) {
+// characters around the first query word found. The results are given best
+// first while their JSON fits the byte cap; the rest are counted in Omitted.
+func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*HistorySearchResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
 	fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
@@ -153,10 +161,17 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) ([]
 	if len(hits) > limit {
 		hits = hits[:limit]
 	}
+	res := &HistorySearchResult{Results: []HistoryHit{}}
+	b := newAnswerBytes(s.answerCap(req.MaxBytes), res)
 	for i := range hits {
 		hits[i].Snippet = snippet(hits[i].Snippet, query)
+		if !b.take(hits[i]) {
+			res.Truncated, res.Omitted = true, len(hits)-i
+			break
+		}
+		res.Results = append(res.Results, hits[i])
 	}
-	return hits, nil
+	return res, nil
 }
 
 // searchKind ranks one table's rows of the owner.

@@ -120,7 +120,9 @@ func (f *fixture) collectLeaves(owner, id string, ranges *[][2]int64) {
 
 // checkLossless expands every root of a session and checks that the
 // summaries cover messages 1..SummarizedThrough exactly once, byte for
-// byte, both through the DAG's leaves and through ExpandSummary.
+// byte, both through the DAG's leaves and through ExpandSummary (and,
+// where an expansion is truncated by the byte cap, through the message
+// list reading the range it names).
 func (f *fixture) checkLossless(owner, session string, orig []ConversationMessage, res *CompactSessionResult) {
 	f.t.Helper()
 	sess, err := f.store.GetSession(ctx(f.t), owner, session)
@@ -134,14 +136,17 @@ func (f *fixture) checkLossless(owner, session string, orig []ConversationMessag
 	var expanded []ConversationMessage
 	for _, r := range res.Roots {
 		f.collectLeaves(owner, r.ID, &ranges)
-		e, err := f.store.ExpandSummary(ctx(f.t), owner, r.ID, MaxExpandTokens)
+		e, err := f.store.ExpandSummary(ctx(f.t), ExpandRequest{Owner: owner, ID: r.ID, MaxTokens: MaxExpandTokens})
 		if err != nil {
 			f.t.Fatalf("ExpandSummary(%s): %v", r.ID, err)
 		}
-		if e.Truncated {
-			f.t.Fatalf("root %s truncated", r.ID)
-		}
 		expanded = append(expanded, e.Messages...)
+		if e.Truncated {
+			if e.OmittedTo != r.LatestSeq+1 || len(e.Messages) == 0 || e.OmittedFrom != e.Messages[len(e.Messages)-1].Seq+1 {
+				f.t.Fatalf("root %s (%d..%d) truncated to %d messages, omitted %+v", r.ID, r.EarliestSeq, r.LatestSeq, len(e.Messages), e.Truncation)
+			}
+			expanded = append(expanded, f.readRange(owner, session, e.OmittedFrom, e.OmittedTo)...)
+		}
 	}
 	next := int64(1)
 	for _, rg := range ranges {
@@ -165,3 +170,38 @@ func (f *fixture) checkLossless(owner, session string, orig []ConversationMessag
 }
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// items are the messages of a page (nil with the error of a failed read).
+func items(p *MessagePage, err error) ([]ConversationMessage, error) {
+	if p == nil {
+		return nil, err
+	}
+	return p.Items, err
+}
+
+// results are the hits of a history search (nil with the error of a failed one).
+func results(r *HistorySearchResult, err error) ([]HistoryHit, error) {
+	if r == nil {
+		return nil, err
+	}
+	return r.Results, err
+}
+
+// readRange reads the messages [from, to) page by page, following the
+// omitted range each page names.
+func (f *fixture) readRange(owner, session string, from, to int64) []ConversationMessage {
+	f.t.Helper()
+	var out []ConversationMessage
+	for from < to {
+		p, err := f.store.Messages(ctx(f.t), MessagesRequest{Owner: owner, SessionID: session, From: from, To: to})
+		if err != nil || len(p.Items) == 0 {
+			f.t.Fatalf("reading [%d, %d): %v", from, to, err)
+		}
+		out = append(out, p.Items...)
+		from = p.Items[len(p.Items)-1].Seq + 1
+		if p.Truncated != (from < to) || (p.Truncated && p.OmittedFrom != from) {
+			f.t.Fatalf("page up to %d says %+v for the range to %d", from-1, p.Truncation, to)
+		}
+	}
+	return out
+}

@@ -20,7 +20,21 @@ type ConversationPolicy struct {
 	// ExtractOnEnd: EndSession extracts facts from the session (when the
 	// runtime has an LLM).
 	ExtractOnEnd bool `json:"extractOnEnd,omitempty"`
+	// ExtractionScope: the scope of facts extracted from a session, owner
+	// (the default: visible from every session of the owner) or session
+	// (only from the session they came from). Either way a fact records
+	// its session as sourceSession.
+	ExtractionScope ExtractionScope `json:"extractionScope,omitempty"`
 }
+
+// ExtractionScope is the scope of facts extracted from a session.
+type ExtractionScope string
+
+// Extraction scopes.
+const (
+	ExtractionScopeOwner   ExtractionScope = "owner"
+	ExtractionScopeSession ExtractionScope = "session"
+)
 
 // ConversationWindow holds the defaults of a window request.
 type ConversationWindow struct {
@@ -47,11 +61,19 @@ type ConversationCompaction struct {
 	MaxDepth int `json:"maxDepth,omitempty"`
 }
 
-// ConversationLimits bound one append.
+// ConversationLimits bound one append, one turn and one session.
 type ConversationLimits struct {
+	// MaxMessagesPerTurn bounds one append (the name predates turns that
+	// span appends; MaxTurnMessages bounds the turn).
 	MaxMessagesPerTurn int `json:"maxMessagesPerTurn,omitempty"`
 	// MaxMessageBytes bounds one message's content as stored (after redaction).
 	MaxMessageBytes int `json:"maxMessageBytes,omitempty"`
+	// MaxTurnMessages and MaxTurnTokens bound one turn (a user or system
+	// message and what follows it) across all the appends that build it.
+	MaxTurnMessages int `json:"maxTurnMessages,omitempty"`
+	MaxTurnTokens   int `json:"maxTurnTokens,omitempty"`
+	// MaxMessagesPerSession bounds the messages one session keeps.
+	MaxMessagesPerSession int `json:"maxMessagesPerSession,omitempty"`
 }
 
 // Bounds of the conversation policy (the CRD's are the same).
@@ -64,17 +86,38 @@ const (
 	MaxSummaryDepth       = 8
 	MaxMessagesPerTurnCap = 500
 	MaxMessageBytesCap    = 1 << 20
+	// MaxTurnMessagesCap is the largest limits.maxTurnMessages: far above
+	// the longest agent loops, and a window's fresh tail reads a turn whole.
+	MaxTurnMessagesCap = 10_000
+	// MaxTurnTokensCap is the largest window budget: a longer turn could
+	// never be shown whole in any window.
+	MaxTurnTokensCap = MaxWindowBudget
+	// MinTurnTokens: below it, a few ordinary messages would end a turn.
+	MinTurnTokens = 1000
+	// MaxMessagesPerSessionCap bounds what the policy may allow one session.
+	MaxMessagesPerSessionCap = 1_000_000
 )
 
 // DefaultConversationPolicy is the conversation policy of a MemoryPolicy that
 // says nothing about conversations; the CRD's defaults are the same.
 func DefaultConversationPolicy() ConversationPolicy {
 	return ConversationPolicy{
-		Window:     ConversationWindow{Strategy: WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
-		Compaction: ConversationCompaction{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
-		Limits:     ConversationLimits{MaxMessagesPerTurn: 50, MaxMessageBytes: 32 << 10},
+		Window:          ConversationWindow{Strategy: WindowSummary, Budget: 4000, BufferSize: 20, FreshTail: 5},
+		Compaction:      ConversationCompaction{Threshold: 0.75, ChunkSize: 20, CondenseGroupSize: 4, MaxDepth: 4},
+		Limits:          defaultConversationLimits,
+		ExtractionScope: ExtractionScopeOwner,
 	}
 }
+
+// defaultConversationLimits: why each default, see docs/security.md
+// ("Bounds: turns and quotas"). In short: an agent loop of 250 tool calls
+// (two messages each) fits a turn, and so do 200,000 tokens, about the
+// context of today's large models (a longer turn cannot be sent to a model
+// whole anyway); 100,000 messages is a year of a busy agent in one session
+// (the summary DAG keeps long sessions cheap to read), while what scales
+// with a session's length (the episode's turn count, compaction) stays bounded.
+var defaultConversationLimits = ConversationLimits{MaxMessagesPerTurn: 50, MaxMessageBytes: 32 << 10,
+	MaxTurnMessages: 500, MaxTurnTokens: 200_000, MaxMessagesPerSession: 100_000}
 
 // Resolved returns c with every zero field set to its default.
 func (c ConversationPolicy) Resolved() ConversationPolicy {
@@ -95,8 +138,14 @@ func (c ConversationPolicy) Resolved() ConversationPolicy {
 	orDefault(&c.Compaction.MaxDepth, d.Compaction.MaxDepth)
 	orDefault(&c.Limits.MaxMessagesPerTurn, d.Limits.MaxMessagesPerTurn)
 	orDefault(&c.Limits.MaxMessageBytes, d.Limits.MaxMessageBytes)
+	orDefault(&c.Limits.MaxTurnMessages, d.Limits.MaxTurnMessages)
+	orDefault(&c.Limits.MaxTurnTokens, d.Limits.MaxTurnTokens)
+	orDefault(&c.Limits.MaxMessagesPerSession, d.Limits.MaxMessagesPerSession)
 	if c.Compaction.Threshold == 0 {
 		c.Compaction.Threshold = d.Compaction.Threshold
+	}
+	if c.ExtractionScope == "" {
+		c.ExtractionScope = d.ExtractionScope
 	}
 	return c
 }
@@ -127,10 +176,24 @@ func (c ConversationPolicy) Validate() error {
 		{"compaction.maxDepth", c.Compaction.MaxDepth, 1, MaxSummaryDepth},
 		{"limits.maxMessagesPerTurn", c.Limits.MaxMessagesPerTurn, 1, MaxMessagesPerTurnCap},
 		{"limits.maxMessageBytes", c.Limits.MaxMessageBytes, 16, MaxMessageBytesCap},
+		{"limits.maxTurnMessages", c.Limits.MaxTurnMessages, 1, MaxTurnMessagesCap},
+		{"limits.maxTurnTokens", c.Limits.MaxTurnTokens, MinTurnTokens, MaxTurnTokensCap},
+		{"limits.maxMessagesPerSession", c.Limits.MaxMessagesPerSession, 1, MaxMessagesPerSessionCap},
 	} {
 		if v.val < v.min || v.val > v.max {
 			bad(v.field, "%d must be within %d..%d", v.val, v.min, v.max)
 		}
+	}
+	// One append of maxMessagesPerTurn messages continuing a turn must be
+	// possible: otherwise the per-append limit would be a lie.
+	if c.Limits.MaxTurnMessages < c.Limits.MaxMessagesPerTurn {
+		bad("limits.maxTurnMessages", "%d must be at least limits.maxMessagesPerTurn (%d): one append may carry that many messages of one turn",
+			c.Limits.MaxTurnMessages, c.Limits.MaxMessagesPerTurn)
+	}
+	switch c.ExtractionScope {
+	case ExtractionScopeOwner, ExtractionScopeSession:
+	default:
+		bad("extractionScope", "%q must be owner or session", c.ExtractionScope)
 	}
 	if t := c.Compaction.Threshold; !(t > 0 && t <= 1) {
 		bad("compaction.threshold", "%g must satisfy 0 < threshold <= 1", t)

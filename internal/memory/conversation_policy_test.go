@@ -25,6 +25,10 @@ func TestConversationPolicyValidate(t *testing.T) {
 		{"conversation.compaction.maxDepth", func(c *ConversationPolicy) { c.Compaction.MaxDepth = 9 }},
 		{"conversation.compaction.chunkSize", func(c *ConversationPolicy) { c.Compaction.ChunkSize = 1 }},
 		{"conversation.limits.maxMessageBytes", func(c *ConversationPolicy) { c.Limits.MaxMessageBytes = 8 }},
+		{"conversation.limits.maxTurnMessages", func(c *ConversationPolicy) { c.Limits.MaxTurnMessages = MaxTurnMessagesCap + 1 }},
+		{"conversation.limits.maxTurnMessages: 40 must be at least limits.maxMessagesPerTurn (50)", func(c *ConversationPolicy) { c.Limits.MaxTurnMessages = 40 }},
+		{"conversation.limits.maxTurnTokens", func(c *ConversationPolicy) { c.Limits.MaxTurnTokens = 999 }},
+		{"conversation.limits.maxMessagesPerSession", func(c *ConversationPolicy) { c.Limits.MaxMessagesPerSession = -5 }},
 		{"conversation.archiveAfter", func(c *ConversationPolicy) {
 			c.SessionIdleTTL, c.ArchiveAfter = Duration(24*time.Hour), Duration(48*time.Hour)
 		}},

@@ -53,7 +53,10 @@ func (f *fieldErrors) title(t string) {
 }
 
 // CreateSession creates a session of req.Owner. An id the owner already
-// uses is ErrConflict; another owner may use the same id (ids are per owner).
+// uses is ErrConflict; another owner may use the same id (ids are per
+// owner). An owner at limits.maxSessionsPerOwner gets a *QuotaError: the
+// count and the insert run under the owner's lock (lockOwner), so
+// concurrent creations cannot pass the quota.
 func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*Session, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
@@ -71,17 +74,39 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 	if id == "" {
 		id = newID()
 	}
-	// The session pins the current versions of its agent's profile and
-	// constraints (its snapshot; AdvanceSnapshot moves it).
-	row := s.pool.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
-		VALUES ($1, $2, $3, $4, `+s.docVersionSQL("$1", "$3", DocProfile)+`, `+s.docVersionSQL("$1", "$3", DocConstraints)+`) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
-		req.Owner, id, req.Agent, req.Title)
-	c, err := scanSession(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: session %q already exists", ErrConflict, id)
-	}
+	var c Session
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
+			return err
+		}
+		n, err := s.countOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
+		if err != nil {
+			return err
+		}
+		if err := overQuota(QuotaSessionsPerOwner, s.policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
+			"delete sessions the owner no longer needs, or raise the limit"); err != nil {
+			return err
+		}
+		// The session pins the current versions of its agent's profile and
+		// constraints (its snapshot; AdvanceSnapshot moves it). Under the
+		// owner's lock, so PutDocument cannot prune the version pinned here;
+		// read before the insert, because Citus refuses subqueries in an
+		// INSERT.
+		var profile, constraints int64
+		if err := tx.QueryRow(ctx, `SELECT `+s.docVersionSQL("$1", "$2", DocProfile)+`, `+s.docVersionSQL("$1", "$2", DocConstraints),
+			req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
+			return s.dbErr("reading the agent's document versions", err)
+		}
+		c, err = scanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
+			req.Owner, id, req.Agent, req.Title, profile, constraints))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: session %q already exists", ErrConflict, id)
+		}
+		return s.dbErr("creating session", err)
+	})
 	if err != nil {
-		return nil, s.dbErr("creating session", err)
+		return nil, err
 	}
 	return &c, nil
 }

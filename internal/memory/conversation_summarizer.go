@@ -121,8 +121,9 @@ func truncateUTF8(s string, n int) string {
 }
 
 // summaryLine is how one message enters a summarizer prompt: its role, and
-// the content redacted and sanitized (one line, no control or invisible
-// characters) like every text Engram sends to a model. A message the
+// the content redacted and made a prompt line (promptText: one line, no
+// control or invisible characters, no structure of its own) like every
+// text Engram sends to a model. A message the
 // injection guard flagged (mode Flag) is left out of summaries — they are
 // spliced into prompts — and only marked; expanding the summary still
 // returns it.
@@ -134,5 +135,5 @@ func (s *Store) summaryLine(m ConversationMessage) string {
 	if len(m.Flags) > 0 {
 		return role + ": [message flagged by the injection guard; expand the summary to read it]"
 	}
-	return role + ": " + sanitizeForPrompt(s.redactor.redacted(m.Content))
+	return role + ": " + promptText(s.redactor.redacted(m.Content))
 }

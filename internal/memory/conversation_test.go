@@ -116,7 +116,7 @@ func TestAppendTurnConcurrent(t *testing.T) {
 			t.Fatalf("seq %d at position %d: not gap-free", seq, i)
 		}
 	}
-	msgs, err := f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s", From: 1})
+	msgs, err := items(f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s", From: 1}))
 	if err != nil || len(msgs) != workers*turns*2 {
 		t.Fatalf("stored %d messages, %v", len(msgs), err)
 	}
@@ -128,11 +128,11 @@ func TestAppendTurnConcurrent(t *testing.T) {
 	if s.MessageCount != int64(len(msgs)) || s.TokenCount != int64(tokens) || s.UnsummarizedTokens != int64(tokens) {
 		t.Errorf("session counters %+v, want %d messages, %d tokens", s, len(msgs), tokens)
 	}
-	last, err := f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s", Last: 3})
+	last, err := items(f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s", Last: 3}))
 	if err != nil || len(last) != 3 || last[2].Seq != int64(len(msgs)) || last[0].Seq != int64(len(msgs)-2) {
 		t.Errorf("last 3: %+v, %v", last, err)
 	}
-	rng, err := f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s", From: 10, To: 13})
+	rng, err := items(f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s", From: 10, To: 13}))
 	if err != nil || len(rng) != 3 || rng[0].Seq != 10 || rng[2].Seq != 12 {
 		t.Errorf("range [10,13): %+v, %v", rng, err)
 	}
@@ -339,7 +339,7 @@ func TestConversationWindowsDB(t *testing.T) {
 			TurnMessage{Role: RoleTool, ToolName: "search", ToolCallID: fmt.Sprintf("call_%d", i), Content: generatedContent(i + 1)},
 			TurnMessage{Role: RoleAssistant, Content: generatedContent(i + 2)})
 	}
-	all, err := f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s"})
+	all, err := items(f.store.Messages(ctx(t), MessagesRequest{Owner: "alice", SessionID: "s"}))
 	if err != nil || len(all) != 240 {
 		t.Fatalf("%d messages, %v", len(all), err)
 	}
@@ -392,7 +392,7 @@ func TestConversationOwnerIsolation(t *testing.T) {
 		"append":   second(f.store.AppendTurn(c, AppendRequest{Owner: "bob", SessionID: "alice-s", Messages: []TurnMessage{{Role: RoleUser, Content: "x"}}})),
 		"compact":  second(f.store.CompactSession(c, CompactSessionRequest{Owner: "bob", SessionID: "alice-s", Force: true})),
 		"describe": second(f.store.DescribeSummary(c, "bob", sumID)),
-		"expand":   second(f.store.ExpandSummary(c, "bob", sumID, 0)),
+		"expand":   second(f.store.ExpandSummary(c, ExpandRequest{Owner: "bob", ID: sumID})),
 		"delete":   f.store.DeleteSession(c, "bob", "alice-s"),
 		"update":   second(f.store.UpdateSession(c, UpdateSessionRequest{Owner: "bob", ID: "alice-s"})),
 	} {
@@ -400,7 +400,7 @@ func TestConversationOwnerIsolation(t *testing.T) {
 			t.Errorf("%s of another owner's id: %v, want ErrNotFound", name, err)
 		}
 	}
-	hits, err := f.store.SearchHistory(c, HistorySearchRequest{Owner: "bob", Query: "lisbon"})
+	hits, err := results(f.store.SearchHistory(c, HistorySearchRequest{Owner: "bob", Query: "lisbon"}))
 	if err != nil || len(hits) == 0 {
 		t.Fatalf("bob's history search: %v, %v", hits, err)
 	}
@@ -439,14 +439,14 @@ func TestSearchHistory(t *testing.T) {
 	f.newSession("alice", "b")
 	f.appendTurn("alice", "a", TurnMessage{Role: RoleUser, Content: "I am planning a trip to Kyoto in April " + strings.Repeat("with many details ", 60)})
 	f.appendTurn("alice", "b", TurnMessage{Role: RoleUser, Content: "My favourite food is ramen"})
-	hits, err := f.store.SearchHistory(c, HistorySearchRequest{Owner: "alice", Query: "Kyoto trip"})
+	hits, err := results(f.store.SearchHistory(c, HistorySearchRequest{Owner: "alice", Query: "Kyoto trip"}))
 	if err != nil || len(hits) == 0 || hits[0].SessionID != "a" || hits[0].Kind != KindMessage || hits[0].Seq != 1 {
 		t.Fatalf("search: %+v, %v", hits, err)
 	}
 	if n := len([]rune(hits[0].Snippet)); n > MaxSnippetChars || !strings.Contains(hits[0].Snippet, "Kyoto") {
 		t.Errorf("snippet of %d characters: %q", n, hits[0].Snippet)
 	}
-	only, err := f.store.SearchHistory(c, HistorySearchRequest{Owner: "alice", Query: "Kyoto trip", SessionID: "b"})
+	only, err := results(f.store.SearchHistory(c, HistorySearchRequest{Owner: "alice", Query: "Kyoto trip", SessionID: "b"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestFlaggedMessagesStayOutOfSummaries(t *testing.T) {
 	if strings.Contains(res.Roots[0].Content, "Ignore all previous") {
 		t.Errorf("flagged text in a summary: %q", res.Roots[0].Content)
 	}
-	e, err := f.store.ExpandSummary(ctx(t), "alice", res.Roots[0].ID, 0)
+	e, err := f.store.ExpandSummary(ctx(t), ExpandRequest{Owner: "alice", ID: res.Roots[0].ID})
 	if err != nil || e.Messages[0].Content != evil || len(e.Messages[0].Flags) == 0 {
 		t.Fatalf("expansion: %+v, %v", e, err)
 	}

@@ -133,6 +133,41 @@ type MessagesRequest struct {
 	To   int64 `json:"to,omitempty"`
 	// Last > 0 returns the last N messages instead (with From/To ignored).
 	Last int `json:"last,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
+}
+
+// Truncation says what a bounded answer left out. A window, a message list
+// and an expansion never exceed their budget by more than one message, nor
+// the runtime's byte cap: what the rules would have given beyond that is
+// left out, and the answer names it so a client can read it with the
+// message list (GET .../messages?from=OmittedFrom&to=OmittedTo).
+type Truncation struct {
+	// Truncated: the answer holds less than its rules asked for.
+	Truncated bool `json:"truncated"`
+	// Omitted counts the messages left out.
+	Omitted int `json:"omitted,omitempty"`
+	// OmittedFrom and OmittedTo are the seq range [from, to) of the
+	// messages left out (seq is gap-free, so Omitted = to - from).
+	OmittedFrom int64 `json:"omittedFrom,omitempty"`
+	OmittedTo   int64 `json:"omittedTo,omitempty"`
+}
+
+// omit records that the messages [from, to) were left out (nothing when
+// the range is empty).
+func (t *Truncation) omit(from, to int64) {
+	if to <= from {
+		return
+	}
+	*t = Truncation{Truncated: true, Omitted: int(to - from), OmittedFrom: from, OmittedTo: to}
+}
+
+// MessagePage is the answer of Messages: the messages read, in seq order.
+type MessagePage struct {
+	Items []ConversationMessage `json:"items"`
+	// Truncation: the range asked for held more than one answer may (1,000
+	// messages or the byte cap).
+	Truncation
 }
 
 // WindowStrategy selects how a context window is built.
@@ -161,6 +196,8 @@ type WindowRequest struct {
 	FreshTail int `json:"freshTail,omitempty"`
 	// Last is N of the buffer strategy.
 	Last int `json:"last,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
 // Kinds of a WindowItem and a HistoryHit.
@@ -183,10 +220,15 @@ type Window struct {
 	// Tokens is the sum of the items' tokens.
 	Tokens int          `json:"tokens"`
 	Items  []WindowItem `json:"items"`
-	// FreshTailOverBudget: the fresh tail alone exceeded the budget and was kept verbatim.
+	// FreshTailOverBudget: the fresh tail alone exceeded the budget, so it
+	// was cut to its newest messages that fit (Truncation says which were
+	// left out).
 	FreshTailOverBudget bool `json:"freshTailOverBudget"`
 	// Dropped counts the messages left out (covered by summaries or out of budget).
 	Dropped int `json:"dropped"`
+	// Truncation: the fresh tail was cut to fit the budget, or the byte cap
+	// left out the oldest items the rules chose.
+	Truncation
 }
 
 // Summary methods.
@@ -228,13 +270,24 @@ type SummaryDescription struct {
 	ParentID string `json:"parentId,omitempty"`
 }
 
+// ExpandRequest asks for the original messages under a summary.
+type ExpandRequest struct {
+	Owner string `json:"owner"`
+	ID    string `json:"id"`
+	// MaxTokens caps the messages' tokens: 0 means DefaultExpandTokens.
+	MaxTokens int `json:"maxTokens,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
+}
+
 // Expansion is the original messages under a summary.
 type Expansion struct {
 	Summary  Summary               `json:"summary"`
 	Messages []ConversationMessage `json:"messages"`
-	// Truncated: the messages did not fit maxTokens; those given are the oldest.
-	Truncated bool `json:"truncated"`
-	Tokens    int  `json:"tokens"`
+	Tokens   int                   `json:"tokens"`
+	// Truncation: the messages did not fit maxTokens or the byte cap; those
+	// given are the oldest, the newest are left out.
+	Truncation
 }
 
 // CompactMode selects how CompactSession works.
@@ -276,6 +329,17 @@ type HistorySearchRequest struct {
 	SessionID string `json:"sessionId,omitempty"`
 	// Limit: default and max 20.
 	Limit int `json:"limit,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
+}
+
+// HistorySearchResult is the answer of SearchHistory.
+type HistorySearchResult struct {
+	// Results, best first.
+	Results []HistoryHit `json:"results"`
+	// Truncated: the byte cap left the Omitted lowest-ranked results out.
+	Truncated bool `json:"truncated"`
+	Omitted   int  `json:"omitted,omitempty"`
 }
 
 // HistoryHit is one message or summary found.

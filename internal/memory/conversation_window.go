@@ -11,15 +11,32 @@ package memory
 //     never separated from the assistant message that called it. Where a cut
 //     would fall inside a turn, the window drops the turn's leading
 //     assistant/tool messages (it moves the cut forward to the next turn
-//     start), which keeps it within budget.
+//     start), which keeps it within budget. The one exception is a fresh
+//     tail over the budget (below).
 //   - The fresh tail — the newest FreshTail messages, its start moved BACK to
-//     the turn start at or before it, so it holds whole turns — is always
-//     kept verbatim, even when it alone exceeds the budget
-//     (FreshTailOverBudget). When no turn start precedes it (a session that
-//     begins with assistant messages), it starts at the first turn start
-//     after that point; a session without any user or system message has
-//     no message part.
-//   - Everything else is within the budget (CountTokens of each item).
+//     the turn start at or before it, so it holds whole turns — is kept
+//     verbatim whenever it fits the budget. When no turn start precedes it
+//     (a session that begins with assistant messages), it starts at the
+//     first turn start after that point; a session without any user or
+//     system message has no message part.
+//   - A fresh tail over the budget (FreshTailOverBudget) is cut to its
+//     newest messages that fit, and nothing older is added. The cut moves
+//     forward to the first turn start among what fits, else to the first
+//     assistant message among it (so a tool result never leads without the
+//     call it answers when that call fits), else it stays: a single turn
+//     longer than the budget keeps its newest messages. When not even the
+//     newest message fits, the window holds that message alone. Why: the
+//     newest messages are what the next prompt answers, and a window that
+//     may pass its budget by at most one message is what a caller can
+//     plan for; keeping a whole over-long turn verbatim (the rule before
+//     issue 26) let one session return megabytes. The messages cut are
+//     named in Truncation so the client can read them with the message list.
+//   - Everything else is within the budget (CountTokens of each item), so
+//     a window exceeds its budget by at most one message.
+//   - The byte cap (MaxBytes) is counted on the items' JSON, newest first:
+//     the first item that would pass it is left out with every older one,
+//     the message part then starting as after a budget cut; Truncation
+//     names the messages left out.
 
 // windowParams are a window request with the defaults resolved.
 type windowParams struct {
@@ -27,6 +44,24 @@ type windowParams struct {
 	Budget     int
 	FreshTail  int
 	BufferSize int
+	// MaxBytes caps the window's JSON; 0 means no cap (table tests).
+	MaxBytes int
+}
+
+// windowLoad says how the Store loaded the messages it gives assembleWindow.
+type windowLoad struct {
+	// TailSeq and TailTokens: the fresh tail starts before the loaded
+	// messages. When they already exceed the budget but the tail's turn
+	// start lies further back, the Store asks the database where it is and
+	// how many tokens lie between it and the first loaded message, instead
+	// of loading them. Zero when the tail starts in the loaded messages.
+	TailSeq    int64
+	TailTokens int
+	// Stubs: the first Stubs messages were loaded without their content,
+	// once the content loaded had passed the byte cap, so the rules still
+	// see what they would have chosen (and the window names it as left
+	// out). They are never given: the byte cap cuts before them.
+	Stubs int
 }
 
 // isTurnStart: a window's message part may begin on m.
@@ -69,6 +104,36 @@ func fitStart(msgs []ConversationMessage, suffix []int, lo, f, budget int) int {
 	return f
 }
 
+// preferredStart moves a cut at c forward to the first turn start of
+// msgs[c:], else to its first assistant message (a tool result does not
+// lead without its call when the call is there), else leaves it at c.
+func preferredStart(msgs []ConversationMessage, c int) int {
+	firstAssistant := -1
+	for i := c; i < len(msgs); i++ {
+		if isTurnStart(msgs[i]) {
+			return i
+		}
+		if firstAssistant < 0 && msgs[i].Role == RoleAssistant {
+			firstAssistant = i
+		}
+	}
+	if firstAssistant >= 0 {
+		return firstAssistant
+	}
+	return c
+}
+
+// cutStart is where a fresh tail over the budget is cut: the oldest of the
+// newest messages that fit the budget (the newest alone when none does),
+// moved to its preferred start.
+func cutStart(msgs []ConversationMessage, suffix []int, budget int) int {
+	c := len(msgs) - 1
+	for c > 0 && suffix[c-1] <= budget {
+		c--
+	}
+	return preferredStart(msgs, c)
+}
+
 // usableRoots are the roots that end before seq fseq (a summary never
 // repeats what the verbatim fresh tail holds), and the highest seq they cover.
 func usableRoots(roots []Summary, fseq int64) ([]Summary, int64) {
@@ -95,37 +160,45 @@ func tailSeq(msgs []ConversationMessage, f int) int64 {
 	return 1
 }
 
-// assembleWindow builds a window. msgs is a chronological suffix of the
-// session's messages holding at least every message the strategy could use
-// (windowNeedsMore says when it does not yet); roots are the session's root
-// summaries in order (used by the summary strategy only); total is the
-// session's message count (for Dropped).
-func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary, total int64) *Window {
-	w := &Window{Strategy: p.Strategy, Budget: p.Budget, Items: []WindowItem{}}
-	suffix := suffixTokens(msgs)
+// windowPlan is what the rules choose before the byte cap: the summaries,
+// the index of the first message, and the seq the rules begin at (the
+// first summary's or message's, or the fresh tail's start when it was cut).
+type windowPlan struct {
+	summaries  []Summary
+	start      int
+	from       int64
+	overBudget bool
+}
+
+// planWindow applies the token rules of p.Strategy (see the top of this file).
+func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suffix []int, load windowLoad) windowPlan {
 	f := freshStart(msgs, p.FreshTail)
-	tail := suffix[f]
-	w.FreshTailOverBudget = tail > p.Budget
-	start := f
+	tail, fseq := suffix[f], tailSeq(msgs, f)
+	if load.TailSeq > 0 {
+		// The Store looks for the tail's start only once the loaded
+		// messages are over the budget: the tail is.
+		tail, fseq = load.TailTokens+suffix[0], load.TailSeq
+	}
+	if tail > p.Budget {
+		return windowPlan{start: cutStart(msgs, suffix, p.Budget), from: fseq, overBudget: true}
+	}
+	plan := windowPlan{start: f}
 	switch p.Strategy {
 	case WindowBuffer:
 		lo := min(max(0, len(msgs)-p.BufferSize), f)
-		start = fitStart(msgs, suffix, lo, f, p.Budget)
+		plan.start = fitStart(msgs, suffix, lo, f, p.Budget)
 	case WindowToken:
-		start = fitStart(msgs, suffix, 0, f, p.Budget)
+		plan.start = fitStart(msgs, suffix, 0, f, p.Budget)
 	case WindowSummary:
-		use, covered := usableRoots(roots, tailSeq(msgs, f))
-		left := p.Budget - tail
+		use, covered := usableRoots(roots, fseq)
+		left, sumTokens := p.Budget-tail, 0
 		first := len(use)
 		for first > 0 && use[first-1].Tokens <= left {
 			first--
 			left -= use[first].Tokens
+			sumTokens += use[first].Tokens
 		}
-		for i := first; i < len(use); i++ {
-			sum := use[i]
-			w.Items = append(w.Items, WindowItem{Kind: KindSummary, Summary: &sum})
-			w.Tokens += sum.Tokens
-		}
+		plan.summaries = use[first:]
 		lo := f
 		for i, m := range msgs[:f] {
 			if m.Seq > covered {
@@ -133,15 +206,63 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 				break
 			}
 		}
-		start = fitStart(msgs, suffix, lo, f, p.Budget-w.Tokens)
+		plan.start = fitStart(msgs, suffix, lo, f, p.Budget-sumTokens)
+	}
+	plan.from = tailSeq(msgs, plan.start)
+	if len(plan.summaries) > 0 {
+		plan.from = plan.summaries[0].EarliestSeq
+	}
+	return plan
+}
+
+// assembleWindow builds a window. msgs is a chronological suffix of the
+// session's messages holding at least every message the strategy could use
+// (windowNeedsMore says when it does not yet); roots are the session's root
+// summaries in order (used by the summary strategy only); total is the
+// session's message count (for Dropped); load says what of msgs was not
+// loaded whole.
+func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary, total int64, load windowLoad) *Window {
+	w := &Window{Strategy: p.Strategy, Budget: p.Budget, Items: []WindowItem{}}
+	plan := planWindow(p, msgs, roots, suffixTokens(msgs), load)
+	w.FreshTailOverBudget = plan.overBudget
+	start, sums := fitBytes(w, plan, msgs, p.MaxBytes, load.Stubs)
+	for i := range sums {
+		w.Items = append(w.Items, WindowItem{Kind: KindSummary, Summary: &sums[i]})
+		w.Tokens += sums[i].Tokens
 	}
 	for i := start; i < len(msgs); i++ {
 		m := msgs[i]
 		w.Items = append(w.Items, WindowItem{Kind: KindMessage, Message: &m})
 		w.Tokens += m.Tokens
 	}
+	given := tailSeq(msgs, start)
+	if len(sums) > 0 {
+		given = sums[0].EarliestSeq
+	}
+	w.omit(plan.from, given)
 	w.Dropped = int(total) - (len(msgs) - start)
 	return w
+}
+
+// fitBytes applies the byte cap to a plan: the items' JSON is counted
+// newest first; when a message does not fit, the message part starts after
+// it (at its preferred start) and no summary is given; when a summary does
+// not fit, it and the older ones are left out. A stub (loaded without its
+// content) never fits. It returns the first message and the summaries given.
+func fitBytes(w *Window, plan windowPlan, msgs []ConversationMessage, maxBytes, stubs int) (int, []Summary) {
+	b := newAnswerBytes(maxBytes, w)
+	cut := len(msgs)
+	for cut > plan.start && cut > stubs && b.take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
+		cut--
+	}
+	if cut > plan.start {
+		return preferredStart(msgs, cut), nil
+	}
+	k := len(plan.summaries)
+	for k > 0 && b.take(WindowItem{Kind: KindSummary, Summary: &plan.summaries[k-1]}) {
+		k--
+	}
+	return cut, plan.summaries[k:]
 }
 
 // windowNeedsMore reports whether msgs (a chronological suffix of the
@@ -149,6 +270,13 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 // use, so the Store must load an older page first.
 func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary) bool {
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
+		return false
+	}
+	// Past the budget no older message can be used; a fresh tail starting
+	// further back is then over it, and the Store finds its start without
+	// loading it (windowLoad.TailSeq). (Past the byte cap the Store loads
+	// on, without content: the rules must still see what they would choose.)
+	if suffixTokens(msgs)[0] > p.Budget {
 		return false
 	}
 	// The fresh tail must begin on a turn start at or before its first message.
@@ -175,5 +303,14 @@ func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary
 			return false
 		}
 	}
-	return suffixTokens(msgs)[0] <= p.Budget
+	return true
+}
+
+// contentBytes is the sum of the messages' content lengths.
+func contentBytes(msgs []ConversationMessage) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -69,8 +70,9 @@ func windowShape(w *Window) string {
 // checkWindowRules checks what every window must satisfy.
 func checkWindowRules(t *testing.T, p windowParams, msgs []ConversationMessage, w *Window) {
 	t.Helper()
-	tokens, first := 0, true
-	var lastSeq int64
+	tokens, first, cut := 0, true, w.FreshTailOverBudget || w.Truncated
+	var lastSeq, firstSeq int64
+	var given []ConversationMessage
 	for _, it := range w.Items {
 		if it.Kind == KindSummary {
 			tokens += it.Summary.Tokens
@@ -82,34 +84,73 @@ func checkWindowRules(t *testing.T, p windowParams, msgs []ConversationMessage, 
 		}
 		m := it.Message
 		tokens += m.Tokens
-		if first && !isTurnStart(*m) {
-			t.Errorf("window starts on a %s message (seq %d)", m.Role, m.Seq)
+		if first {
+			firstSeq = m.Seq
+			if !cut && !isTurnStart(*m) {
+				t.Errorf("window starts on a %s message (seq %d)", m.Role, m.Seq)
+			}
 		}
 		if m.Seq <= lastSeq {
 			t.Errorf("message %d out of order", m.Seq)
 		}
 		first, lastSeq = false, m.Seq
+		given = append(given, *m)
 	}
 	if tokens != w.Tokens {
 		t.Errorf("Tokens = %d, items sum to %d", w.Tokens, tokens)
 	}
 	f := freshStart(msgs, p.FreshTail)
-	for i := f; i < len(msgs); i++ {
-		found := false
-		for _, it := range w.Items {
-			if it.Message != nil && it.Message.Seq == msgs[i].Seq && it.Message.Content == msgs[i].Content {
-				found = true
+	if over := suffixTokens(msgs)[f] > p.Budget; over != w.FreshTailOverBudget {
+		t.Errorf("FreshTailOverBudget = %v, the tail's %d tokens against a budget of %d", w.FreshTailOverBudget, suffixTokens(msgs)[f], p.Budget)
+	}
+	if !cut {
+		for i := f; i < len(msgs); i++ {
+			if !slices.ContainsFunc(given, func(m ConversationMessage) bool { return m.Seq == msgs[i].Seq && m.Content == msgs[i].Content }) {
+				t.Errorf("fresh tail message %d missing", msgs[i].Seq)
 			}
 		}
-		if !found {
-			t.Errorf("fresh tail message %d missing", msgs[i].Seq)
+	}
+	// At most one message over the budget: only a window of one message.
+	if w.Tokens > p.Budget && len(w.Items) != 1 {
+		t.Errorf("window of %d tokens in %d items exceeds the budget %d", w.Tokens, len(w.Items), p.Budget)
+	}
+	if p.MaxBytes > 0 {
+		if n := jsonSize(w); n > p.MaxBytes {
+			t.Errorf("window of %d bytes over the cap of %d", n, p.MaxBytes)
 		}
 	}
-	if !w.FreshTailOverBudget && w.Tokens > p.Budget {
-		t.Errorf("window of %d tokens exceeds the budget %d", w.Tokens, p.Budget)
+	if w.FreshTailOverBudget && len(given) > 0 {
+		// Cut to the newest messages: a suffix of the session, on a turn
+		// start when one was within reach.
+		if given[len(given)-1].Seq != msgs[len(msgs)-1].Seq || len(w.Items) != len(given) {
+			t.Errorf("a cut fresh tail is not the session's newest messages: %s", windowShape(w))
+		}
+		start := len(msgs) - len(given)
+		if !isTurnStart(given[0]) && slices.ContainsFunc(msgs[start:], isTurnStart) {
+			t.Errorf("cut window starts on a %s message with a turn start in it: %s", given[0].Role, windowShape(w))
+		}
 	}
-	if w.FreshTailOverBudget && suffixTokens(msgs)[f] <= p.Budget {
-		t.Errorf("FreshTailOverBudget set but the tail fits")
+	checkTruncation(t, w.Truncation, firstSeq, msgs)
+}
+
+// checkTruncation checks that what a window says it left out is a seq
+// range ending where the message part begins.
+func checkTruncation(t *testing.T, tr Truncation, firstSeq int64, msgs []ConversationMessage) {
+	t.Helper()
+	if !tr.Truncated {
+		if tr.Omitted != 0 || tr.OmittedFrom != 0 || tr.OmittedTo != 0 {
+			t.Errorf("not truncated but %+v", tr)
+		}
+		return
+	}
+	if tr.Omitted <= 0 || int64(tr.Omitted) != tr.OmittedTo-tr.OmittedFrom || tr.OmittedFrom < 1 {
+		t.Errorf("truncation %+v is not a seq range", tr)
+	}
+	if firstSeq == 0 && len(msgs) > 0 {
+		firstSeq = msgs[len(msgs)-1].Seq + 1
+	}
+	if firstSeq != 0 && tr.OmittedTo > firstSeq {
+		t.Errorf("truncation %+v reaches into the messages given (from %d)", tr, firstSeq)
 	}
 }
 
@@ -128,29 +169,29 @@ func TestAssembleWindow(t *testing.T) {
 		over    bool
 		dropped int
 	}{
-		{"buffer last N", windowParams{WindowBuffer, 1000, 2, 4}, "uauauaua", 10, nil, "5,6,7,8", false, 4},
-		{"buffer drops a leading assistant", windowParams{WindowBuffer, 1000, 2, 3}, "uauauaua", 10, nil, "7,8", false, 6},
-		{"fresh tail holds whole turns", windowParams{WindowBuffer, 1000, 2, 3}, "uuatau", 10, nil, "2,3,4,5,6", false, 1},
-		{"buffer never splits a tool result from its call", windowParams{WindowBuffer, 1000, 1, 5}, "uuatauua", 10, nil, "6,7,8", false, 5},
-		{"buffer within budget", windowParams{WindowBuffer, 35, 2, 8}, "uauauaua", 10, nil, "7,8", false, 6},
-		{"fresh tail extends back to its turn start", windowParams{WindowBuffer, 1000, 2, 1}, "uatata", 10, nil, "1,2,3,4,5,6", false, 0},
-		{"fresh tail over budget is kept", windowParams{WindowToken, 15, 2, 20}, "uauaua", 10, nil, "5,6", true, 4},
-		{"token newest within budget", windowParams{WindowToken, 45, 2, 20}, "uauauaua", 10, nil, "5,6,7,8", false, 4},
-		{"token cut inside a turn moves forward", windowParams{WindowToken, 45, 1, 20}, "uatauatau", 10, nil, "9", false, 8},
-		{"token whole turns within budget", windowParams{WindowToken, 55, 1, 20}, "uatauatau", 10, nil, "5,6,7,8,9", false, 4},
-		{"token everything fits", windowParams{WindowToken, 1000, 5, 20}, "suaua", 10, nil, "1,2,3,4,5", false, 0},
-		{"session starting with an assistant", windowParams{WindowToken, 1000, 5, 20}, "aua", 10, nil, "2,3", false, 1},
-		{"no turn start at all", windowParams{WindowToken, 1000, 5, 20}, "aaa", 10, nil, "", false, 3},
-		{"empty session", windowParams{WindowSummary, 100, 5, 20}, "", 10, nil, "", false, 0},
-		{"summary: roots then uncovered messages", windowParams{WindowSummary, 1000, 2, 20}, "uauauauauauauaua", 10, roots, "SA,SB,13,14,15,16", false, 12},
-		{"summary: budget drops the oldest root first", windowParams{WindowSummary, 65, 2, 20}, "uauauauauauauaua", 10, roots, "SB,13,14,15,16", false, 12},
-		{"summary: budget drops middle messages", windowParams{WindowSummary, 75, 2, 20}, "uauauauauauauaua", 10, roots, "SA,SB,15,16", false, 14},
-		{"summary: a root overlapping the fresh tail is left out", windowParams{WindowSummary, 1000, 4, 20}, "uauauauauaua", 10, roots, "SA,9,10,11,12", false, 8},
-		{"summary: tail over budget, no summaries", windowParams{WindowSummary, 15, 2, 20}, "uauauauauauauaua", 10, roots, "15,16", true, 14},
+		{"buffer last N", windowParams{WindowBuffer, 1000, 2, 4, 0}, "uauauaua", 10, nil, "5,6,7,8", false, 4},
+		{"buffer drops a leading assistant", windowParams{WindowBuffer, 1000, 2, 3, 0}, "uauauaua", 10, nil, "7,8", false, 6},
+		{"fresh tail holds whole turns", windowParams{WindowBuffer, 1000, 2, 3, 0}, "uuatau", 10, nil, "2,3,4,5,6", false, 1},
+		{"buffer never splits a tool result from its call", windowParams{WindowBuffer, 1000, 1, 5, 0}, "uuatauua", 10, nil, "6,7,8", false, 5},
+		{"buffer within budget", windowParams{WindowBuffer, 35, 2, 8, 0}, "uauauaua", 10, nil, "7,8", false, 6},
+		{"fresh tail extends back to its turn start", windowParams{WindowBuffer, 1000, 2, 1, 0}, "uatata", 10, nil, "1,2,3,4,5,6", false, 0},
+		{"fresh tail over budget keeps its newest messages", windowParams{WindowToken, 15, 2, 20, 0}, "uauaua", 10, nil, "6", true, 5},
+		{"token newest within budget", windowParams{WindowToken, 45, 2, 20, 0}, "uauauaua", 10, nil, "5,6,7,8", false, 4},
+		{"token cut inside a turn moves forward", windowParams{WindowToken, 45, 1, 20, 0}, "uatauatau", 10, nil, "9", false, 8},
+		{"token whole turns within budget", windowParams{WindowToken, 55, 1, 20, 0}, "uatauatau", 10, nil, "5,6,7,8,9", false, 4},
+		{"token everything fits", windowParams{WindowToken, 1000, 5, 20, 0}, "suaua", 10, nil, "1,2,3,4,5", false, 0},
+		{"session starting with an assistant", windowParams{WindowToken, 1000, 5, 20, 0}, "aua", 10, nil, "2,3", false, 1},
+		{"no turn start at all", windowParams{WindowToken, 1000, 5, 20, 0}, "aaa", 10, nil, "", false, 3},
+		{"empty session", windowParams{WindowSummary, 100, 5, 20, 0}, "", 10, nil, "", false, 0},
+		{"summary: roots then uncovered messages", windowParams{WindowSummary, 1000, 2, 20, 0}, "uauauauauauauaua", 10, roots, "SA,SB,13,14,15,16", false, 12},
+		{"summary: budget drops the oldest root first", windowParams{WindowSummary, 65, 2, 20, 0}, "uauauauauauauaua", 10, roots, "SB,13,14,15,16", false, 12},
+		{"summary: budget drops middle messages", windowParams{WindowSummary, 75, 2, 20, 0}, "uauauauauauauaua", 10, roots, "SA,SB,15,16", false, 14},
+		{"summary: a root overlapping the fresh tail is left out", windowParams{WindowSummary, 1000, 4, 20, 0}, "uauauauauaua", 10, roots, "SA,9,10,11,12", false, 8},
+		{"summary: tail over budget, no summaries", windowParams{WindowSummary, 15, 2, 20, 0}, "uauauauauauauaua", 10, roots, "16", true, 15},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msgs := conv(tc.pattern, tc.tokens)
-			w := assembleWindow(tc.p, msgs, tc.roots, int64(len(msgs)))
+			w := assembleWindow(tc.p, msgs, tc.roots, int64(len(msgs)), windowLoad{})
 			if got := windowShape(w); got != tc.want {
 				t.Errorf("window %q, want %q", got, tc.want)
 			}
@@ -176,7 +217,7 @@ func TestAssembleWindowProperties(t *testing.T) {
 					p := windowParams{Strategy: st, Budget: budget, FreshTail: tail, BufferSize: 3}
 					msgs := conv(strings.Repeat(pat, 3), 7)
 					roots := []Summary{{ID: "R", EarliestSeq: 1, LatestSeq: int64(len(pat)), Tokens: 9}}
-					w := assembleWindow(p, msgs, roots, int64(len(msgs)))
+					w := assembleWindow(p, msgs, roots, int64(len(msgs)), windowLoad{})
 					checkWindowRules(t, p, msgs, w)
 				}
 			}
@@ -193,15 +234,15 @@ func TestWindowNeedsMore(t *testing.T) {
 		roots []Summary
 		want  bool
 	}{
-		{"reached the start", windowParams{WindowToken, 1000, 2, 20}, 0, nil, false},
-		{"token: loaded rows within budget", windowParams{WindowToken, 1000, 2, 20}, 10, nil, true},
-		{"token: loaded rows beyond budget", windowParams{WindowToken, 50, 2, 20}, 10, nil, false},
-		{"buffer: fewer than N", windowParams{WindowBuffer, 1000, 2, 15}, 10, nil, true},
-		{"buffer: N loaded", windowParams{WindowBuffer, 1000, 2, 5}, 10, nil, false},
-		{"fresh tail longer than loaded", windowParams{WindowBuffer, 1000, 15, 5}, 10, nil, true},
-		{"fresh tail without its turn start", windowParams{WindowBuffer, 1000, 1, 1}, 19, nil, true},
-		{"summary: reached the coverage", windowParams{WindowSummary, 1000, 2, 20}, 12, []Summary{{LatestSeq: 12}}, false},
-		{"summary: short of the coverage", windowParams{WindowSummary, 1000, 2, 20}, 14, []Summary{{LatestSeq: 12}}, true},
+		{"reached the start", windowParams{WindowToken, 1000, 2, 20, 0}, 0, nil, false},
+		{"token: loaded rows within budget", windowParams{WindowToken, 1000, 2, 20, 0}, 10, nil, true},
+		{"token: loaded rows beyond budget", windowParams{WindowToken, 50, 2, 20, 0}, 10, nil, false},
+		{"buffer: fewer than N", windowParams{WindowBuffer, 1000, 2, 15, 0}, 10, nil, true},
+		{"buffer: N loaded", windowParams{WindowBuffer, 1000, 2, 5, 0}, 10, nil, false},
+		{"fresh tail longer than loaded", windowParams{WindowBuffer, 1000, 15, 5, 0}, 10, nil, true},
+		{"fresh tail without its turn start", windowParams{WindowBuffer, 1000, 1, 1, 0}, 19, nil, true},
+		{"summary: reached the coverage", windowParams{WindowSummary, 1000, 2, 20, 0}, 12, []Summary{{LatestSeq: 12}}, false},
+		{"summary: short of the coverage", windowParams{WindowSummary, 1000, 2, 20, 0}, 14, []Summary{{LatestSeq: 12}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := windowNeedsMore(tc.p, full[tc.from:], tc.roots); got != tc.want {

@@ -2,7 +2,10 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 )
 
 const (
@@ -15,7 +18,8 @@ const (
 // windowParams resolves a request's zero fields from the policy.
 func (s *Store) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
 	d := s.policy.Conversation.Window
-	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last}
+	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
+		MaxBytes: s.answerCap(req.MaxBytes)}
 	if p.Strategy == "" {
 		p.Strategy = d.Strategy
 	}
@@ -40,8 +44,9 @@ func (s *Store) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
 
 // Window builds a context window of a session: it loads the session's
 // newest messages page by page, backwards, only as far as the strategy can
-// use them (windowNeedsMore), plus the root summaries for the summary
-// strategy, then assembles the window with the pure assembleWindow.
+// use them (windowNeedsMore) and never much past the byte cap, plus the
+// root summaries for the summary strategy, then assembles the window with
+// the pure assembleWindow.
 func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
@@ -69,15 +74,44 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 			return nil, err
 		}
 	}
+	msgs, load, err := s.windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
+	if err != nil {
+		return nil, err
+	}
+	if load.TailSeq, load.TailTokens, err = s.windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
+		return nil, err
+	}
+	return assembleWindow(p, msgs, roots, sess.MessageCount, load), nil
+}
+
+// messageStubColumns are messageColumns without the content.
+const messageStubColumns = `g.seq, g.role, '', g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags, g.source`
+
+// windowMessages loads the newest messages a window can use, page by page
+// backwards. Once the loaded content passes the byte cap (the row that
+// passes it included), older pages are loaded without content (stubs): the
+// window can give none of them, but its rules see what they would have
+// chosen, so a session of huge messages is never read whole.
+func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, windowLoad, error) {
 	var msgs []ConversationMessage
+	var load windowLoad
 	page := max(firstWindowPage, p.FreshTail, min(p.BufferSize, maxWindowPage))
-	before := sess.MessageCount + 1
+	before, loaded := count+1, 0
 	for before > 1 {
-		older, err := s.queryMessages(ctx, tx, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
-			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq < $3 ORDER BY g.seq DESC LIMIT $4`,
-			req.Owner, req.SessionID, before, page)
+		const query = ` FROM %s AS g WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq < $3 ORDER BY g.seq DESC LIMIT $4`
+		var older []ConversationMessage
+		var err error
+		if loaded > p.MaxBytes {
+			older, err = s.queryMessages(ctx, tx, `SELECT `+messageStubColumns+fmt.Sprintf(query, s.sql.messages),
+				req.Owner, req.SessionID, before, page)
+			load.Stubs += len(older)
+		} else {
+			older, err = s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+messageColumns+fmt.Sprintf(query, s.sql.messages),
+				req.Owner, req.SessionID, before, page)
+			loaded += contentBytes(older)
+		}
 		if err != nil {
-			return nil, err
+			return nil, load, err
 		}
 		if len(older) == 0 {
 			break
@@ -90,5 +124,39 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 		}
 		page = min(page*2, maxWindowPage)
 	}
-	return assembleWindow(p, msgs, roots, sess.MessageCount), nil
+	return msgs, load, nil
+}
+
+// windowTailPrefix finds where the fresh tail starts when that is before
+// the loaded messages (they hold no turn start at or before the tail's
+// first message, and loading stopped at the budget): the
+// latest turn start at or before the tail's first message, else the first
+// after it, and the tokens from there to the first loaded message.
+func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
+	if len(msgs) == 0 || msgs[0].Seq <= 1 {
+		return 0, 0, nil
+	}
+	for i := len(msgs) - p.FreshTail; i >= 0; i-- {
+		if isTurnStart(msgs[i]) {
+			return 0, 0, nil
+		}
+	}
+	anchor := max(1, count-int64(p.FreshTail)+1)
+	var start *int64
+	var tokens int64
+	err := tx.QueryRow(ctx, `WITH t AS (SELECT coalesce(
+			(SELECT max(g.seq) FROM `+s.sql.messages+` AS g WHERE g.owner_id = $1 AND g.session_id = $2
+				AND g.seq <= $3 AND g.role IN ('user', 'system')),
+			(SELECT min(g.seq) FROM `+s.sql.messages+` AS g WHERE g.owner_id = $1 AND g.session_id = $2
+				AND g.seq > $3 AND g.seq < $4 AND g.role IN ('user', 'system'))) AS start)
+		SELECT t.start, coalesce((SELECT sum(g.tokens) FROM `+s.sql.messages+` AS g WHERE g.owner_id = $1
+			AND g.session_id = $2 AND g.seq >= t.start AND g.seq < $4), 0)::bigint FROM t`,
+		req.Owner, req.SessionID, anchor, msgs[0].Seq).Scan(&start, &tokens)
+	if err != nil {
+		return 0, 0, s.dbErr("finding the fresh tail's start", err)
+	}
+	if start == nil {
+		return 0, 0, nil // no turn start before the loaded part: the tail starts in it
+	}
+	return *start, int(tokens), nil
 }

@@ -371,13 +371,36 @@ func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string
 	return nil
 }
 
-// History returns the mutations of one memory of owner, oldest first.
+// History returns the mutations of one memory of owner, oldest first. A
+// memory evicted over the cap is gone, but its eviction row is not (until
+// the purge job's retention): its history is that one row, so a client
+// can tell an evicted memory from a lost one.
 func (s *Store) History(ctx context.Context, owner, id string) ([]HistoryEntry, error) {
-	if _, err := s.Get(ctx, owner, id); err != nil {
+	if _, err := s.Get(ctx, owner, id); errors.Is(err, ErrNotFound) {
+		return s.evictionHistory(ctx, owner, id, err)
+	} else if err != nil {
 		return nil, err
 	}
+	return s.historyRows(ctx, `WHERE memory_id = $1`, id)
+}
+
+// evictionHistory is the history of a memory that does not exist: its
+// eviction row, if owner's memory id was evicted, else notFound.
+func (s *Store) evictionHistory(ctx context.Context, owner, id string, notFound error) ([]HistoryEntry, error) {
+	out, err := s.historyRows(ctx, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, notFound
+	}
+	return out, nil
+}
+
+// historyRows reads the history rows matching where, oldest first.
+func (s *Store) historyRows(ctx context.Context, where string, args ...any) ([]HistoryEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
-		FROM `+s.sql.history+` WHERE memory_id = $1 ORDER BY id`, id)
+		FROM `+s.sql.history+` `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, s.dbErr("reading history", err)
 	}

@@ -2,10 +2,15 @@ package memory
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 )
 
 // TestDBErrKeepsTheCause: dbErr marks busy and unavailable database errors
@@ -43,19 +48,30 @@ func TestDBErrKeepsTheCause(t *testing.T) {
 	}
 }
 
-// TestIsUnavailable: what the service answers 503 for.
+// TestIsUnavailable: what the service answers 503 for, by type and
+// SQLSTATE (TestConnectionLossIsUnavailable gets the same errors from real
+// broken connections).
 func TestIsUnavailable(t *testing.T) {
 	cases := []struct {
 		err  error
 		want bool
 	}{
 		{ErrUnavailable, true},
-		{(*Store)(nil).dbErr("reading", &pgconn.PgError{Code: "57P01"}), true},
-		{&pgconn.PgError{Code: "08006"}, true},
-		{&pgconn.PgError{Code: "53300"}, true},
+		{(*Store)(nil).dbErr("reading", &pgconn.PgError{Code: "57P01"}), true}, // admin_shutdown
+		{&pgconn.PgError{Code: "57P02"}, true},                                 // crash_shutdown
+		{&pgconn.PgError{Code: "57P03"}, true},                                 // cannot_connect_now: starting up, in recovery
+		{&pgconn.PgError{Code: "08006"}, true},                                 // connection_failure
+		{&pgconn.PgError{Code: "53300"}, true},                                 // too_many_connections
+		{&pgconn.PgError{Code: "25006"}, true},                                 // read_only_sql_transaction: a standby
 		{&pgconn.ConnectError{}, true},
+		{fmt.Errorf("commit: %w", io.ErrUnexpectedEOF), true}, // a backend that exited without a word
+		{io.EOF, true},
+		{fmt.Errorf("querying: %w", pgconn.ErrConnClosed), true},
+		{puddle.ErrClosedPool, true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true},
 		{&pgconn.PgError{Code: "23505"}, false},
-		{errors.New("closed pool"), true},
+		{&pgconn.PgError{Code: "42P01"}, false},
+		{errors.New("closed pool"), false}, // by type, never by message
 		{errors.New("something else"), false},
 	}
 	for _, c := range cases {

@@ -9,8 +9,11 @@ import (
 // evictAfter enforces the per-owner cap after a commit that inserted rows:
 // the owner's inactive memories go first, then active ones of lowest value
 // (importance x decay, oldest first), pinned categories last. Evicted rows
-// are hard-deleted with their history, like an early purge. Best effort:
-// a failure is logged, the write it follows has succeeded.
+// are hard-deleted with their history, like an early purge, and leave one
+// history row of their own (action HistoryEvict, no content), so a client
+// that held the id learns the memory was evicted, not lost; the purge job
+// removes those rows after the retention. Best effort: a failure is
+// logged, the write it follows has succeeded.
 //
 // Only a write by the user may evict memories of protected categories (or
 // of categories the policy no longer has): otherwise an agent could delete
@@ -38,6 +41,10 @@ func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResul
 		results[len(results)-1].Evicted = n
 	}
 }
+
+// HistoryEvict is the history action of a memory evicted over the
+// per-owner cap: the only history row the memory keeps.
+const HistoryEvict = "evict"
 
 func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
 	var count int
@@ -69,8 +76,12 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser b
 				LIMIT $3 FOR UPDATE SKIP LOCKED),
 			dh AS (DELETE FROM `+s.sql.history+` AS h USING victims v WHERE h.memory_id = v.id),
 			da AS (DELETE FROM `+s.sql.access+` AS a USING victims v WHERE a.memory_id = v.id),
-			dm AS (DELETE FROM `+s.sql.memories+` AS m USING victims v WHERE m.id = v.id RETURNING 1)
-			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected).Scan(&deleted)
+			dm AS (DELETE FROM `+s.sql.memories+` AS m USING victims v WHERE m.id = v.id RETURNING m.id, m.category, m.active),
+			eh AS (INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, details)
+				SELECT id, $1, '`+HistoryEvict+`', 'system',
+					jsonb_build_object('maxMemoriesPerOwner', $9::int, 'category', category, 'wasActive', active) FROM dm)
+			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected,
+			s.policy.Limits.MaxMemoriesPerOwner).Scan(&deleted)
 	})
 	if err != nil {
 		return 0, s.dbErr("evicting memories", err)

@@ -101,7 +101,9 @@ func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, 
 	for _, m := range msgs {
 		// Redacted one by one, before they are joined: no secret of the
 		// conversation reaches the model, and no pattern spans two messages.
-		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), s.redactor.redacted(m.Content))
+		// One line each, structure neutralized: a message cannot forge a
+		// line of another speaker.
+		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), promptText(s.redactor.redacted(m.Content)))
 	}
 	answer, err := s.llm.CompleteJSON(actx, system, conv.String())
 	if err != nil {

@@ -64,6 +64,11 @@ func detectInjection(s string) string {
 	return ""
 }
 
+// LooksLikeInjection reports whether the injection guard would flag text
+// (whatever the policy's mode): for texts that carry no flag of their own,
+// such as the old contents in a memory's history.
+func LooksLikeInjection(text string) bool { return detectInjection(text) != "" }
+
 // isBlankLetter reports letters that render as nothing and can stand in
 // for a space: the Hangul fillers and the braille blank (they are neither
 // format characters nor spaces to Unicode).

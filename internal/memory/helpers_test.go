@@ -37,6 +37,7 @@ type fixtureSettings struct {
 	maxConns int32
 	session  SessionSettings
 	adminURL string // "" = a fresh database
+	spec     func(*tenant.Spec)
 }
 
 type fixtureOption func(*fixtureSettings)
@@ -70,6 +71,11 @@ func withSession(sess SessionSettings) fixtureOption {
 	return func(s *fixtureSettings) { s.session = sess }
 }
 
+// withSpec changes the tenant.Spec the fixture is provisioned with.
+func withSpec(mutate func(*tenant.Spec)) fixtureOption {
+	return func(s *fixtureSettings) { s.spec = mutate }
+}
+
 // inDatabaseOf provisions the tenant in the database of another fixture, so
 // two tenants share one database as they do in production.
 func inDatabaseOf(other *fixture) fixtureOption {
@@ -91,7 +97,11 @@ func newFixture(t testing.TB, opts ...fixtureOption) *fixture {
 	admin := testenv.NewPool(t, set.adminURL, 4)
 	cfg := set.cfg
 	schema := fmt.Sprintf("engram_mem_%d_%d", time.Now().UnixNano()%1e6, schemaSeq.Add(1))
-	res, err := tenant.Provision(ctx(t), admin, tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions(), Owner: testOwner(schema)})
+	spec := tenant.Spec{Schema: schema, Dimensions: cfg.Embedder.Dimensions(), Owner: testOwner(schema)}
+	if set.spec != nil {
+		set.spec(&spec)
+	}
+	res, err := tenant.Provision(ctx(t), admin, spec)
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}

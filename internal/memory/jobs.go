@@ -103,7 +103,34 @@ func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) erro
 	if opts.DryRun {
 		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` AS m WHERE `+s.purgeDueSQL(0))
 	}
-	return s.batches(ctx, opts, res, "purging memories", s.purgeBatchSQL())
+	if err := s.batches(ctx, opts, res, "purging memories", s.purgeBatchSQL()); err != nil {
+		return err
+	}
+	return s.purgeEvictions(ctx, opts, res)
+}
+
+// purgeEvictions deletes, in batches, the eviction rows of history (the
+// one row an evicted memory keeps) older than the retention, so writing
+// past the cap does not grow history without bound. They are not counted
+// as affected: those are memories. The partial index
+// memory_history_evicted_idx (migration history_evictions) finds them.
+func (s *Store) purgeEvictions(ctx context.Context, opts JobOptions, res *JobResult) error {
+	sql := `WITH e AS (
+			SELECT h.id FROM ` + s.sql.history + ` AS h
+			WHERE h.action = '` + HistoryEvict + `' AND h.created_at < ` + s.keptSinceSQL(0) + `
+			ORDER BY h.created_at LIMIT $1),
+		d AS (DELETE FROM ` + s.sql.history + ` AS h USING e WHERE h.id = e.id RETURNING 1)
+		SELECT count(*) FROM d`
+	for {
+		var n int
+		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
+			return s.dbErr("purging eviction records", err)
+		}
+		res.Batches++
+		if n < opts.BatchSize {
+			return nil
+		}
+	}
 }
 
 // purgeDueSQL is the condition (on alias m) of the rows purge deletes, or

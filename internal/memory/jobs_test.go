@@ -36,9 +36,16 @@ func seedJobs(t *testing.T, f *fixture) {
 	}
 	for cluster, size := range []int{3, 2} {
 		id := add(fmt.Sprintf("duplicated preference cluster %d", cluster), "preference")
+		// Read, then insert: Citus 13.2 deparses this INSERT ... SELECT of
+		// a single-shard table into invalid SQL ("( IS NOT NULL)").
+		var owner, source, category, content, vec string
+		if err := f.admin.QueryRow(ctx(t), `SELECT owner_id, source, category, content, embedding::text FROM `+f.store.sql.memories+` WHERE id = $1`,
+			id).Scan(&owner, &source, &category, &content, &vec); err != nil {
+			t.Fatal(err)
+		}
 		for range size - 1 {
 			_, err := f.admin.Exec(ctx(t), `INSERT INTO `+f.store.sql.memories+` (id, owner_id, source, category, content, embedding, importance)
-				SELECT $2, owner_id, source, category, content || '.', embedding, 3 FROM `+f.store.sql.memories+` WHERE id = $1`, id, newID())
+				VALUES ($1, $2, $3, $4, $5 || '.', $6::text::vector, 3)`, newID(), owner, source, category, content, vec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,14 +11,17 @@ const (
 )
 
 // contextSections renders a context in its order — constraints, profile,
-// memories (render), episodes — within budget tokens. A document is
-// rendered whole or not at all; each section after the first costs one
-// more token for the blank line between sections.
+// memories (render), episodes — within budget tokens and the byte cap
+// (counted on the text's and the ids' JSON as each part is added). A
+// document is rendered whole or not at all; each section after the first
+// costs one more token (and byte) for the blank line between sections.
 func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands []candidate, budget int) (*ContextResult, error) {
 	constraints, profile, err := s.contextDocuments(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	room := newAnswerBytes(s.answerCap(req.MaxBytes), ContextResult{IDs: []string{}})
+	truncated := false
 	var parts []string
 	left := budget
 	sep := func() int {
@@ -32,6 +35,10 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 		if text == "" {
 			return 0
 		}
+		if !room.takeText(strings.Repeat("\n", sep()) + text) {
+			truncated = true
+			return 0
+		}
 		left -= cost + sep()
 		parts = append(parts, text)
 		return d.Version
@@ -39,14 +46,17 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 	cv := addDoc("constraints", constraints)
 	pv := addDoc("profile", profile)
 	memBudget := max(0, left-sep())
-	res := render(s.policy.RenderOrder(), cands, memBudget)
+	room.takeText(strings.Repeat("\n", sep())) // the blank line before the memories, if they come
+	res := render(s.policy.RenderOrder(), cands, memBudget, room)
 	if res.Text != "" {
 		left -= CountTokens(res.Text) + sep()
 		parts = append(parts, res.Text)
 	}
+	res.Truncated = res.Truncated || truncated
 	res.ConstraintsVersion, res.ProfileVersion = cv, pv
 	if req.IncludeEpisodes {
-		text, ids, err := s.contextEpisodes(ctx, req, left-sep())
+		room.takeText(strings.Repeat("\n", sep()))
+		text, ids, cut, err := s.contextEpisodes(ctx, req, left-sep(), room)
 		if err != nil {
 			return nil, err
 		}
@@ -54,6 +64,7 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 			parts = append(parts, text)
 			res.EpisodeIDs = ids
 		}
+		res.Truncated = res.Truncated || cut
 	}
 	res.Text = strings.Join(parts, "\n")
 	res.Tokens = CountTokens(res.Text)
@@ -61,30 +72,40 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 }
 
 // contextEpisodes renders the owner's most relevant episodes (to the query,
-// else the newest) within left tokens, as many whole lines as fit.
-func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left int) (string, []string, error) {
+// else the newest) within left tokens and the byte cap, as many whole
+// lines as fit; cut says the byte cap left a line out that the tokens had
+// room for.
+func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left int, room *answerBytes) (string, []string, bool, error) {
 	n := req.MaxEpisodes
 	if n == 0 {
 		n = defaultContextEpisodes
 	}
 	hits, err := s.searchEpisodes(ctx, req.Owner, req.Agent, req.Query, n)
 	if err != nil || len(hits) == 0 {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	header := "## episodes\n"
+	if !room.takeText(header) {
+		return "", nil, true, nil
+	}
 	var b strings.Builder
 	var ids []string
+	cut := false
 	used := CountTokens(header)
 	for _, h := range hits {
-		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + sanitizeForPrompt(h.Episode.Summary) + "\n"
+		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + promptText(h.Episode.Summary) + "\n"
 		if c := CountTokens(line); used+c <= left {
+			if !room.takeText(line, h.Episode.ID) {
+				cut = true
+				continue
+			}
 			used += c
 			b.WriteString(line)
 			ids = append(ids, h.Episode.ID)
 		}
 	}
 	if len(ids) == 0 {
-		return "", nil, nil
+		return "", nil, cut, nil
 	}
-	return header + b.String(), ids, nil
+	return header + b.String(), ids, cut, nil
 }

@@ -130,8 +130,10 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		if req.IfVersion != nil && *req.IfVersion != cur.Version {
 			return fmt.Errorf("%w: %s is at version %d, not %d", ErrConflict, req.Kind, cur.Version, *req.IfVersion)
 		}
-		out, err = s.writeDocument(ctx, tx, cur, content, src)
-		return err
+		if out, err = s.writeDocument(ctx, tx, cur, content, src); err != nil {
+			return err
+		}
+		return s.pruneVersions(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, err
@@ -139,13 +141,15 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 	return out, nil
 }
 
-// writeDocument stores version cur.Version+1 and its change.
+// writeDocument stores version cur.Version+1 and its change. The update's
+// time is EXCLUDED.updated_at, the column's default now() (Citus refuses a
+// non-immutable function in DO UPDATE SET).
 func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src Source) (*Document, error) {
 	d := &Document{Owner: cur.Owner, Agent: cur.Agent, Kind: cur.Kind, Version: cur.Version + 1, Content: content, Source: src}
 	err := tx.QueryRow(ctx, `INSERT INTO `+s.sql.documents+` (owner_id, agent_id, kind, version, content, source)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (owner_id, agent_id, kind) DO UPDATE SET version = EXCLUDED.version,
-			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = now()
+			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = EXCLUDED.updated_at
 		RETURNING updated_at`, d.Owner, d.Agent, string(d.Kind), d.Version, content, string(src)).Scan(&d.UpdatedAt)
 	if err != nil {
 		return nil, s.dbErr("writing the "+string(d.Kind), err)
@@ -158,6 +162,31 @@ func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, con
 		return nil, s.dbErr("recording the change of the "+string(d.Kind), err)
 	}
 	return d, nil
+}
+
+// pruneVersions deletes the changes of d's document older than its newest
+// limits.maxDocumentVersions versions, in the write's transaction, except
+// the versions a session's snapshot pins: that session's context renders
+// them. Sessions pin versions under the owner's lock (CreateSession,
+// AdvanceSnapshot) which the write holds, so no pin can appear unseen.
+// Every change keeps its before and after texts, so what remains of the
+// changelog still reads on its own; GetDocument of a pruned version is
+// ErrNotFound.
+func (s *Store) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error {
+	oldestKept := d.Version - int64(s.policy.Limits.MaxDocumentVersions) + 1
+	if oldestKept <= 1 {
+		return nil
+	}
+	pin := "profile_version"
+	if d.Kind == DocConstraints {
+		pin = "constraints_version"
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM `+s.sql.docChanges+` AS d
+		WHERE d.owner_id = $1 AND d.agent_id = $2 AND d.kind = $3 AND d.version < $4
+			AND NOT EXISTS (SELECT 1 FROM `+s.sql.sessions+` AS c
+				WHERE c.owner_id = d.owner_id AND c.agent_id = d.agent_id AND c.`+pin+` = d.version)`,
+		d.Owner, d.Agent, string(d.Kind), oldestKept)
+	return s.dbErr("pruning old versions of the "+string(d.Kind), err)
 }
 
 // Changelog lists the writes of an owner's documents, newest first.
@@ -211,28 +240,44 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) ([]Changelo
 // GetSnapshot returns the document versions a session's context renders.
 // Errors: ValidationError; ErrNotFound (no such session).
 func (s *Store) GetSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
-	return s.snapshot(ctx, owner, sessionID, `SELECT c.agent_id, c.profile_version, c.constraints_version
+	return s.snapshot(ctx, owner, sessionID, false, `SELECT c.agent_id, c.profile_version, c.constraints_version
 		FROM `+s.sql.sessions+` AS c WHERE c.owner_id = $1 AND c.id = $2`)
 }
 
 // AdvanceSnapshot moves a session's snapshot to the current versions of its
-// agent's profile and constraints. Errors: ValidationError; ErrNotFound.
+// agent's profile and constraints, under the owner's lock (see
+// pruneVersions). Errors: ValidationError; ErrNotFound.
 func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
-	return s.snapshot(ctx, owner, sessionID, `UPDATE `+s.sql.sessions+` AS c SET
+	return s.snapshot(ctx, owner, sessionID, true, `UPDATE `+s.sql.sessions+` AS c SET
 			profile_version = `+s.docVersionSQL("c.owner_id", "c.agent_id", DocProfile)+`,
 			constraints_version = `+s.docVersionSQL("c.owner_id", "c.agent_id", DocConstraints)+`
 		WHERE c.owner_id = $1 AND c.id = $2
 		RETURNING c.agent_id, c.profile_version, c.constraints_version`)
 }
 
-func (s *Store) snapshot(ctx context.Context, owner, sessionID, sql string) (*SessionSnapshot, error) {
+// snapshot runs sql (reading or moving a snapshot); underOwnerLock runs it
+// in a transaction under the owner's lock.
+func (s *Store) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, owner, sessionID)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
 	snap := &SessionSnapshot{Owner: owner, SessionID: sessionID}
-	err := s.pool.QueryRow(ctx, sql, owner, sessionID).Scan(&snap.Agent, &snap.ProfileVersion, &snap.ConstraintsVersion)
+	scan := func(q querier) error {
+		return q.QueryRow(ctx, sql, owner, sessionID).Scan(&snap.Agent, &snap.ProfileVersion, &snap.ConstraintsVersion)
+	}
+	var err error
+	if underOwnerLock {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			if err := s.lockOwner(ctx, tx, owner); err != nil {
+				return err
+			}
+			return scan(tx)
+		})
+	} else {
+		err = scan(s.pool)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
 	}
@@ -300,6 +345,8 @@ func (s *Store) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res 
 // renderDocument renders a document as a section within left tokens; it
 // returns the text and its cost, or "" when it is empty or does not fit
 // (a document is rendered whole or not at all: half a rule set is worse).
+// Each line goes through promptText: a profile an agent wrote cannot open
+// a "## constraints" section of its own.
 func renderDocument(title, content string, left int) (string, int) {
 	if strings.TrimSpace(content) == "" {
 		return "", 0
@@ -307,7 +354,7 @@ func renderDocument(title, content string, left int) (string, int) {
 	var b strings.Builder
 	b.WriteString("## " + title + "\n")
 	for _, line := range strings.Split(content, "\n") {
-		if l := sanitizeForPrompt(line); l != "" {
+		if l := promptText(line); l != "" {
 			b.WriteString(l + "\n")
 		}
 	}

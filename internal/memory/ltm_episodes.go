@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,61 +36,6 @@ func scanEpisode(row pgx.Row, extra ...any) (Episode, error) {
 	return e, nil
 }
 
-// writeEpisode writes the episode of a session with at least
-// MinEpisodeUserTurns user messages (nil otherwise), or returns the one it
-// already has: a summary of its newest messages (LLM, else extractive),
-// its embedding and the time range of its messages.
-func (s *Store) writeEpisode(ctx context.Context, owner, sessionID string) (*Episode, error) {
-	e, err := scanEpisode(s.pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
-		WHERE e.owner_id = $1 AND e.session_id = $2`, owner, sessionID))
-	if err == nil {
-		return &e, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.dbErr("reading the episode", err)
-	}
-	var turns int
-	var agent string
-	var first, last *time.Time
-	err = s.pool.QueryRow(ctx, `SELECT c.agent_id, count(g.seq) FILTER (WHERE g.role = 'user'), min(g.created_at), max(g.created_at)
-		FROM `+s.sql.sessions+` AS c LEFT JOIN `+s.sql.messages+` AS g ON g.owner_id = c.owner_id AND g.session_id = c.id
-		WHERE c.owner_id = $1 AND c.id = $2 GROUP BY c.agent_id`, owner, sessionID).Scan(&agent, &turns, &first, &last)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
-	}
-	if err != nil {
-		return nil, s.dbErr("counting the session's turns", err)
-	}
-	if turns < MinEpisodeUserTurns {
-		return nil, nil
-	}
-	msgs, err := s.lastMessages(ctx, s.pool, owner, sessionID, maxEpisodeMessages)
-	if err != nil {
-		return nil, err
-	}
-	lines := make([]string, 0, len(msgs))
-	for _, m := range msgs {
-		lines = append(lines, s.summaryLine(m))
-	}
-	input, _ := newestWithin(lines, maxExtractPromptChars)
-	summary, method := s.summarize(ctx, strings.Split(input, "\n"))
-	e = Episode{ID: newID(), Owner: owner, SessionID: sessionID, Agent: agent, Summary: summary, Method: method,
-		UserTurns: turns, StartedAt: first.UTC(), EndedAt: last.UTC()}
-	vec := s.embedSummary(ctx, summary)
-	// Two writers of the same episode: the first wins, the second reads it.
-	e, err = scanEpisode(s.pool.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO `+s.sql.episodes+` AS e (id, owner_id, session_id, agent_id, summary, method, user_turns, started_at, ended_at, embedding)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (owner_id, session_id) DO NOTHING
-			RETURNING `+episodeColumns+`)
-		SELECT * FROM ins UNION ALL
-		SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e WHERE e.owner_id = $2 AND e.session_id = $3 AND NOT EXISTS (SELECT 1 FROM ins)`,
-		e.ID, owner, sessionID, agent, summary, method, turns, e.StartedAt, e.EndedAt, vec))
-	if err != nil {
-		return nil, s.dbErr("writing the episode", err)
-	}
-	return &e, nil
-}
-
 // idleEpisodes writes the episodes of sessions that went idle (no message
 // for conversation.archiveAfter, else sessionIdleTTL) before the sessions
 // job archives or deletes them; at most maxIdleEpisodesPerRun a run. res
@@ -105,11 +49,18 @@ func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
 	if idle == 0 || opts.DryRun {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT c.owner_id, c.id FROM `+s.sql.sessions+` AS c
+	// Owners at limits.maxEpisodesPerOwner are left out: their idle
+	// sessions would otherwise come first run after run (oldest first) and
+	// take every slot of the run from other owners' sessions.
+	rows, err := s.pool.Query(ctx, `WITH full_owners AS (SELECT e.owner_id FROM `+s.sql.episodes+` AS e
+			GROUP BY e.owner_id HAVING count(*) >= $4)
+		SELECT c.owner_id, c.id FROM `+s.sql.sessions+` AS c
 		WHERE c.last_active_at < now() - make_interval(secs => $1)
 			AND NOT EXISTS (SELECT 1 FROM `+s.sql.episodes+` AS e WHERE e.owner_id = c.owner_id AND e.session_id = c.id)
+			AND NOT EXISTS (SELECT 1 FROM full_owners AS f WHERE f.owner_id = c.owner_id)
 			AND (SELECT count(*) FROM `+s.sql.messages+` AS g WHERE g.owner_id = c.owner_id AND g.session_id = c.id AND g.role = 'user') >= $2
-		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun)
+		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun,
+		s.policy.Limits.MaxEpisodesPerOwner)
 	if err != nil {
 		return s.dbErr("finding idle sessions without an episode", err)
 	}
@@ -122,7 +73,15 @@ func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		return s.dbErr("finding idle sessions without an episode", err)
 	}
 	for _, k := range keys {
-		if _, err := s.writeEpisode(ctx, k.owner, k.id); err != nil && !errors.Is(err, ErrNotFound) {
+		_, err := s.settleEpisode(ctx, k.owner, k.id, false)
+		var qe *QuotaError
+		if errors.As(err, &qe) {
+			// The owner is at limits.maxEpisodesPerOwner: the session stays
+			// without an episode (and is archived or deleted as usual).
+			s.log.Warn("not writing the episode of an idle session: the owner is at its quota", "quota", qe.Quota, "limit", qe.Limit)
+			continue
+		}
+		if err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("writing the episode of an idle session: %w", err)
 		}
 	}
@@ -133,8 +92,11 @@ func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
 // ending an ended session only retries what is missing), writes its
 // episode when it has at least MinEpisodeUserTurns user messages, and
 // extracts facts when conversation.extractOnEnd is on and an LLM exists.
-// Errors: ValidationError; ErrNotFound; ErrUpstream from extraction (the
-// session stays ended, the episode is written, the watermark unchanged).
+// The episode and the archiving are one transaction: an owner at
+// limits.maxEpisodesPerOwner gets a *QuotaError and nothing is written
+// (the session stays open, no extraction runs). Errors: ValidationError;
+// ErrNotFound; *QuotaError; ErrUpstream from extraction (the session stays
+// ended, the episode is written, the watermark unchanged).
 func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
@@ -142,19 +104,11 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	res := &EndSessionResult{}
-	c, err := scanSession(s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = coalesce(c.ended_at, now())
-		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, req.Owner, req.SessionID), &res.EndedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
-	}
+	out, err := s.settleEpisode(ctx, req.Owner, req.SessionID, true)
 	if err != nil {
-		return nil, s.dbErr("ending the session", err)
-	}
-	res.Session, res.EndedAt = c, res.EndedAt.UTC()
-	if res.Episode, err = s.writeEpisode(ctx, req.Owner, req.SessionID); err != nil {
 		return nil, err
 	}
+	res := &EndSessionResult{Session: out.session, EndedAt: out.endedAt, Episode: out.episode}
 	switch {
 	case !s.policy.Conversation.ExtractOnEnd:
 		res.ExtractionSkipped = "policy"

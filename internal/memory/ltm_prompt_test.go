@@ -32,8 +32,8 @@ func TestNeutralizeRoles(t *testing.T) {
 		"the username: bob":              "the username: bob",
 		"tool:call and Human: and AI: x": "tool (quoted) -call and human (quoted) - and ai (quoted) - x",
 	} {
-		if got := neutralizeRoles(in); got != want {
-			t.Errorf("neutralizeRoles(%q) = %q, want %q", in, got, want)
+		if got := neutralizeStructure(in); got != want {
+			t.Errorf("neutralizeStructure(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

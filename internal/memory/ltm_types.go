@@ -61,6 +61,12 @@ type ExtractedFact struct {
 	Result *AddResult `json:"result,omitempty"`
 	// Dropped says why the fact was not stored ("" when it was).
 	Dropped string `json:"dropped,omitempty"`
+	// Flags of the fact's text: "injection" when the injection guard
+	// flagged it (mode Flag).
+	Flags []string `json:"flags,omitempty"`
+	// Withheld: the fact's text is flagged and the caller is agent-facing
+	// (an agent token, or MCP), so Content is left out. Set by the API only.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // SessionExtractResult says what one session extraction did.

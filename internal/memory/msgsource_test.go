@@ -128,7 +128,7 @@ func TestAgentRelayedUserLineExtractsAsAgent(t *testing.T) {
 	}
 
 	// Every read of the messages names who appended them.
-	msgs, err := f.store.Messages(ctx(t), MessagesRequest{Owner: "ada", SessionID: "s"})
+	msgs, err := items(f.store.Messages(ctx(t), MessagesRequest{Owner: "ada", SessionID: "s"}))
 	if err != nil || len(msgs) != 2 || msgs[0].Role != RoleUser || msgs[0].Source != SourceAgent || msgs[1].Source != SourceAgent {
 		t.Fatalf("messages %+v, %v: want the user-role line with source agent", msgs, err)
 	}
@@ -136,7 +136,7 @@ func TestAgentRelayedUserLineExtractsAsAgent(t *testing.T) {
 	if err != nil || len(w.Items) != 2 || w.Items[0].Message.Source != SourceAgent {
 		t.Fatalf("window %+v, %v: want the messages with source agent", w, err)
 	}
-	hits, err := f.store.SearchHistory(ctx(t), HistorySearchRequest{Owner: "ada", Query: "penicillin"})
+	hits, err := results(f.store.SearchHistory(ctx(t), HistorySearchRequest{Owner: "ada", Query: "penicillin"}))
 	if err != nil || len(hits) == 0 || hits[0].Kind != KindMessage || hits[0].Source != SourceAgent {
 		t.Fatalf("history hits %+v, %v: want the message hit with source agent", hits, err)
 	}

@@ -131,6 +131,47 @@ type Limits struct {
 	MaxQueryBytes         int `json:"maxQueryBytes"`
 	MaxTopK               int `json:"maxTopK"`
 	MaxFactsPerExtraction int `json:"maxFactsPerExtraction"`
+	// The quotas below came later: 0 (a config written before them) means
+	// the default, like the conversation policy's fields.
+
+	// MaxSessionsPerOwner bounds the conversation sessions one owner keeps.
+	MaxSessionsPerOwner int `json:"maxSessionsPerOwner,omitempty"`
+	// MaxEpisodesPerOwner bounds the episodes one owner keeps.
+	MaxEpisodesPerOwner int `json:"maxEpisodesPerOwner,omitempty"`
+	// MaxDocumentVersions is how many versions of one profile or
+	// constraints document are kept (older ones are pruned).
+	MaxDocumentVersions int `json:"maxDocumentVersions,omitempty"`
+}
+
+// Defaults and largest values of the quotas in Limits (the CRD's are the
+// same); docs/security.md ("Bounds: turns and quotas") says why each.
+const (
+	DefaultMaxSessionsPerOwner = 10_000
+	MaxSessionsPerOwnerLimit   = 1_000_000
+	// Episode search and every context read score all of an owner's
+	// episodes, like memories (MaxMemoriesPerOwnerLimit), so their cap is
+	// of the same order.
+	DefaultMaxEpisodesPerOwner = 2_000
+	MaxEpisodesPerOwnerLimit   = 10_000
+	DefaultMaxDocumentVersions = 100
+	MaxDocumentVersionsLimit   = 10_000
+)
+
+var defaultLimits = Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5,
+	MaxSessionsPerOwner: DefaultMaxSessionsPerOwner, MaxEpisodesPerOwner: DefaultMaxEpisodesPerOwner, MaxDocumentVersions: DefaultMaxDocumentVersions}
+
+// withQuotaDefaults sets the zero quotas to their defaults.
+func (l Limits) withQuotaDefaults() Limits {
+	for _, q := range []struct {
+		v   *int
+		def int
+	}{{&l.MaxSessionsPerOwner, DefaultMaxSessionsPerOwner}, {&l.MaxEpisodesPerOwner, DefaultMaxEpisodesPerOwner},
+		{&l.MaxDocumentVersions, DefaultMaxDocumentVersions}} {
+		if *q.v == 0 {
+			*q.v = q.def
+		}
+	}
+	return l
 }
 
 // Search weights of hybrid ranking.
@@ -199,7 +240,7 @@ func DefaultPolicy() Policy {
 	return Policy{
 		Categories:   DefaultCategories(),
 		Dedup:        Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
-		Limits:       Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5},
+		Limits:       defaultLimits,
 		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
 		Forgetting:   Forgetting{MinDecayScore: 0.05},
 		Retention:    Retention{PurgeInactiveAfter: 30 * day},
@@ -301,7 +342,7 @@ func (p *Policy) Validate() error {
 	if d.Arbitration != ArbitrationLLM && d.Arbitration != ArbitrationNone {
 		bad("dedup.arbitration", "%q must be LLM or None", d.Arbitration)
 	}
-	l := p.Limits
+	l := p.Limits.withQuotaDefaults()
 	if l.MaxMemoriesPerOwner > MaxMemoriesPerOwnerLimit {
 		bad("limits.maxMemoriesPerOwner", "%d is more than the largest owner Engram supports, %d (docs/performance.md#owner-size)", l.MaxMemoriesPerOwner, MaxMemoriesPerOwnerLimit)
 	}
@@ -313,6 +354,16 @@ func (p *Policy) Validate() error {
 		{"limits.maxQueryBytes", l.MaxQueryBytes, 16}, {"limits.maxTopK", l.MaxTopK, 1}, {"limits.maxFactsPerExtraction", l.MaxFactsPerExtraction, 1}} {
 		if v.val < v.min {
 			bad(v.field, "%d must be at least %d", v.val, v.min)
+		}
+	}
+	for _, q := range []struct {
+		field    string
+		val, max int
+	}{{"limits.maxSessionsPerOwner", l.MaxSessionsPerOwner, MaxSessionsPerOwnerLimit},
+		{"limits.maxEpisodesPerOwner", l.MaxEpisodesPerOwner, MaxEpisodesPerOwnerLimit},
+		{"limits.maxDocumentVersions", l.MaxDocumentVersions, MaxDocumentVersionsLimit}} {
+		if q.val < 1 || q.val > q.max {
+			bad(q.field, "%d must be within 1..%d", q.val, q.max)
 		}
 	}
 	s := p.Search

@@ -79,6 +79,18 @@ func TestPolicyValidate(t *testing.T) {
 		{"regex", func(p *Policy) { p.Redaction.Patterns = []string{"(unclosed"} }, "redaction.patterns[0]: not a valid RE2"},
 		{"empty-matching regex", func(p *Policy) { p.Redaction.Patterns = []string{"x*"} }, "matches the empty string"},
 		{"half-life far beyond ttl", func(p *Policy) { p.Categories[1].HalfLife = p.Categories[1].TTL * 11 }, "ten times the ttl"},
+		{"negative sessions quota", func(p *Policy) { p.Limits.MaxSessionsPerOwner = -1 }, "limits.maxSessionsPerOwner: -1 must be within 1..1000000"},
+		{"episodes above the largest", func(p *Policy) { p.Limits.MaxEpisodesPerOwner = 10_001 }, "limits.maxEpisodesPerOwner"},
+		{"document versions above the largest", func(p *Policy) { p.Limits.MaxDocumentVersions = 10_001 }, "limits.maxDocumentVersions"},
+	}
+	// A config written before the quotas existed (zero) takes their defaults.
+	old := DefaultPolicy()
+	old.Limits.MaxSessionsPerOwner, old.Limits.MaxEpisodesPerOwner, old.Limits.MaxDocumentVersions = 0, 0, 0
+	if err := old.Validate(); err != nil {
+		t.Fatalf("a policy without quotas: %v", err)
+	}
+	if l := old.Limits.withQuotaDefaults(); l != DefaultPolicy().Limits {
+		t.Fatalf("quotas resolve to %+v, want the defaults", l)
 	}
 	at := DefaultPolicy()
 	at.Limits.MaxMemoriesPerOwner = MaxMemoriesPerOwnerLimit

@@ -20,6 +20,10 @@ type queries struct {
 	access       string // "schema"."memory_access"
 	// columns are memoryColumns with the access statistics read from access.
 	columns string
+	// insertColumns are memoryColumns of a row just inserted, which has no
+	// access statistics yet: the same values as columns without its
+	// subqueries, which Citus refuses in an INSERT's RETURNING.
+	insertColumns string
 	// Conversations: "schema"."sessions", "messages", "summaries", "summary_sources".
 	sessions, messages, summaries, summarySources string
 	// Long-term memory: "schema"."episodes", "documents", "document_changes".
@@ -43,6 +47,7 @@ func newQueries(schema string) queries {
 		docChanges:     pgx.Identifier{schema, "document_changes"}.Sanitize(),
 	}
 	q.columns = strings.NewReplacer("$LAST", q.lastAccess(), "$COUNT", `coalesce((SELECT a.access_count FROM `+q.access+` AS a WHERE a.memory_id = m.id), 0)`).Replace(memoryColumns)
+	q.insertColumns = strings.NewReplacer("$LAST", "NULL::timestamptz", "$COUNT", "0::bigint").Replace(memoryColumns)
 	return q
 }
 
@@ -54,7 +59,7 @@ func (q queries) lastAccess() string {
 // memoryColumns are selected (with alias m) wherever a Memory is returned,
 // as queries.columns (the access statistics come from the memory_access
 // table, $LAST and $COUNT); scanMemory reads them in this order.
-const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source, m.category, m.content,
+const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source_session, m.source, m.category, m.content,
 	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
 	$LAST, $COUNT`
 
@@ -63,7 +68,7 @@ func scanMemory(row pgx.Row, extra ...any) (Memory, error) {
 	var m Memory
 	var superseded *string
 	var src string
-	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &src, &m.Category, &m.Content,
+	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &m.SourceSession, &src, &m.Category, &m.Content,
 		&m.Importance, &m.Flags, &m.Active, &superseded, &m.ExpiresAt, &m.CreatedAt, &m.UpdatedAt,
 		&m.LastAccessedAt, &m.AccessCount}
 	if err := row.Scan(append(dest, extra...)...); err != nil {

@@ -38,7 +38,11 @@ type Config struct {
 	// exceed the longest statement of a run, since with a one-connection
 	// pool the renewal waits for that statement.
 	JobLeaseTTL time.Duration
-	Logger      *slog.Logger
+	// MaxResponseBytes caps the JSON size of every answer carrying
+	// conversation text or context (answercap.go); 0 means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	Logger           *slog.Logger
 }
 
 // NewPool opens a pgx pool on url with pgvector's types registered on each
@@ -96,6 +100,12 @@ func validateConfig(cfg *Config) error {
 	if cfg.JobLeaseTTL <= 0 {
 		cfg.JobLeaseTTL = DefaultJobLeaseTTL
 	}
+	if err := ValidMaxResponseBytes(cfg.MaxResponseBytes); err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -119,6 +129,7 @@ type Store struct {
 	decayNames   []string
 	decaySeconds []float64
 	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
+	maxBytes     int           // the byte cap of one answer (answercap.go)
 	// afterCompactBatch, when set (by tests), runs after each batch of
 	// compaction, outside any transaction.
 	afterCompactBatch func(owner string)
@@ -130,6 +141,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.Policy.Conversation = cfg.Policy.Conversation.Resolved()
+	cfg.Policy.Limits = cfg.Policy.Limits.withQuotaDefaults()
 	red, err := newRedactor(cfg.Policy.Redaction)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -146,6 +158,7 @@ func New(cfg Config) (*Store, error) {
 		sql:      newQueries(cfg.Schema),
 	}
 	s.leaseTTL = cfg.JobLeaseTTL
+	s.maxBytes = cfg.MaxResponseBytes
 	for _, c := range cfg.Policy.Categories {
 		s.decayNames = append(s.decayNames, c.Name)
 		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())

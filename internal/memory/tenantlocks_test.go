@@ -3,12 +3,17 @@ package memory
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // promptly is how long tenant B's work may take while tenant A holds every
@@ -28,14 +33,46 @@ func oldLockKeys(schema string, owners ...string) [][2]int32 {
 }
 
 // TestTenantCannotBlockAnotherTenant: tenant A's login role, in the same
-// database as tenant B, takes every advisory lock it could compute for B's
-// work and tries to lock B's lock rows and tables (refused: no privilege on
-// B's schema). Meanwhile B's adds (known and new owner), erase and a full
-// maintenance run finish promptly.
+// database as tenant B, holds a snapshot open, takes every advisory lock it
+// could compute for B's work and tries to lock B's lock rows and tables
+// (refused: no privilege on B's schema). B is provisioned meanwhile (its
+// migrations build indexes concurrently, which wait for A's snapshot until
+// the operator's watcher ends A's session), and B's adds (known and new
+// owner), erase and a full maintenance run finish promptly while A holds a
+// new snapshot and its advisory locks. Nothing A committed is lost.
+//
+// The advisory half cannot pass by luck: A may take any advisory key, every
+// other non-superuser role of the database none (testenv.ArmAdvisoryTrap).
+// Had B's service or jobs taken an advisory lock, whatever its key, B's
+// work would fail with "permission denied" instead of finishing.
 func TestTenantCannotBlockAnotherTenant(t *testing.T) {
 	a := newFixture(t)
-	b := newFixture(t, inDatabaseOf(a))
+	a.add(AddRequest{Owner: "a-user", Content: "a memory tenant A committed"})
+	roleA := currentUser(t, a.loginURL)
+	testenv.ArmAdvisoryTrap(t, a.adminURL, roleA)
+
+	snap := testenv.HoldSnapshot(t, a.loginURL, "SELECT count(*) FROM memories")
+	var mu sync.Mutex
+	var reports []tenant.Blocker
+	b := newFixture(t, inDatabaseOf(a), withSpec(func(s *tenant.Spec) {
+		s.IndexTimeout = time.Minute // without the watcher: fails here
+		s.Blockers = tenant.BlockerPolicy{MaxAge: promptly, Interval: 100 * time.Millisecond, Report: func(b tenant.Blocker) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, b)
+		}}
+	}))
+	mu.Lock()
+	ended := slices.ContainsFunc(reports, func(b tenant.Blocker) bool { return b.PID == snap.PID && b.Ended && b.Role == roleA })
+	mu.Unlock()
+	if !ended {
+		t.Fatalf("B was provisioned but A's snapshot session %d was not reported ended: %+v", snap.PID, reports)
+	}
+	if err := testenv.AdvisoryTrapped(b.loginURL); err != nil {
+		t.Fatalf("tenant B's login role: %v", err)
+	}
 	b.add(AddRequest{Owner: "victim", Content: "an existing memory of the victim"})
+	testenv.HoldSnapshot(t, a.loginURL, "SELECT count(*) FROM memories") // A tries again
 
 	attacker, err := pgx.Connect(ctx(t), a.loginURL)
 	if err != nil {
@@ -102,6 +139,24 @@ func TestTenantCannotBlockAnotherTenant(t *testing.T) {
 		_, err := b.store.EraseOwner(c, "newcomer")
 		return err
 	})
+	if n := a.count(`SELECT count(*) FROM %s WHERE owner_id = 'a-user'`); n != 1 {
+		t.Errorf("tenant A has %d of the 1 memory it committed", n)
+	}
+}
+
+// currentUser is the role url logs in as.
+func currentUser(t *testing.T, url string) string {
+	t.Helper()
+	conn, err := pgx.Connect(ctx(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var who string
+	if err := conn.QueryRow(ctx(t), `SELECT current_user`).Scan(&who); err != nil {
+		t.Fatal(err)
+	}
+	return who
 }
 
 // TestSessionTimeouts: every session of the engine's pool carries

@@ -16,10 +16,14 @@ const (
 
 // Memory is one stored fact about an owner (an end user).
 type Memory struct {
-	ID             string     `json:"id"`
-	Owner          string     `json:"owner"`
-	Agent          string     `json:"agent,omitempty"`
-	Session        string     `json:"session,omitempty"`
+	ID      string `json:"id"`
+	Owner   string `json:"owner"`
+	Agent   string `json:"agent,omitempty"`
+	Session string `json:"session,omitempty"`
+	// SourceSession is the conversation session the memory was extracted
+	// from (provenance): extracted facts belong to the owner (Session
+	// empty) unless the policy's conversation.extractionScope is session.
+	SourceSession  string     `json:"sourceSession,omitempty"`
 	Source         Source     `json:"source"`
 	Category       string     `json:"category"`
 	Content        string     `json:"content"`
@@ -32,6 +36,10 @@ type Memory struct {
 	UpdatedAt      time.Time  `json:"updatedAt"`
 	LastAccessedAt *time.Time `json:"lastAccessedAt,omitempty"`
 	AccessCount    int64      `json:"accessCount"`
+	// Withheld: the injection guard flagged the memory and the caller is
+	// agent-facing (an agent token, or MCP), so its content is left out
+	// (empty); everything else is as stored. Set by the API only.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // AddRequest is one write.
@@ -53,6 +61,10 @@ type AddRequest struct {
 	// bound to one owner and for facts extracted from a conversation. A
 	// global category is then refused (ErrProtected). Never from JSON.
 	OwnerOnly bool `json:"-"`
+	// SourceSession is the conversation session a fact was extracted from
+	// (provenance, kept whatever the scope); set by ExtractSession only,
+	// never from JSON.
+	SourceSession string `json:"-"`
 }
 
 // Action is what Add did.
@@ -187,6 +199,9 @@ type HistoryEntry struct {
 	NewContent *string        `json:"newContent,omitempty"`
 	Details    map[string]any `json:"details,omitempty"`
 	At         time.Time      `json:"at"`
+	// Withheld: a content of this entry looks like a prompt injection and
+	// the caller is agent-facing, so it is left out. Set by the API only.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // EraseResult counts what EraseOwner deleted.
@@ -218,6 +233,8 @@ type ContextRequest struct {
 	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
 	// MaxEpisodes bounds them: 0 means 3; at most 10.
 	MaxEpisodes int `json:"maxEpisodes,omitempty"`
+	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
+	MaxBytes int `json:"-"`
 }
 
 // ContextResult is the rendered text and what went into it.
@@ -236,6 +253,9 @@ type ContextResult struct {
 	ConstraintsVersion int64 `json:"constraintsVersion"`
 	// EpisodeIDs rendered (IncludeEpisodes), in order.
 	EpisodeIDs []string `json:"episodeIds,omitempty"`
+	// Truncated: the byte cap left out text the token budget had room for
+	// (the memories among it are counted in Omitted).
+	Truncated bool `json:"truncated"`
 }
 
 // Message is one turn of a conversation given to Extract.

@@ -35,4 +35,7 @@ const (
 	AnnotationAdoptFromUID = "memory.engram.dev/adopt-from-uid"
 	// AnnotationRunNow starts a RetentionJob run at once when its value changes.
 	AnnotationRunNow = "memory.engram.dev/run-now"
+	// AnnotationMoveToWorker (host:port) moves a runtime's schema to that
+	// Citus worker when it is elsewhere (status.citusWorker, status.citusMove).
+	AnnotationMoveToWorker = "memory.engram.dev/move-to-worker"
 )

@@ -27,6 +27,9 @@ func DeploymentName(runtime string) string { return runtime }
 // ServiceName is the memory service Service of a runtime.
 func ServiceName(runtime string) string { return runtime }
 
+// PodDisruptionBudgetName is the PodDisruptionBudget of a runtime's memory service.
+func PodDisruptionBudgetName(runtime string) string { return runtime }
+
 // CronJobName is the CronJob of retention job rj for one runtime:
 // "<rj>-<runtime>", cut to MaxCronJobName characters with a hash suffix
 // when longer.
@@ -64,4 +67,9 @@ const (
 	ContainerSvc = "memory"
 	ContainerJob = "job"
 	PortName     = "http"
+	// MetricsPortName is the memory service's /metrics port, apart from
+	// the API (PodMonitors select it by this name).
+	MetricsPortName = "metrics"
+	// PortNameTLS names the service port of a runtime with spec.service.tls.
+	PortNameTLS = "https"
 )

@@ -7,6 +7,11 @@ const (
 	ConfigPath     = ConfigDir + "/" + KeyConfig
 	TokensPath     = TokensDir + "/" + KeyTokens
 	SigningKeyPath = TokensDir + "/" + KeySigningKey
+	// TLSDir holds spec.service.tls's Secret: a kubernetes.io/tls Secret's
+	// keys tls.crt and tls.key.
+	TLSDir      = "/etc/engram/tls"
+	TLSCertPath = TLSDir + "/tls.crt"
+	TLSKeyPath  = TLSDir + "/tls.key"
 	// TerminationLogPath is the kubelet's default terminationMessagePath:
 	// the job writes its JSON summary there, the operator reads it back
 	// from the pod's status.

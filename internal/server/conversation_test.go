@@ -141,10 +141,11 @@ func TestConversationFlow(t *testing.T) {
 				t.Errorf("buffer last=12 holds %d messages", countMessages(w))
 			}
 		}
-		// The fresh tail alone over the budget: kept verbatim, and said so.
+		// The fresh tail alone over the budget: cut to its newest messages
+		// that fit, and said so (issue 26).
 		w := window(t, srv, alice, id, map[string]any{"strategy": "token", "budget": 20, "freshTail": 4})
-		if !w.FreshTailOverBudget {
-			t.Fatalf("budget 20 with a fresh tail of 4 messages: freshTailOverBudget false (%d tokens)", w.Tokens)
+		if !w.FreshTailOverBudget || !w.Truncated {
+			t.Fatalf("budget 20 with a fresh tail of 4 messages: freshTailOverBudget %v, truncated %v (%d tokens)", w.FreshTailOverBudget, w.Truncated, w.Tokens)
 		}
 		checkWindow(t, w, all, 20, 4)
 	})
@@ -465,10 +466,12 @@ func countMessages(w memory.Window) int {
 	return n
 }
 
-// checkWindow asserts what every window promises: chronological, not
-// starting on an assistant or tool message, the fresh tail (the newest
-// freshTail messages of all) verbatim at the end, and within budget unless
-// the fresh tail alone is over it (then it says so).
+// checkWindow checks the rules every window keeps: chronological, the
+// items' tokens summed, and either the fresh tail (the newest freshTail
+// messages of all) verbatim at the end within the budget, never starting
+// on an assistant or tool message; or, when the fresh tail alone is over
+// the budget, the session's newest messages that fit (the newest alone
+// when none does) with the messages cut named as a seq range.
 func checkWindow(t *testing.T, w memory.Window, all []memory.ConversationMessage, budget, freshTail int) {
 	t.Helper()
 	if len(w.Items) == 0 {
@@ -490,7 +493,7 @@ func checkWindow(t *testing.T, w memory.Window, all []memory.ConversationMessage
 			if m.Seq <= last {
 				t.Fatalf("%s window: seq %d after %d", w.Strategy, m.Seq, last)
 			}
-			if i == 0 && (m.Role == memory.RoleAssistant || m.Role == memory.RoleTool) {
+			if i == 0 && !w.FreshTailOverBudget && (m.Role == memory.RoleAssistant || m.Role == memory.RoleTool) {
 				t.Fatalf("%s window starts on a %s message", w.Strategy, m.Role)
 			}
 			last = m.Seq
@@ -503,8 +506,20 @@ func checkWindow(t *testing.T, w memory.Window, all []memory.ConversationMessage
 	if sum != w.Tokens {
 		t.Errorf("%s window: items hold %d tokens, the window says %d", w.Strategy, sum, w.Tokens)
 	}
-	if w.Tokens > budget && !w.FreshTailOverBudget {
-		t.Fatalf("%s window: %d tokens over the budget of %d", w.Strategy, w.Tokens, budget)
+	if w.Tokens > budget && len(w.Items) > 1 {
+		t.Fatalf("%s window: %d tokens in %d items, over the budget of %d by more than one message", w.Strategy, w.Tokens, len(w.Items), budget)
+	}
+	if w.FreshTailOverBudget {
+		newest := all[len(all)-len(msgs):]
+		for i, m := range msgs {
+			if m.Seq != newest[i].Seq || m.Content != newest[i].Content || len(msgs) != len(w.Items) {
+				t.Fatalf("%s window over budget: message %d = seq %d, want the newest messages verbatim", w.Strategy, i, m.Seq)
+			}
+		}
+		if w.Truncated && (w.OmittedTo != msgs[0].Seq || int64(w.Omitted) != w.OmittedTo-w.OmittedFrom || w.OmittedFrom < 1) {
+			t.Fatalf("%s window over budget: truncation %+v does not end at seq %d", w.Strategy, w.Truncation, msgs[0].Seq)
+		}
+		return
 	}
 	tail := all[len(all)-freshTail:]
 	if len(msgs) < freshTail {

@@ -39,6 +39,10 @@ func problemFor(err error) (p *Problem, internal bool) {
 	if v, ok := memory.IsValidation(err); ok {
 		return validationProblem(v.Fields...), false
 	}
+	var quota *memory.QuotaError
+	if errors.As(err, &quota) {
+		return quotaProblem(quota), false
+	}
 	switch {
 	case errors.Is(err, memory.ErrNotFound):
 		return newProblem(probNotFound, "no memory with this id"), false

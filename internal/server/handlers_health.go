@@ -3,8 +3,6 @@ package server
 import (
 	"net/http"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // readyTimeout bounds the database checks of /readyz, so a hung database
@@ -35,8 +33,4 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
-}
-
-func (s *Server) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{ErrorLog: nil})
 }

@@ -23,8 +23,8 @@ import (
 // tokens only.
 func (s *Server) registerLongTermRoutes(owner string) {
 	const sess = "/sessions/{id}"
-	s.handleAPI("POST "+owner+sess+"/extract", auth.RoleAgent, s.extractSession)
-	s.handleAPI("POST "+owner+sess+"/end", auth.RoleAgent, s.endSession)
+	s.handleAPI("POST "+owner+sess+"/extract", auth.RoleAgent, s.llmRoute(s.extractSession))
+	s.handleAPI("POST "+owner+sess+"/end", auth.RoleAgent, s.llmRoute(s.endSession))
 	s.handleAPI("GET "+owner+sess+"/snapshot", auth.RoleAgent, s.getSnapshot)
 	s.handleAPI("POST "+owner+sess+"/snapshot/advance", auth.RoleAgent, s.advanceSnapshot)
 	s.handleAPI("GET "+owner+"/episodes", auth.RoleAgent, s.searchEpisodes)
@@ -55,6 +55,7 @@ func (s *Server) extractSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.countExtracted(res)
 	res.Facts = nonNil(res.Facts)
+	withholdExtraction(r.Context(), res)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -77,6 +78,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	if res.Extraction != nil {
 		s.countExtracted(res.Extraction)
 		res.Extraction.Facts = nonNil(res.Extraction.Facts)
+		withholdExtraction(r.Context(), res.Extraction)
 	}
 	writeJSON(w, http.StatusOK, res)
 }

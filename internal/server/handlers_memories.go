@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
@@ -38,6 +37,7 @@ func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.countActions(*res)
+	withhold(r.Context(), &res.Memory)
 	status := http.StatusOK
 	if res.Action == memory.ActionAdded || res.Action == memory.ActionReplaced {
 		status = http.StatusCreated
@@ -80,6 +80,7 @@ func (s *Server) addBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.countActions(res...)
+	withholdResults(r.Context(), res)
 	writeJSON(w, http.StatusOK, batchResponse{Results: nonNil(res)})
 }
 
@@ -148,7 +149,7 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 		IncludeExpired:  include["expired"],
 		Limit:           q.integer("limit"),
 		Cursor:          q.str("cursor"),
-		ExcludeFlagged:  credential(r).Role == auth.RoleAgent,
+		ExcludeFlagged:  agentFacing(r.Context()),
 	}
 	if p := q.problem(); p != nil {
 		writeProblem(w, r, p)
@@ -173,7 +174,7 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
-	if err == nil && hiddenFrom(credential(r), m) {
+	if err == nil && hiddenFrom(r.Context(), m) {
 		err = memory.ErrNotFound
 	}
 	if err != nil {
@@ -183,22 +184,15 @@ func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-// hiddenFrom reports whether c may not see m at all: a memory the
-// injection guard flagged is data a model could take for orders, so agent
-// tokens never receive it — not in lists and searches, and not by id
-// either (then it answers exactly like a missing id).
-func hiddenFrom(c auth.Credential, m *memory.Memory) bool {
-	return c.Role == auth.RoleAgent && slices.Contains(m.Flags, memory.FlagInjection)
-}
-
-// agentMayNotSee answers 404 and returns true when the caller is an agent
-// and the memory is flagged (see hiddenFrom); for other callers it does nothing.
+// agentMayNotSee answers 404 and returns true when the caller is
+// agent-facing and the memory is flagged (see hiddenFrom); for other
+// callers it does nothing.
 func (s *Server) agentMayNotSee(w http.ResponseWriter, r *http.Request, id string) bool {
-	if credential(r).Role != auth.RoleAgent {
+	if !agentFacing(r.Context()) {
 		return false
 	}
 	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
-	if err == nil && hiddenFrom(credential(r), m) {
+	if err == nil && hiddenFrom(r.Context(), m) {
 		err = memory.ErrNotFound
 	}
 	if err != nil {
@@ -238,6 +232,7 @@ func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	withhold(r.Context(), m)
 	writeJSON(w, http.StatusOK, m)
 }
 
@@ -294,6 +289,7 @@ func (s *Server) supersede(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	withhold(r.Context(), m)
 	writeJSON(w, http.StatusOK, m)
 }
 
@@ -314,6 +310,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	withholdHistory(r.Context(), entries)
 	writeJSON(w, http.StatusOK, historyResponse{Items: nonNil(entries)})
 }
 

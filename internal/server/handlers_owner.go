@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -30,6 +29,7 @@ func (s *Server) extract(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.countActions(res...)
+	withholdResults(r.Context(), res)
 	writeJSON(w, http.StatusOK, batchResponse{Results: nonNil(res)})
 }
 
@@ -46,7 +46,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	hits, err := s.store.Search(r.Context(), memory.SearchRequest{
 		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Query: b.Query,
 		Mode: b.Mode, TopK: b.TopK, Categories: b.Categories, MinScore: b.MinScore,
-		ExcludeFlagged: credential(r).Role == auth.RoleAgent,
+		ExcludeFlagged: agentFacing(r.Context()),
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -176,12 +176,13 @@ func (s *Server) readMessages(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	msgs, err := s.store.Messages(r.Context(), req)
+	page, err := s.store.Messages(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, inResource(err, resSession))
 		return
 	}
-	writeJSON(w, http.StatusOK, messagesResponse{Items: nonNil(msgs)})
+	page.Items = nonNil(page.Items)
+	writeJSON(w, http.StatusOK, page)
 }
 
 // window: POST /v1/owners/{owner}/sessions/{id}/window.

@@ -35,8 +35,8 @@ var expandParams = []string{"maxTokens"}
 
 // expandSummary: GET /v1/owners/{owner}/summaries/{id}/expand?maxTokens=:
 // the original messages the summary covers, byte for byte, oldest first,
-// up to maxTokens (0 = the engine's default of 20,000; truncated says when
-// more exist).
+// up to maxTokens (0 = the engine's default of 20,000) and the byte cap;
+// truncated and the omitted range say when more exist.
 func (s *Server) expandSummary(w http.ResponseWriter, r *http.Request) {
 	id, ok := idParam(w, r)
 	if !ok {
@@ -48,7 +48,7 @@ func (s *Server) expandSummary(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	exp, err := s.store.ExpandSummary(r.Context(), r.PathValue("owner"), id, maxTokens)
+	exp, err := s.store.ExpandSummary(r.Context(), memory.ExpandRequest{Owner: r.PathValue("owner"), ID: id, MaxTokens: maxTokens})
 	if err != nil {
 		s.fail(w, r, inResource(err, resSummary))
 		return
@@ -68,20 +68,21 @@ func (s *Server) searchHistory(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
-	hits, err := s.searchHistoryOf(r.Context(), memory.HistorySearchRequest{
+	res, err := s.searchHistoryOf(r.Context(), memory.HistorySearchRequest{
 		Owner: r.PathValue("owner"), Query: b.Query, SessionID: b.SessionID, Limit: b.Limit,
 	})
 	if err != nil {
 		s.fail(w, r, inResource(err, resSession))
 		return
 	}
-	writeJSON(w, http.StatusOK, historySearchResponse{Results: nonNil(hits)})
+	res.Results = nonNil(res.Results)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // searchHistoryOf searches; a sessionId the owner does not have is
 // ErrNotFound, like every other route that names a session (the engine
 // would find nothing in it, which would not tell a typo from a quiet session).
-func (s *Server) searchHistoryOf(ctx context.Context, req memory.HistorySearchRequest) ([]memory.HistoryHit, error) {
+func (s *Server) searchHistoryOf(ctx context.Context, req memory.HistorySearchRequest) (*memory.HistorySearchResult, error) {
 	if req.SessionID != "" && memory.ValidScopeID(req.SessionID) {
 		if _, err := s.store.GetSession(ctx, req.Owner, req.SessionID); err != nil {
 			return nil, err

@@ -115,10 +115,12 @@ func (b *logBuffer) String() string {
 // testServer is a memory service started in-process through the same path
 // as `manager serve` (flags, environment, config file, Start).
 type testServer struct {
-	t     *testing.T
-	proc  *Process
-	base  string
-	token string // an admin token (role=admin name=test-admin)
+	t    *testing.T
+	proc *Process
+	base string
+	// metrics is the base URL of the metrics listener.
+	metrics string
+	token   string // an admin token (role=admin name=test-admin)
 	// tokens and signingKeyFile are the paths of the credential files;
 	// signingKey is the key of the latter.
 	tokens         string
@@ -163,6 +165,12 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		"--tokens-file=" + tokensPath,
 		"--signing-key-file=" + keyPath,
 		"--listen=127.0.0.1:0",
+		"--metrics-listen=127.0.0.1:0",
+		// Off unless a test asks: most tests send as fast as they can with
+		// one token, and must not depend on the machine's speed
+		// (ratelimit_test.go tests the limits).
+		"--rate-limit-per-minute=0",
+		"--llm-rate-limit-per-minute=0",
 		"--log-level=debug",
 		"--tokens-poll-interval=50ms",
 		"--shutdown-timeout=10s",
@@ -185,6 +193,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		t.Fatalf("Start: %v", err)
 	}
 	ts := &testServer{t: t, proc: proc, base: "http://" + proc.Addr().String(), token: token, tokens: tokensPath,
+		metrics:        "http://" + proc.MetricsAddr().String(),
 		signingKeyFile: keyPath, signingKey: keys.MintKey(),
 		client: &http.Client{Timeout: 60 * time.Second}, logs: logs, cancel: cancel}
 	t.Cleanup(func() {
@@ -309,6 +318,21 @@ func (r *response) want(t *testing.T, status int) *response {
 		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
 	}
 	return r
+}
+
+// scrape reads GET /metrics of the metrics listener.
+func (s *testServer) scrape(t *testing.T) string {
+	t.Helper()
+	resp, err := s.client.Get(s.metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: status %d, %v", resp.StatusCode, err)
+	}
+	return string(body)
 }
 
 // closedPortURL returns a postgres URL on a loopback port nothing listens on.

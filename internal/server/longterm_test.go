@@ -118,8 +118,9 @@ func TestLongTermExtractAndEnd(t *testing.T) {
 	for _, f := range ex.Facts {
 		if f.Result != nil {
 			stored++
-			if f.Result.Memory.Source != memory.SourceAgent || f.Result.Memory.Session != "s2" {
-				t.Errorf("fact %q stored as %+v, want source agent in session s2", f.Content, f.Result.Memory)
+			// Facts are the owner's (no session), with the session as provenance.
+			if m := f.Result.Memory; m.Source != memory.SourceAgent || m.Session != "" || m.SourceSession != "s2" {
+				t.Errorf("fact %q stored as %+v, want source agent, owner scope, sourceSession s2", f.Content, m)
 			}
 		}
 	}

@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -27,7 +29,7 @@ type mcpAddArgs struct {
 	Agent      string `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
 	Session    string `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
 	TTL        string `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
-	Source     string `json:"source,omitempty" jsonschema:"who states the fact: agent (default); user or system only with an app token"`
+	Source     string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
 }
 
 type mcpSearchArgs struct {
@@ -54,7 +56,7 @@ type mcpListArgs struct {
 type mcpDeleteArgs struct {
 	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memory belongs to; leave out when the token is bound to one owner"`
 	ID     string `json:"id" jsonschema:"id of the memory to delete"`
-	Source string `json:"source,omitempty" jsonschema:"who deletes: agent (default); user only with an app token"`
+	Source string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token, so protected memories are not deleted over MCP"`
 }
 
 type mcpDeleteResult struct {
@@ -66,7 +68,7 @@ type mcpSupersedeArgs struct {
 	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memories belong to; leave out when the token is bound to one owner"`
 	ID     string `json:"id" jsonschema:"id of the memory that is no longer true"`
 	By     string `json:"by" jsonschema:"id of the active memory that replaces it"`
-	Source string `json:"source,omitempty" jsonschema:"who supersedes: agent (default); user only with an app token"`
+	Source string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
 }
 
 type mcpContextArgs struct {
@@ -107,19 +109,25 @@ func (s *Server) mcpHandler() http.Handler {
 		toolHandler(s, "get_context", s.mcpContext))
 	s.addConversationTools(srv)
 	s.addLongTermTools(srv)
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	return mcpRequests(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
 		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
 		Logger:              s.logger.With("component", "mcp"),
-	})
+	}))
 }
 
-// toolHandler adapts fn to the SDK, counts the call and turns engine errors
-// into tool errors the model can read (invalid fields named, no internals).
+// toolHandler adapts fn to the SDK, charges the call to the rate limit
+// (each call of a batch beyond the first), counts it and turns engine
+// errors into tool errors the model can read (invalid fields named, no
+// internals).
 func toolHandler[In, Out any](s *Server, name string, fn func(context.Context, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		out, err := fn(ctx, in)
+		err := s.limits.admitToolCall(ctx)
+		var out Out
+		if err == nil {
+			out, err = fn(ctx, in)
+		}
 		if err != nil {
 			s.metrics.mcpToolCalls.WithLabelValues(name, "error").Inc()
 			var zero Out
@@ -154,12 +162,30 @@ func mcpWriter(ctx context.Context, askedOwner, askedSource string) (string, mem
 	if err != nil {
 		return "", "", err
 	}
-	c, _ := credentialOf(ctx)
-	src, p := writeSource(c, memory.Source(askedSource), "source")
-	if p != nil {
-		return "", "", problemError{p}
+	src, err := mcpSource(memory.Source(askedSource))
+	if err != nil {
+		return "", "", err
 	}
 	return owner, src, nil
+}
+
+// mcpSource is the source of every MCP write: agent, whatever the token.
+// A model chooses each argument of a tool call, so nothing it sends is
+// more than an agent's word, not even on an app token's session; a
+// source argument of user or system is refused (never silently lowered,
+// so a client relying on it learns at once). An application that relays
+// what the user said writes through REST with its app token.
+func mcpSource(asked memory.Source) (memory.Source, error) {
+	src, p := writeSource(auth.Credential{Role: auth.RoleAgent}, asked, "source")
+	if p != nil && p.Status == http.StatusForbidden {
+		p = newProblem(probSourceNotAllowed, fmt.Sprintf("source: an MCP session may not assert source %q: "+
+			"MCP writes are recorded as %q whatever the token (a model chooses every argument); "+
+			"write as %s through the REST API with an app token", asked, memory.SourceAgent, asked))
+	}
+	if p != nil {
+		return "", problemError{p}
+	}
+	return src, nil
 }
 
 // toolError is the message a model sees: the problem's detail, which names
@@ -169,7 +195,7 @@ func (s *Server) toolError(tool string, err error) error {
 	if internal {
 		s.logger.Error("MCP tool failed", "tool", tool, "error", err.Error())
 	}
-	return errors.New(p.Title + ": " + p.Detail)
+	return errors.New(toolErrorText(p))
 }
 
 func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error) {
@@ -183,6 +209,7 @@ func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, e
 		return nil, err
 	}
 	s.metrics.countActions(*res)
+	withhold(ctx, &res.Memory)
 	return res, nil
 }
 
@@ -192,7 +219,7 @@ func (s *Server) mcpSearch(ctx context.Context, a mcpSearchArgs) (searchResponse
 		return searchResponse{}, err
 	}
 	hits, err := s.store.Search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: true})
+		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: agentFacing(ctx)})
 	return searchResponse{Results: nonNil(hits)}, err
 }
 
@@ -203,7 +230,7 @@ func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, 
 	}
 	page, err := s.store.List(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
 		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
-		ExcludeFlagged: true})
+		ExcludeFlagged: agentFacing(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +268,12 @@ func (s *Server) mcpSupersede(ctx context.Context, a mcpSupersedeArgs) (*memory.
 	if err != nil {
 		return nil, err
 	}
-	return s.store.Supersede(ctx, owner, a.ID, a.By, source)
+	m, err := s.store.Supersede(ctx, owner, a.ID, a.By, source)
+	if err != nil {
+		return nil, err
+	}
+	withhold(ctx, m)
+	return m, nil
 }
 
 func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.ContextResult, error) {
@@ -250,7 +282,7 @@ func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.Cont
 		return nil, err
 	}
 	res, err := s.store.Context(ctx, memory.ContextRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, MaxTokens: a.MaxTokens})
+		Query: a.Query, MaxTokens: a.MaxTokens, MaxBytes: s.mcpAnswerBytes()})
 	if err != nil {
 		return nil, err
 	}

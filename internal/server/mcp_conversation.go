@@ -27,7 +27,7 @@ type mcpAppendArgs struct {
 	Session  string           `json:"session" jsonschema:"session id; the session is created on its first turn"`
 	Agent    string           `json:"agent,omitempty" jsonschema:"agent id recorded on the session when this turn creates it"`
 	Messages []mcpTurnMessage `json:"messages" jsonschema:"the messages of one turn, in order, stored atomically"`
-	Source   string           `json:"source,omitempty" jsonschema:"who appends, stored with every message of the turn: agent (default); user or system only with an app token. An extraction from these messages writes as this source at most"`
+	Source   string           `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default), stored with every message of the turn; user and system are refused whatever the token. An extraction from these messages writes as agent at most"`
 }
 
 type mcpWindowArgs struct {
@@ -97,7 +97,8 @@ func (s *Server) mcpWindow(ctx context.Context, a mcpWindowArgs) (*memory.Window
 		return nil, err
 	}
 	win, err := s.store.Window(ctx, memory.WindowRequest{Owner: owner, SessionID: a.Session,
-		Strategy: memory.WindowStrategy(a.Strategy), Budget: a.Budget, FreshTail: a.FreshTail, Last: a.Last})
+		Strategy: memory.WindowStrategy(a.Strategy), Budget: a.Budget, FreshTail: a.FreshTail, Last: a.Last,
+		MaxBytes: s.mcpAnswerBytes()})
 	if err != nil {
 		return nil, inResource(err, resSession)
 	}
@@ -105,16 +106,18 @@ func (s *Server) mcpWindow(ctx context.Context, a mcpWindowArgs) (*memory.Window
 	return win, nil
 }
 
-func (s *Server) mcpSearchHistory(ctx context.Context, a mcpHistoryArgs) (historySearchResponse, error) {
+func (s *Server) mcpSearchHistory(ctx context.Context, a mcpHistoryArgs) (*memory.HistorySearchResult, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
-		return historySearchResponse{}, err
+		return nil, err
 	}
-	hits, err := s.searchHistoryOf(ctx, memory.HistorySearchRequest{Owner: owner, Query: a.Query, SessionID: a.Session, Limit: a.Limit})
+	res, err := s.searchHistoryOf(ctx, memory.HistorySearchRequest{Owner: owner, Query: a.Query, SessionID: a.Session, Limit: a.Limit,
+		MaxBytes: s.mcpAnswerBytes()})
 	if err != nil {
-		return historySearchResponse{}, inResource(err, resSession)
+		return nil, inResource(err, resSession)
 	}
-	return historySearchResponse{Results: nonNil(hits)}, nil
+	res.Results = nonNil(res.Results)
+	return res, nil
 }
 
 func (s *Server) mcpExpand(ctx context.Context, a mcpExpandArgs) (*memory.Expansion, error) {
@@ -125,10 +128,24 @@ func (s *Server) mcpExpand(ctx context.Context, a mcpExpandArgs) (*memory.Expans
 	if err != nil {
 		return nil, err
 	}
-	exp, err := s.store.ExpandSummary(ctx, owner, a.ID, a.MaxTokens)
+	exp, err := s.store.ExpandSummary(ctx, memory.ExpandRequest{Owner: owner, ID: a.ID, MaxTokens: a.MaxTokens,
+		MaxBytes: s.mcpAnswerBytes()})
 	if err != nil {
 		return nil, inResource(err, resSummary)
 	}
 	exp.Messages = nonNil(exp.Messages)
 	return exp, nil
+}
+
+// mcpResultOverhead bounds what a tool result adds around the answer's
+// two copies (the JSON-RPC envelope, the content block's keys).
+const mcpResultOverhead = 1024
+
+// mcpAnswerBytes is the byte cap of an answer given by an MCP tool. The
+// result carries the answer twice — as structuredContent and, for clients
+// that read only text, as its JSON in a text block, where escaping can
+// double it — so a third of the runtime's cap keeps the whole result
+// within the cap.
+func (s *Server) mcpAnswerBytes() int {
+	return (s.store.MaxResponseBytes() - mcpResultOverhead) / 3
 }

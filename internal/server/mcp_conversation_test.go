@@ -103,7 +103,7 @@ func TestMCPConversation(t *testing.T) {
 	if got := readAll(t, srv.testServer, "alice", id); len(got) != len(all) {
 		t.Fatalf("alice's session has %d messages after the refused calls, want %d", len(got), len(all))
 	}
-	m := string(srv.do(t, req{method: "GET", path: "/metrics", noAuth: true}).body)
+	m := srv.scrape(t)
 	if want := fmt.Sprintf(`engram_mcp_tool_calls_total{outcome="ok",tool="append_turn"} %d`, 31); !strings.Contains(m, want) {
 		t.Errorf("/metrics lacks %s", want)
 	}

@@ -18,7 +18,7 @@ import (
 type mcpExtractSessionArgs struct {
 	Owner   string `json:"owner,omitempty" jsonschema:"the end user of the conversation; leave out when the token is bound to one owner"`
 	Session string `json:"session" jsonschema:"session id; facts are extracted from its messages not extracted before"`
-	Source  string `json:"source,omitempty" jsonschema:"who the facts are recorded as at most: agent (default); user or system only with an app token. Lowered to the least trusted source of the messages read (effectiveSource in the result)"`
+	Source  string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
 }
 
 type mcpEpisodeArgs struct {
@@ -60,12 +60,16 @@ func (s *Server) mcpExtractSession(ctx context.Context, a mcpExtractSessionArgs)
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = s.mcpLLM(ctx); err != nil {
+		return nil, err
+	}
 	res, err := s.store.ExtractSession(ctx, memory.SessionExtractRequest{Owner: owner, SessionID: a.Session, Source: src})
 	if err != nil {
 		return nil, inResource(err, resSession)
 	}
 	s.countExtracted(res)
 	res.Facts = nonNil(res.Facts)
+	withholdExtraction(ctx, res)
 	return res, nil
 }
 

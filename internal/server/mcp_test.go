@@ -176,7 +176,7 @@ func TestMCP(t *testing.T) {
 	// No server-to-client stream: GET is 405, as clients expect.
 	srv.do(t, req{method: "GET", path: "/mcp"}).want(t, 405)
 
-	m := string(srv.do(t, req{method: "GET", path: "/metrics", noAuth: true}).body)
+	m := srv.scrape(t)
 	for _, want := range []string{`engram_mcp_tool_calls_total{outcome="ok",tool="add_memory"} 4`, `engram_mcp_tool_calls_total{outcome="error",tool="supersede_memory"} 2`, `engram_mcp_tool_calls_total{outcome="error",tool="delete_memory"} 1`, `route="POST /mcp"`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)

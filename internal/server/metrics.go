@@ -23,12 +23,14 @@ type Metrics struct {
 	duration     *prometheus.HistogramVec
 	inflight     prometheus.Gauge
 	shed         prometheus.Counter
+	rateLimited  *prometheus.CounterVec
 	addActions   *prometheus.CounterVec
 	upstreamTime *prometheus.HistogramVec
 	upstreamErrs *prometheus.CounterVec
 	tokens       prometheus.Gauge
 	signingKeys  prometheus.Gauge
 	mcpToolCalls *prometheus.CounterVec
+	tlsExpiry    prometheus.Gauge
 	content      *contentMetrics // metrics_content.go
 }
 
@@ -53,6 +55,10 @@ func NewMetrics() *Metrics {
 			Name: "engram_http_shed_requests_total",
 			Help: "API requests answered 429 because --max-inflight requests were already in flight.",
 		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "engram_rate_limited_total",
+			Help: "Requests and model calls refused by a credential's rate limit, by class (api: any API request; llm: LLM-backed requests and the arbiter's calls) and outcome (rejected: answered 429; arbitration_skipped: an add was stored without asking the LLM).",
+		}, []string{"class", "outcome"}),
 		addActions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_memory_add_actions_total",
 			Help: "Writes by the dedup action they ended in (added, merged, reactivated, updated, replaced, noop).",
@@ -78,13 +84,20 @@ func NewMetrics() *Metrics {
 			Name: "engram_mcp_tool_calls_total",
 			Help: "MCP tool calls by tool and outcome (ok|error).",
 		}, []string{"tool", "outcome"}),
+		tlsExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "engram_tls_certificate_expiry_timestamp_seconds",
+			Help: "When the TLS certificate being served expires (Unix time; 0: the service serves plain HTTP).",
+		}),
 	}
-	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.addActions, m.upstreamTime,
-		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls,
+	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.rateLimited, m.addActions, m.upstreamTime,
+		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls, m.tlsExpiry,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.content = newContentMetrics(m.Registry)
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
+	}
+	for _, l := range [][2]string{{limitClassAPI, limitRejected}, {limitClassLLM, limitRejected}, {limitClassLLM, limitArbitrationSkipped}} {
+		m.rateLimited.WithLabelValues(l[0], l[1])
 	}
 	return m
 }

@@ -16,9 +16,10 @@ import (
 const headerRequestID = "X-Request-Id"
 
 // Handler returns the root handler: request id, metrics and access log,
-// panic recovery, then for the API (/v1 and /mcp) authentication and load
-// shedding, then routing. Probes, /metrics and /openapi.json are open and
-// never shed, so a busy server still answers its kubelet and Prometheus.
+// panic recovery, then for the API (/v1 and /mcp) authentication, the rate
+// limit of the credential and load shedding, then routing. Probes and
+// /openapi.json are open and never shed, so a busy server still answers its
+// kubelet; /metrics is on a listener of its own (metrics_listener.go).
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(s.serveRoot)
 }
@@ -51,6 +52,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) 
 		if r, ok = s.authenticate(w, r); !ok {
 			return
 		}
+		if p := s.limits.admit(credential(r)); p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+		r = r.WithContext(withToolCalls(r.Context()))
 		if s.slots != nil {
 			select {
 			case s.slots <- struct{}{}:
@@ -152,8 +158,8 @@ func (s *Server) finish(rw *responseWriter, r *http.Request, route string, start
 		level = slog.LevelWarn // expected while the database is down; no bug to chase
 	case rw.status >= 500:
 		level = slog.LevelError
-	case route == "GET /healthz" || route == "GET /readyz" || route == "GET /metrics":
-		level = slog.LevelDebug // probes and scrapes would drown the log
+	case route == "GET /healthz" || route == "GET /readyz":
+		level = slog.LevelDebug // probes would drown the log
 	}
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),

@@ -97,8 +97,12 @@ func TestAgentCannotLaunderUserFactsThroughMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer session.Close()
+	// An MCP session asserts no source, whatever its token (mcpSource).
+	if res := callToolRaw(t, session, "extract_session", map[string]any{"session": "relay", "source": "user"}); !res.IsError {
+		t.Fatalf("extract_session as user on an app token's MCP session: %s, want a tool error", text(res))
+	}
 	var tool memory.SessionExtractResult
-	callTool(t, session, "extract_session", map[string]any{"session": "relay", "source": "user"}, &tool)
+	callTool(t, session, "extract_session", map[string]any{"session": "relay"}, &tool)
 	if tool.EffectiveSource != memory.SourceAgent || tool.FromSeq != 2 || tool.Facts[0].Result != nil {
 		t.Fatalf("extract_session over agent messages = %+v; want effectiveSource agent, identity refused", tool)
 	}

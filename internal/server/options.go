@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -18,14 +19,26 @@ type Options struct {
 	TokensFile     string
 	SigningKeyFile string
 	Listen         string
+	// MetricsListen is the address of GET /metrics, apart from the API's
+	// ("" or "0": no metrics listener).
+	MetricsListen string
+	// TLSCertFile and TLSKeyFile, both or neither: serve HTTPS with that
+	// pair (reloaded on change).
+	TLSCertFile string
+	TLSKeyFile  string
 
 	// From the environment (Secrets), never flags.
 	DatabaseURL     string
 	EmbeddingAPIKey string
 	LLMAPIKey       string
 
-	MaxBodyBytes    int64
-	MaxInflight     int
+	MaxBodyBytes int64
+	MaxInflight  int
+	// RateLimit is the token bucket of each credential for every API
+	// request; LLMRateLimit the second one of LLM-backed requests
+	// (ratelimit.go). A zero PerMinute turns one off.
+	RateLimit       RateLimit
+	LLMRateLimit    RateLimit
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
 	// ShutdownDelay is how long, after SIGTERM, the service keeps serving
@@ -43,6 +56,7 @@ type Options struct {
 // Defaults of the flags.
 const (
 	DefaultListen             = ":8080"
+	DefaultMetricsListen      = ":9090"
 	DefaultMaxBodyBytes       = 1 << 20
 	DefaultMaxInflight        = 64
 	DefaultRequestTimeout     = 30 * time.Second
@@ -50,6 +64,24 @@ const (
 	DefaultShutdownDelay      = 5 * time.Second
 	DefaultTokensPollInterval = 2 * time.Second
 	DefaultDBMaxConns         = 10
+)
+
+// Default rate limits per credential, the same as the MemoryRuntime CRD's
+// (api/v1alpha1). Generous on purpose: they stop one credential from
+// taking the whole service, not normal use. 100 requests a second is more
+// than an agent or a busy backend sends through one token, and a fraction
+// of what a pod serves (docs/performance.md); one LLM-backed request a
+// second (each makes up to a few model calls of seconds each) covers every
+// session ending or being extracted while bounding the model bill.
+var (
+	DefaultRateLimit    = RateLimit{PerMinute: 6000, Burst: 200}
+	DefaultLLMRateLimit = RateLimit{PerMinute: 60, Burst: 20}
+)
+
+// Bounds of the rate limit flags (the CRD has the same).
+const (
+	maxRatePerMinute = 6_000_000
+	maxRateBurst     = 100_000
 )
 
 // ParseFlags parses the arguments of `manager serve` and reads the
@@ -62,12 +94,19 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.TokensFile, "tokens-file", "", "file of bearer tokens, one a line with role=, owner=, name= (the <runtime>-api-token Secret's tokens key); reloaded on change")
 	fs.StringVar(&o.SigningKeyFile, "signing-key-file", "", "file of the keys that verify signed tokens (the <runtime>-api-token Secret's signing-key key); reloaded on change; empty = no signed token is accepted")
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "address to listen on, host:port")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain), e.g. a kubernetes.io/tls Secret's tls.crt; reloaded on change; with --tls-key-file")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file (tls.key); reloaded on change")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", DefaultMetricsListen, "address of GET /metrics, host:port, apart from the API's; \"0\" turns it off")
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
+	fs.IntVar(&o.RateLimit.PerMinute, "rate-limit-per-minute", DefaultRateLimit.PerMinute, "API requests each credential may make a minute, on average (token bucket; 0 = no limit); more get 429 with Retry-After")
+	fs.IntVar(&o.RateLimit.Burst, "rate-limit-burst", DefaultRateLimit.Burst, "API requests a credential may make at once after a pause (the bucket's size)")
+	fs.IntVar(&o.LLMRateLimit.PerMinute, "llm-rate-limit-per-minute", DefaultLLMRateLimit.PerMinute, "LLM-backed requests (extract, end, compact) each credential may make a minute, on top of --rate-limit-per-minute (0 = no limit)")
+	fs.IntVar(&o.LLMRateLimit.Burst, "llm-rate-limit-burst", DefaultLLMRateLimit.Burst, "LLM-backed requests a credential may make at once after a pause")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", DefaultRequestTimeout, "deadline of one API request (0 = none)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", DefaultShutdownDelay, "on SIGTERM, how long to keep serving with /readyz failing before the listener closes (endpoints drop the pod meanwhile)")
-	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens and signing-key files are checked for changes")
+	fs.DurationVar(&o.TokensPollInterval, "tokens-poll-interval", DefaultTokensPollInterval, "how often the tokens, signing-key and TLS files are checked for changes")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", DefaultDBMaxConns, "size of the database connection pool")
 	fs.DurationVar(&o.DBLockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (lock_timeout of every session); past it the request gets 503")
 	fs.DurationVar(&o.DBStatementTimeout, "db-statement-timeout", memory.DefaultStatementTimeout, "longest database statement (statement_timeout of every session); past it the request gets 503")
@@ -103,8 +142,15 @@ func (o *Options) Validate() error {
 	if o.MaxInflight < 0 {
 		errs = append(errs, fmt.Errorf("--max-inflight %d: must not be negative", o.MaxInflight))
 	}
+	errs = append(errs, o.RateLimit.validate("--rate-limit"), o.LLMRateLimit.validate("--llm-rate-limit"))
+	if !metricsOff(o.MetricsListen) && o.MetricsListen == o.Listen && !strings.HasSuffix(o.Listen, ":0") {
+		errs = append(errs, fmt.Errorf("--metrics-listen %s: must differ from --listen (metrics never share the API port)", o.MetricsListen))
+	}
 	if o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--request-timeout, --shutdown-timeout and --shutdown-delay must not be negative"))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file go together: set both to serve HTTPS, or neither"))
 	}
 	if o.TokensPollInterval <= 0 {
 		errs = append(errs, errors.New("--tokens-poll-interval must be positive"))
@@ -116,6 +162,17 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--db-lock-timeout and --db-statement-timeout must not be negative (0 = the default)"))
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks one rate limit; flag is the prefix of its flags.
+func (l RateLimit) validate(flag string) error {
+	if l.PerMinute < 0 || l.PerMinute > maxRatePerMinute {
+		return fmt.Errorf("%s-per-minute %d: must be within 0..%d (0 = no limit)", flag, l.PerMinute, maxRatePerMinute)
+	}
+	if l.enabled() && (l.Burst < 1 || l.Burst > maxRateBurst) {
+		return fmt.Errorf("%s-burst %d: must be within 1..%d", flag, l.Burst, maxRateBurst)
+	}
+	return nil
 }
 
 // withDefaults fills zero fields (for callers that build Options in code).

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -37,7 +38,10 @@ var (
 	probTooLarge         = problemKind{"payload-too-large", http.StatusRequestEntityTooLarge, "Request body too large"}
 	probMediaType        = problemKind{"unsupported-media-type", http.StatusUnsupportedMediaType, "Unsupported media type"}
 	probValidation       = problemKind{"validation", http.StatusUnprocessableEntity, "Invalid input"}
+	probQuota            = problemKind{"quota-exceeded", http.StatusConflict, "Quota exceeded"}
+	probTurnTooLong      = problemKind{"turn-too-long", http.StatusUnprocessableEntity, "Turn too long"}
 	probOverloaded       = problemKind{"overloaded", http.StatusTooManyRequests, "Server overloaded"}
+	probRateLimited      = problemKind{"rate-limited", http.StatusTooManyRequests, "Rate limit exceeded"}
 	probInternal         = problemKind{"internal", http.StatusInternalServerError, "Internal server error"}
 	probUpstream         = problemKind{"upstream", http.StatusBadGateway, "Embedding or LLM API failed"}
 	probUnavailable      = problemKind{"unavailable", http.StatusServiceUnavailable, "Service unavailable"}
@@ -46,8 +50,8 @@ var (
 // allProblemKinds lists every kind, for the docs test.
 var allProblemKinds = []problemKind{probMalformed, probUnauth, probForbidden, probOwnerNotAllowed,
 	probSourceNotAllowed, probProtected, probNotFound, probNoRoute, probMethod, probConflict, probLocked, probNoLLM,
-	probNoSigningKey, probTooLarge, probMediaType, probValidation, probOverloaded, probInternal, probUpstream,
-	probUnavailable}
+	probNoSigningKey, probTooLarge, probMediaType, probValidation, probOverloaded, probRateLimited, probInternal,
+	probUpstream, probUnavailable, probQuota, probTurnTooLong}
 
 // Problem is an RFC 9457 problem details object.
 type Problem struct {
@@ -60,8 +64,37 @@ type Problem struct {
 	RequestID string `json:"requestId,omitempty"`
 	// Errors lists the invalid fields of a validation problem.
 	Errors []memory.FieldError `json:"errors,omitempty"`
+	// *QuotaMembers are the extension members of quota-exceeded and
+	// turn-too-long (nil, and absent from JSON, otherwise).
+	*QuotaMembers
 
 	allow string // Allow header of a 405
+	// retryAfter is the Retry-After of a 429 or 503 in seconds (0: retryAfterSeconds).
+	retryAfter int
+}
+
+// QuotaMembers name the quota a write would pass and the counts.
+type QuotaMembers struct {
+	// Quota is the policy field, e.g. "limits.maxSessionsPerOwner".
+	Quota string `json:"quota"`
+	// Limit is its value, Current what is stored now (of the turn, for a
+	// turn limit) and Requested what the refused request would add.
+	Limit     int64 `json:"limit"`
+	Current   int64 `json:"current"`
+	Requested int64 `json:"requested"`
+}
+
+// quotaProblem is the problem of a write refused by a quota: 422 for the
+// length of a turn (the append is wrong for the turn; a new turn is the
+// remedy), 409 for what an owner or a session holds.
+func quotaProblem(e *memory.QuotaError) *Problem {
+	k := probQuota
+	if e.TurnLength() {
+		k = probTurnTooLong
+	}
+	p := newProblem(k, e.Error())
+	p.QuotaMembers = &QuotaMembers{Quota: e.Quota, Limit: e.Limit, Current: e.Current, Requested: e.Requested}
+	return p
 }
 
 func newProblem(k problemKind, detail string) *Problem {
@@ -79,7 +112,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 		w.Header().Set("Allow", p.allow)
 	}
 	if p.Status == http.StatusTooManyRequests || p.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		w.Header().Set("Retry-After", strconv.Itoa(cmp.Or(p.retryAfter, retryAfterSeconds)))
 	}
 	body, err := json.Marshal(p)
 	if err != nil { // cannot happen: Problem holds only strings and ints

@@ -69,10 +69,9 @@ type historySearchBody struct {
 	Limit     int    `json:"limit,omitempty"`
 }
 
-type messagesResponse struct {
-	Items []memory.ConversationMessage `json:"items"`
-}
-
-type historySearchResponse struct {
-	Results []memory.HistoryHit `json:"results"`
-}
+// The answers of the message list and the history search are the
+// engine's, bounded and saying what they left out (docs/api.md).
+type (
+	messagesResponse      = memory.MessagePage
+	historySearchResponse = memory.HistorySearchResult
+)

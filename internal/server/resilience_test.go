@@ -71,7 +71,7 @@ func TestLoadSheddingAndUpstream(t *testing.T) {
 		t.Fatalf("the held request ended with %d %s", r.status, r.body)
 	}
 	srv.do(t, req{method: "GET", path: memPath("erin", "memories")}).want(t, 200)
-	if m := string(srv.do(t, req{method: "GET", path: "/metrics", noAuth: true}).body); !strings.Contains(m, "engram_http_shed_requests_total 1") {
+	if m := srv.scrape(t); !strings.Contains(m, "engram_http_shed_requests_total 1") {
 		t.Error("/metrics does not count the shed request")
 	}
 
@@ -80,7 +80,7 @@ func TestLoadSheddingAndUpstream(t *testing.T) {
 	if p := r.problem(t); p.Type != ProblemBase+"upstream" || strings.Contains(p.Detail, "sk-test") {
 		t.Fatalf("502: %+v", p)
 	}
-	if m := string(srv.do(t, req{method: "GET", path: "/metrics", noAuth: true}).body); !strings.Contains(m, `engram_upstream_errors_total{service="embedding"} 1`) {
+	if m := srv.scrape(t); !strings.Contains(m, `engram_upstream_errors_total{service="embedding"} 1`) {
 		t.Error("/metrics does not count the embedding error")
 	}
 	if strings.Contains(srv.logs.String(), "sk-test") {

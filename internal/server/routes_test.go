@@ -333,7 +333,7 @@ func TestRoutes(t *testing.T) {
 			t.Fatalf("readyz = %+v", st)
 		}
 		srv.do(t, req{method: "GET", path: "/openapi.json", noAuth: true}).want(t, 200)
-		m := string(srv.do(t, req{method: "GET", path: "/metrics", noAuth: true}).want(t, 200).body)
+		m := srv.scrape(t)
 		for _, want := range []string{
 			`engram_http_requests_total{code="201",method="POST",route="POST /v1/owners/{owner}/memories"}`,
 			`engram_http_request_duration_seconds_bucket{code="200",method="GET",route="GET /v1/owners/{owner}/memories"`,

@@ -17,14 +17,18 @@ import (
 
 // Process is a running memory service.
 type Process struct {
-	Server *Server
-	addr   net.Addr
-	done   chan struct{}
-	err    error
+	Server      *Server
+	addr        net.Addr
+	metricsAddr net.Addr
+	done        chan struct{}
+	err         error
 }
 
 // Addr is the address the service listens on (useful with --listen=127.0.0.1:0).
 func (p *Process) Addr() net.Addr { return p.addr }
+
+// MetricsAddr is the address of the metrics listener, nil when it is off.
+func (p *Process) MetricsAddr() net.Addr { return p.metricsAddr }
 
 // Wait blocks until the service has shut down (ctx of Start done) and
 // returns the first error of serving or shutting down.
@@ -48,6 +52,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		return nil, err
 	}
 	metrics := NewMetrics()
+	limits := newLimits(o, metrics)
 	tn, err := workload.Open(ctx, workload.StoreParams{
 		Config:          cfg,
 		DatabaseURL:     o.DatabaseURL,
@@ -56,8 +61,9 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		MaxConns:        int32(o.DBMaxConns),
 		Session:         memory.SessionSettings{LockTimeout: o.DBLockTimeout, StatementTimeout: o.DBStatementTimeout},
 		WrapEmbedder:    metrics.InstrumentEmbedder,
-		WrapLLM:         metrics.InstrumentLLM,
-		Logger:          logger.With("component", "memory"),
+		// The rate limit in front: a call it refuses is no upstream error.
+		WrapLLM: func(l memory.LLM) memory.LLM { return limits.wrapLLM(metrics.InstrumentLLM(l)) },
+		Logger:  logger.With("component", "memory"),
 	})
 	if err != nil {
 		return nil, err
@@ -65,12 +71,26 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 	metrics.RegisterPool(tn.Pool)
 	metrics.RegisterStats(tn.Store)
 	tokens := NewTokens(o.TokensFile, o.SigningKeyFile, logger, metrics)
-	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o})
+	var cert *certificate
+	if o.TLSCertFile != "" {
+		if cert, err = loadCertificate(o.TLSCertFile, o.TLSKeyFile, logger, metrics); err != nil {
+			tn.Close()
+			return nil, err
+		}
+	}
+	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o,
+		HasLLM: tn.HasLLM, Limits: limits})
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		tn.Close()
 		return nil, fmt.Errorf("listening on %s: %w", o.Listen, err)
+	}
+	mhs, mln, err := listenMetrics(o.MetricsListen, metrics, logger)
+	if err != nil {
+		ln.Close()
+		tn.Close()
+		return nil, err
 	}
 	hs := &http.Server{
 		Handler:           srv.Handler(),
@@ -80,23 +100,46 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	if cert != nil {
+		hs.TLSConfig = cert.tlsConfig()
+	}
 	p := &Process{Server: srv, addr: ln.Addr(), done: make(chan struct{})}
-	logger.Info("memory service listening", "address", ln.Addr().String(), "schema", cfg.Schema,
+	metricsAt := "off"
+	if mln != nil {
+		p.metricsAddr = mln.Addr()
+		metricsAt = mln.Addr().String()
+	}
+	logger.Info("memory service listening", "address", ln.Addr().String(), "tls", cert != nil, "metrics", metricsAt, "schema", cfg.Schema,
 		"embedding", cfg.Embedding.Provider, "llm", tn.HasLLM, "policy", cfg.PolicyName, "policyGeneration", cfg.PolicyGeneration,
 		"tokens", tokens.Count(), "signingKeys", tokens.SigningKeys().Len())
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	go tokens.Watch(watchCtx, o.TokensPollInterval)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	serveErr := make(chan error, 2)
+	if cert != nil {
+		go cert.Watch(watchCtx, o.TokensPollInterval)
+		// The certificate comes from TLSConfig.GetCertificate, so no file here.
+		go func() { serveErr <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- hs.Serve(ln) }()
+	}
+	if mhs != nil {
+		go func() {
+			if err := mhs.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+	}
 	go func() {
 		defer close(p.done)
 		defer stopWatch()
+		defer stopMetrics(mhs)
 		select {
 		case <-ctx.Done():
 		case err := <-serveErr:
-			// Serve returned on its own: the listener failed.
+			// Serve returned on its own: a listener failed.
 			p.err = fmt.Errorf("serving HTTP: %w", err)
+			_ = hs.Close()
 			tn.Close()
 			return
 		}

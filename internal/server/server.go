@@ -24,6 +24,12 @@ type Deps struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	Options Options
+	// HasLLM says whether the store has an LLM: only then do the LLM-backed
+	// routes take a token of the LLM rate limit.
+	HasLLM bool
+	// Limits are the rate limits per credential; nil: built from Options
+	// (Start builds them first, to put the LLM limit in front of the model).
+	Limits *limits
 }
 
 // Server routes and serves the API of one tenant.
@@ -40,6 +46,9 @@ type Server struct {
 	routes []string
 	// slots bounds the API requests in flight (nil = unbounded).
 	slots chan struct{}
+	// limits are the token buckets per credential (ratelimit.go).
+	limits *limits
+	hasLLM bool
 	// ready caches the database check of /readyz.
 	ready readiness
 	// draining is set when shutdown starts, so /readyz fails and the
@@ -58,6 +67,11 @@ func New(d Deps) *Server {
 		logger:  d.Logger,
 		opts:    d.Options.withDefaults(),
 		mux:     http.NewServeMux(),
+		limits:  d.Limits,
+		hasLLM:  d.HasLLM,
+	}
+	if s.limits == nil {
+		s.limits = newLimits(s.opts, s.metrics)
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -94,12 +108,14 @@ func (s *Server) handleAPI(pattern string, min auth.Role, h http.HandlerFunc) {
 
 // registerRoutes is the route table; docs/api.md and openapi.yaml list the
 // same routes (TestOpenAPIMatchesRoutes keeps them in step), and
-// docs/security.md the roles.
+// docs/security.md the roles. Routes that call the runtime's LLM are
+// wrapped in llmRoute (their own, lower rate limit). /metrics is not here:
+// it has a listener of its own (metrics_listener.go).
 func (s *Server) registerRoutes() {
 	const owner = "/v1/owners/{owner}"
 	s.handleAPI("POST "+owner+"/memories", auth.RoleAgent, s.addMemory)
 	s.handleAPI("POST "+owner+"/memories/batch", auth.RoleAgent, s.addBatch)
-	s.handleAPI("POST "+owner+"/extract", auth.RoleAgent, s.extract)
+	s.handleAPI("POST "+owner+"/extract", auth.RoleAgent, s.llmRoute(s.extract))
 	s.handleAPI("GET "+owner+"/memories", auth.RoleAgent, s.listMemories)
 	s.handleAPI("GET "+owner+"/memories/{id}", auth.RoleAgent, s.getMemory)
 	s.handleAPI("PATCH "+owner+"/memories/{id}", auth.RoleAgent, s.updateMemory)
@@ -120,7 +136,6 @@ func (s *Server) registerRoutes() {
 	s.handle("GET /openapi.json", s.openAPI)
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
-	s.handle("GET /metrics", s.metricsHandler().ServeHTTP)
 	s.registerConsole()
 }
 
@@ -138,7 +153,7 @@ func (s *Server) registerConversationRoutes(owner string) {
 	s.handleAPI("POST "+owner+sess+"/messages", auth.RoleAgent, s.appendMessages)
 	s.handleAPI("GET "+owner+sess+"/messages", auth.RoleAgent, s.readMessages)
 	s.handleAPI("POST "+owner+sess+"/window", auth.RoleAgent, s.window)
-	s.handleAPI("POST "+owner+sess+"/compact", auth.RoleApp, s.compactSession)
+	s.handleAPI("POST "+owner+sess+"/compact", auth.RoleApp, s.llmRoute(s.compactSession))
 	s.handleAPI("GET "+owner+"/summaries/{id}", auth.RoleAgent, s.describeSummary)
 	s.handleAPI("GET "+owner+"/summaries/{id}/expand", auth.RoleAgent, s.expandSummary)
 	s.handleAPI("POST "+owner+"/history/search", auth.RoleAgent, s.searchHistory)

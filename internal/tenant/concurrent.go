@@ -25,11 +25,16 @@ var concurrentDrop = regexp.MustCompile(`(?is)^\s*DROP\s+INDEX\s+CONCURRENTLY\s`
 
 // migrateConcurrent runs the statements of a concurrent migration one by
 // one, outside a transaction, as the owner role; index builds and
-// concurrent drops get indexTimeout as their statement timeout. Before
+// concurrent drops get indexTimeout as their statement timeout and
+// lockTimeout as their lock timeout: a concurrent build waits, as a lock,
+// for every older snapshot of the database, and the session's short lock
+// timeout would fail it before the blocker watcher could end another
+// tenant's snapshot (BlockerPolicy.lockTimeout; such a build blocks no
+// writer meanwhile, unlike DDL queued for a strong lock). Before
 // each CREATE INDEX CONCURRENTLY it drops an invalid index of the same
 // name: a build that was interrupted (operator killed, timeout, cancelled)
 // leaves an INVALID index behind, which IF NOT EXISTS would keep forever and the planner never uses.
-func migrateConcurrent(ctx context.Context, conn *pgx.Conn, owner, schema, sql string, indexTimeout time.Duration) (err error) {
+func migrateConcurrent(ctx context.Context, conn *pgx.Conn, owner, schema, sql string, indexTimeout, lockTimeout time.Duration) (err error) {
 	if indexTimeout <= 0 {
 		indexTimeout = DefaultIndexTimeout
 	}
@@ -39,7 +44,7 @@ func migrateConcurrent(ctx context.Context, conn *pgx.Conn, owner, schema, sql s
 	defer func() {
 		// A fresh context: the session goes back to the pool as the admin,
 		// with the pool's statement_timeout, even when ctx is done.
-		if _, rerr := conn.Exec(context.Background(), "RESET ROLE; RESET statement_timeout"); rerr != nil {
+		if _, rerr := conn.Exec(context.Background(), "RESET ROLE; RESET statement_timeout; RESET lock_timeout"); rerr != nil {
 			_ = conn.Close(context.Background())
 			err = errors.Join(err, fmt.Errorf("resetting the session after a concurrent migration: %w", rerr))
 		}
@@ -50,11 +55,11 @@ func migrateConcurrent(ctx context.Context, conn *pgx.Conn, owner, schema, sql s
 			if err := dropInvalidIndex(ctx, conn, schema, strings.Trim(m[1], `"`)); err != nil {
 				return err
 			}
-			timeout = fmt.Sprintf("SET statement_timeout = %d", indexTimeout.Milliseconds())
+			timeout = fmt.Sprintf("SET statement_timeout = %d; SET lock_timeout = %d", indexTimeout.Milliseconds(), lockTimeout.Milliseconds())
 		} else if concurrentDrop.MatchString(stmt) {
-			timeout = fmt.Sprintf("SET statement_timeout = %d", indexTimeout.Milliseconds())
+			timeout = fmt.Sprintf("SET statement_timeout = %d; SET lock_timeout = %d", indexTimeout.Milliseconds(), lockTimeout.Milliseconds())
 		} else {
-			timeout = "RESET statement_timeout"
+			timeout = "RESET statement_timeout; RESET lock_timeout"
 		}
 		if _, err := conn.Exec(ctx, timeout); err != nil {
 			return err
@@ -84,8 +89,9 @@ func dropInvalidIndex(ctx context.Context, conn *pgx.Conn, schema, name string) 
 	return nil
 }
 
-// splitStatements splits a migration at semicolons that end a line. Our
-// migrations put no semicolon at a line's end inside a literal or a body.
+// splitStatements splits a migration at semicolons that end a line, before
+// a trailing "--" comment if any. Our migrations put no semicolon at a
+// line's end inside a literal or a body, and no "--" inside a literal.
 func splitStatements(sql string) []string {
 	var out []string
 	var cur strings.Builder
@@ -96,7 +102,8 @@ func splitStatements(sql string) []string {
 		}
 		cur.WriteString(line)
 		cur.WriteByte('\n')
-		if strings.HasSuffix(trimmed, ";") {
+		code, _, _ := strings.Cut(trimmed, "--")
+		if strings.HasSuffix(strings.TrimSpace(code), ";") {
 			out = append(out, strings.TrimSpace(cur.String()))
 			cur.Reset()
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,5 +127,10 @@ func TestSplitStatements(t *testing.T) {
 	got := splitStatements("-- engram:no-transaction\n-- why\nCREATE INDEX CONCURRENTLY IF NOT EXISTS a ON s.t (x);\n\nCREATE INDEX CONCURRENTLY IF NOT EXISTS b\n  ON s.t (y);\n")
 	if len(got) != 2 || concurrentIndex.FindStringSubmatch(got[1])[1] != "b" {
 		t.Fatalf("splitStatements = %q", got)
+	}
+	// A statement may end in a comment (migration 1 does).
+	got = splitStatements("CREATE TABLE s.t (x int) WITH (fillfactor = 90); -- why\nCREATE INDEX i ON s.t (x);\n")
+	if len(got) != 2 || !strings.HasPrefix(got[1], "CREATE INDEX") {
+		t.Fatalf("splitStatements with a trailing comment = %q", got)
 	}
 }

@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -10,11 +11,17 @@ import (
 	"strings"
 )
 
+// DefaultDatabase is the database a connection goes to when its Secret
+// names none, or names "*" (any database: CloudNativePG's superuser Secret).
+const DefaultDatabase = "postgres"
+
 // ConnectionURL builds a postgres:// URL from the data of a connection
 // Secret in the format of CloudNativePG's and Crunchy PGO's user Secrets:
 // the key uriKey (default "uri") holding a URI, or else the keys host, port
-// (default 5432), dbname, user and password. It has no Kubernetes types: the
-// caller passes Secret.Data.
+// (default 5432), dbname, user (or username) and password. The database "*"
+// of CloudNativePG's <cluster>-superuser Secret (any database) becomes
+// DefaultDatabase. It has no Kubernetes types: the caller passes
+// Secret.Data.
 func ConnectionURL(data map[string][]byte, uriKey string) (string, error) {
 	if uriKey == "" {
 		uriKey = "uri"
@@ -24,10 +31,14 @@ func ConnectionURL(data map[string][]byte, uriKey string) (string, error) {
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
 			return "", fmt.Errorf("key %q is not a postgres:// URI", uriKey)
 		}
+		if u.Path == "/*" {
+			u.Path, u.RawPath = "/"+DefaultDatabase, ""
+			return u.String(), nil
+		}
 		return raw, nil
 	}
 	get := func(k string) string { return strings.TrimSpace(string(data[k])) }
-	host, user := get("host"), get("user")
+	host, user := get("host"), cmp.Or(get("user"), get("username"))
 	if host == "" || user == "" {
 		return "", fmt.Errorf("connection secret has neither %q nor host and user", uriKey)
 	}
@@ -46,11 +57,11 @@ func ConnectionURL(data map[string][]byte, uriKey string) (string, error) {
 		return "", errors.New(`key "port" must be a port number (1-65535)`)
 	}
 	db := get("dbname")
-	if db == "" {
-		db = "postgres"
+	if db == "" || db == "*" {
+		db = DefaultDatabase
 	}
 	// PostgreSQL strings cannot hold NUL; pgx refuses %00 in a URL.
-	for _, k := range []string{"user", "password", "dbname"} {
+	for _, k := range []string{"user", "username", "password", "dbname"} {
 		if strings.ContainsRune(get(k), 0) {
 			return "", fmt.Errorf("key %q must not contain a NUL character", k)
 		}
@@ -64,6 +75,21 @@ func ConnectionURL(data map[string][]byte, uriKey string) (string, error) {
 	if mode := get("sslmode"); mode != "" {
 		u.RawQuery = url.Values{"sslmode": {mode}}.Encode()
 	}
+	return u.String(), nil
+}
+
+// WithDatabase returns the admin URL rawURL pointing at database name
+// (a MemoryDatabase's spec.databaseName), everything else kept.
+func WithDatabase(rawURL, name string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Parse quotes its input, which holds the admin password.
+		return "", errors.New("the admin connection is not a valid URL")
+	}
+	if strings.ContainsAny(name, "/?#*") || strings.ContainsRune(name, 0) || name == "" {
+		return "", fmt.Errorf("%q is not a database name", name)
+	}
+	u.Path, u.RawPath = "/"+name, ""
 	return u.String(), nil
 }
 

@@ -39,6 +39,13 @@ func FuzzConnectionURL(f *testing.F) {
 			return
 		}
 		if strings.TrimSpace(uri) != "" {
+			if u, _ := url.Parse(strings.TrimSpace(uri)); u != nil && u.Path == "/*" {
+				// CloudNativePG's "any database": the default one.
+				if back, err := url.Parse(out); err != nil || back.Path != "/postgres" || back.Host != u.Host {
+					t.Fatalf("uri %q came out as %q", uri, out)
+				}
+				return
+			}
 			if out != strings.TrimSpace(uri) {
 				t.Fatalf("uri %q came out as %q", uri, out)
 			}
@@ -54,6 +61,9 @@ func FuzzConnectionURL(f *testing.F) {
 			wantPort = strconv.Itoa(n) // "05432" is written 5432
 		}
 		wantDB := cmpOr(strings.TrimSpace(dbname), "postgres")
+		if wantDB == "*" {
+			wantDB = "postgres" // CloudNativePG's "any database"
+		}
 		if u.Scheme != "postgres" || u.User.Username() != strings.TrimSpace(user) || pw != trimmedPW ||
 			u.Hostname() != strings.TrimSpace(host) || u.Port() != wantPort || u.Path != "/"+wantDB ||
 			u.Query().Get("sslmode") != strings.TrimSpace(sslmode) {

@@ -96,6 +96,9 @@ func Drop(ctx context.Context, admin *pgxpool.Pool, schema string, owner Owner) 
 		}
 		for _, r := range roles {
 			ident := pgx.Identifier{r}.Sanitize()
+			if err := actAs(ctx, conn, r); err != nil {
+				return err
+			}
 			// DROP OWNED removes the role's remaining privileges in this
 			// database (e.g. on the extension schema) so DROP ROLE can succeed.
 			if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident); err != nil {
@@ -133,6 +136,23 @@ func Status(ctx context.Context, db interface {
 		return SchemaStatus{}, err
 	}
 	return SchemaStatus{Current: cur, Latest: LatestVersion}, nil
+}
+
+// actAs makes sure the admin has the privileges of role, which DROP OWNED
+// BY needs: from PostgreSQL 16 on, a CREATEROLE admin holds the roles it
+// created with ADMIN only, without their privileges.
+func actAs(ctx context.Context, conn *pgx.Conn, role string) error {
+	var has bool
+	if err := conn.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'USAGE')`, role).Scan(&has); err != nil {
+		return fmt.Errorf("checking the admin's privileges of %q: %w", role, err)
+	}
+	if has {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "GRANT "+pgx.Identifier{role}.Sanitize()+" TO CURRENT_USER"); err != nil {
+		return fmt.Errorf("granting %q to the admin role before dropping it: %w", role, err)
+	}
+	return nil
 }
 
 func roleStateOnPool(ctx context.Context, admin *pgxpool.Pool, name string) (bool, marker, error) {

@@ -47,6 +47,15 @@ func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn 
 	}
 	defer c.Release()
 	conn := c.Conn()
+	// A Citus node Engram cannot use (a worker, no workers) is refused
+	// before anything is written, the lease table included.
+	citus, err := DetectCitus(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := citus.check(); err != nil {
+		return err
+	}
 	if err := ensureControlSchema(ctx, conn); err != nil {
 		return err
 	}
@@ -117,6 +126,10 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	schema := pgx.Identifier{ControlSchema}.Sanitize()
 	stmts := []string{
+		// On Citus the leases stay local tables of the coordinator, even
+		// where schema-based sharding is on for every new schema (a
+		// placeholder setting, harmless on plain PostgreSQL).
+		"SET LOCAL citus.enable_schema_based_sharding = off",
 		"CREATE SCHEMA IF NOT EXISTS " + schema,
 		"REVOKE ALL ON SCHEMA " + schema + " FROM PUBLIC",
 		"COMMENT ON SCHEMA " + schema + " IS 'Engram operator bookkeeping (provisioning leases); not a tenant schema'",

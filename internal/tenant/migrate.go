@@ -115,7 +115,7 @@ func currentVersion(ctx context.Context, q interface {
 // migrate applies every pending migration to schema, each in its own
 // transaction running as the owner role (so the owner owns what it creates).
 // The caller holds the tenant's provisioning lease. It returns the versions applied.
-func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string, dims int, vectorType string, target int, indexTimeout time.Duration) ([]int, error) {
+func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string, dims int, vectorType string, target int, indexTimeout, lockTimeout time.Duration) ([]int, error) {
 	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
 	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
 		version    integer PRIMARY KEY,
@@ -159,13 +159,18 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 		}
 		var err error
 		if m.Concurrent {
-			err = migrateConcurrent(ctx, conn, names.owner, schema, sql.String(), indexTimeout)
+			err = migrateConcurrent(ctx, conn, names.owner, schema, sql.String(), indexTimeout, lockTimeout)
 		}
 		if err == nil {
 			err = inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
 				if !m.Concurrent {
-					if _, err := tx.Exec(ctx, sql.String()); err != nil {
-						return err
+					// One statement at a time: Citus forwards some DDL to
+					// the worker with its whole query string, which the
+					// worker refuses when it holds several commands.
+					for _, stmt := range splitStatements(sql.String()) {
+						if _, err := tx.Exec(ctx, stmt); err != nil {
+							return fmt.Errorf("%s: %w", firstLine(stmt), err)
+						}
 					}
 				}
 				_, err := tx.Exec(ctx, "INSERT INTO "+table+" (version, name) VALUES ($1, $2)", m.Version, m.Name)

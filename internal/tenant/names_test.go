@@ -71,6 +71,9 @@ func TestConnectionURL(t *testing.T) {
 		{"custom key", map[string][]byte{"dsn": []byte("postgresql://u@db/app")}, "dsn", "postgresql://u@db/app", false},
 		{"fields", map[string][]byte{"host": []byte("db.ns.svc"), "user": []byte("app"), "password": []byte("p@ss/w"), "dbname": []byte("mem")}, "", "postgres://app:p%40ss%2Fw@db.ns.svc:5432/mem", false},
 		{"not a uri", map[string][]byte{"uri": []byte("mysql://x")}, "", "", true},
+		{"username key", map[string][]byte{"host": []byte("db"), "username": []byte("app"), "password": []byte("pw")}, "", "postgres://app:pw@db:5432/postgres", false},
+		{"any database in the uri", map[string][]byte{"uri": []byte("postgresql://postgres:pw@pg-rw.db:5432/*")}, "", "postgresql://postgres:pw@pg-rw.db:5432/postgres", false},
+		{"any database in dbname", map[string][]byte{"host": []byte("pg-rw"), "user": []byte("postgres"), "password": []byte("pw"), "dbname": []byte("*")}, "uri-missing", "postgres://postgres:pw@pg-rw:5432/postgres", false},
 		{"empty", map[string][]byte{}, "", "", true},
 	}
 	for _, tc := range tests {

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // comments returns the ownership comments of a schema and its two roles.
@@ -154,32 +154,60 @@ func TestAdoptAfterRestore(t *testing.T) {
 	}
 }
 
-// TestTenantLocksCannotStallProvisioning: tenant A's login role holds every
-// advisory lock it could guess (the keys of the earlier release) and tries
-// the operator's lock table; B's provisioning and drop are not delayed.
+// TestTenantLocksCannotStallProvisioning: tenant A's login role holds
+// every lock it can take and a snapshot, and B's provisioning (a fresh
+// tenant: migrations 7, 10 and 12 build indexes concurrently) and drop
+// complete anyway. The operator runs as a non-superuser admin, as it does
+// in production, in a database where advisory locks are trapped:
+//
+//   - Advisory locks: A may take any key (it holds those of the earlier
+//     release and (0,0)), everyone else none (testenv.ArmAdvisoryTrap). Had
+//     provisioning or drop taken any advisory lock, whatever its key, it
+//     would fail with "permission denied": the test does not depend on
+//     guessing the key, and fails the day one is used again.
+//   - The lease table: A's role is refused on it (42501).
+//   - The snapshot: A's second session holds one forever; the operator
+//     ends that session (it blocks a concurrent index build for longer than
+//     the maximum age) and only that one: the session holding the advisory
+//     locks blocks nothing and survives.
 func TestTenantLocksCannotStallProvisioning(t *testing.T) {
-	pool, url := adminPool(t)
+	pool, url, superURL := restrictedAdmin(t, true)
 	ctx := testCtx(t)
+	testenv.ArmAdvisoryTrap(t, superURL)
 	a := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_lock_a"), 3))
 	b := newSpec(uniqueSchema(t, "engram_lock_b"), 3)
+	dropRolesAfter(t, superURL, a.Schema)
+	dropRolesAfter(t, superURL, b.Schema)
+	testenv.ArmAdvisoryTrap(t, superURL, a.LoginRole)
+	if err := testenv.AdvisoryTrapped(url); err != nil {
+		t.Fatalf("the operator's admin role: %v", err)
+	}
+
 	connA := loginConn(t, url, a, a.Password)
 	for _, name := range []string{b.Schema, a.Schema} {
 		if _, err := connA.Exec(ctx, `SELECT pg_advisory_lock(hashtext('engram:provision'), hashtext($1)), pg_advisory_lock(0, 0)`, name); err != nil {
-			t.Fatal(err)
+			t.Fatalf("tenant A taking advisory locks: %v", err)
 		}
 	}
 	_, err := connA.Exec(ctx, "UPDATE "+locksTable()+" SET holder = 'tenant-a', expires_at = now() + interval '1 day'")
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+	if code := pgCode(err); code != "42501" {
 		t.Fatalf("a tenant's login role could touch the operator's lock table: %v", err)
 	}
-	start := time.Now()
+	snap := testenv.HoldSnapshot(t, testenv.WithUser(url, a.LoginRole, a.Password), "SELECT count(*) FROM memories")
+
+	var log blockerLog
+	b.Blockers = log.policy(2 * time.Second)
+	b.IndexTimeout = time.Minute // without the watcher: fails here
 	mustProvision(t, pool, url, b)
 	if _, err := Drop(ctx, pool, b.Schema, b.Owner); err != nil {
-		t.Fatal(err)
+		t.Fatalf("dropping B while A holds its locks: %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("B's provisioning and drop took %s while A held locks", d)
+	if got, ok := log.find(snap.PID); !ok || !got.Ended {
+		t.Fatalf("A's snapshot was not ended: %s", log.String())
+	}
+	var held int
+	if err := connA.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`).Scan(&held); err != nil || held != 3 {
+		t.Fatalf("A's session with the advisory locks (which blocked nothing) holds %d of its 3 locks: %v", held, err)
 	}
 }
 

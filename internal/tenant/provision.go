@@ -40,6 +40,9 @@ type Spec struct {
 	// IndexTimeout bounds each CREATE INDEX CONCURRENTLY of a migration;
 	// zero means DefaultIndexTimeout.
 	IndexTimeout time.Duration
+	// Blockers says how long another tenant's session may make a
+	// provisioning statement wait before it is ended, and whom to tell.
+	Blockers BlockerPolicy
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -70,6 +73,10 @@ type Result struct {
 	Password string
 	// Version is the schema version after provisioning.
 	Version int
+	// Citus is set when the database is a Citus coordinator: the schema is
+	// a distributed schema and Worker (host:port) is the node holding it.
+	Citus  bool
+	Worker string
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
@@ -114,19 +121,33 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 	}
 	names := spec.roles()
 	res := &Result{Schema: spec.Schema, OwnerRole: names.owner, LoginRole: names.login}
-	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) error {
+	err := withTenantLock(ctx, admin, spec.Schema, func(conn *pgx.Conn) (err error) {
+		// Other tenants' sessions must not make it wait for long (a held
+		// snapshot stalls every CREATE INDEX CONCURRENTLY of the database).
+		watch := startBlockerWatch(ctx, admin.Config().ConnConfig, int(conn.PgConn().PID()), spec.Owner, spec.Blockers)
+		defer func() {
+			if blockers := watch.stop(); err != nil && len(blockers) > 0 {
+				err = &BlockedError{Err: err, Blockers: blockers}
+			}
+		}()
 		extSchema, err := ensureExtension(ctx, conn, res)
 		if err != nil {
 			return err
 		}
 		res.ExtensionSchema = extSchema
+		// withTenantLock has refused a Citus node tenants cannot live on.
+		citus, err := DetectCitus(ctx, conn)
+		if err != nil {
+			return err
+		}
+		res.Citus = citus.Installed
 		// Decide on every object before changing any, so a refusal leaves
 		// nothing behind: no role created, no password set, no comment written.
 		plan, err := claimTenant(ctx, conn, spec, names)
 		if err != nil {
 			return err
 		}
-		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, res); err != nil {
+		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus.Installed, res); err != nil {
 			return err
 		}
 		if err := spec.after("role created"); err != nil {
@@ -138,8 +159,13 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if err := spec.after("schema created"); err != nil {
 			return err
 		}
+		if citus.Installed {
+			if err := ensureDistributed(ctx, conn, spec.Schema, res); err != nil {
+				return err
+			}
+		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
-		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions, vectorType, target, spec.IndexTimeout)
+		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions, vectorType, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
@@ -157,6 +183,20 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		}
 		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
 			return err
+		}
+		if citus.Installed {
+			if err := ensureWorkerSessionSettings(ctx, conn, names, res); err != nil {
+				return err
+			}
+			if err := ensureSequenceGrants(ctx, conn, spec.Schema, names, res); err != nil {
+				return err
+			}
+			if err := checkWorkerAccess(ctx, conn, spec.Schema, names); err != nil {
+				return err
+			}
+			if res.Worker, err = schemaWorker(ctx, conn, spec.Schema); err != nil {
+				return err
+			}
 		}
 		return spec.after("granted")
 	})
@@ -261,8 +301,9 @@ func claimTenant(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames
 
 // ensureRoles creates the owner (NOLOGIN) and login roles when missing,
 // re-marks legacy or adopted ones, and lets the admin act as the owner
-// (needed to create objects it owns).
-func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, res *Result) error {
+// (needed to create objects it owns). On Citus the owner role may log in
+// but has no password (see ownerLogin).
+func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, citus bool, res *Result) error {
 	for _, r := range []struct {
 		name   string
 		login  bool
@@ -280,6 +321,9 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 			continue
 		}
 		stmt := "CREATE ROLE " + ident + " NOLOGIN NOINHERIT"
+		if citus {
+			stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT"
+		}
 		if r.login {
 			pw, err := newPassword()
 			if err != nil {
@@ -300,9 +344,21 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 		}
 		res.Changes = append(res.Changes, "created role "+r.name)
 	}
-	// The admin creates the tenant's objects as the owner role (SET ROLE).
+	if citus {
+		if err := ownerLogin(ctx, conn, names.owner, res); err != nil {
+			return err
+		}
+	}
+	// The admin creates the tenant's objects as the owner role (SET ROLE)
+	// and grants on them (it needs the owner's privileges). From
+	// PostgreSQL 16 on, a CREATEROLE admin is a member of every role it
+	// created, but with ADMIN only (no SET, no INHERIT): it grants itself
+	// the role once more to get both.
 	var member, super bool
-	if err := conn.QueryRow(ctx, `SELECT pg_has_role(current_user, $1, 'MEMBER'), rolsuper FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+			THEN pg_has_role(current_user, $1, 'USAGE') AND pg_has_role(current_user, $1, 'SET')
+			ELSE pg_has_role(current_user, $1, 'MEMBER') END, rolsuper
+		FROM pg_roles WHERE rolname = current_user`, names.owner).Scan(&member, &super); err != nil {
 		return fmt.Errorf("checking membership in %q: %w", names.owner, err)
 	}
 	if !member && !super {

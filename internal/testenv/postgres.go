@@ -26,9 +26,15 @@ func AdminURL(t testing.TB) string {
 
 // NewDatabase creates a fresh database with the vector extension on the
 // server of DATABASE_URL and returns an admin URL for it. The database is
-// dropped when the test ends, so tests never see each other's data.
+// dropped when the test ends, so tests never see each other's data. Under
+// OnCitus (ENGRAM_TEST_ON_CITUS=1) the database is made on the Citus
+// cluster of CITUS_URL instead (NewCitusDatabase), so a whole suite runs
+// through a coordinator.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	if OnCitus() {
+		return NewCitusDatabase(t)
+	}
 	admin := AdminURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -116,6 +116,8 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		LLMTimeout:  llmTimeout,
 		JobLeaseTTL: p.JobLeaseTTL,
 		Logger:      logger,
+		// The runtime's byte cap on answers (spec.service.limits).
+		MaxResponseBytes: p.Config.MaxResponseBytes,
 	})
 	if err != nil {
 		pool.Close()

@@ -3,71 +3,92 @@
 // service acknowledged is lost, that every failure is a 503 problem with
 // Retry-After, that no call outlives the request timeout, and that the
 // service becomes ready again by itself.
+//
+// The load is sized by counts, never by how much fits in a time window, so
+// the suite means the same on a fast machine and a busy one: the fault
+// lands once writes are being acknowledged, the load stops once every
+// writer has been acknowledged again after the recovery, and no owner of
+// the plain writers gets near the per-owner cap. One writer writes into an
+// owner that is full on purpose: its writes evict, and the verifier tells
+// an evicted write (gone, with an eviction in its history) from a lost one.
 package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
 const (
-	writers       = 4
-	maxPerWriter  = 3000 // bounds the load whatever the timing
-	beforeFault   = 2 * time.Second
-	outage        = 1 * time.Second
-	afterRecovery = 3 * time.Second
+	writers = 4 // plain writers, plus the one that writes into a full owner
+	// perOwner is how many writes a plain writer sends to one owner before
+	// it moves on to the next: well under the default per-owner cap, so
+	// no plain write is ever evicted, however fast the machine.
+	perOwner = 250
+	// maxPerWriter bounds every writer's calls, whatever the timing.
+	maxPerWriter = 20000
+	// ackedBeforeFault is how many acknowledged writes the fault waits for.
+	ackedBeforeFault = 200
+	// ackedAfterRecovery is how many writes each writer must have
+	// acknowledged, sent after /readyz is 200 again, before the load stops.
+	ackedAfterRecovery = 20
+	outage             = 1 * time.Second
+	// phaseLimit bounds each wait for the load; reaching it fails the test.
+	phaseLimit = 2 * time.Minute
+	// fullOwner is the owner filled to the cap before the load.
+	fullOwner = "full-owner"
 )
 
 func TestNoAcknowledgedWriteIsLost(t *testing.T) {
 	bin := buildManager(t)
 	in := newInstance(t, "faults")
 	adminURL := in.run(t, "start")
+	capacity := memory.DefaultPolicy().Limits.MaxMemoriesPerOwner
+	if perOwner >= capacity {
+		t.Fatalf("perOwner %d must stay under the per-owner cap %d", perOwner, capacity)
+	}
 	for _, fault := range []struct{ name, action string }{
 		{"clean restart", "stop"},
 		{"kill -9 of the postmaster", "kill"},
 	} {
 		t.Run(fault.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			schema := fmt.Sprintf("engram_faults_%d", time.Now().UnixNano()%1e9)
 			svc := startService(t, bin, provision(t, ctx, adminURL, schema), schema)
 			t.Cleanup(func() { dropTenant(t, adminURL, schema) })
+			fillOwner(ctx, t, svc, fullOwner, capacity)
 
 			load := startLoad(ctx, svc)
-			time.Sleep(beforeFault)
+			load.waitAcked(t, ackedBeforeFault)
 			in.run(t, fault.action)
 			time.Sleep(outage)
 			in.run(t, "start")
 			ready := svc.waitReady(t, 60*time.Second)
-			time.Sleep(afterRecovery)
+			load.waitRecovered(t, time.Now(), ackedAfterRecovery)
 			res := load.stop()
 
-			lost := res.verify(ctx, t, svc)
-			t.Logf("%s: acknowledged %d, lost %d, failed %d (all 503 problem+json with Retry-After: %v), slowest call %s, ready again %s after the restart",
-				fault.name, len(res.acked), lost, len(res.failed), res.failuresOK(), res.slowest.Round(time.Millisecond), ready.Round(time.Millisecond))
-			if len(res.acked) < 100 {
-				t.Errorf("only %d writes were acknowledged: the load did not run", len(res.acked))
+			v := res.verify(ctx, t, svc)
+			t.Logf("%s: acknowledged %d (%d into the full owner), lost %d, evicted %d (each with its eviction in history), failed %d (all 503 problem+json with Retry-After: %v), slowest call %s, ready again %s after the restart",
+				fault.name, len(res.acked), v.fullAcked, v.lost, v.evicted, len(res.failed), res.failuresOK(), res.slowest.Round(time.Millisecond), ready.Round(time.Millisecond))
+			if v.lost != 0 {
+				t.Errorf("%d acknowledged writes are gone after %s, without an eviction record", v.lost, fault.name)
 			}
-			if lost != 0 {
-				t.Errorf("%d acknowledged writes are gone after %s", lost, fault.name)
+			if v.evictedPlain != 0 || res.plainEvictions != 0 {
+				t.Errorf("writes to owners under the cap were evicted (%d gone with a record, %d reported by adds): the load reached the cap", v.evictedPlain, res.plainEvictions)
 			}
-			for _, f := range res.failed {
-				if f.err != nil || f.status != http.StatusServiceUnavailable || !strings.HasSuffix(f.problem, "/unavailable") || f.retryAfter == "" {
-					t.Errorf("a failure during the outage is not a 503 problem with Retry-After: status %d problem %q Retry-After %q error %v body %s",
-						f.status, f.problem, f.retryAfter, f.err, f.body)
-					break
-				}
+			if v.evicted == 0 {
+				t.Errorf("none of the %d acknowledged writes into the full owner was evicted: the verifier's eviction path was not exercised", v.fullAcked)
 			}
+			res.reportFailures(t, svc)
 			if res.slowest > requestTimeout+2*time.Second {
 				t.Errorf("a call took %s, over the request timeout %s", res.slowest, requestTimeout)
 			}
@@ -75,94 +96,47 @@ func TestNoAcknowledgedWriteIsLost(t *testing.T) {
 	}
 }
 
-// load is the writers running against a service.
-type load struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	res    loadResult
-}
-
-type loadResult struct {
-	acked   map[string]ackedWrite // memory id -> what was written
-	failed  []outcome
-	slowest time.Duration
-}
-
-type ackedWrite struct{ owner, content string }
-
-func startLoad(ctx context.Context, svc *service) *load {
-	ctx, cancel := context.WithCancel(ctx)
-	l := &load{cancel: cancel, res: loadResult{acked: map[string]ackedWrite{}}}
-	for w := range writers {
-		l.wg.Go(func() { l.write(ctx, svc, fmt.Sprintf("writer-%d", w)) })
-	}
-	return l
-}
-
-func (l *load) write(ctx context.Context, svc *service, owner string) {
-	for range maxPerWriter {
-		if ctx.Err() != nil {
-			return
-		}
-		content := randomSentence()
-		o := svc.call(ctx, "POST", "/v1/owners/"+owner+"/memories", map[string]any{"content": content, "category": "contextual", "source": "user"})
-		if ctx.Err() != nil {
-			return // stopped mid-call: neither acknowledged nor failed
-		}
-		l.mu.Lock()
-		l.res.slowest = max(l.res.slowest, o.took)
-		if o.status/100 == 2 {
-			var res struct {
-				Action string `json:"action"`
-				Memory struct {
-					ID string `json:"id"`
-				} `json:"memory"`
-			}
-			if err := json.Unmarshal(o.body, &res); err == nil && res.Memory.ID != "" {
-				l.res.acked[res.Memory.ID] = ackedWrite{owner: owner, content: content}
-			} else {
-				l.res.failed = append(l.res.failed, o)
-			}
-		} else {
-			l.res.failed = append(l.res.failed, o)
-		}
-		l.mu.Unlock()
-		if o.status != 0 && o.status/100 != 2 {
-			time.Sleep(50 * time.Millisecond) // a client that honours Retry-After, shortened
-		}
-	}
-}
-
-func (l *load) stop() loadResult {
-	l.cancel()
-	l.wg.Wait()
-	return l.res
-}
-
-// verify reads every acknowledged memory back and returns how many are
-// missing or changed.
-func (r loadResult) verify(ctx context.Context, t *testing.T, svc *service) int {
+// fillOwner fills owner to the cap with important memories, through the
+// batch API, so that every later write of lower importance evicts the
+// owner's oldest such write.
+func fillOwner(ctx context.Context, t *testing.T, svc *service, owner string, n int) {
 	t.Helper()
-	lost := 0
-	for id, w := range r.acked {
-		o := svc.call(ctx, "GET", "/v1/owners/"+w.owner+"/memories/"+id, nil)
-		var m struct {
-			Content string `json:"content"`
+	for done := 0; done < n; {
+		var items []map[string]any
+		for range min(100, n-done) {
+			items = append(items, map[string]any{"content": randomSentence(), "category": "contextual", "importance": 10, "source": "user"})
 		}
-		if o.status != http.StatusOK || json.Unmarshal(o.body, &m) != nil || m.Content != w.content {
-			lost++
-			if lost <= 3 {
-				t.Logf("acknowledged memory %s of %s: status %d body %s", id, w.owner, o.status, o.body)
-			}
+		o := svc.call(ctx, "POST", "/v1/owners/"+owner+"/memories/batch", map[string]any{"items": items})
+		if o.status != http.StatusOK {
+			t.Fatalf("filling %s: status %d error %v body %s", owner, o.status, o.err, o.body)
+		}
+		done += len(items)
+	}
+}
+
+// reportFailures fails the test for every failed call that is not a 503
+// problem with Retry-After, quoting the service's log lines of the request.
+func (r loadResult) reportFailures(t *testing.T, svc *service) {
+	t.Helper()
+	bad := 0
+	for _, f := range r.failed {
+		if f.err == nil && f.status == http.StatusServiceUnavailable && strings.HasSuffix(f.problem, "/unavailable") && f.retryAfter != "" {
+			continue
+		}
+		bad++
+		if bad <= 5 {
+			t.Errorf("a failure during the outage is not a 503 problem with Retry-After: status %d problem %q Retry-After %q error %v body %s\nservice log of request %s:\n%s",
+				f.status, f.problem, f.retryAfter, f.err, f.body, f.requestID, svc.logs.linesOf(f.requestID))
 		}
 	}
-	return lost
+	if bad > 5 {
+		t.Errorf("... %d such failures in all", bad)
+	}
 }
 
 func (r loadResult) failuresOK() bool {
 	for _, f := range r.failed {
-		if f.status != http.StatusServiceUnavailable || f.retryAfter == "" {
+		if f.err != nil || f.status != http.StatusServiceUnavailable || f.retryAfter == "" {
 			return false
 		}
 	}

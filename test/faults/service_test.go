@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,7 +35,7 @@ type service struct {
 	token  string
 	client *http.Client
 	cmd    *exec.Cmd
-	logs   *bytes.Buffer
+	logs   *syncBuffer
 }
 
 func buildManager(t *testing.T) string { return testenv.BuildManager(t) }
@@ -83,10 +84,13 @@ func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...st
 	config := writeConfig(t, schema, 384)
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--config=" + config, "--tokens-file=" + filepath.Join(dir, "tokens"),
-		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=warn"}, extraArgs...)
+		"--listen=" + addr, "--request-timeout=" + requestTimeout.String(), "--log-level=info",
+		// No metrics listener, and no rate limit: the writers share one token
+		// and write as fast as the machine allows; only outages may fail them.
+		"--metrics-listen=0", "--rate-limit-per-minute=0"}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+databaseURL)
-	logs := &bytes.Buffer{}
+	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -104,7 +108,7 @@ func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...st
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("service log:\n%s", logs.String())
+			t.Logf("service log, warnings and errors (the last %d):\n%s", logTail, logs.notable(logTail))
 		}
 	})
 	s.waitReady(t, 30*time.Second)
@@ -148,6 +152,7 @@ type outcome struct {
 	took       time.Duration
 	err        error // transport error
 	body       []byte
+	requestID  string // sent as X-Request-Id: the service logs the request under it
 }
 
 func (s *service) call(ctx context.Context, method, path string, body any) outcome {
@@ -160,11 +165,14 @@ func (s *service) call(ctx context.Context, method, path string, body any) outco
 	if err != nil {
 		return outcome{err: err}
 	}
+	id := make([]byte, 12)
+	_, _ = rand.Read(id)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", "faults-"+hex.EncodeToString(id))
 	start := time.Now()
 	resp, err := s.client.Do(req)
-	o := outcome{took: time.Since(start), err: err}
+	o := outcome{took: time.Since(start), err: err, requestID: req.Header.Get("X-Request-Id")}
 	if err != nil {
 		return o
 	}

@@ -36,7 +36,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := 0; i < maxPerWriter && routed.Load(); i++ {
-				o := svc.call(ctx, "POST", fmt.Sprintf("/v1/owners/term-%d/memories", w), map[string]any{"content": randomSentence(), "source": "user"})
+				o := svc.call(ctx, "POST", fmt.Sprintf("/v1/owners/term-%d-%d/memories", w, i/perOwner), map[string]any{"content": randomSentence(), "source": "user"})
 				sent.Add(1)
 				if o.err != nil || o.status/100 != 2 {
 					failed.Add(1)

@@ -74,7 +74,7 @@ func (e *env) service(t *testing.T, ns, name string) *svc {
 		t.Fatal(err)
 	}
 	hc.Timeout = 10 * time.Second
-	out.base, out.hc, out.proxied = strings.TrimRight(e.cl.cfg.Host, "/")+kubectlengram.ProxyPath(ns, naming.ServiceName(name), ""), hc, true
+	out.base, out.hc, out.proxied = strings.TrimRight(e.cl.cfg.Host, "/")+kubectlengram.ProxyPath(ns, naming.ServiceName(name), false, ""), hc, true
 	return out
 }
 

@@ -252,8 +252,13 @@ func scrapeService(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	metricsPort, err := localpod.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	cmd := exec.Command(binary, "serve", "--config="+cfgPath, "--tokens-file="+tokensPath, fmt.Sprintf("--listen=127.0.0.1:%d", port), "--shutdown-delay=0")
+	cmd := exec.Command(binary, "serve", "--config="+cfgPath, "--tokens-file="+tokensPath, fmt.Sprintf("--listen=127.0.0.1:%d", port),
+		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", metricsPort), "--shutdown-delay=0")
 	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+testenv.WithUser(adminURL, res.LoginRole, res.Password))
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -306,7 +311,7 @@ func scrapeService(t *testing.T) []string {
 	call("POST", "/v1/owners/alice/search", `{"query":"staging database"}`, 200)
 	call("POST", "/v1/owners/alice/context", `{"query":"staging database"}`, 200)
 
-	resp, err := http.Get(base + "/metrics")
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 	if err != nil {
 		t.Fatal(err)
 	}

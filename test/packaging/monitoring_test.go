@@ -3,8 +3,10 @@ package packaging
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,7 +70,7 @@ func TestChartMonitoring(t *testing.T) {
 		t.Errorf("PodMonitor selector %v does not select the memory service pods", sel)
 	}
 	eps, _, _ := unstructured.NestedSlice(pm[0].Object, "spec", "podMetricsEndpoints")
-	if len(eps) != 1 || eps[0].(map[string]any)["port"] != naming.PortName || eps[0].(map[string]any)["path"] != "/metrics" {
+	if len(eps) != 1 || eps[0].(map[string]any)["port"] != naming.MetricsPortName || eps[0].(map[string]any)["path"] != "/metrics" {
 		t.Errorf("PodMonitor endpoints %v", eps)
 	}
 	if any, _, _ := unstructured.NestedBool(pm[0].Object, "spec", "namespaceSelector", "any"); !any {
@@ -94,6 +96,59 @@ func named(objs []*unstructured.Unstructured, name string) []*unstructured.Unstr
 		if o.GetName() == name {
 			out = append(out, o)
 		}
+	}
+	return out
+}
+
+// TestChartMetricsFromMonitoringOnly: the chart passes its monitoring
+// namespaces to the operator (which admits the memory services' metrics
+// ports from there only) and admits the operator's own metrics port from
+// the same namespaces, not from every pod of the release namespace.
+func TestChartMetricsFromMonitoringOnly(t *testing.T) {
+	helm := testenv.Binary(t, "ENGRAM_HELM", "make test builds helm into ./bin and sets ENGRAM_HELM")
+	root := testenv.RepoRoot()
+	for _, c := range []struct {
+		name, flag string
+		labels     map[string]string
+		args       []string
+	}{
+		{"defaults", "kubernetes.io/metadata.name=monitoring", map[string]string{"kubernetes.io/metadata.name": "monitoring"}, nil},
+		{"other labels", "team=obs", map[string]string{"team": "obs"},
+			[]string{"--set", `monitoring.namespaceLabels.kubernetes\.io/metadata\.name=null`, "--set", "monitoring.namespaceLabels.team=obs"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			objs := decode(t, run(t, root, helm, append([]string{"template", "engram", "charts/engram", "--namespace", namespace}, c.args...)...))
+			deps := kinds(objs, "Deployment")
+			if len(deps) != 1 {
+				t.Fatalf("%d Deployments", len(deps))
+			}
+			containers, _, _ := unstructured.NestedSlice(deps[0].Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			if !slices.Contains(args, "--service-metrics-namespaces="+c.flag) {
+				t.Errorf("operator args %v lack --service-metrics-namespaces=%s", args, c.flag)
+			}
+			nps := kinds(objs, "NetworkPolicy")
+			if len(nps) != 1 {
+				t.Fatalf("%d NetworkPolicies", len(nps))
+			}
+			rules, _, _ := unstructured.NestedSlice(nps[0].Object, "spec", "ingress")
+			from, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "from")
+			want := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": toAny(c.labels)}}}
+			if len(rules) != 1 || !reflect.DeepEqual(from, want) {
+				t.Errorf("operator NetworkPolicy admits %v, want %v only", from, want)
+			}
+		})
+	}
+	if _, err := exec.Command(helm, "template", "engram", filepath.Join(root, "charts", "engram"), "--namespace", namespace,
+		"--set", "monitoring.namespaceLabels=null").CombinedOutput(); err == nil {
+		t.Error("the chart renders with no monitoring namespace labels (every namespace would be admitted)")
+	}
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
 	}
 	return out
 }

@@ -39,6 +39,8 @@ func TestChartAndKustomizeApply(t *testing.T) {
 		"helm template (metrics NetworkPolicy peers)": run(t, root, helm, "template", "engram", "charts/engram",
 			"--namespace", namespace, "--set", "networkPolicy.allowedNamespaces={monitoring}",
 			"--set-json", `networkPolicy.from=[{"namespaceSelector":{"matchLabels":{"team":"obs"}},"podSelector":{"matchLabels":{"app":"prometheus"}}}]`),
+		"helm template (2 replicas, scheduling values)": run(t, root, helm, append([]string{"template", "engram", "charts/engram",
+			"--namespace", namespace}, schedulingValues...)...),
 		"kustomize build config/default": run(t, root, kustomize, "build", "config/default"),
 	}
 
@@ -81,8 +83,8 @@ func TestChartMatchesConfig(t *testing.T) {
 	root := testenv.RepoRoot()
 	pairs := map[string]string{filepath.Join("config", "rbac", "role.yaml"): filepath.Join("charts", "engram", "files", "role.yaml")}
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(crds) != 3 {
-		t.Fatalf("config/crd/bases holds %d CRDs (%v), want 3", len(crds), err)
+	if err != nil || len(crds) != 4 {
+		t.Fatalf("config/crd/bases holds %d CRDs (%v), want 4", len(crds), err)
 	}
 	for _, p := range crds {
 		rel, _ := filepath.Rel(root, p)

@@ -30,6 +30,34 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 
+{{/*
+The monitoring namespaces as a label selector for the operator's
+--service-metrics-namespaces ("k=v,k2=v2"); empty labels would admit every
+namespace, so they are refused.
+*/}}
+{{- define "engram.metricsNamespaces" -}}
+{{- if not .Values.monitoring.namespaceLabels -}}
+{{- fail "monitoring.namespaceLabels must select the namespaces Prometheus runs in (empty would admit every namespace to the metrics ports)" -}}
+{{- end -}}
+{{- $sel := list -}}
+{{- range $k, $v := .Values.monitoring.namespaceLabels -}}
+{{- $sel = append $sel (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $sel -}}
+{{- end -}}
+
 {{- define "engram.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The default pod anti-affinity of the operator's pods: a preference for
+nodes that run no other replica (affinity.podAntiAffinity replaces it). */}}
+{{- define "engram.spreadOverNodes" -}}
+preferredDuringSchedulingIgnoredDuringExecution:
+  - weight: 100
+    podAffinityTerm:
+      topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "engram.selectorLabels" . | nindent 10 }}
 {{- end -}}

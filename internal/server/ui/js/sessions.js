@@ -106,7 +106,8 @@ function summaryNode(owner, sm) {
     try {
       const e = await api('GET', ownerPath(owner, 'summaries', sm.id, 'expand'));
       replace(exp, messageList(e.messages, 'expansion-' + sm.id),
-        e.truncated ? h('p', { class: 'hint' }, 'Only the oldest messages that fit 20,000 tokens are shown.') : null);
+        e.truncated ? h('p', { class: 'hint' }, 'Only the oldest messages that fit 20,000 tokens and the size cap are shown; messages ' +
+          e.omittedFrom + ' to ' + (e.omittedTo - 1) + ' are left out (read them in the message list).') : null);
       expand.setAttribute('aria-expanded', 'true');
       expand.textContent = 'Collapse messages';
       status('Expanded ' + range + ': ' + e.messages.length + ' messages.');

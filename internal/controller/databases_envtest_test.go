@@ -1,0 +1,512 @@
+package controller
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// memoryDatabase is a MemoryDatabase whose admin Secret is secret (in the
+// operator's namespace), with labels and maxTenants (0: no bound).
+func memoryDatabase(name, secret string, labels map[string]string, maxTenants int32) *memoryv1alpha1.MemoryDatabase {
+	d := &memoryv1alpha1.MemoryDatabase{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret}},
+	}
+	if maxTenants > 0 {
+		d.Spec.Capacity.MaxTenants = ptr.To(maxTenants)
+	}
+	return d
+}
+
+// uriSecret is an admin Secret of the operator's namespace with key uri.
+func uriSecret(ns, name, uri string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: map[string]string{"uri": uri}}
+}
+
+// cnpgSuperuserSecret is the <cluster>-superuser Secret as CloudNativePG
+// writes it (pkg/specs/secrets.go there): basic-auth type, the user under
+// both username and user, database "*" (any), a pgpass line and four URIs,
+// here pointing at the test's PostgreSQL.
+func cnpgSuperuserSecret(t *testing.T, ns, name, adminURL string) *corev1.Secret {
+	t.Helper()
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, pw := u.User.Username(), ""
+	if p, ok := u.User.Password(); ok {
+		pw = p
+	}
+	build := func(scheme, host string) string {
+		return (&url.URL{Scheme: scheme, User: url.UserPassword(user, pw), Host: host, Path: "*"}).String()
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
+			"cnpg.io/userType": "superuser", "cnpg.io/reload": "true", "app.kubernetes.io/managed-by": "cloudnative-pg"}},
+		Type: corev1.SecretTypeBasicAuth,
+		StringData: map[string]string{
+			"username": user, "user": user, "password": pw, "dbname": "*",
+			"host": u.Hostname(), "port": u.Port(),
+			"pgpass":        fmt.Sprintf("%s:%s:*:%s:%s\n", u.Hostname(), u.Port(), user, pw),
+			"uri":           build("postgresql", u.Host),
+			"jdbc-uri":      "jdbc:postgresql://" + u.Host + "/*?password=" + url.QueryEscape(pw) + "&user=" + user,
+			"fqdn-uri":      build("postgresql", u.Host),
+			"fqdn-jdbc-uri": "jdbc:postgresql://" + u.Host + "/*?password=" + url.QueryEscape(pw) + "&user=" + user,
+		},
+	}
+}
+
+// databaseRuntime is a runtime placed by databaseRef (ref) or, when ref is
+// empty, by the selector tier=<tier>.
+func databaseRuntime(ns, name, ref, tier string) *memoryv1alpha1.MemoryRuntime {
+	rt := &memoryv1alpha1.MemoryRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       memoryv1alpha1.MemoryRuntimeSpec{ReclaimPolicy: memoryv1alpha1.ReclaimDelete},
+	}
+	if ref != "" {
+		rt.Spec.Database.DatabaseRef = &memoryv1alpha1.DatabaseReference{Name: ref}
+	} else {
+		rt.Spec.Database.DatabaseSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": tier}}
+	}
+	return rt
+}
+
+// waitReachable waits for the database's check to say want (with reason).
+func (e *operatorEnv) waitReachable(t *testing.T, name string, want bool, reason string) *memoryv1alpha1.MemoryDatabase {
+	t.Helper()
+	d := &memoryv1alpha1.MemoryDatabase{}
+	eventually(t, fmt.Sprintf("MemoryDatabase %s Reachable=%v %s", name, want, reason), 30*time.Second, func() error {
+		if err := e.get(t, "", name, d); err != nil {
+			return err
+		}
+		c := d.GetCondition(memoryv1alpha1.ConditionReachable)
+		switch {
+		case c == nil || c.ObservedGeneration != d.Generation:
+			return fmt.Errorf("not checked yet: %+v", d.Status)
+		case (c.Status == metav1.ConditionTrue) != want || reason != "" && c.Reason != reason:
+			return fmt.Errorf("Reachable %s (%s: %s)", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	return d
+}
+
+// placedOn waits for the runtime's status.database and returns it.
+func (e *operatorEnv) placedOn(t *testing.T, ns, name string) string {
+	t.Helper()
+	var rt memoryv1alpha1.MemoryRuntime
+	eventually(t, "placement of "+ns+"/"+name, 60*time.Second, func() error {
+		if err := e.get(t, ns, name, &rt); err != nil {
+			return err
+		}
+		if rt.PlacedDatabase() == "" {
+			return fmt.Errorf("not placed; conditions %v", rt.Status.Conditions)
+		}
+		return nil
+	})
+	return rt.PlacedDatabase()
+}
+
+// schemaIn reports whether schema exists in the database of url.
+func schemaIn(t *testing.T, url, schema string) bool {
+	t.Helper()
+	ctx := testContext(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// deleteAndWait deletes objects and waits until they are gone.
+func (e *operatorEnv) deleteAndWait(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := e.c.Delete(testContext(t), o); client.IgnoreNotFound(err) != nil {
+			t.Fatalf("deleting %s: %v", o.GetName(), err)
+		}
+	}
+	for _, o := range objs {
+		eventually(t, "deletion of "+o.GetName(), 60*time.Second, func() error {
+			err := e.get(t, o.GetNamespace(), o.GetName(), o)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+	}
+}
+
+// testDatabases: two MemoryDatabases (one behind a Secret shaped like
+// CloudNativePG's <cluster>-superuser, one behind a uri) with capacities 6
+// and 4, and ten runtimes created at once with a selector: the operator
+// places them 6 and 4 (in proportion, no database over its capacity even
+// though the ten are placed concurrently), records each placement in the
+// runtime's status, provisions each tenant on its database, and counts the
+// tenants in the databases' status. An eleventh finds no room (Stalled,
+// NoDatabaseAvailable) until a database gets more capacity. Deleting the
+// runtimes drops their schemas on the database each lives on.
+func (e *operatorEnv) testDatabases(t *testing.T) {
+	sfx := randomSuffix()
+	tier := "placement-" + sfx
+	urlA, urlB := testenv.NewDatabase(t), testenv.NewDatabase(t)
+	dbNameA := strings.TrimPrefix(mustParseURL(t, urlA).Path, "/")
+	mustCreate(t, e.c, cnpgSuperuserSecret(t, e.opNS, "pg-a-superuser-"+sfx, urlA))
+	mustCreate(t, e.c, uriSecret(e.opNS, "pg-b-"+sfx, urlB))
+	a := memoryDatabase("a-"+sfx, "pg-a-superuser-"+sfx, map[string]string{"tier": tier}, 6)
+	a.Spec.DatabaseName = dbNameA // CNPG's Secret says "*": any database
+	b := memoryDatabase("b-"+sfx, "pg-b-"+sfx, map[string]string{"tier": tier}, 4)
+	mustCreate(t, e.c, a)
+	mustCreate(t, e.c, b)
+	// A database name that does not exist on the server is the Secret's
+	// (or databaseName's) fault: Stalled, not retried as if it were down.
+	wrong := memoryDatabase("wrong-"+sfx, "pg-b-"+sfx, nil, 0)
+	wrong.Spec.DatabaseName = "no_such_database_" + sfx
+	mustCreate(t, e.c, wrong)
+	e.waitReachable(t, wrong.Name, false, memoryv1alpha1.ReasonConnectionInvalid)
+	e.waitKStatusDatabase(t, wrong.Name, status.FailedStatus)
+	e.deleteAndWait(t, wrong)
+	for _, d := range []string{a.Name, b.Name} {
+		got := e.waitReachable(t, d, true, memoryv1alpha1.ReasonConnected)
+		if got.Status.ServerVersion == "" || !hasExtension(got, "vector") || got.Status.BytesUsed == nil || got.Status.LastCheck == nil {
+			t.Errorf("status of %s: %+v", d, got.Status)
+		}
+	}
+
+	ns := e.newNamespace(t, "placement")
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() { mustCreate(t, e.c, databaseRuntime(ns, fmt.Sprintf("bot-%d", i), "", tier)) })
+	}
+	wg.Wait()
+	where := map[string][]string{}
+	for i := range 10 {
+		name := fmt.Sprintf("bot-%d", i)
+		db := e.placedOn(t, ns, name)
+		where[db] = append(where[db], name)
+		rt := e.waitCondition(t, ns, name, memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned)
+		url := map[string]string{a.Name: urlA, b.Name: urlB}[db]
+		other := map[string]string{a.Name: urlB, b.Name: urlA}[db]
+		if !schemaIn(t, url, rt.Status.Schema) || schemaIn(t, other, rt.Status.Schema) {
+			t.Errorf("%s: schema %s is not (only) in the database of %s", name, rt.Status.Schema, db)
+		}
+	}
+	t.Logf("ten runtimes placed and provisioned in %s: %v", time.Since(start).Round(time.Millisecond), where)
+	if len(where[a.Name]) != 6 || len(where[b.Name]) != 4 {
+		t.Errorf("placed %d on %s (capacity 6) and %d on %s (capacity 4): %v", len(where[a.Name]), a.Name, len(where[b.Name]), b.Name, where)
+	}
+	e.waitTenants(t, a.Name, 6)
+	e.waitTenants(t, b.Name, 4)
+	e.waitEvent(t, ns, "bot-0", memoryv1alpha1.ReasonPlaced, "the most room of")
+
+	// Both full: the eleventh waits, Stalled (a human must add room), and
+	// says why for each database.
+	eleventh := databaseRuntime(ns, "bot-10", "", tier)
+	mustCreate(t, e.c, eleventh)
+	got := e.waitCondition(t, ns, "bot-10", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonNoDatabaseAvailable)
+	if err := containsAll(got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, a.Name+": full (6 of 6 tenants)", b.Name+": full (4 of 4 tenants)"); err != nil {
+		t.Error(err)
+	}
+	e.waitKStatus(t, eleventh, status.FailedStatus, memoryv1alpha1.ReasonNoDatabaseAvailable)
+	// More room on b, but b cordoned: still none. Then uncordoned: placed.
+	update(t, e, &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: b.Name}}, func(d *memoryv1alpha1.MemoryDatabase) {
+		d.Spec.Capacity.MaxTenants, d.Spec.Cordoned = ptr.To[int32](5), true
+	})
+	e.waitCondition(t, ns, "bot-10", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonNoDatabaseAvailable)
+	eventually(t, "bot-10 says b is cordoned", 30*time.Second, func() error {
+		var rt memoryv1alpha1.MemoryRuntime
+		if err := e.get(t, ns, "bot-10", &rt); err != nil {
+			return err
+		}
+		return containsAll(rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, b.Name+": cordoned")
+	})
+	update(t, e, &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: b.Name}}, func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.Cordoned = false })
+	if db := e.placedOn(t, ns, "bot-10"); db != b.Name {
+		t.Errorf("bot-10 placed on %s, want %s (the only one with room)", db, b.Name)
+	}
+	e.waitCondition(t, ns, "bot-10", memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned)
+	e.waitTenants(t, b.Name, 5)
+
+	// A placed tenant never moves: a databaseRef naming the other database
+	// is refused, and the tenant stays where it is.
+	moved := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: where[a.Name][0]}}
+	update(t, e, moved, func(rt *memoryv1alpha1.MemoryRuntime) {
+		rt.Spec.Database.DatabaseSelector, rt.Spec.Database.DatabaseRef = nil, &memoryv1alpha1.DatabaseReference{Name: b.Name}
+	})
+	e.waitCondition(t, ns, moved.Name, memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonDatabaseChanged)
+	if db := e.placedOn(t, ns, moved.Name); db != a.Name {
+		t.Errorf("%s moved to %s", moved.Name, db)
+	}
+	update(t, e, moved, func(rt *memoryv1alpha1.MemoryRuntime) { rt.Spec.Database.DatabaseRef.Name = a.Name })
+	e.waitCondition(t, ns, moved.Name, memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned)
+
+	// Deleting the runtimes (reclaimPolicy Delete) drops each schema on
+	// the database it lives on; the databases count no tenant then.
+	var list memoryv1alpha1.MemoryRuntimeList
+	if err := e.c.List(testContext(t), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var objs []client.Object
+	schemas := map[string]string{}
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+		schemas[list.Items[i].Status.Schema] = map[string]string{a.Name: urlA, b.Name: urlB}[list.Items[i].PlacedDatabase()]
+	}
+	e.deleteAndWait(t, objs...)
+	for schema, url := range schemas {
+		if schemaIn(t, url, schema) {
+			t.Errorf("schema %s left behind after its runtime was deleted", schema)
+		}
+	}
+	e.waitTenants(t, a.Name, 0)
+	e.waitTenants(t, b.Name, 0)
+	e.deleteAndWait(t, a, b)
+}
+
+func (e *operatorEnv) waitTenants(t *testing.T, name string, want int32) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("MemoryDatabase %s counts %d tenants", name, want), 30*time.Second, func() error {
+		var d memoryv1alpha1.MemoryDatabase
+		if err := e.get(t, "", name, &d); err != nil {
+			return err
+		}
+		if d.Status.Tenants != want {
+			return fmt.Errorf("status.tenants %d", d.Status.Tenants)
+		}
+		return nil
+	})
+}
+
+func hasExtension(d *memoryv1alpha1.MemoryDatabase, name string) bool {
+	for _, x := range d.Status.Extensions {
+		if x.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }
+
+func mustParseURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// testDatabaseServerDown: two real PostgreSQL servers, one stopped. The
+// stopped one's MemoryDatabase reports it (Reachable False, a Warning
+// event); the runtime living there reports it too (DatabaseReady and Ready
+// False with reason DatabaseUnreachable, Reconciling: kstatus InProgress,
+// one Warning event), while the runtime on the other server stays Ready
+// and is not even written to; a new runtime with a selector that matches
+// both goes to the one that is up, although the stopped one has more room.
+// When the server is back, its tenant is Ready again with nothing edited.
+// What this scenario leaves on the suite's database (a MemoryDatabase and
+// two Ready runtimes) stays for the idle check.
+func (e *operatorEnv) testDatabaseServerDown(t *testing.T) {
+	in := testenv.NewInstance(t, "dbdown")
+	serverURL := in.Start(t)
+	downURL := in.NewDatabase(t)
+	sfx := randomSuffix()
+	tier := "down-" + sfx
+	mustCreate(t, e.c, uriSecret(e.opNS, "pg-up-"+sfx, e.adminURL))
+	downSecret := uriSecret(e.opNS, "pg-down-"+sfx, downURL)
+	mustCreate(t, e.c, downSecret)
+	up := memoryDatabase("up-"+sfx, "pg-up-"+sfx, map[string]string{"tier": tier}, 10)
+	down := memoryDatabase("down-"+sfx, "pg-down-"+sfx, map[string]string{"tier": tier}, 0) // no bound: the most room
+	mustCreate(t, e.c, up)
+	mustCreate(t, e.c, down)
+	e.waitReachable(t, up.Name, true, "")
+	e.waitReachable(t, down.Name, true, "")
+
+	ns := e.newNamespace(t, "dbdown")
+	onUp := e.readyRuntime(t, databaseRuntime(ns, "on-up", up.Name, ""))
+	onDown := e.readyRuntime(t, databaseRuntime(ns, "on-down", down.Name, ""))
+	if onUp.PlacedDatabase() != up.Name || onDown.PlacedDatabase() != down.Name {
+		t.Fatalf("placed on %q and %q", onUp.PlacedDatabase(), onDown.PlacedDatabase())
+	}
+	if !schemaIn(t, downURL, onDown.Status.Schema) {
+		t.Fatalf("schema %s is not on the second server", onDown.Status.Schema)
+	}
+
+	stopped := time.Now()
+	in.Stop(t)
+	got := e.waitReachable(t, down.Name, false, memoryv1alpha1.ReasonDatabaseUnreachable)
+	noticed := time.Since(stopped)
+	e.waitKStatusDatabase(t, down.Name, status.InProgressStatus)
+	rt := e.waitCondition(t, ns, "on-down", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonDatabaseUnreachable)
+	reported := time.Since(stopped)
+	if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != memoryv1alpha1.ReasonDatabaseUnreachable {
+		t.Errorf("Ready = %+v", c)
+	}
+	if err := containsAll(rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, down.Name, "unreachable"); err != nil {
+		t.Error(err)
+	}
+	e.waitKStatus(t, rt, status.InProgressStatus, memoryv1alpha1.ReasonDatabaseUnreachable)
+	e.waitEventSince(t, ns, "on-down", memoryv1alpha1.ReasonDatabaseUnreachable, down.Name, stopped)
+	e.waitEventSince(t, metav1.NamespaceDefault, down.Name, memoryv1alpha1.ReasonDatabaseUnreachable, "", stopped)
+	t.Logf("server stopped: its MemoryDatabase said so after %s, its runtime after %s (check interval 1 s); database message: %s",
+		noticed.Round(time.Millisecond), reported.Round(time.Millisecond), got.GetCondition(memoryv1alpha1.ConditionReachable).Message)
+
+	// A new tenant goes to the server that is up.
+	fresh := e.readyRuntime(t, databaseRuntime(ns, "new", "", tier))
+	if fresh.PlacedDatabase() != up.Name {
+		t.Errorf("the new runtime was placed on %q, want %s", fresh.PlacedDatabase(), up.Name)
+	}
+
+	// While the server stays down: one Warning per runtime, not one per
+	// check; the runtime on the other server is not written at all.
+	var beforeUp memoryv1alpha1.MemoryRuntime
+	if err := e.get(t, ns, "on-up", &beforeUp); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	warnings := 0
+	for _, ev := range e.events(t, ns, "on-down") {
+		if ev.Reason == memoryv1alpha1.ReasonDatabaseUnreachable && !ev.EventTime.Time.Before(stopped.Truncate(time.Microsecond)) {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d DatabaseUnreachable events about on-down since the server stopped, want 1", warnings)
+	}
+	var afterUp memoryv1alpha1.MemoryRuntime
+	if err := e.get(t, ns, "on-up", &afterUp); err != nil {
+		t.Fatal(err)
+	}
+	if afterUp.ResourceVersion != beforeUp.ResourceVersion {
+		t.Errorf("the runtime on the server that is up was written while the other was down")
+	}
+	e.waitCondition(t, ns, "on-up", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+
+	// The server comes back: nothing to edit (unless it came back on
+	// another port, which the script may have to pick).
+	if again := in.Start(t); again != serverURL {
+		t.Logf("the second server came back on another address; updating its Secret")
+		downURL = strings.Replace(downURL, mustParseURL(t, serverURL).Host, mustParseURL(t, again).Host, 1)
+		update(t, e, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.opNS, Name: downSecret.Name}}, func(s *corev1.Secret) {
+			s.Data = map[string][]byte{"uri": []byte(downURL)}
+		})
+	}
+	back := time.Now()
+	e.waitReachable(t, down.Name, true, memoryv1alpha1.ReasonConnected)
+	e.waitCondition(t, ns, "on-down", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	e.waitKStatus(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-down"}}, status.CurrentStatus, "")
+	t.Logf("server back: its tenant Ready again after %s", time.Since(back).Round(time.Millisecond))
+
+	// A restarted operator (no reservation, nothing remembered) finds the
+	// placed tenant where its status says and writes nothing.
+	mark := e.writes.count()
+	restarted := e.runtimes.restarted()
+	for range 2 {
+		if _, err := restarted.Reconcile(testContext(t), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "on-up"}}); err != nil {
+			t.Fatalf("reconcile of a restarted operator: %v", err)
+		}
+	}
+	for _, w := range e.writes.since(mark) {
+		if strings.Contains(w, "/namespaces/"+ns+"/") {
+			t.Errorf("a restarted operator wrote to a placed Ready runtime's namespace: %s", w)
+		}
+	}
+
+	// The tenant on the second server goes with its database; the others
+	// stay for the idle check.
+	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-down"}})
+	if schemaIn(t, downURL, onDown.Status.Schema) {
+		t.Errorf("schema %s left on the second server", onDown.Status.Schema)
+	}
+	e.deleteAndWait(t, down)
+}
+
+// waitKStatusDatabase waits until kstatus reports want for a MemoryDatabase.
+func (e *operatorEnv) waitKStatusDatabase(t *testing.T, name string, want status.Status) {
+	t.Helper()
+	e.waitKStatus(t, &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: name}}, want, "")
+}
+
+// testDatabaseCEL: what the API server refuses of a MemoryDatabase and of
+// the new database fields of a MemoryRuntime.
+func (e *operatorEnv) testDatabaseCEL(t *testing.T) {
+	ctx := testContext(t)
+	valid := memoryDatabase("valid-"+randomSuffix(), "pg", nil, 3)
+	valid.Spec.Capacity.MaxBytes = ptr.To(resourceMust("200Gi"))
+	if err := e.c.Create(ctx, valid, client.DryRunAll); err != nil {
+		t.Fatalf("a valid MemoryDatabase is refused: %v", err)
+	}
+	cases := []struct {
+		name   string
+		mutate func(*memoryv1alpha1.MemoryDatabase)
+		want   string
+	}{
+		{"negative maxBytes", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.Capacity.MaxBytes = ptr.To(resourceMust("-1Gi")) },
+			"capacity.maxBytes must be a positive size such as 200Gi"},
+		{"zero maxBytes", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.Capacity.MaxBytes = ptr.To(resourceMust("0")) },
+			"capacity.maxBytes must be a positive size such as 200Gi"},
+		{"negative maxTenants", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.Capacity.MaxTenants = ptr.To[int32](-1) },
+			"spec.capacity.maxTenants in body should be greater than or equal to 0"},
+		{"no Secret", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.SecretRef.Name = "" }, "spec.secretRef.name in body should be at least 1 chars long"},
+		{"database name with a slash", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.DatabaseName = "a/b" }, "databaseName must name one database: no /, ? or *"},
+		{"name not a DNS label", func(d *memoryv1alpha1.MemoryDatabase) { d.Name = "main.db" }, "metadata.name must be a DNS label"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := valid.DeepCopy()
+			c.mutate(d)
+			err := e.c.Create(ctx, d, client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("refused with %v, want %q", err, c.want)
+			}
+		})
+	}
+	ns := e.newNamespace(t, "dbcel")
+	for _, c := range []struct {
+		name   string
+		mutate func(*memoryv1alpha1.DatabaseSpec)
+	}{
+		{"databaseRef and clusterConnection", func(d *memoryv1alpha1.DatabaseSpec) {
+			d.ClusterConnection = "main"
+		}},
+		{"databaseRef and databaseSelector", func(d *memoryv1alpha1.DatabaseSpec) {
+			d.DatabaseSelector = &metav1.LabelSelector{}
+		}},
+	} {
+		rt := databaseRuntime(ns, "r", "a", "")
+		c.mutate(&rt.Spec.Database)
+		err := e.c.Create(ctx, rt, client.DryRunAll)
+		if want := "set exactly one of database.connectionSecretRef, database.clusterConnection, database.databaseRef or database.databaseSelector"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: refused with %v, want %q", c.name, err, want)
+		}
+	}
+	for _, rt := range []*memoryv1alpha1.MemoryRuntime{databaseRuntime(ns, "by-ref", "a", ""), databaseRuntime(ns, "by-selector", "", "x")} {
+		if err := e.c.Create(ctx, rt, client.DryRunAll); err != nil {
+			t.Errorf("%s is refused: %v", rt.Name, err)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// blockerPolicy is the tenant.BlockerPolicy of one provisioning of the
+// runtime of s: another tenant's session that blocks it for longer than
+// --tenant-blocker-max-age is ended, and each blocker reported becomes a
+// Warning event (reportBlocker).
+func (r *MemoryRuntimeReconciler) blockerPolicy(ctx context.Context, s *runtimeScope) tenant.BlockerPolicy {
+	// Reports come from the watcher's goroutine while the reconcile keeps
+	// building s.rt's status: events are recorded on a copy.
+	regarding := s.rt.DeepCopy()
+	schema, admin := s.schema, s.admin
+	return tenant.BlockerPolicy{MaxAge: r.opts.TenantBlockerMaxAge, Report: func(b tenant.Blocker) {
+		r.reportBlocker(ctx, regarding, schema, admin, b)
+	}}
+}
+
+// reportBlocker records a blocker: a Warning on the runtime being
+// provisioned, and, when the operator ended the session of another
+// tenant's login role, a Warning on that tenant's runtime too (found by the
+// namespace/name of the role's marker, and only if its UID matches).
+func (r *MemoryRuntimeReconciler) reportBlocker(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema, admin string, b tenant.Blocker) {
+	log := ctrl.LoggerFrom(ctx).WithValues("schema", schema, "pid", b.PID, "openFor", b.OpenFor.String())
+	who := scrubAdmin(b.String(), admin)
+	open := b.OpenFor.Round(100 * time.Millisecond)
+	if !b.Ended {
+		tenantBlockers.WithLabelValues("kept").Inc()
+		log.Info("provisioning waits for a session it does not end", "blocker", who, "problem", b.Problem)
+		r.eventer().warning(rt, memoryv1alpha1.ReasonProvisioningBlocked, "Provision",
+			"provisioning schema %s waits for %s, in the way for %s: %s", schema, who, open, b.Problem)
+		return
+	}
+	tenantBlockers.WithLabelValues("ended").Inc()
+	log.Info("ended another tenant's session that blocked provisioning", "blocker", who)
+	r.eventer().warning(rt, memoryv1alpha1.ReasonTenantBlockerEnded, "Provision",
+		"ended %s: its transaction had been open %s and blocked the provisioning of schema %s (--tenant-blocker-max-age %s)",
+		who, open, schema, r.opts.TenantBlockerMaxAge)
+	if other := r.runtimeOf(ctx, b.Tenant); other != nil {
+		r.eventer().warning(other, memoryv1alpha1.ReasonTransactionEnded, "Terminate",
+			"the operator ended session %d of this runtime's login role %s: its transaction had been open %s and blocked the provisioning of MemoryRuntime %s/%s; a tenant's transaction may block another tenant's provisioning for at most %s",
+			b.PID, b.Role, open, rt.Namespace, rt.Name, r.opts.TenantBlockerMaxAge)
+	}
+}
+
+// runtimeOf returns the MemoryRuntime an ownership marker names, if it
+// exists and carries the marker's UID.
+func (r *MemoryRuntimeReconciler) runtimeOf(ctx context.Context, o tenant.Owner) *memoryv1alpha1.MemoryRuntime {
+	if o.Namespace == "" || o.Name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var rt memoryv1alpha1.MemoryRuntime
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, &rt); err != nil || string(rt.UID) != o.UID {
+		return nil
+	}
+	return &rt
+}

@@ -1,0 +1,192 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// Writing an episode happens in two steps: a plan read and summarized
+// outside any transaction (the summary may wait for the LLM), then one
+// short transaction under the owner's lock that counts the owner's
+// episodes against limits.maxEpisodesPerOwner, inserts the episode and,
+// for EndSession, archives the session. Concurrent writers of one owner's
+// episodes are serialized by the lock, so none can pass the quota, and a
+// refused end writes nothing at all.
+
+// settleAttempts bounds how often a plan is made again because messages
+// arrived while it was summarized; the last attempt commits its plan.
+const settleAttempts = 3
+
+// episodePlan is what settling a session's episode will write.
+type episodePlan struct {
+	// messages is the session's message count the plan was made from.
+	messages int64
+	// existing is the episode the session already has (nothing to write).
+	existing *Episode
+	// episode is the new episode (nil: fewer than MinEpisodeUserTurns user
+	// messages, or existing set), with its embedding.
+	episode *Episode
+	vec     *pgv.Vector
+}
+
+// settled is what settleEpisode did.
+type settled struct {
+	episode *Episode // nil: the session has none
+	session Session  // after archiving (end only)
+	endedAt time.Time
+}
+
+// errSessionMoved: messages were appended between the plan and its commit.
+var errSessionMoved = errors.New("the session changed while its episode was summarized")
+
+// settleEpisode writes the episode of a session that has at least
+// MinEpisodeUserTurns user messages (or keeps the one it has) and, when
+// end is set, archives the session and records its end, in one
+// transaction. Errors: ErrNotFound; *QuotaError (nothing written).
+func (s *Store) settleEpisode(ctx context.Context, owner, id string, end bool) (*settled, error) {
+	for attempt := 1; ; attempt++ {
+		plan, err := s.planEpisode(ctx, owner, id)
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.commitEpisode(ctx, owner, id, plan, end, attempt == settleAttempts)
+		if errors.Is(err, errSessionMoved) {
+			continue
+		}
+		return out, err
+	}
+}
+
+// planEpisode reads the session and, when it needs an episode, summarizes
+// it. An owner already at its episode quota is refused here, before any
+// LLM call; commitEpisode decides for good under the lock.
+func (s *Store) planEpisode(ctx context.Context, owner, id string) (*episodePlan, error) {
+	plan := &episodePlan{}
+	e, err := scanEpisode(s.pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
+		WHERE e.owner_id = $1 AND e.session_id = $2`, owner, id))
+	switch {
+	case err == nil:
+		plan.existing = &e
+		return plan, nil
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, s.dbErr("reading the episode", err)
+	}
+	var turns int
+	var agent string
+	var first, last *time.Time
+	err = s.pool.QueryRow(ctx, `SELECT c.agent_id, c.message_count, count(g.seq) FILTER (WHERE g.role = 'user'), min(g.created_at), max(g.created_at)
+		FROM `+s.sql.sessions+` AS c LEFT JOIN `+s.sql.messages+` AS g ON g.owner_id = c.owner_id AND g.session_id = c.id
+		WHERE c.owner_id = $1 AND c.id = $2 GROUP BY c.agent_id, c.message_count`, owner, id).Scan(&agent, &plan.messages, &turns, &first, &last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.dbErr("counting the session's turns", err)
+	}
+	if turns < MinEpisodeUserTurns {
+		return plan, nil
+	}
+	if err := s.checkEpisodeQuota(ctx, s.pool, owner); err != nil {
+		return nil, err
+	}
+	summary, method, err := s.summarizeSession(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	plan.episode = &Episode{ID: newID(), Owner: owner, SessionID: id, Agent: agent, Summary: summary, Method: method,
+		UserTurns: turns, StartedAt: first.UTC(), EndedAt: last.UTC()}
+	plan.vec = s.embedSummary(ctx, summary)
+	return plan, nil
+}
+
+// summarizeSession summarizes the newest messages of a session (LLM, else extractive).
+func (s *Store) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
+	msgs, err := s.lastMessages(ctx, s.pool, owner, id, maxEpisodeMessages)
+	if err != nil {
+		return "", "", err
+	}
+	lines := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		lines = append(lines, s.summaryLine(m))
+	}
+	input, _ := newestWithin(lines, maxExtractPromptChars)
+	summary, method := s.summarize(ctx, strings.Split(input, "\n"))
+	return summary, method, nil
+}
+
+// checkEpisodeQuota refuses one more episode of an owner at
+// limits.maxEpisodesPerOwner.
+func (s *Store) checkEpisodeQuota(ctx context.Context, q querier, owner string) error {
+	n, err := s.countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
+	if err != nil {
+		return err
+	}
+	return overQuota(QuotaEpisodesPerOwner, s.policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
+		"nothing was written; raise the limit, or erase the owner's data, to record more episodes")
+}
+
+// commitEpisode writes plan in one transaction under the owner's lock.
+// Unless last, a session that received messages since the plan is
+// errSessionMoved (plan again); an episode written meanwhile by another
+// writer is kept and returned.
+func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episodePlan, end, last bool) (*settled, error) {
+	out := &settled{episode: plan.existing}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		sess, err := s.getSession(ctx, tx, owner, id, " FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		if plan.existing == nil && sess.MessageCount != plan.messages && !last {
+			return errSessionMoved
+		}
+		if plan.episode != nil {
+			if out.episode, err = s.insertEpisode(ctx, tx, plan); err != nil {
+				return err
+			}
+		}
+		if !end {
+			return nil
+		}
+		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
+			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
+		out.endedAt = out.endedAt.UTC()
+		return s.dbErr("ending the session", err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// insertEpisode inserts the planned episode after checking the quota, or
+// returns the one another writer stored first (both under the owner's lock).
+func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan) (*Episode, error) {
+	e := plan.episode
+	got, err := scanEpisode(tx.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
+		WHERE e.owner_id = $1 AND e.session_id = $2`, e.Owner, e.SessionID))
+	if err == nil {
+		return &got, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, s.dbErr("reading the episode", err)
+	}
+	if err := s.checkEpisodeQuota(ctx, tx, e.Owner); err != nil {
+		return nil, err
+	}
+	got, err = scanEpisode(tx.QueryRow(ctx, `INSERT INTO `+s.sql.episodes+` AS e (id, owner_id, session_id, agent_id, summary, method, user_turns, started_at, ended_at, embedding)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+episodeColumns,
+		e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec))
+	if err != nil {
+		return nil, s.dbErr("writing the episode", err)
+	}
+	return &got, nil
+}

@@ -1,0 +1,266 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// newCitusTenant provisions a tenant on a fresh database of the Citus
+// cluster of CITUS_URL (its schema a distributed schema on one worker).
+func newCitusTenant(t *testing.T) (*testTenant, *tenant.Result) {
+	t.Helper()
+	adminURL := testenv.NewCitusDatabase(t)
+	admin := testenv.NewPool(t, adminURL, 4)
+	schema := fmt.Sprintf("engram_move_%d", time.Now().UnixNano()%1e12)
+	res, err := tenant.Provision(testCtx(t), admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
+	if err != nil {
+		t.Fatalf("provisioning on Citus: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := tenant.Drop(context.Background(), admin, schema, testOwner(schema)); err != nil {
+			t.Logf("dropping tenant: %v", err)
+		}
+	})
+	return &testTenant{adminURL: adminURL, admin: admin, schema: schema,
+		loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password)}, res
+}
+
+// loadClient sends the load's requests; unlike testServer.do it is safe in
+// goroutines and reports failures instead of failing the test.
+type loadClient struct {
+	srv    *testServer
+	client *http.Client
+}
+
+// call sends one JSON request and returns the status (0 for a transport
+// error) and the body.
+func (c loadClient) call(method, path string, body any) (int, []byte) {
+	js, _ := json.Marshal(body)
+	hr, err := http.NewRequest(method, c.srv.base+path, bytes.NewReader(js))
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Authorization", "Bearer "+c.srv.token)
+	resp, err := c.client.Do(hr)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw
+}
+
+// ackedWrite is one add the service answered 201.
+type ackedWrite struct {
+	owner, id string
+	at        time.Time     // when the answer came
+	took      time.Duration // how long the add took
+}
+
+// loadResult is what the writers and the reader saw.
+type loadResult struct {
+	mu         sync.Mutex
+	acked      []ackedWrite
+	failedAdds []string
+	reads      int
+	failedRead []string
+}
+
+func (r *loadResult) ack(w ackedWrite) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acked = append(r.acked, w)
+}
+
+func (r *loadResult) fail(list *[]string, what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*list = append(*list, what)
+}
+
+// TestCitusMoveUnderLoad moves a tenant to the other worker while 4
+// writers and a reader use it through the memory service: no acknowledged
+// write is lost and no read fails. The move's duration and the longest
+// add during it (the write pause of the final switch) are logged.
+func TestCitusMoveUnderLoad(t *testing.T) {
+	tn, res := newCitusTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	ctx := testCtx(t)
+	c, err := tenant.DetectCitus(ctx, tn.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := c.Workers[0]
+	if target == res.Worker {
+		target = c.Workers[1]
+	}
+	// Some rows to copy: 2,000 memories of 20 owners, written as the admin.
+	if _, err := tn.admin.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.memories (id, owner_id, source, category, content, embedding)
+		SELECT gen_random_uuid(), 'seed-' || (g %% 20), 'user', 'project', 'seed fact number ' || g,
+			(SELECT array_agg(random())::real[] FROM generate_series(1, %d) WHERE g > 0)::vector
+		FROM generate_series(1, 2000) g`, tn.schema, testDims)); err != nil {
+		t.Fatalf("seeding: %v", err)
+	}
+
+	lc := loadClient{srv: srv, client: &http.Client{Timeout: 30 * time.Second}}
+	var out loadResult
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// Bounded in count and time whatever the machine's speed.
+	const maxOps = 5000
+	deadline := time.Now().Add(3 * time.Minute)
+	running := func(i int) bool {
+		select {
+		case <-stop:
+			return false
+		default:
+			return i < maxOps && time.Now().Before(deadline)
+		}
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("writer-%d", w)
+			for i := 0; running(i); i++ {
+				start := time.Now()
+				status, body := lc.call("POST", memPath(owner, "memories"),
+					map[string]any{"content": fmt.Sprintf("writer %d wrote fact %d about topic %d", w, i, i*7919%1000)})
+				if status != http.StatusCreated {
+					out.fail(&out.failedAdds, fmt.Sprintf("%s #%d: %d %s", owner, i, status, body))
+					continue
+				}
+				var r memory.AddResult
+				if err := json.Unmarshal(body, &r); err != nil {
+					out.fail(&out.failedAdds, fmt.Sprintf("%s #%d: bad body %s", owner, i, body))
+					continue
+				}
+				out.ack(ackedWrite{owner: owner, id: r.Memory.ID, at: time.Now(), took: time.Since(start)})
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; running(i); i++ {
+			owner := fmt.Sprintf("seed-%d", i%20)
+			status, body := lc.call("POST", memPath(owner, "search"), map[string]any{"query": "seed fact", "topK": 10})
+			out.mu.Lock()
+			out.reads++
+			out.mu.Unlock()
+			if status != http.StatusOK {
+				out.fail(&out.failedRead, fmt.Sprintf("search %s: %d %s", owner, status, body))
+			}
+		}
+	}()
+
+	time.Sleep(2 * time.Second) // load before the move
+	var progress []tenant.MoveProgress
+	moveStart := time.Now()
+	mv, err := tenant.MoveSchema(ctx, tn.admin, tenant.MoveSpec{Schema: tn.schema, Owner: testOwner(tn.schema), To: target,
+		Progress: func(p tenant.MoveProgress) { progress = append(progress, p) }})
+	moveEnd := time.Now()
+	time.Sleep(2 * time.Second) // load after the move
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("MoveSchema: %v", err)
+	}
+	if !mv.Moved || mv.From != res.Worker || mv.To != target {
+		t.Fatalf("MoveResult %+v, want a move from %s to %s", mv, res.Worker, target)
+	}
+	if p, err := tenant.SchemaPlacement(ctx, tn.admin, tn.schema); err != nil || p.Worker != target {
+		t.Fatalf("placement after the move: %+v, %v; want %s", p, err, target)
+	}
+
+	// Every acknowledged write is there, read back through the service.
+	for _, w := range out.acked {
+		status, body := lc.call("GET", memPath(w.owner, "memories", w.id), nil)
+		if status != http.StatusOK {
+			t.Errorf("acknowledged write %s of %s lost after the move: %d %s", w.id, w.owner, status, body)
+		}
+	}
+	if len(out.failedRead) > 0 {
+		t.Errorf("%d of %d reads failed, e.g. %s", len(out.failedRead), out.reads, out.failedRead[0])
+	}
+	if len(out.failedAdds) > 0 {
+		t.Errorf("%d adds failed, e.g. %s", len(out.failedAdds), out.failedAdds[0])
+	}
+	var during, outside []time.Duration
+	for _, w := range out.acked {
+		if w.at.After(moveStart) && w.at.Add(-w.took).Before(moveEnd) {
+			during = append(during, w.took)
+		} else {
+			outside = append(outside, w.took)
+		}
+	}
+	slices.Sort(outside)
+	var longestOutside time.Duration
+	if len(outside) > 0 {
+		longestOutside = outside[len(outside)-1]
+	}
+	slices.Sort(during)
+	var longest time.Duration
+	if len(during) > 0 {
+		longest = during[len(during)-1]
+	}
+	t.Logf("move %s -> %s took %s (%d progress readings); %d acknowledged adds (%d during the move: longest %s, median %s; outside it: longest %s, median %s), %d reads, 0 lost",
+		mv.From, mv.To, mv.Duration.Round(time.Millisecond), len(progress), len(out.acked), len(during),
+		longest.Round(time.Millisecond), median(during).Round(time.Millisecond),
+		longestOutside.Round(time.Millisecond), median(outside).Round(time.Millisecond), out.reads)
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// TestCitusLockTimeoutOnWorker: on Citus the owner's row lock is waited for
+// on the worker, in a session Citus opens as the tenant's role, where the
+// service's lock_timeout (a startup parameter of its coordinator session)
+// does not reach; provisioning gives the role the service's default
+// lock_timeout, so the wait still ends in 503 after about that long, not
+// after the statement timeout.
+func TestCitusLockTimeoutOnWorker(t *testing.T) {
+	if memory.DefaultLockTimeout != tenant.CitusWorkerLockTimeout {
+		t.Fatalf("tenant.CitusWorkerLockTimeout %s differs from memory.DefaultLockTimeout %s", tenant.CitusWorkerLockTimeout, memory.DefaultLockTimeout)
+	}
+	tn, _ := newCitusTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-statement-timeout=60s"}})
+	add := func(owner, content string) *response {
+		return srv.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": content}})
+	}
+	add("stuck", "Stuck plays the cello").want(t, 201)
+	tx, err := tn.admin.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(testCtx(t), `SELECT FROM `+tn.schema+`.owner_locks WHERE owner_id = 'stuck' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	add("stuck", "Stuck also plays the viola").want(t, 503)
+	if took := time.Since(start); took > 4*tenant.CitusWorkerLockTimeout {
+		t.Fatalf("answered after %s, want about the workers' lock timeout of %s (the statement timeout is 60s)", took, tenant.CitusWorkerLockTimeout)
+	}
+	add("free", "Free plays the drums").want(t, 201)
+}

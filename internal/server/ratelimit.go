@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/memory"
+)
+
+// Rate limits per credential (docs/api.md#rate-limits): every API request
+// takes a token from its credential's bucket (--rate-limit-*), and the
+// requests that call the runtime's LLM (extraction, ending a session,
+// compaction) take one from a second, smaller bucket too
+// (--llm-rate-limit-*). The check runs after authentication and before the
+// handler, so a 429 writes nothing, and a request that got its token runs
+// to its end: no acknowledged write is ever undone by the limit.
+
+// limits holds the two tables of buckets of a server.
+type limits struct {
+	requests *buckets
+	llm      *buckets
+	metrics  *Metrics
+	// requestLimit and llmLimit are the settings, for the 429's detail.
+	requestLimit, llmLimit RateLimit
+}
+
+func newLimits(o Options, m *Metrics) *limits {
+	return &limits{
+		requests: newBuckets(o.RateLimit, time.Now), llm: newBuckets(o.LLMRateLimit, time.Now),
+		metrics: m, requestLimit: o.RateLimit, llmLimit: o.LLMRateLimit,
+	}
+}
+
+// Label values of engram_rate_limited_total.
+const (
+	limitClassAPI           = "api" // every API request (/v1, /mcp)
+	limitClassLLM           = "llm" // LLM-backed requests, and the arbiter's calls
+	limitRejected           = "rejected"
+	limitArbitrationSkipped = "arbitration_skipped"
+)
+
+// bucketKey identifies a credential: a static token's name (or digest
+// prefix) and a signed token's subject, in separate spaces so a minted
+// subject can never share a static token's bucket. Nothing a caller can
+// vary per request (the owner in the path, a header) is part of it.
+func bucketKey(c auth.Credential) string {
+	if c.Expires.IsZero() {
+		return "static:" + c.ID
+	}
+	return "signed:" + c.ID
+}
+
+// admit takes a token of the request's credential for any API request.
+func (l *limits) admit(c auth.Credential) *Problem {
+	ok, wait := l.requests.take(bucketKey(c))
+	if ok {
+		return nil
+	}
+	l.metrics.rateLimited.WithLabelValues(limitClassAPI, limitRejected).Inc()
+	return rateLimitedProblem("requests", l.requestLimit, wait)
+}
+
+// mcpCalls counts the tool calls of one API request. The request's token
+// pays for the first; a JSON-RPC batch (MCP protocol versions before
+// 2025-06-18 allow them) pays a token for each further call, so batching
+// is no way around the limit.
+type mcpCalls struct{}
+
+// withToolCalls gives an API request's context its tool call counter.
+func withToolCalls(ctx context.Context) context.Context {
+	return context.WithValue(ctx, mcpCalls{}, new(atomic.Int32))
+}
+
+// admitToolCall charges a tool call beyond the first of its request.
+func (l *limits) admitToolCall(ctx context.Context) error {
+	n, ok := ctx.Value(mcpCalls{}).(*atomic.Int32)
+	if !ok || n.Add(1) == 1 {
+		return nil
+	}
+	c, ok := credentialOf(ctx)
+	if !ok {
+		return errToolCredential
+	}
+	if p := l.admit(c); p != nil {
+		return problemError{p}
+	}
+	return nil
+}
+
+// llmCharged marks a request context whose LLM token is taken, so the
+// model calls it makes are not charged again (limitedLLM).
+type llmCharged struct{}
+
+// admitLLM takes a token of the LLM bucket for an LLM-backed request and
+// returns the context its handler runs with.
+func (l *limits) admitLLM(ctx context.Context) (context.Context, *Problem) {
+	c, ok := credentialOf(ctx)
+	if !ok {
+		return ctx, nil // cannot happen behind authenticate; the handler fails closed
+	}
+	ok, wait := l.llm.take(bucketKey(c))
+	if !ok {
+		l.metrics.rateLimited.WithLabelValues(limitClassLLM, limitRejected).Inc()
+		return ctx, rateLimitedProblem("LLM-backed requests (extract, end, compact)", l.llmLimit, wait)
+	}
+	return context.WithValue(ctx, llmCharged{}, true), nil
+}
+
+// llmRoute wraps the handler of a route that calls the runtime's LLM: it
+// takes a token of the LLM bucket first. Without an LLM the route costs
+// nothing more (it makes no model call).
+func (s *Server) llmRoute(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.hasLLM {
+			h(w, r)
+			return
+		}
+		ctx, p := s.limits.admitLLM(r.Context())
+		if p != nil {
+			writeProblem(w, r, p)
+			return
+		}
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// mcpLLM is llmRoute for an MCP tool: the refusal is a tool error naming
+// the wait.
+func (s *Server) mcpLLM(ctx context.Context) (context.Context, error) {
+	if !s.hasLLM {
+		return ctx, nil
+	}
+	ctx, p := s.limits.admitLLM(ctx)
+	if p != nil {
+		return ctx, problemError{p}
+	}
+	return ctx, nil
+}
+
+// rateLimitedProblem is the 429 of an empty bucket; Retry-After is the
+// wait until the bucket holds a token again, in whole seconds (at least 1).
+func rateLimitedProblem(what string, l RateLimit, wait time.Duration) *Problem {
+	secs := max(1, int(math.Ceil(wait.Seconds())))
+	p := newProblem(probRateLimited, fmt.Sprintf("this token is over its limit of %d %s a minute (bursts of %d); retry in %d s",
+		l.PerMinute, what, l.Burst, secs))
+	p.retryAfter = secs
+	return p
+}
+
+// errLLMRateLimited is what a model call not covered by an LLM-backed
+// request (the arbiter of an add) gets when the credential's LLM bucket is
+// empty: the arbiter falls back to inserting, as when the LLM fails.
+var errLLMRateLimited = errors.New("the LLM rate limit of this token is reached; the model was not asked")
+
+// limitedLLM charges the model calls of requests that are not LLM-backed
+// routes (the arbitration of adds) to the credential's LLM bucket. Calls
+// without a credential (none in the service) pass.
+type limitedLLM struct {
+	next   memory.LLM
+	limits *limits
+}
+
+func (l *limitedLLM) CompleteJSON(ctx context.Context, system, user string) (string, error) {
+	if c, ok := credentialOf(ctx); ok && ctx.Value(llmCharged{}) == nil {
+		if ok, _ := l.limits.llm.take(bucketKey(c)); !ok {
+			l.limits.metrics.rateLimited.WithLabelValues(limitClassLLM, limitArbitrationSkipped).Inc()
+			return "", errLLMRateLimited
+		}
+	}
+	return l.next.CompleteJSON(ctx, system, user)
+}
+
+// wrapLLM puts the LLM limit in front of the runtime's model (Start wraps
+// the instrumented one, so a refused call is no upstream error).
+func (l *limits) wrapLLM(next memory.LLM) memory.LLM {
+	if l.llm == nil {
+		return next
+	}
+	return &limitedLLM{next: next, limits: l}
+}
