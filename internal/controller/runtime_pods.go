@@ -36,14 +36,18 @@ func (r *MemoryRuntimeReconciler) podTrouble(ctx context.Context, rt *memoryv1al
 
 // describePodTrouble names the first Pod (by name, so the text stays the
 // same from one reconcile to the next and the status is not rewritten)
-// whose service container was OOM-killed or waits for a reason it cannot
-// leave by itself; "" when there is none. Restart counts and the kubelet's
-// back-off messages are left out on purpose: they change on every crash.
+// that no node will take, or whose service container was OOM-killed or
+// waits for a reason it cannot leave by itself; "" when there is none.
+// Restart counts and the kubelet's back-off messages are left out on
+// purpose: they change on every crash.
 func describePodTrouble(rt *memoryv1alpha1.MemoryRuntime, pods []corev1.Pod) string {
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			continue
+		}
+		if msg, ok := unschedulable(&p); ok {
+			return fmt.Sprintf("pod %s cannot be scheduled: %s (check spec.service.nodeSelector, tolerations, affinity, topologySpreadConstraints, priorityClassName and resources)", p.Name, msg)
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name != naming.ContainerSvc {
@@ -71,4 +75,17 @@ func oomKilled(cs corev1.ContainerStatus) bool {
 		}
 	}
 	return false
+}
+
+// unschedulable reports the scheduler's message for a Pod no node can take
+// (PodScheduled False, reason Unschedulable). The message counts nodes
+// and names the predicates that failed; it changes only when the cluster
+// does, not on every scheduling attempt.
+func unschedulable(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return strings.TrimSpace(c.Message), true
+		}
+	}
+	return "", false
 }

@@ -61,3 +61,27 @@ func TestPodTroubleOOMKilled(t *testing.T) {
 		t.Errorf("the text changes from one crash to the next (%q, %q): every crash would rewrite the status", a, b)
 	}
 }
+
+// TestPodTroubleUnschedulable: a service Pod the scheduler cannot place
+// (a nodeSelector no node matches, say) is named in the status with the
+// scheduler's reason and the fields that decide where Pods go; a Pod
+// merely waiting for its first scheduling attempt says nothing.
+func TestPodTroubleUnschedulable(t *testing.T) {
+	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "placed", Namespace: "team-a"}}
+	pending := func(name string, cond corev1.PodCondition) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{cond}}}
+	}
+	msg := "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+	stuck := pending("placed-a", corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg})
+	got := describePodTrouble(rt, []corev1.Pod{stuck})
+	for _, w := range []string{"pod placed-a cannot be scheduled", msg, "spec.service.nodeSelector"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("%q lacks %q", got, w)
+		}
+	}
+	fresh := pending("placed-b", corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulerError"})
+	if got := describePodTrouble(rt, []corev1.Pod{fresh}); got != "" {
+		t.Errorf("a Pod not (yet) unschedulable: %q, want nothing", got)
+	}
+}
