@@ -85,9 +85,9 @@ func (cl *cluster) applyConnection(t *testing.T, podDBURL string) {
 }
 
 // installHelm installs charts/engram the way the README tells users to,
-// with the suite's image and a pull policy that never pulls, and
-// uninstalls it when the test ends.
-func (cl *cluster) installHelm(t *testing.T) {
+// with the suite's image, a pull policy that never pulls and monitoringNS
+// as the namespace Prometheus runs in, and uninstalls it when the test ends.
+func (cl *cluster) installHelm(t *testing.T, monitoringNS string) {
 	t.Helper()
 	helm := testenv.Binary(t, "ENGRAM_HELM", "make test builds helm into ./bin and sets ENGRAM_HELM")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -95,7 +95,8 @@ func (cl *cluster) installHelm(t *testing.T) {
 	start := time.Now()
 	cl.runTool(t, ctx, helm, "install", "engram", "charts/engram", "--namespace", operatorNamespace,
 		"--set", "image.repository="+imageRepo, "--set", "image.tag="+imageTag, "--set", "image.pullPolicy=Never",
-		"--set", "logFormat=text", "--wait", "--timeout", "5m")
+		"--set", "logFormat=text", "--set", `monitoring.namespaceLabels.kubernetes\.io/metadata\.name=`+monitoringNS,
+		"--wait", "--timeout", "5m")
 	t.Logf("helm install: operator Ready in %s", time.Since(start).Round(100*time.Millisecond))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -39,6 +39,10 @@ type env struct {
 	// full: every scenario (the helm pass); the kustomize pass checks
 	// that the other install runs the samples and their jobs.
 	full bool
+	// monitoringNS is the namespace the chart was told Prometheus runs in
+	// (monitoring.namespaceLabels): the only one whose Pods may read the
+	// operator's and the memory services' metrics.
+	monitoringNS string
 }
 
 func TestNode(t *testing.T) {
@@ -57,8 +61,9 @@ func TestNode(t *testing.T) {
 	t.Run("helm", func(t *testing.T) {
 		cl.createNamespace(t, operatorNamespace)
 		cl.applyConnection(t, podDB)
-		cl.installHelm(t)
-		e := &env{cl: cl, tenants: tn, full: true}
+		monitoringNS := "e2e-monitoring-" + randomHex(3)
+		cl.installHelm(t, monitoringNS)
+		e := &env{cl: cl, tenants: tn, full: true, monitoringNS: monitoringNS}
 		e.samplesNS = e.namespace(t, "samples")
 		t.Run("samples Ready on real Pods, REST and MCP through the Service", e.testSamples)
 		t.Run("a RetentionJob's CronJob runs manager job in a Pod", e.testRetention)

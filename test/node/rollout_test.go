@@ -258,7 +258,7 @@ func (l *load) checkAcked(t *testing.T, ctx context.Context, s *svc, owner strin
 	lost := 0
 	for _, id := range ids {
 		var got addedMemory
-		if err := s.do(ctx, http.MethodGet, "/v1/owners/"+owner+"/memories/"+id, nil, &got.Memory); err != nil {
+		if err := s.doPaced(ctx, http.MethodGet, "/v1/owners/"+owner+"/memories/"+id, nil, &got.Memory); err != nil {
 			lost++
 			t.Errorf("acknowledged write %s: %v", id, err)
 		}

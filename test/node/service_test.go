@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -38,6 +39,24 @@ func (e *env) service(t *testing.T, ns, name string) *svc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	out := e.serviceOf(t, ctx, ns, name)
+	if e.cl.ours {
+		out.direct(t, ctx, "http", &http.Client{Timeout: 10 * time.Second})
+		return out
+	}
+	hc, err := rest.HTTPClientFor(e.cl.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc.Timeout = 10 * time.Second
+	out.base, out.hc, out.proxied = strings.TrimRight(e.cl.cfg.Host, "/")+kubectlengram.ProxyPath(ns, naming.ServiceName(name), false, ""), hc, true
+	return out
+}
+
+// serviceOf reads the Service of runtime name and its admin token; the
+// caller says how to reach it.
+func (e *env) serviceOf(t *testing.T, ctx context.Context, ns, name string) *svc {
+	t.Helper()
 	var s corev1.Service
 	if err := e.cl.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.ServiceName(name)}, &s); err != nil {
 		t.Fatalf("reading the Service of %s: %v", name, err)
@@ -50,38 +69,34 @@ func (e *env) service(t *testing.T, ns, name string) *svc {
 	if tok == "" {
 		t.Fatalf("no admin token in %s", naming.APITokenSecretName(name))
 	}
-	out := &svc{token: tok, clusterIP: net.JoinHostPort(s.Spec.ClusterIP, strconv.Itoa(int(s.Spec.Ports[0].Port)))}
-	if e.cl.ours {
-		out.base = "http://" + out.clusterIP
-		out.hc = &http.Client{Timeout: 10 * time.Second}
-		// kube-proxy programs a new Service's rules a moment after its
-		// endpoints exist (refused until then).
-		err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
-			resp, err := out.hc.Get(out.base + "/readyz")
-			if err != nil {
-				return false, err
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, nil
-		})
+	return &svc{token: tok, clusterIP: net.JoinHostPort(s.Spec.ClusterIP, strconv.Itoa(int(s.Spec.Ports[0].Port)))}
+}
+
+// direct calls the Service at its ClusterIP from the host (the node's
+// kube-proxy rules route it to a Pod) with hc, once it answers /readyz:
+// kube-proxy programs a new Service's rules a moment after its endpoints
+// exist (refused until then).
+func (s *svc) direct(t *testing.T, ctx context.Context, scheme string, hc *http.Client) {
+	t.Helper()
+	s.base, s.hc = scheme+"://"+s.clusterIP, hc
+	err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
+		resp, err := s.hc.Get(s.base + "/readyz")
 		if err != nil {
-			t.Fatalf("the Service of %s at %s: %v", name, out.base, err)
+			return false, err
 		}
-		return out
-	}
-	hc, err := rest.HTTPClientFor(e.cl.cfg)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the Service at %s: %v", s.base, err)
 	}
-	hc.Timeout = 10 * time.Second
-	out.base, out.hc, out.proxied = strings.TrimRight(e.cl.cfg.Host, "/")+kubectlengram.ProxyPath(ns, naming.ServiceName(name), false, ""), hc, true
-	return out
 }
 
 // statusError is an answer other than 2xx.
 type statusError struct {
-	status int
-	body   string
+	status     int
+	body       string
+	retryAfter string // the Retry-After header of a 429
 }
 
 func (e *statusError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.body) }
@@ -114,12 +129,36 @@ func (s *svc) do(ctx context.Context, method, path string, body, out any) error 
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return &statusError{status: resp.StatusCode, body: string(raw)}
+		return &statusError{status: resp.StatusCode, body: string(raw), retryAfter: resp.Header.Get("Retry-After")}
 	}
 	if out != nil && len(raw) > 0 {
 		return json.Unmarshal(raw, out)
 	}
 	return nil
+}
+
+// doPaced is do for a client reading many things back at once: past the
+// token's rate limit (spec.service.limits.rateLimit, 100 a second by
+// default) the service answers 429 with Retry-After, and doPaced waits
+// that long and asks again, at most a minute in all.
+func (s *svc) doPaced(ctx context.Context, method, path string, body, out any) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := s.do(ctx, method, path, body, out)
+		var se *statusError
+		if !errors.As(err, &se) || se.status != http.StatusTooManyRequests || time.Now().After(deadline) {
+			return err
+		}
+		wait := time.Second
+		if secs, convErr := strconv.Atoi(se.retryAfter); convErr == nil && secs > 0 && secs <= 10 {
+			wait = time.Duration(secs) * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // authorize sets the service token where it survives the way in: the API
