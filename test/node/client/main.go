@@ -3,7 +3,11 @@
 // with `kubectl exec`, because the engram image has no shell or client.
 //
 //	client -serve                       stay up until SIGTERM (the Pod's main process)
-//	client [-X METHOD] [-H 'K: V']... [-d BODY] [-timeout 5s] URL
+//	client [-X METHOD] [-H 'K: V']... [-d BODY] [-timeout 5s] [-ca BASE64-PEM -servername NAME] URL
+//
+// With -ca, an https URL's certificate must verify against that CA (and
+// no other) for the name -servername: the Pods have no cluster DNS, so
+// the suite calls a Service's ClusterIP and names the Service here.
 //
 // A request prints the status code on the first line and the body after
 // it, and exits 0 whatever the status; a request that got no answer
@@ -13,6 +17,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +41,8 @@ func main() {
 	method := flag.String("X", http.MethodGet, "HTTP method")
 	data := flag.String("d", "", "request body")
 	timeout := flag.Duration("timeout", 5*time.Second, "request timeout")
+	ca := flag.String("ca", "", "the CA certificate(s) an https server must verify against, PEM encoded in base64")
+	serverName := flag.String("servername", "", "the name the server's certificate must hold (default: the URL's host)")
 	var hs headers
 	flag.Var(&hs, "H", "request header 'Name: value' (repeatable)")
 	flag.Parse()
@@ -47,10 +56,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: client [-X METHOD] [-H 'K: V'] [-d BODY] [-timeout D] URL | client -serve")
 		os.Exit(2)
 	}
-	os.Exit(request(*method, flag.Arg(0), *data, hs, *timeout))
+	hc := &http.Client{Timeout: *timeout}
+	if *ca != "" {
+		cfg, err := tlsConfig(*ca, *serverName)
+		if err != nil {
+			fmt.Println("bad -ca:", err)
+			os.Exit(2)
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: cfg}
+	}
+	os.Exit(request(hc, *method, flag.Arg(0), *data, hs))
 }
 
-func request(method, url, data string, hs headers, timeout time.Duration) int {
+// tlsConfig trusts only the CA of caB64 (base64 of PEM) and verifies the
+// server's certificate for serverName.
+func tlsConfig(caB64, serverName string) (*tls.Config, error) {
+	pemBytes, err := base64.StdEncoding.DecodeString(caB64)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		return nil, fmt.Errorf("no PEM certificate in it")
+	}
+	return &tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}, nil
+}
+
+func request(hc *http.Client, method, url, data string, hs headers) int {
 	var body io.Reader
 	if data != "" {
 		body = strings.NewReader(data)
@@ -71,7 +103,7 @@ func request(method, url, data string, hs headers, timeout time.Duration) int {
 	if data != "" && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		fmt.Println("no answer:", err)
 		return 3
