@@ -90,6 +90,9 @@ func upNode(ctx context.Context, cfg config) error {
 		SamplesDir: filepath.Join(cfg.repoRoot, "config", "samples"),
 		Endpoint:   func(ns, name string) string { return clusterIPURL(ctx, c, ns, name) },
 		Wait:       3 * time.Minute,
+		// The demo's own namespace: a memory store an earlier demo left
+		// (the node started afresh, make demo before) is taken over.
+		TakeOverEarlier: true,
 	}
 	report, err := sc.Run(ctx)
 	if err != nil {

@@ -39,6 +39,9 @@ type Scenario struct {
 	Out      io.Writer
 	// Wait bounds each wait for the operator or the service; default 90s.
 	Wait time.Duration
+	// TakeOverEarlier lets the demo take over the schema an earlier runtime
+	// of the samples' namespace and name left in PostgreSQL (stalled.go).
+	TakeOverEarlier bool
 
 	// samples are the names of what apply applied: the story is theirs,
 	// whatever else the namespace holds.
@@ -151,6 +154,9 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.samples.runtime}, &rt); err != nil {
 			return false, err
 		}
+		if err := s.checkStalled(ctx, &rt); err != nil {
+			return false, err
+		}
 		c := apimeta.FindStatusCondition(rt.Status.Conditions, memoryv1alpha1.ConditionReady)
 		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rt.Generation {
 			return false, nil
@@ -189,13 +195,25 @@ func (s *Scenario) othersReported() (bool, error) {
 }
 
 // poll calls cond every 250ms until it is true, fails, or s.Wait passes.
+// A StalledError that stays for stalledGrace ends it early: waiting longer
+// would not help (stalled.go).
 func (s *Scenario) poll(ctx context.Context, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(s.Wait)
 	var last error
+	var stalledSince time.Time
 	for time.Now().Before(deadline) {
 		ok, err := cond()
 		if ok && err == nil {
 			return nil
+		}
+		var stalled *StalledError
+		switch {
+		case !errors.As(err, &stalled):
+			stalledSince = time.Time{}
+		case stalledSince.IsZero():
+			stalledSince = time.Now()
+		case time.Since(stalledSince) >= stalledGrace:
+			return err
 		}
 		last = err
 		select {

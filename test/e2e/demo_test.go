@@ -118,14 +118,18 @@ func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 	return e
 }
 
-// play runs the demo's scenario in the environment.
-func (e *demoEnv) play(t *testing.T, ctx context.Context) *demo.Report {
-	t.Helper()
-	sc := &demo.Scenario{
+// scenario is the demo's scenario in the environment.
+func (e *demoEnv) scenario(t *testing.T) *demo.Scenario {
+	return &demo.Scenario{
 		Client: e.c, Config: e.cfg, Out: &logWriter{t: t}, Endpoint: e.kubelet.Endpoint, Namespace: e.ns,
 		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
 	}
-	r, err := sc.Run(ctx)
+}
+
+// play runs the demo's scenario in the environment.
+func (e *demoEnv) play(t *testing.T, ctx context.Context) *demo.Report {
+	t.Helper()
+	r, err := e.scenario(t).Run(ctx)
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
