@@ -101,7 +101,8 @@ const (
 	ReasonTenantBlockerEnded = "TenantBlockerEnded"
 	// ReasonTransactionEnded: the event on the runtime whose login role's
 	// session the operator ended, because it blocked another runtime's
-	// provisioning for too long.
+	// provisioning for too long, or because its transaction held back the
+	// cleanup (VACUUM) of the whole database for too long (the reaper).
 	ReasonTransactionEnded = "TransactionEnded"
 
 	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.

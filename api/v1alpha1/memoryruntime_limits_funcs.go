@@ -7,6 +7,9 @@ var (
 	DefaultLLMRateLimit = RateLimit{RequestsPerMinute: 60, Burst: 20}
 )
 
+// DefaultMaxInflightPerCredential is spec.service.limits.maxInflightPerCredential's default.
+const DefaultMaxInflightPerCredential int32 = 16
+
 // DefaultMetricsPort is the port of the memory service's /metrics.
 const DefaultMetricsPort int32 = 9090
 
@@ -24,6 +27,14 @@ func (r *MemoryRuntime) LLMRateLimitOrDefault() RateLimit {
 		return *l.LLMRateLimit
 	}
 	return DefaultLLMRateLimit
+}
+
+// MaxInflightPerCredentialOrDefault is spec.service.limits.maxInflightPerCredential or its default.
+func (r *MemoryRuntime) MaxInflightPerCredentialOrDefault() int32 {
+	if l := r.Spec.Service.Limits; l != nil && l.MaxInflightPerCredential > 0 {
+		return l.MaxInflightPerCredential
+	}
+	return DefaultMaxInflightPerCredential
 }
 
 // MetricsPort is the port the memory service serves /metrics on, apart

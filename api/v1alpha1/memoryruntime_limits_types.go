@@ -31,6 +31,18 @@ type ServiceLimits struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 65536 && self <= 67108864",message="service.limits.maxResponseBytes must be between 65536 (64 KiB) and 67108864 (64 MiB); leave it out for the default of 1048576 (1 MiB)"
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
+
+	// MaxInflightPerCredential is how many API requests one credential (a
+	// static token's name, a signed token's subject) may have in flight at
+	// once in each replica, reading its body included: past it the service
+	// answers 429 rate-limited with Retry-After 1. The rate limit bounds how
+	// many requests a credential starts, this how many it holds at once, so
+	// that one whose requests last (a body that trickles, an answer never
+	// read) cannot hold the 64 requests a replica serves at once. Between 1
+	// and 64; default 16.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 64",message="service.limits.maxInflightPerCredential must be between 1 and 64, the requests a replica serves at once; leave it out for the default of 16"
+	MaxInflightPerCredential int32 `json:"maxInflightPerCredential,omitempty"`
 }
 
 // RateLimit is a token bucket: it refills at requestsPerMinute up to burst

@@ -44,6 +44,7 @@ type controllerFlags struct {
 	dbTimeout          time.Duration
 	migrationTimeout   time.Duration
 	blockerMaxAge      time.Duration
+	reaperInterval     time.Duration
 	serviceImage       string
 	metricsNamespaces  string
 	logLevel           string
@@ -68,6 +69,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
 	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
+	fs.DurationVar(&f.reaperInterval, "tenant-reaper-interval", controller.DefaultTenantReaperInterval, "how often the operator looks, on each database it manages, for tenant sessions whose transaction has held back the database's cleanup (VACUUM) for longer than --tenant-blocker-max-age, and ends them; 0 turns it off")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.metricsNamespaces, "service-metrics-namespaces", controller.DefaultMetricsNamespaces, "label selector of the namespaces (where Prometheus runs) whose pods may reach the memory services' metrics port; each runtime's NetworkPolicy admits it from there only")
@@ -82,6 +84,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	}
 	if f.blockerMaxAge < time.Second {
 		return nil, fmt.Errorf("--tenant-blocker-max-age %s is below the minimum of 1s", f.blockerMaxAge)
+	}
+	if f.reaperInterval != 0 && f.reaperInterval < time.Second {
+		return nil, fmt.Errorf("--tenant-reaper-interval %s is below the minimum of 1s (0 turns it off)", f.reaperInterval)
 	}
 	if f.dbCheckInterval < 5*time.Second {
 		return nil, fmt.Errorf("--database-check-interval %s is below the minimum of 5s", f.dbCheckInterval)
@@ -98,6 +103,15 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 		}
 	}
 	return f, nil
+}
+
+// reaperInterval is Options.TenantReaperInterval of the flag: 0 turns the
+// reaper off, which Options spells as negative (its zero is the default).
+func reaperInterval(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // runController is `manager` (or `manager controller`): the operator.
@@ -155,6 +169,7 @@ func runController(args []string) int {
 		DatabaseTimeout:         f.dbTimeout,
 		MigrationTimeout:        f.migrationTimeout,
 		TenantBlockerMaxAge:     f.blockerMaxAge,
+		TenantReaperInterval:    reaperInterval(f.reaperInterval),
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,

@@ -107,7 +107,8 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 }
 
 // rateLimitArgs are the flags of spec.service.limits (defaults included, so
-// the pod template shows the limits in force).
+// the pod template shows the limits in force): the rate limits and the
+// requests in flight per credential.
 func rateLimitArgs(rt *memoryv1alpha1.MemoryRuntime) []string {
 	rl, llm := rt.RateLimitOrDefault(), rt.LLMRateLimitOrDefault()
 	return []string{
@@ -115,6 +116,7 @@ func rateLimitArgs(rt *memoryv1alpha1.MemoryRuntime) []string {
 		"--rate-limit-burst=" + strconv.Itoa(int(rl.Burst)),
 		"--llm-rate-limit-per-minute=" + strconv.Itoa(int(llm.RequestsPerMinute)),
 		"--llm-rate-limit-burst=" + strconv.Itoa(int(llm.Burst)),
+		"--max-inflight-per-credential=" + strconv.Itoa(int(rt.MaxInflightPerCredentialOrDefault())),
 	}
 }
 

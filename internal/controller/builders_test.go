@@ -265,7 +265,8 @@ func TestDeployment(t *testing.T) {
 	// the rate limits are the defaults, written out.
 	wantCmd := []string{"/manager", "serve", "--config=/etc/engram/config/config.yaml", "--tokens-file=/etc/engram/tokens/tokens", "--signing-key-file=/etc/engram/tokens/signing-key", "--listen=:9090",
 		"--metrics-listen=:9091", "--shutdown-delay=5s", "--shutdown-timeout=25s",
-		"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=60", "--llm-rate-limit-burst=20"}
+		"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=60", "--llm-rate-limit-burst=20",
+		"--max-inflight-per-credential=16"}
 	if !slices.Equal(c.Command, wantCmd) || c.Image != "ghcr.io/engram-dev/engram:1.0" {
 		t.Errorf("command = %v image %s", c.Command, c.Image)
 	}
@@ -493,5 +494,26 @@ func TestDeploymentCarriesRateLimits(t *testing.T) {
 	}
 	if d := memoryv1alpha1.DefaultLLMRateLimit; d.RequestsPerMinute != int32(server.DefaultLLMRateLimit.PerMinute) || d.Burst != int32(server.DefaultLLMRateLimit.Burst) {
 		t.Errorf("the CRD's default LLM rate limit %+v differs from manager serve's %+v", d, server.DefaultLLMRateLimit)
+	}
+}
+
+// TestDeploymentCarriesInflightPerCredential: spec.service.limits.
+// maxInflightPerCredential reaches the service as its flag; absent, the
+// default, the same as `manager serve`'s, and within the CRD's 1..64,
+// which is manager serve's --max-inflight.
+func TestDeploymentCarriesInflightPerCredential(t *testing.T) {
+	rt := testRuntime()
+	if cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--max-inflight-per-credential=16") {
+		t.Errorf("command %v lacks the default --max-inflight-per-credential=16", cmd)
+	}
+	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxInflightPerCredential: 48}
+	if cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--max-inflight-per-credential=48") {
+		t.Errorf("command %v lacks --max-inflight-per-credential=48", cmd)
+	}
+	if d := memoryv1alpha1.DefaultMaxInflightPerCredential; int(d) != server.DefaultMaxInflightPerCredential {
+		t.Errorf("the CRD's default of maxInflightPerCredential %d differs from manager serve's %d", d, server.DefaultMaxInflightPerCredential)
+	}
+	if server.DefaultMaxInflight != 64 {
+		t.Errorf("manager serve's --max-inflight default is %d: the CRD bounds maxInflightPerCredential by 64", server.DefaultMaxInflight)
 	}
 }

@@ -84,6 +84,12 @@ func celCases(ns string) []celCase {
 		{"response byte cap too large", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
 			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 1 << 30}
 		}), "service.limits.maxResponseBytes must be between 65536 (64 KiB) and 67108864 (64 MiB)"},
+		{"requests in flight per credential above the service's", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxInflightPerCredential: 65}
+		}), "service.limits.maxInflightPerCredential must be between 1 and 64, the requests a replica serves at once"},
+		{"requests in flight per credential negative", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {
+			s.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxInflightPerCredential: -1}
+		}), "service.limits.maxInflightPerCredential must be between 1 and 64"},
 		{"unknown reclaim policy", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.ReclaimPolicy = "Destroy" }), `spec.reclaimPolicy: Unsupported value: "Destroy": supported values: "Retain", "Delete"`},
 		{"cluster connection with capitals", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.ClusterConnection = "Main_DB" }),
 			`spec.database.clusterConnection: Invalid value: "Main_DB": spec.database.clusterConnection in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},

@@ -55,13 +55,19 @@ func (r *MemoryRuntimeReconciler) reportBlocker(ctx context.Context, rt *memoryv
 // runtimeOf returns the MemoryRuntime an ownership marker names, if it
 // exists and carries the marker's UID.
 func (r *MemoryRuntimeReconciler) runtimeOf(ctx context.Context, o tenant.Owner) *memoryv1alpha1.MemoryRuntime {
+	return runtimeOfOwner(ctx, r.client, o)
+}
+
+// runtimeOfOwner returns the MemoryRuntime an ownership marker names, if it
+// exists and carries the marker's UID.
+func runtimeOfOwner(ctx context.Context, c client.Reader, o tenant.Owner) *memoryv1alpha1.MemoryRuntime {
 	if o.Namespace == "" || o.Name == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var rt memoryv1alpha1.MemoryRuntime
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, &rt); err != nil || string(rt.UID) != o.UID {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, &rt); err != nil || string(rt.UID) != o.UID {
 		return nil
 	}
 	return &rt

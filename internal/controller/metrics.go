@@ -30,6 +30,14 @@ var (
 		Name: "engram_operator_tenant_blockers_total",
 		Help: "Sessions that made a provisioning statement wait too long, by outcome (ended: another tenant's session the operator ended; kept: one it may not or could not end).",
 	}, []string{"outcome"})
+	oldTransactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engram_operator_old_tenant_transactions_total",
+		Help: "Sessions of tenants' login roles whose transaction held back the cleanup of their database for longer than --tenant-blocker-max-age, by outcome (ended; failed: the operator may not or could not end it).",
+	}, []string{"outcome"})
+	reaperLooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engram_operator_transaction_reaper_looks_total",
+		Help: "Looks of the transaction reaper at one database, by result (ok; error: the database could not be asked).",
+	}, []string{"result"})
 	runNowJobs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "engram_operator_run_now_jobs_total",
 		Help: "Jobs started by the run-now annotation of RetentionJobs.",
@@ -37,5 +45,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(provisionSeconds, provisionChanges, passwordRotations, reclaims, runNowJobs, tenantBlockers)
+	metrics.Registry.MustRegister(provisionSeconds, provisionChanges, passwordRotations, reclaims, runNowJobs, tenantBlockers, oldTransactions, reaperLooks)
 }

@@ -50,6 +50,12 @@ type Options struct {
 	// then ends that session, with a Warning event on both runtimes
 	// (tenant.BlockerPolicy).
 	TenantBlockerMaxAge time.Duration
+	// TenantReaperInterval is how often the operator looks, on every
+	// database it has a connection to, for sessions of tenants' login roles
+	// whose transaction has held back the database's cleanup (VACUUM) for
+	// longer than TenantBlockerMaxAge, and ends them (transactionReaper).
+	// Zero means DefaultTenantReaperInterval; negative turns it off.
+	TenantReaperInterval time.Duration
 	// DatabaseCheckInterval is how often each MemoryDatabase is checked
 	// (reachable, version, extensions, size), plus a jitter of up to a
 	// tenth of it. A database that goes down is noticed within it, and its
@@ -86,6 +92,7 @@ const (
 	DefaultLockTimeout           = 5 * time.Second
 	DefaultMigrationTimeout      = 30 * time.Minute
 	DefaultTenantBlockerMaxAge   = tenant.DefaultBlockerMaxAge
+	DefaultTenantReaperInterval  = tenant.DefaultReaperInterval
 	DefaultPoolMaxConns          = 4
 	DefaultDatabaseCheckInterval = time.Minute
 	DefaultRetryBaseDelay        = 500 * time.Millisecond
@@ -127,6 +134,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TenantBlockerMaxAge <= 0 {
 		o.TenantBlockerMaxAge = DefaultTenantBlockerMaxAge
+	}
+	if o.TenantReaperInterval == 0 {
+		o.TenantReaperInterval = DefaultTenantReaperInterval
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -92,6 +94,52 @@ func (c *poolCache) peek(id string) *pgxpool.Pool {
 		return p.pool
 	}
 	return nil
+}
+
+// dbTarget is one database, as one user, that the transaction reaper looks
+// at: the pools of the connections ids that reach it, in the order of ids.
+type dbTarget struct {
+	addr  string // host:port/database
+	pools []*pgxpool.Pool
+	ids   []string
+}
+
+// databases returns the open pools by database and user, keyed by
+// "user@host:port/database": several connection Secrets may name the same
+// database, which the transaction reaper then looks at once per round,
+// through the first pool that answers (one Secret may hold a wrong
+// password). Users are kept apart: they may have different privileges.
+func (c *poolCache) databases() map[string]dbTarget {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]dbTarget{}
+	for _, id := range slices.Sorted(maps.Keys(c.pools)) {
+		p := c.pools[id].pool
+		addr := poolAddress(p)
+		key := p.Config().ConnConfig.User + "@" + addr
+		t := out[key]
+		t.addr = addr
+		t.pools = append(t.pools, p)
+		t.ids = append(t.ids, id)
+		out[key] = t
+	}
+	return out
+}
+
+// address returns "host:port/database" of the open pool of connection id,
+// "" when none is open.
+func (c *poolCache) address(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pools[id]; ok {
+		return poolAddress(p.pool)
+	}
+	return ""
+}
+
+func poolAddress(p *pgxpool.Pool) string {
+	cc := p.Config().ConnConfig
+	return fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database)
 }
 
 // Start implements manager.Runnable: it closes every pool when the manager stops.

@@ -96,6 +96,11 @@ func Setup(mgr manager.Manager, o Options) error {
 	if err := mgr.Add(pools); err != nil {
 		return fmt.Errorf("adding the connection pools: %w", err)
 	}
+	if o.TenantReaperInterval > 0 {
+		if err := mgr.Add(newTransactionReaper(mgr.GetClient(), pools, mgr.GetEventRecorder(naming.FieldOwner), o)); err != nil {
+			return fmt.Errorf("adding the transaction reaper: %w", err)
+		}
+	}
 	secretMeta, err := newSecretMetadataCache(mgr, o)
 	if err != nil {
 		return err

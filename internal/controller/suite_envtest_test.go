@@ -81,6 +81,7 @@ func TestOperator(t *testing.T) {
 	t.Run("TenantBoundary", e.testTenantBoundary)
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("TenantSnapshot", e.testTenantSnapshot)
+	t.Run("TenantTransactionReaped", e.testTenantTransactionReaped)
 	t.Run("DatabaseCEL", e.testDatabaseCEL)
 	t.Run("Databases", e.testDatabases)
 	t.Run("DatabaseServerDown", e.testDatabaseServerDown)
@@ -128,7 +129,11 @@ func startOperator(t *testing.T) *operatorEnv {
 		// A tenant's snapshot is ended 2 s into a provisioning it blocks
 		// (testTenantSnapshot); the default is 60 s.
 		TenantBlockerMaxAge: 2 * time.Second,
-		FailAfter:           e.faults.failAfter,
+		// No transaction reaper: with that maximum age it could end the
+		// snapshot testTenantSnapshot wants the provisioning watcher to
+		// end. testTenantTransactionReaped runs one of its own.
+		TenantReaperInterval: -1,
+		FailAfter:            e.faults.failAfter,
 		// Databases are checked every second here (default 1 min), so a
 		// server that stops is noticed at once (testDatabaseServerDown);
 		// the idle check proves the checks write nothing.

@@ -95,9 +95,6 @@ func (b *answerBytes) takeText(text string, ids ...string) bool {
 	})
 }
 
-// takeN reserves n bytes (an exact size) when they fit.
-func (b *answerBytes) takeN(n int) bool { return b.add(n, func() int { return n }) }
-
 // add takes an item of at most bound bytes, exactly exact() bytes.
 func (b *answerBytes) add(bound int, exact func() int) bool {
 	if b == nil {

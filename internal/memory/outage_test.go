@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestConnectionLossIsUnavailable: the errors a real connection loss gives
@@ -48,7 +50,7 @@ func TestConnectionLossIsUnavailable(t *testing.T) {
 	}{
 		{"connection closed without a word", func(t *testing.T, p *cutProxy, _ uint32) { p.cut() }},
 		{"backend terminated (57P01)", func(t *testing.T, _ *cutProxy, pid uint32) {
-			if _, err := f.admin.Exec(ctx(t), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			if _, err := f.admin.Exec(ctx(t), `SELECT pg_terminate_backend($1::int)`, pid); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -130,7 +132,7 @@ func waitForLockWait(t *testing.T, f *fixture, pid uint32) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var waiting bool
-		if err := f.admin.QueryRow(ctx(t), `SELECT coalesce((SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1), false)`, pid).Scan(&waiting); err != nil {
+		if err := f.admin.QueryRow(ctx(t), lockWaitQuery(), pid).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
@@ -141,6 +143,17 @@ func waitForLockWait(t *testing.T, f *fixture, pid uint32) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// lockWaitQuery says whether backend $1 waits for a lock. On Citus the
+// coordinator's backend waits for its worker, and the lock wait is the
+// worker backend's: citus_stat_activity lists both under one global pid
+// (the coordinator's node id times 10^10 plus its pid).
+func lockWaitQuery() string {
+	if testenv.OnCitus() {
+		return `SELECT EXISTS (SELECT 1 FROM citus_stat_activity WHERE global_pid % 10000000000 = $1 AND wait_event_type = 'Lock')`
+	}
+	return `SELECT coalesce((SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1), false)`
 }
 
 func withHost(t *testing.T, rawURL, hostPort string) string {

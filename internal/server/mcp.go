@@ -109,25 +109,21 @@ func (s *Server) mcpHandler() http.Handler {
 		toolHandler(s, "get_context", s.mcpContext))
 	s.addConversationTools(srv)
 	s.addLongTermTools(srv)
-	return mcpRequests(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	return mcpRequests(oneMessagePerRequest(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
 		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
 		Logger:              s.logger.With("component", "mcp"),
-	}))
+	})))
 }
 
-// toolHandler adapts fn to the SDK, charges the call to the rate limit
-// (each call of a batch beyond the first), counts it and turns engine
+// toolHandler adapts fn to the SDK, counts the call and turns engine
 // errors into tool errors the model can read (invalid fields named, no
-// internals).
+// internals). The call's HTTP request paid its rate-limit token: a request
+// carries one call (mcp_batch.go).
 func toolHandler[In, Out any](s *Server, name string, fn func(context.Context, In) (Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		err := s.limits.admitToolCall(ctx)
-		var out Out
-		if err == nil {
-			out, err = fn(ctx, in)
-		}
+		out, err := fn(ctx, in)
 		if err != nil {
 			s.metrics.mcpToolCalls.WithLabelValues(name, "error").Inc()
 			var zero Out

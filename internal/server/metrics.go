@@ -57,7 +57,7 @@ func NewMetrics() *Metrics {
 		}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_rate_limited_total",
-			Help: "Requests and model calls refused by a credential's rate limit, by class (api: any API request; llm: LLM-backed requests and the arbiter's calls) and outcome (rejected: answered 429; arbitration_skipped: an add was stored without asking the LLM).",
+			Help: "Requests and model calls refused by a credential's rate limit, by class (api: any API request; llm: LLM-backed requests and the arbiter's calls; inflight: a request over --max-inflight-per-credential) and outcome (rejected: answered 429; arbitration_skipped: an add was stored without asking the LLM).",
 		}, []string{"class", "outcome"}),
 		addActions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "engram_memory_add_actions_total",
@@ -96,7 +96,8 @@ func NewMetrics() *Metrics {
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
 	}
-	for _, l := range [][2]string{{limitClassAPI, limitRejected}, {limitClassLLM, limitRejected}, {limitClassLLM, limitArbitrationSkipped}} {
+	for _, l := range [][2]string{{limitClassAPI, limitRejected}, {limitClassLLM, limitRejected}, {limitClassLLM, limitArbitrationSkipped},
+		{limitClassInflight, limitRejected}} {
 		m.rateLimited.WithLabelValues(l[0], l[1])
 	}
 	return m

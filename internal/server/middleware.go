@@ -48,25 +48,12 @@ func (s *Server) serveRoot(w http.ResponseWriter, r *http.Request) {
 // serveAPI applies auth and shedding to the API space, then routes.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) {
 	if isAPIPath(r.URL.Path) {
+		var release func()
 		var ok bool
-		if r, ok = s.authenticate(w, r); !ok {
+		if r, release, ok = s.admitAPI(w, r); !ok {
 			return
 		}
-		if p := s.limits.admit(credential(r)); p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-		r = r.WithContext(withToolCalls(r.Context()))
-		if s.slots != nil {
-			select {
-			case s.slots <- struct{}{}:
-				defer func() { <-s.slots }()
-			default:
-				s.metrics.shed.Inc()
-				writeProblem(w, r, newProblem(probOverloaded, fmt.Sprintf("%d requests are in flight already; retry after a short pause", cap(s.slots))))
-				return
-			}
-		}
+		defer release()
 		s.metrics.inflight.Inc()
 		defer s.metrics.inflight.Dec()
 		if s.opts.RequestTimeout > 0 {
@@ -80,6 +67,37 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) 
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// admitAPI admits an API request in the order that keeps a slow or greedy
+// client from holding what the others need: authentication, the
+// credential's rate limit, a slot of the credential (inflight.go), its
+// body read under --body-timeout (requestbody.go), and last a slot of the
+// service. When one refuses it answers and returns false; else release
+// gives back the slots taken.
+func (s *Server) admitAPI(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
+	r, ok := s.authenticate(w, r)
+	if !ok {
+		return r, nil, false
+	}
+	if p := s.limits.admit(credential(r)); p != nil {
+		refuseUnread(w, r, p)
+		return r, nil, false
+	}
+	releaseCredential, ok := s.admitInflight(w, r)
+	if !ok {
+		return r, nil, false
+	}
+	r, p := s.readBodyFirst(w, r)
+	if p == nil && !tryTake(s.slots) {
+		p = s.shedProblem()
+	}
+	if p != nil {
+		releaseCredential()
+		refuseUnread(w, r, p)
+		return r, nil, false
+	}
+	return r, func() { give(s.slots); releaseCredential() }, true
 }
 
 // routeLabel for requests that match no route (bounded metric cardinality).

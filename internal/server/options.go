@@ -34,6 +34,12 @@ type Options struct {
 
 	MaxBodyBytes int64
 	MaxInflight  int
+	// MaxInflightPerCredential bounds the API requests of one credential
+	// in flight at once, body reading included (inflight.go); 0 = no bound.
+	MaxInflightPerCredential int
+	// BodyTimeout is how long a request body may take to arrive; it is
+	// read before the request takes one of the MaxInflight slots.
+	BodyTimeout time.Duration
 	// RateLimit is the token bucket of each credential for every API
 	// request; LLMRateLimit the second one of LLM-backed requests
 	// (ratelimit.go). A zero PerMinute turns one off.
@@ -64,6 +70,18 @@ const (
 	DefaultShutdownDelay      = 5 * time.Second
 	DefaultTokensPollInterval = 2 * time.Second
 	DefaultDBMaxConns         = 10
+)
+
+// Defaults of the bounds of one credential's requests (inflight.go).
+const (
+	// DefaultMaxInflightPerCredential is a quarter of DefaultMaxInflight:
+	// one credential cannot take the service from the others, and at the
+	// default rate limit (100 requests a second) 16 at once leave each
+	// 160 ms, far more than the service's requests take.
+	DefaultMaxInflightPerCredential = 16
+	// DefaultBodyTimeout leaves a 1 MiB body (--max-body-bytes) 100 KB a
+	// second, far slower than any client inside a cluster sends.
+	DefaultBodyTimeout = 10 * time.Second
 )
 
 // Default rate limits per credential, the same as the MemoryRuntime CRD's
@@ -99,6 +117,9 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", DefaultMetricsListen, "address of GET /metrics, host:port, apart from the API's; \"0\" turns it off")
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
+	fs.IntVar(&o.MaxInflightPerCredential, "max-inflight-per-credential", DefaultMaxInflightPerCredential,
+		"API requests one credential may have in flight at once, reading their body included; more get 429 with Retry-After (0 = no limit; from --max-inflight on, only that binds)")
+	fs.DurationVar(&o.BodyTimeout, "body-timeout", DefaultBodyTimeout, "longest time a request body may take to arrive, read before the request takes a --max-inflight slot; past it 400 (0 = the default)")
 	fs.IntVar(&o.RateLimit.PerMinute, "rate-limit-per-minute", DefaultRateLimit.PerMinute, "API requests each credential may make a minute, on average (token bucket; 0 = no limit); more get 429 with Retry-After")
 	fs.IntVar(&o.RateLimit.Burst, "rate-limit-burst", DefaultRateLimit.Burst, "API requests a credential may make at once after a pause (the bucket's size)")
 	fs.IntVar(&o.LLMRateLimit.PerMinute, "llm-rate-limit-per-minute", DefaultLLMRateLimit.PerMinute, "LLM-backed requests (extract, end, compact) each credential may make a minute, on top of --rate-limit-per-minute (0 = no limit)")
@@ -141,6 +162,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxInflight < 0 {
 		errs = append(errs, fmt.Errorf("--max-inflight %d: must not be negative", o.MaxInflight))
+	}
+	if o.MaxInflightPerCredential < 0 {
+		errs = append(errs, fmt.Errorf("--max-inflight-per-credential %d: must not be negative (0 = no limit)", o.MaxInflightPerCredential))
+	}
+	if o.BodyTimeout < 0 {
+		errs = append(errs, errors.New("--body-timeout must not be negative (0 = the default)"))
 	}
 	errs = append(errs, o.RateLimit.validate("--rate-limit"), o.LLMRateLimit.validate("--llm-rate-limit"))
 	if !metricsOff(o.MetricsListen) && o.MetricsListen == o.Listen && !strings.HasSuffix(o.Listen, ":0") {
@@ -185,6 +212,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TokensPollInterval == 0 {
 		o.TokensPollInterval = DefaultTokensPollInterval
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = DefaultBodyTimeout
 	}
 	if o.DBMaxConns == 0 {
 		o.DBMaxConns = DefaultDBMaxConns

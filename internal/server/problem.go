@@ -23,6 +23,7 @@ type problemKind struct {
 
 var (
 	probMalformed        = problemKind{"malformed-request", http.StatusBadRequest, "Malformed request"}
+	probBatch            = problemKind{"batch-not-supported", http.StatusBadRequest, "JSON-RPC batch not supported"}
 	probUnauth           = problemKind{"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token"}
 	probForbidden        = problemKind{"forbidden", http.StatusForbidden, "Not allowed for this token's role"}
 	probOwnerNotAllowed  = problemKind{"owner-not-allowed", http.StatusForbidden, "Owner not allowed for this token"}
@@ -51,7 +52,7 @@ var (
 var allProblemKinds = []problemKind{probMalformed, probUnauth, probForbidden, probOwnerNotAllowed,
 	probSourceNotAllowed, probProtected, probNotFound, probNoRoute, probMethod, probConflict, probLocked, probNoLLM,
 	probNoSigningKey, probTooLarge, probMediaType, probValidation, probOverloaded, probRateLimited, probInternal,
-	probUpstream, probUnavailable, probQuota, probTurnTooLong}
+	probUpstream, probUnavailable, probQuota, probTurnTooLong, probBatch}
 
 // Problem is an RFC 9457 problem details object.
 type Problem struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/engram-dev/engram/internal/auth"
@@ -64,33 +63,6 @@ func (l *limits) admit(c auth.Credential) *Problem {
 	}
 	l.metrics.rateLimited.WithLabelValues(limitClassAPI, limitRejected).Inc()
 	return rateLimitedProblem("requests", l.requestLimit, wait)
-}
-
-// mcpCalls counts the tool calls of one API request. The request's token
-// pays for the first; a JSON-RPC batch (MCP protocol versions before
-// 2025-06-18 allow them) pays a token for each further call, so batching
-// is no way around the limit.
-type mcpCalls struct{}
-
-// withToolCalls gives an API request's context its tool call counter.
-func withToolCalls(ctx context.Context) context.Context {
-	return context.WithValue(ctx, mcpCalls{}, new(atomic.Int32))
-}
-
-// admitToolCall charges a tool call beyond the first of its request.
-func (l *limits) admitToolCall(ctx context.Context) error {
-	n, ok := ctx.Value(mcpCalls{}).(*atomic.Int32)
-	if !ok || n.Add(1) == 1 {
-		return nil
-	}
-	c, ok := credentialOf(ctx)
-	if !ok {
-		return errToolCredential
-	}
-	if p := l.admit(c); p != nil {
-		return problemError{p}
-	}
-	return nil
 }
 
 // llmCharged marks a request context whose LLM token is taken, so the

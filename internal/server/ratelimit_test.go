@@ -350,61 +350,6 @@ func TestRateLimitBuckets(t *testing.T) {
 	}
 }
 
-// TestRateLimitCountsEachMCPBatchCall: a JSON-RPC batch (the MCP protocol
-// versions before 2025-06-18 allow them) is one HTTP request but pays a
-// token per tool call, so batching is no way around the limit: of 8 calls
-// with 5 tokens, the first 5 run and the rest are rate-limit tool errors.
-func TestRateLimitCountsEachMCPBatchCall(t *testing.T) {
-	const burst, calls = 5, 8
-	tn := newTenant(t)
-	tok := newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
-		args:   []string{"--rate-limit-per-minute=1", "--rate-limit-burst=" + strconv.Itoa(burst)},
-		tokens: []string{tok + " role=agent name=batcher"}})
-	var batch []map[string]any
-	for i := range calls {
-		batch = append(batch, map[string]any{"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-			"params": map[string]any{"name": "add_memory", "arguments": map[string]any{"owner": "owner-dora7", "content": rateFacts[i]}}})
-	}
-	start := time.Now()
-	r := srv.do(t, req{method: "POST", path: "/mcp", token: tok, body: batch, header: map[string]string{
-		"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-03-26"}}).want(t, 200)
-	var answers []struct {
-		ID     int `json:"id"`
-		Result struct {
-			IsError bool `json:"isError"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"result"`
-	}
-	r.decode(t, &answers)
-	if len(answers) != calls {
-		t.Fatalf("%d answers to a batch of %d: %s", len(answers), calls, r.body)
-	}
-	ok := 0
-	for _, a := range answers {
-		switch {
-		case !a.Result.IsError:
-			ok++
-		case len(a.Result.Content) == 0 || !strings.Contains(a.Result.Content[0].Text, "Rate limit exceeded"):
-			t.Errorf("call %d: tool error %+v, want the rate limit", a.ID, a.Result)
-		}
-	}
-	earned := int(time.Since(start) / time.Minute)
-	if ok < burst || ok > burst+earned {
-		t.Fatalf("%d of %d batched calls ran with a bucket of %d, want %d (+%d earned)", ok, calls, burst, burst, earned)
-	}
-	var page memory.ListPage
-	srv.do(t, req{method: "GET", path: memPath("owner-dora7", "memories")}).want(t, 200).decode(t, &page)
-	if len(page.Items) != ok {
-		t.Errorf("%d memories stored, %d calls acknowledged", len(page.Items), ok)
-	}
-	if got := metricValue(t, srv.scrape(t), `engram_rate_limited_total{class="api",outcome="rejected"}`); got != calls-ok {
-		t.Errorf("engram_rate_limited_total{class=api,outcome=rejected} = %d, want %d", got, calls-ok)
-	}
-}
-
 // BenchmarkRateLimitTake is the cost of the check on every API request:
 // one bucket of 1,000 credentials, taken from in parallel.
 func BenchmarkRateLimitTake(b *testing.B) {

@@ -157,8 +157,15 @@ func TestTokenRotation(t *testing.T) {
 		srv.token = tok
 		return srv.do(t, req{method: "GET", path: path}).status
 	}
+	// Written whole and renamed into place, as the kubelet swaps a mounted
+	// Secret: an in-place rewrite could be read half-written (empty) and
+	// refuse a token the test expects to work.
 	write := func(content string) {
-		if err := os.WriteFile(srv.tokens, []byte(content), 0o600); err != nil {
+		tmp := srv.tokens + ".tmp"
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, srv.tokens); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -92,10 +92,14 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		tn.Close()
 		return nil, err
 	}
+	// WriteTimeout: an answer its client does not read is given up at
+	// this deadline, so it holds its slot and its memory no longer
+	// (requestbody.go).
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      o.writeTimeout(),
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

@@ -44,8 +44,12 @@ type Server struct {
 
 	mux    *http.ServeMux
 	routes []string
-	// slots bounds the API requests in flight (nil = unbounded).
-	slots chan struct{}
+	// slots bounds the API requests running their handler, readers those
+	// reading their body before (nil = unbounded; shedding.go).
+	slots, readers chan struct{}
+	// credentialSlots bounds the requests in flight of each credential
+	// (nil = unbounded; inflight.go).
+	credentialSlots *credentialSlots
 	// limits are the token buckets per credential (ratelimit.go).
 	limits *limits
 	hasLLM bool
@@ -76,9 +80,8 @@ func New(d Deps) *Server {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
-	if s.opts.MaxInflight > 0 {
-		s.slots = make(chan struct{}, s.opts.MaxInflight)
-	}
+	s.slots, s.readers = newSlots(s.opts.MaxInflight), newSlots(s.opts.MaxInflight)
+	s.credentialSlots = newCredentialSlots(s.opts.MaxInflightPerCredential)
 	s.registerRoutes()
 	return s
 }

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Request bodies are read whole, under --body-timeout, after the request's
+// credential is admitted and before the request takes one of the
+// service's --max-inflight slots: a client that trickles its body holds a
+// slot of its own credential (inflight.go) and one of the readers', never
+// one the handlers need, and for at most the body timeout. Readers are
+// bounded like handlers (--max-inflight), so bodies waiting for a handler
+// hold at most --max-inflight × --max-body-bytes of memory.
+
+// writeMargin is what the write deadline leaves, past the body timeout and
+// the request timeout, to send the answer to a client that reads it.
+const writeMargin = 10 * time.Second
+
+// writeTimeout is the http.Server's WriteTimeout: from the end of the
+// request's headers to the end of its answer. A client that does not read
+// its answer holds its handler (and the answer's memory) until then, no
+// longer. Without a request timeout there is no write deadline either.
+func (o Options) writeTimeout() time.Duration {
+	if o.RequestTimeout <= 0 {
+		return 0
+	}
+	return o.BodyTimeout + o.RequestTimeout + writeMargin
+}
+
+// bufferedBody is a request body read before the handler ran.
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*bufferedBody) Close() error { return nil }
+
+// readBodyFirst reads r's body into memory under the body deadline and
+// returns the request the handler gets. A body over --max-body-bytes is
+// read one byte past the limit (not at all when its Content-Length says
+// so), so the handler answers 413 as it always did.
+func (s *Server) readBodyFirst(w http.ResponseWriter, r *http.Request) (*http.Request, *Problem) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > s.opts.MaxBodyBytes {
+		return r, nil
+	}
+	if !s.takeReader() {
+		return r, s.shedProblem()
+	}
+	defer s.releaseReader()
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // ErrNotSupported only off a real connection (tests)
+	data, err := io.ReadAll(io.LimitReader(r.Body, s.opts.MaxBodyBytes+1))
+	// Past the body, the connection's reads only watch for the client
+	// going away while the handler runs: the deadline must not cut that.
+	_ = rc.SetReadDeadline(s.requestEnd())
+	if isTimeout(err) {
+		return r, newProblem(probMalformed, fmt.Sprintf("the request body did not arrive within %s (--body-timeout)", s.opts.BodyTimeout))
+	}
+	if err != nil {
+		return r, newProblem(probMalformed, "reading the request body failed")
+	}
+	r2 := *r
+	r2.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
+	return &r2, nil
+}
+
+// requestEnd is the read deadline of a request whose body is read: the
+// write deadline's end, or none without a request timeout.
+func (s *Server) requestEnd() time.Time {
+	if d := s.opts.writeTimeout(); d > 0 {
+		return time.Now().Add(d)
+	}
+	return time.Time{}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// refuseUnread answers p to a request whose body was not read (whole). On
+// HTTP/1 the connection is closed after the answer: otherwise net/http
+// would wait for the rest of the body before sending it, and a trickling
+// client would keep the answer, and the connection, for as long as it
+// likes.
+func refuseUnread(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if r.ProtoMajor == 1 && r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		if _, read := r.Body.(*bufferedBody); !read {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	writeProblem(w, r, p)
+}
