@@ -104,9 +104,11 @@ test: manifests generate $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision Postgre
 	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / evicted / failed writes in the log; a reported request with its service log lines)"; \
 	go test -race -count=1 -v -timeout 20m $(TEST_FLAGS) ./test/faults/ | grep -E '^(=== RUN|\s*--- |\s+\S+_test.go|        |WARNING: DATA RACE|ok|FAIL|PASS)'; \
 	echo ">> go test -race $(TEST_PKGS) (KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS)"; \
-	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $$(go list $(TEST_PKGS) | grep -v '/test/faults$$'); \
+	go test -race -count=1 -timeout 60m $(TEST_FLAGS) $$(go list $(TEST_PKGS) | grep -v -e '/test/faults$$' -e '/test/node$$'); \
 	echo ">> the tenant, memory and service suites again, every database on Citus (ENGRAM_TEST_ON_CITUS=1; TestCitus* ran above; no -race: the same code ran under the race detector above, this pass is about the SQL)"; \
-	ENGRAM_TEST_ON_CITUS=1 go test -count=1 -timeout 60m -skip '^TestCitus' $(TEST_FLAGS) $(CITUS_PKGS)
+	ENGRAM_TEST_ON_CITUS=1 go test -count=1 -timeout 60m -skip '^TestCitus' $(TEST_FLAGS) $(CITUS_PKGS); \
+	echo ">> node suite: a real single-node Kubernetes (hack/cluster.sh, or your KUBECONFIG), the chart installed, Engram on real Pods; the machine left as found"; \
+	go test -race -count=1 -v -timeout 60m $(TEST_FLAGS) ./test/node/ | grep -E '^(=== RUN|\s*--- |\s+\S+_test.go|WARNING: DATA RACE|ok|FAIL|PASS)'
 
 # FUZZTIME is how long `make fuzz` fuzzes each target; FUZZ_MATCH (a regex
 # on "package FuzzName") picks some, e.g. make fuzz FUZZ_MATCH=auth FUZZTIME=30s.
@@ -126,6 +128,11 @@ demo: build ## Run Engram end to end here (control plane, operator, PostgreSQL, 
 	@$(GOBUILD) -o $(DEMO) ./hack/demo
 	@$(DEMO) up --binary $(LOCALBIN)/manager --repo-root $(CURDIR)
 
+.PHONY: demo-node
+demo-node: build image $(HELM) ## Run the demo on a real single-node Kubernetes (hack/cluster.sh, root): the image loaded, the chart installed, real Pods.
+	@$(GOBUILD) -o $(DEMO) ./hack/demo
+	@$(DEMO) up --node --binary $(LOCALBIN)/manager --repo-root $(CURDIR) --image-tar $(IMAGE_DIR)/engram-docker-amd64.tar --image $(IMG) --helm $(HELM)
+
 .PHONY: demo-down
 demo-down: ## Stop everything make demo started.
 	@$(GOBUILD) -o $(DEMO) ./hack/demo
@@ -135,6 +142,20 @@ demo-down: ## Stop everything make demo started.
 demo-status: ## Show what the demo runs.
 	@$(GOBUILD) -o $(DEMO) ./hack/demo
 	@$(DEMO) status --repo-root $(CURDIR)
+
+##@ Node (a real single-node Kubernetes here, no Docker: hack/cluster.sh)
+
+.PHONY: cluster-up
+cluster-up: ## Start the node (builds kubelet & co. from Go modules once) and print its kubeconfig.
+	@hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the node and undo every change it made to the machine.
+	@hack/cluster.sh down
+
+.PHONY: cluster-status
+cluster-status: ## Say whether the node runs, or what of it is left on the machine.
+	@hack/cluster.sh status
 
 ##@ Build
 

@@ -48,6 +48,9 @@ func isSupervisor(pid int) bool {
 // time, and stops PostgreSQL if the demo started it.
 func down(cfg config) error {
 	var errs []error
+	if _, err := os.Stat(cfg.path(nodeMarker)); err == nil {
+		errs = append(errs, downNode(cfg))
+	}
 	if pid, alive := supervisorPID(cfg); alive {
 		fmt.Printf("stopping the demo environment (supervisor pid %d)\n", pid)
 		_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -111,6 +114,15 @@ func waitExit(pid int, timeout time.Duration) bool {
 }
 
 func status(cfg config) error {
+	if kc, err := os.ReadFile(cfg.path(nodeMarker)); err == nil {
+		fmt.Printf("the demo runs on the node of hack/cluster.sh (kubeconfig %s)\n", kc)
+		cmd := exec.Command(filepath.Join(cfg.repoRoot, "hack/cluster.sh"), "status")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return &exitError{code: 1}
+		}
+		return nil
+	}
 	pid, alive := supervisorPID(cfg)
 	if !alive {
 		fmt.Println("the demo environment is not running")

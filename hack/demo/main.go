@@ -1,6 +1,7 @@
 // Command engram-demo runs Engram end to end on one machine (`make demo`):
 //
 //	engram-demo up      start (or reuse) the background supervisor, then play the scenario
+//	engram-demo up --node  the same story on the real node of hack/cluster.sh (node.go)
 //	engram-demo down    stop everything the demo started (`make demo-down`)
 //	engram-demo status  say what runs
 //
@@ -33,6 +34,10 @@ func main() {
 	fs.StringVar(&cfg.repoRoot, "repo-root", ".", "root of the Engram checkout")
 	fs.StringVar(&cfg.binary, "binary", "bin/manager", "the manager binary that stands in for the image")
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "where the demo keeps its state, logs and kubeconfig")
+	fs.BoolVar(&cfg.node, "node", false, "run on the real node of hack/cluster.sh (make demo-node) instead of the local pod runner")
+	fs.StringVar(&cfg.imageTar, "image-tar", "dist/image/engram-docker-amd64.tar", "with --node: the image tarball make image wrote")
+	fs.StringVar(&cfg.image, "image", "ghcr.io/engram-dev/engram:dev", "with --node: the image reference in that tarball")
+	fs.StringVar(&cfg.helm, "helm", "bin/helm", "with --node: the helm binary")
 	_ = fs.Parse(os.Args[2:])
 	cfg.absolutize()
 
@@ -48,7 +53,11 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "up":
-		err = up(ctx, cfg)
+		if cfg.node {
+			err = upNode(ctx, cfg)
+		} else {
+			err = up(ctx, cfg)
+		}
 	case "down":
 		err = down(cfg)
 	case "status":
@@ -75,10 +84,13 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // config is shared by every command.
 type config struct {
 	repoRoot, binary, stateDir string
+	// the node mode (node.go)
+	node                  bool
+	imageTar, image, helm string
 }
 
 func (c *config) absolutize() {
-	for _, p := range []*string{&c.repoRoot, &c.binary, &c.stateDir} {
+	for _, p := range []*string{&c.repoRoot, &c.binary, &c.stateDir, &c.imageTar, &c.helm} {
 		if abs, err := filepath.Abs(*p); err == nil {
 			*p = abs
 		}

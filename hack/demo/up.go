@@ -50,6 +50,9 @@ func up(ctx context.Context, cfg config) error {
 			}
 			return ""
 		},
+		// The demo's own namespace: a memory store an earlier demo left
+		// (make demo-node before, a fresh control plane) is taken over.
+		TakeOverEarlier: true,
 	}
 	report, err := sc.Run(ctx)
 	if err != nil {

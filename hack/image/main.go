@@ -57,7 +57,13 @@ type options struct {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "static" {
+		err = runStatic(os.Args[2:]) // static.go: the node's one-binary images
+	} else {
+		err = run(os.Args[1:])
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}

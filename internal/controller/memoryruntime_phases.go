@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -342,6 +343,16 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 	}
 	s.deploy = live.(*appsv1.Deployment)
 	s.facts.deploy = s.deploy
+	if s.rt.Replicas() > 0 && !rolledOut(s.rt.Replicas(), s.deploy) {
+		// Not serving on every replica yet: say why when a Pod cannot, and
+		// look again (runtime_pods.go).
+		trouble, err := r.podTrouble(ctx, s.rt)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "reading the memory service pods")
+		}
+		s.facts.podTrouble = trouble
+		s.requeue.at(podCheckInterval)
+	}
 	return false, nil
 }
 

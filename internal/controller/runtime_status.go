@@ -34,6 +34,9 @@ type runtimeFacts struct {
 	deploy *appsv1.Deployment
 	// endpoint is status.endpoint, for Ready's message.
 	endpoint string
+	// podTrouble is why a service Pod does not serve (OOMKilled,
+	// CrashLoopBackOff...), from the Pods of a Deployment not rolled out.
+	podTrouble string
 	// err is the error a phase returned (retried with backoff).
 	err error
 }
@@ -119,6 +122,9 @@ func deriveRuntimeStatus(rt *memoryv1alpha1.MemoryRuntime, f runtimeFacts) {
 	var roll rollout
 	if f.deploy != nil {
 		roll = rolloutProgress(rt, f.deploy)
+		if f.podTrouble != "" {
+			roll.message += "; " + f.podTrouble
+		}
 		rt.SetCondition(memoryv1alpha1.ConditionServiceAvailable, roll.available, roll.reason, roll.message)
 	}
 

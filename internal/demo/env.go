@@ -19,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -120,6 +122,9 @@ func StartOperator(ctx context.Context, cfg *rest.Config, log *slog.Logger) (<-c
 	mgr, err := controller.NewManager(cfg, ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// One operator at a time, but test/e2e starts one per test in one
+		// process, and controller names are checked process-wide.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	}, opts)
 	if err != nil {
 		return nil, err

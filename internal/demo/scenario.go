@@ -39,6 +39,18 @@ type Scenario struct {
 	Out      io.Writer
 	// Wait bounds each wait for the operator or the service; default 90s.
 	Wait time.Duration
+	// TakeOverEarlier lets the demo take over the schema an earlier runtime
+	// of the samples' namespace and name left in PostgreSQL (stalled.go).
+	TakeOverEarlier bool
+
+	// samples are the names of what apply applied: the story is theirs,
+	// whatever else the namespace holds.
+	samples sampleNames
+}
+
+// sampleNames are the objects of config/samples by kind.
+type sampleNames struct {
+	runtime, policy, retentionJob string
 }
 
 // Report is what happened, for the summary and for the e2e assertions.
@@ -106,6 +118,23 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 func (s *Scenario) printf(format string, args ...any) { fmt.Fprintf(s.Out, format, args...) }
 
 func (s *Scenario) apply(ctx context.Context, r *Report) error {
+	objs, err := LoadSamples(s.SamplesDir)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "MemoryRuntime":
+			s.samples.runtime = o.GetName()
+		case "MemoryPolicy":
+			s.samples.policy = o.GetName()
+		case "RetentionJob":
+			s.samples.retentionJob = o.GetName()
+		}
+	}
+	if s.samples.runtime == "" || s.samples.retentionJob == "" {
+		return fmt.Errorf("%s holds no MemoryRuntime or no RetentionJob: the story needs both", s.SamplesDir)
+	}
 	applied, err := ApplySamples(ctx, s.Client, s.SamplesDir, s.Namespace)
 	r.Applied = applied
 	for _, a := range applied {
@@ -114,25 +143,24 @@ func (s *Scenario) apply(ctx context.Context, r *Report) error {
 	return err
 }
 
-// waitReady waits for every runtime of the namespace to be Ready and for
-// the policies and retention jobs to report, then prints the tables.
+// waitReady waits for the samples' runtime to be Ready and for their
+// policy and retention job to report, then prints the tables. Other
+// objects of the namespace (a runtime a user added while exploring) are
+// not waited for: the story is the samples'.
 func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 	start := time.Now()
-	err := s.poll(ctx, "the runtimes to be Ready", func() (bool, error) {
-		var list memoryv1alpha1.MemoryRuntimeList
-		if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace)); err != nil {
+	err := s.poll(ctx, "runtime "+s.samples.runtime+" to be Ready", func() (bool, error) {
+		var rt memoryv1alpha1.MemoryRuntime
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.samples.runtime}, &rt); err != nil {
 			return false, err
 		}
-		if len(list.Items) == 0 {
-			return false, errors.New("no MemoryRuntime in the samples")
+		if err := s.checkStalled(ctx, &rt); err != nil {
+			return false, err
 		}
-		for _, rt := range list.Items {
-			c := apimeta.FindStatusCondition(rt.Status.Conditions, memoryv1alpha1.ConditionReady)
-			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rt.Generation {
-				return false, nil
-			}
+		c := apimeta.FindStatusCondition(rt.Status.Conditions, memoryv1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rt.Generation {
+			return false, nil
 		}
-		rt := list.Items[0]
 		r.Runtime, r.Schema, r.ClusterEndpoint = rt.Name, rt.Status.Schema, rt.Status.Endpoint
 		r.Owner = tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
 		return true, nil
@@ -140,7 +168,7 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 	if err != nil {
 		return err
 	}
-	if err := s.poll(ctx, "the policies and retention jobs to report", s.othersReported); err != nil {
+	if err := s.poll(ctx, "the samples' policy and retention job to report", s.othersReported); err != nil {
 		return err
 	}
 	s.printf("   Ready after %s\n\n", time.Since(start).Round(100*time.Millisecond))
@@ -149,35 +177,43 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 
 func (s *Scenario) othersReported() (bool, error) {
 	ctx := context.Background()
-	var pols memoryv1alpha1.MemoryPolicyList
-	if err := s.Client.List(ctx, &pols, client.InNamespace(s.Namespace)); err != nil {
-		return false, err
-	}
-	for _, p := range pols.Items {
+	if s.samples.policy != "" {
+		var p memoryv1alpha1.MemoryPolicy
+		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.samples.policy}, &p); err != nil {
+			return false, err
+		}
 		if c := apimeta.FindStatusCondition(p.Status.Conditions, memoryv1alpha1.ConditionValid); c == nil || c.Status != metav1.ConditionTrue {
 			return false, nil
 		}
 	}
-	var rjs memoryv1alpha1.RetentionJobList
-	if err := s.Client.List(ctx, &rjs, client.InNamespace(s.Namespace)); err != nil {
+	var rj memoryv1alpha1.RetentionJob
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.samples.retentionJob}, &rj); err != nil {
 		return false, err
 	}
-	for _, rj := range rjs.Items {
-		if c := apimeta.FindStatusCondition(rj.Status.Conditions, memoryv1alpha1.ConditionScheduled); c == nil || c.Status != metav1.ConditionTrue {
-			return false, nil
-		}
-	}
-	return true, nil
+	c := apimeta.FindStatusCondition(rj.Status.Conditions, memoryv1alpha1.ConditionScheduled)
+	return c != nil && c.Status == metav1.ConditionTrue, nil
 }
 
 // poll calls cond every 250ms until it is true, fails, or s.Wait passes.
+// A StalledError that stays for stalledGrace ends it early: waiting longer
+// would not help (stalled.go).
 func (s *Scenario) poll(ctx context.Context, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(s.Wait)
 	var last error
+	var stalledSince time.Time
 	for time.Now().Before(deadline) {
 		ok, err := cond()
 		if ok && err == nil {
 			return nil
+		}
+		var stalled *StalledError
+		switch {
+		case !errors.As(err, &stalled):
+			stalledSince = time.Time{}
+		case stalledSince.IsZero():
+			stalledSince = time.Now()
+		case time.Since(stalledSince) >= stalledGrace:
+			return err
 		}
 		last = err
 		select {
@@ -331,17 +367,13 @@ func (s *Scenario) context(ctx context.Context, r *Report) error {
 	return nil
 }
 
-// runNow sets the run-now annotation and waits for status.lastRun of the
-// Job it starts (run by the local pod runner).
+// runNow sets the run-now annotation on the samples' RetentionJob and
+// waits for status.lastRun of the Job it starts.
 func (s *Scenario) runNow(ctx context.Context, r *Report) error {
-	var list memoryv1alpha1.RetentionJobList
-	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace)); err != nil {
-		return err
+	var rj memoryv1alpha1.RetentionJob
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.samples.retentionJob}, &rj); err != nil {
+		return fmt.Errorf("reading the samples' RetentionJob: %w", err)
 	}
-	if len(list.Items) == 0 {
-		return errors.New("no RetentionJob in the samples")
-	}
-	rj := list.Items[0]
 	value := time.Now().UTC().Format("20060102-150405")
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, naming.AnnotationRunNow, value)
 	if err := s.Client.Patch(ctx, &rj, client.RawPatch(types.MergePatchType, patch)); err != nil {

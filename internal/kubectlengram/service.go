@@ -180,8 +180,13 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 		return s.sendDirect(ctx, method, path, query, payload)
 	}
 	// The token goes in through the context, not SetHeader: see proxytoken.go.
+	// Timeout(0): client-go would add its request timeout as a "timeout"
+	// query parameter, which the API server passes on to the memory
+	// service, which refuses unknown parameters (422). The HTTP client's
+	// own timeout (--request-timeout) still bounds the call.
 	ctx = withServiceToken(ctx, s.token)
-	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, s.tls, path))
+	req := s.k.cs.CoreV1().RESTClient().Verb(method).AbsPath(ProxyPath(s.namespace, s.name, s.tls, path)).
+		Timeout(0)
 	for k, vs := range query {
 		for _, v := range vs {
 			req = req.Param(k, v)

@@ -28,6 +28,14 @@ func (s *Server) serveRoot(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rw := &responseWriter{ResponseWriter: w}
 	rw.Header().Set(headerRequestID, requestID(r))
+	if s.draining.Load() {
+		// Shutting down: the client's next request goes on a new connection,
+		// which the Service sends to a pod that stays. A kept-alive
+		// connection would keep reaching this one until Shutdown closes it
+		// as idle, and a request sent on it at that moment fails (EOF)
+		// without an answer; net/http retries no POST.
+		rw.Header().Set("Connection", "close")
+	}
 	route := s.routeOf(r)
 	defer func() {
 		if v := recover(); v != nil {

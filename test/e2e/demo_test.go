@@ -15,8 +15,16 @@ import (
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/demo"
+	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -46,12 +54,20 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 }
 
-func TestDemoFlow(t *testing.T) {
+// demoEnv is the demo's environment in a test: a control plane, the
+// operator, the local pod runner, PostgreSQL and a namespace of its own.
+type demoEnv struct {
+	c       client.Client
+	cfg     *rest.Config
+	kubelet *localpod.Kubelet
+	ns      string
+}
+
+func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
+	t.Helper()
 	dbURL := testenv.NewDatabase(t)
 	_, cfg := testenv.ControlPlane(t)
 	binary := buildManager(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 
 	c, err := demo.NewClient(cfg)
 	if err != nil {
@@ -76,32 +92,55 @@ func TestDemoFlow(t *testing.T) {
 	kCtx, stopKubelet := context.WithCancel(ctx)
 	kDone := make(chan error, 1)
 	go func() { kDone <- kubelet.Run(kCtx) }()
-	var tenants []*demo.Report
+	e := &demoEnv{c: c, cfg: cfg, kubelet: kubelet, ns: ns}
 	t.Cleanup(func() {
 		stopKubelet()
 		<-kDone
 		stopOperator()
 		<-opDone
-		// Roles are cluster-wide in PostgreSQL: drop the tenants the samples created.
+		// Roles are cluster-wide in PostgreSQL: drop the tenants of every
+		// runtime of the namespace, the story's or not, Ready or not.
 		admin := testenv.NewPool(t, dbURL, 2)
-		for _, r := range tenants {
-			if _, err := tenant.Drop(context.Background(), admin, r.Schema, r.Owner); err != nil {
-				t.Logf("dropping tenant %s: %v", r.Schema, err)
+		var list memoryv1alpha1.MemoryRuntimeList
+		if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Logf("listing the runtimes: %v", err)
+		}
+		for _, rt := range list.Items {
+			if rt.Status.Schema == "" {
+				continue
+			}
+			owner := tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
+			if _, err := tenant.Drop(context.Background(), admin, rt.Status.Schema, owner); err != nil {
+				t.Logf("dropping tenant %s: %v", rt.Status.Schema, err)
 			}
 		}
 	})
+	return e
+}
 
-	sc := &demo.Scenario{
-		Client: c, Config: cfg, Out: &logWriter{t: t}, Endpoint: kubelet.Endpoint, Namespace: ns,
+// scenario is the demo's scenario in the environment.
+func (e *demoEnv) scenario(t *testing.T) *demo.Scenario {
+	return &demo.Scenario{
+		Client: e.c, Config: e.cfg, Out: &logWriter{t: t}, Endpoint: e.kubelet.Endpoint, Namespace: e.ns,
 		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
 	}
-	r, err := sc.Run(ctx)
-	if r != nil && r.Schema != "" {
-		tenants = append(tenants, r)
-	}
+}
+
+// play runs the demo's scenario in the environment.
+func (e *demoEnv) play(t *testing.T, ctx context.Context) *demo.Report {
+	t.Helper()
+	r, err := e.scenario(t).Run(ctx)
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
+	return r
+}
+
+func TestDemoFlow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := startDemoEnv(t, ctx)
+	r := e.play(t, ctx)
 
 	checks := []struct {
 		what string
@@ -142,5 +181,48 @@ func TestDemoFlow(t *testing.T) {
 		if scanned == 0 {
 			t.Errorf("the maintenance run scanned nothing: %+v", r.LastRun.Operations)
 		}
+	}
+}
+
+// TestDemoTellsTheSamplesStory: a second runtime in the demo's namespace
+// (as the demo's "Explore" hints invite; its name sorts before the
+// samples') changes nothing of the story: the memories go through
+// support-bot's service, and the report describes support-bot.
+func TestDemoTellsTheSamplesStory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := startDemoEnv(t, ctx)
+	other := &memoryv1alpha1.MemoryRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: "another-bot", Namespace: e.ns},
+		Spec: memoryv1alpha1.MemoryRuntimeSpec{
+			Database:  memoryv1alpha1.DatabaseSpec{ClusterConnection: demo.ConnectionName},
+			Embedding: memoryv1alpha1.EmbeddingSpec{Provider: memoryv1alpha1.EmbeddingBuiltin, Dimensions: 384},
+			Service:   memoryv1alpha1.ServiceSpec{Replicas: ptr.To(int32(1))},
+		},
+	}
+	if err := e.c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	// Ready before the story starts, like a runtime added on an earlier run.
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := e.c.Get(ctx, client.ObjectKeyFromObject(other), other); err != nil {
+			return false, err
+		}
+		return apimeta.IsStatusConditionTrue(other.Status.Conditions, memoryv1alpha1.ConditionReady), nil
+	})
+	if err != nil {
+		t.Fatalf("another-bot not Ready: %v", err)
+	}
+	r := e.play(t, ctx)
+	var rt memoryv1alpha1.MemoryRuntime
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "support-bot"}, &rt); err != nil {
+		t.Fatal(err)
+	}
+	if r.Runtime != "support-bot" || r.Schema != rt.Status.Schema || r.LocalEndpoint != e.kubelet.Endpoint(e.ns, "support-bot") {
+		t.Errorf("the story was told with runtime %q (schema %s, service %s), want support-bot (schema %s, service %s)",
+			r.Runtime, r.Schema, r.LocalEndpoint, rt.Status.Schema, e.kubelet.Endpoint(e.ns, "support-bot"))
+	}
+	if r.ActiveAlice != 6 || r.LastRun == nil {
+		t.Errorf("the samples' story did not run through: alice has %d memories, last run %+v", r.ActiveAlice, r.LastRun)
 	}
 }
