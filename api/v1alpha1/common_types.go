@@ -89,6 +89,11 @@ const (
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	// ReasonProvisioned: the schema and roles exist, are migrated and granted.
 	ReasonProvisioned = "Provisioned"
+	// ReasonDBAActionNeeded: the Warning event of a provisioning that
+	// succeeded but found something only a DBA can repair (the admin is not
+	// a superuser), e.g. tenants that may still take advisory locks; the
+	// message says what to run.
+	ReasonDBAActionNeeded = "DBAActionNeeded"
 	// ReasonProvisioningBlocked: a provisioning statement waited for
 	// sessions the operator may not or could not end (a DBA's, the
 	// tenant's own, or another tenant's without pg_signal_backend) and

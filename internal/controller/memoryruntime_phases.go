@@ -135,6 +135,11 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		provisionChanges.Add(float64(len(res.Changes)))
 		r.eventer().normal(rt, memoryv1alpha1.ReasonProvisioned, "Provision", "schema %s: %s", s.schema, strings.Join(res.Changes, "; "))
 	}
+	// Once per provisioning pass (the grant check interval): what is left
+	// stays visible on the runtime until a DBA repairs it.
+	for _, w := range res.Warnings {
+		r.eventer().warning(rt, memoryv1alpha1.ReasonDBAActionNeeded, "Provision", "schema %s: %s", s.schema, scrubAdmin(w, s.admin))
+	}
 	s.created = res.Password
 	r.memory.update(rt.UID, func(st *runtimeState) {
 		st.checkedAt, st.fingerprint, st.schemaVersion, st.warned = time.Now(), fingerprint, res.Version, ""

@@ -16,8 +16,9 @@ import (
 // oneMessagePerRequest answers 400 to an MCP POST whose body is not one
 // JSON-RPC message: batch-not-supported for an array, malformed-request
 // for anything else that is not an object. An empty body goes on to the
-// SDK, which refuses it. The body was read by readBodyFirst; one it did
-// not read exceeds --max-body-bytes, and the SDK refuses it with 413.
+// SDK, which refuses it. The body was read by readBodyFirst, which
+// answered 413 to a Content-Length over --max-body-bytes; a chunked body
+// over it was read one byte past the limit, and the SDK refuses it with 413.
 func oneMessagePerRequest(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := notOneMessage(r); p != nil {

@@ -43,12 +43,18 @@ type bufferedBody struct {
 func (*bufferedBody) Close() error { return nil }
 
 // readBodyFirst reads r's body into memory under the body deadline and
-// returns the request the handler gets. A body over --max-body-bytes is
-// read one byte past the limit (not at all when its Content-Length says
-// so), so the handler answers 413 as it always did.
+// returns the request the handler gets. A body whose Content-Length is over
+// --max-body-bytes is refused here with 413, unread, before any handler
+// slot is taken: on /mcp the SDK would read it inside the handler, holding
+// a slot until the server's ReadTimeout (60 s) instead of the body timeout
+// (issue 26's re-review). A body without a length (chunked) over the limit
+// is read one byte past it, so the handler answers 413 as it always did.
 func (s *Server) readBodyFirst(w http.ResponseWriter, r *http.Request) (*http.Request, *Problem) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > s.opts.MaxBodyBytes {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return r, nil
+	}
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		return r, tooLarge(s.opts.MaxBodyBytes) // answered by refuseUnread: the connection is closed
 	}
 	if !s.takeReader() {
 		return r, s.shedProblem()

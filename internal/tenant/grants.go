@@ -111,7 +111,10 @@ func ensureGrants(ctx context.Context, conn *pgx.Conn, schema, extSchema string,
 	if err := ensureNoPublicCreate(ctx, conn, names, res); err != nil {
 		return err
 	}
-	return ensureNoTemp(ctx, conn, names, res)
+	if err := ensureNoTemp(ctx, conn, names, res); err != nil {
+		return err
+	}
+	return ensureNoAdvisoryLocks(ctx, conn, names, res)
 }
 
 // ensureNoTemp makes sure the login role cannot create temporary tables:
@@ -137,6 +140,105 @@ func ensureNoTemp(ctx context.Context, conn *pgx.Conn, names roleNames, res *Res
 		}
 	}
 	res.Changes = append(res.Changes, "revoked TEMPORARY on database "+db+" from PUBLIC")
+	return nil
+}
+
+// advisoryLockProcs selects the functions of pg_catalog that take an
+// advisory lock, by name rather than from a hand-made list, so a server
+// that adds a signature is covered too. The unlock functions take nothing
+// and stay: connection poolers reset sessions with pg_advisory_unlock_all.
+const advisoryLockProcs = ` FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+	AND p.proname LIKE 'pg\_%advisory%' AND p.proname NOT LIKE '%unlock%'`
+
+// ensureNoAdvisoryLocks makes sure the login role cannot take advisory
+// locks. They live in the server's shared lock table, not in the tenant's
+// schema, and a session keeps them until it ends: about 13,000 (the default
+// max_locks_per_transaction × max_connections) fill the table, after which
+// every other tenant's queries, the operator's and new provisioning fail
+// with "out of shared memory" (issue 26's re-review). Engram's service,
+// jobs and operator take none. As with TEMPORARY, the grant is PUBLIC's,
+// so it is revoked from PUBLIC, in this database only (function privileges
+// are per database), and on a Citus cluster on every worker too, where a
+// tenant may log in directly.
+//
+// Only a superuser (or the functions' owner) may revoke it: PostgreSQL
+// answers a restricted admin's REVOKE with a warning and changes nothing.
+// Provisioning goes on then (a managed server may let no one do it) and
+// res.Warnings says what a DBA must run.
+func ensureNoAdvisoryLocks(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
+	citus, err := DetectCitus(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if citus.Installed {
+		if err := revokeAdvisoryOnWorkers(ctx, conn, names, res); err != nil {
+			return err
+		}
+	}
+	open, err := openAdvisoryFuncs(ctx, conn, names.login)
+	if err != nil || len(open) == 0 {
+		return err
+	}
+	stmt := "REVOKE EXECUTE ON FUNCTION " + strings.Join(open, ", ") + " FROM PUBLIC, " + pgx.Identifier{names.login}.Sanitize()
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("revoking the advisory-lock functions from PUBLIC: %w", err)
+	}
+	if open, err = openAdvisoryFuncs(ctx, conn, names.login); err != nil {
+		return err
+	}
+	if len(open) > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("login role %s can take advisory locks, with which one tenant can fill "+
+			"the server's lock table for all, and the admin may not revoke them (only a superuser may): a superuser runs, "+
+			"in this database, REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC (docs/security.md, \"What the DBA must do\")",
+			names.login, strings.Join(open, ", ")))
+		return nil
+	}
+	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock functions from PUBLIC")
+	return nil
+}
+
+// openAdvisoryFuncs lists the advisory-lock functions role may execute.
+func openAdvisoryFuncs(ctx context.Context, conn *pgx.Conn, role string) ([]string, error) {
+	var funcs []string
+	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}')`+advisoryLockProcs+
+		` AND has_function_privilege($1, p.oid, 'EXECUTE')`, role).Scan(&funcs)
+	if err != nil {
+		return nil, fmt.Errorf("checking the advisory-lock functions of %q: %w", role, err)
+	}
+	return funcs, nil
+}
+
+// revokeAdvisoryOnWorkers does ensureNoAdvisoryLocks's revoke on every
+// Citus worker where the login role may still take an advisory lock:
+// Citus does not propagate privileges on pg_catalog functions, and the
+// cluster's admin is its superuser (docs/scale-out.md).
+func revokeAdvisoryOnWorkers(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
+	check := `SELECT count(*)` + advisoryLockProcs + ` AND has_function_privilege(` + quoteLiteral(names.login) + `, p.oid, 'EXECUTE')`
+	open := func() ([]string, error) {
+		rows, err := conn.Query(ctx, `SELECT nodename || ':' || nodeport || ': ' || result FROM run_command_on_workers($1)
+			WHERE NOT success OR result <> '0' ORDER BY 1`, check)
+		if err != nil {
+			return nil, fmt.Errorf("checking the advisory-lock functions on the Citus workers: %w", err)
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	nodes, err := open()
+	if err != nil || len(nodes) == 0 {
+		return err
+	}
+	revoke := `DO $revoke$ DECLARE f text; BEGIN FOR f IN SELECT p.oid::regprocedure::text` + advisoryLockProcs + ` LOOP
+		EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC, %I', f, ` + quoteLiteral(names.login) + `); END LOOP; END $revoke$`
+	if _, err := conn.Exec(ctx, `SELECT run_command_on_workers($1)`, revoke); err != nil {
+		return fmt.Errorf("revoking the advisory-lock functions on the Citus workers: %w", err)
+	}
+	if nodes, err = open(); err != nil {
+		return err
+	}
+	if len(nodes) > 0 {
+		return fmt.Errorf("revoking the advisory-lock functions on the Citus workers: the login role may still take advisory locks on %s",
+			strings.Join(nodes, "; "))
+	}
+	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock functions from PUBLIC on the Citus workers")
 	return nil
 }
 

@@ -80,6 +80,9 @@ type Result struct {
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
+	// Warnings lists, for humans, what is wrong and the admin may not
+	// repair (a DBA must): provisioning succeeded all the same.
+	Warnings []string
 }
 
 // Changed reports whether Provision changed anything.
