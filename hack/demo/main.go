@@ -7,7 +7,10 @@
 // The supervisor is a background process in its own session: it runs the
 // kube-apiserver + etcd (built by hack/envtest.sh), the operator and the
 // local pod runner, and stays up after `up` returns so the service can be
-// explored with kubectl and curl. State lives in $ENGRAM_CACHE/demo.
+// explored with kubectl and curl. PostgreSQL (hack/pgvector.sh) and the
+// Citus cluster (hack/citus.sh; --citus=false leaves it out) run on their
+// own and are stopped by `down` when `up` started them. State lives in
+// $ENGRAM_CACHE/demo.
 package main
 
 import (
@@ -33,6 +36,7 @@ func main() {
 	fs.StringVar(&cfg.repoRoot, "repo-root", ".", "root of the Engram checkout")
 	fs.StringVar(&cfg.binary, "binary", "bin/manager", "the manager binary that stands in for the image")
 	fs.StringVar(&cfg.stateDir, "state-dir", defaultStateDir(), "where the demo keeps its state, logs and kubeconfig")
+	fs.BoolVar(&cfg.citus, "citus", true, "also start the local Citus cluster (hack/citus.sh, or CITUS_URL) and put a second tenant on it")
 	_ = fs.Parse(os.Args[2:])
 	cfg.absolutize()
 
@@ -75,6 +79,7 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // config is shared by every command.
 type config struct {
 	repoRoot, binary, stateDir string
+	citus                      bool
 }
 
 func (c *config) absolutize() {

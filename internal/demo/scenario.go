@@ -39,6 +39,10 @@ type Scenario struct {
 	Out      io.Writer
 	// Wait bounds each wait for the operator or the service; default 90s.
 	Wait time.Duration
+	// Citus: Prepare registered a Citus coordinator (CitusSecret); the
+	// scenario offers it beside the PostgreSQL as MemoryDatabases and puts
+	// a second tenant, CitusRuntime, on it.
+	Citus bool
 }
 
 // Report is what happened, for the summary and for the e2e assertions.
@@ -68,6 +72,8 @@ type Report struct {
 	Erased          memory.EraseResult
 	BobAfterErase   int
 	LastRun         *memoryv1alpha1.LastRun
+	// Citus is the second tenant, on Citus (nil without Scenario.Citus).
+	Citus *CitusReport
 }
 
 // Run plays the scenario and prints each step.
@@ -79,11 +85,15 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		s.Namespace = Namespace
 	}
 	r := &Report{Actions: map[string]int{}}
-	steps := []struct {
+	type step struct {
 		title string
 		run   func(context.Context, *Report) error
-	}{
-		{"Apply config/samples", s.apply},
+	}
+	steps := []step{{"Apply config/samples", s.apply}}
+	if s.Citus {
+		steps = append(steps, step{"Offer two database servers; a second tenant asks for the Citus one", s.applyDatabases})
+	}
+	steps = append(steps, []step{
 		{"Wait until the operator reports Ready", s.waitReady},
 		{"Write memories for two users through the HTTP API", s.writeMemories},
 		{"An agent token bound to alice: what it may not do", s.agentToken},
@@ -93,6 +103,9 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"A 3-turn session ends: its episode, found by the episode search", s.episode},
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
 		{"Erase a user (GDPR)", s.erase},
+	}...)
+	if s.Citus {
+		steps = append(steps, step{"The second tenant, on Citus: where it lives, a write and a search through the coordinator", s.citusTenant})
 	}
 	for i, st := range steps {
 		s.printf("\n== %d. %s\n", i+1, st.title)
@@ -110,6 +123,9 @@ func (s *Scenario) apply(ctx context.Context, r *Report) error {
 	r.Applied = applied
 	for _, a := range applied {
 		s.printf("   applied %s (namespace %s)\n", a, s.Namespace)
+		if name, ok := strings.CutPrefix(a, "MemoryRuntime/"); ok && r.Runtime == "" {
+			r.Runtime = name // the tenant the story follows
+		}
 	}
 	return err
 }
@@ -132,10 +148,14 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 				return false, nil
 			}
 		}
-		rt := list.Items[0]
-		r.Runtime, r.Schema, r.ClusterEndpoint = rt.Name, rt.Status.Schema, rt.Status.Endpoint
-		r.Owner = tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
-		return true, nil
+		for _, rt := range list.Items {
+			if rt.Name == r.Runtime || r.Runtime == "" {
+				r.Runtime, r.Schema, r.ClusterEndpoint = rt.Name, rt.Status.Schema, rt.Status.Endpoint
+				r.Owner = tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("no MemoryRuntime %s", r.Runtime)
 	})
 	if err != nil {
 		return err
@@ -147,6 +167,8 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 	return PrintTables(ctx, s.Out, s.Config, s.Kubeconfig, s.Namespace)
 }
 
+// othersReported: the policies are Valid, the retention jobs Scheduled,
+// and the MemoryDatabases checked (the Citus one counting its tenant).
 func (s *Scenario) othersReported() (bool, error) {
 	ctx := context.Background()
 	var pols memoryv1alpha1.MemoryPolicyList
@@ -164,6 +186,18 @@ func (s *Scenario) othersReported() (bool, error) {
 	}
 	for _, rj := range rjs.Items {
 		if c := apimeta.FindStatusCondition(rj.Status.Conditions, memoryv1alpha1.ConditionScheduled); c == nil || c.Status != metav1.ConditionTrue {
+			return false, nil
+		}
+	}
+	if !s.Citus {
+		return true, nil
+	}
+	for _, name := range []string{PlainDatabase, CitusDatabase} {
+		var db memoryv1alpha1.MemoryDatabase
+		if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &db); err != nil {
+			return false, err
+		}
+		if c := db.GetCondition(memoryv1alpha1.ConditionReachable); c == nil || c.Status != metav1.ConditionTrue || db.Status.Tenants == 0 && name == CitusDatabase {
 			return false, nil
 		}
 	}

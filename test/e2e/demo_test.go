@@ -48,6 +48,8 @@ func (w *logWriter) Write(p []byte) (int, error) {
 
 func TestDemoFlow(t *testing.T) {
 	dbURL := testenv.NewDatabase(t)
+	citusURL := testenv.NewCitusDatabase(t)
+	citusAdmin := testenv.NewPool(t, citusURL, 2)
 	_, cfg := testenv.ControlPlane(t)
 	binary := buildManager(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -60,7 +62,7 @@ func TestDemoFlow(t *testing.T) {
 	// A namespace of its own: tenant roles are named after it and are
 	// cluster-wide, so this must not collide with a demo on the same server.
 	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1e6)
-	if err := demo.Prepare(ctx, c, dbURL, ns); err != nil {
+	if err := demo.Prepare(ctx, c, dbURL, citusURL, ns); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(&logWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -77,6 +79,7 @@ func TestDemoFlow(t *testing.T) {
 	kDone := make(chan error, 1)
 	go func() { kDone <- kubelet.Run(kCtx) }()
 	var tenants []*demo.Report
+	var onCitus *demo.CitusReport
 	t.Cleanup(func() {
 		stopKubelet()
 		<-kDone
@@ -89,24 +92,41 @@ func TestDemoFlow(t *testing.T) {
 				t.Logf("dropping tenant %s: %v", r.Schema, err)
 			}
 		}
+		// The tenant on Citus: its roles live on the Citus nodes.
+		if onCitus != nil && onCitus.Schema != "" {
+			if _, err := tenant.Drop(context.Background(), citusAdmin, onCitus.Schema, onCitus.Owner); err != nil {
+				t.Logf("dropping tenant %s on Citus: %v", onCitus.Schema, err)
+			}
+		}
 	})
 
 	sc := &demo.Scenario{
 		Client: c, Config: cfg, Out: &logWriter{t: t}, Endpoint: kubelet.Endpoint, Namespace: ns,
-		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
+		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute, Citus: true,
 	}
 	r, err := sc.Run(ctx)
 	if r != nil && r.Schema != "" {
 		tenants = append(tenants, r)
 	}
+	if r != nil {
+		onCitus = r.Citus
+	}
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
 
+	citus := demo.CitusReport{}
+	if r.Citus != nil {
+		citus = *r.Citus
+	}
 	checks := []struct {
 		what string
 		ok   bool
 	}{
+		{"the story follows support-bot, the samples' runtime", r.Runtime == "support-bot"},
+		{"the second tenant was placed on the Citus MemoryDatabase", citus.Database == demo.CitusDatabase && citus.Schema != ""},
+		{"its status names the Citus worker holding its schema, one of the database's workers", citus.Worker != "" && slices.Contains(citus.Workers, citus.Worker)},
+		{"its service adds and finds through the coordinator", citus.Added == string(memory.ActionAdded) && strings.Contains(citus.SearchTop, "quarterly research")},
 		{"the samples applied (a policy, a runtime and a retention job)", len(r.Applied) >= 3},
 		{"the runtime has a schema and an in-cluster endpoint", r.Schema != "" && strings.HasPrefix(r.ClusterEndpoint, "http://")},
 		{"one near-duplicate was merged", r.Actions[string(memory.ActionMerged)] == 1},
