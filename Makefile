@@ -122,11 +122,14 @@ fuzz: ## Fuzz each Go fuzz target for FUZZTIME (default 60s), one after the othe
 ##@ Demo
 
 DEMO ?= $(LOCALBIN)/engram-demo
+# DEMO_CITUS=false leaves the Citus cluster and the tenant on it out of the
+# demo (its first build takes minutes).
+DEMO_CITUS ?= true
 
 .PHONY: demo
-demo: build ## Run Engram end to end here (control plane, operator, PostgreSQL, service) and leave it running.
+demo: build ## Run Engram end to end here (control plane, operator, PostgreSQL, Citus, services) and leave it running.
 	@$(GOBUILD) -o $(DEMO) ./hack/demo
-	@$(DEMO) up --binary $(LOCALBIN)/manager --repo-root $(CURDIR)
+	@$(DEMO) up --binary $(LOCALBIN)/manager --repo-root $(CURDIR) --citus=$(DEMO_CITUS)
 
 .PHONY: demo-node
 demo-node: build image $(HELM) ## Run the demo on a real single-node Kubernetes (hack/cluster.sh, root): the image loaded, the chart installed, real Pods.
@@ -208,23 +211,26 @@ N ?=
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: ## Short benchmark (about 11 min): service vs raw SQL, conversations, jobs, operator; writes bench/results/.
+bench: ## Short benchmark (about 15 min): service vs raw SQL and on Citus vs plain, conversations, jobs, operator; writes bench/results/.
 	@$(call run-bench,short)
 
 .PHONY: bench-full
 bench-full: ## Full benchmark at the sizes of issue 7 (N=1000 for 1,000 runtimes); writes bench/results/.
 	@$(call run-bench,full)
 
-# run-bench provisions PostgreSQL and the envtest binaries, builds the
-# manager (the binary under test) and the harness, and runs mode $(1). The
-# server runs durable (fsync on, hack/pgvector.sh's default), so the add
-# figures with and without synchronous commit mean what they say.
+# run-bench provisions PostgreSQL, Citus and the envtest binaries, builds
+# the manager (the binary under test) and the harness, and runs mode $(1).
+# The servers run durable (fsync on, the scripts' default), so the add
+# figures with and without synchronous commit mean what they say, and the
+# service on Citus is compared with plain PostgreSQL on equal terms.
 define run-bench
 echo ">> PostgreSQL with pgvector (durable settings)"; \
 DATABASE_URL="$$(hack/pgvector.sh start)"; \
+echo ">> Citus: a coordinator and two workers (durable settings; built once, ~4 min)"; \
+CITUS_URL="$$(hack/citus.sh start)"; \
 echo ">> kube-apiserver + etcd for envtest"; \
 KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
-export DATABASE_URL KUBEBUILDER_ASSETS; \
+export DATABASE_URL CITUS_URL KUBEBUILDER_ASSETS; \
 echo ">> building bin/manager and bin/enginebench"; \
 mkdir -p $(LOCALBIN); \
 $(GOBUILD) -o $(LOCALBIN)/manager ./cmd/manager; \

@@ -49,7 +49,7 @@ func (h *harness) runConversation(ctx context.Context) (*ConversationReport, err
 		return nil, err
 	}
 	policy := benchPolicy()
-	svc, base, err := h.startService(ctx, loginURL, policy, false)
+	svc, base, err := h.startService(ctx, "service-conv", loginURL, policy, false)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@
 // It measures, in one run on one machine:
 //
 //   - the memory service through its HTTP API (the real `manager serve`
-//     binary) against the raw SQL ceiling of the same work through pgx;
+//     binary) against the raw SQL ceiling of the same work through pgx,
+//     and, with CITUS_URL, the same service on a tenant of a Citus
+//     coordinator beside it;
 //   - conversation memory the same way: appends, and windows of a
 //     10,000-message session;
 //   - the maintenance jobs on a bulk-loaded tenant;
@@ -10,8 +12,10 @@
 //   - on request (--parts=secrets), the operator's memory with 1,000
 //     unrelated Secrets in the cluster.
 //
-// It needs DATABASE_URL (hack/pgvector.sh start) and, for the operator part,
-// KUBEBUILDER_ASSETS (hack/envtest.sh). Results go to bench/results/ as JSON
+// It needs DATABASE_URL (hack/pgvector.sh start), for the operator part
+// KUBEBUILDER_ASSETS (hack/envtest.sh), and for the Citus comparison of the
+// service part CITUS_URL (hack/citus.sh start; without it that comparison is
+// skipped and the report says so). Results go to bench/results/ as JSON
 // (timestamped and latest.json) and a markdown table (latest.md);
 // docs/performance.md explains the method.
 package main
@@ -38,6 +42,7 @@ import (
 type harness struct {
 	scale      Scale
 	serverURL  string // DATABASE_URL: an admin connection to PostgreSQL with pgvector
+	citusURL   string // CITUS_URL: a Citus coordinator's admin URL ("": no Citus comparison)
 	assets     string // KUBEBUILDER_ASSETS
 	managerBin string
 	workDir    string // logs and config files of this run
@@ -87,7 +92,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
 	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
-	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 15m short, 2h full)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
 	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
 	fs.BoolVar(&o.keepDB, "keep-db", false, "keep the benchmark databases and roles (to investigate plans afterwards; drop them by hand)")
@@ -122,7 +127,7 @@ func run(args []string) int {
 	}
 	timeout := o.timeout
 	if timeout == 0 {
-		timeout = map[string]time.Duration{"short": 15 * time.Minute, "full": 2 * time.Hour}[o.mode]
+		timeout = map[string]time.Duration{"short": 25 * time.Minute, "full": 3 * time.Hour}[o.mode]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -174,7 +179,7 @@ func newHarness(o *options) (*harness, error) {
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
-	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB}
+	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB}
 	if h.serverURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
 	}

@@ -17,6 +17,7 @@ func markdown(rep *Report) string {
 		rep.Machine.Kernel, rep.Machine.Go, rep.Machine.Postgres, rep.Machine.LoadAvgStart, rep.Machine.LoadAvgEnd)
 	if s := rep.Service; s != nil {
 		serviceMarkdown(p, rep.Scale, s)
+		citusMarkdown(p, rep.Scale, s)
 	}
 	if c := rep.Conversation; c != nil {
 		conversationMarkdown(p, rep.Scale, c)

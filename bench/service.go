@@ -38,6 +38,10 @@ type ServiceReport struct {
 	// what the access-statistics writes cost the index-only scan.
 	SettledCeiling *RunStats `json:"settledCeiling,omitempty"`
 	SettledPerOp   *PerOp    `json:"settledCeilingPerOp,omitempty"`
+	// Citus is the same service on a tenant of a Citus coordinator, beside
+	// this one (citus.go); CitusNote says why it is absent.
+	Citus     *CitusReport `json:"citus,omitempty"`
+	CitusNote string       `json:"citusNote,omitempty"`
 }
 
 // Workload is one kind of request at one concurrency, through the service
@@ -118,7 +122,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 		return nil, err
 	}
 	policy := benchPolicy()
-	svc, base, err := h.startService(ctx, loginURL, policy, false)
+	svc, base, err := h.startService(ctx, "service", loginURL, policy, false)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +170,10 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	if werr != nil {
 		return rep, werr
 	}
-	return rep, h.measureAsyncCommit(ctx, loginURL, policy, emb, rep)
+	if err := h.measureAsyncCommit(ctx, loginURL, policy, emb, rep); err != nil {
+		return rep, err
+	}
+	return rep, h.measureOnCitus(ctx, plainSide{api: api, svc: svc, db: db, raw: raw}, policy, emb, rep)
 }
 
 // settledCeiling measures the ceiling query on the freshly vacuumed table.
@@ -197,7 +204,7 @@ func (h *harness) settledCeiling(ctx context.Context, raw *rawSQL, rep *ServiceR
 // durability costs next to the default. Read it on a server with fsync on
 // (hack/pgvector.sh's default): with fsync off a WAL flush costs nothing.
 func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, policy memory.Policy, emb memory.Embedder, rep *ServiceReport) error {
-	svc, base, err := h.startService(ctx, loginURL, policy, true)
+	svc, base, err := h.startService(ctx, "service-async", loginURL, policy, true)
 	if err != nil {
 		return err
 	}
@@ -322,17 +329,13 @@ func maxConcurrency(sc Scale) int {
 }
 
 // startService writes the config and tokens files the operator would mount
-// and starts `manager serve` on a free loopback port.
-func (h *harness) startService(ctx context.Context, loginURL string, policy memory.Policy, asyncCommit bool) (*process, string, error) {
+// and starts `manager serve` on a free loopback port; name names its files.
+func (h *harness) startService(ctx context.Context, name, loginURL string, policy memory.Policy, asyncCommit bool) (*process, string, error) {
 	cfg := memory.ServiceConfig{
 		Schema:             benchSchema,
 		Embedding:          memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: benchDims},
 		Policy:             policy,
 		AsynchronousCommit: asyncCommit,
-	}
-	name := "service"
-	if asyncCommit {
-		name = "service-async"
 	}
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")

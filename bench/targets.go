@@ -64,6 +64,7 @@ func serviceTargets(s *ServiceReport) []Target {
 	}
 	out = append(out, throughputTargets(s.Workloads, scaleNote)...)
 	out = append(out, scalingChecks(s.Workloads)...)
+	out = append(out, citusTargets(s.Citus)...)
 	q := s.Quality
 	out = append(out, Target{Name: "recall@10 of service vector search vs brute force", Goal: "1.0",
 		Measured: fmt.Sprintf("%.4f (min %.2f over %d queries)", q.RecallAt10, q.MinRecall, q.Queries),
@@ -206,4 +207,21 @@ func largestGap(ts []Target) string {
 	sort.SliceStable(missed, func(i, j int) bool { return missed[i].Gap > missed[j].Gap })
 	m := missed[0]
 	return fmt.Sprintf("%s: %s, goal %s (%.0f%% short)", m.Name, m.Measured, m.Goal, m.Gap*100)
+}
+
+// citusTargets: the service on Citus at least goalCitusRatio of the
+// service on plain PostgreSQL (throughput, same run), for each workload
+// and concurrency measured, and the same recall.
+func citusTargets(c *CitusReport) []Target {
+	if c == nil {
+		return nil
+	}
+	var out []Target
+	for _, w := range c.Workloads {
+		out = append(out, atLeast(fmt.Sprintf("%s on Citus / on plain PostgreSQL, service throughput, c=%d", w.Name, w.Concurrency), w.Ratio, goalCitusRatio, ""))
+	}
+	q := c.Quality
+	return append(out, Target{Name: "recall@10 of service vector search on Citus vs brute force", Goal: "1.0",
+		Measured: fmt.Sprintf("%.4f (min %.2f over %d queries)", q.RecallAt10, q.MinRecall, q.Queries),
+		Met:      q.RecallAt10 >= 1 && q.Queries > 0 && q.SmallOwnersComplete, Gap: 1 - q.RecallAt10})
 }

@@ -396,6 +396,7 @@ const (
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema`
 // +kubebuilder:printcolumn:name="Database",type=string,JSONPath=`.status.database.name`
+// +kubebuilder:printcolumn:name="Citus-Worker",type=string,JSONPath=`.status.citusWorker`,priority=1
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

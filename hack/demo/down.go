@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +46,8 @@ func isSupervisor(pid int) bool {
 
 // down stops the supervisor (which stops the services, the operator and the
 // control plane in order), kills its whole session if it does not stop in
-// time, and stops PostgreSQL if the demo started it.
+// time, and stops PostgreSQL and the Citus cluster if the demo started
+// them (hack/pgvector.sh stop, hack/citus.sh stop: by PID, nothing else).
 func down(cfg config) error {
 	var errs []error
 	if _, err := os.Stat(cfg.path(nodeMarker)); err == nil {
@@ -71,6 +73,16 @@ func down(cfg config) error {
 			errs = append(errs, fmt.Errorf("stopping PostgreSQL: %w", err))
 		} else {
 			_ = os.Remove(cfg.path("postgres-started-by-demo"))
+		}
+	}
+	if _, err := os.Stat(cfg.path("citus-started-by-demo")); err == nil {
+		fmt.Println("stopping the Citus cluster the demo started")
+		cmd := exec.Command(filepath.Join(cfg.repoRoot, "hack/citus.sh"), "stop")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping Citus: %w", err))
+		} else {
+			_ = os.Remove(cfg.path("citus-started-by-demo"))
 		}
 	}
 	for _, f := range []string{"supervisor.pid", "state.json", "kubeconfig"} {
@@ -133,8 +145,19 @@ func status(cfg config) error {
 		return err
 	}
 	fmt.Printf("running (supervisor pid %d)\n  kube-apiserver %s\n  kubeconfig     %s\n", pid, st.APIServer, st.Kubeconfig)
+	if st.CitusURL != "" {
+		fmt.Printf("  Citus          coordinator %s\n", hostOf(st.CitusURL))
+	}
 	for k, v := range st.Endpoints {
 		fmt.Printf("  service %-20s %s\n", k, v)
 	}
 	return nil
+}
+
+// hostOf is the host:port of a database URL (never its password).
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Host
+	}
+	return "?"
 }

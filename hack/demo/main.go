@@ -8,7 +8,10 @@
 // The supervisor is a background process in its own session: it runs the
 // kube-apiserver + etcd (built by hack/envtest.sh), the operator and the
 // local pod runner, and stays up after `up` returns so the service can be
-// explored with kubectl and curl. State lives in $ENGRAM_CACHE/demo.
+// explored with kubectl and curl. PostgreSQL (hack/pgvector.sh) and the
+// Citus cluster (hack/citus.sh; --citus=false leaves it out) run on their
+// own and are stopped by `down` when `up` started them. State lives in
+// $ENGRAM_CACHE/demo.
 package main
 
 import (
@@ -38,6 +41,7 @@ func main() {
 	fs.StringVar(&cfg.imageTar, "image-tar", "dist/image/engram-docker-amd64.tar", "with --node: the image tarball make image wrote")
 	fs.StringVar(&cfg.image, "image", "ghcr.io/engram-dev/engram:dev", "with --node: the image reference in that tarball")
 	fs.StringVar(&cfg.helm, "helm", "bin/helm", "with --node: the helm binary")
+	fs.BoolVar(&cfg.citus, "citus", true, "also start the local Citus cluster (hack/citus.sh, or CITUS_URL) and put a second tenant on it")
 	_ = fs.Parse(os.Args[2:])
 	cfg.absolutize()
 
@@ -87,6 +91,7 @@ type config struct {
 	// the node mode (node.go)
 	node                  bool
 	imageTar, image, helm string
+	citus                 bool
 }
 
 func (c *config) absolutize() {

@@ -79,7 +79,9 @@ func upNode(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	if err := demo.Prepare(ctx, c, podDB, demo.Namespace); err != nil {
+	// No Citus on the node: hack/citus.sh listens on 127.0.0.1 only, out of
+	// the Pods' reach (make demo shows the tenant on Citus).
+	if err := demo.Prepare(ctx, c, podDB, "", demo.Namespace); err != nil {
 		return err
 	}
 	if err := helmInstall(cfg, kubeconfig); err != nil {

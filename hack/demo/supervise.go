@@ -23,7 +23,9 @@ type state struct {
 	Kubeconfig string            `json:"kubeconfig"`
 	APIServer  string            `json:"apiServer"`
 	Endpoints  map[string]string `json:"endpoints"`
-	Updated    time.Time         `json:"updated"`
+	// CitusURL is the Citus coordinator the operator was given ("": none).
+	CitusURL string    `json:"citusURL,omitempty"`
+	Updated  time.Time `json:"updated"`
 }
 
 func readState(cfg config) (*state, error) {
@@ -52,7 +54,7 @@ func supervise(parent context.Context, cfg config) error {
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	st := &state{PID: os.Getpid(), Endpoints: map[string]string{}}
+	st := &state{PID: os.Getpid(), Endpoints: map[string]string{}, CitusURL: os.Getenv("CITUS_URL")}
 	fail := func(err error) error {
 		st.Error = err.Error()
 		_ = writeState(cfg, st)
@@ -81,7 +83,7 @@ func supervise(parent context.Context, cfg config) error {
 	if err != nil {
 		return fail(err)
 	}
-	if err := demo.Prepare(ctx, c, dbURL, demo.Namespace); err != nil {
+	if err := demo.Prepare(ctx, c, dbURL, st.CitusURL, demo.Namespace); err != nil {
 		return fail(err)
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ func up(ctx context.Context, cfg config) error {
 	}
 	sc := &demo.Scenario{
 		Client: c, Config: restCfg, Kubeconfig: st.Kubeconfig, Out: os.Stdout,
-		SamplesDir: filepath.Join(cfg.repoRoot, "config", "samples"),
+		SamplesDir: filepath.Join(cfg.repoRoot, "config", "samples"), Citus: st.CitusURL != "",
 		Endpoint: func(ns, name string) string {
 			if s, err := readState(cfg); err == nil {
 				return s.Endpoints[ns+"/"+name]
@@ -65,33 +66,37 @@ func up(ctx context.Context, cfg config) error {
 }
 
 // ensureSupervisor returns the state of a running supervisor, starting one
-// (with PostgreSQL and the envtest binaries) when none runs.
+// (with PostgreSQL, Citus and the envtest binaries) when none runs.
 func ensureSupervisor(cfg config) (*state, error) {
 	if pid, alive := supervisorPID(cfg); alive {
 		if st, err := readState(cfg); err == nil && st.Ready && st.PID == pid {
 			fmt.Printf("Reusing the running demo environment (supervisor pid %d).\n", pid)
+			if cfg.citus && st.CitusURL == "" {
+				fmt.Println("It runs without Citus: make demo-down, then make demo, to add the tenant on Citus.")
+			}
 			return st, nil
 		}
 	}
-	// PostgreSQL (mostly downloads on a new machine) and the control plane
-	// (mostly compiling) are prepared at the same time.
+	// PostgreSQL and Citus (mostly downloads and a build on a new machine)
+	// and the control plane (mostly compiling) are prepared at the same time.
 	type result struct {
 		out string
 		err error
 	}
-	pg := make(chan result, 1)
+	pg, citus := make(chan result, 1), make(chan result, 1)
 	go func() {
 		u, err := databaseURL(cfg)
 		pg <- result{u, err}
 	}()
+	go func() {
+		u, err := citusURL(cfg)
+		citus <- result{u, err}
+	}()
 	fmt.Println(">> kube-apiserver + etcd (built from Go modules once, then cached)")
 	assets, err := runScript(cfg, "hack/envtest.sh")
-	db := <-pg
-	if err != nil {
+	db, cu := <-pg, <-citus
+	if err := errors.Join(err, db.err, cu.err); err != nil {
 		return nil, err
-	}
-	if db.err != nil {
-		return nil, db.err
 	}
 	dbURL := db.out
 	_ = os.Remove(cfg.path("state.json"))
@@ -105,7 +110,7 @@ func ensureSupervisor(cfg config) (*state, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "supervise", "--repo-root", cfg.repoRoot, "--binary", cfg.binary, "--state-dir", cfg.stateDir)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "KUBEBUILDER_ASSETS="+assets)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "KUBEBUILDER_ASSETS="+assets, "CITUS_URL="+cu.out)
 	cmd.Stdout, cmd.Stderr, cmd.Dir = logFile, logFile, cfg.repoRoot
 	// Its own session: Ctrl-C on `make demo` does not stop the environment;
 	// `make demo-down` does.
@@ -151,6 +156,27 @@ func databaseURL(cfg config) (string, error) {
 		}
 	}
 	return runScript(cfg, "hack/pgvector.sh", "start")
+}
+
+// citusURL returns CITUS_URL, or starts the local Citus cluster (a
+// coordinator and two workers; built once into the cache) and remembers
+// that the demo started it, so demo-down stops it again. "" with --citus=false.
+func citusURL(cfg config) (string, error) {
+	if !cfg.citus {
+		fmt.Println(">> Citus: left out (--citus=false)")
+		return "", nil
+	}
+	if u := os.Getenv("CITUS_URL"); u != "" {
+		fmt.Println(">> Citus: using CITUS_URL")
+		return u, nil
+	}
+	fmt.Println(">> Citus 13 + pgvector, a coordinator and two workers (hack/citus.sh; the first run builds it, then cached)")
+	if err := exec.Command(filepath.Join(cfg.repoRoot, "hack/citus.sh"), "status").Run(); err != nil {
+		if err := os.WriteFile(cfg.path("citus-started-by-demo"), nil, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return runScript(cfg, "hack/citus.sh", "start")
 }
 
 // runScript runs a hack/ script, streaming its stderr, and returns the last
@@ -202,10 +228,25 @@ Explore:
    AGENT=$(%s token mint --signing-key-file /tmp/engram-signing-key --owner alice --subject support-bot/alice --ttl 15m)
    curl -s -H "Authorization: Bearer $AGENT" -H 'Content-Type: application/json' -d '{"content":"Alice eats peanuts","category":"identity"}' %s/v1/owners/alice/memories
 
-Logs: %s and %s
+%sLogs: %s and %s
 Stop everything: make demo-down
 `, took.Round(100*time.Millisecond), st.APIServer, st.Kubeconfig, demo.Namespace, r.Runtime, r.Schema, tenant.LoginRole(r.Schema),
 		r.LocalEndpoint, r.ClusterEndpoint, st.Kubeconfig, demo.Namespace, r.Runtime, demo.Namespace, r.Token,
 		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, demo.Namespace, naming.APITokenSecretName(r.Runtime), cfg.binary, r.LocalEndpoint,
-		cfg.path("supervisor.log"), cfg.path("pods"))
+		citusSummary(r.Citus), cfg.path("supervisor.log"), cfg.path("pods"))
+}
+
+// citusSummary is the part of the summary about the tenant on Citus ("" without one).
+func citusSummary(c *demo.CitusReport) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(`On Citus:
+   memoryruntime/%s on MemoryDatabase %s (Citus %s, workers %s)
+   schema %s on worker %s; memory service %s
+   kubectl get memorydatabases; kubectl get mrt -n %s -o wide   # where each tenant lives
+   kubectl annotate mrt %s -n %s memory.engram.dev/move-to-worker=<the other worker>   # move it online
+
+`, c.Runtime, c.Database, c.Version, strings.Join(c.Workers, ", "), c.Schema, c.Worker, c.LocalEndpoint,
+		demo.Namespace, c.Runtime, demo.Namespace)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -159,27 +159,29 @@ func (e *operatorEnv) deleteAndWait(t *testing.T, objs ...client.Object) {
 	}
 }
 
-// testDatabases: two MemoryDatabases (one behind a Secret shaped like
-// CloudNativePG's <cluster>-superuser, one behind a uri) with capacities 6
-// and 4, and ten runtimes created at once with a selector: the operator
-// places them 6 and 4 (in proportion, no database over its capacity even
-// though the ten are placed concurrently), records each placement in the
-// runtime's status, provisions each tenant on its database, and counts the
-// tenants in the databases' status. An eleventh finds no room (Stalled,
-// NoDatabaseAvailable) until a database gets more capacity. Deleting the
-// runtimes drops their schemas on the database each lives on.
+// testDatabases: what a platform team applies with kubectl (server-side,
+// from one YAML manifest, fleetManifest): two MemoryDatabases — a plain
+// PostgreSQL behind a Secret shaped like CloudNativePG's
+// <cluster>-superuser and a Citus coordinator behind a uri — with
+// capacities 6 and 4, and ten runtimes with a selector, all at once. The
+// operator places them 6 and 4 (in proportion, no database over its
+// capacity even though the ten are placed concurrently), records each
+// placement in the runtime's status (and, on Citus, the worker that holds
+// the schema, which `kubectl get memoryruntimes -o wide` shows), provisions
+// each tenant on its database, and counts the tenants in the databases'
+// status, the Citus one listing its workers. An eleventh finds no room
+// (Stalled, NoDatabaseAvailable) until a database gets more capacity.
+// Deleting the runtimes drops their schemas on the database each lives on.
 func (e *operatorEnv) testDatabases(t *testing.T) {
 	sfx := randomSuffix()
 	tier := "placement-" + sfx
-	urlA, urlB := testenv.NewDatabase(t), testenv.NewDatabase(t)
-	dbNameA := strings.TrimPrefix(mustParseURL(t, urlA).Path, "/")
+	urlA, urlB := testenv.NewDatabase(t), testenv.NewCitusDatabase(t)
+	workers := map[string]bool{}
+	for _, w := range testenv.CitusWorkerURLs(t, urlB) {
+		workers[testenv.HostPort(w)] = true
+	}
 	mustCreate(t, e.c, cnpgSuperuserSecret(t, e.opNS, "pg-a-superuser-"+sfx, urlA))
 	mustCreate(t, e.c, uriSecret(e.opNS, "pg-b-"+sfx, urlB))
-	a := memoryDatabase("a-"+sfx, "pg-a-superuser-"+sfx, map[string]string{"tier": tier}, 6)
-	a.Spec.DatabaseName = dbNameA // CNPG's Secret says "*": any database
-	b := memoryDatabase("b-"+sfx, "pg-b-"+sfx, map[string]string{"tier": tier}, 4)
-	mustCreate(t, e.c, a)
-	mustCreate(t, e.c, b)
 	// A database name that does not exist on the server is the Secret's
 	// (or databaseName's) fault: Stalled, not retried as if it were down.
 	wrong := memoryDatabase("wrong-"+sfx, "pg-b-"+sfx, nil, 0)
@@ -188,23 +190,39 @@ func (e *operatorEnv) testDatabases(t *testing.T) {
 	e.waitReachable(t, wrong.Name, false, memoryv1alpha1.ReasonConnectionInvalid)
 	e.waitKStatusDatabase(t, wrong.Name, status.FailedStatus)
 	e.deleteAndWait(t, wrong)
+
+	ns := e.newNamespace(t, "placement")
+	fleet := fleetObjects{Suffix: sfx, Tier: tier, Namespace: ns, PlainDatabase: strings.TrimPrefix(mustParseURL(t, urlA).Path, "/")}
+	for i := range 10 {
+		fleet.Runtimes = append(fleet.Runtimes, fmt.Sprintf("bot-%d", i))
+	}
+	a := &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: fleet.plainName()}}
+	b := &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: fleet.citusName()}}
+	start := time.Now()
+	e.kubectlApply(t, fleet.manifest(t))
 	for _, d := range []string{a.Name, b.Name} {
 		got := e.waitReachable(t, d, true, memoryv1alpha1.ReasonConnected)
 		if got.Status.ServerVersion == "" || !hasExtension(got, "vector") || got.Status.BytesUsed == nil || got.Status.LastCheck == nil {
 			t.Errorf("status of %s: %+v", d, got.Status)
 		}
 	}
-
-	ns := e.newNamespace(t, "placement")
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Go(func() { mustCreate(t, e.c, databaseRuntime(ns, fmt.Sprintf("bot-%d", i), "", tier)) })
+	if got := e.waitReachable(t, a.Name, true, ""); got.Status.Citus != nil {
+		t.Errorf("the plain database %s reports Citus: %+v", a.Name, got.Status.Citus)
 	}
-	wg.Wait()
+	citus := e.waitReachable(t, b.Name, true, "").Status.Citus
+	if citus == nil || !citus.Coordinator || citus.Version == "" || len(citus.Workers) != len(workers) {
+		t.Errorf("the Citus database %s reports %+v, want the coordinator with the workers %v", b.Name, citus, workers)
+	} else {
+		for _, w := range citus.Workers {
+			if !workers[w] {
+				t.Errorf("status.citus.workers of %s lists %s, not a worker of the cluster %v", b.Name, w, workers)
+			}
+		}
+	}
+
 	where := map[string][]string{}
-	for i := range 10 {
-		name := fmt.Sprintf("bot-%d", i)
+	citusPool := testenv.NewPool(t, urlB, 2)
+	for _, name := range fleet.Runtimes {
 		db := e.placedOn(t, ns, name)
 		where[db] = append(where[db], name)
 		rt := e.waitCondition(t, ns, name, memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned)
@@ -213,14 +231,29 @@ func (e *operatorEnv) testDatabases(t *testing.T) {
 		if !schemaIn(t, url, rt.Status.Schema) || schemaIn(t, other, rt.Status.Schema) {
 			t.Errorf("%s: schema %s is not (only) in the database of %s", name, rt.Status.Schema, db)
 		}
+		switch db {
+		case a.Name:
+			if rt.Status.CitusWorker != "" {
+				t.Errorf("%s on the plain database %s reports the Citus worker %q", name, db, rt.Status.CitusWorker)
+			}
+		case b.Name:
+			p, err := tenant.SchemaPlacement(testContext(t), citusPool, rt.Status.Schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !workers[rt.Status.CitusWorker] || p.Worker != rt.Status.CitusWorker {
+				t.Errorf("%s on Citus: status.citusWorker %q, the schema is on %q (workers %v)", name, rt.Status.CitusWorker, p.Worker, workers)
+			}
+		}
 	}
-	t.Logf("ten runtimes placed and provisioned in %s: %v", time.Since(start).Round(time.Millisecond), where)
+	t.Logf("two databases and ten runtimes applied, placed and provisioned in %s: %v", time.Since(start).Round(time.Millisecond), where)
 	if len(where[a.Name]) != 6 || len(where[b.Name]) != 4 {
 		t.Errorf("placed %d on %s (capacity 6) and %d on %s (capacity 4): %v", len(where[a.Name]), a.Name, len(where[b.Name]), b.Name, where)
 	}
 	e.waitTenants(t, a.Name, 6)
 	e.waitTenants(t, b.Name, 4)
-	e.waitEvent(t, ns, "bot-0", memoryv1alpha1.ReasonPlaced, "the most room of")
+	e.waitEvent(t, ns, where[a.Name][0], memoryv1alpha1.ReasonPlaced, "the most room of")
+	e.checkWideTable(t, ns, where, b.Name)
 
 	// Both full: the eleventh waits, Stalled (a human must add room), and
 	// says why for each database.

@@ -97,8 +97,10 @@ func NewClient(cfg *rest.Config) (client.Client, error) {
 
 // Prepare creates the namespaces and the admin connection Secret (label
 // memory.engram.dev/connection=main in the operator namespace, the way a
-// platform team keeps admin credentials out of tenant namespaces).
-func Prepare(ctx context.Context, c client.Client, databaseURL, namespace string) error {
+// platform team keeps admin credentials out of tenant namespaces), and with
+// citusURL (a Citus coordinator; "" for none) the Citus cluster's admin
+// Secret, which the scenario's MemoryDatabase citus names.
+func Prepare(ctx context.Context, c client.Client, databaseURL, citusURL, namespace string) error {
 	for _, ns := range []string{OperatorNamespace, namespace} {
 		err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -110,6 +112,13 @@ func Prepare(ctx context.Context, c client.Client, databaseURL, namespace string
 		WithData(map[string][]byte{"uri": []byte(databaseURL)})
 	if err := c.Apply(ctx, secret, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying the admin connection Secret: %w", err)
+	}
+	if citusURL == "" {
+		return nil
+	}
+	citus := corev1ac.Secret(CitusSecret, OperatorNamespace).WithData(map[string][]byte{"uri": []byte(citusURL)})
+	if err := c.Apply(ctx, citus, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying the Citus admin Secret: %w", err)
 	}
 	return nil
 }

@@ -36,17 +36,28 @@ func LoadSamples(dir string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, doc := range docSeparator.Split(string(b), -1) {
-			if len(bytes.TrimSpace([]byte(doc))) == 0 {
-				continue
-			}
-			obj := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-				return nil, fmt.Errorf("parsing %s: %w", res, err)
-			}
-			if len(obj.Object) > 0 {
-				out = append(out, obj)
-			}
+		objs, err := decodeManifest(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", res, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// decodeManifest splits a YAML manifest into its objects.
+func decodeManifest(text string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, doc := range docSeparator.Split(text, -1) {
+		if len(bytes.TrimSpace([]byte(doc))) == 0 {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return nil, err
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
 		}
 	}
 	return out, nil

@@ -42,6 +42,10 @@ type Scenario struct {
 	// TakeOverEarlier lets the demo take over the schema an earlier runtime
 	// of the samples' namespace and name left in PostgreSQL (stalled.go).
 	TakeOverEarlier bool
+	// Citus: Prepare registered a Citus coordinator (CitusSecret); the
+	// scenario offers it beside the PostgreSQL as MemoryDatabases and puts
+	// a second tenant, CitusRuntime, on it.
+	Citus bool
 
 	// samples are the names of what apply applied: the story is theirs,
 	// whatever else the namespace holds.
@@ -80,6 +84,8 @@ type Report struct {
 	Erased          memory.EraseResult
 	BobAfterErase   int
 	LastRun         *memoryv1alpha1.LastRun
+	// Citus is the second tenant, on Citus (nil without Scenario.Citus).
+	Citus *CitusReport
 }
 
 // Run plays the scenario and prints each step.
@@ -91,11 +97,15 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		s.Namespace = Namespace
 	}
 	r := &Report{Actions: map[string]int{}}
-	steps := []struct {
+	type step struct {
 		title string
 		run   func(context.Context, *Report) error
-	}{
-		{"Apply config/samples", s.apply},
+	}
+	steps := []step{{"Apply config/samples", s.apply}}
+	if s.Citus {
+		steps = append(steps, step{"Offer two database servers; a second tenant asks for the Citus one", s.applyDatabases})
+	}
+	steps = append(steps, []step{
 		{"Wait until the operator reports Ready", s.waitReady},
 		{"Write memories for two users through the HTTP API", s.writeMemories},
 		{"An agent token bound to alice: what it may not do", s.agentToken},
@@ -105,6 +115,9 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"A 3-turn session ends: its episode, found by the episode search", s.episode},
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
 		{"Erase a user (GDPR)", s.erase},
+	}...)
+	if s.Citus {
+		steps = append(steps, step{"The second tenant, on Citus: where it lives, a write and a search through the coordinator", s.citusTenant})
 	}
 	for i, st := range steps {
 		s.printf("\n== %d. %s\n", i+1, st.title)
@@ -139,6 +152,9 @@ func (s *Scenario) apply(ctx context.Context, r *Report) error {
 	r.Applied = applied
 	for _, a := range applied {
 		s.printf("   applied %s (namespace %s)\n", a, s.Namespace)
+		if name, ok := strings.CutPrefix(a, "MemoryRuntime/"); ok && r.Runtime == "" {
+			r.Runtime = name // the tenant the story follows
+		}
 	}
 	return err
 }
@@ -168,6 +184,13 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 	if err != nil {
 		return err
 	}
+	if s.Citus {
+		if err := s.poll(ctx, "runtime "+CitusRuntime+" to be Ready", func() (bool, error) {
+			return s.runtimeReady(ctx, CitusRuntime)
+		}); err != nil {
+			return err
+		}
+	}
 	if err := s.poll(ctx, "the samples' policy and retention job to report", s.othersReported); err != nil {
 		return err
 	}
@@ -175,6 +198,22 @@ func (s *Scenario) waitReady(ctx context.Context, r *Report) error {
 	return PrintTables(ctx, s.Out, s.Config, s.Kubeconfig, s.Namespace)
 }
 
+// runtimeReady: the runtime is Ready for its generation (a stalled one
+// ends the wait with the operator's message).
+func (s *Scenario) runtimeReady(ctx context.Context, name string) (bool, error) {
+	var rt memoryv1alpha1.MemoryRuntime
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &rt); err != nil {
+		return false, err
+	}
+	if err := s.checkStalled(ctx, &rt); err != nil {
+		return false, err
+	}
+	c := apimeta.FindStatusCondition(rt.Status.Conditions, memoryv1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == rt.Generation, nil
+}
+
+// othersReported: the policies are Valid, the retention jobs Scheduled,
+// and the MemoryDatabases checked (the Citus one counting its tenant).
 func (s *Scenario) othersReported() (bool, error) {
 	ctx := context.Background()
 	if s.samples.policy != "" {
@@ -191,7 +230,22 @@ func (s *Scenario) othersReported() (bool, error) {
 		return false, err
 	}
 	c := apimeta.FindStatusCondition(rj.Status.Conditions, memoryv1alpha1.ConditionScheduled)
-	return c != nil && c.Status == metav1.ConditionTrue, nil
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false, nil
+	}
+	if !s.Citus {
+		return true, nil
+	}
+	for _, name := range []string{PlainDatabase, CitusDatabase} {
+		var db memoryv1alpha1.MemoryDatabase
+		if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, &db); err != nil {
+			return false, err
+		}
+		if c := db.GetCondition(memoryv1alpha1.ConditionReachable); c == nil || c.Status != metav1.ConditionTrue || db.Status.Tenants == 0 && name == CitusDatabase {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // poll calls cond every 250ms until it is true, fails, or s.Wait passes.

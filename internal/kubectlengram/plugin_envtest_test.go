@@ -51,7 +51,7 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	cl := &cluster{ns: fmt.Sprintf("plugin-%d", time.Now().UnixNano()%1e6), c: c, dbURL: dbURL}
-	if err := demo.Prepare(ctx, c, dbURL, cl.ns); err != nil {
+	if err := demo.Prepare(ctx, c, dbURL, "", cl.ns); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))

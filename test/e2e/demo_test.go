@@ -66,6 +66,8 @@ type demoEnv struct {
 func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 	t.Helper()
 	dbURL := testenv.NewDatabase(t)
+	citusURL := testenv.NewCitusDatabase(t)
+	citusAdmin := testenv.NewPool(t, citusURL, 2)
 	_, cfg := testenv.ControlPlane(t)
 	binary := buildManager(t)
 
@@ -76,7 +78,7 @@ func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 	// A namespace of its own: tenant roles are named after it and are
 	// cluster-wide, so this must not collide with a demo on the same server.
 	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1e6)
-	if err := demo.Prepare(ctx, c, dbURL, ns); err != nil {
+	if err := demo.Prepare(ctx, c, dbURL, citusURL, ns); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(&logWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -110,7 +112,11 @@ func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 				continue
 			}
 			owner := tenant.Owner{UID: string(rt.UID), Namespace: rt.Namespace, Name: rt.Name}
-			if _, err := tenant.Drop(context.Background(), admin, rt.Status.Schema, owner); err != nil {
+			on := admin
+			if rt.Status.CitusWorker != "" {
+				on = citusAdmin // the tenant on Citus: its roles live on the Citus nodes
+			}
+			if _, err := tenant.Drop(context.Background(), on, rt.Status.Schema, owner); err != nil {
 				t.Logf("dropping tenant %s: %v", rt.Status.Schema, err)
 			}
 		}
@@ -122,7 +128,7 @@ func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 func (e *demoEnv) scenario(t *testing.T) *demo.Scenario {
 	return &demo.Scenario{
 		Client: e.c, Config: e.cfg, Out: &logWriter{t: t}, Endpoint: e.kubelet.Endpoint, Namespace: e.ns,
-		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute,
+		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute, Citus: true,
 	}
 }
 
@@ -142,10 +148,18 @@ func TestDemoFlow(t *testing.T) {
 	e := startDemoEnv(t, ctx)
 	r := e.play(t, ctx)
 
+	citus := demo.CitusReport{}
+	if r.Citus != nil {
+		citus = *r.Citus
+	}
 	checks := []struct {
 		what string
 		ok   bool
 	}{
+		{"the story follows support-bot, the samples' runtime", r.Runtime == "support-bot"},
+		{"the second tenant was placed on the Citus MemoryDatabase", citus.Database == demo.CitusDatabase && citus.Schema != ""},
+		{"its status names the Citus worker holding its schema, one of the database's workers", citus.Worker != "" && slices.Contains(citus.Workers, citus.Worker)},
+		{"its service adds and finds through the coordinator", citus.Added == string(memory.ActionAdded) && strings.Contains(citus.SearchTop, "quarterly research")},
 		{"the samples applied (a policy, a runtime and a retention job)", len(r.Applied) >= 3},
 		{"the runtime has a schema and an in-cluster endpoint", r.Schema != "" && strings.HasPrefix(r.ClusterEndpoint, "http://")},
 		{"one near-duplicate was merged", r.Actions[string(memory.ActionMerged)] == 1},

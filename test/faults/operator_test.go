@@ -37,7 +37,7 @@ func TestOperatorRetriesThroughAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := fmt.Sprintf("outage-%d", time.Now().UnixNano()%1e6)
-	if err := demo.Prepare(ctx, c, adminURL, ns); err != nil {
+	if err := demo.Prepare(ctx, c, adminURL, "", ns); err != nil {
 		t.Fatal(err)
 	}
 	opCtx, stopOperator := context.WithCancel(ctx)
