@@ -43,6 +43,8 @@ type Spec struct {
 	// Blockers says how long another tenant's session may make a
 	// provisioning statement wait before it is ended, and whom to tell.
 	Blockers BlockerPolicy
+	// Connections sizes the login role's CONNECTION LIMIT.
+	Connections ConnectionPolicy
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -77,6 +79,8 @@ type Result struct {
 	// a distributed schema and Worker (host:port) is the node holding it.
 	Citus  bool
 	Worker string
+	// ConnectionLimit is the login role's CONNECTION LIMIT (-1: none).
+	ConnectionLimit int
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
@@ -185,6 +189,9 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
+			return err
+		}
+		if err := ensureConnectionLimit(ctx, conn, spec.Connections, names, res); err != nil {
 			return err
 		}
 		if citus.Installed {
