@@ -109,6 +109,12 @@ const (
 	// provisioning for too long, or because its transaction held back the
 	// cleanup (VACUUM) of the whole database for too long (the reaper).
 	ReasonTransactionEnded = "TransactionEnded"
+	// ReasonLocksExceeded: the event on the runtime whose login role's
+	// session the operator ended because it held more locks in the
+	// server's shared lock table than the operator's --tenant-lock-threshold
+	// (the lock watchdog): one session can fill that table for every
+	// database of the server.
+	ReasonLocksExceeded = "LocksExceeded"
 
 	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.
 	ReasonPolicyNotFound = "PolicyNotFound"

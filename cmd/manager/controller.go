@@ -45,6 +45,9 @@ type controllerFlags struct {
 	migrationTimeout   time.Duration
 	blockerMaxAge      time.Duration
 	reaperInterval     time.Duration
+	lockWatchInterval  time.Duration
+	lockThreshold      int
+	connectionShare    int
 	serviceImage       string
 	metricsNamespaces  string
 	logLevel           string
@@ -70,6 +73,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
 	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.reaperInterval, "tenant-reaper-interval", controller.DefaultTenantReaperInterval, "how often the operator looks, on each database it manages, for tenant sessions whose transaction has held back the database's cleanup (VACUUM) for longer than --tenant-blocker-max-age, and ends them; 0 turns it off")
+	fs.DurationVar(&f.lockWatchInterval, "tenant-lock-watch-interval", controller.DefaultTenantLockWatchInterval, "how often the operator looks, on each database it manages, for tenant sessions holding more than --tenant-lock-threshold locks in the server's shared lock table, and ends them; 0 turns it off")
+	fs.IntVar(&f.lockThreshold, "tenant-lock-threshold", 0, "locks of the server's shared lock table a tenant session may hold before the operator ends it; 0 = twice the server's max_locks_per_transaction")
+	fs.IntVar(&f.connectionShare, "tenant-connection-share", controller.DefaultTenantConnectionShare, "percentage of the server's connection slots (max_connections less the reserved ones) one tenant's login role may hold: its CONNECTION LIMIT, never below what the runtime itself needs; 0 sets no limit")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.metricsNamespaces, "service-metrics-namespaces", controller.DefaultMetricsNamespaces, "label selector of the namespaces (where Prometheus runs) whose pods may reach the memory services' metrics port; each runtime's NetworkPolicy admits it from there only")
@@ -88,6 +94,15 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	if f.reaperInterval != 0 && f.reaperInterval < time.Second {
 		return nil, fmt.Errorf("--tenant-reaper-interval %s is below the minimum of 1s (0 turns it off)", f.reaperInterval)
 	}
+	if f.lockWatchInterval != 0 && f.lockWatchInterval < 100*time.Millisecond {
+		return nil, fmt.Errorf("--tenant-lock-watch-interval %s is below the minimum of 100ms (0 turns it off)", f.lockWatchInterval)
+	}
+	if f.lockThreshold < 0 {
+		return nil, fmt.Errorf("--tenant-lock-threshold %d: must be 0 (the default) or more", f.lockThreshold)
+	}
+	if f.connectionShare < 0 || f.connectionShare > 100 {
+		return nil, fmt.Errorf("--tenant-connection-share %d: must be within 0..100 (0 sets no limit)", f.connectionShare)
+	}
 	if f.dbCheckInterval < 5*time.Second {
 		return nil, fmt.Errorf("--database-check-interval %s is below the minimum of 5s", f.dbCheckInterval)
 	}
@@ -103,6 +118,15 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 		}
 	}
 	return f, nil
+}
+
+// connectionShare is Options.TenantConnectionShare of the flag: 0 sets no
+// limit, which Options spells as negative (its zero is the default).
+func connectionShare(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }
 
 // reaperInterval is Options.TenantReaperInterval of the flag: 0 turns the
@@ -170,6 +194,9 @@ func runController(args []string) int {
 		MigrationTimeout:        f.migrationTimeout,
 		TenantBlockerMaxAge:     f.blockerMaxAge,
 		TenantReaperInterval:    reaperInterval(f.reaperInterval),
+		TenantLockWatchInterval: reaperInterval(f.lockWatchInterval),
+		TenantLockThreshold:     f.lockThreshold,
+		TenantConnectionShare:   connectionShare(f.connectionShare),
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,

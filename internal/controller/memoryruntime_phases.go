@@ -96,6 +96,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		Claim:        TenantClaim(rt, s.recorded, s.schema),
 		IndexTimeout: r.opts.MigrationTimeout,
 		Blockers:     r.blockerPolicy(dbctx, s),
+		Connections:  tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Floor: connectionFloor(rt)},
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }

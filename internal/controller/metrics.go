@@ -38,6 +38,14 @@ var (
 		Name: "engram_operator_transaction_reaper_looks_total",
 		Help: "Looks of the transaction reaper at one database, by result (ok; error: the database could not be asked).",
 	}, []string{"result"})
+	lockHogs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engram_operator_tenant_lock_hogs_total",
+		Help: "Sessions of tenants' login roles that held more locks in the server's shared lock table than --tenant-lock-threshold, by outcome (ended; failed: the operator may not or could not end it).",
+	}, []string{"outcome"})
+	lockWatchLooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "engram_operator_lock_watchdog_looks_total",
+		Help: "Looks of the lock watchdog at one database, by result (ok; error: the database could not be asked).",
+	}, []string{"result"})
 	runNowJobs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "engram_operator_run_now_jobs_total",
 		Help: "Jobs started by the run-now annotation of RetentionJobs.",
@@ -45,5 +53,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(provisionSeconds, provisionChanges, passwordRotations, reclaims, runNowJobs, tenantBlockers, oldTransactions, reaperLooks)
+	metrics.Registry.MustRegister(provisionSeconds, provisionChanges, passwordRotations, reclaims, runNowJobs, tenantBlockers, oldTransactions, reaperLooks, lockHogs, lockWatchLooks)
 }

@@ -56,6 +56,20 @@ type Options struct {
 	// longer than TenantBlockerMaxAge, and ends them (transactionReaper).
 	// Zero means DefaultTenantReaperInterval; negative turns it off.
 	TenantReaperInterval time.Duration
+	// TenantLockWatchInterval is how often the lock watchdog looks, on
+	// every database it has a connection to, for sessions of tenants'
+	// login roles holding more than TenantLockThreshold locks in the
+	// server's shared lock table, and ends them (lockWatchdog). Zero means
+	// DefaultTenantLockWatchInterval; negative turns it off.
+	TenantLockWatchInterval time.Duration
+	// TenantLockThreshold: a tenant session holding more locks is ended.
+	// Zero means twice the server's max_locks_per_transaction.
+	TenantLockThreshold int
+	// TenantConnectionShare is the percentage of the server's connection
+	// slots one tenant's login role may hold (its CONNECTION LIMIT, never
+	// below what the runtime itself needs). Zero means
+	// DefaultTenantConnectionShare; negative sets no limit.
+	TenantConnectionShare int
 	// DatabaseCheckInterval is how often each MemoryDatabase is checked
 	// (reachable, version, extensions, size), plus a jitter of up to a
 	// tenth of it. A database that goes down is noticed within it, and its
@@ -86,18 +100,20 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultGrantCheckInterval    = 10 * time.Minute
-	DefaultDatabaseTimeout       = 60 * time.Second
-	DefaultConnectTimeout        = 10 * time.Second
-	DefaultLockTimeout           = 5 * time.Second
-	DefaultMigrationTimeout      = 30 * time.Minute
-	DefaultTenantBlockerMaxAge   = tenant.DefaultBlockerMaxAge
-	DefaultTenantReaperInterval  = tenant.DefaultReaperInterval
-	DefaultPoolMaxConns          = 4
-	DefaultDatabaseCheckInterval = time.Minute
-	DefaultRetryBaseDelay        = 500 * time.Millisecond
-	DefaultRetryMaxDelay         = 5 * time.Minute
-	DefaultNotOwnedRetry         = 30 * time.Second
+	DefaultGrantCheckInterval      = 10 * time.Minute
+	DefaultDatabaseTimeout         = 60 * time.Second
+	DefaultConnectTimeout          = 10 * time.Second
+	DefaultLockTimeout             = 5 * time.Second
+	DefaultMigrationTimeout        = 30 * time.Minute
+	DefaultTenantBlockerMaxAge     = tenant.DefaultBlockerMaxAge
+	DefaultTenantReaperInterval    = tenant.DefaultReaperInterval
+	DefaultTenantLockWatchInterval = tenant.DefaultLockWatchInterval
+	DefaultTenantConnectionShare   = tenant.DefaultConnectionShare
+	DefaultPoolMaxConns            = 4
+	DefaultDatabaseCheckInterval   = time.Minute
+	DefaultRetryBaseDelay          = 500 * time.Millisecond
+	DefaultRetryMaxDelay           = 5 * time.Minute
+	DefaultNotOwnedRetry           = 30 * time.Second
 )
 
 // DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
@@ -137,6 +153,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TenantReaperInterval == 0 {
 		o.TenantReaperInterval = DefaultTenantReaperInterval
+	}
+	if o.TenantLockWatchInterval == 0 {
+		o.TenantLockWatchInterval = DefaultTenantLockWatchInterval
 	}
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout

@@ -101,6 +101,11 @@ func Setup(mgr manager.Manager, o Options) error {
 			return fmt.Errorf("adding the transaction reaper: %w", err)
 		}
 	}
+	if o.TenantLockWatchInterval > 0 {
+		if err := mgr.Add(newLockWatchdog(mgr.GetClient(), pools, mgr.GetEventRecorder(naming.FieldOwner), o)); err != nil {
+			return fmt.Errorf("adding the lock watchdog: %w", err)
+		}
+	}
 	secretMeta, err := newSecretMetadataCache(mgr, o)
 	if err != nil {
 		return err
