@@ -45,7 +45,7 @@ func (r *MemoryRuntimeReconciler) reportBlocker(ctx context.Context, rt *memoryv
 	r.eventer().warning(rt, memoryv1alpha1.ReasonTenantBlockerEnded, "Provision",
 		"ended %s: its transaction had been open %s and blocked the provisioning of schema %s (--tenant-blocker-max-age %s)",
 		who, open, schema, r.opts.TenantBlockerMaxAge)
-	if other := runtimeOfOwner(ctx, r.client, b.Tenant); other != nil {
+	if other := eventRuntime(ctx, r.client, r.pools, b.Tenant, r.pools.address(connectionID(rt))); other != nil {
 		r.eventer().warning(other, memoryv1alpha1.ReasonTransactionEnded, "Terminate",
 			"the operator ended session %d of this runtime's login role %s: its transaction had been open %s and blocked the provisioning of MemoryRuntime %s/%s; a tenant's transaction may block another tenant's provisioning for at most %s",
 			b.PID, b.Role, open, rt.Namespace, rt.Name, r.opts.TenantBlockerMaxAge)
