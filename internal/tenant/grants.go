@@ -114,7 +114,10 @@ func ensureGrants(ctx context.Context, conn *pgx.Conn, schema, extSchema string,
 	if err := ensureNoTemp(ctx, conn, names, res); err != nil {
 		return err
 	}
-	return ensureNoAdvisoryLocks(ctx, conn, names, res)
+	if err := ensureNoAdvisoryLocks(ctx, conn, names, res); err != nil {
+		return err
+	}
+	return ensureReservedConnections(ctx, conn, res)
 }
 
 // ensureNoTemp makes sure the login role cannot create temporary tables:
