@@ -106,3 +106,42 @@ func TestCitusConnectionLimitOnWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestCitusWorkerConfigsUseAuthinfo: a password pg_dist_authinfo gives the
+// admin role for one worker (how Citus itself reaches it) is the one the
+// operator uses for that worker; the others keep the coordinator's. The
+// entry lives in this test's own database (Citus keeps pg_dist_authinfo
+// per database) and only for the operator-side config: nothing connects
+// with it.
+func TestCitusWorkerConfigsUseAuthinfo(t *testing.T) {
+	pool, url := citusPool(t)
+	ctx := testCtx(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodeID int
+	var worker string
+	if err := pool.QueryRow(ctx, `SELECT nodeid, nodename || ':' || nodeport FROM pg_dist_node
+		WHERE groupid <> 0 AND isactive ORDER BY nodeid LIMIT 1`).Scan(&nodeID, &worker); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo) VALUES ($1, current_user, $2)`,
+		nodeID, `password='it\'s a secret'`); err != nil {
+		t.Fatalf("adding a pg_dist_authinfo entry: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `DELETE FROM pg_dist_authinfo WHERE nodeid = $1`, nodeID)
+	})
+	cfgs, err := CitusWorkerConfigs(ctx, pool, cfg)
+	if err != nil || len(cfgs) < 2 {
+		t.Fatalf("CitusWorkerConfigs = %d configs, %v; want the workers", len(cfgs), err)
+	}
+	for _, wc := range cfgs {
+		at := net.JoinHostPort(wc.Host, strconv.Itoa(int(wc.Port)))
+		fromAuthinfo, want := wc.Password == "it's a secret", at == worker
+		if fromAuthinfo != want || !fromAuthinfo && wc.Password != cfg.Password {
+			t.Errorf("worker %s: password from pg_dist_authinfo %v, want %v (else the coordinator's)", at, fromAuthinfo, want)
+		}
+	}
+}
