@@ -2,11 +2,10 @@ package controller
 
 import (
 	"context"
-	"maps"
-	"slices"
-	"time"
+	"fmt"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,124 +14,73 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
-// lockWatchdog ends, on every database the operator has a connection to,
-// the sessions of tenants' login roles that hold more than
-// --tenant-lock-threshold locks in the server's shared lock table
-// (tenant.LockWatchdog), every --tenant-lock-watch-interval. One such
-// session fills the table in seconds, and then every session of the
+// lockWatchdog ends, on every database the operator has a connection to
+// and on every worker of those that are Citus clusters (each server has a
+// lock table of its own), the sessions of tenants' login roles that hold
+// more than --tenant-lock-threshold locks in the server's shared lock
+// table (tenant.LockWatchdog), every --tenant-lock-watch-interval. One
+// such session fills the table in seconds, and then every session of the
 // server fails: the reaper's interval is far too long for it, and the
 // reaper's queries fail on a full table.
 //
-// Each database gets its own connection, opened at the first round and
-// kept: a connection opened after the table is full could not log in. It
-// runs on the leader only.
+// The nodeRunner keeps each node's connection from its first round: a
+// connection opened after the table is full could not log in. It runs on
+// the leader only.
 type lockWatchdog struct {
+	*nodeRunner
 	client    client.Reader
-	pools     *poolCache
 	events    eventer
-	interval  time.Duration
 	threshold int
 	log       logr.Logger
 
-	dogs map[string]*tenant.LockWatchdog // by poolCache.databases key
+	dogs map[string]*tenant.LockWatchdog // by node key, on the node's connection
 }
 
 func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *lockWatchdog {
-	return &lockWatchdog{
-		client: c, pools: pools, events: eventer{rec: rec},
-		interval: o.TenantLockWatchInterval, threshold: o.TenantLockThreshold,
+	w := &lockWatchdog{
+		client: c, events: eventer{rec: rec}, threshold: o.TenantLockThreshold,
 		log:  ctrl.Log.WithName("lock-watchdog"),
 		dogs: map[string]*tenant.LockWatchdog{},
 	}
+	w.nodeRunner = newNodeRunner("engram-lock-watchdog", pools, o.TenantLockWatchInterval, w, lockWatchLooks, w.log)
+	return w
 }
 
-// Start implements manager.Runnable: a round every interval until ctx ends.
-func (w *lockWatchdog) Start(ctx context.Context) error {
-	defer w.closeAll()
-	tick := time.NewTicker(w.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			w.round(ctx)
-		}
+// open implements nodeJob: the watchdog learns the roles and prepares its
+// statements on the new connection, before any trouble.
+func (w *lockWatchdog) open(ctx context.Context, n node, conn *pgx.Conn) error {
+	d, err := tenant.NewLockWatchdog(ctx, conn, w.threshold)
+	if err != nil {
+		return err
 	}
+	w.dogs[n.key] = d
+	return nil
 }
 
-// NeedLeaderElection implements manager.LeaderElectionRunnable.
-func (w *lockWatchdog) NeedLeaderElection() bool { return true }
-
-func (w *lockWatchdog) closeAll() {
-	for key, d := range w.dogs {
-		_ = d.Close(context.Background())
-		delete(w.dogs, key)
+// look implements nodeJob.
+func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
+	d := w.dogs[n.key]
+	if d == nil {
+		return fmt.Errorf("no lock watchdog opened on %s", n.key)
 	}
+	hogs, err := d.Look(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hogs {
+		w.report(ctx, n, d.Threshold(), h)
+	}
+	return nil
 }
 
-// round looks at each database once, opening the watchdogs of databases
-// new since the last round and closing those of databases gone.
-func (w *lockWatchdog) round(ctx context.Context) {
-	dbs := w.pools.databases()
-	for key, d := range w.dogs {
-		if _, ok := dbs[key]; !ok {
-			_ = d.Close(context.Background())
-			delete(w.dogs, key)
-		}
-	}
-	for _, key := range slices.Sorted(maps.Keys(dbs)) {
-		if ctx.Err() != nil {
-			return
-		}
-		d, err := w.dog(ctx, key, dbs[key])
-		if err != nil {
-			lockWatchLooks.WithLabelValues("error").Inc()
-			w.log.V(1).Info("opening the lock watchdog's connection failed", "database", key, "error", err.Error())
-			continue
-		}
-		hogs, err := d.Look(ctx)
-		if err != nil {
-			// A broken connection is opened anew next round.
-			lockWatchLooks.WithLabelValues("error").Inc()
-			w.log.V(1).Info("looking for tenant sessions holding many locks failed", "database", key, "error", err.Error())
-			_ = d.Close(context.Background())
-			delete(w.dogs, key)
-			continue
-		}
-		lockWatchLooks.WithLabelValues("ok").Inc()
-		for _, h := range hogs {
-			w.report(ctx, dbs[key].addr, d.Threshold(), h)
-		}
-	}
-}
+// forget implements nodeJob (the runner closes the connection).
+func (w *lockWatchdog) forget(key string) { delete(w.dogs, key) }
 
-// dog returns the watchdog of key, opening it with the first pool's
-// connection settings that answers.
-func (w *lockWatchdog) dog(ctx context.Context, key string, t dbTarget) (*tenant.LockWatchdog, error) {
-	if d := w.dogs[key]; d != nil {
-		return d, nil
-	}
-	var err error
-	for _, p := range t.pools {
-		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var d *tenant.LockWatchdog
-		d, err = tenant.OpenLockWatchdog(octx, p.Config().ConnConfig, w.threshold)
-		cancel()
-		if err == nil {
-			w.dogs[key] = d
-			return d, nil
-		}
-	}
-	return nil, err
-}
-
-// report records one session found on the database at addr: ended, a
-// Warning event LocksExceeded on the runtime that owns the role (only when
-// its UID matches and its own connection reaches that database, as for
+// report records one session found on node n: ended, a Warning event
+// LocksExceeded on the runtime that owns the role (eventRuntime, as for
 // the transaction reaper); not ended, an error in the operator's log.
-func (w *lockWatchdog) report(ctx context.Context, addr string, threshold int, h tenant.LockHog) {
-	log := w.log.WithValues("pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
+func (w *lockWatchdog) report(ctx context.Context, n node, threshold int, h tenant.LockHog) {
+	log := w.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
 	if !h.Ended {
 		lockHogs.WithLabelValues("failed").Inc()
 		log.Error(nil, "a tenant's session holds many locks of the server's shared lock table and was not ended", "problem", h.Problem)
@@ -140,7 +88,7 @@ func (w *lockWatchdog) report(ctx context.Context, addr string, threshold int, h
 	}
 	lockHogs.WithLabelValues("ended").Inc()
 	log.Info("ended a tenant's session that held many locks of the server's shared lock table")
-	if rt := runtimeOfOwner(ctx, w.client, h.Tenant); rt != nil && w.pools.address(connectionID(rt)) == addr {
+	if rt := eventRuntime(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
 		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate",
 			"the operator ended session %d of this runtime's login role %s: it held %d locks in the server's shared lock table, which every tenant of the server shares; a tenant's session may hold at most %d",
 			h.PID, h.Role, h.Locks, threshold)

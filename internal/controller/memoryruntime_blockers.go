@@ -45,17 +45,27 @@ func (r *MemoryRuntimeReconciler) reportBlocker(ctx context.Context, rt *memoryv
 	r.eventer().warning(rt, memoryv1alpha1.ReasonTenantBlockerEnded, "Provision",
 		"ended %s: its transaction had been open %s and blocked the provisioning of schema %s (--tenant-blocker-max-age %s)",
 		who, open, schema, r.opts.TenantBlockerMaxAge)
-	if other := r.runtimeOf(ctx, b.Tenant); other != nil {
+	if other := eventRuntime(ctx, r.client, r.pools, b.Tenant, r.pools.address(connectionID(rt))); other != nil {
 		r.eventer().warning(other, memoryv1alpha1.ReasonTransactionEnded, "Terminate",
 			"the operator ended session %d of this runtime's login role %s: its transaction had been open %s and blocked the provisioning of MemoryRuntime %s/%s; a tenant's transaction may block another tenant's provisioning for at most %s",
 			b.PID, b.Role, open, rt.Namespace, rt.Name, r.opts.TenantBlockerMaxAge)
 	}
 }
 
-// runtimeOf returns the MemoryRuntime an ownership marker names, if it
-// exists and carries the marker's UID.
-func (r *MemoryRuntimeReconciler) runtimeOf(ctx context.Context, o tenant.Owner) *memoryv1alpha1.MemoryRuntime {
-	return runtimeOfOwner(ctx, r.client, o)
+// eventRuntime is the one check before the operator records an event
+// about a session it found on the database at addr (the transaction
+// reaper, the lock watchdog, the provisioning watcher): the MemoryRuntime
+// the session's ownership marker names, only if it exists, carries the
+// marker's UID and its own connection reaches addr. A server reached
+// through a tenant's own connection Secret may show sessions with any
+// marker: they never make the operator write events on other tenants'
+// runtimes.
+func eventRuntime(ctx context.Context, c client.Reader, pools *poolCache, o tenant.Owner, addr string) *memoryv1alpha1.MemoryRuntime {
+	rt := runtimeOfOwner(ctx, c, o)
+	if rt == nil || addr == "" || pools.address(connectionID(rt)) != addr {
+		return nil
+	}
+	return rt
 }
 
 // runtimeOfOwner returns the MemoryRuntime an ownership marker names, if it

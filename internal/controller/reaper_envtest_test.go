@@ -80,11 +80,11 @@ func (e *operatorEnv) testTenantTransactionReaped(t *testing.T) {
 	spy := &countingRecorder{EventRecorder: e.mgr.GetEventRecorder(naming.FieldOwner)}
 	elsewhere := newTransactionReaper(e.mgr.GetClient(), e.runtimes.pools, spy, o)
 	h := tenant.HeldTransaction{PID: snap.PID, Role: role, Tenant: TenantOwner(a), OpenFor: time.Minute, Ended: true}
-	elsewhere.report(testContext(t), "203.0.113.1:5432/elsewhere", h)
+	elsewhere.report(testContext(t), node{addr: "203.0.113.1:5432/elsewhere"}, h)
 	if n := spy.n.Load(); n != 0 {
 		t.Errorf("a session reported from another database wrote %d event(s) on A, want none", n)
 	}
-	elsewhere.report(testContext(t), e.runtimes.pools.address(connectionID(a)), h)
+	elsewhere.report(testContext(t), node{addr: e.runtimes.pools.address(connectionID(a))}, h)
 	if n := spy.n.Load(); n != 1 {
 		t.Errorf("a session reported from A's own database wrote %d event(s) on A, want 1", n)
 	}

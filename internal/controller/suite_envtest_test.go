@@ -82,6 +82,8 @@ func TestOperator(t *testing.T) {
 	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
 	t.Run("TenantSnapshot", e.testTenantSnapshot)
 	t.Run("TenantTransactionReaped", e.testTenantTransactionReaped)
+	t.Run("LocksExceeded", e.testLocksExceeded)
+	t.Run("BlockerEventOwnDatabase", e.testBlockerEventOwnDatabase)
 	t.Run("DatabaseCEL", e.testDatabaseCEL)
 	t.Run("Databases", e.testDatabases)
 	t.Run("DatabaseServerDown", e.testDatabaseServerDown)

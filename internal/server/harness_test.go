@@ -137,7 +137,8 @@ type serverSetup struct {
 	config      memory.ServiceConfig
 	args        []string // extra flags
 	env         map[string]string
-	tokens      []string // more lines of the tokens file
+	tokens      []string         // more lines of the tokens file
+	clock       func() time.Time // the rate limits' clock; nil: time.Now
 }
 
 // startServer starts a service listening on 127.0.0.1:0 with an admin
@@ -184,6 +185,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 	if err != nil {
 		t.Fatalf("ParseFlags(%q): %v", args, err)
 	}
+	opts.clock = s.clock
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -43,8 +43,12 @@ type Options struct {
 	// RateLimit is the token bucket of each credential for every API
 	// request; LLMRateLimit the second one of LLM-backed requests
 	// (ratelimit.go). A zero PerMinute turns one off.
-	RateLimit       RateLimit
-	LLMRateLimit    RateLimit
+	RateLimit    RateLimit
+	LLMRateLimit RateLimit
+	// clock is the rate limits' clock (time.Now when nil): tests move it
+	// by hand, so what a bucket holds does not depend on the machine's
+	// speed.
+	clock           func() time.Time
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
 	// ShutdownDelay is how long, after SIGTERM, the service keeps serving

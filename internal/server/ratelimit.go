@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/engram-dev/engram/internal/auth"
@@ -30,8 +31,12 @@ type limits struct {
 }
 
 func newLimits(o Options, m *Metrics) *limits {
+	now := o.clock
+	if now == nil {
+		now = time.Now
+	}
 	return &limits{
-		requests: newBuckets(o.RateLimit, time.Now), llm: newBuckets(o.LLMRateLimit, time.Now),
+		requests: newBuckets(o.RateLimit, now), llm: newBuckets(o.LLMRateLimit, now),
 		metrics: m, requestLimit: o.RateLimit, llmLimit: o.LLMRateLimit,
 	}
 }
@@ -65,9 +70,18 @@ func (l *limits) admit(c auth.Credential) *Problem {
 	return rateLimitedProblem("requests", l.requestLimit, wait)
 }
 
-// llmCharged marks a request context whose LLM token is taken, so the
-// model calls it makes are not charged again (limitedLLM).
-type llmCharged struct{}
+// llmChargeKey keys the llmCharge of an admitted LLM-backed request in its
+// context.
+type llmChargeKey struct{}
+
+// llmCharge counts the model calls of one admitted LLM-backed request. The
+// token taken at admission pays for its first call; each further call (an
+// extraction's dedup and episode summaries, a compaction's chunks) takes
+// one more from the credential's LLM bucket, into debt if it is empty: the
+// request runs to its end (a half-done extraction would write part of its
+// facts), and the credential's next LLM-backed requests wait until the
+// debt is refilled. The bucket so bounds model calls, not requests.
+type llmCharge struct{ calls atomic.Int64 }
 
 // admitLLM takes a token of the LLM bucket for an LLM-backed request and
 // returns the context its handler runs with.
@@ -81,7 +95,7 @@ func (l *limits) admitLLM(ctx context.Context) (context.Context, *Problem) {
 		l.metrics.rateLimited.WithLabelValues(limitClassLLM, limitRejected).Inc()
 		return ctx, rateLimitedProblem("LLM-backed requests (extract, end, compact)", l.llmLimit, wait)
 	}
-	return context.WithValue(ctx, llmCharged{}, true), nil
+	return context.WithValue(ctx, llmChargeKey{}, &llmCharge{}), nil
 }
 
 // llmRoute wraps the handler of a route that calls the runtime's LLM: it
@@ -130,16 +144,23 @@ func rateLimitedProblem(what string, l RateLimit, wait time.Duration) *Problem {
 // empty: the arbiter falls back to inserting, as when the LLM fails.
 var errLLMRateLimited = errors.New("the LLM rate limit of this token is reached; the model was not asked")
 
-// limitedLLM charges the model calls of requests that are not LLM-backed
-// routes (the arbitration of adds) to the credential's LLM bucket. Calls
-// without a credential (none in the service) pass.
+// limitedLLM charges every model call to the credential's LLM bucket: the
+// calls of an LLM-backed request beyond its first (llmCharge), and each
+// call of a request that is not an LLM-backed route (the arbitration of
+// adds), which is refused when the bucket is empty. Calls without a
+// credential (none in the service) pass.
 type limitedLLM struct {
 	next   memory.LLM
 	limits *limits
 }
 
 func (l *limitedLLM) CompleteJSON(ctx context.Context, system, user string) (string, error) {
-	if c, ok := credentialOf(ctx); ok && ctx.Value(llmCharged{}) == nil {
+	c, ok := credentialOf(ctx)
+	if charge, _ := ctx.Value(llmChargeKey{}).(*llmCharge); ok && charge != nil {
+		if charge.calls.Add(1) > 1 {
+			l.limits.llm.charge(bucketKey(c))
+		}
+	} else if ok {
 		if ok, _ := l.limits.llm.take(bucketKey(c)); !ok {
 			l.limits.metrics.rateLimited.WithLabelValues(limitClassLLM, limitArbitrationSkipped).Inc()
 			return "", errLLMRateLimited

@@ -59,6 +59,30 @@ func (b *buckets) take(key string) (bool, time.Duration) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	bk := b.bucketOf(key, now)
+	if bk.lim.AllowN(now, 1) {
+		return true, 0
+	}
+	missing := 1 - bk.lim.TokensAt(now)
+	return false, time.Duration(missing / float64(b.limit) * float64(time.Second))
+}
+
+// charge takes one token from key's bucket even when it is empty: the
+// bucket goes into debt, which later takes wait for (the further model
+// calls of an admitted request, llmCharge).
+func (b *buckets) charge(key string) {
+	if b == nil {
+		return
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bucketOf(key, now).lim.ReserveN(now, 1) // never cancelled: the debt stays
+}
+
+// bucketOf returns key's bucket, made full if it is new, marked seen at
+// now. b.mu is held.
+func (b *buckets) bucketOf(key string, now time.Time) *bucket {
 	bk := b.m[key]
 	if bk == nil {
 		b.makeRoom(now)
@@ -66,11 +90,7 @@ func (b *buckets) take(key string) (bool, time.Duration) {
 		b.m[key] = bk
 	}
 	bk.seen = now
-	if bk.lim.AllowN(now, 1) {
-		return true, 0
-	}
-	missing := 1 - bk.lim.TokensAt(now)
-	return false, time.Duration(missing / float64(b.limit) * float64(time.Second))
+	return bk
 }
 
 // makeRoom runs before a bucket is added: at most once per sweepEvery, and

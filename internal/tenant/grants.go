@@ -114,7 +114,10 @@ func ensureGrants(ctx context.Context, conn *pgx.Conn, schema, extSchema string,
 	if err := ensureNoTemp(ctx, conn, names, res); err != nil {
 		return err
 	}
-	return ensureNoAdvisoryLocks(ctx, conn, names, res)
+	if err := ensureNoAdvisoryLocks(ctx, conn, names, res); err != nil {
+		return err
+	}
+	return ensureReservedConnections(ctx, conn, res)
 }
 
 // ensureNoTemp makes sure the login role cannot create temporary tables:
@@ -150,6 +153,22 @@ func ensureNoTemp(ctx context.Context, conn *pgx.Conn, names roleNames, res *Res
 const advisoryLockProcs = ` FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
 	AND p.proname LIKE 'pg\_%advisory%' AND p.proname NOT LIKE '%unlock%'`
 
+// largeObjectCreateProcs are the functions of pg_catalog that create a
+// large object. Large objects live in pg_largeobject, outside every
+// schema, and PostgreSQL lets PUBLIC create them: a tenant could store any
+// amount of data there, past its schema's quotas and the owner caps, where
+// no retention job and no drop of its schema reaches. Engram stores none.
+// The functions that read or write an existing large object stay: they
+// need the object's own privileges, which only its owner has.
+const largeObjectCreateProcs = `'lo_creat', 'lo_create', 'lo_from_bytea', 'lo_import'`
+
+// revokedProcs selects every pg_catalog function whose EXECUTE Engram
+// takes from PUBLIC in its database: the advisory-lock functions and the
+// large-object creators.
+const revokedProcs = ` FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::regnamespace
+	AND ((p.proname LIKE 'pg\_%advisory%' AND p.proname NOT LIKE '%unlock%')
+		OR p.proname IN (` + largeObjectCreateProcs + `))`
+
 // ensureNoAdvisoryLocks makes sure the login role cannot take advisory
 // locks. They live in the server's shared lock table, not in the tenant's
 // schema, and a session keeps them until it ends: about 13,000 (the default
@@ -165,6 +184,10 @@ const advisoryLockProcs = ` FROM pg_proc p WHERE p.pronamespace = 'pg_catalog'::
 // answers a restricted admin's REVOKE with a warning and changes nothing.
 // Provisioning goes on then (a managed server may let no one do it) and
 // res.Warnings says what a DBA must run.
+//
+// The large-object creators (largeObjectCreateProcs) are revoked the same
+// way, in the same statement and the same warning: they are PUBLIC's too,
+// and only a superuser may take them back.
 func ensureNoAdvisoryLocks(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
 	citus, err := DetectCitus(ctx, conn)
 	if err != nil {
@@ -181,26 +204,27 @@ func ensureNoAdvisoryLocks(ctx context.Context, conn *pgx.Conn, names roleNames,
 	}
 	stmt := "REVOKE EXECUTE ON FUNCTION " + strings.Join(open, ", ") + " FROM PUBLIC, " + pgx.Identifier{names.login}.Sanitize()
 	if _, err := conn.Exec(ctx, stmt); err != nil {
-		return fmt.Errorf("revoking the advisory-lock functions from PUBLIC: %w", err)
+		return fmt.Errorf("revoking the advisory-lock and large-object functions from PUBLIC: %w", err)
 	}
 	if open, err = openAdvisoryFuncs(ctx, conn, names.login); err != nil {
 		return err
 	}
 	if len(open) > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("login role %s can take advisory locks, with which one tenant can fill "+
-			"the server's lock table for all, and the admin may not revoke them (only a superuser may): a superuser runs, "+
+			"the server's lock table for all, or create large objects, stored outside its schema and quotas, and the admin "+
+			"may not revoke them (only a superuser may): a superuser runs, "+
 			"in this database, REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC (docs/security.md, \"What the DBA must do\")",
 			names.login, strings.Join(open, ", ")))
 		return nil
 	}
-	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock functions from PUBLIC")
+	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock and large-object functions from PUBLIC")
 	return nil
 }
 
-// openAdvisoryFuncs lists the advisory-lock functions role may execute.
+// openAdvisoryFuncs lists the functions of revokedProcs role may execute.
 func openAdvisoryFuncs(ctx context.Context, conn *pgx.Conn, role string) ([]string, error) {
 	var funcs []string
-	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}')`+advisoryLockProcs+
+	err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY 1), '{}')`+revokedProcs+
 		` AND has_function_privilege($1, p.oid, 'EXECUTE')`, role).Scan(&funcs)
 	if err != nil {
 		return nil, fmt.Errorf("checking the advisory-lock functions of %q: %w", role, err)
@@ -213,7 +237,7 @@ func openAdvisoryFuncs(ctx context.Context, conn *pgx.Conn, role string) ([]stri
 // Citus does not propagate privileges on pg_catalog functions, and the
 // cluster's admin is its superuser (docs/scale-out.md).
 func revokeAdvisoryOnWorkers(ctx context.Context, conn *pgx.Conn, names roleNames, res *Result) error {
-	check := `SELECT count(*)` + advisoryLockProcs + ` AND has_function_privilege(` + quoteLiteral(names.login) + `, p.oid, 'EXECUTE')`
+	check := `SELECT count(*)` + revokedProcs + ` AND has_function_privilege(` + quoteLiteral(names.login) + `, p.oid, 'EXECUTE')`
 	open := func() ([]string, error) {
 		rows, err := conn.Query(ctx, `SELECT nodename || ':' || nodeport || ': ' || result FROM run_command_on_workers($1)
 			WHERE NOT success OR result <> '0' ORDER BY 1`, check)
@@ -226,7 +250,7 @@ func revokeAdvisoryOnWorkers(ctx context.Context, conn *pgx.Conn, names roleName
 	if err != nil || len(nodes) == 0 {
 		return err
 	}
-	revoke := `DO $revoke$ DECLARE f text; BEGIN FOR f IN SELECT p.oid::regprocedure::text` + advisoryLockProcs + ` LOOP
+	revoke := `DO $revoke$ DECLARE f text; BEGIN FOR f IN SELECT p.oid::regprocedure::text` + revokedProcs + ` LOOP
 		EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC, %I', f, ` + quoteLiteral(names.login) + `); END LOOP; END $revoke$`
 	if _, err := conn.Exec(ctx, `SELECT run_command_on_workers($1)`, revoke); err != nil {
 		return fmt.Errorf("revoking the advisory-lock functions on the Citus workers: %w", err)
@@ -238,7 +262,7 @@ func revokeAdvisoryOnWorkers(ctx context.Context, conn *pgx.Conn, names roleName
 		return fmt.Errorf("revoking the advisory-lock functions on the Citus workers: the login role may still take advisory locks on %s",
 			strings.Join(nodes, "; "))
 	}
-	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock functions from PUBLIC on the Citus workers")
+	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock and large-object functions from PUBLIC on the Citus workers")
 	return nil
 }
 

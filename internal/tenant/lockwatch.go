@@ -107,9 +107,20 @@ func OpenLockWatchdog(ctx context.Context, cfg *pgx.ConnConfig, threshold int) (
 	if err != nil {
 		return nil, fmt.Errorf("opening the lock watchdog's connection: %w", err)
 	}
+	w, err := NewLockWatchdog(ctx, conn, threshold)
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewLockWatchdog is OpenLockWatchdog on a connection the caller opened
+// (with a statement_timeout and a lock_timeout) and keeps: the watchdog
+// prepares its statements on it. Close closes it.
+func NewLockWatchdog(ctx context.Context, conn *pgx.Conn, threshold int) (*LockWatchdog, error) {
 	w := &LockWatchdog{conn: conn, threshold: threshold}
 	if err := w.open(ctx); err != nil {
-		_ = conn.Close(context.Background())
 		return nil, err
 	}
 	return w, nil

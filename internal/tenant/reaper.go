@@ -15,12 +15,14 @@ import (
 // --tenant-reaper-interval).
 const DefaultReaperInterval = 30 * time.Second
 
-// ErrReaperOnCitus: the reaper does not look at a Citus cluster. The
-// tenants' rows live on the workers, whose horizons a coordinator session
-// does not show, and a tenant's VACUUM through the coordinator holds a
-// snapshot there (not a lazy VACUUM's) for as long as the workers vacuum:
-// the coordinator's view cannot tell it from a held snapshot.
-var ErrReaperOnCitus = errors.New("the transaction reaper does not run on a Citus cluster (the tenants' rows live on its workers)")
+// ErrReaperOnCitus: the reaper does not look at a Citus coordinator. The
+// tenants' rows live on the workers, and a tenant's VACUUM through the
+// coordinator holds a snapshot there (not a lazy VACUUM's) for as long as
+// the workers vacuum: the coordinator's view cannot tell it from a held
+// snapshot. The reaper looks at each worker instead (CitusWorkerConfigs),
+// where that VACUUM is a lazy one and a tenant's login role may hold a
+// snapshot of its own, logged in directly.
+var ErrReaperOnCitus = errors.New("the transaction reaper does not run on a Citus coordinator (the tenants' rows live on its workers, which it looks at instead)")
 
 // HeldTransaction is a session of a tenant's login role whose transaction
 // had been holding back the database's cleanup horizon for longer than the
@@ -97,17 +99,18 @@ func (r *Reaper) maxAge() time.Duration {
 // Look finds, on db's database, the sessions of tenants' login roles whose
 // transaction holds back the horizon and has been open for the maximum
 // age, and ends them. It returns each session it ended, and once each
-// session it could not end (Problem says why). On a Citus cluster it ends
-// nothing and returns ErrReaperOnCitus. An error means it ended nothing:
+// session it could not end (Problem says why). On a Citus coordinator it
+// ends nothing and returns ErrReaperOnCitus; on a Citus worker it looks as
+// on any database. An error means it ended nothing:
 // it fails only before it acts.
 func (r *Reaper) Look(ctx context.Context, db querier) ([]HeldTransaction, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
-	var citus bool
-	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		return nil, fmt.Errorf("looking for extension citus: %w", err)
+	c, err := DetectCitus(ctx, db)
+	if err != nil {
+		return nil, err
 	}
-	if citus {
+	if c.Coordinator {
 		return nil, ErrReaperOnCitus
 	}
 	sessions, err := horizonHolders(ctx, db)

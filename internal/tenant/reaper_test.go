@@ -313,10 +313,10 @@ func TestReaperEndRefusedNamesThePrivilege(t *testing.T) {
 	}
 }
 
-// TestCitusReaperEndsNothing: on a Citus cluster the reaper looks at
-// nothing and ends nothing (ErrReaperOnCitus; docs/security.md says the
-// bound does not hold there), not even a tenant's snapshot held past the
-// maximum age.
+// TestCitusReaperEndsNothing: on a Citus coordinator the reaper looks at
+// nothing and ends nothing (ErrReaperOnCitus: the operator looks at the
+// workers instead, TestCitusReaperEndsAWorkerSnapshot), not even a
+// tenant's coordinator snapshot held past the maximum age.
 func TestCitusReaperEndsNothing(t *testing.T) {
 	pool, url := citusPool(t)
 	a := newSpec(uniqueSchema(t, "engram_citus_reap"), 3)

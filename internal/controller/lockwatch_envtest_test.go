@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// testLocksExceeded: tenant A's login role (the credentials of its <name>-db
+// Secret) opens savepoints that each write a row, one transaction, more
+// locks than the threshold (20 here: a handful, nothing near the shared
+// server's lock table, which the other tests use; the exhaustion itself is
+// TestLockWatchdogEndsASavepointFlood's, on a throw-away instance). The
+// lock watchdog, over the operator's own connection pools, ends the session
+// and records a Warning LocksExceeded on A, and counts it. The suite's
+// operator runs its own watchdog with the default threshold; this one is
+// built by the constructor Setup uses, with a low threshold.
+func (e *operatorEnv) testLocksExceeded(t *testing.T) {
+	ns := e.newNamespace(t, "locks")
+	e.readyRuntime(t, newRuntime(ns, "a", ""))
+	var creds corev1.Secret
+	if err := e.get(t, ns, "a-db", &creds); err != nil {
+		t.Fatal(err)
+	}
+	uri, role := string(creds.Data["uri"]), string(creds.Data["user"])
+	ended := testutil.ToFloat64(lockHogs.WithLabelValues("ended"))
+
+	o := Options{TenantLockThreshold: 20, TenantLockWatchInterval: 250 * time.Millisecond}.withDefaults()
+	dog := newLockWatchdog(e.mgr.GetClient(), e.runtimes.pools, e.mgr.GetEventRecorder(naming.FieldOwner), o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- dog.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	conn, err := pgx.Connect(testContext(t), uri)
+	if err != nil {
+		t.Fatalf("logging in as A: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var held strings.Builder
+	held.WriteString("BEGIN;")
+	for i := range 30 {
+		fmt.Fprintf(&held, " SAVEPOINT s%d; INSERT INTO owner_locks VALUES ('locks-%d');", i, i)
+	}
+	if _, err := conn.Exec(testContext(t), held.String()); err != nil {
+		t.Fatalf("A's savepoints: %v", err)
+	}
+	pid := conn.PgConn().PID()
+
+	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded,
+		fmt.Sprintf("the operator ended session %d of this runtime's login role %s: it held", pid, role))
+	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded, "a tenant's session may hold at most 20")
+	for _, ev := range e.events(t, ns, "a") {
+		if ev.Reason == memoryv1alpha1.ReasonLocksExceeded && ev.Type != corev1.EventTypeWarning {
+			t.Errorf("event %s on A is %s, want Warning", ev.Reason, ev.Type)
+		}
+	}
+	if _, err := conn.Exec(testContext(t), "SELECT 1"); err == nil {
+		t.Fatal("A's session is still alive")
+	}
+	if got := testutil.ToFloat64(lockHogs.WithLabelValues("ended")); got < ended+1 {
+		t.Errorf("engram_operator_tenant_lock_hogs_total{outcome=\"ended\"} = %v, want at least %v", got, ended+1)
+	}
+}
+
+// testBlockerEventOwnDatabase: the provisioning watcher of runtime B, whose
+// connection Secret is B's own (a server B's team controls, which may show
+// a session carrying any marker, A's included), reports "ended a session
+// of runtime A": no event is written on A, whose own connection does not
+// reach that server. The same report from a runtime on A's database writes
+// one (eventRuntime, the check the reaper and the watchdog make too).
+func (e *operatorEnv) testBlockerEventOwnDatabase(t *testing.T) {
+	ns := e.newNamespace(t, "blkev")
+	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
+	b := newRuntime(ns, "b", "")
+	b.Spec.Database = memoryv1alpha1.DatabaseSpec{ConnectionSecretRef: &memoryv1alpha1.SecretKeySelector{Name: "own"}}
+	if _, err := e.runtimes.pools.get(connectionID(b), "postgres://owner:pw@203.0.113.1:5432/theirs"); err != nil {
+		t.Fatal(err)
+	}
+	spy := &regardingRecorder{EventRecorder: e.mgr.GetEventRecorder(naming.FieldOwner)}
+	r := &MemoryRuntimeReconciler{client: e.runtimes.client, pools: e.runtimes.pools, events: spy, opts: e.runtimes.opts}
+	blocker := tenant.Blocker{PID: 4242, Role: "engram_x_login", Kind: tenant.BlockerOtherTenant, Tenant: TenantOwner(a),
+		OpenFor: time.Minute, Ended: true}
+
+	r.reportBlocker(testContext(t), b, "engram_b", "admin", blocker)
+	if n := spy.about("a"); n != 0 {
+		t.Errorf("a blocker reported from B's own server wrote %d event(s) on A, want none", n)
+	}
+	if n := spy.about("b"); n != 1 {
+		t.Errorf("the blocker wrote %d event(s) on B, want 1 (TenantBlockerEnded)", n)
+	}
+	onA := newRuntime(ns, "c", "") // the same connection as A's
+	r.reportBlocker(testContext(t), onA, "engram_c", "admin", blocker)
+	if n := spy.about("a"); n != 1 {
+		t.Errorf("a blocker reported from A's own database wrote %d event(s) on A, want 1", n)
+	}
+}
+
+// regardingRecorder counts the events it passes on by the name of the
+// object they are about.
+type regardingRecorder struct {
+	events.EventRecorder
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *regardingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if m, err := meta.Accessor(regarding); err == nil {
+		r.mu.Lock()
+		if r.n == nil {
+			r.n = map[string]int{}
+		}
+		r.n[m.GetName()]++
+		r.mu.Unlock()
+	}
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+func (r *regardingRecorder) about(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[name]
+}
