@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // maxBatch bounds one AddBatch call.
@@ -153,7 +155,7 @@ func (s *Store) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
 // messages have their own, limits.maxMessageBytes).
 func (s *Store) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (cleaned, error) {
 	var c cleaned
-	c.text, c.redactions = s.redactor.redact(raw)
+	c.text, c.redactions = s.redactor.Redact(raw)
 	fe.storedSize(field, raw, c.text, maxStored)
 	if err := fe.err(); err != nil {
 		return cleaned{}, err
@@ -162,7 +164,7 @@ func (s *Store) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (
 	if mode == GuardOff {
 		return c, nil
 	}
-	reason := detectInjection(c.text)
+	reason := textguard.DetectInjection(c.text)
 	switch {
 	case reason == "":
 	case mode == GuardReject:

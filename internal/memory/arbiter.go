@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // Arbiter decisions (what the LLM may answer).
@@ -72,7 +74,7 @@ func (s *Store) planArbitration(ctx context.Context, p *preparedAdd) *arbiterPla
 func (s *Store) askArbiter(ctx context.Context, existing, incoming string) (string, string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", promptText(s.redactor.redacted(existing)), promptText(s.redactor.redacted(incoming)))
+	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", textguard.PromptText(s.redactor.Redacted(existing)), textguard.PromptText(s.redactor.Redacted(incoming)))
 	answer, err := s.llm.CompleteJSON(actx, arbiterSystem, user)
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) {
@@ -109,10 +111,10 @@ func (s *Store) prepareMerged(ctx context.Context, plan *arbiterPlan, merged str
 	fe.text("merged", merged, rawContentLimit(s.policy.Limits.MaxContentBytes))
 	text := ""
 	if len(fe.list) == 0 {
-		text = s.redactor.redacted(merged)
+		text = s.redactor.Redacted(merged)
 		fe.storedSize("merged", merged, text, s.policy.Limits.MaxContentBytes)
 	}
-	if len(fe.list) == 0 && s.policy.Redaction.InjectionGuard != GuardOff && detectInjection(text) != "" {
+	if len(fe.list) == 0 && s.policy.Redaction.InjectionGuard != GuardOff && textguard.DetectInjection(text) != "" {
 		fe.add("merged", "looks like a prompt injection")
 	}
 	if err := fe.err(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -87,7 +89,7 @@ func contextLimits(budget int) (perCategory, perPinned int) {
 func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
 	var vec []float32
 	if req.Query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(req.Query)})
+		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(req.Query)})
 		if err != nil {
 			return nil, 0, fmt.Errorf("embedding the query: %w", err)
 		}
@@ -148,7 +150,7 @@ func render(order []Category, cands []candidate, budget int, room *answerBytes) 
 				res.Omitted++
 				continue
 			}
-			line := "- " + promptText(c.content) + "\n"
+			line := "- " + textguard.PromptText(c.content) + "\n"
 			cost := CountTokens(line)
 			if !started {
 				cost += CountTokens(header)

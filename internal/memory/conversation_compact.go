@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -357,7 +359,7 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 	lines := make([]string, len(g))
 	desc := 0
 	for i, c := range g {
-		lines[i] = promptText(c.Content)
+		lines[i] = textguard.PromptText(c.Content)
 		desc += c.DescendantCount
 	}
 	content, method := s.summarize(ctx, lines)

@@ -143,7 +143,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	query := s.redactor.redacted(req.Query)
+	query := s.redactor.Redacted(req.Query)
 	vecs, err := s.embedder.Embed(ctx, []string{query})
 	if err != nil {
 		return nil, fmt.Errorf("embedding the query: %w", err)

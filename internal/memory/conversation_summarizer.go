@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // The summarizer of the summary DAG: the runtime's LLM with an escalating
@@ -66,11 +68,11 @@ func (s *Store) askSummary(ctx context.Context, system, input string) (string, e
 	if err := decodeJSONAnswer(answer, &out); err != nil {
 		return "", fmt.Errorf("the model's answer is not the expected JSON: %w", err)
 	}
-	sum := strings.TrimSpace(sanitizeForPrompt(s.redactor.redacted(out.Summary)))
+	sum := strings.TrimSpace(textguard.SanitizeForPrompt(s.redactor.Redacted(out.Summary)))
 	if sum == "" {
 		return "", fmt.Errorf("the model returned an empty summary")
 	}
-	if reason := detectInjection(sum); reason != "" {
+	if reason := textguard.DetectInjection(sum); reason != "" {
 		return "", fmt.Errorf("the model's summary looks like a prompt injection (%s)", reason)
 	}
 	return sum, nil
@@ -135,5 +137,5 @@ func (s *Store) summaryLine(m ConversationMessage) string {
 	if len(m.Flags) > 0 {
 		return role + ": [message flagged by the injection guard; expand the summary to read it]"
 	}
-	return role + ": " + promptText(s.redactor.redacted(m.Content))
+	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -103,7 +105,7 @@ func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, 
 		// conversation reaches the model, and no pattern spans two messages.
 		// One line each, structure neutralized: a message cannot forge a
 		// line of another speaker.
-		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), promptText(s.redactor.redacted(m.Content)))
+		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), textguard.PromptText(s.redactor.Redacted(m.Content)))
 	}
 	answer, err := s.llm.CompleteJSON(actx, system, conv.String())
 	if err != nil {

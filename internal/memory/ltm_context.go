@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -93,7 +95,7 @@ func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left in
 	cut := false
 	used := CountTokens(header)
 	for _, h := range hits {
-		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + promptText(h.Episode.Summary) + "\n"
+		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + textguard.PromptText(h.Episode.Summary) + "\n"
 		if c := CountTokens(line); used+c <= left {
 			if !room.takeText(line, h.Episode.ID) {
 				cut = true

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -388,7 +390,7 @@ func renderDocument(title, content string, left int) (string, int) {
 	var b strings.Builder
 	b.WriteString("## " + title + "\n")
 	for _, line := range strings.Split(content, "\n") {
-		if l := promptText(line); l != "" {
+		if l := textguard.PromptText(line); l != "" {
 			b.WriteString(l + "\n")
 		}
 	}

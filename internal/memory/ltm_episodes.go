@@ -166,7 +166,7 @@ func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, 
 	recency := `exp(-ln(2) / ` + a.add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
 	vs, ts, from := `0::float8`, `0::float8`, s.sql.episodes+` AS e`
 	if query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(query)})
+		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(query)})
 		if err != nil || len(vecs) != 1 {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}

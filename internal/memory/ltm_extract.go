@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -48,7 +50,7 @@ func (s *Store) extractLine(m ConversationMessage) string {
 		return ""
 	}
 	role := strings.ToUpper(string(m.Role))
-	return role + ": " + promptText(s.redactor.redacted(m.Content))
+	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
 }
 
 // newestWithin joins lines, keeping the newest that fit within max
@@ -85,7 +87,7 @@ func (s *Store) extractCategories(src Source) string {
 			continue
 		}
 		b.WriteString("- " + c.Name)
-		if d := sanitizeForPrompt(c.Description); d != "" {
+		if d := textguard.SanitizeForPrompt(c.Description); d != "" {
 			b.WriteString(": " + d)
 		}
 		b.WriteByte('\n')
@@ -342,7 +344,7 @@ func (s *Store) batchDedup(ctx context.Context, ps []*preparedAdd, res *SessionE
 		}
 		ef := res.Facts[p.factIndex]
 		fmt.Fprintf(&user, "%d. NEW (%s, conflictType %q): %q\n   EXISTING: %q\n", len(cands), ef.Category, ef.ConflictType,
-			promptText(s.redactor.redacted(p.content)), promptText(s.redactor.redacted(nb.content)))
+			textguard.PromptText(s.redactor.Redacted(p.content)), textguard.PromptText(s.redactor.Redacted(nb.content)))
 		cands = append(cands, dedupCandidate{p: p, nb: nb})
 	}
 	if len(cands) == 0 {

@@ -66,7 +66,7 @@ func (s *Store) search(ctx context.Context, req SearchRequest, b *answerBytes) (
 	}
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
-	req.Query = s.redactor.redacted(req.Query)
+	req.Query = s.redactor.Redacted(req.Query)
 	var vec []float32
 	if mode != SearchText {
 		vecs, err := s.embedder.Embed(ctx, []string{req.Query})

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // Config is what a Store needs.
@@ -121,7 +123,7 @@ type Store struct {
 	llm      LLM
 	timeout  time.Duration
 	log      *slog.Logger
-	redactor *redactor
+	redactor *textguard.Redactor
 	access   *accessRecorder
 	sql      queries
 	// halfLives are the categories' half-lives in seconds, as SQL array
