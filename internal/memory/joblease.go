@@ -21,7 +21,7 @@ const DefaultJobLeaseTTL = 10 * time.Minute
 // lease alive through such a wait; a killed run's lease then blocks the next
 // run for at most that long.
 func JobLeaseTTLFor(sess SessionSettings) time.Duration {
-	sess = sess.withDefaults()
+	sess = sess.WithDefaults()
 	return 2*(sess.LockTimeout+sess.StatementTimeout) + time.Minute
 }
 
