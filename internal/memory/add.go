@@ -300,15 +300,6 @@ func (s *Store) nearestQuery(dims int, lock bool) string {
 // owner, $2 vector, $3 content (the benchmark's raw side runs exactly this).
 func (s *Store) NearestQuery(dims int) string { return s.nearestQuery(dims, false) }
 
-// applyAdd decides and performs one write inside the owner's transaction.
-func (s *Store) applyAdd(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan) (*AddResult, error) {
-	nb, err := s.nearest(ctx, tx, p.req.Owner, p.content, p.vec, false)
-	if err != nil {
-		return nil, err
-	}
-	return s.decide(ctx, tx, p, plan, nb, nil)
-}
-
 // decide performs one write given its neighbour nb. commit, when not nil,
 // asks the write to commit the transaction if it ends with a plain insert
 // (sent in the insert's round trip); *commit tells whether it did.

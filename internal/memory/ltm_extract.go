@@ -400,42 +400,40 @@ func (s *Store) decidePlan(ctx context.Context, nb *neighbour, action, merged st
 }
 
 // storeExtracted writes the facts with their plans and moves the watermark
-// to res.ToSeq, in one transaction under the owner's lock; then evicts over
-// the cap like every add.
+// to res.ToSeq, in one transaction under the owner's lock (the add path's
+// writeInTx, the watermark in its hooks); then evicts over the cap like
+// every add.
 func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*preparedAdd, plans []*arbiterPlan, res *SessionExtractResult) error {
-	results := make([]AddResult, len(ps))
 	raced := false
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
-			return err
-		}
-		// A concurrent run that read the same messages may have committed
-		// while this one asked the model: its facts stand, these are not
-		// written twice (the session row lock orders the two).
-		var wm int64
-		err := tx.QueryRow(ctx, `SELECT extracted_through FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2 FOR UPDATE`,
-			req.Owner, req.SessionID).Scan(&wm)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
-		}
-		if err != nil {
-			return s.dbErr("locking the session", err)
-		}
-		if wm >= res.ToSeq {
-			raced, res.Watermark = true, wm
-			return nil
-		}
-		for i, p := range ps {
-			r, err := s.applyAdd(ctx, tx, p, plans[i])
-			if err != nil {
-				return err
+	results, err := s.writeInTx(ctx, req.Owner, ps, plans, txHooks{
+		before: func(ctx context.Context, tx dbtx) (bool, error) {
+			// A concurrent run that read the same messages may have
+			// committed while this one asked the model: its facts stand,
+			// these are not written twice (the session row lock orders
+			// the two).
+			var wm int64
+			err := tx.QueryRow(ctx, `SELECT extracted_through FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2 FOR UPDATE`,
+				req.Owner, req.SessionID).Scan(&wm)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return false, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
 			}
-			results[i] = *r
-		}
-		_, err = tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = $3
+			if err != nil {
+				return false, s.dbErr("locking the session", err)
+			}
+			if wm >= res.ToSeq {
+				raced, res.Watermark = true, wm
+			}
+			return raced, nil
+		},
+		after: func(ctx context.Context, tx dbtx) error {
+			if raced {
+				return nil
+			}
+			_, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = $3
 			WHERE owner_id = $1 AND id = $2`, req.Owner, req.SessionID, res.ToSeq)
-		res.Watermark = res.ToSeq
-		return s.dbErr("moving the extraction watermark", err)
+			res.Watermark = res.ToSeq
+			return s.dbErr("moving the extraction watermark", err)
+		},
 	})
 	if err != nil {
 		return err
