@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	pgv "github.com/pgvector/pgvector-go"
 
@@ -29,7 +30,7 @@ var (
 // global (tenant-wide rows under GlobalOwner).
 func equivalencePolicy(p *Policy) {
 	p.Categories = append(p.Categories,
-		Category{Name: "shared", HalfLife: 20 * day, Priority: 10, Global: true},
+		Category{Name: "shared", HalfLife: Duration(20 * 24 * time.Hour), Priority: 10, Global: true},
 		Category{Name: "fact", Priority: 5})
 }
 

@@ -7,21 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// hasGlobal reports whether the policy has a global category.
-func (p *Policy) hasGlobal() bool {
-	for _, c := range p.Categories {
-		if c.Global {
-			return true
-		}
-	}
-	return false
-}
-
 // ownerMatch is the owner condition of search and context for the owner
 // bound to placeholder ph: the owner's rows and, when the policy has global
 // categories, the tenant-wide ones.
 func (s *Store) ownerMatch(ph string) string {
-	if !s.policy.hasGlobal() {
+	if !s.policy.HasGlobal() {
 		return `m.owner_id = ` + ph
 	}
 	return `m.owner_id IN (` + ph + `, '` + GlobalOwner + `')`

@@ -27,7 +27,7 @@ func ownerLexeme(ph string) string {
 // the owner for `m.tsv @@ q` to reject.
 func (s *Store) ownerTextQuery(ph, q string) string {
 	owners := ownerLexeme(ph)
-	if s.policy.hasGlobal() {
+	if s.policy.HasGlobal() {
 		owners = `(` + owners + ` || ` + ownerLexeme(`'`+GlobalOwner+`'`) + `)`
 	}
 	return `CASE WHEN numnode(` + q + `) = 0 THEN ` + q + ` ELSE ` + q + ` && ` + owners + ` END`

@@ -92,7 +92,7 @@ func TestPolicyValidate(t *testing.T) {
 	if err := old.Validate(); err != nil {
 		t.Fatalf("a policy without quotas: %v", err)
 	}
-	if l := old.Limits.withQuotaDefaults(); l != DefaultPolicy().Limits {
+	if l := old.Limits.WithQuotaDefaults(); l != DefaultPolicy().Limits {
 		t.Fatalf("quotas resolve to %+v, want the defaults", l)
 	}
 	at := DefaultPolicy()

@@ -105,7 +105,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.Policy.Conversation = cfg.Policy.Conversation.Resolved()
-	cfg.Policy.Limits = cfg.Policy.Limits.withQuotaDefaults()
+	cfg.Policy.Limits = cfg.Policy.Limits.WithQuotaDefaults()
 	red, err := newRedactor(cfg.Policy.Redaction)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
