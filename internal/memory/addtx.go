@@ -20,7 +20,7 @@ const rollbackTimeout = 5 * time.Second
 // statements run one after another on the server as before: the lookup
 // starts, and takes its snapshot, only after the lock is held, so exact
 // dedup is kept; the commit is still acknowledged only once it is durable.
-func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
+func (s *writer) addInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
 	return s.writeInTx(ctx, owner, ps, plans, txHooks{})
 }
 
@@ -39,10 +39,10 @@ type txHooks struct {
 
 // writeInTx is addInTx with hooks; ps may be empty (an extraction that
 // found no fact still moves its watermark).
-func (s *Store) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
+func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, s.dbErr("begin", err)
+		return nil, dbErr("begin", err)
 	}
 	defer conn.Release()
 	committed := false
@@ -97,7 +97,7 @@ func (s *Store) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, 
 	}
 	if !committed {
 		if err := commitTx(ctx, conn); err != nil {
-			return nil, s.dbErr("commit", err)
+			return nil, dbErr("commit", err)
 		}
 		committed = true
 	}
@@ -109,33 +109,33 @@ const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
 // in one pipeline and returns the neighbour (none when p is nil: no lookup).
-func (s *Store) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
+func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
 	b := &pgx.Batch{}
 	// READ COMMITTED explicitly: the lookup must take its snapshot after
 	// the lock is granted (each statement its own snapshot), whatever
 	// default_transaction_isolation a DBA set on the database or role.
 	b.Queue(BeginAdd)
-	b.Queue(s.LockOwnerQuery(), owner)
+	b.Queue((*Store)(s).LockOwnerQuery(), owner)
 	if p != nil {
 		b.Queue(s.nearestQuery(len(p.vec), false), p.req.Owner, pgv.NewVector(p.vec), p.content)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if _, err := br.Exec(); err != nil {
-		return nil, s.dbErr("begin", err)
+		return nil, dbErr("begin", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return nil, s.dbErr("locking owner", err)
+		return nil, dbErr("locking owner", err)
 	}
 	if p == nil {
-		return nil, s.dbErr("locking owner", br.Close())
+		return nil, dbErr("locking owner", br.Close())
 	}
 	nb, err := scanNeighbour(br.QueryRow())
 	if err != nil {
-		return nil, s.dbErr("finding the nearest memory", err)
+		return nil, dbErr("finding the nearest memory", err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, s.dbErr("finding the nearest memory", err)
+		return nil, dbErr("finding the nearest memory", err)
 	}
 	return nb, nil
 }

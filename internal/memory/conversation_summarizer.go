@@ -31,7 +31,7 @@ func summaryTarget(inputTokens int) int {
 
 // summarize returns a summary of lines (one message or child summary each,
 // already redacted and sanitized) and the method that made it.
-func (s *Store) summarize(ctx context.Context, lines []string) (string, string) {
+func (s *conversations) summarize(ctx context.Context, lines []string) (string, string) {
 	input := strings.Join(lines, "\n")
 	inTokens := CountTokens(input)
 	target := summaryTarget(inTokens)
@@ -55,7 +55,7 @@ func (s *Store) summarize(ctx context.Context, lines []string) (string, string) 
 // askSummary asks the LLM once, bounded by the store's LLM timeout. An
 // answer the injection guard objects to is refused like a failure: a summary
 // is spliced into prompts.
-func (s *Store) askSummary(ctx context.Context, system, input string) (string, error) {
+func (s *conversations) askSummary(ctx context.Context, system, input string) (string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	answer, err := s.llm.CompleteJSON(actx, system, input)
@@ -129,7 +129,7 @@ func truncateUTF8(s string, n int) string {
 // injection guard flagged (mode Flag) is left out of summaries — they are
 // spliced into prompts — and only marked; expanding the summary still
 // returns it.
-func (s *Store) summaryLine(m ConversationMessage) string {
+func (s *conversations) summaryLine(m ConversationMessage) string {
 	role := strings.ToUpper(string(m.Role))
 	if m.ToolName != "" {
 		role += "(" + m.ToolName + ")"

@@ -22,7 +22,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	m, err := s.load(ctx, s.pool, owner, id, false)
+	m, err := (*reader)(s).load(ctx, s.pool, owner, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 // load reads one memory of owner; lock adds FOR UPDATE. Another owner's
 // memory is not found, exactly like a missing one (the same error from the
 // same query), so a caller learns nothing about ids outside its owner.
-func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
+func (s *reader) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
 	if lock {
 		sql += ` FOR UPDATE`
@@ -42,7 +42,7 @@ func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool
 		return Memory{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return Memory{}, s.dbErr("reading memory "+id, err)
+		return Memory{}, dbErr("reading memory "+id, err)
 	}
 	return m, nil
 }
@@ -97,7 +97,7 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
 	}
 	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return s.memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
+	return (*reader)(s).memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
 }
 
 // createdCursor is the cursor after m in a list ordered by (created_at, id).
@@ -105,17 +105,17 @@ func createdCursor(m Memory) string { return encodeCursor(m.CreatedAt, m.ID) }
 
 // memoryPage reads a page of memories (sql has LIMIT limit+1) within the
 // byte cap; cursor is the cursor after a memory in sql's order.
-func (s *Store) memoryPage(ctx context.Context, what string, maxBytes, limit int, cursor func(Memory) string,
+func (s *reader) memoryPage(ctx context.Context, what string, maxBytes, limit int, cursor func(Memory) string,
 	sql string, args ...any) (*ListPage, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, s.dbErr(what, err)
+		return nil, dbErr(what, err)
 	}
 	page := &ListPage{Items: []Memory{}}
 	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(maxBytes), page),
 		func(r pgx.Rows) (Memory, error) { return scanMemory(r) })
 	if err != nil {
-		return nil, s.dbErr(what, err)
+		return nil, dbErr(what, err)
 	}
 	page.Items = scan.items
 	page.PageBounds = scan.bounds(cursor)
@@ -184,7 +184,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	var flags []string
 	var vec []float32
 	if req.Content != nil {
-		c, err := s.clean("content", *req.Content, fe)
+		c, err := (*writer)(s).clean("content", *req.Content, fe)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +200,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		cur, err := s.load(ctx, tx, req.Owner, req.ID, true)
+		cur, err := (*reader)(s).load(ctx, tx, req.Owner, req.ID, true)
 		if err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 				return err
 			}
 		}
-		out, err = s.applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, ttl)
+		out, err = (*reader)(s).applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, ttl)
 		return err
 	})
 	if err != nil {
@@ -225,7 +225,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	return &out, nil
 }
 
-func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
+func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
 	category, content string, flags []string, vec []float32, ttl *time.Duration) (Memory, error) {
 	importance := cur.Importance
 	if req.Importance != nil {
@@ -248,10 +248,10 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
 				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
 		SELECT * FROM upd`
-	m, err := s.updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
+	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
+		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
 	if err != nil {
-		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
+		return Memory{}, dbErr("updating memory "+cur.ID, err)
 	}
 	return m, nil
 }
@@ -270,7 +270,7 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 		if err := s.lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		cur, err := s.load(ctx, tx, owner, id, true)
+		cur, err := (*reader)(s).load(ctx, tx, owner, id, true)
 		if err != nil {
 			return err
 		}
@@ -285,7 +285,7 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 				WHERE id = $1 RETURNING id, owner_id, content)
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
 			SELECT id, owner_id, 'delete', $2, $3, content FROM upd`, id, string(src), actorID(ctx))
-		return s.dbErr("deleting memory "+id, err)
+		return dbErr("deleting memory "+id, err)
 	})
 }
 
@@ -313,11 +313,11 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if err := s.lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		old, err := s.load(ctx, tx, owner, oldID, true)
+		old, err := (*reader)(s).load(ctx, tx, owner, oldID, true)
 		if err != nil {
 			return err
 		}
-		replacement, err := s.load(ctx, tx, owner, newID, true)
+		replacement, err := (*reader)(s).load(ctx, tx, owner, newID, true)
 		if err != nil {
 			return err
 		}
@@ -332,13 +332,13 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if !replacement.Active {
 			return fmt.Errorf("%w: the replacement %s is inactive", ErrConflict, newID)
 		}
-		if err := s.checkNoCycle(ctx, tx, oldID, newID); err != nil {
+		if err := (*reader)(s).checkNoCycle(ctx, tx, oldID, newID); err != nil {
 			return err
 		}
-		if err := s.supersedeRow(ctx, tx, oldID, newID, src, "supersede"); err != nil {
+		if err := (*writer)(s).supersedeRow(ctx, tx, oldID, newID, src, "supersede"); err != nil {
 			return err
 		}
-		out, err = s.load(ctx, tx, owner, oldID, false)
+		out, err = (*reader)(s).load(ctx, tx, owner, oldID, false)
 		return err
 	})
 	if err != nil {
@@ -349,7 +349,7 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 
 // checkNoCycle follows newID's superseded_by chain; reaching oldID would make
 // a cycle.
-func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string) error {
+func (s *reader) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string) error {
 	var cycle bool
 	err := tx.QueryRow(ctx, `WITH RECURSIVE chain(id, depth) AS (
 			SELECT superseded_by, 1 FROM `+s.sql.memories+` WHERE id = $1
@@ -358,7 +358,7 @@ func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string
 			WHERE c.depth < $3)
 		SELECT EXISTS (SELECT 1 FROM chain WHERE id = $2)`, newID, oldID, maxSupersedeChain).Scan(&cycle)
 	if err != nil {
-		return s.dbErr("checking the supersede chain", err)
+		return dbErr("checking the supersede chain", err)
 	}
 	if cycle {
 		return fmt.Errorf("%w: %s is already (transitively) superseded by %s; superseding it back would make a cycle", ErrConflict, newID, oldID)
@@ -381,32 +381,32 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM `+s.sql.history+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return s.dbErr("erasing history", err)
+			return dbErr("erasing history", err)
 		}
 		res.History = tag.RowsAffected()
 		tag, err = tx.Exec(ctx, `DELETE FROM `+s.sql.memories+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return s.dbErr("erasing memories", err)
+			return dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
 		// After the memories: a concurrent access write has committed by
 		// now (it holds key-share locks on them), and this sees its rows.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
-			return s.dbErr("erasing the owner's access statistics", err)
+			return dbErr("erasing the owner's access statistics", err)
 		}
-		if err := s.eraseConversations(ctx, tx, owner, res); err != nil {
+		if err := (*conversations)(s).eraseConversations(ctx, tx, owner, res); err != nil {
 			return err
 		}
-		if err := s.eraseLongTerm(ctx, tx, owner, res); err != nil {
+		if err := (*longTerm)(s).eraseLongTerm(ctx, tx, owner, res); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
-			return s.dbErr("erasing the owner's compaction state", err)
+			return dbErr("erasing the owner's compaction state", err)
 		}
 		// Nothing of the owner is left, not even its lock row; the lock is
 		// held until commit, and a write waiting for it creates it anew.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {
-			return s.dbErr("erasing the owner's lock row", err)
+			return dbErr("erasing the owner's lock row", err)
 		}
 		return nil
 	})
@@ -425,5 +425,5 @@ func (s *Store) ActiveCount(ctx context.Context, owner string) (int64, error) {
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner).Scan(&n)
-	return n, s.dbErr("counting memories", err)
+	return n, dbErr("counting memories", err)
 }

@@ -11,7 +11,7 @@ import (
 // dbErr wraps a database error with what was being done, and marks the ones
 // that mean "the database cannot be reached" with ErrUnavailable so the
 // service answers 503 instead of 500.
-func (s *Store) dbErr(op string, err error) error {
+func dbErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -44,7 +44,7 @@ func FuzzPrepareAdd(f *testing.F) {
 		s := stores[int(guard)%len(guards)]
 		req := AddRequest{Owner: owner, Agent: agent, Session: session, Source: Source(source),
 			Content: content, Category: category, Importance: importance, TTL: ttl}
-		p, err := s.prepareAdd(req, &fieldErrors{})
+		p, err := (*writer)(s).prepareAdd(req, &fieldErrors{})
 		if err != nil {
 			if errors.Is(err, ErrProtected) {
 				return

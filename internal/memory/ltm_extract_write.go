@@ -36,7 +36,7 @@ type dedupCandidate struct {
 // inside the owner's transaction, only if the neighbour is unchanged.
 // Facts without such a neighbour get no plan: the add path decides
 // (insert, or merge with an identical or near-identical memory).
-func (s *Store) batchDedup(ctx context.Context, ps []*preparedAdd, res *SessionExtractResult) ([]*arbiterPlan, error) {
+func (s *longTerm) batchDedup(ctx context.Context, ps []*preparedAdd, res *SessionExtractResult) ([]*arbiterPlan, error) {
 	plans := make([]*arbiterPlan, len(ps))
 	if len(ps) == 0 || s.policy.Dedup.Arbitration != ArbitrationLLM {
 		return plans, nil
@@ -44,7 +44,7 @@ func (s *Store) batchDedup(ctx context.Context, ps []*preparedAdd, res *SessionE
 	var cands []dedupCandidate
 	var user strings.Builder
 	for _, p := range ps {
-		nb, err := s.nearest(ctx, s.pool, p.req.Owner, p.content, p.vec, false)
+		nb, err := (*writer)(s).nearest(ctx, s.pool, p.req.Owner, p.content, p.vec, false)
 		if err != nil {
 			return nil, err
 		}
@@ -92,14 +92,14 @@ func (s *Store) batchDedup(ctx context.Context, ps []*preparedAdd, res *SessionE
 }
 
 // decidePlan turns one batch decision into an arbiter plan.
-func (s *Store) decidePlan(ctx context.Context, nb *neighbour, action, merged string) *arbiterPlan {
+func (s *longTerm) decidePlan(ctx context.Context, nb *neighbour, action, merged string) *arbiterPlan {
 	plan := &arbiterPlan{nb: nb, decision: action}
 	switch action {
 	case decideAdd, decideDelete, decideNoop:
 	case decideUpdate:
 		if strings.TrimSpace(merged) == "" {
 			plan.decision, plan.failure = "", "invalid answer: UPDATE without merged text"
-		} else if err := s.prepareMerged(ctx, plan, merged); err != nil {
+		} else if err := (*writer)(s).prepareMerged(ctx, plan, merged); err != nil {
 			plan.decision, plan.failure = "", err.Error()
 		}
 	default:
@@ -112,9 +112,9 @@ func (s *Store) decidePlan(ctx context.Context, nb *neighbour, action, merged st
 // to res.ToSeq, in one transaction under the owner's lock (the add path's
 // writeInTx, the watermark in its hooks); then evicts over the cap like
 // every add.
-func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*preparedAdd, plans []*arbiterPlan, res *SessionExtractResult) error {
+func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*preparedAdd, plans []*arbiterPlan, res *SessionExtractResult) error {
 	raced := false
-	results, err := s.writeInTx(ctx, req.Owner, ps, plans, txHooks{
+	results, err := (*writer)(s).writeInTx(ctx, req.Owner, ps, plans, txHooks{
 		before: func(ctx context.Context, tx dbtx) (bool, error) {
 			// A concurrent run that read the same messages may have
 			// committed while this one asked the model: its facts stand,
@@ -127,7 +127,7 @@ func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, p
 				return false, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
 			}
 			if err != nil {
-				return false, s.dbErr("locking the session", err)
+				return false, dbErr("locking the session", err)
 			}
 			if wm >= res.ToSeq {
 				raced, res.Watermark = true, wm
@@ -141,7 +141,7 @@ func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, p
 			_, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = $3
 			WHERE owner_id = $1 AND id = $2`, req.Owner, req.SessionID, res.ToSeq)
 			res.Watermark = res.ToSeq
-			return s.dbErr("moving the extraction watermark", err)
+			return dbErr("moving the extraction watermark", err)
 		},
 	})
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, p
 		}
 	}
 	if len(ps) > 0 {
-		s.evictAfter(ctx, req.Owner, results, ps[0].req.Source == SourceUser)
+		(*writer)(s).evictAfter(ctx, req.Owner, results, ps[0].req.Source == SourceUser)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 // ownerMatch is the owner condition of search and context for the owner
 // bound to placeholder ph: the owner's rows and, when the policy has global
 // categories, the tenant-wide ones.
-func (s *Store) ownerMatch(ph string) string {
+func (s *longTerm) ownerMatch(ph string) string {
 	if !s.policy.HasGlobal() {
 		return `m.owner_id = ` + ph
 	}
@@ -20,7 +20,7 @@ func (s *Store) ownerMatch(ph string) string {
 // routeGlobal moves a write of a global category to GlobalOwner, without
 // agent or session (tenant-wide knowledge belongs to no conversation).
 // Only the user or the system may write it.
-func (s *Store) routeGlobal(req *AddRequest) error {
+func (s *longTerm) routeGlobal(req *AddRequest) error {
 	c, ok := s.policy.Category(req.Category)
 	if !ok || !c.Global {
 		return nil
@@ -69,7 +69,7 @@ func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, err
 		sql += ` AND (m.updated_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
 	}
 	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return s.memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
+	return (*reader)(s).memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
 }
 
 // updatedCursor is the cursor after m in a list ordered by (updated_at, id).
@@ -96,7 +96,7 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
 			SELECT id, owner_id, 'delete', $3, $4, content FROM upd`, id, GlobalOwner, string(source), actorID(ctx))
 		if err != nil {
-			return s.dbErr("deleting global memory "+id, err)
+			return dbErr("deleting global memory "+id, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("global memory %s: %w", id, ErrNotFound)

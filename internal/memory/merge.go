@@ -14,7 +14,7 @@ import (
 
 // mergedCategory keeps the more important of two categories (pinned, then
 // priority) so a duplicate written into a lesser category never demotes a fact.
-func (s *Store) mergedCategory(existing, incoming string) string {
+func (s *writer) mergedCategory(existing, incoming string) string {
 	a, okA := s.policy.Category(existing)
 	b, okB := s.policy.Category(incoming)
 	if !okA {
@@ -30,7 +30,7 @@ func (s *Store) mergedCategory(existing, incoming string) string {
 // reactivates it); the scope widens to owner level when agents or sessions
 // differ. The row keeps only the new text (the old one is in its history),
 // so it takes the write's source; its category follows mergeCategory.
-func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
@@ -73,7 +73,7 @@ type rewrite struct {
 	details        map[string]any
 }
 
-func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
+func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -88,23 +88,23 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
 		SELECT * FROM upd`
-	m, err := s.updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
 		string(w.actor), w.sourceSession)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}
 	if err != nil {
-		return Memory{}, s.dbErr("updating memory "+nb.id, err)
+		return Memory{}, dbErr("updating memory "+nb.id, err)
 	}
 	return m, nil
 }
 
 // noop returns the neighbour unchanged.
-func (s *Store) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
 	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
-		return nil, s.dbErr("reading memory "+nb.id, err)
+		return nil, dbErr("reading memory "+nb.id, err)
 	}
 	res.Action, res.Memory = ActionNoop, m
 	return res, nil

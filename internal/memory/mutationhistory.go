@@ -44,13 +44,13 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 		return nil, err
 	}
 	page := &HistoryPage{Items: []HistoryEntry{}}
-	b := newAnswerBytes(s.answerCap(req.MaxBytes), page)
+	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if _, err := s.Get(ctx, req.Owner, req.ID); errors.Is(err, ErrNotFound) {
-		return s.evictionHistory(ctx, req.Owner, req.ID, b, page, err)
+		return (*reader)(s).evictionHistory(ctx, req.Owner, req.ID, b, page, err)
 	} else if err != nil {
 		return nil, err
 	}
-	scan, err := s.historyRows(ctx, b, limit, `WHERE memory_id = $1 AND id > $2`, req.ID, after)
+	scan, err := (*reader)(s).historyRows(ctx, b, limit, `WHERE memory_id = $1 AND id > $2`, req.ID, after)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 
 // evictionHistory is the history of a memory that does not exist: its
 // eviction row, if owner's memory id was evicted, else notFound.
-func (s *Store) evictionHistory(ctx context.Context, owner, id string, b *answerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
+func (s *reader) evictionHistory(ctx context.Context, owner, id string, b *answerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
 	scan, err := s.historyRows(ctx, b, 1, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
 	if err != nil {
 		return nil, err
@@ -75,14 +75,14 @@ func (s *Store) evictionHistory(ctx context.Context, owner, id string, b *answer
 
 // historyRows reads a page of at most limit history rows matching where,
 // oldest first, within b.
-func (s *Store) historyRows(ctx context.Context, b *answerBytes, limit int, where string, args ...any) (pageScan[HistoryEntry], error) {
+func (s *reader) historyRows(ctx context.Context, b *answerBytes, limit int, where string, args ...any) (pageScan[HistoryEntry], error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
 		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return pageScan[HistoryEntry]{}, s.dbErr("reading history", err)
+		return pageScan[HistoryEntry]{}, dbErr("reading history", err)
 	}
 	scan, err := scanPage(rows, limit, b, scanHistoryEntry)
-	return scan, s.dbErr("reading history", err)
+	return scan, dbErr("reading history", err)
 }
 
 func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {

@@ -84,17 +84,17 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	}
 	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
-		return nil, s.dbErr("listing owners", err)
+		return nil, dbErr("listing owners", err)
 	}
 	page := &OwnersPage{Items: []OwnerSummary{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
+	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
 		var o OwnerSummary
 		err := r.Scan(&o.Owner, &o.Active, &o.Inactive, &o.LastActivity)
 		o.LastActivity = o.LastActivity.UTC()
 		return o, err
 	})
 	if err != nil {
-		return nil, s.dbErr("listing owners", err)
+		return nil, dbErr("listing owners", err)
 	}
 	page.Items = scan.items
 	page.PageBounds = scan.bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })

@@ -147,7 +147,7 @@ func (s *Store) Schema() string { return s.schema }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return s.dbErr("ping", err)
+		return dbErr("ping", err)
 	}
 	return nil
 }
@@ -156,14 +156,14 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return s.dbErr("begin", err)
+		return dbErr("begin", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return s.dbErr("commit", err)
+		return dbErr("commit", err)
 	}
 	return nil
 }
