@@ -285,18 +285,5 @@ func (s *conversations) lastMessages(ctx context.Context, q rowsQuerier, owner, 
 }
 
 func (s *conversations) queryMessages(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]ConversationMessage, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, dbErr("reading messages", err)
-	}
-	defer rows.Close()
-	out := []ConversationMessage{}
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, dbErr("reading messages", err)
-		}
-		out = append(out, m)
-	}
-	return out, dbErr("reading messages", rows.Err())
+	return s.scanMessages(ctx, q, func(ConversationMessage) (bool, bool) { return true, true }, sql, args...)
 }

@@ -2,12 +2,8 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -150,7 +146,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if limit < 1 || limit > maxSessionPage {
 		fe.add("limit", "%d must be within 1..%d", req.Limit, maxSessionPage)
 	}
-	afterAt, afterID, err := decodeSessionCursor(req.Cursor)
+	afterAt, afterID, err := decodeTimeCursor(req.Cursor, scopeID.MatchString)
 	if err != nil {
 		fe.add("cursor", "is not a cursor returned by a previous page")
 	}
@@ -180,28 +176,8 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 		return nil, dbErr("listing sessions", err)
 	}
 	page.Sessions = scan.items
-	page.PageBounds = scan.bounds(func(c Session) string { return encodeSessionCursor(c.LastActiveAt, c.ID) })
+	page.PageBounds = scan.bounds(func(c Session) string { return encodeCursor(c.LastActiveAt, c.ID) })
 	return page, nil
-}
-
-func encodeSessionCursor(t time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
-}
-
-func decodeSessionCursor(c string) (time.Time, string, error) {
-	if c == "" {
-		return time.Time{}, "", nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	ts, id, ok := strings.Cut(string(raw), "/")
-	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !scopeID.MatchString(id) {
-		return time.Time{}, "", errors.New("malformed cursor")
-	}
-	return time.UnixMicro(us).UTC(), id, nil
 }
 
 // UpdateSession changes a session's title or archived flag; nil fields stay.

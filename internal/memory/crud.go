@@ -127,7 +127,11 @@ func encodeCursor(t time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
 }
 
-func decodeCursor(c string) (time.Time, string, error) {
+func decodeCursor(c string) (time.Time, string, error) { return decodeTimeCursor(c, ValidID) }
+
+// decodeTimeCursor reads a cursor of encodeCursor whose id validID accepts
+// (memory ids, session ids).
+func decodeTimeCursor(c string, validID func(string) bool) (time.Time, string, error) {
 	if c == "" {
 		return time.Time{}, "", nil
 	}
@@ -137,7 +141,7 @@ func decodeCursor(c string) (time.Time, string, error) {
 	}
 	ts, id, ok := strings.Cut(string(raw), "/")
 	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !ValidID(id) {
+	if !ok || err != nil || !validID(id) {
 		return time.Time{}, "", errors.New("malformed cursor")
 	}
 	return time.UnixMicro(us).UTC(), id, nil
