@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
-
-	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // maxBatch bounds one AddBatch call.
@@ -81,118 +79,6 @@ func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, e
 		start = end
 	}
 	return out, nil
-}
-
-// prepareAll validates a batch; protected-category violations become field
-// errors too, so the caller gets every problem at once.
-func (s *writer) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
-	all := &fieldErrors{}
-	prepared := make([]*preparedAdd, len(reqs))
-	for i, r := range reqs {
-		fe := &fieldErrors{prefix: fmt.Sprintf("items[%d].", i)}
-		p, err := s.prepareAdd(r, fe)
-		if errors.Is(err, ErrProtected) {
-			fe.add("category", "%v", err)
-		} else if err != nil && len(fe.list) == 0 {
-			return nil, err
-		}
-		all.list = append(all.list, fe.list...)
-		prepared[i] = p
-	}
-	if err := all.err(); err != nil {
-		return nil, err
-	}
-	return prepared, nil
-}
-
-// prepareAdd validates req, redacts secrets, checks the stored size and
-// applies the injection guard.
-func (s *writer) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error) {
-	p := &preparedAdd{req: req}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
-	p.req.Source = fe.source(req.Source)
-	p.req.Category = fe.category(&s.policy, req.Category)
-	p.req.Importance = fe.importance(req.Importance)
-	p.ttl = fe.ttl(req.TTL)
-	fe.text("content", req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
-	if err := fe.err(); err != nil {
-		return nil, err
-	}
-	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
-		return nil, err
-	}
-	if err := (*longTerm)(s).routeGlobal(&p.req); err != nil {
-		return nil, err
-	}
-	c, err := s.clean("content", req.Content, fe)
-	if err != nil {
-		return nil, err
-	}
-	p.content, p.redactions, p.flags = c.text, c.redactions, c.flags
-	return p, nil
-}
-
-// cleaned is input text made ready to store.
-type cleaned struct {
-	text       string // redacted; otherwise exactly what was sent
-	redactions []string
-	flags      []string
-}
-
-// clean turns validated input text into what is stored: secrets redacted
-// first, so limits.maxContentBytes measures the stored text and the guard
-// judges what a model will later read; then the size check; then the
-// policy's injection guard. The stored text keeps the characters the caller
-// sent (full-width letters, zero-width joiners of emoji sequences): the
-// guard matches a normalized copy only (normalizeForGuard), since NFKC
-// would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
-func (s *writer) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
-	return s.cleanWithin(field, raw, s.policy.Limits.MaxContentBytes, fe)
-}
-
-// cleanWithin is clean with another bound of the stored size (conversation
-// messages have their own, limits.maxMessageBytes).
-func (s *writer) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (cleaned, error) {
-	var c cleaned
-	c.text, c.redactions = s.redactor.Redact(raw)
-	fe.storedSize(field, raw, c.text, maxStored)
-	if err := fe.err(); err != nil {
-		return cleaned{}, err
-	}
-	mode := s.policy.Redaction.InjectionGuard
-	if mode == GuardOff {
-		return c, nil
-	}
-	reason := textguard.DetectInjection(c.text)
-	switch {
-	case reason == "":
-	case mode == GuardReject:
-		fe.add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
-		return cleaned{}, fe.err()
-	default:
-		c.flags = []string{FlagInjection}
-	}
-	return c, nil
-}
-
-// embedAll embeds the content of every prepared write in one call.
-func (s *writer) embedAll(ctx context.Context, ps []*preparedAdd) error {
-	texts := make([]string, len(ps))
-	for i, p := range ps {
-		texts[i] = p.content
-	}
-	vecs, err := s.embedder.Embed(ctx, texts)
-	if err != nil {
-		return fmt.Errorf("embedding: %w", err)
-	}
-	if len(vecs) != len(ps) {
-		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", ErrUpstream, len(vecs), len(ps))
-	}
-	for i, p := range ps {
-		p.vec = vecs[i]
-	}
-	return nil
 }
 
 // storeGroup stores writes of one owner in one transaction under the owner's
@@ -432,4 +318,109 @@ func (s *writer) insertAndCommit(ctx context.Context, tx dbtx, args []any, owner
 
 func expiry(param string) string {
 	return strings.ReplaceAll(expirySQL, "$EXP", param)
+}
+
+// mergedCategory keeps the more important of two categories (pinned, then
+// priority) so a duplicate written into a lesser category never demotes a fact.
+func (s *writer) mergedCategory(existing, incoming string) string {
+	a, okA := s.policy.Category(existing)
+	b, okB := s.policy.Category(incoming)
+	if !okA {
+		return incoming
+	}
+	if !okB || a.Pinned && !b.Pinned || (a.Pinned == b.Pinned && a.Priority > b.Priority) {
+		return existing
+	}
+	return incoming
+}
+
+// merge updates the neighbour in place with the new wording (and
+// reactivates it); the scope widens to owner level when agents or sessions
+// differ. The row keeps only the new text (the old one is in its history),
+// so it takes the write's source; its category follows mergeCategory.
+func (s *writer) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+	action := ActionMerged
+	if !nb.active {
+		action = ActionReactivated
+	}
+	category, ok := s.mergeCategory(nb, p, p.req.Source)
+	if !ok {
+		return s.insert(ctx, tx, p, res)
+	}
+	m, err := s.rewrite(ctx, tx, nb, rewrite{
+		content: p.content, vec: p.vec, category: category, importance: p.req.Importance,
+		source: p.req.Source, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session,
+		sourceSession: p.req.SourceSession, flags: p.flags,
+		expiry: s.expirySeconds(category, p.ttl), action: string(action),
+		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
+	})
+	if errors.Is(err, pgx.ErrNoRows) { // the neighbour vanished (purged) meanwhile
+		return s.insert(ctx, tx, p, res)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Action, res.Memory = action, m
+	return res, nil
+}
+
+// rewrite is an in-place update of a neighbour by a write.
+type rewrite struct {
+	content    string
+	vec        []float32
+	category   string
+	importance int
+	// source is the row's source after the write, actor the writer's
+	// (history's actor): they differ when a merge keeps the lower trust.
+	source, actor  Source
+	agent, session string
+	sourceSession  string // "" keeps the row's
+	flags          []string
+	expiry         float64
+	action         string
+	details        map[string]any
+}
+
+func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
+	sql := `WITH upd AS (
+			UPDATE ` + s.sql.memories + ` AS m SET
+				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
+				source = $6, flags = $7,
+				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
+				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
+				source_session = CASE WHEN $16::text <> '' THEN $16::text ELSE m.source_session END,
+				active = true, deactivated_at = NULL, expires_at = ` + expiry("$10") + `, updated_at = now()
+			WHERE m.id = $1 AND m.superseded_by IS NULL
+			RETURNING ` + s.sql.columns + `),
+		h AS (
+			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
+			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
+		SELECT * FROM upd`
+	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
+		string(w.actor), w.sourceSession)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Memory{}, err
+	}
+	if err != nil {
+		return Memory{}, dbErr("updating memory "+nb.id, err)
+	}
+	return m, nil
+}
+
+// noop returns the neighbour unchanged.
+func (s *writer) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
+	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
+	if err != nil {
+		return nil, dbErr("reading memory "+nb.id, err)
+	}
+	res.Action, res.Memory = ActionNoop, m
+	return res, nil
+}
+
+func flagsOrEmpty(f []string) []string {
+	if f == nil {
+		return []string{}
+	}
+	return f
 }
