@@ -23,7 +23,7 @@ func NewPool(ctx context.Context, url string, maxConns int32, sess SessionSettin
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	sess.apply(cfg.ConnConfig.RuntimeParams)
+	sess.Apply(cfg.ConnConfig.RuntimeParams)
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return pgxvec.RegisterTypes(ctx, c) }
 	cfg.ConnConfig.BuildContextWatcherHandler = keepConnOnCancel
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

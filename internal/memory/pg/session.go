@@ -51,10 +51,10 @@ func (s SessionSettings) WithDefaults() SessionSettings {
 	return s
 }
 
-// apply writes the settings into a connection's startup parameters. They
+// Apply writes the settings into a connection's startup parameters. They
 // override the same settings given in the URL or on the role: the engine's
 // guarantees do not depend on how the URL was written.
-func (s SessionSettings) apply(params map[string]string) {
+func (s SessionSettings) Apply(params map[string]string) {
 	s = s.WithDefaults()
 	params["lock_timeout"] = millis(s.LockTimeout)
 	params["statement_timeout"] = millis(s.StatementTimeout)
