@@ -133,13 +133,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 	if req.SessionID != "" && !scopeID.MatchString(req.SessionID) {
 		fe.add("sessionId", scopeIDRule)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = MaxHistoryResults
-	}
-	if limit < 1 || limit > MaxHistoryResults {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, MaxHistoryResults)
-	}
+	limit := fe.limit(req.Limit, MaxHistoryResults, MaxHistoryResults)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

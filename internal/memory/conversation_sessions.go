@@ -139,13 +139,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if req.Agent != "" && !scopeID.MatchString(req.Agent) {
 		fe.add("agent", scopeIDRule)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultSessionPage
-	}
-	if limit < 1 || limit > maxSessionPage {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxSessionPage)
-	}
+	limit := fe.limit(req.Limit, defaultSessionPage, maxSessionPage)
 	afterAt, afterID, err := decodeTimeCursor(req.Cursor, scopeID.MatchString)
 	if err != nil {
 		fe.add("cursor", "is not a cursor returned by a previous page")

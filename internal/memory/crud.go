@@ -64,13 +64,7 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 			fe.add("category", "%q is not a category of this runtime's policy", req.Category)
 		}
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultListLimit
-	}
-	if limit < 1 || limit > maxListLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
-	}
+	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	after, afterID, err := decodeCursor(req.Cursor)
 	if err != nil {
 		fe.add("cursor", "is not a cursor returned by a previous page")

@@ -223,13 +223,7 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	if req.Scope != "" && req.Scope != DocProfile && req.Scope != DocConstraints {
 		fe.add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultChangelogPage
-	}
-	if limit < 1 || limit > maxChangelogPage {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxChangelogPage)
-	}
+	limit := fe.limit(req.Limit, defaultChangelogPage, maxChangelogPage)
 	before, err := decodeSerialCursor(req.Cursor)
 	if err != nil {
 		fe.add("cursor", "is not a cursor returned by a previous page")

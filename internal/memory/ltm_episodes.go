@@ -134,13 +134,7 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	if req.Query != "" {
 		fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultEpisodeLimit
-	}
-	if limit < 1 || limit > maxEpisodeLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxEpisodeLimit)
-	}
+	limit := fe.limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

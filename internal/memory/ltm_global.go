@@ -42,13 +42,7 @@ func (s *longTerm) routeGlobal(req *AddRequest) error {
 // Session are ignored. Errors: ValidationError.
 func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, error) {
 	fe := &fieldErrors{}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultListLimit
-	}
-	if limit < 1 || limit > maxListLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
-	}
+	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	if c, ok := s.policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
 		fe.add("category", "%q is not a global category of this runtime's policy", req.Category)
 	}

@@ -29,13 +29,7 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
 	fe.id("id", req.ID)
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultHistoryPage
-	}
-	if limit < 1 || limit > maxHistoryPage {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxHistoryPage)
-	}
+	limit := fe.limit(req.Limit, defaultHistoryPage, maxHistoryPage)
 	after, err := decodeSerialCursor(req.Cursor)
 	if err != nil {
 		fe.add("cursor", "is not a cursor returned by a previous page")

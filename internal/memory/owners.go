@@ -108,13 +108,7 @@ func checkOwnersRequest(req OwnersRequest) (int, string, error) {
 	if req.Only != "" {
 		fe.owner(req.Only)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultListLimit
-	}
-	if limit < 1 || limit > maxListLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
-	}
+	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	after, err := decodeOwnerCursor(req.Cursor)
 	if err != nil {
 		fe.add("cursor", "is not a cursor returned by a previous page")

@@ -188,3 +188,15 @@ func checkProtected(p *Policy, category string, src Source) error {
 	}
 	return nil
 }
+
+// limit is a page size asked for: def when v is 0, else v, which must be
+// within 1..max.
+func (f *fieldErrors) limit(v, def, max int) int {
+	if v == 0 {
+		return def
+	}
+	if v < 1 || v > max {
+		f.add("limit", "%d must be within 1..%d", v, max)
+	}
+	return v
+}
