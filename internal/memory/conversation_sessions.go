@@ -141,9 +141,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	}
 	limit := fe.limit(req.Limit, defaultSessionPage, maxSessionPage)
 	afterAt, afterID, err := decodeTimeCursor(req.Cursor, scopeID.MatchString)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

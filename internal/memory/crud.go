@@ -66,9 +66,7 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	}
 	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	after, afterID, err := decodeCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

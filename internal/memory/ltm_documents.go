@@ -225,9 +225,7 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	}
 	limit := fe.limit(req.Limit, defaultChangelogPage, maxChangelogPage)
 	before, err := decodeSerialCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

@@ -47,9 +47,7 @@ func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, err
 		fe.add("category", "%q is not a global category of this runtime's policy", req.Category)
 	}
 	after, afterID, err := decodeCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

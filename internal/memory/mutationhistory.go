@@ -31,9 +31,7 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 	fe.id("id", req.ID)
 	limit := fe.limit(req.Limit, defaultHistoryPage, maxHistoryPage)
 	after, err := decodeSerialCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}

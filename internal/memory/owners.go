@@ -110,9 +110,7 @@ func checkOwnersRequest(req OwnersRequest) (int, string, error) {
 	}
 	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	after, err := decodeOwnerCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	return limit, after, fe.err()
 }
 

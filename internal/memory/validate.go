@@ -200,3 +200,10 @@ func (f *fieldErrors) limit(v, def, max int) int {
 	}
 	return v
 }
+
+// cursor records a page cursor its decoder refused (err).
+func (f *fieldErrors) cursor(err error) {
+	if err != nil {
+		f.add("cursor", "is not a cursor returned by a previous page")
+	}
+}
