@@ -189,14 +189,14 @@ func checkProtected(p *Policy, category string, src Source) error {
 	return nil
 }
 
-// limit is a page size asked for: def when v is 0, else v, which must be
-// within 1..max.
-func (f *fieldErrors) limit(v, def, max int) int {
+// limit is a page size asked for: byDefault when v is 0, else v, which
+// must be within 1..most.
+func (f *fieldErrors) limit(v, byDefault, most int) int {
 	if v == 0 {
-		return def
+		return byDefault
 	}
-	if v < 1 || v > max {
-		f.add("limit", "%d must be within 1..%d", v, max)
+	if v < 1 || v > most {
+		f.add("limit", "%d must be within 1..%d", v, most)
 	}
 	return v
 }
