@@ -19,15 +19,16 @@ cd "$(dirname "$0")/.."
 # The targets: one line each, package and function. Keep in step with the
 # code (`hack/fuzz.sh check`, run by `make fuzz`, says when not).
 TARGETS="
-./internal/memory FuzzParseDuration
-./internal/memory FuzzDurationString
+./internal/memory/policy FuzzParseDuration
+./internal/memory/policy FuzzDurationString
 ./internal/memory FuzzValidID
 ./internal/memory FuzzValidScopeID
-./internal/memory FuzzRedact
-./internal/memory FuzzRedactSeeded
-./internal/memory FuzzNormalizeForGuard
-./internal/memory FuzzDetectInjection
-./internal/memory FuzzSanitizeForPrompt
+./internal/memory/textguard FuzzRedact
+./internal/memory/textguard FuzzRedactSeeded
+./internal/memory/textguard FuzzNormalizeForGuard
+./internal/memory/textguard FuzzDetectInjection
+./internal/memory/textguard FuzzSanitizeForPrompt
+./internal/memory/textguard FuzzNeutralizeStructure
 ./internal/memory FuzzPrepareAdd
 ./internal/memory FuzzPolicyJSON
 ./internal/server FuzzDecodeBody

@@ -42,8 +42,8 @@ func TestNearestSplitMatchesOneScan(t *testing.T) {
 	rows := seedInterleaved(t, f, rng, owners, perOwner, dims)
 	seedStates(t, f, rng, rows, owners)
 	f.exec(`VACUUM (ANALYZE) %s`)
-	split := f.store.nearestQuery(dims, false)
-	oneScan := legacyNearestSQL(f.store.sql.memories, f.store.purgeDueSQL(f.store.purgeGuard()), false)
+	split := (*writer)(f.store).nearestQuery(dims, false)
+	oneScan := legacyNearestSQL(f.store.sql.memories, (*maintenance)(f.store).purgeDueSQL((*maintenance)(f.store).purgeGuard()), false)
 	lookup := func(sql, owner, content string, vec []float32) string {
 		n, err := scanNeighbour(f.store.pool.QueryRow(ctx(t), sql, owner, pgv.NewVector(vec), content))
 		if err != nil {
@@ -161,7 +161,7 @@ func TestNearestPlanAfterDeactivationBurst(t *testing.T) {
 	if n := f.exec(`UPDATE %s SET active = false, deactivated_at = now() WHERE active AND md5(content) >= 'b'`); n < 1000 {
 		t.Fatalf("burst deactivated %d rows, want over 1,000", n)
 	}
-	plan := explain(t, f, f.store.nearestQuery(dims, false), "owner-07", pgv.NewVector(randomUnit(rng, dims)), "memory 23 of owner-07")
+	plan := explain(t, f, (*writer)(f.store).nearestQuery(dims, false), "owner-07", pgv.NewVector(randomUnit(rng, dims)), "memory 23 of owner-07")
 	if strings.Contains(plan, "memories_inactive_idx") || !strings.Contains(plan, "memories_inactive_owner_idx") {
 		t.Fatalf("add's lookup does not read the owner's inactive rows through the inactive-owner index:\n%s", plan)
 	}

@@ -33,14 +33,14 @@ type preparedAdd struct {
 // after commit.
 func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
 	fe := &fieldErrors{}
-	p, err := s.prepareAdd(req, fe)
+	p, err := (*writer)(s).prepareAdd(req, fe)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.embedAll(ctx, []*preparedAdd{p}); err != nil {
+	if err := (*writer)(s).embedAll(ctx, []*preparedAdd{p}); err != nil {
 		return nil, err
 	}
-	results, err := s.storeGroup(ctx, []*preparedAdd{p})
+	results, err := (*writer)(s).storeGroup(ctx, []*preparedAdd{p})
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +58,11 @@ func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, e
 	if len(reqs) > maxBatch {
 		return nil, invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
 	}
-	prepared, err := s.prepareAll(reqs)
+	prepared, err := (*writer)(s).prepareAll(reqs)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.embedAll(ctx, prepared); err != nil {
+	if err := (*writer)(s).embedAll(ctx, prepared); err != nil {
 		return nil, err
 	}
 	out := make([]AddResult, 0, len(reqs))
@@ -71,7 +71,7 @@ func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, e
 		for end < len(prepared) && prepared[end].req.Owner == prepared[start].req.Owner {
 			end++
 		}
-		results, err := s.storeGroup(ctx, prepared[start:end])
+		results, err := (*writer)(s).storeGroup(ctx, prepared[start:end])
 		if err != nil {
 			return out, fmt.Errorf("storing item %d: %w", start+len(results), err)
 		}
@@ -81,122 +81,10 @@ func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, e
 	return out, nil
 }
 
-// prepareAll validates a batch; protected-category violations become field
-// errors too, so the caller gets every problem at once.
-func (s *Store) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
-	all := &fieldErrors{}
-	prepared := make([]*preparedAdd, len(reqs))
-	for i, r := range reqs {
-		fe := &fieldErrors{prefix: fmt.Sprintf("items[%d].", i)}
-		p, err := s.prepareAdd(r, fe)
-		if errors.Is(err, ErrProtected) {
-			fe.add("category", "%v", err)
-		} else if err != nil && len(fe.list) == 0 {
-			return nil, err
-		}
-		all.list = append(all.list, fe.list...)
-		prepared[i] = p
-	}
-	if err := all.err(); err != nil {
-		return nil, err
-	}
-	return prepared, nil
-}
-
-// prepareAdd validates req, redacts secrets, checks the stored size and
-// applies the injection guard.
-func (s *Store) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error) {
-	p := &preparedAdd{req: req}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
-	p.req.Source = fe.source(req.Source)
-	p.req.Category = fe.category(&s.policy, req.Category)
-	p.req.Importance = fe.importance(req.Importance)
-	p.ttl = fe.ttl(req.TTL)
-	fe.text("content", req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
-	if err := fe.err(); err != nil {
-		return nil, err
-	}
-	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
-		return nil, err
-	}
-	if err := s.routeGlobal(&p.req); err != nil {
-		return nil, err
-	}
-	c, err := s.clean("content", req.Content, fe)
-	if err != nil {
-		return nil, err
-	}
-	p.content, p.redactions, p.flags = c.text, c.redactions, c.flags
-	return p, nil
-}
-
-// cleaned is input text made ready to store.
-type cleaned struct {
-	text       string // redacted; otherwise exactly what was sent
-	redactions []string
-	flags      []string
-}
-
-// clean turns validated input text into what is stored: secrets redacted
-// first, so limits.maxContentBytes measures the stored text and the guard
-// judges what a model will later read; then the size check; then the
-// policy's injection guard. The stored text keeps the characters the caller
-// sent (full-width letters, zero-width joiners of emoji sequences): the
-// guard matches a normalized copy only (normalizeForGuard), since NFKC
-// would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
-func (s *Store) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
-	return s.cleanWithin(field, raw, s.policy.Limits.MaxContentBytes, fe)
-}
-
-// cleanWithin is clean with another bound of the stored size (conversation
-// messages have their own, limits.maxMessageBytes).
-func (s *Store) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (cleaned, error) {
-	var c cleaned
-	c.text, c.redactions = s.redactor.redact(raw)
-	fe.storedSize(field, raw, c.text, maxStored)
-	if err := fe.err(); err != nil {
-		return cleaned{}, err
-	}
-	mode := s.policy.Redaction.InjectionGuard
-	if mode == GuardOff {
-		return c, nil
-	}
-	reason := detectInjection(c.text)
-	switch {
-	case reason == "":
-	case mode == GuardReject:
-		fe.add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
-		return cleaned{}, fe.err()
-	default:
-		c.flags = []string{FlagInjection}
-	}
-	return c, nil
-}
-
-// embedAll embeds the content of every prepared write in one call.
-func (s *Store) embedAll(ctx context.Context, ps []*preparedAdd) error {
-	texts := make([]string, len(ps))
-	for i, p := range ps {
-		texts[i] = p.content
-	}
-	vecs, err := s.embedder.Embed(ctx, texts)
-	if err != nil {
-		return fmt.Errorf("embedding: %w", err)
-	}
-	if len(vecs) != len(ps) {
-		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", ErrUpstream, len(vecs), len(ps))
-	}
-	for i, p := range ps {
-		p.vec = vecs[i]
-	}
-	return nil
-}
-
 // storeGroup stores writes of one owner in one transaction under the owner's
 // lock (addInTx), then evicts over the cap. Arbiter calls happen before the
 // transaction so no network call holds the lock.
-func (s *Store) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult, error) {
+func (s *writer) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult, error) {
 	plans := make([]*arbiterPlan, len(ps))
 	for i, p := range ps {
 		plans[i] = s.planArbitration(ctx, p)
@@ -237,11 +125,11 @@ type querier interface {
 // they are about to go, and the purge may hold their row locks. With lock
 // it also locks the row (FOR UPDATE); add's transaction does not, it locks
 // the neighbour only when it is about to act on it (lockNeighbour).
-func (s *Store) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
+func (s *writer) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
 	sql := s.nearestQuery(len(vec), lock)
 	n, err := scanNeighbour(q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content))
 	if err != nil {
-		return nil, s.dbErr("finding the nearest memory", err)
+		return nil, dbErr("finding the nearest memory", err)
 	}
 	return n, nil
 }
@@ -270,13 +158,13 @@ func scanNeighbour(row pgx.Row, extra ...any) (*neighbour, error) {
 // gone or superseded. Which row is the neighbour cannot have changed: the
 // owner's lock keeps out every other writer of content, vectors and
 // superseded_by, and the lookup leaves out rows the purge may delete.
-func (s *Store) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *preparedAdd) (*neighbour, error) {
+func (s *writer) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *preparedAdd) (*neighbour, error) {
 	var src string
 	n, err := scanNeighbour(tx.QueryRow(ctx, `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
 			1 - (m.embedding <=> $2), m.content = $3, m.source
 		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content), &src)
 	if err != nil {
-		return nil, s.dbErr("locking memory "+nb.id, err)
+		return nil, dbErr("locking memory "+nb.id, err)
 	}
 	if n != nil {
 		n.source = Source(src)
@@ -286,31 +174,22 @@ func (s *Store) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *pr
 
 // nearestQuery is nearest's SQL: the owner-local two-phase lookup when the
 // vectors fit the covering index, else the one-phase one.
-func (s *Store) nearestQuery(dims int, lock bool) string {
+func (s *writer) nearestQuery(dims int, lock bool) string {
 	if ownerVectors(dims) {
-		return nearestSQL(s.sql.memories, s.keptSinceSQL(s.purgeGuard()), lock)
+		return nearestSQL(s.sql.memories, (*maintenance)(s).keptSinceSQL((*maintenance)(s).purgeGuard()), lock)
 	}
-	return legacyNearestSQL(s.sql.memories, s.purgeDueSQL(s.purgeGuard()), lock)
+	return legacyNearestSQL(s.sql.memories, (*maintenance)(s).purgeDueSQL((*maintenance)(s).purgeGuard()), lock)
 }
 
 // NearestQuery is the SQL of add's neighbour lookup (in its transaction,
 // after LockOwnerQuery) for vectors of dims dimensions, with parameters $1
 // owner, $2 vector, $3 content (the benchmark's raw side runs exactly this).
-func (s *Store) NearestQuery(dims int) string { return s.nearestQuery(dims, false) }
-
-// applyAdd decides and performs one write inside the owner's transaction.
-func (s *Store) applyAdd(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan) (*AddResult, error) {
-	nb, err := s.nearest(ctx, tx, p.req.Owner, p.content, p.vec, false)
-	if err != nil {
-		return nil, err
-	}
-	return s.decide(ctx, tx, p, plan, nb, nil)
-}
+func (s *Store) NearestQuery(dims int) string { return (*writer)(s).nearestQuery(dims, false) }
 
 // decide performs one write given its neighbour nb. commit, when not nil,
 // asks the write to commit the transaction if it ends with a plain insert
 // (sent in the insert's round trip); *commit tells whether it did.
-func (s *Store) decide(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
+func (s *writer) decide(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
 	res := &AddResult{Redactions: p.redactions}
 	d := s.policy.Dedup
 	if nb == nil || !nb.exact && nb.sim < d.ArbitrationThreshold {
@@ -343,13 +222,13 @@ func (s *Store) decide(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbit
 // protectedFor reports whether a write from src may not change a memory of
 // category. A category the policy no longer has (renamed or removed) counts
 // as protected: what it held may have been a user's hard constraint.
-func (s *Store) protectedFor(category string, src Source) bool {
+func (s *writer) protectedFor(category string, src Source) bool {
 	c, ok := s.policy.Category(category)
 	return (!ok || c.Protected) && src != SourceUser
 }
 
 // expirySeconds is the ttl applied to a write: its own, else its category's; 0 = never.
-func (s *Store) expirySeconds(category string, override *time.Duration) float64 {
+func (s *writer) expirySeconds(category string, override *time.Duration) float64 {
 	if override != nil {
 		return override.Seconds()
 	}
@@ -385,13 +264,13 @@ func (s *Store) InsertQuery() string {
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 }
 
-func (s *Store) insert(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult) (*AddResult, error) {
+func (s *writer) insert(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult) (*AddResult, error) {
 	return s.insertCommit(ctx, tx, p, res, nil)
 }
 
 // insertCommit inserts; with commit not nil it sends COMMIT in the same
 // round trip and sets *commit once the server has committed.
-func (s *Store) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
+func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
@@ -404,13 +283,13 @@ func (s *Store) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *
 	var m Memory
 	var err error
 	if commit == nil {
-		m, err = scanMemory(tx.QueryRow(ctx, s.InsertQuery(), args...), &res.ownerRows)
+		m, err = scanMemory(tx.QueryRow(ctx, (*Store)(s).InsertQuery(), args...), &res.ownerRows)
 	} else {
 		m, err = s.insertAndCommit(ctx, tx, args, &res.ownerRows)
 		*commit = err == nil
 	}
 	if err != nil {
-		return nil, s.dbErr("inserting memory", err)
+		return nil, dbErr("inserting memory", err)
 	}
 	res.Action, res.Memory = ActionAdded, m
 	if res.Arbiter == "" && res.Similarity >= s.policy.Dedup.ArbitrationThreshold {
@@ -420,9 +299,9 @@ func (s *Store) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *
 }
 
 // insertAndCommit runs InsertQuery and COMMIT in one pipeline.
-func (s *Store) insertAndCommit(ctx context.Context, tx dbtx, args []any, ownerRows *int) (Memory, error) {
+func (s *writer) insertAndCommit(ctx context.Context, tx dbtx, args []any, ownerRows *int) (Memory, error) {
 	b := &pgx.Batch{}
-	b.Queue(s.InsertQuery(), args...)
+	b.Queue((*Store)(s).InsertQuery(), args...)
 	b.Queue("COMMIT")
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
@@ -443,7 +322,7 @@ func expiry(param string) string {
 
 // mergedCategory keeps the more important of two categories (pinned, then
 // priority) so a duplicate written into a lesser category never demotes a fact.
-func (s *Store) mergedCategory(existing, incoming string) string {
+func (s *writer) mergedCategory(existing, incoming string) string {
 	a, okA := s.policy.Category(existing)
 	b, okB := s.policy.Category(incoming)
 	if !okA {
@@ -459,7 +338,7 @@ func (s *Store) mergedCategory(existing, incoming string) string {
 // reactivates it); the scope widens to owner level when agents or sessions
 // differ. The row keeps only the new text (the old one is in its history),
 // so it takes the write's source; its category follows mergeCategory.
-func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
@@ -502,7 +381,7 @@ type rewrite struct {
 	details        map[string]any
 }
 
-func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
+func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -517,23 +396,23 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
 		SELECT * FROM upd`
-	m, err := s.updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
 		string(w.actor), w.sourceSession)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Memory{}, err
 	}
 	if err != nil {
-		return Memory{}, s.dbErr("updating memory "+nb.id, err)
+		return Memory{}, dbErr("updating memory "+nb.id, err)
 	}
 	return m, nil
 }
 
 // noop returns the neighbour unchanged.
-func (s *Store) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
 	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
-		return nil, s.dbErr("reading memory "+nb.id, err)
+		return nil, dbErr("reading memory "+nb.id, err)
 	}
 	res.Action, res.Memory = ActionNoop, m
 	return res, nil

@@ -20,10 +20,29 @@ const rollbackTimeout = 5 * time.Second
 // statements run one after another on the server as before: the lookup
 // starts, and takes its snapshot, only after the lock is held, so exact
 // dedup is kept; the commit is still acknowledged only once it is durable.
-func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
+func (s *writer) addInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
+	return s.writeInTx(ctx, owner, ps, plans, txHooks{})
+}
+
+// txHooks let a caller of the write path run its own statements inside the
+// owner's transaction: session extraction checks and moves its watermark
+// there, so the facts and the watermark commit together or not at all.
+// Every write of memories, from an add or an extraction, goes through
+// writeInTx; there is no second transaction path to keep in step.
+type txHooks struct {
+	// before runs once the owner's lock is held; skip true drops the
+	// writes (writeInTx returns no results and commits nothing else).
+	before func(ctx context.Context, tx dbtx) (skip bool, err error)
+	// after runs after the writes, before the COMMIT.
+	after func(ctx context.Context, tx dbtx) error
+}
+
+// writeInTx is addInTx with hooks; ps may be empty (an extraction that
+// found no fact still moves its watermark).
+func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, s.dbErr("begin", err)
+		return nil, dbErr("begin", err)
 	}
 	defer conn.Release()
 	committed := false
@@ -37,9 +56,22 @@ func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, pl
 			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
-	nb, err := s.beginLockedLookup(ctx, conn, owner, ps[0])
+	var first *preparedAdd
+	if len(ps) > 0 {
+		first = ps[0]
+	}
+	nb, err := s.beginLockedLookup(ctx, conn, owner, first)
 	if err != nil {
 		return nil, err
+	}
+	if h.before != nil {
+		skip, err := h.before(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		if skip {
+			ps = nil
+		}
 	}
 	results := make([]AddResult, 0, len(ps))
 	for i, p := range ps {
@@ -49,7 +81,7 @@ func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, pl
 			}
 		}
 		var commit *bool
-		if i == len(ps)-1 {
+		if i == len(ps)-1 && h.after == nil {
 			commit = &committed
 		}
 		r, err := s.decide(ctx, conn, p, plans[i], nb, commit)
@@ -58,9 +90,14 @@ func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, pl
 		}
 		results = append(results, *r)
 	}
+	if h.after != nil {
+		if err := h.after(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
 	if !committed {
 		if err := commitTx(ctx, conn); err != nil {
-			return nil, s.dbErr("commit", err)
+			return nil, dbErr("commit", err)
 		}
 		committed = true
 	}
@@ -71,29 +108,34 @@ func (s *Store) addInTx(ctx context.Context, owner string, ps []*preparedAdd, pl
 const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
-// in one pipeline and returns the neighbour.
-func (s *Store) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
+// in one pipeline and returns the neighbour (none when p is nil: no lookup).
+func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
 	b := &pgx.Batch{}
 	// READ COMMITTED explicitly: the lookup must take its snapshot after
 	// the lock is granted (each statement its own snapshot), whatever
 	// default_transaction_isolation a DBA set on the database or role.
 	b.Queue(BeginAdd)
-	b.Queue(s.LockOwnerQuery(), owner)
-	b.Queue(s.nearestQuery(len(p.vec), false), p.req.Owner, pgv.NewVector(p.vec), p.content)
+	b.Queue((*Store)(s).LockOwnerQuery(), owner)
+	if p != nil {
+		b.Queue(s.nearestQuery(len(p.vec), false), p.req.Owner, pgv.NewVector(p.vec), p.content)
+	}
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if _, err := br.Exec(); err != nil {
-		return nil, s.dbErr("begin", err)
+		return nil, dbErr("begin", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return nil, s.dbErr("locking owner", err)
+		return nil, dbErr("locking owner", err)
+	}
+	if p == nil {
+		return nil, dbErr("locking owner", br.Close())
 	}
 	nb, err := scanNeighbour(br.QueryRow())
 	if err != nil {
-		return nil, s.dbErr("finding the nearest memory", err)
+		return nil, dbErr("finding the nearest memory", err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, s.dbErr("finding the nearest memory", err)
+		return nil, dbErr("finding the nearest memory", err)
 	}
 	return nb, nil
 }

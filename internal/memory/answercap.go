@@ -41,7 +41,7 @@ func (s *Store) MaxResponseBytes() int { return s.maxBytes }
 
 // answerCap is the cap of one answer: the store's, or a smaller one a
 // caller asks for (the MCP tools, whose results carry the answer twice).
-func (s *Store) answerCap(asked int) int {
+func (s *reader) answerCap(asked int) int {
 	if asked <= 0 || asked > s.maxBytes {
 		return s.maxBytes
 	}

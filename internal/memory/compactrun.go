@@ -26,7 +26,7 @@ const DefaultCompactOwnerBudget = 10 * time.Second
 //
 // Afterwards the tables are vacuumed and analyzed to reclaim space (needs
 // PostgreSQL 17's MAINTAIN privilege, which provisioning grants).
-func (s *Store) compact(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *maintenance) compact(ctx context.Context, opts JobOptions, res *JobResult) error {
 	if opts.OwnerBudget <= 0 {
 		opts.OwnerBudget = DefaultCompactOwnerBudget
 	}
@@ -50,7 +50,7 @@ func (s *Store) compact(ctx context.Context, opts JobOptions, res *JobResult) er
 		return nil
 	}
 	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) `+s.sql.memories+`, `+s.sql.history, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return s.dbErr("vacuuming after compaction", err)
+		return dbErr("vacuuming after compaction", err)
 	}
 	return nil
 }
@@ -58,7 +58,7 @@ func (s *Store) compact(ctx context.Context, opts JobOptions, res *JobResult) er
 // ownersToCompact lists, in order after after, the owners with two or more
 // active memories and work left: a pass in progress, no complete pass yet
 // (or one for another threshold), or a memory written since the last one.
-func (s *Store) ownersToCompact(ctx context.Context, after string, limit int) ([]string, error) {
+func (s *maintenance) ownersToCompact(ctx context.Context, after string, limit int) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT m.owner_id FROM `+s.sql.memories+` AS m
 		LEFT JOIN `+s.sql.compactState+` AS c ON c.owner_id = m.owner_id
 		WHERE m.active AND m.owner_id > $1
@@ -67,18 +67,18 @@ func (s *Store) ownersToCompact(ctx context.Context, after string, limit int) ([
 			OR c.threshold IS DISTINCT FROM $3 OR max(m.updated_at) > c.compared_through)
 		ORDER BY m.owner_id LIMIT $2`, after, limit, s.policy.Dedup.AutoMergeThreshold)
 	if err != nil {
-		return nil, s.dbErr("listing owners to compact", err)
+		return nil, dbErr("listing owners to compact", err)
 	}
 	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, s.dbErr("listing owners to compact", err)
+		return nil, dbErr("listing owners to compact", err)
 	}
 	return owners, nil
 }
 
 // compactOwner continues (or starts) the owner's pass for at most
 // opts.OwnerBudget, one batch at a time.
-func (s *Store) compactOwner(ctx context.Context, owner string, opts JobOptions, res *JobResult) error {
+func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOptions, res *JobResult) error {
 	start := time.Now()
 	st, err := s.loadCompactState(ctx, owner)
 	if err != nil {
@@ -135,7 +135,7 @@ func (s *Store) compactOwner(ctx context.Context, owner string, opts JobOptions,
 // loadCompactRows reads the owner's active memories after the cursor (all
 // of them without one), marking as fresh those written after comparedBefore,
 // and the database's time of the read.
-func (s *Store) loadCompactRows(ctx context.Context, owner string, cur *compactCursor, comparedBefore *time.Time) ([]compactRow, time.Time, error) {
+func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *compactCursor, comparedBefore *time.Time) ([]compactRow, time.Time, error) {
 	a := &args{}
 	where := `owner_id = ` + a.add(owner) + ` AND active`
 	if cur != nil {
@@ -146,7 +146,7 @@ func (s *Store) loadCompactRows(ctx context.Context, owner string, cur *compactC
 	rows, err := s.pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::real[], statement_timestamp()
 		FROM `+s.sql.memories+` WHERE `+where, a.list...)
 	if err != nil {
-		return nil, time.Time{}, s.dbErr("loading memories to compact", err)
+		return nil, time.Time{}, dbErr("loading memories to compact", err)
 	}
 	var now time.Time
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (compactRow, error) {
@@ -156,11 +156,11 @@ func (s *Store) loadCompactRows(ctx context.Context, owner string, cur *compactC
 		return c, err
 	})
 	if err != nil {
-		return nil, time.Time{}, s.dbErr("loading memories to compact", err)
+		return nil, time.Time{}, dbErr("loading memories to compact", err)
 	}
 	if now.IsZero() {
 		if err := s.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now); err != nil {
-			return nil, time.Time{}, s.dbErr("reading the time", err)
+			return nil, time.Time{}, dbErr("reading the time", err)
 		}
 	}
 	return out, now, nil
@@ -170,7 +170,7 @@ func (s *Store) loadCompactRows(ctx context.Context, owner string, cur *compactC
 // keepers and saves the owner's state, in one transaction under the owner's
 // lock. A memory written since the snapshot (its updated_at differs) or no
 // longer active is left alone: the next pass sees it as fresh.
-func (s *Store) applyCompactBatch(ctx context.Context, owner string, found []cluster, st compactState) error {
+func (s *maintenance) applyCompactBatch(ctx context.Context, owner string, found []cluster, st compactState) error {
 	var losers, keepers []string
 	var loserAt, keeperAt []time.Time
 	for _, g := range found {
@@ -179,13 +179,13 @@ func (s *Store) applyCompactBatch(ctx context.Context, owner string, found []clu
 			keepers, keeperAt = append(keepers, g.keeper.id), append(keeperAt, g.keeper.updatedAt)
 		}
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
 		if len(losers) > 0 {
-			if err := s.lockOwner(ctx, tx, owner); err != nil {
+			if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, s.compactApplySQL(), owner, losers, loserAt, keepers, keeperAt); err != nil {
-				return s.dbErr("superseding near-duplicates", err)
+				return dbErr("superseding near-duplicates", err)
 			}
 		}
 		return s.saveCompactState(ctx, tx, owner, st)
@@ -195,7 +195,7 @@ func (s *Store) applyCompactBatch(ctx context.Context, owner string, found []clu
 // compactApplySQL supersedes each loser ($2, as read at $3) by its keeper
 // ($4, as read at $5) when both are unchanged, records history, and widens
 // a keeper's scope to owner level when its cluster spans agents or sessions.
-func (s *Store) compactApplySQL() string {
+func (s *maintenance) compactApplySQL() string {
 	return `WITH p AS (
 			SELECT * FROM unnest($2::uuid[], $3::timestamptz[], $4::uuid[], $5::timestamptz[]) AS p(loser, loser_at, keeper, keeper_at)),
 		ok AS (

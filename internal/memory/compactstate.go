@@ -32,7 +32,7 @@ type compactState struct {
 	threshold *float64
 }
 
-func (s *Store) loadCompactState(ctx context.Context, owner string) (compactState, error) {
+func (s *maintenance) loadCompactState(ctx context.Context, owner string) (compactState, error) {
 	var st compactState
 	var imp *int
 	var at *time.Time
@@ -43,7 +43,7 @@ func (s *Store) loadCompactState(ctx context.Context, owner string) (compactStat
 		return compactState{}, nil
 	}
 	if err != nil {
-		return compactState{}, s.dbErr("reading the compaction state", err)
+		return compactState{}, dbErr("reading the compaction state", err)
 	}
 	if imp != nil && at != nil && id != nil {
 		st.cursor = &compactCursor{importance: *imp, updatedAt: *at, id: *id}
@@ -55,7 +55,7 @@ type execer interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }
 
-func (s *Store) saveCompactState(ctx context.Context, q execer, owner string, st compactState) error {
+func (s *maintenance) saveCompactState(ctx context.Context, q execer, owner string, st compactState) error {
 	var imp *int
 	var at *time.Time
 	var id *string
@@ -68,5 +68,5 @@ func (s *Store) saveCompactState(ctx context.Context, q execer, owner string, st
 		ON CONFLICT (owner_id) DO UPDATE SET pass_started_at = $2, cursor_importance = $3, cursor_updated_at = $4,
 			cursor_id = $5, compared_through = $6, threshold = $7`,
 		owner, st.passStartedAt, imp, at, id, st.comparedThrough, st.threshold)
-	return s.dbErr("saving the compaction state", err)
+	return dbErr("saving the compaction state", err)
 }

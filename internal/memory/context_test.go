@@ -140,7 +140,7 @@ func TestContextCandidatesBounded(t *testing.T) {
 	}
 	const budget = 40 // tokens: 160 bytes
 	per, _ := contextLimits(budget)
-	cands, total, err := f.store.contextCandidates(ctx(t), ContextRequest{Owner: "many", Query: "contextual note"}, budget)
+	cands, total, err := (*reader)(f.store).contextCandidates(ctx(t), ContextRequest{Owner: "many", Query: "contextual note"}, budget)
 	if err != nil {
 		t.Fatal(err)
 	}

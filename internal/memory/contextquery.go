@@ -10,9 +10,9 @@ import (
 // category, content, value, total.
 func (s *Store) ContextQuery(req ContextRequest, vec []float32, budget int) (string, []any) {
 	a := &args{}
-	where := s.ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
+	where := (*longTerm)(s).ownerMatch(a.add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
-	pinned := a.add(s.pinnedCategories()) + `::text[]`
+	pinned := a.add((*reader)(s).pinnedCategories()) + `::text[]`
 	// float8 arithmetic (m.importance / 10.0 would be numeric, slow per
 	// row); importance/10 and 0.25*importance/10 round to the same doubles.
 	value := `m.importance::float8 / 10 * ` + s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))

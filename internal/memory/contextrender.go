@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -46,11 +48,11 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	cands, total, err := s.contextCandidates(ctx, req, budget)
+	cands, total, err := (*reader)(s).contextCandidates(ctx, req, budget)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.contextSections(ctx, req, cands, budget)
+	res, err := (*longTerm)(s).contextSections(ctx, req, cands, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -84,19 +86,19 @@ func contextLimits(budget int) (perCategory, perPinned int) {
 // it into the budget, through the same exact per-owner scan as search but
 // returning only the best of each category (contextLimits), best first; and
 // how many renderable memories the owner has in all.
-func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
+func (s *reader) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
 	var vec []float32
 	if req.Query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(req.Query)})
+		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(req.Query)})
 		if err != nil {
 			return nil, 0, fmt.Errorf("embedding the query: %w", err)
 		}
 		vec = vecs[0]
 	}
-	sql, args := s.ContextQuery(req, vec, budget)
+	sql, args := (*Store)(s).ContextQuery(req, vec, budget)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, 0, s.dbErr("loading context", err)
+		return nil, 0, dbErr("loading context", err)
 	}
 	defer rows.Close()
 	var out []candidate
@@ -104,15 +106,15 @@ func (s *Store) contextCandidates(ctx context.Context, req ContextRequest, budge
 	for rows.Next() {
 		var c candidate
 		if err := rows.Scan(&c.id, &c.category, &c.content, &c.value, &total); err != nil {
-			return nil, 0, s.dbErr("loading context", err)
+			return nil, 0, dbErr("loading context", err)
 		}
 		out = append(out, c)
 	}
-	return out, total, s.dbErr("loading context", rows.Err())
+	return out, total, dbErr("loading context", rows.Err())
 }
 
 // pinnedCategories are the names of the policy's pinned categories.
-func (s *Store) pinnedCategories() []string {
+func (s *reader) pinnedCategories() []string {
 	out := []string{}
 	for _, c := range s.policy.Categories {
 		if c.Pinned {
@@ -148,7 +150,7 @@ func render(order []Category, cands []candidate, budget int, room *answerBytes) 
 				res.Omitted++
 				continue
 			}
-			line := "- " + promptText(c.content) + "\n"
+			line := "- " + textguard.PromptText(c.content) + "\n"
 			cost := CountTokens(line)
 			if !started {
 				cost += CountTokens(header)

@@ -48,28 +48,28 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	prepared, redactions, err := s.prepareTurn(req.Messages, fe)
+	prepared, redactions, err := (*conversations)(s).prepareTurn(req.Messages, fe)
 	if err != nil {
 		return nil, err
 	}
-	s.embedMessages(ctx, prepared)
+	(*conversations)(s).embedMessages(ctx, prepared)
 	res := &AppendResult{Redactions: redactions}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, " FOR UPDATE")
+		sess, err := (*conversations)(s).getSession(ctx, tx, req.Owner, req.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
 		}
 		if sess.Archived {
 			return fmt.Errorf("%w: session %q is archived; unarchive it to append", ErrConflict, req.SessionID)
 		}
-		if err := s.checkAppendLimits(ctx, tx, sess, prepared); err != nil {
+		if err := (*conversations)(s).checkAppendLimits(ctx, tx, sess, prepared); err != nil {
 			return err
 		}
-		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
+		res.Messages, err = (*conversations)(s).insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
 		if err != nil {
 			return err
 		}
-		updated, err := s.bumpSession(ctx, tx, req.Owner, req.SessionID, res.Messages)
+		updated, err := (*conversations)(s).bumpSession(ctx, tx, req.Owner, req.SessionID, res.Messages)
 		if err != nil {
 			return err
 		}
@@ -79,8 +79,8 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 	if err != nil {
 		return nil, err
 	}
-	res.CompactionDue = s.compactionDue(&res.Session)
-	s.fitEcho(res, req.MaxBytes)
+	res.CompactionDue = (*conversations)(s).compactionDue(&res.Session)
+	(*conversations)(s).fitEcho(res, req.MaxBytes)
 	return res, nil
 }
 
@@ -89,10 +89,10 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 // text, so without it one append of --max-body-bytes would be answered
 // with six times as much. The turn is stored whole either way; the
 // Truncation names the seq range the message list reads back.
-func (s *Store) fitEcho(res *AppendResult, maxBytes int) {
+func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
 	all := res.Messages
 	res.Messages = []ConversationMessage{}
-	n := fitRanked(newAnswerBytes(s.answerCap(maxBytes), res), all)
+	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
 	res.Messages = all[:n]
 	if n < len(all) {
 		res.omit(all[n].Seq, all[len(all)-1].Seq+1)
@@ -101,14 +101,14 @@ func (s *Store) fitEcho(res *AppendResult, maxBytes int) {
 
 // compactionDue: the session's unsummarized tokens exceed the threshold
 // share of the default window budget.
-func (s *Store) compactionDue(sess *Session) bool {
+func (s *conversations) compactionDue(sess *Session) bool {
 	c := s.policy.Conversation
 	return float64(sess.UnsummarizedTokens) > c.Compaction.Threshold*float64(c.Window.Budget)
 }
 
 // prepareTurn validates every message, then redacts and guards each one;
 // it returns every problem at once, naming messages[i].<field>.
-func (s *Store) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]preparedMessage, []string, error) {
+func (s *conversations) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]preparedMessage, []string, error) {
 	lim := s.policy.Conversation.Limits
 	if len(msgs) == 0 {
 		fe.add("messages", "at least one message is required")
@@ -124,7 +124,7 @@ func (s *Store) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]preparedMess
 		mf := &fieldErrors{prefix: fmt.Sprintf("messages[%d].", i)}
 		validateTurnMessage(mf, m, rawContentLimit(lim.MaxMessageBytes))
 		if len(mf.list) == 0 && m.Content != "" {
-			c, _ := s.cleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
+			c, _ := (*writer)(s).cleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
 			m.Content = c.text
 			out[i].flagged = len(c.flags) > 0
 			for _, r := range c.redactions {
@@ -173,7 +173,7 @@ func validateTurnMessage(fe *fieldErrors, m TurnMessage, maxRaw int) {
 // Best effort: a failing embedder must not lose the conversation, so the
 // messages are stored without a vector (found by full text only) and the
 // failure is logged.
-func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
+func (s *conversations) embedMessages(ctx context.Context, ms []preparedMessage) {
 	var texts []string
 	var idx []int
 	for i, m := range ms {
@@ -196,7 +196,7 @@ func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
 
 // insertMessages stores the turn from seq first on, in one batch, every
 // message with source src.
-func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src Source, first int64, ms []preparedMessage) ([]ConversationMessage, error) {
+func (s *conversations) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src Source, first int64, ms []preparedMessage) ([]ConversationMessage, error) {
 	b := &pgx.Batch{}
 	for i, m := range ms {
 		var vec *pgv.Vector
@@ -222,18 +222,18 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session st
 		}
 		if err := br.QueryRow().Scan(&out[i].CreatedAt); err != nil {
 			_ = br.Close()
-			return nil, s.dbErr("storing messages", err)
+			return nil, dbErr("storing messages", err)
 		}
 		out[i].CreatedAt = out[i].CreatedAt.UTC()
 	}
 	if err := br.Close(); err != nil {
-		return nil, s.dbErr("storing messages", err)
+		return nil, dbErr("storing messages", err)
 	}
 	return out, nil
 }
 
 // bumpSession adds the stored turn to the session's counters.
-func (s *Store) bumpSession(ctx context.Context, tx pgx.Tx, owner, session string, ms []ConversationMessage) (*Session, error) {
+func (s *conversations) bumpSession(ctx context.Context, tx pgx.Tx, owner, session string, ms []ConversationMessage) (*Session, error) {
 	tokens := 0
 	for _, m := range ms {
 		tokens += m.Tokens
@@ -242,7 +242,7 @@ func (s *Store) bumpSession(ctx context.Context, tx pgx.Tx, owner, session strin
 			message_count = message_count + $3, next_seq = next_seq + $3, token_count = token_count + $4, last_active_at = now()
 		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns, owner, session, len(ms), tokens))
 	if err != nil {
-		return nil, s.dbErr("updating session counters", err)
+		return nil, dbErr("updating session counters", err)
 	}
 	return &c, nil
 }
@@ -270,33 +270,20 @@ type rowsQuerier interface {
 }
 
 // messageRange reads [from, to) in seq order, at most limit messages.
-func (s *Store) messageRange(ctx context.Context, q rowsQuerier, owner, session string, from, to int64, limit int) ([]ConversationMessage, error) {
+func (s *conversations) messageRange(ctx context.Context, q rowsQuerier, owner, session string, from, to int64, limit int) ([]ConversationMessage, error) {
 	return s.queryMessages(ctx, q, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 		owner, session, from, to, limit)
 }
 
 // lastMessages reads the newest n messages, in seq order.
-func (s *Store) lastMessages(ctx context.Context, q rowsQuerier, owner, session string, n int) ([]ConversationMessage, error) {
+func (s *conversations) lastMessages(ctx context.Context, q rowsQuerier, owner, session string, n int) ([]ConversationMessage, error) {
 	out, err := s.queryMessages(ctx, q, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 ORDER BY g.seq DESC LIMIT $3`, owner, session, n)
 	slices.Reverse(out)
 	return out, err
 }
 
-func (s *Store) queryMessages(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]ConversationMessage, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, s.dbErr("reading messages", err)
-	}
-	defer rows.Close()
-	out := []ConversationMessage{}
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, s.dbErr("reading messages", err)
-		}
-		out = append(out, m)
-	}
-	return out, s.dbErr("reading messages", rows.Err())
+func (s *conversations) queryMessages(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]ConversationMessage, error) {
+	return s.scanMessages(ctx, q, func(ConversationMessage) (bool, bool) { return true, true }, sql, args...)
 }

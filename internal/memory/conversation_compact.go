@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -34,25 +36,25 @@ func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 	return y, nil
 }
 
-func (s *Store) querySummaries(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]Summary, error) {
+func (s *conversations) querySummaries(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]Summary, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, s.dbErr("reading summaries", err)
+		return nil, dbErr("reading summaries", err)
 	}
 	defer rows.Close()
 	out := []Summary{}
 	for rows.Next() {
 		y, err := scanSummary(rows)
 		if err != nil {
-			return nil, s.dbErr("reading summaries", err)
+			return nil, dbErr("reading summaries", err)
 		}
 		out = append(out, y)
 	}
-	return out, s.dbErr("reading summaries", rows.Err())
+	return out, dbErr("reading summaries", rows.Err())
 }
 
 // rootSummaries are the summaries of a session no other covers, in seq order.
-func (s *Store) rootSummaries(ctx context.Context, q rowsQuerier, owner, session string) ([]Summary, error) {
+func (s *conversations) rootSummaries(ctx context.Context, q rowsQuerier, owner, session string) ([]Summary, error) {
 	return s.querySummaries(ctx, q, `SELECT `+summaryColumns+` FROM `+s.sql.summaries+` AS y
 		WHERE y.owner_id = $1 AND y.session_id = $2 AND y.parent_id IS NULL ORDER BY y.earliest_seq`, owner, session)
 }
@@ -87,25 +89,25 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	sess, err := s.getSession(ctx, s.pool, req.Owner, req.SessionID, "")
+	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
 	res := &CompactSessionResult{}
-	if req.Force || s.compactionDue(sess) {
+	if req.Force || (*conversations)(s).compactionDue(sess) {
 		// Everything before the fresh tail is summarized, the last chunk
 		// too when it is short: a session of few, long messages is due
 		// long before it has chunkSize of them.
-		if err := s.summarizeLeaves(ctx, sess, true, res); err != nil {
+		if err := (*conversations)(s).summarizeLeaves(ctx, sess, true, res); err != nil {
 			return res, err
 		}
 	}
 	if res.LeavesCreated > 0 || req.Force || mode == CompactFull {
-		if err := s.condense(ctx, req.Owner, req.SessionID, mode == CompactFull, res); err != nil {
+		if err := (*conversations)(s).condense(ctx, req.Owner, req.SessionID, mode == CompactFull, res); err != nil {
 			return res, err
 		}
 	}
-	roots, err := s.rootSummaries(ctx, s.pool, req.Owner, req.SessionID)
+	roots, err := (*conversations)(s).rootSummaries(ctx, s.pool, req.Owner, req.SessionID)
 	if err != nil {
 		return res, err
 	}
@@ -113,7 +115,7 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	// policy of small chunks and groups keeps many): the answer holds the
 	// oldest that fit the byte cap.
 	res.Roots = []Summary{}
-	n := fitRanked(newAnswerBytes(s.answerCap(req.MaxBytes), res), roots)
+	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), roots)
 	res.Roots = roots[:n]
 	if n < len(roots) {
 		res.RootsTruncated, res.RootsOmitted = true, len(roots)-n
@@ -133,7 +135,7 @@ func (r *CompactSessionResult) weaker(method string) {
 // the start of the fresh tail (policy freshTail, moved back to its turn
 // start). When the turn start lies further back than compaction looks, the
 // whole span looked at is left alone.
-func (s *Store) compactionEnd(ctx context.Context, owner, session string, count int64) (int64, error) {
+func (s *conversations) compactionEnd(ctx context.Context, owner, session string, count int64) (int64, error) {
 	k := s.policy.Conversation.Window.FreshTail
 	msgs, err := s.lastMessagesMeta(ctx, owner, session, k+freshTailScan)
 	if err != nil || len(msgs) == 0 {
@@ -151,11 +153,11 @@ func (s *Store) compactionEnd(ctx context.Context, owner, session string, count 
 
 // lastMessagesMeta reads role and tokens of the newest n messages, in order
 // (as ConversationMessages without content).
-func (s *Store) lastMessagesMeta(ctx context.Context, owner, session string, n int) ([]ConversationMessage, error) {
+func (s *conversations) lastMessagesMeta(ctx context.Context, owner, session string, n int) ([]ConversationMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
 		WHERE owner_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3`, owner, session, n)
 	if err != nil {
-		return nil, s.dbErr("reading messages", err)
+		return nil, dbErr("reading messages", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConversationMessage, error) {
 		var m ConversationMessage
@@ -165,7 +167,7 @@ func (s *Store) lastMessagesMeta(ctx context.Context, owner, session string, n i
 		return m, err
 	})
 	slices.Reverse(out)
-	return out, s.dbErr("reading messages", err)
+	return out, dbErr("reading messages", err)
 }
 
 // chunkRanges splits metas (consecutive messages, all eligible) into leaf
@@ -193,7 +195,7 @@ func chunkRanges(metas []ConversationMessage, end int64, size int, partial bool)
 }
 
 // summarizeLeaves creates the leaf summaries of the eligible messages.
-func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool, res *CompactSessionResult) error {
+func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, partial bool, res *CompactSessionResult) error {
 	cfg := s.policy.Conversation.Compaction
 	end, err := s.compactionEnd(ctx, sess.Owner, sess.ID, sess.MessageCount)
 	if err != nil {
@@ -208,7 +210,7 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 		WHERE owner_id = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq LIMIT $5`,
 		sess.Owner, sess.ID, from, end, limit)
 	if err != nil {
-		return s.dbErr("planning compaction", err)
+		return dbErr("planning compaction", err)
 	}
 	metas, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConversationMessage, error) {
 		var m ConversationMessage
@@ -218,7 +220,7 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 		return m, err
 	})
 	if err != nil {
-		return s.dbErr("planning compaction", err)
+		return dbErr("planning compaction", err)
 	}
 	for _, ch := range chunkRanges(metas, end, cfg.ChunkSize, partial) {
 		msgs, err := s.messageRange(ctx, s.pool, sess.Owner, sess.ID, ch[0], ch[1], int(ch[1]-ch[0]))
@@ -251,7 +253,7 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 }
 
 // embedSummary embeds a summary for history search; best effort like messages.
-func (s *Store) embedSummary(ctx context.Context, content string) *pgv.Vector {
+func (s *conversations) embedSummary(ctx context.Context, content string) *pgv.Vector {
 	vecs, err := s.embedder.Embed(ctx, []string{content})
 	if err != nil || len(vecs) != 1 {
 		s.log.Warn("storing a summary without an embedding", "error", err)
@@ -262,21 +264,21 @@ func (s *Store) embedSummary(ctx context.Context, content string) *pgv.Vector {
 }
 
 // insertSummary writes y (with its embedding) in tx.
-func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
+func (s *conversations) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summaries+` (id, owner_id, session_id, depth, content, expand_hint,
 			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		y.ID, y.Owner, y.SessionID, y.Depth, y.Content, y.ExpandHint, y.EarliestSeq, y.LatestSeq, y.EarliestAt, y.LatestAt,
 		y.Tokens, y.DescendantCount, y.Method, vec)
-	return s.dbErr("storing summary", err)
+	return dbErr("storing summary", err)
 }
 
 // storeLeaf stores a leaf if the session's summaries still end right before
 // it (checked under the session's row lock); false when they do not.
-func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, error) {
+func (s *conversations) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, error) {
 	vec := s.embedSummary(ctx, leaf.Content)
 	stored := false
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
 		sess, err := s.getSession(ctx, tx, leaf.Owner, leaf.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
@@ -289,12 +291,12 @@ func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, 
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summarySources+` (summary_id, ord, from_seq, to_seq) VALUES ($1, 0, $2, $3)`,
 			leaf.ID, leaf.EarliestSeq, leaf.LatestSeq+1); err != nil {
-			return s.dbErr("storing summary sources", err)
+			return dbErr("storing summary sources", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET summarized_through = $3,
 				summarized_tokens = summarized_tokens + $4, summary_count = summary_count + 1
 			WHERE owner_id = $1 AND id = $2`, leaf.Owner, leaf.SessionID, leaf.LatestSeq, tokens); err != nil {
-			return s.dbErr("updating session after compaction", err)
+			return dbErr("updating session after compaction", err)
 		}
 		stored = true
 		return nil
@@ -328,7 +330,7 @@ func condenseGroups(roots []Summary, size, maxDepth int, partial bool) [][]Summa
 // condense condenses roots until no group is left (a fixed point): every
 // round reads the roots again, so summaries made in one round are
 // condensed in the next when they form a group.
-func (s *Store) condense(ctx context.Context, owner, session string, partial bool, res *CompactSessionResult) error {
+func (s *conversations) condense(ctx context.Context, owner, session string, partial bool, res *CompactSessionResult) error {
 	cfg := s.policy.Conversation.Compaction
 	for round := 0; round <= MaxSummaryDepth; round++ {
 		roots, err := s.rootSummaries(ctx, s.pool, owner, session)
@@ -353,11 +355,11 @@ func (s *Store) condense(ctx context.Context, owner, session string, partial boo
 }
 
 // condenseGroup summarizes a group of roots into one summary a level deeper.
-func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSessionResult) (bool, error) {
+func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *CompactSessionResult) (bool, error) {
 	lines := make([]string, len(g))
 	desc := 0
 	for i, c := range g {
-		lines[i] = promptText(c.Content)
+		lines[i] = textguard.PromptText(c.Content)
 		desc += c.DescendantCount
 	}
 	content, method := s.summarize(ctx, lines)
@@ -369,7 +371,7 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 		y.EarliestSeq, y.LatestSeq, len(g))
 	vec := s.embedSummary(ctx, content)
 	stored := false
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.getSession(ctx, tx, y.Owner, y.SessionID, " FOR UPDATE"); err != nil {
 			return err
 		}
@@ -380,7 +382,7 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 		tag, err := tx.Exec(ctx, `UPDATE `+s.sql.summaries+` SET parent_id = $1
 			WHERE id = ANY($2::uuid[]) AND parent_id IS NULL`, y.ID, ids)
 		if err != nil {
-			return s.dbErr("condensing summaries", err)
+			return dbErr("condensing summaries", err)
 		}
 		if tag.RowsAffected() != int64(len(g)) {
 			return errStale
@@ -391,12 +393,12 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 		for i, id := range ids {
 			if _, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summarySources+` (summary_id, ord, child_id) VALUES ($1, $2, $3)`,
 				y.ID, i, id); err != nil {
-				return s.dbErr("storing summary sources", err)
+				return dbErr("storing summary sources", err)
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET summary_count = summary_count + 1
 			WHERE owner_id = $1 AND id = $2`, y.Owner, y.SessionID); err != nil {
-			return s.dbErr("updating session after compaction", err)
+			return dbErr("updating session after compaction", err)
 		}
 		stored = true
 		return nil

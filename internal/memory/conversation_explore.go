@@ -31,7 +31,7 @@ func summaryKey(fe *fieldErrors, owner, id string) {
 }
 
 // getSummary reads one summary of owner; another owner's id is ErrNotFound.
-func (s *Store) getSummary(ctx context.Context, owner, id string) (*Summary, *string, error) {
+func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summary, *string, error) {
 	var parent *string
 	y, err := scanSummary(s.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, y.parent_id::text FROM `+s.sql.summaries+` AS y
 		WHERE y.owner_id = $1 AND y.id = $2`, owner, id), &parent)
@@ -39,7 +39,7 @@ func (s *Store) getSummary(ctx context.Context, owner, id string) (*Summary, *st
 		return nil, nil, fmt.Errorf("summary %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, nil, s.dbErr("reading summary", err)
+		return nil, nil, dbErr("reading summary", err)
 	}
 	return &y, parent, nil
 }
@@ -53,7 +53,7 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	y, parent, err := s.getSummary(ctx, owner, id)
+	y, parent, err := (*conversations)(s).getSummary(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 		d.MessageRange = &[2]int64{y.EarliestSeq, y.LatestSeq + 1}
 		return d, nil
 	}
-	d.Children, err = s.querySummaries(ctx, s.pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
+	d.Children, err = (*conversations)(s).querySummaries(ctx, s.pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
 		JOIN `+s.sql.summaries+` AS y ON y.id = src.child_id WHERE src.summary_id = $1 ORDER BY src.ord`, id)
 	return d, err
 }
@@ -88,16 +88,16 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	y, _, err := s.getSummary(ctx, req.Owner, req.ID)
+	y, _, err := (*conversations)(s).getSummary(ctx, req.Owner, req.ID)
 	if err != nil {
 		return nil, err
 	}
 	e := &Expansion{Summary: *y, Messages: []ConversationMessage{}}
-	b := newAnswerBytes(s.answerCap(req.MaxBytes), e)
+	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), e)
 	left := maxTokens
 	end := y.LatestSeq + 1
 	for from := y.EarliestSeq; from < end; {
-		page, err := s.scanMessages(ctx, s.pool, fitting(b, &left), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		page, err := (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, &left), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 			req.Owner, y.SessionID, from, end, expandPage)
 		if err != nil {
@@ -133,17 +133,11 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 	if req.SessionID != "" && !scopeID.MatchString(req.SessionID) {
 		fe.add("sessionId", scopeIDRule)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = MaxHistoryResults
-	}
-	if limit < 1 || limit > MaxHistoryResults {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, MaxHistoryResults)
-	}
+	limit := fe.limit(req.Limit, MaxHistoryResults, MaxHistoryResults)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	query := s.redactor.redacted(req.Query)
+	query := s.redactor.Redacted(req.Query)
 	vecs, err := s.embedder.Embed(ctx, []string{query})
 	if err != nil {
 		return nil, fmt.Errorf("embedding the query: %w", err)
@@ -151,7 +145,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 	vec := pgv.NewVector(vecs[0])
 	var hits []HistoryHit
 	for _, kind := range []string{KindMessage, KindSummary} {
-		found, err := s.searchKind(ctx, kind, req.Owner, req.SessionID, query, vec, limit)
+		found, err := (*conversations)(s).searchKind(ctx, kind, req.Owner, req.SessionID, query, vec, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +156,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 		hits = hits[:limit]
 	}
 	res := &HistorySearchResult{Results: []HistoryHit{}}
-	b := newAnswerBytes(s.answerCap(req.MaxBytes), res)
+	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res)
 	for i := range hits {
 		hits[i].Snippet = snippet(hits[i].Snippet, query)
 		if !b.take(hits[i]) {
@@ -175,7 +169,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 }
 
 // searchKind ranks one table's rows of the owner.
-func (s *Store) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
+func (s *conversations) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
 	a := &args{}
 	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id, t.source`
 	if kind == KindSummary {
@@ -191,7 +185,7 @@ func (s *Store) searchKind(ctx context.Context, kind, owner, session, query stri
 		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
 		ORDER BY score DESC, t.created_at DESC LIMIT `+a.add(limit), a.list...)
 	if err != nil {
-		return nil, s.dbErr("searching history", err)
+		return nil, dbErr("searching history", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryHit, error) {
 		h := HistoryHit{Kind: kind}

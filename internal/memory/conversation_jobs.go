@@ -16,35 +16,35 @@ const maxSessionDeleteBatch = 100
 // pages of BatchSize sessions (keyset over the primary key, so each session
 // is looked at once per run). Scanned counts the sessions due, Affected
 // those that got new summaries. A dry run counts the sessions due.
-func (s *Store) summarizeSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
 	c := s.policy.Conversation
 	due := fmt.Sprintf(`token_count - summarized_tokens > %f`, c.Compaction.Threshold*float64(c.Window.Budget))
 	if opts.DryRun {
-		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+due)
+		return (*maintenance)(s).count(ctx, res, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+due)
 	}
 	afterOwner, afterID := "", ""
 	for {
 		rows, err := s.pool.Query(ctx, `SELECT owner_id, id FROM `+s.sql.sessions+`
 			WHERE (owner_id, id) > ($1, $2) AND `+due+` ORDER BY owner_id, id LIMIT $3`, afterOwner, afterID, opts.BatchSize)
 		if err != nil {
-			return s.dbErr("finding sessions to summarize", err)
+			return dbErr("finding sessions to summarize", err)
 		}
 		var keys [][2]string
 		for rows.Next() {
 			var k [2]string
 			if err := rows.Scan(&k[0], &k[1]); err != nil {
 				rows.Close()
-				return s.dbErr("finding sessions to summarize", err)
+				return dbErr("finding sessions to summarize", err)
 			}
 			keys = append(keys, k)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return s.dbErr("finding sessions to summarize", err)
+			return dbErr("finding sessions to summarize", err)
 		}
 		res.Batches++
 		for _, k := range keys {
-			r, err := s.CompactSession(ctx, CompactSessionRequest{Owner: k[0], SessionID: k[1], Mode: CompactIncremental})
+			r, err := (*Store)(s).CompactSession(ctx, CompactSessionRequest{Owner: k[0], SessionID: k[1], Mode: CompactIncremental})
 			if err != nil {
 				return fmt.Errorf("compacting a session of owner %d: %w", hash32(k[0]), err)
 			}
@@ -65,10 +65,10 @@ func (s *Store) summarizeSessions(ctx context.Context, opts JobOptions, res *Job
 // sessionIdleTTL with their messages and summaries, in bounded batches
 // (sessions an append holds are skipped, and are not idle anyway). Scanned
 // and Affected count the sessions archived plus those deleted.
-func (s *Store) expireSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *conversations) expireSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
 	c := s.policy.Conversation
 	// Idle sessions get their episode before they are archived or deleted.
-	if err := s.idleEpisodes(ctx, opts); err != nil {
+	if err := (*longTerm)(s).idleEpisodes(ctx, opts); err != nil {
 		return err
 	}
 	idle := func(d Duration) string {
@@ -94,11 +94,11 @@ func (s *Store) expireSessions(ctx context.Context, opts JobOptions, res *JobRes
 // sessionBatches runs change (a statement over d, the batch of sessions
 // matching cond, RETURNING a row each) until a batch is short; a dry run
 // counts the sessions matching cond.
-func (s *Store) sessionBatches(ctx context.Context, opts JobOptions, res *JobResult, what, cond, change string) error {
+func (s *conversations) sessionBatches(ctx context.Context, opts JobOptions, res *JobResult, what, cond, change string) error {
 	if opts.DryRun {
 		var n int64
 		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+cond).Scan(&n); err != nil {
-			return s.dbErr(what, err)
+			return dbErr(what, err)
 		}
 		res.Batches++
 		res.Scanned += n
@@ -114,6 +114,6 @@ func (s *Store) sessionBatches(ctx context.Context, opts JobOptions, res *JobRes
 }
 
 // batchesOf is batches with its own batch size.
-func (s *Store) batchesOf(ctx context.Context, res *JobResult, size int, what, sql string) error {
-	return s.batches(ctx, JobOptions{BatchSize: size}, res, what, sql)
+func (s *conversations) batchesOf(ctx context.Context, res *JobResult, size int, what, sql string) error {
+	return (*maintenance)(s).batches(ctx, JobOptions{BatchSize: size}, res, what, sql)
 }

@@ -22,7 +22,7 @@ type turnLength struct {
 // checkAppendLimits refuses an append that would pass
 // conversation.limits.maxMessagesPerSession, maxTurnMessages or
 // maxTurnTokens, with a *QuotaError. sess is the session as locked.
-func (s *Store) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
+func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
 	lim := s.policy.Conversation.Limits
 	if err := overQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
 		"messages", "the session", "start a new session"); err != nil {
@@ -42,7 +42,7 @@ func (s *Store) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session,
 // extends the open turn (stored), every turn start begins a new one. The
 // first turn over a limit is refused, naming what is stored of it and
 // what the append would add to it.
-func (s *Store) checkTurns(open turnLength, ms []preparedMessage) error {
+func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error {
 	lim := s.policy.Conversation.Limits
 	stored, added := open, turnLength{}
 	check := func() error {
@@ -71,7 +71,7 @@ func (s *Store) checkTurns(open turnLength, ms []preparedMessage) error {
 // maxTurnMessages rows (seq is gap-free: 1..MessageCount). When none of
 // them starts a turn, the turn is at least that long, which is all the
 // check needs to know: it is full.
-func (s *Store) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) (turnLength, error) {
+func (s *conversations) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) (turnLength, error) {
 	floor := max(0, sess.MessageCount-int64(s.policy.Conversation.Limits.MaxTurnMessages))
 	var start, tokens int64
 	// max(seq) with this WHERE is answered by a backward scan of the
@@ -82,7 +82,7 @@ func (s *Store) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) (turnLen
 			WHERE m.owner_id = $1 AND m.session_id = $2 AND m.seq > $3 AND m.role IN ('user', 'system')) AS t`,
 		sess.Owner, sess.ID, floor).Scan(&start, &tokens)
 	if err != nil {
-		return turnLength{}, s.dbErr("measuring the open turn", err)
+		return turnLength{}, dbErr("measuring the open turn", err)
 	}
 	return turnLength{messages: sess.MessageCount - start + 1, tokens: tokens}, nil
 }

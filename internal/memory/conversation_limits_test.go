@@ -168,7 +168,7 @@ func TestTurnLimitCountsEachTurnOfAnAppend(t *testing.T) {
 		{open: 0, roles: "saaauaaa", current: -1}, // a system message starts a turn too
 		{open: 0, roles: "uatata", current: 0, requested: 6},
 	} {
-		err := s.checkTurns(turnLength{messages: tc.open, tokens: tc.open}, msgs(tc.roles))
+		err := (*conversations)(s).checkTurns(turnLength{messages: tc.open, tokens: tc.open}, msgs(tc.roles))
 		if tc.current < 0 {
 			if err != nil {
 				t.Errorf("open %d + %s: %v, want accepted", tc.open, tc.roles, err)

@@ -25,7 +25,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	sess, err := s.getSession(ctx, s.pool, req.Owner, req.SessionID, "")
+	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
@@ -33,10 +33,10 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	// the range and the count disagree.
 	end := sess.MessageCount + 1
 	page := &MessagePage{Items: []ConversationMessage{}}
-	b := newAnswerBytes(s.answerCap(req.MaxBytes), page)
+	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if req.Last > 0 {
 		from := max(1, end-int64(req.Last))
-		page.Items, err = s.scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq DESC`,
 			req.Owner, req.SessionID, from, end)
 		slices.Reverse(page.Items)
@@ -47,7 +47,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if req.To > 0 {
 		to = min(req.To, end)
 	}
-	page.Items, err = s.scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+	page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 		req.Owner, req.SessionID, from, to, maxMessagesRead)
 	if n := len(page.Items); n > 0 {
@@ -89,17 +89,17 @@ func fitting(b *answerBytes, tokens *int) visitFunc {
 
 // scanMessages reads the messages of sql one row at a time, as visit
 // decides; the rows after it stops are discarded unread.
-func (s *Store) scanMessages(ctx context.Context, q rowsQuerier, visit visitFunc, sql string, args ...any) ([]ConversationMessage, error) {
+func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit visitFunc, sql string, args ...any) ([]ConversationMessage, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, s.dbErr("reading messages", err)
+		return nil, dbErr("reading messages", err)
 	}
 	defer rows.Close()
 	out := []ConversationMessage{}
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
-			return nil, s.dbErr("reading messages", err)
+			return nil, dbErr("reading messages", err)
 		}
 		add, more := visit(m)
 		if add {
@@ -110,13 +110,13 @@ func (s *Store) scanMessages(ctx context.Context, q rowsQuerier, visit visitFunc
 			break
 		}
 	}
-	return out, s.dbErr("reading messages", rows.Err())
+	return out, dbErr("reading messages", rows.Err())
 }
 
 // queryMessagesUntil reads messages until their content passes maxContent
 // bytes, the row that passes it included: a window loads what it may give
 // and one message more, which tells it the cap was reached.
-func (s *Store) queryMessagesUntil(ctx context.Context, q rowsQuerier, maxContent int, sql string, args ...any) ([]ConversationMessage, error) {
+func (s *conversations) queryMessagesUntil(ctx context.Context, q rowsQuerier, maxContent int, sql string, args ...any) ([]ConversationMessage, error) {
 	total := 0
 	return s.scanMessages(ctx, q, func(m ConversationMessage) (bool, bool) {
 		total += len(m.Content)

@@ -2,12 +2,8 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -79,7 +75,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		n, err := s.countOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
+		n, err := (*reader)(s).countOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
 		if err != nil {
 			return err
 		}
@@ -93,9 +89,9 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		// read before the insert, because Citus refuses subqueries in an
 		// INSERT.
 		var profile, constraints int64
-		if err := tx.QueryRow(ctx, `SELECT `+s.docVersionSQL("$1", "$2", DocProfile)+`, `+s.docVersionSQL("$1", "$2", DocConstraints),
+		if err := tx.QueryRow(ctx, `SELECT `+(*longTerm)(s).docVersionSQL("$1", "$2", DocProfile)+`, `+(*longTerm)(s).docVersionSQL("$1", "$2", DocConstraints),
 			req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
-			return s.dbErr("reading the agent's document versions", err)
+			return dbErr("reading the agent's document versions", err)
 		}
 		c, err = scanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
@@ -103,7 +99,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: session %q already exists", ErrConflict, id)
 		}
-		return s.dbErr("creating session", err)
+		return dbErr("creating session", err)
 	})
 	if err != nil {
 		return nil, err
@@ -118,18 +114,18 @@ func (s *Store) GetSession(ctx context.Context, owner, id string) (*Session, err
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	return s.getSession(ctx, s.pool, owner, id, "")
+	return (*conversations)(s).getSession(ctx, s.pool, owner, id, "")
 }
 
 // getSession reads one session with q; lock is "" or " FOR UPDATE".
-func (s *Store) getSession(ctx context.Context, q querier, owner, id, lock string) (*Session, error) {
+func (s *conversations) getSession(ctx context.Context, q querier, owner, id, lock string) (*Session, error) {
 	c, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c
 		WHERE c.owner_id = $1 AND c.id = $2`+lock, owner, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, s.dbErr("reading session", err)
+		return nil, dbErr("reading session", err)
 	}
 	return &c, nil
 }
@@ -143,17 +139,9 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if req.Agent != "" && !scopeID.MatchString(req.Agent) {
 		fe.add("agent", scopeIDRule)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultSessionPage
-	}
-	if limit < 1 || limit > maxSessionPage {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxSessionPage)
-	}
-	afterAt, afterID, err := decodeSessionCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	limit := fe.limit(req.Limit, defaultSessionPage, maxSessionPage)
+	afterAt, afterID, err := decodeTimeCursor(req.Cursor, scopeID.MatchString)
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -171,37 +159,17 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
 		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.add(limit+1), a.list...)
 	if err != nil {
-		return nil, s.dbErr("listing sessions", err)
+		return nil, dbErr("listing sessions", err)
 	}
 	page := &SessionPage{Sessions: []Session{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page),
+	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page),
 		func(r pgx.Rows) (Session, error) { return scanSession(r) })
 	if err != nil {
-		return nil, s.dbErr("listing sessions", err)
+		return nil, dbErr("listing sessions", err)
 	}
 	page.Sessions = scan.items
-	page.PageBounds = scan.bounds(func(c Session) string { return encodeSessionCursor(c.LastActiveAt, c.ID) })
+	page.PageBounds = scan.bounds(func(c Session) string { return encodeCursor(c.LastActiveAt, c.ID) })
 	return page, nil
-}
-
-func encodeSessionCursor(t time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
-}
-
-func decodeSessionCursor(c string) (time.Time, string, error) {
-	if c == "" {
-		return time.Time{}, "", nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	ts, id, ok := strings.Cut(string(raw), "/")
-	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !scopeID.MatchString(id) {
-		return time.Time{}, "", errors.New("malformed cursor")
-	}
-	return time.UnixMicro(us).UTC(), id, nil
 }
 
 // UpdateSession changes a session's title or archived flag; nil fields stay.
@@ -223,7 +191,7 @@ func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*S
 		return nil, fmt.Errorf("session %q: %w", req.ID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, s.dbErr("updating session", err)
+		return nil, dbErr("updating session", err)
 	}
 	return &c, nil
 }
@@ -238,7 +206,7 @@ func (s *Store) DeleteSession(ctx context.Context, owner, id string) error {
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
 	if err != nil {
-		return s.dbErr("deleting session", err)
+		return dbErr("deleting session", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("session %q: %w", id, ErrNotFound)
@@ -248,7 +216,7 @@ func (s *Store) DeleteSession(ctx context.Context, owner, id string) error {
 
 // eraseConversations deletes every session, message and summary of owner
 // in tx (EraseOwner), counting each.
-func (s *Store) eraseConversations(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
+func (s *conversations) eraseConversations(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
 	for _, step := range []struct {
 		table, what string
 		count       *int64
@@ -259,7 +227,7 @@ func (s *Store) eraseConversations(ctx context.Context, tx pgx.Tx, owner string,
 	} {
 		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return s.dbErr("erasing "+step.what, err)
+			return dbErr("erasing "+step.what, err)
 		}
 		*step.count = tag.RowsAffected()
 	}

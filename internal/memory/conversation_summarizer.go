@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // The summarizer of the summary DAG: the runtime's LLM with an escalating
@@ -29,7 +31,7 @@ func summaryTarget(inputTokens int) int {
 
 // summarize returns a summary of lines (one message or child summary each,
 // already redacted and sanitized) and the method that made it.
-func (s *Store) summarize(ctx context.Context, lines []string) (string, string) {
+func (s *conversations) summarize(ctx context.Context, lines []string) (string, string) {
 	input := strings.Join(lines, "\n")
 	inTokens := CountTokens(input)
 	target := summaryTarget(inTokens)
@@ -53,7 +55,7 @@ func (s *Store) summarize(ctx context.Context, lines []string) (string, string) 
 // askSummary asks the LLM once, bounded by the store's LLM timeout. An
 // answer the injection guard objects to is refused like a failure: a summary
 // is spliced into prompts.
-func (s *Store) askSummary(ctx context.Context, system, input string) (string, error) {
+func (s *conversations) askSummary(ctx context.Context, system, input string) (string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	answer, err := s.llm.CompleteJSON(actx, system, input)
@@ -66,11 +68,11 @@ func (s *Store) askSummary(ctx context.Context, system, input string) (string, e
 	if err := decodeJSONAnswer(answer, &out); err != nil {
 		return "", fmt.Errorf("the model's answer is not the expected JSON: %w", err)
 	}
-	sum := strings.TrimSpace(sanitizeForPrompt(s.redactor.redacted(out.Summary)))
+	sum := strings.TrimSpace(textguard.SanitizeForPrompt(s.redactor.Redacted(out.Summary)))
 	if sum == "" {
 		return "", fmt.Errorf("the model returned an empty summary")
 	}
-	if reason := detectInjection(sum); reason != "" {
+	if reason := textguard.DetectInjection(sum); reason != "" {
 		return "", fmt.Errorf("the model's summary looks like a prompt injection (%s)", reason)
 	}
 	return sum, nil
@@ -127,7 +129,7 @@ func truncateUTF8(s string, n int) string {
 // injection guard flagged (mode Flag) is left out of summaries — they are
 // spliced into prompts — and only marked; expanding the summary still
 // returns it.
-func (s *Store) summaryLine(m ConversationMessage) string {
+func (s *conversations) summaryLine(m ConversationMessage) string {
 	role := strings.ToUpper(string(m.Role))
 	if m.ToolName != "" {
 		role += "(" + m.ToolName + ")"
@@ -135,5 +137,5 @@ func (s *Store) summaryLine(m ConversationMessage) string {
 	if len(m.Flags) > 0 {
 		return role + ": [message flagged by the injection guard; expand the summary to read it]"
 	}
-	return role + ": " + promptText(s.redactor.redacted(m.Content))
+	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
 }

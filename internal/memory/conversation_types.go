@@ -178,19 +178,6 @@ type MessagePage struct {
 	Truncation
 }
 
-// WindowStrategy selects how a context window is built.
-type WindowStrategy string
-
-// Window strategies.
-const (
-	// WindowBuffer: the last N messages.
-	WindowBuffer WindowStrategy = "buffer"
-	// WindowToken: the newest messages within the budget.
-	WindowToken WindowStrategy = "token"
-	// WindowSummary: summaries of older turns, then recent messages, within the budget.
-	WindowSummary WindowStrategy = "summary"
-)
-
 // WindowRequest asks for a context window; zero fields take the policy's defaults.
 type WindowRequest struct {
 	Owner     string         `json:"owner"`

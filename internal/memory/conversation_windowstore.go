@@ -16,10 +16,10 @@ const (
 )
 
 // windowParams resolves a request's zero fields from the policy.
-func (s *Store) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
+func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
 	d := s.policy.Conversation.Window
 	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
-		MaxBytes: s.answerCap(req.MaxBytes)}
+		MaxBytes: (*reader)(s).answerCap(req.MaxBytes)}
 	if p.Strategy == "" {
 		p.Strategy = d.Strategy
 	}
@@ -50,35 +50,35 @@ func (s *Store) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
 func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
-	p := s.windowParams(req, fe)
+	p := (*conversations)(s).windowParams(req, fe)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, s.dbErr("begin", err)
+		return nil, dbErr("begin", err)
 	}
 	// One snapshot for the session, its roots and its messages: an append
 	// or a compaction in between cannot make them disagree.
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
-		return nil, s.dbErr("window snapshot", err)
+		return nil, dbErr("window snapshot", err)
 	}
-	sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, "")
+	sess, err := (*conversations)(s).getSession(ctx, tx, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
 	var roots []Summary
 	if p.Strategy == WindowSummary && sess.SummaryCount > 0 {
-		if roots, err = s.rootSummaries(ctx, tx, req.Owner, req.SessionID); err != nil {
+		if roots, err = (*conversations)(s).rootSummaries(ctx, tx, req.Owner, req.SessionID); err != nil {
 			return nil, err
 		}
 	}
-	msgs, load, err := s.windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
+	msgs, load, err := (*conversations)(s).windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
 	if err != nil {
 		return nil, err
 	}
-	if load.TailSeq, load.TailTokens, err = s.windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
+	if load.TailSeq, load.TailTokens, err = (*conversations)(s).windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
 		return nil, err
 	}
 	return assembleWindow(p, msgs, roots, sess.MessageCount, load), nil
@@ -92,7 +92,7 @@ const messageStubColumns = `g.seq, g.role, '', g.tool_name, g.tool_call_id, g.to
 // passes it included), older pages are loaded without content (stubs): the
 // window can give none of them, but its rules see what they would have
 // chosen, so a session of huge messages is never read whole.
-func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, windowLoad, error) {
+func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, windowLoad, error) {
 	var msgs []ConversationMessage
 	var load windowLoad
 	page := max(firstWindowPage, p.FreshTail, min(p.BufferSize, maxWindowPage))
@@ -132,7 +132,7 @@ func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest
 // first message, and loading stopped at the budget): the
 // latest turn start at or before the tail's first message, else the first
 // after it, and the tokens from there to the first loaded message.
-func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
+func (s *conversations) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
 		return 0, 0, nil
 	}
@@ -153,7 +153,7 @@ func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowReque
 			AND g.session_id = $2 AND g.seq >= t.start AND g.seq < $4), 0)::bigint FROM t`,
 		req.Owner, req.SessionID, anchor, msgs[0].Seq).Scan(&start, &tokens)
 	if err != nil {
-		return 0, 0, s.dbErr("finding the fresh tail's start", err)
+		return 0, 0, dbErr("finding the fresh tail's start", err)
 	}
 	if start == nil {
 		return 0, 0, nil // no turn start before the loaded part: the tail starts in it

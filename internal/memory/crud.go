@@ -22,7 +22,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	m, err := s.load(ctx, s.pool, owner, id, false)
+	m, err := (*reader)(s).load(ctx, s.pool, owner, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 // load reads one memory of owner; lock adds FOR UPDATE. Another owner's
 // memory is not found, exactly like a missing one (the same error from the
 // same query), so a caller learns nothing about ids outside its owner.
-func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
+func (s *reader) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
 	if lock {
 		sql += ` FOR UPDATE`
@@ -42,7 +42,7 @@ func (s *Store) load(ctx context.Context, q querier, owner, id string, lock bool
 		return Memory{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return Memory{}, s.dbErr("reading memory "+id, err)
+		return Memory{}, dbErr("reading memory "+id, err)
 	}
 	return m, nil
 }
@@ -64,17 +64,9 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 			fe.add("category", "%q is not a category of this runtime's policy", req.Category)
 		}
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultListLimit
-	}
-	if limit < 1 || limit > maxListLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
-	}
+	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	after, afterID, err := decodeCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -97,7 +89,7 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
 	}
 	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return s.memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
+	return (*reader)(s).memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
 }
 
 // createdCursor is the cursor after m in a list ordered by (created_at, id).
@@ -105,17 +97,17 @@ func createdCursor(m Memory) string { return encodeCursor(m.CreatedAt, m.ID) }
 
 // memoryPage reads a page of memories (sql has LIMIT limit+1) within the
 // byte cap; cursor is the cursor after a memory in sql's order.
-func (s *Store) memoryPage(ctx context.Context, what string, maxBytes, limit int, cursor func(Memory) string,
+func (s *reader) memoryPage(ctx context.Context, what string, maxBytes, limit int, cursor func(Memory) string,
 	sql string, args ...any) (*ListPage, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, s.dbErr(what, err)
+		return nil, dbErr(what, err)
 	}
 	page := &ListPage{Items: []Memory{}}
 	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(maxBytes), page),
 		func(r pgx.Rows) (Memory, error) { return scanMemory(r) })
 	if err != nil {
-		return nil, s.dbErr(what, err)
+		return nil, dbErr(what, err)
 	}
 	page.Items = scan.items
 	page.PageBounds = scan.bounds(cursor)
@@ -127,7 +119,11 @@ func encodeCursor(t time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
 }
 
-func decodeCursor(c string) (time.Time, string, error) {
+func decodeCursor(c string) (time.Time, string, error) { return decodeTimeCursor(c, ValidID) }
+
+// decodeTimeCursor reads a cursor of encodeCursor whose id validID accepts
+// (memory ids, session ids).
+func decodeTimeCursor(c string, validID func(string) bool) (time.Time, string, error) {
 	if c == "" {
 		return time.Time{}, "", nil
 	}
@@ -137,7 +133,7 @@ func decodeCursor(c string) (time.Time, string, error) {
 	}
 	ts, id, ok := strings.Cut(string(raw), "/")
 	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !ValidID(id) {
+	if !ok || err != nil || !validID(id) {
 		return time.Time{}, "", errors.New("malformed cursor")
 	}
 	return time.UnixMicro(us).UTC(), id, nil
@@ -184,7 +180,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	var flags []string
 	var vec []float32
 	if req.Content != nil {
-		c, err := s.clean("content", *req.Content, fe)
+		c, err := (*writer)(s).clean("content", *req.Content, fe)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +196,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		cur, err := s.load(ctx, tx, req.Owner, req.ID, true)
+		cur, err := (*reader)(s).load(ctx, tx, req.Owner, req.ID, true)
 		if err != nil {
 			return err
 		}
@@ -216,7 +212,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 				return err
 			}
 		}
-		out, err = s.applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, ttl)
+		out, err = (*reader)(s).applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, ttl)
 		return err
 	})
 	if err != nil {
@@ -225,7 +221,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	return &out, nil
 }
 
-func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
+func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
 	category, content string, flags []string, vec []float32, ttl *time.Duration) (Memory, error) {
 	importance := cur.Importance
 	if req.Importance != nil {
@@ -248,10 +244,10 @@ func (s *Store) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upda
 			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
 				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
 		SELECT * FROM upd`
-	m, err := s.updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), s.expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
+	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
+		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
 	if err != nil {
-		return Memory{}, s.dbErr("updating memory "+cur.ID, err)
+		return Memory{}, dbErr("updating memory "+cur.ID, err)
 	}
 	return m, nil
 }
@@ -270,7 +266,7 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 		if err := s.lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		cur, err := s.load(ctx, tx, owner, id, true)
+		cur, err := (*reader)(s).load(ctx, tx, owner, id, true)
 		if err != nil {
 			return err
 		}
@@ -285,7 +281,7 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 				WHERE id = $1 RETURNING id, owner_id, content)
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
 			SELECT id, owner_id, 'delete', $2, $3, content FROM upd`, id, string(src), actorID(ctx))
-		return s.dbErr("deleting memory "+id, err)
+		return dbErr("deleting memory "+id, err)
 	})
 }
 
@@ -313,11 +309,11 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if err := s.lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		old, err := s.load(ctx, tx, owner, oldID, true)
+		old, err := (*reader)(s).load(ctx, tx, owner, oldID, true)
 		if err != nil {
 			return err
 		}
-		replacement, err := s.load(ctx, tx, owner, newID, true)
+		replacement, err := (*reader)(s).load(ctx, tx, owner, newID, true)
 		if err != nil {
 			return err
 		}
@@ -332,13 +328,13 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if !replacement.Active {
 			return fmt.Errorf("%w: the replacement %s is inactive", ErrConflict, newID)
 		}
-		if err := s.checkNoCycle(ctx, tx, oldID, newID); err != nil {
+		if err := (*reader)(s).checkNoCycle(ctx, tx, oldID, newID); err != nil {
 			return err
 		}
-		if err := s.supersedeRow(ctx, tx, oldID, newID, src, "supersede"); err != nil {
+		if err := (*writer)(s).supersedeRow(ctx, tx, oldID, newID, src, "supersede"); err != nil {
 			return err
 		}
-		out, err = s.load(ctx, tx, owner, oldID, false)
+		out, err = (*reader)(s).load(ctx, tx, owner, oldID, false)
 		return err
 	})
 	if err != nil {
@@ -349,7 +345,7 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 
 // checkNoCycle follows newID's superseded_by chain; reaching oldID would make
 // a cycle.
-func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string) error {
+func (s *reader) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string) error {
 	var cycle bool
 	err := tx.QueryRow(ctx, `WITH RECURSIVE chain(id, depth) AS (
 			SELECT superseded_by, 1 FROM `+s.sql.memories+` WHERE id = $1
@@ -358,120 +354,12 @@ func (s *Store) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID string
 			WHERE c.depth < $3)
 		SELECT EXISTS (SELECT 1 FROM chain WHERE id = $2)`, newID, oldID, maxSupersedeChain).Scan(&cycle)
 	if err != nil {
-		return s.dbErr("checking the supersede chain", err)
+		return dbErr("checking the supersede chain", err)
 	}
 	if cycle {
 		return fmt.Errorf("%w: %s is already (transitively) superseded by %s; superseding it back would make a cycle", ErrConflict, newID, oldID)
 	}
 	return nil
-}
-
-const (
-	defaultHistoryPage = 100
-	maxHistoryPage     = 1000
-)
-
-// History pages through the mutations of one memory of owner, oldest
-// first: at most req.Limit rows (0 = 100, at most 1000) and the byte cap
-// per page, from req.Cursor. A memory keeps its first row and its newest
-// limits.maxHistoryPerMemory (updateAndPrune). A memory evicted over the
-// cap is gone, but its eviction row is not (until the purge job's
-// retention): its history is that one row, so a client can tell an
-// evicted memory from a lost one.
-func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.id("id", req.ID)
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultHistoryPage
-	}
-	if limit < 1 || limit > maxHistoryPage {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxHistoryPage)
-	}
-	after, err := decodeSerialCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
-	if err := fe.err(); err != nil {
-		return nil, err
-	}
-	page := &HistoryPage{Items: []HistoryEntry{}}
-	b := newAnswerBytes(s.answerCap(req.MaxBytes), page)
-	if _, err := s.Get(ctx, req.Owner, req.ID); errors.Is(err, ErrNotFound) {
-		return s.evictionHistory(ctx, req.Owner, req.ID, b, page, err)
-	} else if err != nil {
-		return nil, err
-	}
-	scan, err := s.historyRows(ctx, b, limit, `WHERE memory_id = $1 AND id > $2`, req.ID, after)
-	if err != nil {
-		return nil, err
-	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(h HistoryEntry) string { return encodeSerialCursor(h.ID) })
-	return page, nil
-}
-
-// evictionHistory is the history of a memory that does not exist: its
-// eviction row, if owner's memory id was evicted, else notFound.
-func (s *Store) evictionHistory(ctx context.Context, owner, id string, b *answerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
-	scan, err := s.historyRows(ctx, b, 1, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
-	if err != nil {
-		return nil, err
-	}
-	if len(scan.items) == 0 {
-		return nil, notFound
-	}
-	page.Items = scan.items[:1]
-	return page, nil
-}
-
-// historyRows reads a page of at most limit history rows matching where,
-// oldest first, within b.
-func (s *Store) historyRows(ctx context.Context, b *answerBytes, limit int, where string, args ...any) (pageScan[HistoryEntry], error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
-		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
-	if err != nil {
-		return pageScan[HistoryEntry]{}, s.dbErr("reading history", err)
-	}
-	scan, err := scanPage(rows, limit, b, scanHistoryEntry)
-	return scan, s.dbErr("reading history", err)
-}
-
-func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {
-	var h HistoryEntry
-	var actor string
-	if err := rows.Scan(&h.ID, &h.MemoryID, &h.Action, &actor, &h.ActorID, &h.OldContent, &h.NewContent, &h.Details, &h.At); err != nil {
-		return HistoryEntry{}, err
-	}
-	h.Actor, h.At = Source(actor), h.At.UTC()
-	if len(h.Details) == 0 {
-		h.Details = nil
-	}
-	return h, nil
-}
-
-// encodeSerialCursor makes an opaque cursor from the id of a page's last
-// row, in a list ordered by a serial id.
-func encodeSerialCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
-}
-
-// decodeSerialCursor is the id a cursor of encodeSerialCursor names; 0
-// for no cursor.
-func decodeSerialCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, err
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || id < 1 {
-		return 0, errors.New("malformed cursor")
-	}
-	return id, nil
 }
 
 // EraseOwner hard-deletes every memory of owner and all their history (the
@@ -489,32 +377,32 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM `+s.sql.history+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return s.dbErr("erasing history", err)
+			return dbErr("erasing history", err)
 		}
 		res.History = tag.RowsAffected()
 		tag, err = tx.Exec(ctx, `DELETE FROM `+s.sql.memories+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return s.dbErr("erasing memories", err)
+			return dbErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
 		// After the memories: a concurrent access write has committed by
 		// now (it holds key-share locks on them), and this sees its rows.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
-			return s.dbErr("erasing the owner's access statistics", err)
+			return dbErr("erasing the owner's access statistics", err)
 		}
-		if err := s.eraseConversations(ctx, tx, owner, res); err != nil {
+		if err := (*conversations)(s).eraseConversations(ctx, tx, owner, res); err != nil {
 			return err
 		}
-		if err := s.eraseLongTerm(ctx, tx, owner, res); err != nil {
+		if err := (*longTerm)(s).eraseLongTerm(ctx, tx, owner, res); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
-			return s.dbErr("erasing the owner's compaction state", err)
+			return dbErr("erasing the owner's compaction state", err)
 		}
 		// Nothing of the owner is left, not even its lock row; the lock is
 		// held until commit, and a write waiting for it creates it anew.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {
-			return s.dbErr("erasing the owner's lock row", err)
+			return dbErr("erasing the owner's lock row", err)
 		}
 		return nil
 	})
@@ -533,5 +421,5 @@ func (s *Store) ActiveCount(ctx context.Context, owner string) (int64, error) {
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner).Scan(&n)
-	return n, s.dbErr("counting memories", err)
+	return n, dbErr("counting memories", err)
 }

@@ -27,10 +27,9 @@ func TestDBErrKeepsTheCause(t *testing.T) {
 		{"53300", false, true}, // too_many_connections
 		{"23505", false, false},
 	}
-	var s *Store
 	for _, c := range cases {
 		cause := &pgconn.PgError{Code: c.code, Message: "cause " + c.code}
-		err := s.dbErr("adding a memory", cause)
+		err := dbErr("adding a memory", cause)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr != cause {
 			t.Errorf("%s: errors.As does not find the *pgconn.PgError in %v", c.code, err)
@@ -43,7 +42,7 @@ func TestDBErrKeepsTheCause(t *testing.T) {
 			t.Errorf("%s: message %q lacks the operation or the cause", c.code, err)
 		}
 	}
-	if s.dbErr("anything", nil) != nil {
+	if dbErr("anything", nil) != nil {
 		t.Error("dbErr(nil) is not nil")
 	}
 }
@@ -57,12 +56,12 @@ func TestIsUnavailable(t *testing.T) {
 		want bool
 	}{
 		{ErrUnavailable, true},
-		{(*Store)(nil).dbErr("reading", &pgconn.PgError{Code: "57P01"}), true}, // admin_shutdown
-		{&pgconn.PgError{Code: "57P02"}, true},                                 // crash_shutdown
-		{&pgconn.PgError{Code: "57P03"}, true},                                 // cannot_connect_now: starting up, in recovery
-		{&pgconn.PgError{Code: "08006"}, true},                                 // connection_failure
-		{&pgconn.PgError{Code: "53300"}, true},                                 // too_many_connections
-		{&pgconn.PgError{Code: "25006"}, true},                                 // read_only_sql_transaction: a standby
+		{dbErr("reading", &pgconn.PgError{Code: "57P01"}), true}, // admin_shutdown
+		{&pgconn.PgError{Code: "57P02"}, true},                   // crash_shutdown
+		{&pgconn.PgError{Code: "57P03"}, true},                   // cannot_connect_now: starting up, in recovery
+		{&pgconn.PgError{Code: "08006"}, true},                   // connection_failure
+		{&pgconn.PgError{Code: "53300"}, true},                   // too_many_connections
+		{&pgconn.PgError{Code: "25006"}, true},                   // read_only_sql_transaction: a standby
 		{&pgconn.ConnectError{}, true},
 		{fmt.Errorf("commit: %w", io.ErrUnexpectedEOF), true}, // a backend that exited without a word
 		{io.EOF, true},

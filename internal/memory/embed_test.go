@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/modelapi"
 )
 
 func embedOne(t *testing.T, e Embedder, s string) []float32 {
@@ -102,18 +104,17 @@ func vectorsFor(inputs []string, dims int) map[string]any {
 	return map[string]any{"data": data}
 }
 
-func newTestOpenAIEmbedder(srv *httptest.Server, dims int) *openAIEmbedder {
-	e, _ := NewEmbedder(EmbeddingConfig{Provider: ProviderOpenAI, Endpoint: srv.URL + "/v1/", Model: "m", Dimensions: dims}, "k", srv.Client())
-	oe := e.(*openAIEmbedder)
-	oe.client.backoff = time.Millisecond
-	return oe
+// newTestOpenAIEmbedder is an openai embedder of srv that retries at once.
+func newTestOpenAIEmbedder(srv *httptest.Server, dims int, opts ...modelapi.Option) Embedder {
+	cfg := EmbeddingConfig{Provider: ProviderOpenAI, Endpoint: srv.URL + "/v1/", Model: "m", Dimensions: dims}
+	e, _ := modelapi.NewEmbedder(cfg, "k", srv.Client(), append([]modelapi.Option{modelapi.WithBackoff(time.Millisecond)}, opts...)...)
+	return e
 }
 
 func TestOpenAIEmbedder(t *testing.T) {
 	t.Run("batches and keeps order", func(t *testing.T) {
 		srv, calls := embeddingServer(t, func(w http.ResponseWriter, in []string, _ int64) { _ = json.NewEncoder(w).Encode(vectorsFor(in, 8)) })
-		e := newTestOpenAIEmbedder(srv, 8)
-		e.batch = 3
+		e := newTestOpenAIEmbedder(srv, 8, modelapi.WithBatch(3))
 		texts := []string{"a", "b", "c", "d", "e", "f", "g"}
 		vecs, err := e.Embed(context.Background(), texts)
 		if err != nil {
@@ -169,8 +170,7 @@ func TestOpenAIEmbedder(t *testing.T) {
 		release := make(chan struct{})
 		srv, _ := embeddingServer(t, func(w http.ResponseWriter, in []string, _ int64) { <-release })
 		defer close(release)
-		e := newTestOpenAIEmbedder(srv, 8)
-		e.client.timeout, e.client.retries = 50*time.Millisecond, 1
+		e := newTestOpenAIEmbedder(srv, 8, modelapi.WithAttempts(50*time.Millisecond, 1))
 		start := time.Now()
 		_, err := e.Embed(context.Background(), []string{"x"})
 		if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") || time.Since(start) > 5*time.Second {

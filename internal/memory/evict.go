@@ -20,7 +20,7 @@ import (
 // a user's hard constraints by writing until they fall over the cap. An
 // owner whose remaining memories are all protected then stays over the cap
 // until the user or a job removes some.
-func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResult, byUser bool) {
+func (s *writer) evictAfter(ctx context.Context, owner string, results []AddResult, byUser bool) {
 	var keep []string
 	rows := 0
 	for _, r := range results {
@@ -46,10 +46,10 @@ func (s *Store) evictAfter(ctx context.Context, owner string, results []AddResul
 // per-owner cap: the only history row the memory keeps.
 const HistoryEvict = "evict"
 
-func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
+func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
 	var count int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
-		return 0, s.dbErr("counting memories", err)
+		return 0, dbErr("counting memories", err)
 	}
 	over := count - s.policy.Limits.MaxMemoriesPerOwner
 	if over <= 0 {
@@ -65,8 +65,8 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser b
 		}
 	}
 	var deleted int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, owner); err != nil {
+	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
+		if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `WITH victims AS (
@@ -84,7 +84,7 @@ func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser b
 			s.policy.Limits.MaxMemoriesPerOwner).Scan(&deleted)
 	})
 	if err != nil {
-		return 0, s.dbErr("evicting memories", err)
+		return 0, dbErr("evicting memories", err)
 	}
 	return deleted, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -36,13 +38,13 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 	if s.llm == nil {
 		return nil, ErrNoLLM
 	}
-	facts, err := s.askFacts(ctx, req.Messages)
+	facts, err := (*writer)(s).askFacts(ctx, req.Messages)
 	if err != nil {
 		return nil, err
 	}
 	var prepared []*preparedAdd
 	for _, f := range facts {
-		p, err := s.prepareAdd(AddRequest{Owner: req.Owner, Agent: req.Agent, Session: req.Session, Source: src,
+		p, err := (*writer)(s).prepareAdd(AddRequest{Owner: req.Owner, Agent: req.Agent, Session: req.Session, Source: src,
 			Content: f.Content, Category: f.Category, Importance: f.Importance, OwnerOnly: true}, &fieldErrors{})
 		if err != nil {
 			s.log.Debug("dropping an extracted fact", "reason", err)
@@ -56,10 +58,10 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 	if len(prepared) == 0 {
 		return []AddResult{}, nil
 	}
-	if err := s.embedAll(ctx, prepared); err != nil {
+	if err := (*writer)(s).embedAll(ctx, prepared); err != nil {
 		return nil, err
 	}
-	return s.storeGroup(ctx, prepared)
+	return (*writer)(s).storeGroup(ctx, prepared)
 }
 
 func validateMessages(fe *fieldErrors, msgs []Message) {
@@ -93,7 +95,7 @@ type extractedFact struct {
 }
 
 // askFacts sends the conversation to the LLM and parses its facts.
-func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, error) {
+func (s *writer) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	system := fmt.Sprintf(extractSystem, strings.Join(s.ownerCategoryNames(), ", "), s.policy.Limits.MaxFactsPerExtraction)
@@ -103,7 +105,7 @@ func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, 
 		// conversation reaches the model, and no pattern spans two messages.
 		// One line each, structure neutralized: a message cannot forge a
 		// line of another speaker.
-		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), promptText(s.redactor.redacted(m.Content)))
+		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), textguard.PromptText(s.redactor.Redacted(m.Content)))
 	}
 	answer, err := s.llm.CompleteJSON(actx, system, conv.String())
 	if err != nil {
@@ -132,7 +134,7 @@ func (s *Store) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, 
 // ownerCategoryNames are the categories an extraction may write: not the
 // global ones (a conversation of one owner never writes what every owner's
 // prompt shows).
-func (s *Store) ownerCategoryNames() []string {
+func (s *writer) ownerCategoryNames() []string {
 	var names []string
 	for _, c := range s.policy.Categories {
 		if !c.Global {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // fuzzStore is a Store with a policy and a redactor and nothing else:
@@ -42,7 +44,7 @@ func FuzzPrepareAdd(f *testing.F) {
 		s := stores[int(guard)%len(guards)]
 		req := AddRequest{Owner: owner, Agent: agent, Session: session, Source: Source(source),
 			Content: content, Category: category, Importance: importance, TTL: ttl}
-		p, err := s.prepareAdd(req, &fieldErrors{})
+		p, err := (*writer)(s).prepareAdd(req, &fieldErrors{})
 		if err != nil {
 			if errors.Is(err, ErrProtected) {
 				return
@@ -83,13 +85,13 @@ func FuzzPrepareAdd(f *testing.F) {
 			t.Fatalf("stores blank content from %q", content)
 		case strings.IndexFunc(stored, isForbiddenControl) >= 0:
 			t.Fatalf("stores a control character: %q", stored)
-		case stored != s.redactor.redacted(content):
+		case stored != s.redactor.Redacted(content):
 			t.Fatalf("stores %q, not the redacted input", stored)
 		}
-		if left := leftover(s.redactor, stored); left != "" {
+		if left := s.redactor.Leftover(stored); left != "" {
 			t.Fatalf("stores a secret (%s) in %q", left, stored)
 		}
-		reason := detectInjection(stored)
+		reason := textguard.DetectInjection(stored)
 		if mode == GuardReject && reason != "" {
 			t.Fatalf("guard Reject stored %q (%s)", stored, reason)
 		}

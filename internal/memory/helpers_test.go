@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engram-dev/engram/internal/memory/modelapi"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -231,9 +232,7 @@ func (f *fakeChat) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeChat) llm() LLM {
-	l := NewLLM(LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake"}, "test-key", f.srv.Client())
-	l.(*openAIChat).client.backoff = time.Millisecond
-	return l
+	return modelapi.NewLLM(LLMConfig{Endpoint: f.srv.URL + "/v1", Model: "fake"}, "test-key", f.srv.Client(), modelapi.WithBackoff(time.Millisecond))
 }
 
 // testOwner is the runtime a test tenant belongs to.

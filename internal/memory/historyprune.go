@@ -25,7 +25,7 @@ import (
 // CTEs of one statement on one snapshot, but Citus may run them one after
 // another, and a prune inside the update's statement would count the new
 // row on one and not on the other.
-func (s *Store) updateAndPrune(ctx context.Context, tx dbtx, id, sql string, args ...any) (Memory, error) {
+func (s *maintenance) updateAndPrune(ctx context.Context, tx dbtx, id, sql string, args ...any) (Memory, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue(s.pruneHistoryQuery(), id, s.policy.Limits.MaxHistoryPerMemory)
@@ -44,7 +44,7 @@ func (s *Store) updateAndPrune(ctx context.Context, tx dbtx, id, sql string, arg
 
 // pruneHistoryQuery deletes the history rows of memory $1 but its first
 // and its newest $2, through the (memory_id, id) index.
-func (s *Store) pruneHistoryQuery() string {
+func (s *maintenance) pruneHistoryQuery() string {
 	h := s.sql.history
 	return `DELETE FROM ` + h + ` AS ph
 		WHERE ph.memory_id = $1

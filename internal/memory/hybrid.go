@@ -65,7 +65,7 @@ const hybridAttempts = 2
 // candidates. Its rows are memoryColumns, vs, ts, ds, then the score, the
 // bound B (NULL when no distance is known) and the number of vector
 // candidates, ordered by score DESC, id and limited to k.
-func (s *Store) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuery {
+func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuery {
 	a := &args{}
 	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
@@ -126,7 +126,7 @@ func (r hybridResult) exact(k, n int) bool {
 // with a growing candidate set while the bound cannot prove the result
 // exact, then the one-phase query. It also returns which query answered: 0
 // and 1 the owner-local attempts, hybridAttempts the one-phase query.
-func (s *Store) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchRequest, vec []float32, k int) ([]SearchHit, int, error) {
+func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchRequest, vec []float32, k int) ([]SearchHit, int, error) {
 	n := hybridFirstCandidates(k)
 	for attempt := range hybridAttempts {
 		r, err := s.runHybrid(ctx, db, s.hybridSQL(req, vec, k, n))
@@ -146,10 +146,10 @@ func (s *Store) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchRe
 }
 
 // runHybrid runs one owner-local attempt.
-func (s *Store) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (hybridResult, error) {
+func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (hybridResult, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return hybridResult{}, s.dbErr("searching", err)
+		return hybridResult{}, dbErr("searching", err)
 	}
 	defer rows.Close()
 	w := s.policy.Search
@@ -159,14 +159,14 @@ func (s *Store) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (h
 		var bound *float64
 		m, err := scanMemory(rows, &h.VectorScore, &h.TextScore, &h.DecayScore, &res.lastScore, &bound, &res.candidates)
 		if err != nil {
-			return hybridResult{}, s.dbErr("searching", err)
+			return hybridResult{}, dbErr("searching", err)
 		}
 		h.Memory = m
 		h.Score = w.VectorWeight*h.VectorScore + w.TextWeight*h.TextScore + w.DecayWeight*h.DecayScore
 		res.hits, res.bound = append(res.hits, h), bound
 	}
 	if err := rows.Err(); err != nil {
-		return hybridResult{}, s.dbErr("searching", err)
+		return hybridResult{}, dbErr("searching", err)
 	}
 	return res, nil
 }

@@ -42,14 +42,14 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	b.Run("hybrid-one-phase", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, query, vec := pick()
-			_, _, err := f.store.runSearch(ctx(b), f.store.pool, SearchHybrid, f.store.buildSearch(SearchHybrid, req(owner, query), vec, 10, true))
+			_, _, err := (*reader)(f.store).runSearch(ctx(b), f.store.pool, SearchHybrid, (*reader)(f.store).buildSearch(SearchHybrid, req(owner, query), vec, 10, true))
 			return err
 		})
 	})
 	b.Run("hybrid-owner-local", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, query, vec := pick()
-			_, attempt, err := f.store.hybridAttempts(ctx(b), f.store.pool, req(owner, query), vec, 10)
+			_, attempt, err := (*reader)(f.store).hybridAttempts(ctx(b), f.store.pool, req(owner, query), vec, 10)
 			answered[attempt]++
 			return err
 		})
@@ -61,14 +61,14 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	b.Run("vector-filtered-4k+32", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, _, vec := pick()
-			_, _, err := f.store.runSearch(ctx(b), f.store.pool, SearchVector, f.store.buildVectorSearch(vreq(owner), vec, 10, 4*10+32))
+			_, _, err := (*reader)(f.store).runSearch(ctx(b), f.store.pool, SearchVector, (*reader)(f.store).buildVectorSearch(vreq(owner), vec, 10, 4*10+32))
 			return err
 		})
 	})
 	b.Run("vector-filtered-owner-local", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, _, vec := pick()
-			_, err := f.store.searchSQL(ctx(b), SearchVector, vreq(owner), vec, 10)
+			_, err := (*reader)(f.store).searchSQL(ctx(b), SearchVector, vreq(owner), vec, 10)
 			return err
 		})
 	})
@@ -87,21 +87,21 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	})
 	owner, query, vec := pick()
 	for name, q := range map[string]searchQuery{
-		"hybrid one-phase":      f.store.buildSearch(SearchHybrid, req(owner, query), vec, 10, true),
-		"hybrid owner-local":    f.store.hybridSQL(req(owner, query), vec, 10, hybridFirstCandidates(10)),
-		"vector filtered 4k+32": f.store.buildVectorSearch(vreq(owner), vec, 10, 4*10+32),
-		"vector filtered first": f.store.buildSearch(SearchVector, vreq(owner), vec, 10, false),
+		"hybrid one-phase":      (*reader)(f.store).buildSearch(SearchHybrid, req(owner, query), vec, 10, true),
+		"hybrid owner-local":    (*reader)(f.store).hybridSQL(req(owner, query), vec, 10, hybridFirstCandidates(10)),
+		"vector filtered 4k+32": (*reader)(f.store).buildVectorSearch(vreq(owner), vec, 10, 4*10+32),
+		"vector filtered first": (*reader)(f.store).buildSearch(SearchVector, vreq(owner), vec, 10, false),
 	} {
 		b.Logf("%s (query %q of %s):\n%s", name, query, owner, explainBuffers(b, f, q.sql, q.args...))
 	}
-	hq := f.store.hybridSQL(req(owner, query), vec, 10, hybridFirstCandidates(10))
+	hq := (*reader)(f.store).hybridSQL(req(owner, query), vec, 10, hybridFirstCandidates(10))
 	b.Logf("hybrid owner-local, generic plan (as a prepared statement may get after 5 runs):\n%s", explainGeneric(b, f, hq.sql, hq.args...))
 	sql, args := f.store.ContextQuery(ContextRequest{Owner: owner, Query: query}, vec, 1000)
 	b.Logf("context (query %q of %s):\n%s", query, owner, explainBuffers(b, f, sql, args...))
 	addCost(b, f, r, func() time.Duration {
 		owner, query, vec := pick()
 		start := time.Now()
-		if _, _, err := f.store.hybridAttempts(ctx(b), f.store.pool, req(owner, query), vec, 10); err != nil {
+		if _, _, err := (*reader)(f.store).hybridAttempts(ctx(b), f.store.pool, req(owner, query), vec, 10); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	pgv "github.com/pgvector/pgvector-go"
 
@@ -29,7 +30,7 @@ var (
 // global (tenant-wide rows under GlobalOwner).
 func equivalencePolicy(p *Policy) {
 	p.Categories = append(p.Categories,
-		Category{Name: "shared", HalfLife: 20 * day, Priority: 10, Global: true},
+		Category{Name: "shared", HalfLife: Duration(20 * 24 * time.Hour), Priority: 10, Global: true},
 		Category{Name: "fact", Priority: 5})
 }
 
@@ -118,11 +119,11 @@ func compareHybrid(t *testing.T, f *fixture, what string, req SearchRequest, vec
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx(t)) }()
-	got, attempt, err := f.store.hybridAttempts(ctx(t), tx, req, vec, k)
+	got, attempt, err := (*reader)(f.store).hybridAttempts(ctx(t), tx, req, vec, k)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	want, _, err := f.store.runSearch(ctx(t), tx, SearchHybrid, f.store.buildSearch(SearchHybrid, req, vec, k, true))
+	want, _, err := (*reader)(f.store).runSearch(ctx(t), tx, SearchHybrid, (*reader)(f.store).buildSearch(SearchHybrid, req, vec, k, true))
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -290,11 +291,11 @@ func TestHybridLargeVectorsTakeTheOnePhaseQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx(t)) }()
-	got, err := f.store.searchIn(ctx(t), tx, SearchHybrid, req, vec[0], 5)
+	got, err := (*reader)(f.store).searchIn(ctx(t), tx, SearchHybrid, req, vec[0], 5)
 	if err != nil || len(got) != 5 {
 		t.Fatalf("%d hits, %v", len(got), err)
 	}
-	want, _, err := f.store.runSearch(ctx(t), tx, SearchHybrid, f.store.buildSearch(SearchHybrid, req, vec[0], 5, true))
+	want, _, err := (*reader)(f.store).runSearch(ctx(t), tx, SearchHybrid, (*reader)(f.store).buildSearch(SearchHybrid, req, vec[0], 5, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,11 +344,11 @@ func TestFilteredVectorSearchWidens(t *testing.T) {
 		{Owner: "ann", Mode: SearchVector, Categories: []string{"project"}},
 		{Owner: "ann", Mode: SearchVector, Categories: []string{"project"}, ExcludeFlagged: true},
 	} {
-		got, err := f.store.searchSQL(ctx(t), SearchVector, req, q, 10)
+		got, err := (*reader)(f.store).searchSQL(ctx(t), SearchVector, req, q, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _, err := f.store.runSearch(ctx(t), f.store.pool, SearchVector, f.store.buildSearch(SearchVector, req, q, 10, true))
+		want, _, err := (*reader)(f.store).runSearch(ctx(t), f.store.pool, SearchVector, (*reader)(f.store).buildSearch(SearchVector, req, q, 10, true))
 		if err != nil {
 			t.Fatal(err)
 		}

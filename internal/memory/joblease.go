@@ -21,7 +21,7 @@ const DefaultJobLeaseTTL = 10 * time.Minute
 // lease alive through such a wait; a killed run's lease then blocks the next
 // run for at most that long.
 func JobLeaseTTLFor(sess SessionSettings) time.Duration {
-	sess = sess.withDefaults()
+	sess = sess.WithDefaults()
 	return 2*(sess.LockTimeout+sess.StatementTimeout) + time.Minute
 }
 
@@ -46,20 +46,20 @@ const leaseReleaseTimeout = 10 * time.Second
 // canceled with ErrLeaseLost as its cause.
 func (s *Store) WithJobLock(ctx context.Context, fn func(context.Context) error) error {
 	holder := leaseHolder()
-	if err := s.takeLease(ctx, holder); err != nil {
+	if err := (*maintenance)(s).takeLease(ctx, holder); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	renewing := make(chan struct{})
 	go func() {
 		defer close(renewing)
-		s.keepLease(runCtx, holder, cancel)
+		(*maintenance)(s).keepLease(runCtx, holder, cancel)
 	}()
 	err := fn(runCtx)
 	lost := errors.Is(context.Cause(runCtx), ErrLeaseLost)
 	cancel(nil)
 	<-renewing
-	s.releaseLease(ctx, holder)
+	(*maintenance)(s).releaseLease(ctx, holder)
 	if lost && err != nil {
 		return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 	}
@@ -76,13 +76,13 @@ func leaseHolder() string {
 // takeLease takes the maintenance lease when it is free or expired. Two
 // runs racing for it are serialized by the row lock of the UPDATE: the
 // second one re-reads the row and finds it held.
-func (s *Store) takeLease(ctx context.Context, holder string) error {
+func (s *maintenance) takeLease(ctx context.Context, holder string) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+`
 		SET holder = $2, expires_at = now() + make_interval(secs => $3)
 		WHERE name = $1 AND (holder IS NULL OR expires_at IS NULL OR expires_at < now())`,
 		maintenanceLock, holder, s.leaseTTL.Seconds())
 	if err != nil {
-		return s.dbErr("taking the maintenance lease", err)
+		return dbErr("taking the maintenance lease", err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
@@ -92,7 +92,7 @@ func (s *Store) takeLease(ctx context.Context, holder string) error {
 
 // leaseHeld explains why the lease could not be taken: ErrLocked with the
 // current holder, or an error when the schema has no lease row at all.
-func (s *Store) leaseHeld(ctx context.Context) error {
+func (s *maintenance) leaseHeld(ctx context.Context) error {
 	var holder *string
 	var until *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT holder, expires_at FROM `+s.sql.jobLocks+` WHERE name = $1`, maintenanceLock).Scan(&holder, &until)
@@ -100,7 +100,7 @@ func (s *Store) leaseHeld(ctx context.Context) error {
 		return fmt.Errorf("taking the maintenance lease: %s has no %q row in job_locks (schema not migrated?)", s.schema, maintenanceLock)
 	}
 	if err != nil {
-		return s.dbErr("reading the maintenance lease", err)
+		return dbErr("reading the maintenance lease", err)
 	}
 	if holder == nil || until == nil {
 		return fmt.Errorf("%w (it was released just now)", ErrLocked)
@@ -111,7 +111,7 @@ func (s *Store) leaseHeld(ctx context.Context) error {
 // keepLease renews the lease every third of its TTL until ctx ends. When
 // another run holds the lease (it expired and was taken over), or two
 // renewals in a row failed, it cancels the run with ErrLeaseLost.
-func (s *Store) keepLease(ctx context.Context, holder string, cancel context.CancelCauseFunc) {
+func (s *maintenance) keepLease(ctx context.Context, holder string, cancel context.CancelCauseFunc) {
 	tick := time.NewTicker(s.leaseTTL / 3)
 	defer tick.Stop()
 	renewed := time.Now()
@@ -147,7 +147,7 @@ func (s *Store) keepLease(ctx context.Context, holder string, cancel context.Can
 
 // releaseLease gives the lease back, if this run still holds it, so the
 // next run need not wait for it to expire.
-func (s *Store) releaseLease(ctx context.Context, holder string) {
+func (s *maintenance) releaseLease(ctx context.Context, holder string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+` SET holder = NULL, expires_at = NULL

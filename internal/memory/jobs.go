@@ -17,8 +17,8 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 		opts.BatchSize = defaultBatchSize
 	}
 	run := map[string]func(context.Context, JobOptions, *JobResult) error{
-		OpDecay: s.decay, OpExpire: s.expire, OpPurge: s.purge, OpCompact: s.compact,
-		OpSummarize: s.summarizeSessions, OpSessions: s.expireSessions,
+		OpDecay: (*maintenance)(s).decay, OpExpire: (*maintenance)(s).expire, OpPurge: (*maintenance)(s).purge, OpCompact: (*maintenance)(s).compact,
+		OpSummarize: (*conversations)(s).summarizeSessions, OpSessions: (*conversations)(s).expireSessions,
 	}[op]
 	if run == nil {
 		return nil, invalid("operation", "%q must be one of %s", op, strings.Join(Operations, ", "))
@@ -36,7 +36,7 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 // decay forgets (soft-deletes) active memories whose decay score is below
 // forgetting.minDecayScore. It walks the table in primary-key order, one
 // batch per statement, so every row is looked at once (no rescans).
-func (s *Store) decay(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult) error {
 	min := s.policy.Forgetting.MinDecayScore
 	if min <= 0 {
 		return nil
@@ -64,7 +64,7 @@ func (s *Store) decay(ctx context.Context, opts JobOptions, res *JobResult) erro
 		var scanned, affected int64
 		err := s.pool.QueryRow(ctx, sql, after, opts.BatchSize, min, s.decayNames, s.decaySeconds).Scan(&last, &scanned, &affected)
 		if err != nil {
-			return s.dbErr("forgetting decayed memories", err)
+			return dbErr("forgetting decayed memories", err)
 		}
 		res.Batches++
 		res.Scanned += scanned
@@ -79,7 +79,7 @@ func (s *Store) decay(ctx context.Context, opts JobOptions, res *JobResult) erro
 // expire soft-deletes memories past their expires_at, a batch per
 // statement, until none is left (rows locked by a concurrent write are
 // skipped and caught by the next run).
-func (s *Store) expire(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *maintenance) expire(ctx context.Context, opts JobOptions, res *JobResult) error {
 	if opts.DryRun {
 		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` WHERE active AND expires_at <= now()`)
 	}
@@ -99,7 +99,7 @@ func (s *Store) expire(ctx context.Context, opts JobOptions, res *JobResult) err
 // retention.purgeInactiveAfter, with their history, a batch per statement.
 // It locks only rows that are due (purgeDueSQL), which no add ever locks
 // (nearest leaves out rows due soon), so it never blocks an add.
-func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *maintenance) purge(ctx context.Context, opts JobOptions, res *JobResult) error {
 	if opts.DryRun {
 		return s.count(ctx, res, `SELECT count(*) FROM `+s.sql.memories+` AS m WHERE `+s.purgeDueSQL(0))
 	}
@@ -114,7 +114,7 @@ func (s *Store) purge(ctx context.Context, opts JobOptions, res *JobResult) erro
 // past the cap does not grow history without bound. They are not counted
 // as affected: those are memories. The partial index
 // memory_history_evicted_idx (migration history_evictions) finds them.
-func (s *Store) purgeEvictions(ctx context.Context, opts JobOptions, res *JobResult) error {
+func (s *maintenance) purgeEvictions(ctx context.Context, opts JobOptions, res *JobResult) error {
 	sql := `WITH e AS (
 			SELECT h.id FROM ` + s.sql.history + ` AS h
 			WHERE h.action = '` + HistoryEvict + `' AND h.created_at < ` + s.keptSinceSQL(0) + `
@@ -124,7 +124,7 @@ func (s *Store) purgeEvictions(ctx context.Context, opts JobOptions, res *JobRes
 	for {
 		var n int
 		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
-			return s.dbErr("purging eviction records", err)
+			return dbErr("purging eviction records", err)
 		}
 		res.Batches++
 		if n < opts.BatchSize {
@@ -135,7 +135,7 @@ func (s *Store) purgeEvictions(ctx context.Context, opts JobOptions, res *JobRes
 
 // purgeDueSQL is the condition (on alias m) of the rows purge deletes, or
 // with a margin, of those it will delete within margin.
-func (s *Store) purgeDueSQL(margin time.Duration) string {
+func (s *maintenance) purgeDueSQL(margin time.Duration) string {
 	return `NOT m.active AND m.deactivated_at < ` + s.keptSinceSQL(margin)
 }
 
@@ -143,14 +143,14 @@ func (s *Store) purgeDueSQL(margin time.Duration) string {
 // purge will not delete within margin: an inactive row deactivated at or
 // after it is not purgeDueSQL(margin); one without a deactivation time is
 // neither (purge never deletes it; add's lookup never compares it).
-func (s *Store) keptSinceSQL(margin time.Duration) string {
+func (s *maintenance) keptSinceSQL(margin time.Duration) string {
 	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter) - margin
 	return fmt.Sprintf(`now() - make_interval(secs => %f)`, retention.Seconds())
 }
 
 // purgeBatchSQL deletes one batch of due rows ($1 of them at most) and
 // their history, and returns how many.
-func (s *Store) purgeBatchSQL() string {
+func (s *maintenance) purgeBatchSQL() string {
 	return `WITH p AS (
 			SELECT m.id FROM ` + s.sql.memories + ` AS m WHERE ` + s.purgeDueSQL(0) + `
 			ORDER BY m.deactivated_at LIMIT $1 FOR UPDATE SKIP LOCKED),
@@ -164,17 +164,17 @@ func (s *Store) purgeBatchSQL() string {
 // neighbour (nearest): longer than any add transaction (which reads now()
 // at its start), so a purge batch never holds a row an add waits for; half
 // the retention when that is shorter.
-func (s *Store) purgeGuard() time.Duration {
+func (s *maintenance) purgeGuard() time.Duration {
 	return min(time.Hour, time.Duration(s.policy.Retention.PurgeInactiveAfter)/2)
 }
 
 // batches runs sql (one parameter: the batch size, returning the rows
 // changed) until a batch changes fewer rows than the batch size.
-func (s *Store) batches(ctx context.Context, opts JobOptions, res *JobResult, what, sql string) error {
+func (s *maintenance) batches(ctx context.Context, opts JobOptions, res *JobResult, what, sql string) error {
 	for {
 		var n int64
 		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
-			return s.dbErr(what, err)
+			return dbErr(what, err)
 		}
 		res.Batches++
 		res.Scanned += n
@@ -186,10 +186,10 @@ func (s *Store) batches(ctx context.Context, opts JobOptions, res *JobResult, wh
 }
 
 // count fills a dry run's counts from one COUNT query.
-func (s *Store) count(ctx context.Context, res *JobResult, sql string) error {
+func (s *maintenance) count(ctx context.Context, res *JobResult, sql string) error {
 	var n int64
 	if err := s.pool.QueryRow(ctx, sql).Scan(&n); err != nil {
-		return s.dbErr("counting", err)
+		return dbErr("counting", err)
 	}
 	res.Batches, res.Scanned, res.Affected = 1, n, n
 	return nil

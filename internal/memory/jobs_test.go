@@ -127,7 +127,7 @@ func TestPurgeDoesNotBlockAdds(t *testing.T) {
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	var n int64
-	if err := tx.QueryRow(ctx(t), f.store.purgeBatchSQL(), 100).Scan(&n); err != nil || n != 20 {
+	if err := tx.QueryRow(ctx(t), (*maintenance)(f.store).purgeBatchSQL(), 100).Scan(&n); err != nil || n != 20 {
 		t.Fatalf("purge batch = %d, %v; want the 20 due rows", n, err)
 	}
 	for _, req := range []AddRequest{

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -15,12 +17,12 @@ const (
 // (counted on the text's and the ids' JSON as each part is added). A
 // document is rendered whole or not at all; each section after the first
 // costs one more token (and byte) for the blank line between sections.
-func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands []candidate, budget int) (*ContextResult, error) {
+func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cands []candidate, budget int) (*ContextResult, error) {
 	constraints, profile, err := s.contextDocuments(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	room := newAnswerBytes(s.answerCap(req.MaxBytes), ContextResult{IDs: []string{}})
+	room := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), ContextResult{IDs: []string{}})
 	truncated := false
 	var parts []string
 	left := budget
@@ -75,7 +77,7 @@ func (s *Store) contextSections(ctx context.Context, req ContextRequest, cands [
 // else the newest) within left tokens and the byte cap, as many whole
 // lines as fit; cut says the byte cap left a line out that the tokens had
 // room for.
-func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left int, room *answerBytes) (string, []string, bool, error) {
+func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left int, room *answerBytes) (string, []string, bool, error) {
 	n := req.MaxEpisodes
 	if n == 0 {
 		n = defaultContextEpisodes
@@ -93,7 +95,7 @@ func (s *Store) contextEpisodes(ctx context.Context, req ContextRequest, left in
 	cut := false
 	used := CountTokens(header)
 	for _, h := range hits {
-		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + promptText(h.Episode.Summary) + "\n"
+		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + textguard.PromptText(h.Episode.Summary) + "\n"
 		if c := CountTokens(line); used+c <= left {
 			if !room.takeText(line, h.Episode.ID) {
 				cut = true

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -36,13 +38,13 @@ func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Docum
 		return nil, err
 	}
 	if req.Version == 0 {
-		return s.currentDocument(ctx, s.pool, req.Owner, req.Agent, req.Kind, "")
+		return (*longTerm)(s).currentDocument(ctx, s.pool, req.Owner, req.Agent, req.Kind, "")
 	}
-	return s.documentAt(ctx, req.Owner, req.Agent, req.Kind, req.Version)
+	return (*longTerm)(s).documentAt(ctx, req.Owner, req.Agent, req.Kind, req.Version)
 }
 
 // currentDocument reads the current version with q (lock "" or " FOR UPDATE").
-func (s *Store) currentDocument(ctx context.Context, q querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
+func (s *longTerm) currentDocument(ctx context.Context, q querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
 	d := &Document{Owner: owner, Agent: agent, Kind: kind}
 	var src string
 	err := q.QueryRow(ctx, `SELECT version, content, source, updated_at FROM `+s.sql.documents+`
@@ -52,7 +54,7 @@ func (s *Store) currentDocument(ctx context.Context, q querier, owner, agent str
 		return d, nil
 	}
 	if err != nil {
-		return nil, s.dbErr("reading the "+string(kind), err)
+		return nil, dbErr("reading the "+string(kind), err)
 	}
 	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
 	return d, nil
@@ -60,7 +62,7 @@ func (s *Store) currentDocument(ctx context.Context, q querier, owner, agent str
 
 // documentAt reads a past version: the after text of its change. Version 0
 // (before the first write) is the empty document.
-func (s *Store) documentAt(ctx context.Context, owner, agent string, kind DocumentKind, version int64) (*Document, error) {
+func (s *longTerm) documentAt(ctx context.Context, owner, agent string, kind DocumentKind, version int64) (*Document, error) {
 	d := &Document{Owner: owner, Agent: agent, Kind: kind, Version: version}
 	if version == 0 {
 		return d, nil
@@ -73,7 +75,7 @@ func (s *Store) documentAt(ctx context.Context, owner, agent string, kind Docume
 		return nil, fmt.Errorf("%s version %d: %w", kind, version, ErrNotFound)
 	}
 	if err != nil {
-		return nil, s.dbErr("reading the "+string(kind), err)
+		return nil, dbErr("reading the "+string(kind), err)
 	}
 	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
 	return d, nil
@@ -105,7 +107,7 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 	}
 	content := ""
 	if req.Content != "" {
-		c, err := s.cleanWithin("content", req.Content, MaxDocumentBytes, fe)
+		c, err := (*writer)(s).cleanWithin("content", req.Content, MaxDocumentBytes, fe)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +125,7 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		cur, err := s.currentDocument(ctx, tx, req.Owner, req.Agent, req.Kind, " FOR UPDATE")
+		cur, err := (*longTerm)(s).currentDocument(ctx, tx, req.Owner, req.Agent, req.Kind, " FOR UPDATE")
 		if err != nil {
 			return err
 		}
@@ -131,14 +133,14 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 			return fmt.Errorf("%w: %s is at version %d, not %d", ErrConflict, req.Kind, cur.Version, *req.IfVersion)
 		}
 		if cur.Version == 0 {
-			if err := s.checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
+			if err := (*longTerm)(s).checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
 				return err
 			}
 		}
-		if out, err = s.writeDocument(ctx, tx, cur, content, src); err != nil {
+		if out, err = (*longTerm)(s).writeDocument(ctx, tx, cur, content, src); err != nil {
 			return err
 		}
-		return s.pruneVersions(ctx, tx, out)
+		return (*longTerm)(s).pruneVersions(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, err
@@ -152,8 +154,8 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 // maxDocumentVersions versions in the changelog) would grow with every
 // new agent id. The caller holds the owner's lock: no concurrent write
 // can create a document between the count and its insert.
-func (s *Store) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
-	n, err := s.countOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
+func (s *longTerm) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
+	n, err := (*reader)(s).countOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func (s *Store) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string
 // writeDocument stores version cur.Version+1 and its change. The update's
 // time is EXCLUDED.updated_at, the column's default now() (Citus refuses a
 // non-immutable function in DO UPDATE SET).
-func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src Source) (*Document, error) {
+func (s *longTerm) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src Source) (*Document, error) {
 	d := &Document{Owner: cur.Owner, Agent: cur.Agent, Kind: cur.Kind, Version: cur.Version + 1, Content: content, Source: src}
 	err := tx.QueryRow(ctx, `INSERT INTO `+s.sql.documents+` (owner_id, agent_id, kind, version, content, source)
 		VALUES ($1, $2, $3, $4, $5, $6)
@@ -172,14 +174,14 @@ func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, con
 			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = EXCLUDED.updated_at
 		RETURNING updated_at`, d.Owner, d.Agent, string(d.Kind), d.Version, content, string(src)).Scan(&d.UpdatedAt)
 	if err != nil {
-		return nil, s.dbErr("writing the "+string(d.Kind), err)
+		return nil, dbErr("writing the "+string(d.Kind), err)
 	}
 	d.UpdatedAt = d.UpdatedAt.UTC()
 	_, err = tx.Exec(ctx, `INSERT INTO `+s.sql.docChanges+` (owner_id, agent_id, kind, version, source, actor_id, before, after)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		d.Owner, d.Agent, string(d.Kind), d.Version, string(src), actorID(ctx), cur.Content, content)
 	if err != nil {
-		return nil, s.dbErr("recording the change of the "+string(d.Kind), err)
+		return nil, dbErr("recording the change of the "+string(d.Kind), err)
 	}
 	return d, nil
 }
@@ -192,7 +194,7 @@ func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, con
 // Every change keeps its before and after texts, so what remains of the
 // changelog still reads on its own; GetDocument of a pruned version is
 // ErrNotFound.
-func (s *Store) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error {
+func (s *longTerm) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error {
 	oldestKept := d.Version - int64(s.policy.Limits.MaxDocumentVersions) + 1
 	if oldestKept <= 1 {
 		return nil
@@ -206,7 +208,7 @@ func (s *Store) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error
 			AND NOT EXISTS (SELECT 1 FROM `+s.sql.sessions+` AS c
 				WHERE c.owner_id = d.owner_id AND c.agent_id = d.agent_id AND c.`+pin+` = d.version)`,
 		d.Owner, d.Agent, string(d.Kind), oldestKept)
-	return s.dbErr("pruning old versions of the "+string(d.Kind), err)
+	return dbErr("pruning old versions of the "+string(d.Kind), err)
 }
 
 // Changelog pages through the writes of an owner's documents, newest
@@ -221,17 +223,9 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	if req.Scope != "" && req.Scope != DocProfile && req.Scope != DocConstraints {
 		fe.add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultChangelogPage
-	}
-	if limit < 1 || limit > maxChangelogPage {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxChangelogPage)
-	}
+	limit := fe.limit(req.Limit, defaultChangelogPage, maxChangelogPage)
 	before, err := decodeSerialCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -249,12 +243,12 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
 		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.add(limit+1), a.list...)
 	if err != nil {
-		return nil, s.dbErr("reading the changelog", err)
+		return nil, dbErr("reading the changelog", err)
 	}
 	page := &ChangelogPage{Items: []ChangelogEntry{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page), scanChange)
+	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), scanChange)
 	if err != nil {
-		return nil, s.dbErr("reading the changelog", err)
+		return nil, dbErr("reading the changelog", err)
 	}
 	page.Items = scan.items
 	page.PageBounds = scan.bounds(func(e ChangelogEntry) string { return encodeSerialCursor(e.ID) })
@@ -274,7 +268,7 @@ func scanChange(rows pgx.Rows) (ChangelogEntry, error) {
 // GetSnapshot returns the document versions a session's context renders.
 // Errors: ValidationError; ErrNotFound (no such session).
 func (s *Store) GetSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
-	return s.snapshot(ctx, owner, sessionID, false, `SELECT c.agent_id, c.profile_version, c.constraints_version
+	return (*longTerm)(s).snapshot(ctx, owner, sessionID, false, `SELECT c.agent_id, c.profile_version, c.constraints_version
 		FROM `+s.sql.sessions+` AS c WHERE c.owner_id = $1 AND c.id = $2`)
 }
 
@@ -282,16 +276,16 @@ func (s *Store) GetSnapshot(ctx context.Context, owner, sessionID string) (*Sess
 // agent's profile and constraints, under the owner's lock (see
 // pruneVersions). Errors: ValidationError; ErrNotFound.
 func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
-	return s.snapshot(ctx, owner, sessionID, true, `UPDATE `+s.sql.sessions+` AS c SET
-			profile_version = `+s.docVersionSQL("c.owner_id", "c.agent_id", DocProfile)+`,
-			constraints_version = `+s.docVersionSQL("c.owner_id", "c.agent_id", DocConstraints)+`
+	return (*longTerm)(s).snapshot(ctx, owner, sessionID, true, `UPDATE `+s.sql.sessions+` AS c SET
+			profile_version = `+(*longTerm)(s).docVersionSQL("c.owner_id", "c.agent_id", DocProfile)+`,
+			constraints_version = `+(*longTerm)(s).docVersionSQL("c.owner_id", "c.agent_id", DocConstraints)+`
 		WHERE c.owner_id = $1 AND c.id = $2
 		RETURNING c.agent_id, c.profile_version, c.constraints_version`)
 }
 
 // snapshot runs sql (reading or moving a snapshot); underOwnerLock runs it
 // in a transaction under the owner's lock.
-func (s *Store) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
+func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
 	fe := &fieldErrors{}
 	sessionKey(fe, owner, sessionID)
 	if err := fe.err(); err != nil {
@@ -303,8 +297,8 @@ func (s *Store) snapshot(ctx context.Context, owner, sessionID string, underOwne
 	}
 	var err error
 	if underOwnerLock {
-		err = s.inTx(ctx, func(tx pgx.Tx) error {
-			if err := s.lockOwner(ctx, tx, owner); err != nil {
+		err = (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
+			if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
 				return err
 			}
 			return scan(tx)
@@ -316,25 +310,25 @@ func (s *Store) snapshot(ctx context.Context, owner, sessionID string, underOwne
 		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, s.dbErr("reading the session's snapshot", err)
+		return nil, dbErr("reading the session's snapshot", err)
 	}
 	return snap, nil
 }
 
 // docVersionSQL is the current version of a document (0 = none), for the
 // owner and agent expressions given.
-func (s *Store) docVersionSQL(owner, agent string, kind DocumentKind) string {
+func (s *longTerm) docVersionSQL(owner, agent string, kind DocumentKind) string {
 	return `coalesce((SELECT d.version FROM ` + s.sql.documents + ` AS d
 		WHERE d.owner_id = ` + owner + ` AND d.agent_id = ` + agent + ` AND d.kind = '` + string(kind) + `'), 0)`
 }
 
 // contextDocuments returns the constraints and profile a context renders:
 // the session's snapshot versions when a session is given, else the current ones.
-func (s *Store) contextDocuments(ctx context.Context, req ContextRequest) (constraints, profile *Document, err error) {
+func (s *longTerm) contextDocuments(ctx context.Context, req ContextRequest) (constraints, profile *Document, err error) {
 	agent := req.Agent
 	var pv, cv int64 = -1, -1
 	if req.Session != "" {
-		snap, err := s.GetSnapshot(ctx, req.Owner, req.Session)
+		snap, err := (*Store)(s).GetSnapshot(ctx, req.Owner, req.Session)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, nil, err
 		}
@@ -358,7 +352,7 @@ func (s *Store) contextDocuments(ctx context.Context, req ContextRequest) (const
 }
 
 // eraseLongTerm deletes the owner's episodes, documents and changes in tx (EraseOwner).
-func (s *Store) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
+func (s *longTerm) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
 	for _, step := range []struct {
 		table, what string
 		count       *int64
@@ -369,7 +363,7 @@ func (s *Store) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res 
 	} {
 		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return s.dbErr("erasing "+step.what, err)
+			return dbErr("erasing "+step.what, err)
 		}
 		*step.count = tag.RowsAffected()
 	}
@@ -388,7 +382,7 @@ func renderDocument(title, content string, left int) (string, int) {
 	var b strings.Builder
 	b.WriteString("## " + title + "\n")
 	for _, line := range strings.Split(content, "\n") {
-		if l := promptText(line); l != "" {
+		if l := textguard.PromptText(line); l != "" {
 			b.WriteString(l + "\n")
 		}
 	}

@@ -49,7 +49,7 @@ var errSessionMoved = errors.New("the session changed while its episode was summ
 // MinEpisodeUserTurns user messages (or keeps the one it has) and, when
 // end is set, archives the session and records its end, in one
 // transaction. Errors: ErrNotFound; *QuotaError (nothing written).
-func (s *Store) settleEpisode(ctx context.Context, owner, id string, end bool) (*settled, error) {
+func (s *longTerm) settleEpisode(ctx context.Context, owner, id string, end bool) (*settled, error) {
 	for attempt := 1; ; attempt++ {
 		plan, err := s.planEpisode(ctx, owner, id)
 		if err != nil {
@@ -66,7 +66,7 @@ func (s *Store) settleEpisode(ctx context.Context, owner, id string, end bool) (
 // planEpisode reads the session and, when it needs an episode, summarizes
 // it. An owner already at its episode quota is refused here, before any
 // LLM call; commitEpisode decides for good under the lock.
-func (s *Store) planEpisode(ctx context.Context, owner, id string) (*episodePlan, error) {
+func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodePlan, error) {
 	plan := &episodePlan{}
 	e, err := scanEpisode(s.pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
 		WHERE e.owner_id = $1 AND e.session_id = $2`, owner, id))
@@ -75,7 +75,7 @@ func (s *Store) planEpisode(ctx context.Context, owner, id string) (*episodePlan
 		plan.existing = &e
 		return plan, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, s.dbErr("reading the episode", err)
+		return nil, dbErr("reading the episode", err)
 	}
 	var turns int
 	var agent string
@@ -87,7 +87,7 @@ func (s *Store) planEpisode(ctx context.Context, owner, id string) (*episodePlan
 		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, s.dbErr("counting the session's turns", err)
+		return nil, dbErr("counting the session's turns", err)
 	}
 	if turns < MinEpisodeUserTurns {
 		return plan, nil
@@ -101,29 +101,29 @@ func (s *Store) planEpisode(ctx context.Context, owner, id string) (*episodePlan
 	}
 	plan.episode = &Episode{ID: newID(), Owner: owner, SessionID: id, Agent: agent, Summary: summary, Method: method,
 		UserTurns: turns, StartedAt: first.UTC(), EndedAt: last.UTC()}
-	plan.vec = s.embedSummary(ctx, summary)
+	plan.vec = (*conversations)(s).embedSummary(ctx, summary)
 	return plan, nil
 }
 
 // summarizeSession summarizes the newest messages of a session (LLM, else extractive).
-func (s *Store) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
-	msgs, err := s.lastMessages(ctx, s.pool, owner, id, maxEpisodeMessages)
+func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
+	msgs, err := (*conversations)(s).lastMessages(ctx, s.pool, owner, id, maxEpisodeMessages)
 	if err != nil {
 		return "", "", err
 	}
 	lines := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		lines = append(lines, s.summaryLine(m))
+		lines = append(lines, (*conversations)(s).summaryLine(m))
 	}
 	input, _ := newestWithin(lines, maxExtractPromptChars)
-	summary, method := s.summarize(ctx, strings.Split(input, "\n"))
+	summary, method := (*conversations)(s).summarize(ctx, strings.Split(input, "\n"))
 	return summary, method, nil
 }
 
 // checkEpisodeQuota refuses one more episode of an owner at
 // limits.maxEpisodesPerOwner.
-func (s *Store) checkEpisodeQuota(ctx context.Context, q querier, owner string) error {
-	n, err := s.countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
+func (s *longTerm) checkEpisodeQuota(ctx context.Context, q querier, owner string) error {
+	n, err := (*reader)(s).countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
 	if err != nil {
 		return err
 	}
@@ -135,13 +135,13 @@ func (s *Store) checkEpisodeQuota(ctx context.Context, q querier, owner string) 
 // Unless last, a session that received messages since the plan is
 // errSessionMoved (plan again); an episode written meanwhile by another
 // writer is kept and returned.
-func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episodePlan, end, last bool) (*settled, error) {
+func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *episodePlan, end, last bool) (*settled, error) {
 	out := &settled{episode: plan.existing}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, owner); err != nil {
+	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
+		if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		sess, err := s.getSession(ctx, tx, owner, id, " FOR UPDATE")
+		sess, err := (*conversations)(s).getSession(ctx, tx, owner, id, " FOR UPDATE")
 		if err != nil {
 			return err
 		}
@@ -159,7 +159,7 @@ func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episo
 		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
 			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
 		out.endedAt = out.endedAt.UTC()
-		return s.dbErr("ending the session", err)
+		return dbErr("ending the session", err)
 	})
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episo
 
 // insertEpisode inserts the planned episode after checking the quota, or
 // returns the one another writer stored first (both under the owner's lock).
-func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan) (*Episode, error) {
+func (s *longTerm) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan) (*Episode, error) {
 	e := plan.episode
 	got, err := scanEpisode(tx.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
 		WHERE e.owner_id = $1 AND e.session_id = $2`, e.Owner, e.SessionID))
@@ -177,7 +177,7 @@ func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan)
 		return &got, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.dbErr("reading the episode", err)
+		return nil, dbErr("reading the episode", err)
 	}
 	if err := s.checkEpisodeQuota(ctx, tx, e.Owner); err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+episodeColumns,
 		e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec))
 	if err != nil {
-		return nil, s.dbErr("writing the episode", err)
+		return nil, dbErr("writing the episode", err)
 	}
 	return &got, nil
 }

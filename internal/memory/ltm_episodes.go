@@ -40,7 +40,7 @@ func scanEpisode(row pgx.Row, extra ...any) (Episode, error) {
 // for conversation.archiveAfter, else sessionIdleTTL) before the sessions
 // job archives or deletes them; at most maxIdleEpisodesPerRun a run. res
 // is not changed: the job's counts stay those of sessions archived and deleted.
-func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
+func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 	c := s.policy.Conversation
 	idle := c.ArchiveAfter
 	if idle == 0 || (c.SessionIdleTTL > 0 && c.SessionIdleTTL < idle) {
@@ -62,7 +62,7 @@ func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun,
 		s.policy.Limits.MaxEpisodesPerOwner)
 	if err != nil {
-		return s.dbErr("finding idle sessions without an episode", err)
+		return dbErr("finding idle sessions without an episode", err)
 	}
 	type key struct{ owner, id string }
 	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
@@ -70,7 +70,7 @@ func (s *Store) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		return k, r.Scan(&k.owner, &k.id)
 	})
 	if err != nil {
-		return s.dbErr("finding idle sessions without an episode", err)
+		return dbErr("finding idle sessions without an episode", err)
 	}
 	for _, k := range keys {
 		_, err := s.settleEpisode(ctx, k.owner, k.id, false)
@@ -104,7 +104,7 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	out, err := s.settleEpisode(ctx, req.Owner, req.SessionID, true)
+	out, err := (*longTerm)(s).settleEpisode(ctx, req.Owner, req.SessionID, true)
 	if err != nil {
 		return nil, err
 	}
@@ -134,22 +134,16 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	if req.Query != "" {
 		fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultEpisodeLimit
-	}
-	if limit < 1 || limit > maxEpisodeLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxEpisodeLimit)
-	}
+	limit := fe.limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
-	hits, err := s.searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
+	hits, err := (*longTerm)(s).searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
 	if err != nil {
 		return nil, err
 	}
 	res := &EpisodeSearchResult{Results: []EpisodeHit{}}
-	n := fitRanked(newAnswerBytes(s.answerCap(req.MaxBytes), res), hits)
+	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
 	res.Results = hits[:n]
 	if n < len(hits) {
 		res.Truncated, res.Omitted = true, len(hits)-n
@@ -157,7 +151,7 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	return res, nil
 }
 
-func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
+func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
 	a := &args{}
 	where := `e.owner_id = ` + a.add(owner)
 	if agent != "" {
@@ -166,7 +160,7 @@ func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, 
 	recency := `exp(-ln(2) / ` + a.add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
 	vs, ts, from := `0::float8`, `0::float8`, s.sql.episodes+` AS e`
 	if query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.redacted(query)})
+		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(query)})
 		if err != nil || len(vecs) != 1 {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
@@ -187,14 +181,14 @@ func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, 
 	}
 	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
-		return nil, s.dbErr("searching episodes", err)
+		return nil, dbErr("searching episodes", err)
 	}
 	defer rows.Close()
 	hits := []EpisodeHit{}
 	for rows.Next() {
 		var h EpisodeHit
 		if h.Episode, err = scanEpisode(rows, &h.VectorScore, &h.TextScore, &h.RecencyScore); err != nil {
-			return nil, s.dbErr("searching episodes", err)
+			return nil, dbErr("searching episodes", err)
 		}
 		h.Score = w.VectorWeight*h.VectorScore + w.TextWeight*h.TextScore + w.DecayWeight*h.RecencyScore
 		if query == "" {
@@ -206,7 +200,7 @@ func (s *Store) searchEpisodes(ctx context.Context, owner, agent, query string, 
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.dbErr("searching episodes", err)
+		return nil, dbErr("searching episodes", err)
 	}
 	return hits, nil
 }

@@ -7,21 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// hasGlobal reports whether the policy has a global category.
-func (p *Policy) hasGlobal() bool {
-	for _, c := range p.Categories {
-		if c.Global {
-			return true
-		}
-	}
-	return false
-}
-
 // ownerMatch is the owner condition of search and context for the owner
 // bound to placeholder ph: the owner's rows and, when the policy has global
 // categories, the tenant-wide ones.
-func (s *Store) ownerMatch(ph string) string {
-	if !s.policy.hasGlobal() {
+func (s *longTerm) ownerMatch(ph string) string {
+	if !s.policy.HasGlobal() {
 		return `m.owner_id = ` + ph
 	}
 	return `m.owner_id IN (` + ph + `, '` + GlobalOwner + `')`
@@ -30,7 +20,7 @@ func (s *Store) ownerMatch(ph string) string {
 // routeGlobal moves a write of a global category to GlobalOwner, without
 // agent or session (tenant-wide knowledge belongs to no conversation).
 // Only the user or the system may write it.
-func (s *Store) routeGlobal(req *AddRequest) error {
+func (s *longTerm) routeGlobal(req *AddRequest) error {
 	c, ok := s.policy.Category(req.Category)
 	if !ok || !c.Global {
 		return nil
@@ -52,20 +42,12 @@ func (s *Store) routeGlobal(req *AddRequest) error {
 // Session are ignored. Errors: ValidationError.
 func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, error) {
 	fe := &fieldErrors{}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultListLimit
-	}
-	if limit < 1 || limit > maxListLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
-	}
+	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	if c, ok := s.policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
 		fe.add("category", "%q is not a global category of this runtime's policy", req.Category)
 	}
 	after, afterID, err := decodeCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
@@ -79,7 +61,7 @@ func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, err
 		sql += ` AND (m.updated_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
 	}
 	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return s.memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
+	return (*reader)(s).memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
 }
 
 // updatedCursor is the cursor after m in a list ordered by (updated_at, id).
@@ -106,7 +88,7 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
 			SELECT id, owner_id, 'delete', $3, $4, content FROM upd`, id, GlobalOwner, string(source), actorID(ctx))
 		if err != nil {
-			return s.dbErr("deleting global memory "+id, err)
+			return dbErr("deleting global memory "+id, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("global memory %s: %w", id, ErrNotFound)

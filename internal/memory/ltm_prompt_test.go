@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 func TestNewestWithinKeepsTheNewestCharacters(t *testing.T) {
@@ -32,8 +34,8 @@ func TestNeutralizeRoles(t *testing.T) {
 		"the username: bob":              "the username: bob",
 		"tool:call and Human: and AI: x": "tool (quoted) -call and human (quoted) - and ai (quoted) - x",
 	} {
-		if got := neutralizeStructure(in); got != want {
-			t.Errorf("neutralizeStructure(%q) = %q, want %q", in, got, want)
+		if got := textguard.NeutralizeStructure(in); got != want {
+			t.Errorf("textguard.NeutralizeStructure(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ func mergeSource(nb *neighbour, p *preparedAdd) Source {
 // neither category is allowed, or when one of them is protected and src
 // is not user: merging would take a protected fact out of its protection
 // (or put the other writer's words into it); the caller keeps the two apart.
-func (s *Store) mergeCategory(nb *neighbour, p *preparedAdd, src Source) (string, bool) {
+func (s *writer) mergeCategory(nb *neighbour, p *preparedAdd, src Source) (string, bool) {
 	protected := func(category string) bool { return s.protectedFor(category, SourceAgent) }
 	if src != SourceUser && (protected(nb.category) || protected(p.req.Category)) {
 		return "", false

@@ -24,7 +24,7 @@ type dbtx interface {
 // the database). Waits are bounded by the session's lock_timeout.
 func (s *Store) lockOwner(ctx context.Context, tx dbtx, owner string) error {
 	if _, err := tx.Exec(ctx, s.LockOwnerQuery(), owner); err != nil {
-		return s.dbErr("locking owner", err)
+		return dbErr("locking owner", err)
 	}
 	return nil
 }

@@ -84,17 +84,17 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	}
 	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
-		return nil, s.dbErr("listing owners", err)
+		return nil, dbErr("listing owners", err)
 	}
 	page := &OwnersPage{Items: []OwnerSummary{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
+	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
 		var o OwnerSummary
 		err := r.Scan(&o.Owner, &o.Active, &o.Inactive, &o.LastActivity)
 		o.LastActivity = o.LastActivity.UTC()
 		return o, err
 	})
 	if err != nil {
-		return nil, s.dbErr("listing owners", err)
+		return nil, dbErr("listing owners", err)
 	}
 	page.Items = scan.items
 	page.PageBounds = scan.bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
@@ -108,17 +108,9 @@ func checkOwnersRequest(req OwnersRequest) (int, string, error) {
 	if req.Only != "" {
 		fe.owner(req.Only)
 	}
-	limit := req.Limit
-	if limit == 0 {
-		limit = defaultListLimit
-	}
-	if limit < 1 || limit > maxListLimit {
-		fe.add("limit", "%d must be within 1..%d", req.Limit, maxListLimit)
-	}
+	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
 	after, err := decodeOwnerCursor(req.Cursor)
-	if err != nil {
-		fe.add("cursor", "is not a cursor returned by a previous page")
-	}
+	fe.cursor(err)
 	return limit, after, fe.err()
 }
 

@@ -25,9 +25,9 @@ func ownerLexeme(ph string) string {
 // q (only stop words) stays empty: it matches nothing, and the index
 // returns nothing for it, where q AND the lexeme would return every row of
 // the owner for `m.tsv @@ q` to reject.
-func (s *Store) ownerTextQuery(ph, q string) string {
+func (s *reader) ownerTextQuery(ph, q string) string {
 	owners := ownerLexeme(ph)
-	if s.policy.hasGlobal() {
+	if s.policy.HasGlobal() {
 		owners = `(` + owners + ` || ` + ownerLexeme(`'`+GlobalOwner+`'`) + `)`
 	}
 	return `CASE WHEN numnode(` + q + `) = 0 THEN ` + q + ` ELSE ` + q + ` && ` + owners + ` END`
@@ -42,7 +42,7 @@ func orQuery(ph string) string {
 // textQueries is a one-row SELECT of req's text query: q, the OR query the
 // rows' words are tested and ranked with, and qo, the same with the owner's
 // lexeme for the owner's text index (ownerTextQuery).
-func (s *Store) textQueries(a *args, req SearchRequest) string {
+func (s *reader) textQueries(a *args, req SearchRequest) string {
 	return `SELECT x AS q, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` AS qo FROM (SELECT ` + orQuery(a.add(req.Query)) + ` AS x) AS x`
 }
 

@@ -134,7 +134,7 @@ func TestOwnerLocalSearchIsExact(t *testing.T) {
 
 	check := func(owner string, q []float32, want []string, wantSims []float64) {
 		t.Helper()
-		got, err := f.store.searchSQL(ctx(t), SearchVector, SearchRequest{Owner: owner}, q, 10)
+		got, err := (*reader)(f.store).searchSQL(ctx(t), SearchVector, SearchRequest{Owner: owner}, q, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestOwnerLocalSearchIsExact(t *testing.T) {
 	}
 	ids, sims := bruteForce(rows, "owner-00", qx, 10)
 	check("owner-00", qx, ids, sims)
-	got, err := f.store.searchSQL(ctx(t), SearchVector, SearchRequest{Owner: "owner-00"}, qx, 10)
+	got, err := (*reader)(f.store).searchSQL(ctx(t), SearchVector, SearchRequest{Owner: "owner-00"}, qx, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestOwnerLocalSearchIsExact(t *testing.T) {
 
 	// Only 2 of owner-01's 200 memories pass the category filter: the first
 	// phase's candidates hold neither, so the one-phase query answers.
-	rare, err := f.store.searchSQL(ctx(t), SearchVector, SearchRequest{Owner: "owner-01", Categories: []string{"rare"}}, randomUnit(rng, dims), 10)
+	rare, err := (*reader)(f.store).searchSQL(ctx(t), SearchVector, SearchRequest{Owner: "owner-01", Categories: []string{"rare"}}, randomUnit(rng, dims), 10)
 	if err != nil || len(rare) != 2 {
 		t.Fatalf("category filter: %d results, want 2 (%v)", len(rare), err)
 	}
@@ -192,13 +192,13 @@ func TestOwnerLocalPlans(t *testing.T) {
 	seedInterleaved(t, f, rng, owners, perOwner, dims)
 	f.exec(`VACUUM (ANALYZE) %s`)
 
-	q := f.store.buildSearch(SearchVector, SearchRequest{Owner: "owner-03"}, randomUnit(rng, dims), 10, false)
+	q := (*reader)(f.store).buildSearch(SearchVector, SearchRequest{Owner: "owner-03"}, randomUnit(rng, dims), 10, false)
 	plan := explain(t, f, q.sql, q.args...)
 	if !strings.Contains(plan, "Index Only Scan using "+ownerVectorsIndex) || !strings.Contains(plan, "Heap Fetches: 0") {
 		t.Fatalf("vector search does not read the covering index only:\n%s", plan)
 	}
 
-	plan = explain(t, f, f.store.nearestQuery(dims, false),
+	plan = explain(t, f, (*writer)(f.store).nearestQuery(dims, false),
 		"owner-03", pgv.NewVector(randomUnit(rng, dims)), "memory 7 of owner-03")
 	if !strings.Contains(plan, "Index Only Scan using "+ownerVectorsIndex) || !strings.Contains(plan, "Index Scan using "+ownerVectorsIndex) {
 		t.Fatalf("add's neighbour lookup does not use the covering index (index-only for the vector, by md5 for the text):\n%s", plan)
@@ -231,11 +231,11 @@ func TestOwnerLocalFallbackForLargeVectors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 1))
 	rows := seedInterleaved(t, f, rng, 3, 30, big)
 	q := randomUnit(rng, big)
-	if sq := f.store.buildSearch(SearchVector, SearchRequest{Owner: "owner-01"}, q, 10, false); sq.candidates != 0 {
+	if sq := (*reader)(f.store).buildSearch(SearchVector, SearchRequest{Owner: "owner-01"}, q, 10, false); sq.candidates != 0 {
 		t.Fatalf("%d dimensions took the two-phase query", big)
 	}
 	_, sims := bruteForce(rows, "owner-01", q, 10)
-	got, err := f.store.searchSQL(ctx(t), SearchVector, SearchRequest{Owner: "owner-01"}, q, 10)
+	got, err := (*reader)(f.store).searchSQL(ctx(t), SearchVector, SearchRequest{Owner: "owner-01"}, q, 10)
 	if err != nil || len(got) != 10 {
 		t.Fatalf("search: %d results, %v", len(got), err)
 	}

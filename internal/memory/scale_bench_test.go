@@ -206,7 +206,7 @@ func measureCompaction(b *testing.B, f *fixture, r *rand.Rand) {
 		for runs < 30 {
 			runs++
 			before := res.Pending
-			if err := f.store.compactOwner(ctx(b), "big", JobOptions{BatchSize: defaultBatchSize, OwnerBudget: DefaultCompactOwnerBudget}, res); err != nil {
+			if err := (*maintenance)(f.store).compactOwner(ctx(b), "big", JobOptions{BatchSize: defaultBatchSize, OwnerBudget: DefaultCompactOwnerBudget}, res); err != nil {
 				b.Fatal(err)
 			}
 			if res.Pending == before {

@@ -28,7 +28,7 @@ const notFlagged = ` AND NOT ('` + FlagInjection + `' = ANY(m.flags))`
 // Search is the ranking for callers in the process; an answer to a client
 // is SearchAnswer's, within the byte cap.
 func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, error) {
-	res, err := s.search(ctx, req, nil)
+	res, err := (*reader)(s).search(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -41,11 +41,11 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 // as read (access statistics).
 func (s *Store) SearchAnswer(ctx context.Context, req SearchRequest) (*SearchResult, error) {
 	res := &SearchResult{Results: []SearchHit{}}
-	return s.search(ctx, req, newAnswerBytes(s.answerCap(req.MaxBytes), res))
+	return (*reader)(s).search(ctx, req, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res))
 }
 
 // search ranks and keeps the results that fit b (nil: all of them).
-func (s *Store) search(ctx context.Context, req SearchRequest, b *answerBytes) (*SearchResult, error) {
+func (s *reader) search(ctx context.Context, req SearchRequest, b *answerBytes) (*SearchResult, error) {
 	fe := &fieldErrors{}
 	fe.owner(req.Owner)
 	fe.scope(req.Agent, req.Session)
@@ -66,7 +66,7 @@ func (s *Store) search(ctx context.Context, req SearchRequest, b *answerBytes) (
 	}
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
-	req.Query = s.redactor.redacted(req.Query)
+	req.Query = s.redactor.Redacted(req.Query)
 	var vec []float32
 	if mode != SearchText {
 		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
@@ -110,7 +110,7 @@ type searchQuery struct {
 // owner-local path when the vectors fit the covering index, else (and for
 // hybrid and text) the one-phase query over the owner's rows.
 // legacy forces the one-phase query (searchSQL falls back to it).
-func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
+func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
 	a := &args{}
 	owner, filter := s.searchFilter(a, req)
 	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
@@ -156,8 +156,8 @@ func (s *Store) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k
 // when the policy has global categories, the tenant-wide ones: ownerMatch)
 // and its filters beyond it (agent, session, flags, categories; "" when
 // none), both on alias m.
-func (s *Store) searchFilter(a *args, req SearchRequest) (owner, filter string) {
-	owner = s.ownerMatch(a.add(req.Owner))
+func (s *reader) searchFilter(a *args, req SearchRequest) (owner, filter string) {
+	owner = (*longTerm)(s).ownerMatch(a.add(req.Owner))
 	filter = scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
 		filter += notFlagged
@@ -169,7 +169,7 @@ func (s *Store) searchFilter(a *args, req SearchRequest) (owner, filter string) 
 }
 
 // buildVectorSearch is the two-phase vector search with n candidates.
-func (s *Store) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
+func (s *reader) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
 	a := &args{}
 	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
@@ -188,10 +188,10 @@ func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 		mode = SearchHybrid
 	}
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
-		q := s.hybridSQL(req, vec, req.TopK, hybridFirstCandidates(req.TopK))
+		q := (*reader)(s).hybridSQL(req, vec, req.TopK, hybridFirstCandidates(req.TopK))
 		return q.sql, q.args
 	}
-	q := s.buildSearch(mode, req, vec, req.TopK, false)
+	q := (*reader)(s).buildSearch(mode, req, vec, req.TopK, false)
 	return q.sql, q.args
 }
 
@@ -199,13 +199,13 @@ func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 // cannot see left fewer than k of a full set of candidates, rows beyond the
 // candidates may qualify: a wider set is tried (vectorCandidates), then the
 // one-phase query answers. Hybrid search has its own attempts (hybridAttempts).
-func (s *Store) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+func (s *reader) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
 	return s.searchIn(ctx, s.pool, mode, req, vec, k)
 }
 
 // searchIn is searchSQL on db (tests compare two paths in one transaction,
 // where now() and so the decay scores are the same).
-func (s *Store) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
 		hits, _, err := s.hybridAttempts(ctx, db, req, vec, k)
 		return hits, err
@@ -227,10 +227,10 @@ func (s *Store) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, r
 
 // runSearch runs a built search and scores its rows; it also returns the
 // candidate count of a two-phase query.
-func (s *Store) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
+func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return nil, 0, s.dbErr("searching", err)
+		return nil, 0, dbErr("searching", err)
 	}
 	defer rows.Close()
 	w := s.policy.Search
@@ -244,7 +244,7 @@ func (s *Store) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, 
 		}
 		m, err := scanMemory(rows, extra...)
 		if err != nil {
-			return nil, 0, s.dbErr("searching", err)
+			return nil, 0, dbErr("searching", err)
 		}
 		h.Memory = m
 		switch mode {
@@ -258,7 +258,7 @@ func (s *Store) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, 
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, s.dbErr("searching", err)
+		return nil, 0, dbErr("searching", err)
 	}
 	return hits, candidates, nil
 }

@@ -250,7 +250,7 @@ func TestSmallOwnersInLargeTenant(t *testing.T) {
 	for _, o := range rng.Perm(owners)[:50] {
 		owner := fmt.Sprintf("owner-%03d", o)
 		q := randomUnit(rng, dims)
-		got, err := f.store.searchSQL(ctx(t), SearchVector, SearchRequest{Owner: owner}, q, 10)
+		got, err := (*reader)(f.store).searchSQL(ctx(t), SearchVector, SearchRequest{Owner: owner}, q, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func (s *Store) Stats(ctx context.Context) (*Stats, error) {
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active),
 		count(DISTINCT owner_id) FROM `+s.sql.memories).Scan(&st.Active, &st.Inactive, &st.Owners)
 	if err != nil {
-		return nil, s.dbErr("counting memories", err)
+		return nil, dbErr("counting memories", err)
 	}
 	return &st, nil
 }

@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
-	pgxvec "github.com/pgvector/pgvector-go/pgx"
+
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // Config is what a Store needs.
@@ -43,41 +42,6 @@ type Config struct {
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int
 	Logger           *slog.Logger
-}
-
-// NewPool opens a pgx pool on url with pgvector's types registered on each
-// connection and sess's timeouts set on every session it opens. maxConns
-// <= 0 keeps pgx's default.
-func NewPool(ctx context.Context, url string, maxConns int32, sess SessionSettings) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parsing database URL: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	sess.apply(cfg.ConnConfig.RuntimeParams)
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return pgxvec.RegisterTypes(ctx, c) }
-	cfg.ConnConfig.BuildContextWatcherHandler = keepConnOnCancel
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("opening database pool: %w", err)
-	}
-	return pool, nil
-}
-
-// cancelDeadlineDelay is how long a connection whose query was cancelled
-// waits for the server to end the query before pgx gives up and closes it.
-const cancelDeadlineDelay = 2 * time.Second
-
-// keepConnOnCancel makes a cancelled context (a client that went away, a
-// request timeout) cancel the query with a cancel request and keep the
-// connection. pgx's default sets a past deadline on the socket, which
-// closes the connection: under load every cancelled request then costs a
-// new backend and an authentication on the next acquire (issue 17 measured
-// the raw side at 4 clients below 1 client from this churn).
-func keepConnOnCancel(c *pgconn.PgConn) ctxwatch.Handler {
-	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelDeadlineDelay}
 }
 
 // validateConfig checks a Config before New uses it.
@@ -121,7 +85,7 @@ type Store struct {
 	llm      LLM
 	timeout  time.Duration
 	log      *slog.Logger
-	redactor *redactor
+	redactor *textguard.Redactor
 	access   *accessRecorder
 	sql      queries
 	// halfLives are the categories' half-lives in seconds, as SQL array
@@ -141,7 +105,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg.Policy.Conversation = cfg.Policy.Conversation.Resolved()
-	cfg.Policy.Limits = cfg.Policy.Limits.withQuotaDefaults()
+	cfg.Policy.Limits = cfg.Policy.Limits.WithQuotaDefaults()
 	red, err := newRedactor(cfg.Policy.Redaction)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -183,7 +147,7 @@ func (s *Store) Schema() string { return s.schema }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return s.dbErr("ping", err)
+		return dbErr("ping", err)
 	}
 	return nil
 }
@@ -192,14 +156,14 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return s.dbErr("begin", err)
+		return dbErr("begin", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return s.dbErr("commit", err)
+		return dbErr("commit", err)
 	}
 	return nil
 }

@@ -228,7 +228,7 @@ func TestLockTimeoutIsRetryable(t *testing.T) {
 	}
 
 	_, err = f.store.pool.Exec(ctx(t), `SELECT pg_sleep(5)`)
-	if err = f.store.dbErr("sleeping", err); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrUnavailable) {
+	if err = dbErr("sleeping", err); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("statement past statement_timeout: %v, want ErrBusy", err)
 	}
 }

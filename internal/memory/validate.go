@@ -188,3 +188,22 @@ func checkProtected(p *Policy, category string, src Source) error {
 	}
 	return nil
 }
+
+// limit is a page size asked for: byDefault when v is 0, else v, which
+// must be within 1..most.
+func (f *fieldErrors) limit(v, byDefault, most int) int {
+	if v == 0 {
+		return byDefault
+	}
+	if v < 1 || v > most {
+		f.add("limit", "%d must be within 1..%d", v, most)
+	}
+	return v
+}
+
+// cursor records a page cursor its decoder refused (err).
+func (f *fieldErrors) cursor(err error) {
+	if err != nil {
+		f.add("cursor", "is not a cursor returned by a previous page")
+	}
+}

@@ -2,15 +2,22 @@ package naming
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
+// engineLeaves are the packages of the memory engine that nothing in the
+// engine depends back on (docs/architecture.md): they import no Engram
+// package at all, so each is tested, and can be read, on its own.
+var engineLeaves = []string{"../memory/policy", "../memory/textguard", "../memory/modelapi", "../memory/pg"}
+
 // TestDependencyRule pins the rule of the package doc: naming imports the
 // standard library only, so internal/memory (no Kubernetes imports at all,
-// DESIGN.md) and internal/tenant may use it without pulling Kubernetes in.
+// DESIGN.md) and internal/tenant may use it without pulling Kubernetes in;
+// and the engine's leaves import nothing of Engram.
 func TestDependencyRule(t *testing.T) {
-	for _, pkg := range []string{".", "../memory", "../tenant"} {
+	for _, pkg := range append([]string{".", "../memory", "../tenant"}, engineLeaves...) {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
@@ -25,6 +32,9 @@ func TestDependencyRule(t *testing.T) {
 			}
 			if pkg == "." && d != "github.com/engram-dev/engram/internal/naming" {
 				t.Errorf("naming imports %s; it may import the standard library only", d)
+			}
+			if slices.Contains(engineLeaves, pkg) && strings.HasPrefix(d, "github.com/engram-dev/engram/") && d != "github.com/engram-dev/engram/internal"+strings.TrimPrefix(pkg, "..") {
+				t.Errorf("%s imports %s; a leaf of the engine imports no Engram package", pkg, d)
 			}
 		}
 	}

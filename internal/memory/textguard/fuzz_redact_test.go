@@ -1,4 +1,4 @@
-package memory
+package textguard
 
 import (
 	"encoding/base64"
@@ -10,9 +10,9 @@ import (
 )
 
 // fuzzRedactor has every built-in pattern, as the default policy does.
-func fuzzRedactor(t testing.TB) *redactor {
+func fuzzRedactor(t testing.TB) *Redactor {
 	t.Helper()
-	r, err := newRedactor(DefaultPolicy().Redaction)
+	r, err := NewRedactor(true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,27 +22,6 @@ func fuzzRedactor(t testing.TB) *redactor {
 // anyMarker is a redaction marker of any kind.
 var anyMarker = regexp.MustCompile(`\[REDACTED:[a-z_]+\]`)
 
-// leftover returns a secret a built-in pattern still finds in redacted
-// text (anything but a marker where the secret was), or "".
-func leftover(r *redactor, out string) string {
-	for _, p := range r.patterns {
-		for _, loc := range p.re.FindAllStringSubmatchIndex(out, -1) {
-			m := out[loc[0]:loc[1]]
-			if p.accept != nil && !p.accept(m) {
-				continue
-			}
-			secret := m
-			if p.keep > 0 && loc[2*p.keep] >= 0 {
-				secret = out[loc[2*p.keep+1]:loc[1]]
-			}
-			if !isMarker(strings.TrimSuffix(secret, p.tail)) {
-				return p.kind + ": " + secret
-			}
-		}
-	}
-	return ""
-}
-
 // FuzzRedact: for any text, redaction never panics, keeps valid UTF-8
 // valid, reports a kind exactly when it changed something, is idempotent
 // (stored text is redacted again before it goes to a model), and leaves
@@ -50,7 +29,7 @@ func leftover(r *redactor, out string) string {
 func FuzzRedact(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		r := fuzzRedactor(t)
-		out, kinds := r.redact(s)
+		out, kinds := r.Redact(s)
 		if utf8.ValidString(s) && !utf8.ValidString(out) {
 			t.Fatalf("redact(%q) = %q, not valid UTF-8", s, out)
 		}
@@ -60,10 +39,10 @@ func FuzzRedact(f *testing.F) {
 		if !slices.IsSorted(kinds) || len(slices.Compact(slices.Clone(kinds))) != len(kinds) {
 			t.Fatalf("kinds %v not sorted and unique", kinds)
 		}
-		if again, _ := r.redact(out); again != out {
+		if again, _ := r.Redact(out); again != out {
 			t.Fatalf("redacting twice changes the text:\nin     %q\nonce   %q\ntwice  %q", s, out, again)
 		}
-		if left := leftover(r, out); left != "" {
+		if left := r.Leftover(out); left != "" {
 			t.Fatalf("redact(%q) = %q still holds a secret (%s)", s, out, left)
 		}
 	})
@@ -138,7 +117,7 @@ func FuzzRedactSeeded(f *testing.F) {
 			value = sh.build(value)
 		}
 		in := before + " " + sh.key + value + sh.after + " " + after
-		out, kinds := r.redact(in)
+		out, kinds := r.Redact(in)
 		// What the output may hold besides the redacted secret: the text
 		// around it (itself redacted or not) and the markers.
 		context := anyMarker.ReplaceAllString(before+" "+sh.key+"\x00"+sh.after+" "+after, "\x00")

@@ -1,4 +1,4 @@
-package memory
+package pg
 
 import (
 	"strconv"
@@ -40,8 +40,8 @@ type SessionSettings struct {
 	AsynchronousCommit bool
 }
 
-// withDefaults fills the zero fields: no session runs without both timeouts.
-func (s SessionSettings) withDefaults() SessionSettings {
+// WithDefaults fills the zero fields: no session runs without both timeouts.
+func (s SessionSettings) WithDefaults() SessionSettings {
 	if s.LockTimeout <= 0 {
 		s.LockTimeout = DefaultLockTimeout
 	}
@@ -51,11 +51,11 @@ func (s SessionSettings) withDefaults() SessionSettings {
 	return s
 }
 
-// apply writes the settings into a connection's startup parameters. They
+// Apply writes the settings into a connection's startup parameters. They
 // override the same settings given in the URL or on the role: the engine's
 // guarantees do not depend on how the URL was written.
-func (s SessionSettings) apply(params map[string]string) {
-	s = s.withDefaults()
+func (s SessionSettings) Apply(params map[string]string) {
+	s = s.WithDefaults()
 	params["lock_timeout"] = millis(s.LockTimeout)
 	params["statement_timeout"] = millis(s.StatementTimeout)
 	params["synchronous_commit"] = "on"

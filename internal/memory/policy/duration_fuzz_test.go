@@ -1,4 +1,4 @@
-package memory
+package policy
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package memory
+package textguard
 
 import (
 	"strings"
@@ -14,13 +14,13 @@ import (
 func FuzzNormalizeForGuard(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, formatAsSpace := range []bool{false, true} {
-			once := normalizeForGuard(s, formatAsSpace)
-			if twice := normalizeForGuard(once, formatAsSpace); twice != once {
-				t.Fatalf("normalizeForGuard(formatAsSpace=%v) is not idempotent:\nin    %q\nonce  %q\ntwice %q", formatAsSpace, s, once, twice)
+			once := Normalize(s, formatAsSpace)
+			if twice := Normalize(once, formatAsSpace); twice != once {
+				t.Fatalf("Normalize(formatAsSpace=%v) is not idempotent:\nin    %q\nonce  %q\ntwice %q", formatAsSpace, s, once, twice)
 			}
 			for _, r := range once {
 				if unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Mn, r) {
-					t.Fatalf("normalizeForGuard(%q, %v) = %q keeps %U", s, formatAsSpace, once, r)
+					t.Fatalf("Normalize(%q, %v) = %q keeps %U", s, formatAsSpace, once, r)
 				}
 			}
 		}
@@ -57,7 +57,7 @@ func interleave(s, sep string) string {
 // the letters. Never a panic on any input.
 func FuzzDetectInjection(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
-		reason := detectInjection(s)
+		reason := DetectInjection(s)
 		if reason == "" || !utf8.ValidString(s) {
 			return
 		}
@@ -68,7 +68,7 @@ func FuzzDetectInjection(f *testing.F) {
 			"soft hyphens":   interleave(s, "\u00ad"),
 			"combining mark": interleave(s, "\u0301"),
 		} {
-			if detectInjection(disguised) == "" {
+			if DetectInjection(disguised) == "" {
 				t.Fatalf("%q is caught (%s), but not in %s: %q", s, reason, name, disguised)
 			}
 		}
@@ -88,19 +88,19 @@ func asciiUpper(r rune) rune {
 // space; sanitizing it again changes nothing.
 func FuzzSanitizeForPrompt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
-		out := sanitizeForPrompt(s)
-		if again := sanitizeForPrompt(out); again != out {
-			t.Fatalf("sanitizeForPrompt not idempotent: %q -> %q -> %q", s, out, again)
+		out := SanitizeForPrompt(s)
+		if again := SanitizeForPrompt(out); again != out {
+			t.Fatalf("SanitizeForPrompt not idempotent: %q -> %q -> %q", s, out, again)
 		}
 		if strings.HasPrefix(out, " ") || strings.HasSuffix(out, " ") || strings.Contains(out, "  ") {
-			t.Fatalf("sanitizeForPrompt(%q) = %q: edge or doubled space", s, out)
+			t.Fatalf("SanitizeForPrompt(%q) = %q: edge or doubled space", s, out)
 		}
 		for _, r := range out {
 			if r == utf8.RuneError && !strings.ContainsRune(s, utf8.RuneError) && utf8.ValidString(s) {
-				t.Fatalf("sanitizeForPrompt(%q) invented U+FFFD", s)
+				t.Fatalf("SanitizeForPrompt(%q) invented U+FFFD", s)
 			}
 			if isInvisible(r) || r < 0x20 || r == 0x7f || (unicode.IsSpace(r) && r != ' ') {
-				t.Fatalf("sanitizeForPrompt(%q) = %q keeps %U", s, out, r)
+				t.Fatalf("SanitizeForPrompt(%q) = %q keeps %U", s, out, r)
 			}
 		}
 		if strings.IndexFunc(out, isInvisible) >= 0 {

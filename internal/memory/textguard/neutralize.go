@@ -1,4 +1,4 @@
-package memory
+package textguard
 
 import (
 	"regexp"
@@ -16,14 +16,14 @@ import (
 // own that a model would read as Engram's: a heading ("## constraints"
 // in a profile would make the lines after it look like the user's rules),
 // a speaker label ("SYSTEM:"), a code fence that swallows the sections
-// after it, or an XML-like tag ("</constraints>", "<system>"). promptText
+// after it, or an XML-like tag ("</constraints>", "<system>"). PromptText
 // is the one function every renderer uses for such text.
 
-// promptText makes stored text safe to splice into one line of a prompt:
-// sanitizeForPrompt (one line, no control or invisible characters), then
-// neutralizeStructure.
-func promptText(s string) string {
-	return neutralizeStructure(sanitizeForPrompt(s))
+// PromptText makes stored text safe to splice into one line of a prompt:
+// SanitizeForPrompt (one line, no control or invisible characters), then
+// NeutralizeStructure.
+func PromptText(s string) string {
+	return NeutralizeStructure(SanitizeForPrompt(s))
 }
 
 // structureRules find structure in the folded copy of one line (foldLine);
@@ -55,14 +55,14 @@ var structureRules = []struct {
 	{"tag", regexp.MustCompile(`<\s*/?\s*[A-Za-z_!?|][^<>]*>`), nil},
 }
 
-// neutralizeStructure rewrites the structure in one line of text (see
+// NeutralizeStructure rewrites the structure in one line of text (see
 // structureRules). Matching runs on a folded copy (foldLine: the guard's
 // normalization, rune by rune), so every way of writing a marker that a
 // model reads as the marker is found; only the characters of a marker are
 // rewritten, the rest of the text stays as it was written. It repeats
 // until nothing matches (removing a heading mark may leave a rule line),
 // so the result is a fixed point: neutralizing it again changes nothing.
-func neutralizeStructure(s string) string {
+func NeutralizeStructure(s string) string {
 	for range 8 {
 		out, changed := neutralizeOnce(s)
 		if !changed {
@@ -157,7 +157,7 @@ func (f folded) span(a, b int) (int, int) {
 }
 
 // foldLine folds each rune of s as the injection guard does
-// (normalizeForGuard: compatibility forms, combining marks and format
+// (Normalize: compatibility forms, combining marks and format
 // characters folded or dropped), keeping the origin of every byte. Rune by
 // rune rather than the whole string, so every match maps back to whole
 // original runes. ASCII is its own fold.
@@ -174,7 +174,7 @@ func foldLine(s string) folded {
 		if r < utf8.RuneSelf || foldsToItself(r) {
 			b.WriteRune(r)
 		} else {
-			b.WriteString(normalizeForGuard(string(r), false))
+			b.WriteString(Normalize(string(r), false))
 		}
 		for range b.Len() - n {
 			f.from, f.to = append(f.from, i), append(f.to, i+size)
@@ -194,7 +194,7 @@ func isASCII(s string) bool {
 	return true
 }
 
-// foldsToItself reports runes normalizeForGuard leaves as they are (most
+// foldsToItself reports runes Normalize leaves as they are (most
 // letters of most scripts), without its allocations: no compatibility
 // decomposition, not a combining mark, format character or space.
 func foldsToItself(r rune) bool {
@@ -204,4 +204,17 @@ func foldsToItself(r rune) bool {
 	var buf [utf8.UTFMax]byte
 	n := utf8.EncodeRune(buf[:], r)
 	return unorm.NFKD.Properties(buf[:n]).Decomposition() == nil
+}
+
+// Structure names the first structure rule that still matches s, "" when
+// none: how tests check that a renderer's output holds no structure of the
+// stored text's own.
+func Structure(s string) string {
+	f := foldLine(s)
+	for _, r := range structureRules {
+		if r.re.MatchString(f.text) {
+			return r.name
+		}
+	}
+	return ""
 }

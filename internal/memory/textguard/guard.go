@@ -1,4 +1,4 @@
-package memory
+package textguard
 
 import (
 	"regexp"
@@ -43,18 +43,18 @@ func isInvisible(r rune) bool {
 	return unicode.Is(unicode.Cf, r) && r != 0x200D
 }
 
-// detectInjection returns why s looks like a prompt injection, or "".
-// The phrases are matched on normalizeForGuard(s, ...), so full-width or
+// DetectInjection returns why s looks like a prompt injection, or "".
+// The phrases are matched on Normalize(s, ...), so full-width or
 // mathematical letters, zero-width characters inside words and the like do
 // not hide them.
-func detectInjection(s string) string {
+func DetectInjection(s string) string {
 	if strings.IndexFunc(s, isInvisible) >= 0 {
 		return "invisible or bidirectional Unicode control characters"
 	}
 	// Two readings: format characters deleted (they may split a word,
 	// "ig\u200bnore") and format characters as spaces (they may stand for
 	// the spaces between words, "ignore\u200dall\u200dprevious").
-	for _, folded := range []string{normalizeForGuard(s, false), normalizeForGuard(s, true)} {
+	for _, folded := range []string{Normalize(s, false), Normalize(s, true)} {
 		for _, m := range injectionMarkers {
 			if m.re.MatchString(folded) {
 				return m.reason
@@ -67,7 +67,7 @@ func detectInjection(s string) string {
 // LooksLikeInjection reports whether the injection guard would flag text
 // (whatever the policy's mode): for texts that carry no flag of their own,
 // such as the old contents in a memory's history.
-func LooksLikeInjection(text string) bool { return detectInjection(text) != "" }
+func LooksLikeInjection(text string) bool { return DetectInjection(text) != "" }
 
 // isBlankLetter reports letters that render as nothing and can stand in
 // for a space: the Hangul fillers and the braille blank (they are neither
@@ -76,7 +76,7 @@ func isBlankLetter(r rune) bool {
 	return r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0 || r == 0x2800
 }
 
-// normalizeForGuard folds the ways of writing a phrase that a model reads
+// Normalize folds the ways of writing a phrase that a model reads
 // as the phrase itself, for matching only (it is never stored): format
 // characters (Unicode Cf: zero-width space and joiners, BOM, bidi controls,
 // tag characters) are removed; compatibility forms are folded (NFKC:
@@ -84,7 +84,7 @@ func isBlankLetter(r rune) bool {
 // letters); combining marks are dropped ("ïgnore" is "ignore"); non-ASCII
 // spaces become a space, line and paragraph separators a newline.
 // Look-alike letters of other scripts (Cyrillic "і") are not folded.
-func normalizeForGuard(s string, formatAsSpace bool) string {
+func Normalize(s string, formatAsSpace bool) string {
 	// Invalid UTF-8 first becomes U+FFFD, as strings.Map below would make
 	// it: left in, a stray byte stops NFKD from decomposing the letter
 	// after it ("\xf3à" kept its accent), so normalizing twice differed
@@ -107,10 +107,10 @@ func normalizeForGuard(s string, formatAsSpace bool) string {
 	return unorm.NFKC.String(s)
 }
 
-// sanitizeForPrompt makes stored text safe to splice into a prompt line:
+// SanitizeForPrompt makes stored text safe to splice into a prompt line:
 // invisible characters and control characters removed, all whitespace
 // (newlines included) collapsed, so a memory cannot fake a new section.
-func sanitizeForPrompt(s string) string {
+func SanitizeForPrompt(s string) string {
 	var b strings.Builder
 	space := false
 	for _, r := range s {

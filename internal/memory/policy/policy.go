@@ -1,4 +1,9 @@
-package memory
+// Package policy is the contract of a MemoryPolicy as the engine reads it:
+// categories, dedup, limits, search, forgetting, retention, redaction and
+// the conversation policy, their defaults and validation, and the duration
+// format the operator writes. It imports nothing of Engram: the operator
+// converts its CRDs into these types, the service config carries them.
+package policy
 
 import (
 	"encoding/json"
@@ -177,8 +182,8 @@ var defaultLimits = Limits{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQ
 	MaxSessionsPerOwner: DefaultMaxSessionsPerOwner, MaxEpisodesPerOwner: DefaultMaxEpisodesPerOwner, MaxDocumentVersions: DefaultMaxDocumentVersions,
 	MaxDocumentsPerOwner: DefaultMaxDocumentsPerOwner, MaxHistoryPerMemory: DefaultMaxHistoryPerMemory}
 
-// withQuotaDefaults sets the zero quotas to their defaults.
-func (l Limits) withQuotaDefaults() Limits {
+// WithQuotaDefaults sets the zero quotas to their defaults.
+func (l Limits) WithQuotaDefaults() Limits {
 	for _, q := range []struct {
 		v   *int
 		def int
@@ -360,7 +365,7 @@ func (p *Policy) Validate() error {
 	if d.Arbitration != ArbitrationLLM && d.Arbitration != ArbitrationNone {
 		bad("dedup.arbitration", "%q must be LLM or None", d.Arbitration)
 	}
-	l := p.Limits.withQuotaDefaults()
+	l := p.Limits.WithQuotaDefaults()
 	if l.MaxMemoriesPerOwner > MaxMemoriesPerOwnerLimit {
 		bad("limits.maxMemoriesPerOwner", "%d is more than the largest owner Engram supports, %d (docs/performance.md#owner-size)", l.MaxMemoriesPerOwner, MaxMemoriesPerOwnerLimit)
 	}
@@ -429,3 +434,14 @@ func (p *Policy) Validate() error {
 }
 
 var categoryName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// HasGlobal reports whether the policy has a global category (its memories
+// belong to every owner of the tenant).
+func (p *Policy) HasGlobal() bool {
+	for _, c := range p.Categories {
+		if c.Global {
+			return true
+		}
+	}
+	return false
+}

@@ -1,4 +1,4 @@
-package memory
+package modelapi
 
 import (
 	"bytes"
@@ -27,6 +27,7 @@ type openAIClient struct {
 	timeout time.Duration // per attempt
 	retries int           // attempts after the first
 	backoff time.Duration // first retry delay, doubled each time
+	batch   int           // texts per embeddings request
 }
 
 func newOpenAIClient(endpoint, apiKey string, client *http.Client) *openAIClient {
@@ -40,7 +41,16 @@ func newOpenAIClient(endpoint, apiKey string, client *http.Client) *openAIClient
 		timeout: 15 * time.Second,
 		retries: 3,
 		backoff: 500 * time.Millisecond,
+		batch:   64,
 	}
+}
+
+// with applies opts, after the defaults and the config's settings.
+func (c *openAIClient) with(opts []Option) *openAIClient {
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // post sends body to base+path and decodes the JSON answer into out,
@@ -161,15 +171,14 @@ type openAIEmbedder struct {
 	client *openAIClient
 	model  string
 	dims   int
-	batch  int
 }
 
 func (e *openAIEmbedder) Dimensions() int { return e.dims }
 
 func (e *openAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, 0, len(texts))
-	for start := 0; start < len(texts); start += e.batch {
-		part := texts[start:min(start+e.batch, len(texts))]
+	for start := 0; start < len(texts); start += e.client.batch {
+		part := texts[start:min(start+e.client.batch, len(texts))]
 		vecs, err := e.embedBatch(ctx, part)
 		if err != nil {
 			return nil, err
@@ -241,7 +250,7 @@ func (c *openAIChat) CompleteJSON(ctx context.Context, system, user string) (str
 
 // NewEmbedder returns the embedder of cfg. apiKey is sent as a bearer token
 // by the openai provider; client nil means a default http.Client.
-func NewEmbedder(cfg EmbeddingConfig, apiKey string, client *http.Client) (Embedder, error) {
+func NewEmbedder(cfg EmbeddingConfig, apiKey string, client *http.Client, opts ...Option) (Embedder, error) {
 	switch cfg.Provider {
 	case ProviderBuiltin, "":
 		return NewBuiltinEmbedder(cfg.Dimensions)
@@ -249,7 +258,7 @@ func NewEmbedder(cfg EmbeddingConfig, apiKey string, client *http.Client) (Embed
 		if cfg.Endpoint == "" || cfg.Model == "" || cfg.Dimensions < 1 {
 			return nil, errors.New("openai embedder: endpoint, model and dimensions are required")
 		}
-		return &openAIEmbedder{client: newOpenAIClient(cfg.Endpoint, apiKey, client), model: cfg.Model, dims: cfg.Dimensions, batch: 64}, nil
+		return &openAIEmbedder{client: newOpenAIClient(cfg.Endpoint, apiKey, client).with(opts), model: cfg.Model, dims: cfg.Dimensions}, nil
 	}
 	return nil, fmt.Errorf("unknown embedding provider %q (builtin or openai)", cfg.Provider)
 }
@@ -258,12 +267,12 @@ func NewEmbedder(cfg EmbeddingConfig, apiKey string, client *http.Client) (Embed
 // take the whole of cfg's timeout (a slow local model answers in one long
 // attempt); the store's bound of the call, retries included, is the same
 // timeout. An invalid timeout (Validate refuses it) counts as the default.
-func NewLLM(cfg LLMConfig, apiKey string, client *http.Client) LLM {
+func NewLLM(cfg LLMConfig, apiKey string, client *http.Client, opts ...Option) LLM {
 	c := newOpenAIClient(cfg.Endpoint, apiKey, client)
 	if d, err := cfg.TimeoutDuration(); err == nil {
 		c.timeout = d
 	} else {
 		c.timeout = DefaultLLMTimeout
 	}
-	return &openAIChat{client: c, model: cfg.Model}
+	return &openAIChat{client: c.with(opts), model: cfg.Model}
 }

@@ -1,4 +1,4 @@
-package memory
+package textguard
 
 import (
 	"encoding/base64"
@@ -63,30 +63,33 @@ func isBasicCredential(match string) bool {
 // redactionMarker starts what replaces a secret: [REDACTED:<kind>].
 const redactionMarker = "[REDACTED:"
 
-// redactor removes secrets from text before it is stored or sent to a
+// Redactor removes secrets from text before it is stored or sent to a
 // model (embedding server or LLM).
-type redactor struct {
+type Redactor struct {
 	patterns []secretPattern
 }
 
-func newRedactor(r Redaction) (*redactor, error) {
+// NewRedactor builds a Redactor from the policy's redaction settings: the
+// built-in secret patterns when builtin is set, then the custom patterns
+// (regular expressions; the error names the first that does not compile).
+func NewRedactor(builtin bool, patterns []string) (*Redactor, error) {
 	var pats []secretPattern
-	if r.BuiltinPatterns {
+	if builtin {
 		pats = append(pats, builtinSecrets...)
 	}
-	for i, p := range r.Patterns {
+	for i, p := range patterns {
 		re, err := regexp.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("redaction.patterns[%d]: %w", i, err)
 		}
 		pats = append(pats, secretPattern{kind: "custom", re: re})
 	}
-	return &redactor{patterns: pats}, nil
+	return &Redactor{patterns: pats}, nil
 }
 
-// redact returns s with every secret replaced by [REDACTED:<kind>] and the
+// Redact returns s with every secret replaced by [REDACTED:<kind>] and the
 // sorted kinds found.
-func (r *redactor) redact(s string) (string, []string) {
+func (r *Redactor) Redact(s string) (string, []string) {
 	var kinds []string
 	for _, p := range r.patterns {
 		found := false
@@ -117,9 +120,9 @@ func (r *redactor) redact(s string) (string, []string) {
 	return s, kinds
 }
 
-// redacted is redact without the kinds, for text sent to a model.
-func (r *redactor) redacted(s string) string {
-	out, _ := r.redact(s)
+// Redacted is Redact without the kinds, for text sent to a model.
+func (r *Redactor) Redacted(s string) string {
+	out, _ := r.Redact(s)
 	return out
 }
 
@@ -131,4 +134,26 @@ func isMarker(s string) bool {
 	}
 	kind, ok = strings.CutSuffix(kind, "]")
 	return ok && kind != "" && strings.Trim(kind, "abcdefghijklmnopqrstuvwxyz_") == ""
+}
+
+// Leftover returns a secret one of r's patterns still finds in redacted
+// text (anything but a marker where the secret was), or "": what the
+// tests of every path that stores text check.
+func (r *Redactor) Leftover(out string) string {
+	for _, p := range r.patterns {
+		for _, loc := range p.re.FindAllStringSubmatchIndex(out, -1) {
+			m := out[loc[0]:loc[1]]
+			if p.accept != nil && !p.accept(m) {
+				continue
+			}
+			secret := m
+			if p.keep > 0 && loc[2*p.keep] >= 0 {
+				secret = out[loc[2*p.keep+1]:loc[1]]
+			}
+			if !isMarker(strings.TrimSuffix(secret, p.tail)) {
+				return p.kind + ": " + secret
+			}
+		}
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package memory
+package policy
 
 import (
 	"errors"
@@ -206,3 +206,16 @@ func (c ConversationPolicy) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// WindowStrategy selects how a context window is built.
+type WindowStrategy string
+
+// Window strategies.
+const (
+	// WindowBuffer: the last N messages.
+	WindowBuffer WindowStrategy = "buffer"
+	// WindowToken: the newest messages within the budget.
+	WindowToken WindowStrategy = "token"
+	// WindowSummary: summaries of older turns, then recent messages, within the budget.
+	WindowSummary WindowStrategy = "summary"
+)

@@ -1,4 +1,4 @@
-package memory
+package textguard
 
 import (
 	"slices"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestRedaction(t *testing.T) {
-	r, err := newRedactor(Redaction{BuiltinPatterns: true, Patterns: []string{`EMP-[0-9]{6}`}})
+	r, err := NewRedactor(true, []string{`EMP-[0-9]{6}`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestRedaction(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, kinds := r.redact(tc.in)
+			out, kinds := r.Redact(tc.in)
 			if strings.Contains(out, tc.secret) {
 				t.Fatalf("secret survived: %q", out)
 			}
@@ -43,7 +43,7 @@ func TestRedaction(t *testing.T) {
 			}
 		})
 	}
-	if out, _ := r.redact("db at postgres://app:s3cr3t@db:5432/x"); out != "db at postgres://app:[REDACTED:url_password]@db:5432/x" {
+	if out, _ := r.Redact("db at postgres://app:s3cr3t@db:5432/x"); out != "db at postgres://app:[REDACTED:url_password]@db:5432/x" {
 		t.Errorf("url password redaction mangled the URL: %q", out)
 	}
 	for _, clean := range []string{
@@ -51,12 +51,12 @@ func TestRedaction(t *testing.T) {
 		"The password policy requires 12 characters", "Call me at 10am", "Basic English only",
 		"skiing is a hobby", "She works at AKIA corp",
 	} {
-		if out, kinds := r.redact(clean); out != clean || len(kinds) != 0 {
+		if out, kinds := r.Redact(clean); out != clean || len(kinds) != 0 {
 			t.Errorf("clean text changed: %q -> %q (%v)", clean, out, kinds)
 		}
 	}
-	off, _ := newRedactor(Redaction{BuiltinPatterns: false})
-	if out, _ := off.redact("password=hunter2"); out != "password=hunter2" {
+	off, _ := NewRedactor(false, nil)
+	if out, _ := off.Redact("password=hunter2"); out != "password=hunter2" {
 		t.Errorf("builtin patterns off still redacted: %q", out)
 	}
 }

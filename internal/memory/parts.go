@@ -1,0 +1,25 @@
+package memory
+
+// The engine's behaviour is split by idea. *Store is the façade: the
+// exported methods the service, the jobs and the tests call, and the two
+// helpers every part uses (inTx, lockOwner). The unexported
+// behaviour lives on one type per idea, each defined as Store, so all share
+// the Store's state and converting between them is free:
+//
+//	writer         the core write path: prepare, dedup, the owner's transaction,
+//	               merge, arbitration, eviction (add.go, addtx.go, merge.go, …)
+//	reader         search, context, lists and pages, the byte cap (search.go, crud.go, …)
+//	conversations  conversation memory (conversation_*.go)
+//	longTerm       documents, episodes, global memories, session extraction (ltm_*.go)
+//	maintenance    the maintenance runs and their lease (jobs.go, compactrun.go, …)
+//
+// A call into another part is written as a conversion, e.g.
+// (*writer)(s).writeInTx(...): each part's dependencies on the others are
+// visible at the call site, and are what a package of its own would import.
+type (
+	writer        Store
+	reader        Store
+	conversations Store
+	longTerm      Store
+	maintenance   Store
+)
