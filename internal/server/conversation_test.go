@@ -399,33 +399,6 @@ func TestConversationGuard(t *testing.T) {
 	}
 }
 
-// TestConversationParamsDocumented: openapi.yaml documents exactly the
-// query parameters the conversation handlers accept.
-func TestConversationParamsDocumented(t *testing.T) {
-	d := loadOpenAPI(t)
-	for _, c := range []struct {
-		method, path string
-		accepted     []string
-	}{
-		{"GET", memPath("a", "sessions"), sessionListParams},
-		{"GET", sessPath("a", "s", "messages"), messageParams},
-		{"GET", memPath("a", "summaries", "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e", "expand"), expandParams},
-	} {
-		_, op := d.operation(c.method, c.path)
-		var documented []string
-		for _, p := range op["parameters"].([]any) {
-			p, _ := d.resolve(p.(map[string]any))
-			if p["in"] == "query" {
-				documented = append(documented, p["name"].(string))
-			}
-		}
-		slices.Sort(documented)
-		if accepted := slices.Sorted(slices.Values(c.accepted)); !slices.Equal(documented, accepted) {
-			t.Errorf("%s %s: openapi.yaml documents %v, the handler accepts %v", c.method, c.path, documented, accepted)
-		}
-	}
-}
-
 func appendTurn(t *testing.T, srv *testServer, owner, id string, body any) memory.AppendResult {
 	t.Helper()
 	var res memory.AppendResult

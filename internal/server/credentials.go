@@ -110,3 +110,12 @@ func writeSource(c auth.Credential, asked memory.Source, field string) (memory.S
 // errToolCredential is what an MCP tool answers when the request carries no
 // credential (cannot happen behind authenticate; fails closed if it does).
 var errToolCredential = errors.New("the request carries no credential")
+
+// writeSourceErr is writeSource for operations, which return errors.
+func writeSourceErr(c auth.Credential, asked memory.Source, field string) (memory.Source, error) {
+	src, p := writeSource(c, asked, field)
+	if p != nil {
+		return "", problemError{p}
+	}
+	return src, nil
+}
