@@ -215,4 +215,3 @@ func testSessionsWithinCap(t *testing.T, srv *testServer, mallory string) {
 	keys := readAllPages(t, srv, mallory, memPath("mallory", "sessions")+"?limit=500", memory.MinMaxResponseBytes, "id")
 	wantDistinct(t, "sessions", keys, 60)
 }
-

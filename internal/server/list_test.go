@@ -43,4 +43,3 @@ func TestListHidesExpired(t *testing.T) {
 		t.Fatalf("include=deleted: %+v", p)
 	}
 }
-

@@ -371,4 +371,3 @@ func TestLongTermGlobalMemories(t *testing.T) {
 		t.Fatalf("after deletion: list %+v, or still in bob's context", page.Items)
 	}
 }
-
