@@ -30,9 +30,9 @@ func credentialOf(ctx context.Context) (auth.Credential, bool) {
 	return c, ok
 }
 
-// authenticate answers 401 unless the request carries a valid token, and
-// returns the request with its credential.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+// authenticate returns the request with its credential, or the 401 of a
+// request without a valid token.
+func (s *Server) authenticate(r *http.Request) (*http.Request, *Problem) {
 	token := requestToken(r)
 	c, err := s.tokens.Authenticate(token)
 	if err != nil {
@@ -40,10 +40,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		if auth.IsSigned(token) { // why a signed token failed helps its minter; a static one is just unknown
 			detail += ": " + err.Error()
 		}
-		writeProblem(w, r, newProblem(probUnauth, detail))
-		return r, false
+		return r, newProblem(probUnauth, detail)
 	}
-	return r.WithContext(withCredential(r.Context(), c)), true
+	return r.WithContext(withCredential(r.Context(), c)), nil
 }
 
 // authorize wraps an API handler: the credential must include role min,
