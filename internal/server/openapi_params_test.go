@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -52,5 +55,50 @@ func documentedQuery(d *openAPIDoc, item, op map[string]any) []string {
 			}
 		}
 	}
+	return out
+}
+
+// TestBodyFieldsMatchOpenAPI: the body type an operation is registered
+// with and the request schema of openapi.yaml name the same fields; a
+// route that reads no body documents none, and an optional body is not
+// required in the document.
+func TestBodyFieldsMatchOpenAPI(t *testing.T) {
+	s := New(Deps{})
+	d := loadOpenAPI(t)
+	paths := d.doc["paths"].(map[string]any)
+	for _, rt := range s.operations {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		op, _ := paths[path].(map[string]any)[strings.ToLower(method)].(map[string]any)
+		rb, _ := op["requestBody"].(map[string]any)
+		switch {
+		case rt.body == nil && rb != nil:
+			t.Errorf("%s: documents a request body, the route reads none", rt.pattern)
+		case rt.body != nil && rb == nil:
+			t.Errorf("%s: reads a %s body, openapi.yaml documents none", rt.pattern, rt.body)
+		case rt.body != nil:
+			if required, _ := rb["required"].(bool); required == rt.optionalBody {
+				t.Errorf("%s: requestBody.required = %v, the route's body is optional: %v", rt.pattern, required, rt.optionalBody)
+			}
+			schema, _ := rb["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+			schema, _ = d.resolve(schema)
+			props, _ := schema["properties"].(map[string]any)
+			if got, want := slices.Sorted(maps.Keys(props)), jsonFields(rt.body); !slices.Equal(got, want) {
+				t.Errorf("%s: openapi.yaml documents the body fields %v, %s has %v", rt.pattern, got, rt.body, want)
+			}
+		}
+	}
+}
+
+// jsonFields lists the JSON names of a struct's fields, sorted.
+func jsonFields(typ reflect.Type) []string {
+	out := []string{}
+	for f := range typ.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		out = append(out, cmp.Or(name, f.Name))
+	}
+	slices.Sort(out)
 	return out
 }

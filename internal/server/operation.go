@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"reflect"
 
 	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
@@ -67,7 +68,11 @@ type route struct {
 	// query lists the parameters the route takes (with their descriptions,
 	// which openapi.yaml repeats: TestQueryParamsMatchOpenAPI).
 	query params
-	id    pathID
+	// body is the type the body is decoded into (nil: the route reads no
+	// body); TestBodyFieldsMatchOpenAPI compares its JSON fields with the
+	// document's request schema.
+	body reflect.Type
+	id   pathID
 	// optionalBody: an empty body is the empty object (POSTs whose input
 	// is all optional).
 	optionalBody bool
@@ -91,6 +96,9 @@ func tenantWideRoute() routeOption   { return func(r *route) { r.tenantWide = tr
 // handleOp registers op under pattern for credentials of role min and up.
 func handleOp[B any](s *Server, pattern string, min auth.Role, op operation[B], opts ...routeOption) {
 	rt := route{pattern: pattern, role: min}
+	if _, none := any(new(B)).(*noBody); !none {
+		rt.body = reflect.TypeFor[B]()
+	}
 	for _, o := range opts {
 		o(&rt)
 	}
@@ -131,7 +139,7 @@ func runOperation[B any](s *Server, w http.ResponseWriter, r *http.Request, rt *
 		return reply{}, err
 	}
 	var body B
-	if _, none := any(&body).(*noBody); !none {
+	if rt.body != nil {
 		if p := s.decodeBody(w, r, &body, rt.optionalBody); p != nil {
 			return reply{}, problemError{p}
 		}
