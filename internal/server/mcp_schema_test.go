@@ -22,13 +22,7 @@ var updateMCPSchemas = flag.Bool("update-mcp", false, "rewrite testdata/mcp_tool
 // descriptions, input schemas): agents are configured against it, so a
 // refactoring of the handlers must leave it byte for byte the same.
 func TestMCPToolSchemasUnchanged(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
-	session, err := connectMCP(t, srv, srv.token)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	defer session.Close()
+	_, session := startMCP(t)
 	tools, err := session.ListTools(testCtx(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,4 +46,18 @@ func TestMCPToolSchemasUnchanged(t *testing.T) {
 	if !bytes.Equal(want, got) {
 		t.Errorf("the MCP tools differ from %s (run with -update-mcp if the change is intended):\n%s", path, got)
 	}
+}
+
+// startMCP starts a server on a tenant of its own and connects an MCP
+// client with the server's token (closed when the test ends).
+func startMCP(t *testing.T) (*testServer, *mcp.ClientSession) {
+	t.Helper()
+	tn := newTenant(t)
+	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	session, err := connectMCP(t, srv, srv.token)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	t.Cleanup(func() { _ = session.Close() })
+	return srv, session
 }
