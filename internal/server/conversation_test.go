@@ -309,15 +309,7 @@ func TestConversationCredentials(t *testing.T) {
 	}
 	root := comp.Roots[0].ID
 
-	cases := []struct {
-		name   string
-		token  string
-		method string
-		path   string
-		body   any
-		status int
-		typ    string
-	}{
+	cases := []accessCase{
 		{"agent appends", srv.agentAlice, "POST", sessPath("alice", id, "messages"), turn(100, "agent"), 201, ""},
 		{"signed agent appends", srv.signedAlice, "POST", sessPath("alice", id, "messages"), turn(101, "signed"), 201, ""},
 		{"agent appends as agent", srv.agent, "POST", sessPath("alice", id, "messages"), map[string]any{"source": "agent", "messages": []map[string]any{{"role": "user", "content": "hi"}}}, 201, ""},
@@ -342,17 +334,7 @@ func TestConversationCredentials(t *testing.T) {
 		{"unbound agent: alice's summary under bob", srv.agent, "GET", memPath("bob", "summaries", root, "expand"), nil, 404, "not-found"},
 		{"app deletes a session", srv.app, "DELETE", sessPath("alice", "agent-made"), nil, 204, ""},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := srv.do(t, req{method: tc.method, path: tc.path, body: tc.body, token: tc.token}).want(t, tc.status)
-			if tc.typ == "" {
-				return
-			}
-			if p := r.problem(t); p.Type != ProblemBase+tc.typ || p.Detail == "" {
-				t.Fatalf("problem %+v, want type %s", p, tc.typ)
-			}
-		})
-	}
+	runAccessCases(t, srv.testServer, cases)
 	// Bob's session got nothing; the refused appends stored nothing.
 	if got := readAll(t, srv.testServer, "bob", id); len(got) != 0 {
 		t.Fatalf("bob's session has %d messages", len(got))
