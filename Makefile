@@ -16,12 +16,14 @@ STATICCHECK_VERSION ?= v0.8.2
 HELM_VERSION ?= v3.22.0
 KUSTOMIZE_VERSION ?= v5.7.1
 KUBE_SCORE_VERSION ?= v1.20.0
+REDOCLY_VERSION ?= 2.77.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 KUBE_SCORE ?= $(LOCALBIN)/kube-score-$(KUBE_SCORE_VERSION)
+REDOCLY ?= $(LOCALBIN)/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
 
 # go test flags for `make test`; e.g. make test TEST_FLAGS='-run TestSmoke -v'
 TEST_FLAGS ?=
@@ -88,8 +90,12 @@ citus-stop: ## Stop the local Citus cluster started by citus-start.
 envtest: ## Build kube-apiserver + etcd from Go modules (once) and print KUBEBUILDER_ASSETS.
 	@hack/envtest.sh
 
+.PHONY: openapi-lint
+openapi-lint: $(REDOCLY) ## Lint internal/server/openapi.yaml with Redocly CLI's recommended rules: 0 errors (warnings are listed).
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --extends recommended --format summary internal/server/openapi.yaml
+
 .PHONY: test
-test: manifests generate $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision PostgreSQL + Citus + control plane + Chromium, then run every suite with -race.
+test: manifests generate openapi-lint $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision PostgreSQL + Citus + control plane + Chromium, then run every suite with -race.
 	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
 	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> Citus: a coordinator and two workers (built once, ~4 min; fast settings)"; \
@@ -257,6 +263,12 @@ $(KUSTOMIZE): | $(LOCALBIN)
 
 $(KUBE_SCORE): | $(LOCALBIN)
 	$(call go-install,github.com/zegl/kube-score/cmd/kube-score,$(KUBE_SCORE_VERSION),$@)
+
+# Redocly CLI comes from npm (Node.js 20 or later), pinned, into ./bin.
+$(REDOCLY): | $(LOCALBIN)
+	@command -v npm >/dev/null || { echo "openapi-lint needs Node.js 20+ with npm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	@echo ">> installing @redocly/cli@$(REDOCLY_VERSION)"
+	npm install --prefix $(LOCALBIN)/redocly-$(REDOCLY_VERSION) --no-audit --no-fund --ignore-scripts --silent @redocly/cli@$(REDOCLY_VERSION)
 
 # go-install installs package $(1) at version $(2) as the file $(3).
 define go-install

@@ -60,7 +60,7 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 			return err
 		}
 		if sess.Archived {
-			return fmt.Errorf("%w: session %q is archived; unarchive it to append", ErrConflict, req.SessionID)
+			return conflictf("session %q is archived; unarchive it to append", req.SessionID)
 		}
 		if err := (*conversations)(s).checkAppendLimits(ctx, tx, sess, prepared); err != nil {
 			return err

@@ -97,7 +97,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
 			req.Owner, id, req.Agent, req.Title, profile, constraints))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: session %q already exists", ErrConflict, id)
+			return conflictf("session %q already exists", id)
 		}
 		return dbErr("creating session", err)
 	})

@@ -201,7 +201,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 			return err
 		}
 		if !cur.Active {
-			return fmt.Errorf("%w: memory %s is inactive (deleted, expired, forgotten or superseded); add it again instead", ErrConflict, req.ID)
+			return conflictf("memory %s is inactive (deleted, expired, forgotten or superseded); add it again instead", req.ID)
 		}
 		category := cur.Category
 		if req.Category != nil {
@@ -323,10 +323,10 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		// A memory is replaced once: a second supersede would fork the
 		// chain and lose which replacement is current.
 		if old.SupersededBy != "" {
-			return fmt.Errorf("%w: memory %s is already superseded by %s; supersede %s instead", ErrConflict, oldID, old.SupersededBy, old.SupersededBy)
+			return conflictf("memory %s is already superseded by %s; supersede %s instead", oldID, old.SupersededBy, old.SupersededBy)
 		}
 		if !replacement.Active {
-			return fmt.Errorf("%w: the replacement %s is inactive", ErrConflict, newID)
+			return conflictf("the replacement %s is inactive", newID)
 		}
 		if err := (*reader)(s).checkNoCycle(ctx, tx, oldID, newID); err != nil {
 			return err
@@ -357,7 +357,7 @@ func (s *reader) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID strin
 		return dbErr("checking the supersede chain", err)
 	}
 	if cycle {
-		return fmt.Errorf("%w: %s is already (transitively) superseded by %s; superseding it back would make a cycle", ErrConflict, newID, oldID)
+		return conflictf("%s is already (transitively) superseded by %s; superseding it back would make a cycle", newID, oldID)
 	}
 	return nil
 }

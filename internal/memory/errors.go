@@ -31,6 +31,29 @@ var (
 	ErrLeaseLost = errors.New("the maintenance lease was lost (not renewed in time)")
 )
 
+// ConflictError is an ErrConflict that says what conflicts (errors.Is(err,
+// ErrConflict) holds); the service shows Detail to the client.
+type ConflictError struct{ Detail string }
+
+func (e *ConflictError) Error() string { return ErrConflict.Error() + ": " + e.Detail }
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+func conflictf(format string, args ...any) error {
+	return &ConflictError{Detail: fmt.Sprintf(format, args...)}
+}
+
+// RuleError is an ErrProtected refused by a rule of its own rather than
+// the protected category's (who may write a global category); the
+// service shows Rule to the client. errors.Is(err, ErrProtected) holds.
+type RuleError struct{ Rule string }
+
+func (e *RuleError) Error() string { return e.Rule + ": " + ErrProtected.Error() }
+
+// Is makes errors.Is(err, ErrProtected) true.
+func (e *RuleError) Is(target error) bool { return target == ErrProtected }
+
 type busyError struct{}
 
 func (busyError) Error() string {

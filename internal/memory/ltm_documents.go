@@ -130,7 +130,7 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 			return err
 		}
 		if req.IfVersion != nil && *req.IfVersion != cur.Version {
-			return fmt.Errorf("%w: %s is at version %d, not %d", ErrConflict, req.Kind, cur.Version, *req.IfVersion)
+			return conflictf("%s is at version %d, not %d", req.Kind, cur.Version, *req.IfVersion)
 		}
 		if cur.Version == 0 {
 			if err := (*longTerm)(s).checkDocumentsQuota(ctx, tx, req.Owner); err != nil {

@@ -29,7 +29,7 @@ func (s *longTerm) routeGlobal(req *AddRequest) error {
 		return ownerOnlyError{category: c.Name}
 	}
 	if req.Source != SourceUser && req.Source != SourceSystem {
-		return fmt.Errorf("category %q is global: only source user or system may write it: %w", c.Name, ErrProtected)
+		return &RuleError{Rule: fmt.Sprintf("category %q is global: only source user or system may write it", c.Name)}
 	}
 	req.Owner, req.Agent, req.Session = GlobalOwner, "", ""
 	return nil
@@ -76,7 +76,7 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 		return err
 	}
 	if source != SourceUser && source != SourceSystem {
-		return fmt.Errorf("global memories: only source user or system may delete them: %w", ErrProtected)
+		return &RuleError{Rule: "global memories: only source user or system may delete them"}
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := s.lockOwner(ctx, tx, GlobalOwner); err != nil {

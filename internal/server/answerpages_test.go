@@ -215,22 +215,3 @@ func testSessionsWithinCap(t *testing.T, srv *testServer, mallory string) {
 	keys := readAllPages(t, srv, mallory, memPath("mallory", "sessions")+"?limit=500", memory.MinMaxResponseBytes, "id")
 	wantDistinct(t, "sessions", keys, 60)
 }
-
-// TestHistoryParamsDocumented: openapi.yaml documents exactly the query
-// parameters the history handler accepts.
-func TestHistoryParamsDocumented(t *testing.T) {
-	d := loadOpenAPI(t)
-	_, op := d.operation("GET", memPath("a", "memories", "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e", "history"))
-	var documented []string
-	params, _ := op["parameters"].([]any)
-	for _, p := range params {
-		p, _ := d.resolve(p.(map[string]any))
-		if p["in"] == "query" {
-			documented = append(documented, p["name"].(string))
-		}
-	}
-	slices.Sort(documented)
-	if accepted := slices.Sorted(slices.Values(historyParams)); !slices.Equal(documented, accepted) {
-		t.Errorf("openapi.yaml documents %v, the handler accepts %v", documented, accepted)
-	}
-}

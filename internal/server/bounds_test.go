@@ -180,14 +180,7 @@ func testWindowFreshTailBoundedByBudget(t *testing.T, srv *testServer) {
 // they left out.
 func testAnswersBoundedByByteCap(t *testing.T, srv *testServer) {
 	const capBytes = 1 << 20
-	get := func(what string, r req, v any) {
-		t.Helper()
-		resp := srv.do(t, r).want(t, 200)
-		if len(resp.body) > capBytes {
-			t.Fatalf("%s: %d bytes, over the cap of %d", what, len(resp.body), capBytes)
-		}
-		resp.decode(t, v)
-	}
+	get := getWithin(t, srv, capBytes)
 
 	var w boundedWindow
 	get("window of budget 1,000,000", req{method: "POST", path: sessPath("ann", "long", "window"), body: map[string]any{"strategy": "token", "budget": 1000000}}, &w)
@@ -350,14 +343,7 @@ func TestRuntimeByteCapBoundsEveryAnswer(t *testing.T) {
 		srv.do(t, req{method: "POST", path: memPath("ann", "memories"), body: map[string]any{"category": "project",
 			"content": fmt.Sprintf("Release step %d uses tool%d on server%d in region%d ", i, i, i, i) + strings.Repeat("&", 400)}}).want(t, 201)
 	}
-	get := func(what string, r req, v any) {
-		t.Helper()
-		resp := srv.do(t, r).want(t, 200)
-		if len(resp.body) > capBytes {
-			t.Fatalf("%s: %d bytes, over the cap of %d", what, len(resp.body), capBytes)
-		}
-		resp.decode(t, v)
-	}
+	get := getWithin(t, srv, capBytes)
 
 	var w boundedWindow
 	get("window", req{method: "POST", path: sessPath("ann", "s", "window"), body: map[string]any{"strategy": "token", "budget": 1000000}}, &w)
@@ -406,5 +392,18 @@ func TestRuntimeByteCapBoundsEveryAnswer(t *testing.T) {
 	call("get_context", map[string]any{"owner": "ann", "maxTokens": 32000}, &c)
 	if !c.Truncated || c.Omitted == 0 {
 		t.Errorf("get_context within a third of 64 KiB: %d ids, %d omitted, truncated %v", len(c.IDs), c.Omitted, c.Truncated)
+	}
+}
+
+// getWithin returns a function that sends a request, wants 200 with a body
+// of at most capBytes and decodes it into v.
+func getWithin(t *testing.T, srv *testServer, capBytes int) func(what string, r req, v any) {
+	return func(what string, r req, v any) {
+		t.Helper()
+		resp := srv.do(t, r).want(t, 200)
+		if len(resp.body) > capBytes {
+			t.Fatalf("%s: %d bytes, over the cap of %d", what, len(resp.body), capBytes)
+		}
+		resp.decode(t, v)
 	}
 }

@@ -30,9 +30,9 @@ func credentialOf(ctx context.Context) (auth.Credential, bool) {
 	return c, ok
 }
 
-// authenticate answers 401 unless the request carries a valid token, and
-// returns the request with its credential.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+// authenticate returns the request with its credential, or the 401 of a
+// request without a valid token.
+func (s *Server) authenticate(r *http.Request) (*http.Request, *Problem) {
 	token := requestToken(r)
 	c, err := s.tokens.Authenticate(token)
 	if err != nil {
@@ -40,10 +40,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		if auth.IsSigned(token) { // why a signed token failed helps its minter; a static one is just unknown
 			detail += ": " + err.Error()
 		}
-		writeProblem(w, r, newProblem(probUnauth, detail))
-		return r, false
+		return r, newProblem(probUnauth, detail)
 	}
-	return r.WithContext(withCredential(r.Context(), c)), true
+	return r.WithContext(withCredential(r.Context(), c)), nil
 }
 
 // authorize wraps an API handler: the credential must include role min,
@@ -110,3 +109,12 @@ func writeSource(c auth.Credential, asked memory.Source, field string) (memory.S
 // errToolCredential is what an MCP tool answers when the request carries no
 // credential (cannot happen behind authenticate; fails closed if it does).
 var errToolCredential = errors.New("the request carries no credential")
+
+// writeSourceErr is writeSource for operations, which return errors.
+func writeSourceErr(c auth.Credential, asked memory.Source, field string) (memory.Source, error) {
+	src, p := writeSource(c, asked, field)
+	if p != nil {
+		return "", problemError{p}
+	}
+	return src, nil
+}

@@ -48,15 +48,7 @@ func TestCredentialRoles(t *testing.T) {
 	protectedWrite := map[string]any{"content": "Alice is vegan", "category": "identity"}
 	other := newTestToken(t)
 
-	cases := []struct {
-		name   string
-		token  string
-		method string
-		path   string
-		body   any
-		status int
-		typ    string // problem type, for 4xx
-	}{
+	cases := []accessCase{
 		// An agent token writes as agent: never a protected category, never as user or system.
 		{"agent writes a protected category", srv.agent, "POST", memPath("alice", "memories"), protectedWrite, 403, "protected"},
 		{"bound agent writes a protected category", srv.agentAlice, "POST", memPath("alice", "memories"), protectedWrite, 403, "protected"},
@@ -103,17 +95,7 @@ func TestCredentialRoles(t *testing.T) {
 		{"bound app deletes a global memory", srv.appAlice, "DELETE", "/v1/global/memories/" + aliceID.Memory.ID, nil, 403, "owner-not-allowed"},
 		{"app lists global memories", srv.app, "GET", "/v1/global/memories", nil, 200, ""},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := srv.do(t, req{method: tc.method, path: tc.path, body: tc.body, token: tc.token}).want(t, tc.status)
-			if tc.typ == "" {
-				return
-			}
-			if p := r.problem(t); p.Type != ProblemBase+tc.typ || p.Detail == "" {
-				t.Fatalf("problem %+v, want type %s", p, tc.typ)
-			}
-		})
-	}
+	runAccessCases(t, srv.testServer, cases)
 	// Nothing an agent was refused reached the data.
 	var m memory.Memory
 	srv.do(t, req{method: "GET", path: aliceMem}).want(t, 200).decode(t, &m)
@@ -299,5 +281,33 @@ func TestFlaggedHiddenFromAgents(t *testing.T) {
 	if len(page.Items) != 1 || page.Items[0].ID != clean.Memory.ID || len(res.Results) != 1 || res.Results[0].Memory.ID != clean.Memory.ID ||
 		strings.Contains(c.Text, "Ignore") {
 		t.Fatalf("MCP results hold the flagged memory: list %+v search %+v context %q", page.Items, res.Results, c.Text)
+	}
+}
+
+// accessCase is one request of a token and the answer it must get.
+type accessCase struct {
+	name   string
+	token  string
+	method string
+	path   string
+	body   any
+	status int
+	typ    string // problem type, for 4xx
+}
+
+// runAccessCases sends each case's request as a subtest and checks the
+// status and, for a refusal, the problem type.
+func runAccessCases(t *testing.T, srv *testServer, cases []accessCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := srv.do(t, req{method: tc.method, path: tc.path, body: tc.body, token: tc.token}).want(t, tc.status)
+			if tc.typ == "" {
+				return
+			}
+			if p := r.problem(t); p.Type != ProblemBase+tc.typ || p.Detail == "" {
+				t.Fatalf("problem %+v, want type %s", p, tc.typ)
+			}
+		})
 	}
 }

@@ -47,11 +47,15 @@ func tooLarge(limit int64) *Problem {
 	return newProblem(probTooLarge, fmt.Sprintf("the request body exceeds %d bytes", limit))
 }
 
-// decodeBody reads the body and decodes it strictly into v.
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
+// decodeBody reads the body and decodes it strictly into v. optional
+// makes an empty body the empty object (POSTs whose input is all optional).
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) *Problem {
 	body, p := s.readBody(w, r)
 	if p != nil {
 		return p
+	}
+	if optional && len(bytes.TrimSpace(body)) == 0 {
+		return nil
 	}
 	return decodeStrict(body, v, "")
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/engram-dev/engram/internal/memory"
 )
@@ -100,22 +99,23 @@ func inResource(err error, what string) error {
 	return resourceError{what: what, err: err}
 }
 
-// protectedDetail says which rule refused a write: a global category has
-// a rule of its own (the engine states it before the wrapped
-// ErrProtected); otherwise the protected category's.
+// protectedDetail says which rule refused a write: a rule of its own
+// (memory.RuleError: who may write a global category), else the protected
+// category's.
 func protectedDetail(err error) string {
-	if rule, ok := strings.CutSuffix(err.Error(), ": "+memory.ErrProtected.Error()); ok && strings.Contains(rule, "only source") {
-		return rule
+	var rule *memory.RuleError
+	if errors.As(err, &rule) {
+		return rule.Rule
 	}
 	return memory.ErrProtected.Error()
 }
 
-// conflictDetail keeps the engine's explanation ("conflict: supersede would
-// create a cycle") without repeating the word.
+// conflictDetail keeps the engine's explanation ("supersede would create a
+// cycle") without repeating the word.
 func conflictDetail(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, memory.ErrConflict.Error()+": "); i >= 0 {
-		return msg[i+len(memory.ErrConflict.Error())+2:]
+	var c *memory.ConflictError
+	if errors.As(err, &c) {
+		return c.Detail
 	}
-	return msg
+	return err.Error()
 }

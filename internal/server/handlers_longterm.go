@@ -1,12 +1,8 @@
 package server
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"net/http"
 
-	"github.com/engram-dev/engram/internal/auth"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -16,322 +12,156 @@ import (
 // and the per-session snapshots of them. Every route is owner-scoped like
 // the memories; a session of another owner answers 404 like a missing one.
 
-// registerLongTermRoutes is the route table of long-term memory. Agents
-// extract, end, search episodes, read and write the profile; constraints
-// accept only source user (an app or admin token asserting it); the
-// tenant-wide (global) memories are listed and deleted by app and admin
-// tokens only.
-func (s *Server) registerLongTermRoutes(owner string) {
-	const sess = "/sessions/{id}"
-	s.handleAPI("POST "+owner+sess+"/extract", auth.RoleAgent, s.llmRoute(s.extractSession))
-	s.handleAPI("POST "+owner+sess+"/end", auth.RoleAgent, s.llmRoute(s.endSession))
-	s.handleAPI("GET "+owner+sess+"/snapshot", auth.RoleAgent, s.getSnapshot)
-	s.handleAPI("POST "+owner+sess+"/snapshot/advance", auth.RoleAgent, s.advanceSnapshot)
-	s.handleAPI("GET "+owner+"/episodes", auth.RoleAgent, s.searchEpisodes)
-	s.handleAPI("GET "+owner+"/profile", auth.RoleAgent, s.getDocument(memory.DocProfile))
-	s.handleAPI("PUT "+owner+"/profile", auth.RoleAgent, s.putDocument(memory.DocProfile))
-	s.handleAPI("GET "+owner+"/constraints", auth.RoleAgent, s.getDocument(memory.DocConstraints))
-	s.handleAPI("PUT "+owner+"/constraints", auth.RoleAgent, s.putDocument(memory.DocConstraints))
-	s.handleAPI("GET "+owner+"/changelog", auth.RoleAgent, s.changelog)
-	s.handleAPI("GET /v1/global/memories", auth.RoleApp, unbound(s.listGlobal))
-	s.handleAPI("DELETE /v1/global/memories/{id}", auth.RoleApp, unbound(s.deleteGlobal))
-}
-
 // extractSession: POST /v1/owners/{owner}/sessions/{id}/extract {source?}.
 // Extracts facts from the messages after the session's watermark with at
 // most two LLM calls; no new messages is a 200 with llmCalls 0. Needs an
 // LLM when there are new messages (409 no-llm, nothing written).
-func (s *Server) extractSession(w http.ResponseWriter, r *http.Request) {
-	id, src, ok := s.sessionWrite(w, r)
-	if !ok {
-		return
-	}
-	res, err := s.store.ExtractSession(r.Context(), memory.SessionExtractRequest{
-		Owner: r.PathValue("owner"), SessionID: id, Source: src,
-	})
+func (a rest) extractSession(c *call, b *sessionWriteBody) (reply, error) {
+	src, err := writeSourceErr(c.credential(), b.Source, "source")
 	if err != nil {
-		s.fail(w, r, inResource(err, resSession))
-		return
+		return reply{}, err
 	}
-	s.countExtracted(res)
-	res.Facts = nonNil(res.Facts)
-	withholdExtraction(r.Context(), res)
-	writeJSON(w, http.StatusOK, res)
+	return replyOf(a.ops.extractSession(c.ctx(), memory.SessionExtractRequest{Owner: c.owner(), SessionID: c.id(), Source: src}))
 }
 
 // endSession: POST /v1/owners/{owner}/sessions/{id}/end {source?}. Archives
 // the session, writes its episode (3 or more user turns) and extracts when
 // the policy's conversation.extractOnEnd is on and an LLM exists. Ending an
 // ended session again only retries what is missing.
-func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
-	id, src, ok := s.sessionWrite(w, r)
-	if !ok {
-		return
-	}
-	res, err := s.store.EndSession(r.Context(), memory.EndSessionRequest{
-		Owner: r.PathValue("owner"), SessionID: id, Source: src,
-	})
+func (a rest) endSession(c *call, b *sessionWriteBody) (reply, error) {
+	src, err := writeSourceErr(c.credential(), b.Source, "source")
 	if err != nil {
-		s.fail(w, r, inResource(err, resSession))
-		return
+		return reply{}, err
+	}
+	res, err := a.ops.store.EndSession(c.ctx(), memory.EndSessionRequest{Owner: c.owner(), SessionID: c.id(), Source: src})
+	if err != nil {
+		return reply{}, inResource(err, resSession)
 	}
 	if res.Extraction != nil {
-		s.countExtracted(res.Extraction)
-		res.Extraction.Facts = nonNil(res.Extraction.Facts)
-		withholdExtraction(r.Context(), res.Extraction)
+		a.ops.extracted(c.ctx(), res.Extraction)
 	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// sessionWrite reads what extract and end share: no query, the session id,
-// an optional body {source} capped by the credential.
-func (s *Server) sessionWrite(w http.ResponseWriter, r *http.Request) (string, memory.Source, bool) {
-	if !noQuery(w, r) {
-		return "", "", false
-	}
-	id, ok := sessionParam(w, r)
-	if !ok {
-		return "", "", false
-	}
-	var b sessionWriteBody
-	if p := s.decodeOptionalBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return "", "", false
-	}
-	src, p := writeSource(credential(r), b.Source, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return "", "", false
-	}
-	return id, src, true
-}
-
-// countExtracted counts the writes of an extraction like those of an add.
-func (s *Server) countExtracted(res *memory.SessionExtractResult) {
-	for _, f := range res.Facts {
-		if f.Result != nil {
-			s.metrics.countActions(*f.Result)
-		}
-	}
+	return ok(res), nil
 }
 
 // getSnapshot: GET /v1/owners/{owner}/sessions/{id}/snapshot: the profile
 // and constraints versions the session's context renders.
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	id, ok := sessionParam(w, r)
-	if !ok {
-		return
-	}
-	snap, err := s.store.GetSnapshot(r.Context(), r.PathValue("owner"), id)
-	if err != nil {
-		s.fail(w, r, inResource(err, resSession))
-		return
-	}
-	writeJSON(w, http.StatusOK, snap)
+func (a rest) getSnapshot(c *call, _ *noBody) (reply, error) {
+	snap, err := a.ops.store.GetSnapshot(c.ctx(), c.owner(), c.id())
+	return replyOf(snap, inResource(err, resSession))
 }
 
 // advanceSnapshot: POST /v1/owners/{owner}/sessions/{id}/snapshot/advance
 // (no body, or {}): the session's context renders the current versions
 // from now on.
-func (s *Server) advanceSnapshot(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	id, ok := sessionParam(w, r)
-	if !ok {
-		return
-	}
-	if p := s.decodeOptionalBody(w, r, &emptyBody{}); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	snap, err := s.store.AdvanceSnapshot(r.Context(), r.PathValue("owner"), id)
-	if err != nil {
-		s.fail(w, r, inResource(err, resSession))
-		return
-	}
-	writeJSON(w, http.StatusOK, snap)
+func (a rest) advanceSnapshot(c *call, _ *emptyBody) (reply, error) {
+	snap, err := a.ops.store.AdvanceSnapshot(c.ctx(), c.owner(), c.id())
+	return replyOf(snap, inResource(err, resSession))
 }
-
-// episodeParams are the query parameters of the episode search.
-var episodeParams = []string{"query", "agent", "limit"}
 
 // searchEpisodes: GET /v1/owners/{owner}/episodes?query=&agent=&limit=:
 // episodes ranked by hybrid score with recency, or newest first without a query.
-func (s *Server) searchEpisodes(w http.ResponseWriter, r *http.Request) {
-	q := newQuery(r.URL, episodeParams...)
+func (a rest) searchEpisodes(c *call, _ *noBody) (reply, error) {
 	req := memory.EpisodeSearchRequest{
-		Owner: r.PathValue("owner"), Query: q.str("query"), Agent: q.str("agent"), Limit: q.integer("limit"),
+		Owner: c.owner(), Query: c.q.str("query"), Agent: c.q.str("agent"), Limit: c.q.integer("limit"),
 	}
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
+	if err := c.q.err(); err != nil {
+		return reply{}, err
 	}
-	res, err := s.store.SearchEpisodes(r.Context(), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res.Results = nonNil(res.Results)
-	writeJSON(w, http.StatusOK, res)
+	return replyOf(a.ops.searchEpisodes(c.ctx(), req))
 }
-
-// documentParams are the query parameters of a document read.
-var documentParams = []string{"agent", "version"}
 
 // getDocument: GET /v1/owners/{owner}/profile|constraints?agent=&version=.
-// A document never written is version 0 with empty content; a past
-// version that does not exist is 404.
-func (s *Server) getDocument(kind memory.DocumentKind) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		q := newQuery(r.URL, documentParams...)
+func (a rest) getDocument(kind memory.DocumentKind) operation[noBody] {
+	return func(c *call, _ *noBody) (reply, error) {
 		req := memory.GetDocumentRequest{
-			Owner: r.PathValue("owner"), Agent: q.str("agent"), Kind: kind, Version: q.integer64("version"),
+			Owner: c.owner(), Agent: c.q.str("agent"), Kind: kind, Version: c.q.integer64("version"),
 		}
-		if p := q.problem(); p != nil {
-			writeProblem(w, r, p)
-			return
+		if err := c.q.err(); err != nil {
+			return reply{}, err
 		}
-		d, err := s.store.GetDocument(r.Context(), req)
-		if errors.Is(err, memory.ErrNotFound) {
-			writeProblem(w, r, noVersion(kind, req.Version))
-			return
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, d)
+		return replyOf(a.ops.getDocument(c.ctx(), req))
 	}
-}
-
-// noVersion is the 404 of a past version of a document that does not exist.
-func noVersion(kind memory.DocumentKind, version int64) *Problem {
-	return newProblem(probNotFound, fmt.Sprintf("the %s has no version %d", kind, version))
 }
 
 // putDocument: PUT /v1/owners/{owner}/profile|constraints?agent= {content,
 // source?, ifVersion?}: a new version, recorded in the changelog.
 // Constraints are the user's rules for the agent: only source user (an app
 // or admin token asserting it) may write them, anything else is 403.
-func (s *Server) putDocument(kind memory.DocumentKind) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		q := newQuery(r.URL, "agent")
-		agent := q.str("agent")
-		if p := q.problem(); p != nil {
-			writeProblem(w, r, p)
-			return
+func (a rest) putDocument(kind memory.DocumentKind) operation[putDocumentBody] {
+	return func(c *call, b *putDocumentBody) (reply, error) {
+		agent := c.q.str("agent")
+		if err := c.q.err(); err != nil {
+			return reply{}, err
 		}
-		var b putDocumentBody
-		if p := s.decodeBody(w, r, &b); p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-		src, p := writeSource(credential(r), b.Source, "source")
-		if p != nil {
-			writeProblem(w, r, p)
-			return
-		}
-		d, err := s.store.PutDocument(r.Context(), memory.PutDocumentRequest{
-			Owner: r.PathValue("owner"), Agent: agent, Kind: kind, Content: b.Content, Source: src, IfVersion: b.IfVersion,
-		})
-		if kind == memory.DocConstraints && errors.Is(err, memory.ErrProtected) {
-			writeProblem(w, r, newProblem(probProtected, constraintsDetail))
-			return
-		}
+		src, err := writeSourceErr(c.credential(), b.Source, "source")
 		if err != nil {
-			s.fail(w, r, err)
-			return
+			return reply{}, err
 		}
-		writeJSON(w, http.StatusOK, d)
+		return replyOf(a.ops.putDocument(c.ctx(), memory.PutDocumentRequest{
+			Owner: c.owner(), Agent: agent, Kind: kind, Content: b.Content, Source: src, IfVersion: b.IfVersion,
+		}))
 	}
 }
-
-// constraintsDetail is the 403 of a constraints write by another source than user.
-const constraintsDetail = `the constraints are the user's rules for the agent: only source "user" may write them (an app or admin token sending "source": "user")`
-
-// changelogParams are the query parameters of the changelog.
-var changelogParams = []string{"scope", "agent", "limit", "cursor"}
 
 // changelog: GET /v1/owners/{owner}/changelog?scope=&agent=&limit=&cursor=:
 // the writes of the owner's documents, newest first, one page within the
 // byte cap. Without agent, every agent's; agent= (empty) is the documents
 // shared by all agents.
-func (s *Server) changelog(w http.ResponseWriter, r *http.Request) {
-	q := newQuery(r.URL, changelogParams...)
+func (a rest) changelog(c *call, _ *noBody) (reply, error) {
+	q := c.q
 	req := memory.ChangelogRequest{
-		Owner: r.PathValue("owner"), Scope: memory.DocumentKind(q.str("scope")), Limit: q.integer("limit"),
-		Cursor: q.str("cursor"),
+		Owner: c.owner(), Scope: memory.DocumentKind(q.str("scope")), Limit: q.integer("limit"), Cursor: q.str("cursor"),
 	}
 	if q.values.Has("agent") {
 		agent := q.str("agent")
 		req.Agent = &agent
 	}
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
+	if err := q.err(); err != nil {
+		return reply{}, err
 	}
-	page, err := s.store.Changelog(r.Context(), req)
+	page, err := a.ops.store.Changelog(c.ctx(), req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
 	page.Items = nonNil(page.Items)
-	writeJSON(w, http.StatusOK, page)
+	return ok(page), nil
 }
-
-// globalListParams are the query parameters of the global list.
-var globalListParams = []string{"category", "limit", "cursor"}
 
 // listGlobal: GET /v1/global/memories?category=&limit=&cursor=: the
 // tenant-wide memories (categories with global: true), most recently
 // written first, one page within the byte cap.
-func (s *Server) listGlobal(w http.ResponseWriter, r *http.Request) {
-	q := newQuery(r.URL, globalListParams...)
-	req := memory.ListRequest{Category: q.str("category"), Limit: q.integer("limit"), Cursor: q.str("cursor")}
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
+func (a rest) listGlobal(c *call, _ *noBody) (reply, error) {
+	req := memory.ListRequest{Category: c.q.str("category"), Limit: c.q.integer("limit"), Cursor: c.q.str("cursor")}
+	if err := c.q.err(); err != nil {
+		return reply{}, err
 	}
-	page, err := s.store.ListGlobal(r.Context(), req)
+	page, err := a.ops.store.ListGlobal(c.ctx(), req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
 	page.Items = nonNil(page.Items)
-	writeJSON(w, http.StatusOK, page)
+	return ok(page), nil
 }
 
 // deleteGlobal: DELETE /v1/global/memories/{id}?source=: a soft delete of
 // one tenant-wide memory. Only user or system may delete one; the route is
 // for app and admin tokens, so an absent source means system here.
-func (s *Server) deleteGlobal(w http.ResponseWriter, r *http.Request) {
-	id, ok := idParam(w, r)
-	if !ok {
-		return
-	}
-	q := newQuery(r.URL, "source")
-	asked := memory.Source(q.str("source"))
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
+func (a rest) deleteGlobal(c *call, _ *noBody) (reply, error) {
+	asked := memory.Source(c.q.str("source"))
+	if err := c.q.err(); err != nil {
+		return reply{}, err
 	}
 	if asked == "" {
 		asked = memory.SourceSystem
 	}
-	source, p := writeSource(credential(r), asked, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return
+	source, err := writeSourceErr(c.credential(), asked, "source")
+	if err != nil {
+		return reply{}, err
 	}
-	if err := s.store.DeleteGlobal(r.Context(), id, source); err != nil {
-		s.fail(w, r, inResource(err, resGlobal))
-		return
+	if err := a.ops.store.DeleteGlobal(c.ctx(), c.id(), source); err != nil {
+		return reply{}, inResource(err, resGlobal)
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return noContent(), nil
 }
 
 // unbound refuses credentials bound to one owner: tenant-wide memories
@@ -345,17 +175,4 @@ func unbound(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
-}
-
-// decodeOptionalBody decodes the body into v like decodeBody, except that
-// an empty body is the empty object (POSTs whose input is all optional).
-func (s *Server) decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) *Problem {
-	body, p := s.readBody(w, r)
-	if p != nil {
-		return p
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	return decodeStrict(body, v, "")
 }

@@ -11,43 +11,36 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 )
 
+// rest holds the REST operations: each translates the path, query and body
+// into a request of the capability it serves (ops) and its result into a
+// reply; the adapter (operation.go) does the rest.
+type rest struct {
+	ops    *ops
+	tokens *Tokens
+}
+
 // addMemory: POST /v1/owners/{owner}/memories. 201 when the write created a
 // memory (added, or replaced: the arbiter superseded the neighbour with a
 // new one), 200 when it ended in an existing one.
-func (s *Server) addMemory(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	var b addBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	src, p := writeSource(credential(r), b.Source, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return
+func (a rest) addMemory(c *call, b *addBody) (reply, error) {
+	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	if err != nil {
+		return reply{}, err
 	}
 	b.Source = src
-	req := b.request(r.PathValue("owner"))
-	req.OwnerOnly = credential(r).Owner != ""
-	res, err := s.store.Add(r.Context(), req)
+	res, err := a.ops.add(c.ctx(), b.request(c.owner()))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
-	s.metrics.countActions(*res)
-	withhold(r.Context(), &res.Memory)
-	status := http.StatusOK
-	if res.Action == memory.ActionAdded || res.Action == memory.ActionReplaced {
-		status = http.StatusCreated
-		// A memory of a global category is stored under no owner of the
-		// API (memory.GlobalOwner): the owner's URL would answer 404.
-		if res.Memory.Owner != memory.GlobalOwner {
-			w.Header().Set("Location", memoryPath(r.PathValue("owner"), res.Memory.ID))
-		}
+	if res.Action != memory.ActionAdded && res.Action != memory.ActionReplaced {
+		return ok(res), nil
 	}
-	writeJSON(w, status, res)
+	// A memory of a global category is stored under no owner of the
+	// API (memory.GlobalOwner): the owner's URL would answer 404.
+	if res.Memory.Owner == memory.GlobalOwner {
+		return created(res, ""), nil
+	}
+	return created(res, memoryPath(c.owner(), res.Memory.ID)), nil
 }
 
 func memoryPath(owner, id string) string {
@@ -56,32 +49,19 @@ func memoryPath(owner, id string) string {
 
 // addBatch: POST /v1/owners/{owner}/memories/batch. Every item is decoded
 // and checked before anything is written; one bad item fails the batch.
-func (s *Server) addBatch(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	var b batchBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
+func (a rest) addBatch(c *call, b *batchBody) (reply, error) {
 	if len(b.Items) == 0 || len(b.Items) > maxBatchItems {
-		writeProblem(w, r, validationProblem(fieldErr("items", fmt.Sprintf("must hold 1..%d items, got %d", maxBatchItems, len(b.Items)))))
-		return
+		return reply{}, problemError{validationProblem(fieldErr("items", fmt.Sprintf("must hold 1..%d items, got %d", maxBatchItems, len(b.Items))))}
 	}
-	reqs, p := batchRequests(credential(r), r.PathValue("owner"), b.Items)
+	reqs, p := batchRequests(c.credential(), c.owner(), b.Items)
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return reply{}, problemError{p}
 	}
-	res, err := s.store.AddBatch(r.Context(), reqs)
+	res, err := a.ops.addBatch(c.ctx(), reqs)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
-	s.metrics.countActions(res...)
-	withholdResults(r.Context(), res)
-	writeJSON(w, http.StatusOK, batchResponse{Results: nonNil(res)})
+	return ok(batchResponse{Results: res}), nil
 }
 
 // batchRequests decodes the items of a batch and caps their sources. Every
@@ -132,16 +112,12 @@ func credential(r *http.Request) auth.Credential {
 // job; inactive: deleted, expired, forgotten, superseded).
 var listIncludes = []string{"expired", "inactive"}
 
-// listParams are the query parameters of list (TestListParamsDocumented
-// keeps openapi.yaml in step).
-var listParams = []string{"agent", "session", "category", "include", "includeInactive", "limit", "cursor"}
-
 // listMemories: GET /v1/owners/{owner}/memories.
-func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
-	q := newQuery(r.URL, listParams...)
+func (a rest) listMemories(c *call, _ *noBody) (reply, error) {
+	q := c.q
 	include := q.set("include", listIncludes...)
 	req := memory.ListRequest{
-		Owner:           r.PathValue("owner"),
+		Owner:           c.owner(),
 		Agent:           q.str("agent"),
 		Session:         q.str("session"),
 		Category:        q.str("category"),
@@ -149,183 +125,73 @@ func (s *Server) listMemories(w http.ResponseWriter, r *http.Request) {
 		IncludeExpired:  include["expired"],
 		Limit:           q.integer("limit"),
 		Cursor:          q.str("cursor"),
-		ExcludeFlagged:  agentFacing(r.Context()),
 	}
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
+	if err := q.err(); err != nil {
+		return reply{}, err
 	}
-	page, err := s.store.List(r.Context(), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	page.Items = nonNil(page.Items)
-	writeJSON(w, http.StatusOK, page)
+	return replyOf(a.ops.list(c.ctx(), req))
 }
 
 // getMemory: GET /v1/owners/{owner}/memories/{id}.
-func (s *Server) getMemory(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	id, ok := idParam(w, r)
-	if !ok {
-		return
-	}
-	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
-	if err == nil && hiddenFrom(r.Context(), m) {
-		err = memory.ErrNotFound
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, m)
-}
-
-// agentMayNotSee answers 404 and returns true when the caller is
-// agent-facing and the memory is flagged (see hiddenFrom); for other
-// callers it does nothing.
-func (s *Server) agentMayNotSee(w http.ResponseWriter, r *http.Request, id string) bool {
-	if !agentFacing(r.Context()) {
-		return false
-	}
-	m, err := s.store.Get(r.Context(), r.PathValue("owner"), id)
-	if err == nil && hiddenFrom(r.Context(), m) {
-		err = memory.ErrNotFound
-	}
-	if err != nil {
-		s.fail(w, r, err)
-		return true
-	}
-	return false
+func (a rest) getMemory(c *call, _ *noBody) (reply, error) {
+	return replyOf(a.ops.get(c.ctx(), c.owner(), c.id()))
 }
 
 // updateMemory: PATCH /v1/owners/{owner}/memories/{id}.
-func (s *Server) updateMemory(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	id, ok := idParam(w, r)
-	if !ok {
-		return
-	}
-	var b updateBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	src, p := writeSource(credential(r), b.Source, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	if s.agentMayNotSee(w, r, id) {
-		return
-	}
-	m, err := s.store.Update(r.Context(), memory.UpdateRequest{
-		Owner: r.PathValue("owner"), ID: id, Source: src,
-		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL,
-	})
+func (a rest) updateMemory(c *call, b *updateBody) (reply, error) {
+	src, err := writeSourceErr(c.credential(), b.Source, "source")
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
-	withhold(r.Context(), m)
-	writeJSON(w, http.StatusOK, m)
+	return replyOf(a.ops.update(c.ctx(), memory.UpdateRequest{
+		Owner: c.owner(), ID: c.id(), Source: src,
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL,
+	}))
 }
 
 // deleteMemory: DELETE /v1/owners/{owner}/memories/{id}?source=...; a soft
 // delete (the purge job removes the row after retention.purgeInactiveAfter).
-func (s *Server) deleteMemory(w http.ResponseWriter, r *http.Request) {
-	id, ok := idParam(w, r)
-	if !ok {
-		return
+func (a rest) deleteMemory(c *call, _ *noBody) (reply, error) {
+	asked := memory.Source(c.q.str("source"))
+	if err := c.q.err(); err != nil {
+		return reply{}, err
 	}
-	q := newQuery(r.URL, "source")
-	asked := memory.Source(q.str("source"))
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
+	source, err := writeSourceErr(c.credential(), asked, "source")
+	if err != nil {
+		return reply{}, err
 	}
-	source, p := writeSource(credential(r), asked, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return
+	if err := a.ops.store.Delete(c.ctx(), c.owner(), c.id(), source); err != nil {
+		return reply{}, err
 	}
-	if err := s.store.Delete(r.Context(), r.PathValue("owner"), id, source); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return noContent(), nil
 }
 
 // supersede: POST /v1/owners/{owner}/memories/{id}/supersede {"by": id}.
-func (s *Server) supersede(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	id, ok := idParam(w, r)
-	if !ok {
-		return
-	}
-	var b supersedeBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
+func (a rest) supersede(c *call, b *supersedeBody) (reply, error) {
 	if fe := uuidField("by", b.By); fe != nil {
-		writeProblem(w, r, validationProblem(*fe))
-		return
+		return reply{}, problemError{validationProblem(*fe)}
 	}
-	src, p := writeSource(credential(r), b.Source, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	m, err := s.store.Supersede(r.Context(), r.PathValue("owner"), id, b.By, src)
+	src, err := writeSourceErr(c.credential(), b.Source, "source")
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
-	withhold(r.Context(), m)
-	writeJSON(w, http.StatusOK, m)
+	return replyOf(a.ops.supersede(c.ctx(), c.owner(), c.id(), b.By, src))
 }
-
-// historyParams are the query parameters of a memory's history.
-var historyParams = []string{"limit", "cursor"}
 
 // history: GET /v1/owners/{owner}/memories/{id}/history?limit=&cursor=:
 // one page, oldest first, within the byte cap.
-func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	id, ok := idParam(w, r)
-	if !ok {
-		return
+func (a rest) history(c *call, _ *noBody) (reply, error) {
+	req := memory.HistoryRequest{Owner: c.owner(), ID: c.id(), Limit: c.q.integer("limit"), Cursor: c.q.str("cursor")}
+	if err := c.q.err(); err != nil {
+		return reply{}, err
 	}
-	q := newQuery(r.URL, historyParams...)
-	req := memory.HistoryRequest{Owner: r.PathValue("owner"), ID: id, Limit: q.integer("limit"), Cursor: q.str("cursor")}
-	if p := q.problem(); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	if s.agentMayNotSee(w, r, id) {
-		return
-	}
-	page, err := s.store.History(r.Context(), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	page.Items = nonNil(page.Items)
-	withholdHistory(r.Context(), page.Items)
-	writeJSON(w, http.StatusOK, page)
+	return replyOf(a.ops.history(c.ctx(), req))
 }
 
-// nonNil turns a nil slice into an empty one, so lists are [] and never null.
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// replyOf is the 200 of a capability's result, or its error.
+func replyOf[T any](v *T, err error) (reply, error) {
+	if err != nil {
+		return reply{}, err
 	}
-	return s
+	return ok(v), nil
 }

@@ -1,94 +1,66 @@
 package server
 
 import (
-	"net/http"
-
 	"github.com/engram-dev/engram/internal/memory"
 )
 
 // extract: POST /v1/owners/{owner}/extract. Needs an LLM (409 no-llm without).
-func (s *Server) extract(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
+func (a rest) extract(c *call, b *extractBody) (reply, error) {
+	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	if err != nil {
+		return reply{}, err
 	}
-	var b extractBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	src, p := writeSource(credential(r), b.Source, "source")
-	if p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	res, err := s.store.Extract(r.Context(), memory.ExtractRequest{
-		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Source: src, Messages: b.Messages,
+	res, err := a.ops.extract(c.ctx(), memory.ExtractRequest{
+		Owner: c.owner(), Agent: b.Agent, Session: b.Session, Source: src, Messages: b.Messages,
 	})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
-	s.metrics.countActions(res...)
-	withholdResults(r.Context(), res)
-	writeJSON(w, http.StatusOK, batchResponse{Results: nonNil(res)})
+	return ok(batchResponse{Results: res}), nil
 }
 
 // search: POST /v1/owners/{owner}/search.
-func (s *Server) search(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	var b searchBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	res, err := s.store.SearchAnswer(r.Context(), memory.SearchRequest{
-		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Query: b.Query,
+func (a rest) search(c *call, b *searchBody) (reply, error) {
+	return replyOf(a.ops.search(c.ctx(), memory.SearchRequest{
+		Owner: c.owner(), Agent: b.Agent, Session: b.Session, Query: b.Query,
 		Mode: b.Mode, TopK: b.TopK, Categories: b.Categories, MinScore: b.MinScore,
-		ExcludeFlagged: agentFacing(r.Context()),
-	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res.Results = nonNil(res.Results)
-	writeJSON(w, http.StatusOK, res)
+	}))
 }
 
 // context: POST /v1/owners/{owner}/context.
-func (s *Server) context(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	var b contextBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
-	res, err := s.store.Context(r.Context(), memory.ContextRequest{
-		Owner: r.PathValue("owner"), Agent: b.Agent, Session: b.Session, Query: b.Query, MaxTokens: b.MaxTokens,
+func (a rest) context(c *call, b *contextBody) (reply, error) {
+	return replyOf(a.ops.context(c.ctx(), memory.ContextRequest{
+		Owner: c.owner(), Agent: b.Agent, Session: b.Session, Query: b.Query, MaxTokens: b.MaxTokens,
 		IncludeEpisodes: b.IncludeEpisodes, MaxEpisodes: b.MaxEpisodes,
-	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	res.IDs = nonNil(res.IDs)
-	writeJSON(w, http.StatusOK, res)
+	}))
 }
 
 // eraseOwner: DELETE /v1/owners/{owner}, admin tokens only. Hard-deletes
 // every memory and all history of the owner (GDPR erasure) and says how
 // many rows went.
-func (s *Server) eraseOwner(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
+func (a rest) eraseOwner(c *call, _ *noBody) (reply, error) {
+	return replyOf(a.ops.store.EraseOwner(c.ctx(), c.owner()))
+}
+
+// listOwners: GET /v1/owners, app and admin tokens (agent tokens are bound
+// to one owner and have nothing to discover). A token bound to an owner
+// sees that owner only.
+func (a rest) listOwners(c *call, _ *noBody) (reply, error) {
+	req := memory.OwnersRequest{Limit: c.q.integer("limit"), Cursor: c.q.str("cursor"), Only: c.credential().Owner}
+	if err := c.q.err(); err != nil {
+		return reply{}, err
 	}
-	res, err := s.store.EraseOwner(r.Context(), r.PathValue("owner"))
+	page, err := a.ops.store.Owners(c.ctx(), req)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return reply{}, err
 	}
-	writeJSON(w, http.StatusOK, res)
+	page.Items = nonNil(page.Items)
+	return ok(page), nil
+}
+
+// stats: GET /v1/stats, admin tokens only. Tenant-wide counts of memories
+// and owners for operators (`kubectl engram status`); an admin may already
+// read every owner, so the counts reveal nothing new to it.
+func (a rest) stats(c *call, _ *noBody) (reply, error) {
+	return replyOf(a.ops.store.Stats(c.ctx()))
 }

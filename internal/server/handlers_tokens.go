@@ -1,7 +1,7 @@
 package server
 
 import (
-	"net/http"
+	"fmt"
 	"time"
 
 	"github.com/engram-dev/engram/internal/auth"
@@ -29,46 +29,33 @@ type mintResponse struct {
 // token bound to one owner with the service's signing key, for a backend
 // that holds an app token but not the key. An app token bound to an owner
 // mints only for that owner: minting never widens what a credential reaches.
-func (s *Server) mintToken(w http.ResponseWriter, r *http.Request) {
-	if !noQuery(w, r) {
-		return
-	}
-	var b mintBody
-	if p := s.decodeBody(w, r, &b); p != nil {
-		writeProblem(w, r, p)
-		return
-	}
+func (a rest) mintToken(c *call, b *mintBody) (reply, error) {
 	ttl, p := b.validate()
 	if p != nil {
-		writeProblem(w, r, p)
-		return
+		return reply{}, problemError{p}
 	}
-	if !credential(r).MayActFor(b.Owner) {
-		writeProblem(w, r, ownerNotAllowed())
-		return
+	if !c.credential().MayActFor(b.Owner) {
+		return reply{}, problemError{ownerNotAllowed()}
 	}
-	key := s.tokens.SigningKeys().MintKey()
+	key := a.tokens.SigningKeys().MintKey()
 	if key == nil {
-		writeProblem(w, r, newProblem(probNoSigningKey,
-			"the service has no signing key (the signing-key of the <runtime>-api-token Secret, --signing-key-file), so it cannot mint"))
-		return
+		return reply{}, problemError{newProblem(probNoSigningKey,
+			"the service has no signing key (the signing-key of the <runtime>-api-token Secret, --signing-key-file), so it cannot mint")}
 	}
 	// The subject is namespaced by the minter's identity, so a minted token
 	// can never write history under another credential's name.
-	subject := credential(r).ID + "/" + b.Subject
+	subject := c.credential().ID + "/" + b.Subject
 	if err := auth.CheckIdentity(subject); err != nil {
-		writeProblem(w, r, validationProblem(fieldErr("subject",
-			"too long once prefixed with the minting token's identity and a slash: at most 128 characters in all")))
-		return
+		return reply{}, problemError{validationProblem(fieldErr("subject",
+			"too long once prefixed with the minting token's identity and a slash: at most 128 characters in all"))}
 	}
 	now := time.Now()
 	token, err := auth.MintAgent(key, b.Owner, subject, ttl, now)
 	if err != nil { // cannot happen: the body was validated
-		s.fail(w, r, err)
-		return
+		return reply{}, fmt.Errorf("minting a token: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, mintResponse{Token: token, Role: auth.RoleAgent, Owner: b.Owner, Subject: subject,
-		ExpiresAt: time.Unix(now.Add(ttl).Unix(), 0).UTC()})
+	return created(mintResponse{Token: token, Role: auth.RoleAgent, Owner: b.Owner, Subject: subject,
+		ExpiresAt: time.Unix(now.Add(ttl).Unix(), 0).UTC()}, ""), nil
 }
 
 // validate checks the body and returns the token's lifetime.

@@ -72,14 +72,13 @@ func inflightProblem(max int) *Problem {
 	return p
 }
 
-// admitInflight takes a slot of the request's credential, or answers 429
-// and returns false. release gives the slot back.
-func (s *Server) admitInflight(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+// admitInflight takes a slot of the request's credential, or returns the
+// 429 of a credential whose slots are all held. release gives the slot back.
+func (s *Server) admitInflight(r *http.Request) (release func(), p *Problem) {
 	key := bucketKey(credential(r))
 	if !s.credentialSlots.take(key) {
 		s.metrics.rateLimited.WithLabelValues(limitClassInflight, limitRejected).Inc()
-		refuseUnread(w, r, inflightProblem(s.credentialSlots.max))
-		return nil, false
+		return nil, inflightProblem(s.credentialSlots.max)
 	}
-	return func() { s.credentialSlots.release(key) }, true
+	return func() { s.credentialSlots.release(key) }, nil
 }

@@ -43,22 +43,3 @@ func TestListHidesExpired(t *testing.T) {
 		t.Fatalf("include=deleted: %+v", p)
 	}
 }
-
-// TestListParamsDocumented: the list operation of openapi.yaml documents
-// exactly the query parameters the handler accepts.
-func TestListParamsDocumented(t *testing.T) {
-	d := loadOpenAPI(t)
-	_, op := d.operation("GET", memPath("a", "memories"))
-	var documented []string
-	for _, p := range op["parameters"].([]any) {
-		p, _ := d.resolve(p.(map[string]any))
-		if p["in"] == "query" {
-			documented = append(documented, p["name"].(string))
-		}
-	}
-	slices.Sort(documented)
-	accepted := slices.Sorted(slices.Values(listParams))
-	if !slices.Equal(documented, accepted) {
-		t.Fatalf("openapi.yaml documents %v for list, the handler accepts %v", documented, accepted)
-	}
-}

@@ -371,36 +371,3 @@ func TestLongTermGlobalMemories(t *testing.T) {
 		t.Fatalf("after deletion: list %+v, or still in bob's context", page.Items)
 	}
 }
-
-// TestLongTermParamsDocumented: openapi.yaml documents exactly the query
-// parameters the long-term handlers accept.
-func TestLongTermParamsDocumented(t *testing.T) {
-	d := loadOpenAPI(t)
-	for _, c := range []struct {
-		method, path string
-		accepted     []string
-	}{
-		{"GET", memPath("a", "episodes"), episodeParams},
-		{"GET", memPath("a", "profile"), documentParams},
-		{"GET", memPath("a", "constraints"), documentParams},
-		{"PUT", memPath("a", "profile"), []string{"agent"}},
-		{"PUT", memPath("a", "constraints"), []string{"agent"}},
-		{"GET", memPath("a", "changelog"), changelogParams},
-		{"GET", "/v1/global/memories", globalListParams},
-		{"DELETE", "/v1/global/memories/0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e", []string{"source"}},
-	} {
-		_, op := d.operation(c.method, c.path)
-		var documented []string
-		params, _ := op["parameters"].([]any)
-		for _, p := range params {
-			p, _ := d.resolve(p.(map[string]any))
-			if p["in"] == "query" {
-				documented = append(documented, p["name"].(string))
-			}
-		}
-		slices.Sort(documented)
-		if accepted := slices.Sorted(slices.Values(c.accepted)); !slices.Equal(documented, accepted) {
-			t.Errorf("%s %s: openapi.yaml documents %v, the handler accepts %v", c.method, c.path, documented, accepted)
-		}
-	}
-}

@@ -15,70 +15,6 @@ import (
 // Version is reported to MCP clients (set by the linker for releases).
 var Version = "dev"
 
-// MCP tool arguments. The owner is an argument (one agent serves many end
-// users) unless the token is bound to one owner: then that owner is the
-// only one, and the argument may be left out. The SDK infers the JSON
-// schema of each tool from these types and rejects calls that do not fit it
-// before the handler runs.
-
-type mcpAddArgs struct {
-	Owner      string `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
-	Content    string `json:"content" jsonschema:"the fact to remember, one short sentence"`
-	Category   string `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
-	Importance int    `json:"importance,omitempty" jsonschema:"1..10, default 5"`
-	Agent      string `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
-	Session    string `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
-	TTL        string `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
-	Source     string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
-}
-
-type mcpSearchArgs struct {
-	Owner      string   `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
-	Query      string   `json:"query" jsonschema:"what to look for, in natural language"`
-	TopK       int      `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
-	Mode       string   `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
-	Categories []string `json:"categories,omitempty" jsonschema:"only these categories"`
-	Agent      string   `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
-	Session    string   `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
-}
-
-type mcpListArgs struct {
-	Owner           string `json:"owner,omitempty" jsonschema:"the end user whose memories are listed; leave out when the token is bound to one owner"`
-	Category        string `json:"category,omitempty" jsonschema:"only this category"`
-	Agent           string `json:"agent,omitempty" jsonschema:"only this agent's memories"`
-	Session         string `json:"session,omitempty" jsonschema:"only this session's memories"`
-	IncludeInactive bool   `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
-	IncludeExpired  bool   `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
-	Limit           int    `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
-	Cursor          string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
-}
-
-type mcpDeleteArgs struct {
-	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memory belongs to; leave out when the token is bound to one owner"`
-	ID     string `json:"id" jsonschema:"id of the memory to delete"`
-	Source string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token, so protected memories are not deleted over MCP"`
-}
-
-type mcpDeleteResult struct {
-	Deleted bool   `json:"deleted"`
-	ID      string `json:"id"`
-}
-
-type mcpSupersedeArgs struct {
-	Owner  string `json:"owner,omitempty" jsonschema:"the end user the memories belong to; leave out when the token is bound to one owner"`
-	ID     string `json:"id" jsonschema:"id of the memory that is no longer true"`
-	By     string `json:"by" jsonschema:"id of the active memory that replaces it"`
-	Source string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
-}
-
-type mcpContextArgs struct {
-	Owner     string `json:"owner,omitempty" jsonschema:"the end user whose memories are rendered; leave out when the token is bound to one owner"`
-	Query     string `json:"query,omitempty" jsonschema:"the current task or message, to put relevant memories first"`
-	MaxTokens int    `json:"maxTokens,omitempty" jsonschema:"token budget, default 1000"`
-	Agent     string `json:"agent,omitempty" jsonschema:"agent id"`
-	Session   string `json:"session,omitempty" jsonschema:"session id"`
-}
-
 // mcpHandler serves MCP over streamable HTTP in stateless mode: every POST
 // carries a whole exchange and no session lives in the process, so any
 // replica behind the Service can answer any request (no sticky sessions)
@@ -95,20 +31,10 @@ func (s *Server) mcpHandler() http.Handler {
 			"search_episodes to recall past sessions, update_profile when you learn something lasting, extract_session after a conversation.",
 		Logger: s.logger.With("component", "mcp"),
 	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "add_memory", Description: "Remember one fact about an owner (deduplicated against what is known)."},
-		toolHandler(s, "add_memory", s.mcpAdd))
-	mcp.AddTool(srv, &mcp.Tool{Name: "search_memory", Description: "Find an owner's memories relevant to a query, best first."},
-		toolHandler(s, "search_memory", s.mcpSearch))
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_memories", Description: "List an owner's memories, newest first, one page at a time."},
-		toolHandler(s, "list_memories", s.mcpList))
-	mcp.AddTool(srv, &mcp.Tool{Name: "delete_memory", Description: "Forget one memory of an owner."},
-		toolHandler(s, "delete_memory", s.mcpDelete))
-	mcp.AddTool(srv, &mcp.Tool{Name: "supersede_memory", Description: "Mark one memory of an owner as replaced by another, newer one (a memory is replaced once)."},
-		toolHandler(s, "supersede_memory", s.mcpSupersede))
-	mcp.AddTool(srv, &mcp.Tool{Name: "get_context", Description: "An owner's memories rendered as text for a prompt, within a token budget."},
-		toolHandler(s, "get_context", s.mcpContext))
-	s.addConversationTools(srv)
-	s.addLongTermTools(srv)
+	t := tools{ops: s.ops, llm: s.mcpLLM}
+	t.addMemoryTools(s, srv)
+	t.addConversationTools(s, srv)
+	t.addLongTermTools(s, srv)
 	return mcpRequests(oneMessagePerRequest(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		JSONResponse:        true,
@@ -192,107 +118,4 @@ func (s *Server) toolError(tool string, err error) error {
 		s.logger.Error("MCP tool failed", "tool", tool, "error", err.Error())
 	}
 	return errors.New(toolErrorText(p))
-}
-
-func (s *Server) mcpAdd(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error) {
-	owner, src, err := mcpWriter(ctx, a.Owner, a.Source)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.store.Add(ctx, memory.AddRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL, OwnerOnly: mcpBound(ctx)})
-	if err != nil {
-		return nil, err
-	}
-	s.metrics.countActions(*res)
-	withhold(ctx, &res.Memory)
-	return res, nil
-}
-
-func (s *Server) mcpSearch(ctx context.Context, a mcpSearchArgs) (*searchResponse, error) {
-	owner, err := mcpOwner(ctx, a.Owner)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.store.SearchAnswer(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, ExcludeFlagged: agentFacing(ctx),
-		MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, err
-	}
-	res.Results = nonNil(res.Results)
-	return res, nil
-}
-
-func (s *Server) mcpList(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {
-	owner, err := mcpOwner(ctx, a.Owner)
-	if err != nil {
-		return nil, err
-	}
-	page, err := s.store.List(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
-		ExcludeFlagged: agentFacing(ctx), MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, err
-	}
-	page.Items = nonNil(page.Items)
-	return page, nil
-}
-
-func (s *Server) mcpDelete(ctx context.Context, a mcpDeleteArgs) (mcpDeleteResult, error) {
-	if fe := uuidField("id", a.ID); fe != nil {
-		return mcpDeleteResult{}, &memory.ValidationError{Fields: []memory.FieldError{*fe}}
-	}
-	owner, source, err := mcpWriter(ctx, a.Owner, a.Source)
-	if err != nil {
-		return mcpDeleteResult{}, err
-	}
-	if err := s.store.Delete(ctx, owner, a.ID, source); err != nil {
-		return mcpDeleteResult{}, err
-	}
-	return mcpDeleteResult{Deleted: true, ID: a.ID}, nil
-}
-
-// mcpSupersede is POST .../supersede as a tool: the same checks, and a
-// memory that is already superseded is a conflict (409 in REST).
-func (s *Server) mcpSupersede(ctx context.Context, a mcpSupersedeArgs) (*memory.Memory, error) {
-	var fields []memory.FieldError
-	for _, f := range [][2]string{{"id", a.ID}, {"by", a.By}} {
-		if fe := uuidField(f[0], f[1]); fe != nil {
-			fields = append(fields, *fe)
-		}
-	}
-	if len(fields) > 0 {
-		return nil, &memory.ValidationError{Fields: fields}
-	}
-	owner, source, err := mcpWriter(ctx, a.Owner, a.Source)
-	if err != nil {
-		return nil, err
-	}
-	m, err := s.store.Supersede(ctx, owner, a.ID, a.By, source)
-	if err != nil {
-		return nil, err
-	}
-	withhold(ctx, m)
-	return m, nil
-}
-
-func (s *Server) mcpContext(ctx context.Context, a mcpContextArgs) (*memory.ContextResult, error) {
-	owner, err := mcpOwner(ctx, a.Owner)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.store.Context(ctx, memory.ContextRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, MaxTokens: a.MaxTokens, MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, err
-	}
-	res.IDs = nonNil(res.IDs)
-	return res, nil
-}
-
-// mcpBound reports whether the session's credential is bound to one owner.
-func mcpBound(ctx context.Context) bool {
-	c, _ := credentialOf(ctx)
-	return c.Owner != ""
 }

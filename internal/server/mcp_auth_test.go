@@ -111,3 +111,27 @@ func hitsOf(r searchResponse) []memory.Memory {
 	}
 	return out
 }
+
+// wantToolErrors calls each tool with its arguments and wants a tool error
+// saying want.
+func wantToolErrors(t *testing.T, session *mcp.ClientSession, want string, calls map[string]map[string]any) {
+	t.Helper()
+	for tool, args := range calls {
+		toolErrorCase{tool, args, want}.check(t, session)
+	}
+}
+
+// toolErrorCase is a tool call that must fail with a tool error saying want.
+type toolErrorCase struct {
+	tool string
+	args map[string]any
+	want string
+}
+
+func (c toolErrorCase) check(t *testing.T, session *mcp.ClientSession) {
+	t.Helper()
+	res := callToolRaw(t, session, c.tool, c.args)
+	if !res.IsError || !strings.Contains(text(res), c.want) {
+		t.Errorf("%s(%v) = %s, want a tool error saying %q", c.tool, c.args, text(res), c.want)
+	}
+}

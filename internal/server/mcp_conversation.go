@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -53,20 +52,20 @@ type mcpExpandArgs struct {
 }
 
 // addConversationTools registers the conversation tools on srv.
-func (s *Server) addConversationTools(srv *mcp.Server) {
+func (t tools) addConversationTools(s *Server, srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "append_turn", Description: "Append one turn (one or more messages) to a conversation session of an owner; the session is created on its first turn."},
-		toolHandler(s, "append_turn", s.mcpAppend))
+		toolHandler(s, "append_turn", t.appendTurn))
 	mcp.AddTool(srv, &mcp.Tool{Name: "get_window", Description: "The messages (and summaries of older turns) of a session that fit the next prompt, oldest first, within a token budget."},
-		toolHandler(s, "get_window", s.mcpWindow))
+		toolHandler(s, "get_window", t.window))
 	mcp.AddTool(srv, &mcp.Tool{Name: "search_history", Description: "Search what was said in an owner's conversations (messages and summaries), best first."},
-		toolHandler(s, "search_history", s.mcpSearchHistory))
+		toolHandler(s, "search_history", t.searchHistory))
 	mcp.AddTool(srv, &mcp.Tool{Name: "expand_summary", Description: "The original messages a summary replaced, verbatim, oldest first."},
-		toolHandler(s, "expand_summary", s.mcpExpand))
+		toolHandler(s, "expand_summary", t.expand))
 }
 
-// mcpAppend is POST .../sessions/{id}/messages as a tool, creating the
+// appendTurn is POST .../sessions/{id}/messages as a tool, creating the
 // session on its first turn (an agent over MCP has no other way to).
-func (s *Server) mcpAppend(ctx context.Context, a mcpAppendArgs) (*memory.AppendResult, error) {
+func (t tools) appendTurn(ctx context.Context, a mcpAppendArgs) (*memory.AppendResult, error) {
 	owner, src, err := mcpWriter(ctx, a.Owner, a.Source)
 	if err != nil {
 		return nil, err
@@ -76,52 +75,30 @@ func (s *Server) mcpAppend(ctx context.Context, a mcpAppendArgs) (*memory.Append
 		msgs[i] = turnMessageBody{Role: memory.Role(m.Role), Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
 	}
 	req := appendBody{Messages: msgs}.request(owner, a.Session, src)
-	req.MaxBytes = s.mcpAnswerBytes()
-	res, err := s.store.AppendTurn(ctx, req)
-	if errors.Is(err, memory.ErrNotFound) {
-		_, cerr := s.store.CreateSession(ctx, memory.CreateSessionRequest{Owner: owner, ID: a.Session, Agent: a.Agent})
-		if cerr != nil && !errors.Is(cerr, memory.ErrConflict) { // a concurrent first turn created it
-			return nil, inResource(cerr, resSession)
-		}
-		res, err = s.store.AppendTurn(ctx, req)
-	}
-	if err != nil {
-		return nil, inResource(err, resSession)
-	}
-	res.Messages = nonNil(res.Messages)
-	return res, nil
+	req.MaxBytes = t.answerBytes()
+	return t.ops.appendCreating(ctx, req, a.Agent)
 }
 
-func (s *Server) mcpWindow(ctx context.Context, a mcpWindowArgs) (*memory.Window, error) {
+func (t tools) window(ctx context.Context, a mcpWindowArgs) (*memory.Window, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
 		return nil, err
 	}
-	win, err := s.store.Window(ctx, memory.WindowRequest{Owner: owner, SessionID: a.Session,
+	return t.ops.window(ctx, memory.WindowRequest{Owner: owner, SessionID: a.Session,
 		Strategy: memory.WindowStrategy(a.Strategy), Budget: a.Budget, FreshTail: a.FreshTail, Last: a.Last,
-		MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, inResource(err, resSession)
-	}
-	win.Items = nonNil(win.Items)
-	return win, nil
+		MaxBytes: t.answerBytes()})
 }
 
-func (s *Server) mcpSearchHistory(ctx context.Context, a mcpHistoryArgs) (*memory.HistorySearchResult, error) {
+func (t tools) searchHistory(ctx context.Context, a mcpHistoryArgs) (*memory.HistorySearchResult, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.searchHistoryOf(ctx, memory.HistorySearchRequest{Owner: owner, Query: a.Query, SessionID: a.Session, Limit: a.Limit,
-		MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, inResource(err, resSession)
-	}
-	res.Results = nonNil(res.Results)
-	return res, nil
+	return t.ops.searchHistory(ctx, memory.HistorySearchRequest{Owner: owner, Query: a.Query, SessionID: a.Session, Limit: a.Limit,
+		MaxBytes: t.answerBytes()})
 }
 
-func (s *Server) mcpExpand(ctx context.Context, a mcpExpandArgs) (*memory.Expansion, error) {
+func (t tools) expand(ctx context.Context, a mcpExpandArgs) (*memory.Expansion, error) {
 	if fe := uuidField("id", a.ID); fe != nil {
 		return nil, &memory.ValidationError{Fields: []memory.FieldError{*fe}}
 	}
@@ -129,13 +106,7 @@ func (s *Server) mcpExpand(ctx context.Context, a mcpExpandArgs) (*memory.Expans
 	if err != nil {
 		return nil, err
 	}
-	exp, err := s.store.ExpandSummary(ctx, memory.ExpandRequest{Owner: owner, ID: a.ID, MaxTokens: a.MaxTokens,
-		MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, inResource(err, resSummary)
-	}
-	exp.Messages = nonNil(exp.Messages)
-	return exp, nil
+	return t.ops.expand(ctx, memory.ExpandRequest{Owner: owner, ID: a.ID, MaxTokens: a.MaxTokens, MaxBytes: t.answerBytes()})
 }
 
 // mcpResultOverhead bounds what a tool result adds around the answer's
@@ -147,6 +118,6 @@ const mcpResultOverhead = 1024
 // that read only text, as its JSON in a text block, where escaping can
 // double it — so a third of the runtime's cap keeps the whole result
 // within the cap.
-func (s *Server) mcpAnswerBytes() int {
-	return (s.store.MaxResponseBytes() - mcpResultOverhead) / 3
+func (t tools) answerBytes() int {
+	return (t.ops.store.MaxResponseBytes() - mcpResultOverhead) / 3
 }

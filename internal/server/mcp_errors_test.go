@@ -12,13 +12,7 @@ import (
 // invalid arguments gets every field and its message in that text (the
 // REST answer to the same input lists the same fields in errors).
 func TestMCPToolErrorListsEveryField(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
-	session, err := connectMCP(t, srv, srv.token)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	defer session.Close()
+	srv, session := startMCP(t)
 
 	args := map[string]any{"content": "Hana likes tea", "category": "no-such-category", "importance": 11, "ttl": "soon"}
 	rest := srv.do(t, req{method: "POST", path: memPath("hana", "memories"), body: args}).want(t, 422).problem(t)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -42,72 +41,56 @@ type mcpUpdateProfileArgs struct {
 }
 
 // addLongTermTools registers the long-term memory tools on srv.
-func (s *Server) addLongTermTools(srv *mcp.Server) {
+func (t tools) addLongTermTools(s *Server, srv *mcp.Server) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "extract_session", Description: "Extract durable facts about the user from a session's new messages and remember them (needs the runtime's LLM; at most two model calls)."},
-		toolHandler(s, "extract_session", s.mcpExtractSession))
+		toolHandler(s, "extract_session", t.extractSession))
 	mcp.AddTool(srv, &mcp.Tool{Name: "search_episodes", Description: "Find summaries of an owner's past sessions relevant to a query, best first."},
-		toolHandler(s, "search_episodes", s.mcpSearchEpisodes))
+		toolHandler(s, "search_episodes", t.searchEpisodes))
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_profile", Description: "The owner's profile for an agent: what is known about the user, as text, with its version."},
-		toolHandler(s, "read_profile", s.mcpReadDocument(memory.DocProfile)))
+		toolHandler(s, "read_profile", t.readDocument(memory.DocProfile)))
 	mcp.AddTool(srv, &mcp.Tool{Name: "read_constraints", Description: "The owner's constraints for an agent: the user's rules, as text, with its version. Only the user changes them."},
-		toolHandler(s, "read_constraints", s.mcpReadDocument(memory.DocConstraints)))
+		toolHandler(s, "read_constraints", t.readDocument(memory.DocConstraints)))
 	mcp.AddTool(srv, &mcp.Tool{Name: "update_profile", Description: "Replace the owner's profile for an agent with a new version (recorded in the changelog as written by the agent)."},
-		toolHandler(s, "update_profile", s.mcpUpdateProfile))
+		toolHandler(s, "update_profile", t.updateProfile))
 }
 
-func (s *Server) mcpExtractSession(ctx context.Context, a mcpExtractSessionArgs) (*memory.SessionExtractResult, error) {
+func (t tools) extractSession(ctx context.Context, a mcpExtractSessionArgs) (*memory.SessionExtractResult, error) {
 	owner, src, err := mcpWriter(ctx, a.Owner, a.Source)
 	if err != nil {
 		return nil, err
 	}
-	if ctx, err = s.mcpLLM(ctx); err != nil {
+	if ctx, err = t.llm(ctx); err != nil {
 		return nil, err
 	}
-	res, err := s.store.ExtractSession(ctx, memory.SessionExtractRequest{Owner: owner, SessionID: a.Session, Source: src})
-	if err != nil {
-		return nil, inResource(err, resSession)
-	}
-	s.countExtracted(res)
-	res.Facts = nonNil(res.Facts)
-	withholdExtraction(ctx, res)
-	return res, nil
+	return t.ops.extractSession(ctx, memory.SessionExtractRequest{Owner: owner, SessionID: a.Session, Source: src})
 }
 
-func (s *Server) mcpSearchEpisodes(ctx context.Context, a mcpEpisodeArgs) (*episodeSearchResponse, error) {
+func (t tools) searchEpisodes(ctx context.Context, a mcpEpisodeArgs) (*episodeSearchResponse, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.store.SearchEpisodes(ctx, memory.EpisodeSearchRequest{Owner: owner, Agent: a.Agent, Query: a.Query, Limit: a.Limit,
-		MaxBytes: s.mcpAnswerBytes()})
-	if err != nil {
-		return nil, err
-	}
-	res.Results = nonNil(res.Results)
-	return res, nil
+	return t.ops.searchEpisodes(ctx, memory.EpisodeSearchRequest{Owner: owner, Agent: a.Agent, Query: a.Query, Limit: a.Limit,
+		MaxBytes: t.answerBytes()})
 }
 
-func (s *Server) mcpReadDocument(kind memory.DocumentKind) func(context.Context, mcpReadDocumentArgs) (*memory.Document, error) {
+func (t tools) readDocument(kind memory.DocumentKind) func(context.Context, mcpReadDocumentArgs) (*memory.Document, error) {
 	return func(ctx context.Context, a mcpReadDocumentArgs) (*memory.Document, error) {
 		owner, err := mcpOwner(ctx, a.Owner)
 		if err != nil {
 			return nil, err
 		}
-		d, err := s.store.GetDocument(ctx, memory.GetDocumentRequest{Owner: owner, Agent: a.Agent, Kind: kind, Version: a.Version})
-		if errors.Is(err, memory.ErrNotFound) {
-			return nil, problemError{noVersion(kind, a.Version)}
-		}
-		return d, err
+		return t.ops.getDocument(ctx, memory.GetDocumentRequest{Owner: owner, Agent: a.Agent, Kind: kind, Version: a.Version})
 	}
 }
 
-// mcpUpdateProfile writes the profile as source agent whatever the token:
+// updateProfile writes the profile as source agent whatever the token:
 // a model states what it learnt, never what the user asserted.
-func (s *Server) mcpUpdateProfile(ctx context.Context, a mcpUpdateProfileArgs) (*memory.Document, error) {
+func (t tools) updateProfile(ctx context.Context, a mcpUpdateProfileArgs) (*memory.Document, error) {
 	owner, err := mcpOwner(ctx, a.Owner)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.PutDocument(ctx, memory.PutDocumentRequest{Owner: owner, Agent: a.Agent, Kind: memory.DocProfile,
+	return t.ops.putDocument(ctx, memory.PutDocumentRequest{Owner: owner, Agent: a.Agent, Kind: memory.DocProfile,
 		Content: a.Content, Source: memory.SourceAgent, IfVersion: a.IfVersion})
 }

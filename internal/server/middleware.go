@@ -56,9 +56,14 @@ func (s *Server) serveRoot(w http.ResponseWriter, r *http.Request) {
 // serveAPI applies auth and shedding to the API space, then routes.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) {
 	if isAPIPath(r.URL.Path) {
+		var p *Problem
+		if r, p = s.authenticate(r); p != nil {
+			writeProblem(w, r, p)
+			return
+		}
 		var release func()
-		var ok bool
-		if r, release, ok = s.admitAPI(w, r); !ok {
+		if r, release, p = s.admitAPI(w, r); p != nil {
+			refuseUnread(w, r, p)
 			return
 		}
 		defer release()
@@ -77,35 +82,29 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, route string) 
 	s.mux.ServeHTTP(w, r)
 }
 
-// admitAPI admits an API request in the order that keeps a slow or greedy
-// client from holding what the others need: authentication, the
-// credential's rate limit, a slot of the credential (inflight.go), its
-// body read under --body-timeout (requestbody.go), and last a slot of the
-// service. When one refuses it answers and returns false; else release
-// gives back the slots taken.
-func (s *Server) admitAPI(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
-	r, ok := s.authenticate(w, r)
-	if !ok {
-		return r, nil, false
-	}
+// admitAPI admits an authenticated API request in the order that keeps a
+// slow or greedy client from holding what the others need: the
+// credential's rate limit, a slot of the credential (inflight.go), its body
+// read under --body-timeout (requestbody.go), and last a slot of the
+// service. It returns the refusal of the first that refuses (answered
+// with refuseUnread), or release, which gives back the slots taken.
+func (s *Server) admitAPI(w http.ResponseWriter, r *http.Request) (*http.Request, func(), *Problem) {
 	if p := s.limits.admit(credential(r)); p != nil {
-		refuseUnread(w, r, p)
-		return r, nil, false
+		return r, nil, p
 	}
-	releaseCredential, ok := s.admitInflight(w, r)
-	if !ok {
-		return r, nil, false
+	releaseCredential, p := s.admitInflight(r)
+	if p != nil {
+		return r, nil, p
 	}
-	r, p := s.readBodyFirst(w, r)
+	r, p = s.readBodyFirst(w, r)
 	if p == nil && !tryTake(s.slots) {
 		p = s.shedProblem()
 	}
 	if p != nil {
 		releaseCredential()
-		refuseUnread(w, r, p)
-		return r, nil, false
+		return r, nil, p
 	}
-	return r, func() { give(s.slots); releaseCredential() }, true
+	return r, func() { give(s.slots); releaseCredential() }, nil
 }
 
 // routeLabel for requests that match no route (bounded metric cardinality).

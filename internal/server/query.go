@@ -135,3 +135,28 @@ func (q *query) problem() *Problem {
 	}
 	return validationProblem(q.errs...)
 }
+
+// err is problem as an error, for operations.
+func (q *query) err() error {
+	if p := q.problem(); p != nil {
+		return problemError{p}
+	}
+	return nil
+}
+
+// param is a query parameter a route declares, with its description:
+// the route table is the one source, and TestQueryParamsMatchOpenAPI
+// checks that openapi.yaml documents the same parameters with the same
+// descriptions.
+type param struct{ name, desc string }
+
+// params are the query parameters of a route.
+type params []param
+
+func (p params) names() []string {
+	out := make([]string, len(p))
+	for i, x := range p {
+		out[i] = x.name
+	}
+	return out
+}

@@ -31,14 +31,7 @@ func oversizeRequest(t *testing.T, srv *testServer, token, path string, header m
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return // the test closed the connection
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		answers <- resp
-	}()
+	go readAnswer(c, answers)
 }
 
 // TestOversizeContentLengthHoldsNoSlot: a request whose Content-Length is
@@ -78,4 +71,15 @@ func TestOversizeContentLengthHoldsNoSlot(t *testing.T) {
 		t.Fatalf("%d of the service's slots still held 20 s after every oversize request was answered", inflight(t, srv))
 	}
 	srv.do(t, req{method: "GET", path: memPath("mallory", "memories"), token: mallory}).want(t, 200)
+}
+
+// readAnswer sends the answer that comes on c to answers, if one comes
+// before the test closes the connection.
+func readAnswer(c net.Conn, answers chan<- *http.Response) {
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return // the test closed the connection
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	answers <- resp
 }

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -97,14 +95,7 @@ func slowRequest(t *testing.T, srv *testServer, token string, answers chan<- *ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return // the test closed the connection
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		answers <- resp
-	}()
+	go readAnswer(c, answers)
 	return c
 }
 

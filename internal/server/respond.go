@@ -40,23 +40,3 @@ func uuidField(field, v string) *memory.FieldError {
 	fe := fieldErr(field, "must be a UUID such as 0b6c2f1e-8d1a-4c3e-9f57-2a9d0c4b7e11")
 	return &fe
 }
-
-// idParam reads the {id} path value; ok is false when a problem was written.
-func idParam(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PathValue("id")
-	if fe := uuidField("id", id); fe != nil {
-		writeProblem(w, r, validationProblem(*fe))
-		return "", false
-	}
-	return id, true
-}
-
-// noQuery answers 422 when a route that takes no query parameters gets some,
-// like an unknown JSON field would.
-func noQuery(w http.ResponseWriter, r *http.Request) bool {
-	if p := newQuery(r.URL).problem(); p != nil {
-		writeProblem(w, r, p)
-		return false
-	}
-	return true
-}

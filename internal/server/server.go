@@ -44,6 +44,11 @@ type Server struct {
 
 	mux    *http.ServeMux
 	routes []string
+	// operations are the REST routes registered with handleOp, with the
+	// contract the adapter enforces (TestQueryParamsMatchOpenAPI reads it).
+	operations []route
+	// ops are the capabilities REST operations and MCP tools share.
+	ops *ops
 	// slots bounds the API requests running their handler, readers those
 	// reading their body before (nil = unbounded; shedding.go).
 	slots, readers chan struct{}
@@ -74,6 +79,7 @@ func New(d Deps) *Server {
 		limits:  d.Limits,
 		hasLLM:  d.HasLLM,
 	}
+	s.ops = &ops{store: d.Store, metrics: d.Metrics}
 	if s.limits == nil {
 		s.limits = newLimits(s.opts, s.metrics)
 	}
@@ -110,29 +116,31 @@ func (s *Server) handleAPI(pattern string, min auth.Role, h http.HandlerFunc) {
 }
 
 // registerRoutes is the route table; docs/api.md and openapi.yaml list the
-// same routes (TestOpenAPIMatchesRoutes keeps them in step), and
-// docs/security.md the roles. Routes that call the runtime's LLM are
-// wrapped in llmRoute (their own, lower rate limit). /metrics is not here:
-// it has a listener of its own (metrics_listener.go).
+// same routes (TestOpenAPIMatchesRoutes keeps them in step, and
+// TestQueryParamsMatchOpenAPI their query parameters), and
+// docs/security.md the roles. Routes that call the runtime's LLM take
+// callsLLM (their own, lower rate limit). /metrics is not here: it has a
+// listener of its own (metrics_listener.go).
 func (s *Server) registerRoutes() {
 	const owner = "/v1/owners/{owner}"
-	s.handleAPI("POST "+owner+"/memories", auth.RoleAgent, s.addMemory)
-	s.handleAPI("POST "+owner+"/memories/batch", auth.RoleAgent, s.addBatch)
-	s.handleAPI("POST "+owner+"/extract", auth.RoleAgent, s.llmRoute(s.extract))
-	s.handleAPI("GET "+owner+"/memories", auth.RoleAgent, s.listMemories)
-	s.handleAPI("GET "+owner+"/memories/{id}", auth.RoleAgent, s.getMemory)
-	s.handleAPI("PATCH "+owner+"/memories/{id}", auth.RoleAgent, s.updateMemory)
-	s.handleAPI("DELETE "+owner+"/memories/{id}", auth.RoleAgent, s.deleteMemory)
-	s.handleAPI("POST "+owner+"/memories/{id}/supersede", auth.RoleAgent, s.supersede)
-	s.handleAPI("GET "+owner+"/memories/{id}/history", auth.RoleAgent, s.history)
-	s.handleAPI("POST "+owner+"/search", auth.RoleAgent, s.search)
-	s.handleAPI("POST "+owner+"/context", auth.RoleAgent, s.context)
-	s.handleAPI("DELETE "+owner, auth.RoleAdmin, s.eraseOwner)
-	s.handleAPI("GET /v1/owners", auth.RoleApp, s.listOwners)
-	s.registerConversationRoutes(owner)
-	s.registerLongTermRoutes(owner)
-	s.handleAPI("POST /v1/tokens", auth.RoleApp, s.mintToken)
-	s.handleAPI("GET /v1/stats", auth.RoleAdmin, unbound(s.stats)) // tenant-wide counts: not for a token bound to one owner
+	a := rest{ops: s.ops, tokens: s.tokens}
+	handleOp(s, "POST "+owner+"/memories", auth.RoleAgent, a.addMemory)
+	handleOp(s, "POST "+owner+"/memories/batch", auth.RoleAgent, a.addBatch)
+	handleOp(s, "POST "+owner+"/extract", auth.RoleAgent, a.extract, callsLLM())
+	handleOp(s, "GET "+owner+"/memories", auth.RoleAgent, a.listMemories, withQuery(listParams))
+	handleOp(s, "GET "+owner+"/memories/{id}", auth.RoleAgent, a.getMemory, withID(idUUID))
+	handleOp(s, "PATCH "+owner+"/memories/{id}", auth.RoleAgent, a.updateMemory, withID(idUUID))
+	handleOp(s, "DELETE "+owner+"/memories/{id}", auth.RoleAgent, a.deleteMemory, withID(idUUID), withQuery(deleteParams))
+	handleOp(s, "POST "+owner+"/memories/{id}/supersede", auth.RoleAgent, a.supersede, withID(idUUID))
+	handleOp(s, "GET "+owner+"/memories/{id}/history", auth.RoleAgent, a.history, withID(idUUID), withQuery(historyParams))
+	handleOp(s, "POST "+owner+"/search", auth.RoleAgent, a.search)
+	handleOp(s, "POST "+owner+"/context", auth.RoleAgent, a.context)
+	handleOp(s, "DELETE "+owner, auth.RoleAdmin, a.eraseOwner)
+	handleOp(s, "GET /v1/owners", auth.RoleApp, a.listOwners, withQuery(ownersParams))
+	s.registerConversationRoutes(owner, a)
+	s.registerLongTermRoutes(owner, a)
+	handleOp(s, "POST /v1/tokens", auth.RoleApp, a.mintToken)
+	handleOp(s, "GET /v1/stats", auth.RoleAdmin, a.stats, tenantWideRoute()) // tenant-wide counts: not for a token bound to one owner
 	// MCP tools check the owner binding per call (the owner is an argument).
 	s.handleAPI("POST /mcp", auth.RoleAgent, s.mcpHandler().ServeHTTP)
 
@@ -146,18 +154,39 @@ func (s *Server) registerRoutes() {
 // (docs/conversation.md). Agents append, read, window, search and expand;
 // deleting a session (a hard delete) and compacting on demand (LLM spend)
 // need an app or admin token.
-func (s *Server) registerConversationRoutes(owner string) {
+func (s *Server) registerConversationRoutes(owner string, a rest) {
 	const sess = "/sessions/{id}"
-	s.handleAPI("POST "+owner+"/sessions", auth.RoleAgent, s.createSession)
-	s.handleAPI("GET "+owner+"/sessions", auth.RoleAgent, s.listSessions)
-	s.handleAPI("GET "+owner+sess, auth.RoleAgent, s.getSession)
-	s.handleAPI("PATCH "+owner+sess, auth.RoleAgent, s.updateSession)
-	s.handleAPI("DELETE "+owner+sess, auth.RoleApp, s.deleteSession)
-	s.handleAPI("POST "+owner+sess+"/messages", auth.RoleAgent, s.appendMessages)
-	s.handleAPI("GET "+owner+sess+"/messages", auth.RoleAgent, s.readMessages)
-	s.handleAPI("POST "+owner+sess+"/window", auth.RoleAgent, s.window)
-	s.handleAPI("POST "+owner+sess+"/compact", auth.RoleApp, s.llmRoute(s.compactSession))
-	s.handleAPI("GET "+owner+"/summaries/{id}", auth.RoleAgent, s.describeSummary)
-	s.handleAPI("GET "+owner+"/summaries/{id}/expand", auth.RoleAgent, s.expandSummary)
-	s.handleAPI("POST "+owner+"/history/search", auth.RoleAgent, s.searchHistory)
+	handleOp(s, "POST "+owner+"/sessions", auth.RoleAgent, a.createSession)
+	handleOp(s, "GET "+owner+"/sessions", auth.RoleAgent, a.listSessions, withQuery(sessionListParams))
+	handleOp(s, "GET "+owner+sess, auth.RoleAgent, a.getSession, withID(idScope))
+	handleOp(s, "PATCH "+owner+sess, auth.RoleAgent, a.updateSession, withID(idScope))
+	handleOp(s, "DELETE "+owner+sess, auth.RoleApp, a.deleteSession, withID(idScope))
+	handleOp(s, "POST "+owner+sess+"/messages", auth.RoleAgent, a.appendMessages, withID(idScope))
+	handleOp(s, "GET "+owner+sess+"/messages", auth.RoleAgent, a.readMessages, withID(idScope), withQuery(messageParams))
+	handleOp(s, "POST "+owner+sess+"/window", auth.RoleAgent, a.window, withID(idScope))
+	handleOp(s, "POST "+owner+sess+"/compact", auth.RoleApp, a.compactSession, withID(idScope), callsLLM())
+	handleOp(s, "GET "+owner+"/summaries/{id}", auth.RoleAgent, a.describeSummary, withID(idUUID))
+	handleOp(s, "GET "+owner+"/summaries/{id}/expand", auth.RoleAgent, a.expandSummary, withID(idUUID), withQuery(expandParams))
+	handleOp(s, "POST "+owner+"/history/search", auth.RoleAgent, a.searchHistory)
+}
+
+// registerLongTermRoutes is the route table of long-term memory. Agents
+// extract, end, search episodes, read and write the profile; constraints
+// accept only source user (an app or admin token asserting it); the
+// tenant-wide (global) memories are listed and deleted by app and admin
+// tokens only.
+func (s *Server) registerLongTermRoutes(owner string, a rest) {
+	const sess = "/sessions/{id}"
+	handleOp(s, "POST "+owner+sess+"/extract", auth.RoleAgent, a.extractSession, withID(idScope), optionalBody(), callsLLM())
+	handleOp(s, "POST "+owner+sess+"/end", auth.RoleAgent, a.endSession, withID(idScope), optionalBody(), callsLLM())
+	handleOp(s, "GET "+owner+sess+"/snapshot", auth.RoleAgent, a.getSnapshot, withID(idScope))
+	handleOp(s, "POST "+owner+sess+"/snapshot/advance", auth.RoleAgent, a.advanceSnapshot, withID(idScope), optionalBody())
+	handleOp(s, "GET "+owner+"/episodes", auth.RoleAgent, a.searchEpisodes, withQuery(episodeParams))
+	handleOp(s, "GET "+owner+"/profile", auth.RoleAgent, a.getDocument(memory.DocProfile), withQuery(documentParams))
+	handleOp(s, "PUT "+owner+"/profile", auth.RoleAgent, a.putDocument(memory.DocProfile), withQuery(putDocumentParams))
+	handleOp(s, "GET "+owner+"/constraints", auth.RoleAgent, a.getDocument(memory.DocConstraints), withQuery(documentParams))
+	handleOp(s, "PUT "+owner+"/constraints", auth.RoleAgent, a.putDocument(memory.DocConstraints), withQuery(putDocumentParams))
+	handleOp(s, "GET "+owner+"/changelog", auth.RoleAgent, a.changelog, withQuery(changelogParams))
+	handleOp(s, "GET /v1/global/memories", auth.RoleApp, a.listGlobal, withQuery(globalListParams), tenantWideRoute())
+	handleOp(s, "DELETE /v1/global/memories/{id}", auth.RoleApp, a.deleteGlobal, withID(idUUID), withQuery(deleteGlobalParams), tenantWideRoute())
 }

@@ -61,21 +61,14 @@ func (c *certificate) tlsConfig() *tls.Config {
 
 // Watch reloads the pair every interval until ctx is done.
 func (c *certificate) Watch(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := c.reload(); err != nil {
-				if msg := err.Error(); msg != c.lastErr {
-					c.lastErr = msg
-					c.logger.Error("cannot reload the TLS certificate: still serving the previous one", "error", msg)
-				}
+	every(ctx, interval, func() {
+		if err := c.reload(); err != nil {
+			if msg := err.Error(); msg != c.lastErr {
+				c.lastErr = msg
+				c.logger.Error("cannot reload the TLS certificate: still serving the previous one", "error", msg)
 			}
 		}
-	}
+	})
 }
 
 // reload reads both files and, when their content changed, parses and

@@ -64,6 +64,12 @@ func (t *Tokens) SigningKeys() *auth.SigningKeys { return t.keys.current() }
 
 // Watch reloads the files every interval until ctx is done.
 func (t *Tokens) Watch(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, t.reload)
+}
+
+// every calls fn every interval until ctx is done (the reloads of the
+// mounted tokens and certificate).
+func every(ctx context.Context, interval time.Duration, fn func()) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -71,7 +77,7 @@ func (t *Tokens) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			t.reload()
+			fn()
 		}
 	}
 }
