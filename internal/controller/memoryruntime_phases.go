@@ -96,7 +96,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		Claim:        TenantClaim(rt, s.recorded, s.schema),
 		IndexTimeout: r.opts.MigrationTimeout,
 		Blockers:     r.blockerPolicy(dbctx, s),
-		Connections:  tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Floor: connectionFloor(rt)},
+		Connections:  tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }
@@ -138,6 +138,9 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	}
 	// Once per provisioning pass (the grant check interval): what is left
 	// stays visible on the runtime until a DBA repairs it.
+	if res.ConnectionShortfall != "" {
+		r.eventer().warning(rt, memoryv1alpha1.ReasonConnectionShareTooSmall, "Provision", "%s", res.ConnectionShortfall)
+	}
 	for _, w := range res.Warnings {
 		r.eventer().warning(rt, memoryv1alpha1.ReasonDBAActionNeeded, "Provision", "schema %s: %s", s.schema, scrubAdmin(w, s.admin))
 	}

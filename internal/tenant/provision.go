@@ -81,6 +81,9 @@ type Result struct {
 	Worker string
 	// ConnectionLimit is the login role's CONNECTION LIMIT (-1: none).
 	ConnectionLimit int
+	// ConnectionShortfall, when not empty, says for humans that the
+	// runtime needs more connections than its limit (ConnectionPolicy.Need).
+	ConnectionShortfall string
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
@@ -191,7 +194,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
 			return err
 		}
-		if err := ensureConnectionLimit(ctx, conn, spec.Connections, names, res); err != nil {
+		if err := ensureConnectionLimit(ctx, conn, spec.Connections, spec.Owner, names, res); err != nil {
 			return err
 		}
 		if citus.Installed {
