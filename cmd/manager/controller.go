@@ -24,6 +24,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/controller"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -47,6 +48,8 @@ type controllerFlags struct {
 	reaperInterval     time.Duration
 	lockWatchInterval  time.Duration
 	lockThreshold      int
+	lockTableShare     int
+	lockQuarantine     time.Duration
 	connectionShare    int
 	serviceImage       string
 	metricsNamespaces  string
@@ -74,6 +77,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.reaperInterval, "tenant-reaper-interval", controller.DefaultTenantReaperInterval, "how often the operator looks, on each database it manages, for tenant sessions whose transaction has held back the database's cleanup (VACUUM) for longer than --tenant-blocker-max-age, and ends them; 0 turns it off")
 	fs.DurationVar(&f.lockWatchInterval, "tenant-lock-watch-interval", controller.DefaultTenantLockWatchInterval, "how often the operator looks, on each database it manages, for tenant sessions holding more than --tenant-lock-threshold locks in the server's shared lock table, and ends them; 0 turns it off")
+	fs.IntVar(&f.lockTableShare, "tenant-lock-table-share", tenant.DefaultLockTableShare, "percentage of the server's shared lock table the sessions of one namespace's login roles may hold together before the operator ends and quarantines them all (1..100)")
+	fs.DurationVar(&f.lockQuarantine, "tenant-lock-quarantine", tenant.DefaultQuarantine, "how long the operator first refuses the logins of a tenant login role whose sessions it ended for holding too many locks (CONNECTION LIMIT 0), doubling on each repeat up to 10m")
 	fs.IntVar(&f.lockThreshold, "tenant-lock-threshold", 0, "locks of the server's shared lock table a tenant session may hold before the operator ends it; 0 = twice the server's max_locks_per_transaction")
 	fs.IntVar(&f.connectionShare, "tenant-connection-share", controller.DefaultTenantConnectionShare, "percentage of the server's connection slots (max_connections less the reserved ones) the login roles of one namespace may hold together: each one's CONNECTION LIMIT is its part, never raised by replicas; 0 sets no limit")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
@@ -96,6 +101,12 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	}
 	if f.lockWatchInterval != 0 && f.lockWatchInterval < 100*time.Millisecond {
 		return nil, fmt.Errorf("--tenant-lock-watch-interval %s is below the minimum of 100ms (0 turns it off)", f.lockWatchInterval)
+	}
+	if f.lockTableShare < 1 || f.lockTableShare > 100 {
+		return nil, fmt.Errorf("--tenant-lock-table-share %d: must be within 1..100", f.lockTableShare)
+	}
+	if f.lockQuarantine < time.Second {
+		return nil, fmt.Errorf("--tenant-lock-quarantine %s: must be 1s or more", f.lockQuarantine)
 	}
 	if f.lockThreshold < 0 {
 		return nil, fmt.Errorf("--tenant-lock-threshold %d: must be 0 (the default) or more", f.lockThreshold)
@@ -196,6 +207,8 @@ func runController(args []string) int {
 		TenantReaperInterval:    reaperInterval(f.reaperInterval),
 		TenantLockWatchInterval: reaperInterval(f.lockWatchInterval),
 		TenantLockThreshold:     f.lockThreshold,
+		TenantLockTableShare:    f.lockTableShare,
+		TenantLockQuarantine:    f.lockQuarantine,
 		TenantConnectionShare:   connectionShare(f.connectionShare),
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,

@@ -28,17 +28,21 @@ import (
 // the leader only.
 type lockWatchdog struct {
 	*nodeRunner
-	client    client.Reader
-	events    eventer
-	threshold int
-	log       logr.Logger
+	client client.Reader
+	events eventer
+	policy tenant.LockPolicy
+	log    logr.Logger
 
 	dogs map[string]*tenant.LockWatchdog // by node key, on the node's connection
 }
 
 func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *lockWatchdog {
 	w := &lockWatchdog{
-		client: c, events: eventer{rec: rec}, threshold: o.TenantLockThreshold,
+		client: c, events: eventer{rec: rec},
+		policy: tenant.LockPolicy{
+			Threshold: o.TenantLockThreshold, TableShare: o.TenantLockTableShare, Quarantine: o.TenantLockQuarantine,
+			Connections: tenant.ConnectionPolicy{Share: o.TenantConnectionShare},
+		},
 		log:  ctrl.Log.WithName("lock-watchdog"),
 		dogs: map[string]*tenant.LockWatchdog{},
 	}
@@ -49,7 +53,7 @@ func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder
 // open implements nodeJob: the watchdog learns the roles and prepares its
 // statements on the new connection, before any trouble.
 func (w *lockWatchdog) open(ctx context.Context, n node, conn *pgx.Conn) error {
-	d, err := tenant.NewLockWatchdog(ctx, conn, w.threshold)
+	d, err := tenant.NewLockWatchdog(ctx, conn, w.policy)
 	if err != nil {
 		return err
 	}
@@ -68,7 +72,7 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 		return err
 	}
 	for _, h := range hogs {
-		w.report(ctx, n, d.Threshold(), h)
+		w.report(ctx, n, h)
 	}
 	return nil
 }
@@ -76,21 +80,31 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 // forget implements nodeJob (the runner closes the connection).
 func (w *lockWatchdog) forget(key string) { delete(w.dogs, key) }
 
-// report records one session found on node n: ended, a Warning event
+// report records one role ended on node n: ended, a Warning event
 // LocksExceeded on the runtime that owns the role (eventRuntime, as for
 // the transaction reaper); not ended, an error in the operator's log.
-func (w *lockWatchdog) report(ctx context.Context, n node, threshold int, h tenant.LockHog) {
+func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
 	log := w.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
 	if !h.Ended {
 		lockHogs.WithLabelValues("failed").Inc()
-		log.Error(nil, "a tenant's session holds many locks of the server's shared lock table and was not ended", "problem", h.Problem)
+		log.Error(nil, "a tenant's login role holds many locks of the server's shared lock table and was not ended", "problem", h.Problem)
 		return
 	}
 	lockHogs.WithLabelValues("ended").Inc()
-	log.Info("ended a tenant's session that held many locks of the server's shared lock table")
+	log.Info("ended the sessions of a tenant's login role that held many locks of the server's shared lock table",
+		"sessions", h.Sessions, "quarantine", h.Quarantine.String(), "why", h.Why)
 	if rt := eventRuntime(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
-		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate",
-			"the operator ended session %d of this runtime's login role %s: it held %d locks in the server's shared lock table, which every tenant of the server shares; a tenant's session may hold at most %d",
-			h.PID, h.Role, h.Locks, threshold)
+		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate", "%s", lockHogNote(h))
 	}
+}
+
+// lockHogNote is the event's message: what was over which bound, what
+// was ended, and for how long the role's logins are refused.
+func lockHogNote(h tenant.LockHog) string {
+	quarantine := fmt.Sprintf("its logins are refused for %s (CONNECTION LIMIT 0: \"too many connections for role\"), then the limit is restored; each repeat doubles that, up to %s",
+		h.Quarantine, tenant.DefaultMaxQuarantine)
+	if h.Quarantine == 0 {
+		quarantine = "refusing its logins failed for now (" + h.QuarantineProblem + "); the operator tries again at its next look"
+	}
+	return fmt.Sprintf("the operator ended %d session(s) of this runtime's login role %s: %s; %s", h.Sessions, h.Role, h.Why, quarantine)
 }

@@ -62,8 +62,9 @@ func (e *operatorEnv) testLocksExceeded(t *testing.T) {
 	pid := conn.PgConn().PID()
 
 	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded,
-		fmt.Sprintf("the operator ended session %d of this runtime's login role %s: it held", pid, role))
+		fmt.Sprintf("the operator ended 1 session(s) of this runtime's login role %s: its session %d held", role, pid))
 	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded, "a tenant's session may hold at most 20")
+	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded, "its logins are refused for 30s (CONNECTION LIMIT 0")
 	for _, ev := range e.events(t, ns, "a") {
 		if ev.Reason == memoryv1alpha1.ReasonLocksExceeded && ev.Type != corev1.EventTypeWarning {
 			t.Errorf("event %s on A is %s, want Warning", ev.Reason, ev.Type)

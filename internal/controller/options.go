@@ -65,9 +65,19 @@ type Options struct {
 	// TenantLockThreshold: a tenant session holding more locks is ended.
 	// Zero means twice the server's max_locks_per_transaction.
 	TenantLockThreshold int
+	// TenantLockTableShare is the percentage of the server's lock table
+	// the sessions of one namespace's login roles may hold together; over
+	// it the watchdog ends and quarantines them all. Zero means
+	// tenant.DefaultLockTableShare.
+	TenantLockTableShare int
+	// TenantLockQuarantine is how long the watchdog first refuses the
+	// logins of a role it ended (CONNECTION LIMIT 0), doubling on each
+	// repeat up to tenant.DefaultMaxQuarantine. Zero means
+	// tenant.DefaultQuarantine.
+	TenantLockQuarantine time.Duration
 	// TenantConnectionShare is the percentage of the server's connection
-	// slots one tenant's login role may hold (its CONNECTION LIMIT, never
-	// below what the runtime itself needs). Zero means
+	// slots the login roles of one namespace may hold together (each one's
+	// CONNECTION LIMIT is its part). Zero means
 	// DefaultTenantConnectionShare; negative sets no limit.
 	TenantConnectionShare int
 	// DatabaseCheckInterval is how often each MemoryDatabase is checked
