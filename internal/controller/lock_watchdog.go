@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,7 @@ type lockWatchdog struct {
 	policy tenant.LockPolicy
 	log    logr.Logger
 
+	mu   sync.Mutex                      // guards dogs: each node runs in a goroutine of its own
 	dogs map[string]*tenant.LockWatchdog // by node key, on the node's connection
 }
 
@@ -57,13 +59,17 @@ func (w *lockWatchdog) open(ctx context.Context, n node, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
+	w.mu.Lock()
 	w.dogs[n.key] = d
+	w.mu.Unlock()
 	return nil
 }
 
 // look implements nodeJob.
 func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
+	w.mu.Lock()
 	d := w.dogs[n.key]
+	w.mu.Unlock()
 	if d == nil {
 		return fmt.Errorf("no lock watchdog opened on %s", n.key)
 	}
@@ -78,7 +84,11 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 }
 
 // forget implements nodeJob (the runner closes the connection).
-func (w *lockWatchdog) forget(key string) { delete(w.dogs, key) }
+func (w *lockWatchdog) forget(key string) {
+	w.mu.Lock()
+	delete(w.dogs, key)
+	w.mu.Unlock()
+}
 
 // report records one role ended on node n: ended, a Warning event
 // LocksExceeded on the runtime that owns the role (eventRuntime, as for

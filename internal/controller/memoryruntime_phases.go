@@ -144,6 +144,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	for _, w := range res.Warnings {
 		r.eventer().warning(rt, memoryv1alpha1.ReasonDBAActionNeeded, "Provision", "schema %s: %s", s.schema, scrubAdmin(w, s.admin))
 	}
+	r.pools.prove(s.connID)
 	s.created = res.Password
 	r.memory.update(rt.UID, func(st *runtimeState) {
 		st.checkedAt, st.fingerprint, st.schemaVersion, st.warned = time.Now(), fingerprint, res.Version, ""
