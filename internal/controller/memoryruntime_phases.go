@@ -90,13 +90,14 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
 	defer cancel()
 	spec := tenant.Spec{
-		Schema:       s.schema,
-		Dimensions:   int(rt.EmbeddingDimensions()),
-		Owner:        TenantOwner(rt),
-		Claim:        TenantClaim(rt, s.recorded, s.schema),
-		IndexTimeout: r.opts.MigrationTimeout,
-		Blockers:     r.blockerPolicy(dbctx, s),
-		Connections:  tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
+		Schema:        s.schema,
+		Dimensions:    int(rt.EmbeddingDimensions()),
+		Owner:         TenantOwner(rt),
+		Claim:         TenantClaim(rt, s.recorded, s.schema),
+		IndexTimeout:  r.opts.MigrationTimeout,
+		Blockers:      r.blockerPolicy(dbctx, s),
+		Connections:   tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
+		TempFileLimit: r.opts.TenantTempFileLimit,
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }

@@ -80,6 +80,10 @@ type Options struct {
 	// CONNECTION LIMIT is its part). Zero means
 	// DefaultTenantConnectionShare; negative sets no limit.
 	TenantConnectionShare int
+	// TenantTempFileLimit is the temp_file_limit set on every tenant login
+	// role (a PostgreSQL size; "-1" sets none). Empty means
+	// tenant.DefaultTempFileLimit.
+	TenantTempFileLimit string
 	// DatabaseCheckInterval is how often each MemoryDatabase is checked
 	// (reachable, version, extensions, size), plus a jitter of up to a
 	// tenth of it. A database that goes down is noticed within it, and its
@@ -146,6 +150,9 @@ func ParseMetricsNamespaces(s string) (*metav1.LabelSelector, error) {
 
 // withDefaults fills unset options.
 func (o Options) withDefaults() Options {
+	if o.TenantTempFileLimit == "" {
+		o.TenantTempFileLimit = tenant.DefaultTempFileLimit
+	}
 	if o.GrantCheckInterval <= 0 {
 		o.GrantCheckInterval = DefaultGrantCheckInterval
 	}

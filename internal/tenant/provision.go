@@ -45,6 +45,9 @@ type Spec struct {
 	Blockers BlockerPolicy
 	// Connections sizes the login role's CONNECTION LIMIT.
 	Connections ConnectionPolicy
+	// TempFileLimit is the login role's temp_file_limit (a PostgreSQL
+	// size, e.g. DefaultTempFileLimit); "" leaves it alone.
+	TempFileLimit string
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -195,6 +198,9 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			return err
 		}
 		if err := ensureConnectionLimit(ctx, conn, spec.Connections, spec.Owner, names, res); err != nil {
+			return err
+		}
+		if err := ensureTempFileLimit(ctx, conn, spec.TempFileLimit, names, res); err != nil {
 			return err
 		}
 		if citus.Installed {
