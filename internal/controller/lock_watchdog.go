@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,9 @@ type lockWatchdog struct {
 
 	mu   sync.Mutex                      // guards dogs: each node runs in a goroutine of its own
 	dogs map[string]*tenant.LockWatchdog // by node key, on the node's connection
+	// logged: when a session that could not be ended was last logged, by
+	// node key and pid (firstInAWhile).
+	logged map[string]time.Time
 }
 
 func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *lockWatchdog {
@@ -46,7 +50,7 @@ func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder
 			Connections: tenant.ConnectionPolicy{Share: o.TenantConnectionShare},
 		},
 		log:  ctrl.Log.WithName("lock-watchdog"),
-		dogs: map[string]*tenant.LockWatchdog{},
+		dogs: map[string]*tenant.LockWatchdog{}, logged: map[string]time.Time{},
 	}
 	w.nodeRunner = newNodeRunner("engram-lock-watchdog", pools, o.TenantLockWatchInterval, w, lockWatchLooks, w.log)
 	return w
@@ -97,15 +101,43 @@ func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
 	log := w.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
 	if !h.Ended {
 		lockHogs.WithLabelValues("failed").Inc()
-		log.Error(nil, "a tenant's login role holds many locks of the server's shared lock table and was not ended", "problem", h.Problem)
+		if w.firstInAWhile(n.key, h.PID) {
+			log.Error(nil, "a tenant's login role holds many locks of the server's shared lock table and was not ended (said once a minute per session)", "problem", h.Problem)
+		}
 		return
 	}
 	lockHogs.WithLabelValues("ended").Inc()
 	log.Info("ended the sessions of a tenant's login role that held many locks of the server's shared lock table",
 		"sessions", h.Sessions, "quarantine", h.Quarantine.String(), "why", h.Why)
-	if rt := eventRuntime(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
+	if rt := eventRuntimeOnServer(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
 		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate", "%s", lockHogNote(h))
 	}
+}
+
+// failureLogEvery: a session the watchdog cannot end is found again at
+// every look (each second); its error is logged once per this, per
+// session.
+const failureLogEvery = time.Minute
+
+// firstInAWhile reports whether session pid of node key was not logged
+// within failureLogEvery, and records it. A dog whose connection user may
+// not signal (a tenant's own login given as a connection Secret) would
+// otherwise log an error per session per second.
+func (w *lockWatchdog) firstInAWhile(key string, pid int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for k, at := range w.logged {
+		if now.Sub(at) > failureLogEvery {
+			delete(w.logged, k)
+		}
+	}
+	k := fmt.Sprintf("%s|%d", key, pid)
+	if _, ok := w.logged[k]; ok {
+		return false
+	}
+	w.logged[k] = now
+	return true
 }
 
 // lockHogNote is the event's message: what was over which bound, what

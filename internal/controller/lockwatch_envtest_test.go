@@ -111,6 +111,30 @@ func (e *operatorEnv) testBlockerEventOwnDatabase(t *testing.T) {
 	}
 }
 
+// testLocksExceededOtherDatabase (issue 26's fourth review, LOW): the lock
+// table and the sessions are the server's, so when the operator manages
+// two databases of one server, the watchdog of the other database may end
+// A's role first. A hears of it all the same: the event goes to a runtime
+// whose connection reaches the same host:port, any database; never to one
+// on another server.
+func (e *operatorEnv) testLocksExceededOtherDatabase(t *testing.T) {
+	ns := e.newNamespace(t, "locksrv")
+	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
+	addr := e.runtimes.pools.address(connectionID(a))
+	spy := &regardingRecorder{EventRecorder: e.mgr.GetEventRecorder(naming.FieldOwner)}
+	w := newLockWatchdog(e.mgr.GetClient(), e.runtimes.pools, spy, Options{}.withDefaults())
+	hog := tenant.LockHog{PID: 4242, Role: "engram_x_login", Tenant: TenantOwner(a), Locks: 500, Sessions: 1,
+		Why: "its session 4242 held 500 locks", Quarantine: 30 * time.Second, Ended: true}
+	w.report(testContext(t), node{key: "admin@" + serverOf(addr) + "/other_db", addr: serverOf(addr) + "/other_db"}, hog)
+	if n := spy.about("a"); n != 1 {
+		t.Fatalf("the watchdog of another database of A's server wrote %d event(s) on A, want 1", n)
+	}
+	w.report(testContext(t), node{key: "admin@203.0.113.1:5432/theirs", addr: "203.0.113.1:5432/theirs"}, hog)
+	if n := spy.about("a"); n != 1 {
+		t.Fatalf("a watchdog of another server wrote an event on A (%d in all), want none", n)
+	}
+}
+
 // regardingRecorder counts the events it passes on by the name of the
 // object they are about.
 type regardingRecorder struct {
