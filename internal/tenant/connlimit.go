@@ -2,11 +2,13 @@ package tenant
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultConnectionShare is the share of the server's connection slots, in
@@ -169,8 +171,11 @@ func setConnectionLimit(ctx context.Context, conn *pgx.Conn, r namespaceRole, wa
 		if own {
 			return fmt.Errorf("limiting the connections of role %q: %w", r.name, err)
 		}
-		res.Warnings = append(res.Warnings, fmt.Sprintf("could not set the connection limit of role %s, of another runtime of the same namespace, to %d: %v", r.name, want, err))
-		return nil
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("could not set the connection limit of role %s, of another runtime of the same namespace, to %d: %v", r.name, want, err))
+		}
+		return nil // anything else (a concurrent update): the next pass of either runtime sets it
 	}
 	if r.limit != -2 {
 		res.Changes = append(res.Changes, fmt.Sprintf("set the connection limit of role %s to %d (was %d)", r.name, want, r.limit))

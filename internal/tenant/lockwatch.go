@@ -153,7 +153,7 @@ const (
 		FROM pg_lock_status() l JOIN pg_stat_get_activity(NULL) s ON s.pid = l.pid
 		WHERE NOT l.fastpath AND s.usesysid = ANY($1::oid[])
 		GROUP BY l.pid, s.usesysid`
-	endSQL   = `SELECT coalesce(array_agg(s.pid) FILTER (WHERE pg_terminate_backend(s.pid)), '{}')::int[]
+	endSQL = `SELECT coalesce(array_agg(s.pid) FILTER (WHERE pg_terminate_backend(s.pid)), '{}')::int[]
 		FROM pg_stat_get_activity(NULL) s WHERE s.usesysid = $1::oid AND s.pid <> pg_backend_pid()`
 	warmSQL  = `SELECT count(pg_get_userbyid(o)) FROM unnest($1::oid[]) o`
 	rolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
