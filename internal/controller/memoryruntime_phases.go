@@ -137,11 +137,11 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		provisionChanges.Add(float64(len(res.Changes)))
 		r.eventer().normal(rt, memoryv1alpha1.ReasonProvisioned, "Provision", "schema %s: %s", s.schema, strings.Join(res.Changes, "; "))
 	}
-	// The shortfall stays in DatabaseReady's message while it holds, and
-	// is a Warning when it is news (not in the message yet): a default
-	// runtime on a 100-connection server has it on every pass, and a
-	// restarted operator must not write an event for what is known.
-	if res.ConnectionShortfall != "" && (dbReady == nil || !strings.Contains(dbReady.Message, res.ConnectionShortfall)) {
+	// Only when the limit was set or changed in this pass (tenant.Result):
+	// a default runtime on a 100-connection server has the shortfall on
+	// every pass, and a restarted operator must not write an event for
+	// what is known.
+	if res.ConnectionShortfall != "" {
 		r.eventer().warning(rt, memoryv1alpha1.ReasonConnectionShareTooSmall, "Provision", "%s", res.ConnectionShortfall)
 	}
 	// Once per provisioning pass (the grant check interval): what is left
@@ -161,9 +161,6 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	rt.Status.SchemaVersion = int32(res.Version)
 	rt.Status.CitusWorker = res.Worker
 	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
-	if res.ConnectionShortfall != "" {
-		s.facts.provisioned += "; " + res.ConnectionShortfall
-	}
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil
 }

@@ -128,7 +128,8 @@ func ensureConnectionLimit(ctx context.Context, conn *pgx.Conn, p ConnectionPoli
 	}
 	want := p.connectionLimit(slots, len(roles))
 	res.ConnectionLimit = want
-	if want >= 0 && p.Need > want {
+	own := slices.IndexFunc(roles, func(r namespaceRole) bool { return r.name == names.login })
+	if changes := roles[own].limit != want && roles[own].limit != quarantinedLimit; changes && want >= 0 && p.Need > want {
 		res.ConnectionShortfall = fmt.Sprintf("this runtime needs up to %d connections (2 × spec.service.replicas × %d of the service's pool, plus the jobs and a margin) "+
 			"but its login role %s may open %d: --tenant-connection-share %d %% of the server's %d connection slots, divided among the %d runtime(s) of namespace %s on this server. "+
 			"The service's pods meet \"too many connections for role\" beyond it: lower spec.service.replicas, or the platform team raises "+

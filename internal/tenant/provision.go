@@ -86,6 +86,8 @@ type Result struct {
 	ConnectionLimit int
 	// ConnectionShortfall, when not empty, says for humans that the
 	// runtime needs more connections than its limit (ConnectionPolicy.Need).
+	// It is said when the limit was set or changed in this pass only (a
+	// pass that finds it in place says nothing: it was said then).
 	ConnectionShortfall string
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
