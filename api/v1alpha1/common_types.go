@@ -115,6 +115,12 @@ const (
 	// (the lock watchdog): one session can fill that table for every
 	// database of the server.
 	ReasonLocksExceeded = "LocksExceeded"
+	// ReasonConnectionShareTooSmall: the Warning event of a provisioning
+	// whose runtime needs more connections (2 × replicas × the service's
+	// pool, plus the jobs) than its login role's CONNECTION LIMIT, the
+	// namespace's part of --tenant-connection-share; the message names
+	// both numbers.
+	ReasonConnectionShareTooSmall = "ConnectionShareTooSmall"
 
 	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.
 	ReasonPolicyNotFound = "PolicyNotFound"

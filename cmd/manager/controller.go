@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 	_ "time/tzdata" // RetentionJob time zones, also in images without /usr/share/zoneinfo
@@ -24,6 +25,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/controller"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -47,7 +49,10 @@ type controllerFlags struct {
 	reaperInterval     time.Duration
 	lockWatchInterval  time.Duration
 	lockThreshold      int
+	lockTableShare     int
+	lockQuarantine     time.Duration
 	connectionShare    int
+	tempFileLimit      string
 	serviceImage       string
 	metricsNamespaces  string
 	logLevel           string
@@ -74,8 +79,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.reaperInterval, "tenant-reaper-interval", controller.DefaultTenantReaperInterval, "how often the operator looks, on each database it manages, for tenant sessions whose transaction has held back the database's cleanup (VACUUM) for longer than --tenant-blocker-max-age, and ends them; 0 turns it off")
 	fs.DurationVar(&f.lockWatchInterval, "tenant-lock-watch-interval", controller.DefaultTenantLockWatchInterval, "how often the operator looks, on each database it manages, for tenant sessions holding more than --tenant-lock-threshold locks in the server's shared lock table, and ends them; 0 turns it off")
+	fs.IntVar(&f.lockTableShare, "tenant-lock-table-share", tenant.DefaultLockTableShare, "percentage of the server's shared lock table the sessions of one namespace's login roles may hold together before the operator ends and quarantines them all (1..100)")
+	fs.DurationVar(&f.lockQuarantine, "tenant-lock-quarantine", tenant.DefaultQuarantine, "how long the operator first refuses the logins of a tenant login role whose sessions it ended for holding too many locks (CONNECTION LIMIT 0), doubling on each repeat up to 10m")
 	fs.IntVar(&f.lockThreshold, "tenant-lock-threshold", 0, "locks of the server's shared lock table a tenant session may hold before the operator ends it; 0 = twice the server's max_locks_per_transaction")
-	fs.IntVar(&f.connectionShare, "tenant-connection-share", controller.DefaultTenantConnectionShare, "percentage of the server's connection slots (max_connections less the reserved ones) one tenant's login role may hold: its CONNECTION LIMIT, never below what the runtime itself needs; 0 sets no limit")
+	fs.StringVar(&f.tempFileLimit, "tenant-temp-file-limit", tenant.DefaultTempFileLimit, "temp_file_limit set on every tenant login role (a PostgreSQL size: 2GB, 500MB; -1 sets none): a tenant cannot SET it away; needs a superuser admin or GRANT SET ON PARAMETER temp_file_limit, else a DBAActionNeeded event")
+	fs.IntVar(&f.connectionShare, "tenant-connection-share", controller.DefaultTenantConnectionShare, "percentage of the server's connection slots (max_connections less the reserved ones) the login roles of one namespace may hold together: each one's CONNECTION LIMIT is its part, never raised by replicas; 0 sets no limit")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.metricsNamespaces, "service-metrics-namespaces", controller.DefaultMetricsNamespaces, "label selector of the namespaces (where Prometheus runs) whose pods may reach the memory services' metrics port; each runtime's NetworkPolicy admits it from there only")
@@ -97,8 +105,17 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	if f.lockWatchInterval != 0 && f.lockWatchInterval < 100*time.Millisecond {
 		return nil, fmt.Errorf("--tenant-lock-watch-interval %s is below the minimum of 100ms (0 turns it off)", f.lockWatchInterval)
 	}
+	if f.lockTableShare < 1 || f.lockTableShare > 100 {
+		return nil, fmt.Errorf("--tenant-lock-table-share %d: must be within 1..100", f.lockTableShare)
+	}
+	if f.lockQuarantine < time.Second {
+		return nil, fmt.Errorf("--tenant-lock-quarantine %s: must be 1s or more", f.lockQuarantine)
+	}
 	if f.lockThreshold < 0 {
 		return nil, fmt.Errorf("--tenant-lock-threshold %d: must be 0 (the default) or more", f.lockThreshold)
+	}
+	if !tempFileLimitRE.MatchString(f.tempFileLimit) {
+		return nil, fmt.Errorf("--tenant-temp-file-limit %q: must be a PostgreSQL size (2GB, 500MB, 1048576kB) or -1", f.tempFileLimit)
 	}
 	if f.connectionShare < 0 || f.connectionShare > 100 {
 		return nil, fmt.Errorf("--tenant-connection-share %d: must be within 0..100 (0 sets no limit)", f.connectionShare)
@@ -119,6 +136,10 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	}
 	return f, nil
 }
+
+// tempFileLimitRE is what --tenant-temp-file-limit accepts: it is written
+// into ALTER ROLE … SET temp_file_limit = '…'.
+var tempFileLimitRE = regexp.MustCompile(`^(-1|[0-9]{1,12}(kB|MB|GB|TB)?)$`)
 
 // connectionShare is Options.TenantConnectionShare of the flag: 0 sets no
 // limit, which Options spells as negative (its zero is the default).
@@ -196,7 +217,10 @@ func runController(args []string) int {
 		TenantReaperInterval:    reaperInterval(f.reaperInterval),
 		TenantLockWatchInterval: reaperInterval(f.lockWatchInterval),
 		TenantLockThreshold:     f.lockThreshold,
+		TenantLockTableShare:    f.lockTableShare,
+		TenantLockQuarantine:    f.lockQuarantine,
 		TenantConnectionShare:   connectionShare(f.connectionShare),
+		TenantTempFileLimit:     f.tempFileLimit,
 		RuntimeConcurrency:      f.runtimeConcurrency,
 		PolicyConcurrency:       f.policyConcurrency,
 		RetentionJobConcurrency: f.jobConcurrency,

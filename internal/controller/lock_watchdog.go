@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
@@ -28,19 +30,27 @@ import (
 // the leader only.
 type lockWatchdog struct {
 	*nodeRunner
-	client    client.Reader
-	events    eventer
-	threshold int
-	log       logr.Logger
+	client client.Reader
+	events eventer
+	policy tenant.LockPolicy
+	log    logr.Logger
 
+	mu   sync.Mutex                      // guards dogs: each node runs in a goroutine of its own
 	dogs map[string]*tenant.LockWatchdog // by node key, on the node's connection
+	// logged: when a session that could not be ended was last logged, by
+	// node key and pid (firstInAWhile).
+	logged map[string]time.Time
 }
 
 func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *lockWatchdog {
 	w := &lockWatchdog{
-		client: c, events: eventer{rec: rec}, threshold: o.TenantLockThreshold,
+		client: c, events: eventer{rec: rec},
+		policy: tenant.LockPolicy{
+			Threshold: o.TenantLockThreshold, TableShare: o.TenantLockTableShare, Quarantine: o.TenantLockQuarantine,
+			Connections: tenant.ConnectionPolicy{Share: o.TenantConnectionShare},
+		},
 		log:  ctrl.Log.WithName("lock-watchdog"),
-		dogs: map[string]*tenant.LockWatchdog{},
+		dogs: map[string]*tenant.LockWatchdog{}, logged: map[string]time.Time{},
 	}
 	w.nodeRunner = newNodeRunner("engram-lock-watchdog", pools, o.TenantLockWatchInterval, w, lockWatchLooks, w.log)
 	return w
@@ -49,17 +59,21 @@ func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder
 // open implements nodeJob: the watchdog learns the roles and prepares its
 // statements on the new connection, before any trouble.
 func (w *lockWatchdog) open(ctx context.Context, n node, conn *pgx.Conn) error {
-	d, err := tenant.NewLockWatchdog(ctx, conn, w.threshold)
+	d, err := tenant.NewLockWatchdog(ctx, conn, w.policy)
 	if err != nil {
 		return err
 	}
+	w.mu.Lock()
 	w.dogs[n.key] = d
+	w.mu.Unlock()
 	return nil
 }
 
 // look implements nodeJob.
 func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
+	w.mu.Lock()
 	d := w.dogs[n.key]
+	w.mu.Unlock()
 	if d == nil {
 		return fmt.Errorf("no lock watchdog opened on %s", n.key)
 	}
@@ -68,29 +82,71 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 		return err
 	}
 	for _, h := range hogs {
-		w.report(ctx, n, d.Threshold(), h)
+		w.report(ctx, n, h)
 	}
 	return nil
 }
 
 // forget implements nodeJob (the runner closes the connection).
-func (w *lockWatchdog) forget(key string) { delete(w.dogs, key) }
+func (w *lockWatchdog) forget(key string) {
+	w.mu.Lock()
+	delete(w.dogs, key)
+	w.mu.Unlock()
+}
 
-// report records one session found on node n: ended, a Warning event
+// report records one role ended on node n: ended, a Warning event
 // LocksExceeded on the runtime that owns the role (eventRuntime, as for
 // the transaction reaper); not ended, an error in the operator's log.
-func (w *lockWatchdog) report(ctx context.Context, n node, threshold int, h tenant.LockHog) {
+func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
 	log := w.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
 	if !h.Ended {
 		lockHogs.WithLabelValues("failed").Inc()
-		log.Error(nil, "a tenant's session holds many locks of the server's shared lock table and was not ended", "problem", h.Problem)
+		if w.firstInAWhile(n.key, h.PID) {
+			log.Error(nil, "a tenant's login role holds many locks of the server's shared lock table and was not ended (said once a minute per session)", "problem", h.Problem)
+		}
 		return
 	}
 	lockHogs.WithLabelValues("ended").Inc()
-	log.Info("ended a tenant's session that held many locks of the server's shared lock table")
-	if rt := eventRuntime(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
-		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate",
-			"the operator ended session %d of this runtime's login role %s: it held %d locks in the server's shared lock table, which every tenant of the server shares; a tenant's session may hold at most %d",
-			h.PID, h.Role, h.Locks, threshold)
+	log.Info("ended the sessions of a tenant's login role that held many locks of the server's shared lock table",
+		"sessions", h.Sessions, "quarantine", h.Quarantine.String(), "why", h.Why)
+	if rt := eventRuntimeOnServer(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
+		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate", "%s", lockHogNote(h))
 	}
+}
+
+// failureLogEvery: a session the watchdog cannot end is found again at
+// every look (each second); its error is logged once per this, per
+// session.
+const failureLogEvery = time.Minute
+
+// firstInAWhile reports whether session pid of node key was not logged
+// within failureLogEvery, and records it. A dog whose connection user may
+// not signal (a tenant's own login given as a connection Secret) would
+// otherwise log an error per session per second.
+func (w *lockWatchdog) firstInAWhile(key string, pid int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for k, at := range w.logged {
+		if now.Sub(at) > failureLogEvery {
+			delete(w.logged, k)
+		}
+	}
+	k := fmt.Sprintf("%s|%d", key, pid)
+	if _, ok := w.logged[k]; ok {
+		return false
+	}
+	w.logged[k] = now
+	return true
+}
+
+// lockHogNote is the event's message: what was over which bound, what
+// was ended, and for how long the role's logins are refused.
+func lockHogNote(h tenant.LockHog) string {
+	quarantine := fmt.Sprintf("its logins are refused for %s (CONNECTION LIMIT 0: \"too many connections for role\"), then the limit is restored; each repeat doubles that, up to %s",
+		h.Quarantine, tenant.DefaultMaxQuarantine)
+	if h.Quarantine == 0 {
+		quarantine = "refusing its logins failed for now (" + h.QuarantineProblem + "); the operator tries again at its next look"
+	}
+	return fmt.Sprintf("the operator ended %d session(s) of this runtime's login role %s: %s; %s", h.Sessions, h.Role, h.Why, quarantine)
 }

@@ -62,8 +62,9 @@ func (e *operatorEnv) testLocksExceeded(t *testing.T) {
 	pid := conn.PgConn().PID()
 
 	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded,
-		fmt.Sprintf("the operator ended session %d of this runtime's login role %s: it held", pid, role))
+		fmt.Sprintf("the operator ended 1 session(s) of this runtime's login role %s: its session %d held", role, pid))
 	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded, "a tenant's session may hold at most 20")
+	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonLocksExceeded, "its logins are refused for 30s (CONNECTION LIMIT 0")
 	for _, ev := range e.events(t, ns, "a") {
 		if ev.Reason == memoryv1alpha1.ReasonLocksExceeded && ev.Type != corev1.EventTypeWarning {
 			t.Errorf("event %s on A is %s, want Warning", ev.Reason, ev.Type)
@@ -107,6 +108,30 @@ func (e *operatorEnv) testBlockerEventOwnDatabase(t *testing.T) {
 	r.reportBlocker(testContext(t), onA, "engram_c", "admin", blocker)
 	if n := spy.about("a"); n != 1 {
 		t.Errorf("a blocker reported from A's own database wrote %d event(s) on A, want 1", n)
+	}
+}
+
+// testLocksExceededOtherDatabase (issue 26's fourth review, LOW): the lock
+// table and the sessions are the server's, so when the operator manages
+// two databases of one server, the watchdog of the other database may end
+// A's role first. A hears of it all the same: the event goes to a runtime
+// whose connection reaches the same host:port, any database; never to one
+// on another server.
+func (e *operatorEnv) testLocksExceededOtherDatabase(t *testing.T) {
+	ns := e.newNamespace(t, "locksrv")
+	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
+	addr := e.runtimes.pools.address(connectionID(a))
+	spy := &regardingRecorder{EventRecorder: e.mgr.GetEventRecorder(naming.FieldOwner)}
+	w := newLockWatchdog(e.mgr.GetClient(), e.runtimes.pools, spy, Options{}.withDefaults())
+	hog := tenant.LockHog{PID: 4242, Role: "engram_x_login", Tenant: TenantOwner(a), Locks: 500, Sessions: 1,
+		Why: "its session 4242 held 500 locks", Quarantine: 30 * time.Second, Ended: true}
+	w.report(testContext(t), node{key: "admin@" + serverOf(addr) + "/other_db", addr: serverOf(addr) + "/other_db"}, hog)
+	if n := spy.about("a"); n != 1 {
+		t.Fatalf("the watchdog of another database of A's server wrote %d event(s) on A, want 1", n)
+	}
+	w.report(testContext(t), node{key: "admin@203.0.113.1:5432/theirs", addr: "203.0.113.1:5432/theirs"}, hog)
+	if n := spy.about("a"); n != 1 {
+		t.Fatalf("a watchdog of another server wrote an event on A (%d in all), want none", n)
 	}
 }
 

@@ -104,6 +104,7 @@ func (r *MemoryDatabaseReconciler) check(ctx context.Context, db *memoryv1alpha1
 		}
 		return nil, &blocker{cond: memoryv1alpha1.ConditionReachable, reason: reason, message: stableMessage(scrubAdmin(err.Error(), url))}, nil
 	}
+	r.pools.prove(databaseConnID(db.Name))
 	return info, nil, nil
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -66,6 +67,27 @@ func eventRuntime(ctx context.Context, c client.Reader, pools *poolCache, o tena
 		return nil
 	}
 	return rt
+}
+
+// eventRuntimeOnServer is eventRuntime for a session of the whole server
+// at addr (host:port/database): the lock watchdog's, whose lock table and
+// sessions are the server's, not one database's. The runtime's own
+// connection must reach the same host:port, any database: when the
+// operator manages two databases of one server, the watchdog of either may
+// end a role's sessions first, and the runtime must hear of it (issue 26's
+// fourth review).
+func eventRuntimeOnServer(ctx context.Context, c client.Reader, pools *poolCache, o tenant.Owner, addr string) *memoryv1alpha1.MemoryRuntime {
+	rt := runtimeOfOwner(ctx, c, o)
+	if rt == nil || addr == "" || serverOf(pools.address(connectionID(rt))) != serverOf(addr) {
+		return nil
+	}
+	return rt
+}
+
+// serverOf is host:port of an address host:port/database.
+func serverOf(addr string) string {
+	server, _, _ := strings.Cut(addr, "/")
+	return server
 }
 
 // runtimeOfOwner returns the MemoryRuntime an ownership marker names, if it

@@ -90,13 +90,14 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
 	defer cancel()
 	spec := tenant.Spec{
-		Schema:       s.schema,
-		Dimensions:   int(rt.EmbeddingDimensions()),
-		Owner:        TenantOwner(rt),
-		Claim:        TenantClaim(rt, s.recorded, s.schema),
-		IndexTimeout: r.opts.MigrationTimeout,
-		Blockers:     r.blockerPolicy(dbctx, s),
-		Connections:  tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Floor: connectionFloor(rt)},
+		Schema:        s.schema,
+		Dimensions:    int(rt.EmbeddingDimensions()),
+		Owner:         TenantOwner(rt),
+		Claim:         TenantClaim(rt, s.recorded, s.schema),
+		IndexTimeout:  r.opts.MigrationTimeout,
+		Blockers:      r.blockerPolicy(dbctx, s),
+		Connections:   tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
+		TempFileLimit: r.opts.TenantTempFileLimit,
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }
@@ -136,11 +137,19 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		provisionChanges.Add(float64(len(res.Changes)))
 		r.eventer().normal(rt, memoryv1alpha1.ReasonProvisioned, "Provision", "schema %s: %s", s.schema, strings.Join(res.Changes, "; "))
 	}
+	// Only when the limit was set or changed in this pass (tenant.Result):
+	// a default runtime on a 100-connection server has the shortfall on
+	// every pass, and a restarted operator must not write an event for
+	// what is known.
+	if res.ConnectionShortfall != "" {
+		r.eventer().warning(rt, memoryv1alpha1.ReasonConnectionShareTooSmall, "Provision", "%s", res.ConnectionShortfall)
+	}
 	// Once per provisioning pass (the grant check interval): what is left
 	// stays visible on the runtime until a DBA repairs it.
 	for _, w := range res.Warnings {
 		r.eventer().warning(rt, memoryv1alpha1.ReasonDBAActionNeeded, "Provision", "schema %s: %s", s.schema, scrubAdmin(w, s.admin))
 	}
+	r.pools.prove(s.connID)
 	s.created = res.Password
 	r.memory.update(rt.UID, func(st *runtimeState) {
 		st.checkedAt, st.fingerprint, st.schemaVersion, st.warned = time.Now(), fingerprint, res.Version, ""

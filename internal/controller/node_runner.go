@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,12 +47,23 @@ type nodeJob interface {
 	forget(key string)
 }
 
-// nodeRunner runs a job every interval, for each database the operator has
-// a connection to (poolCache.databases: each database once, by user) and
-// for each worker of those that are Citus coordinators, on a connection
-// of its own per node, opened before trouble and kept: a server whose
-// connection slots or lock table a tenant filled may let no new
-// connection in. It runs on the leader only, one node after the other.
+// maxKeyBackoff caps the pause of a node whose connection or look keeps
+// failing.
+const maxKeyBackoff = 30 * time.Second
+
+// nodeRunner runs a job every interval on each database the operator has a
+// proven connection to (poolCache.databases: each database once, by user)
+// and on each worker of those that are Citus coordinators, on a
+// connection of its own per node, opened before trouble and kept: a server
+// whose connection slots or lock table a tenant filled may let no new
+// connection in. It runs on the leader only.
+//
+// Each node has a goroutine and a ticker of its own (runKey): a node that
+// is slow or does not answer never delays another (issue 26's fourth
+// review: a connection Secret naming an address that accepts and never
+// answers stalled the 1 s watchdog of every database for 10 s a round).
+// A connection is opened with a timeout of about the interval, and a node
+// whose connection or look fails is paused, doubling up to maxKeyBackoff.
 type nodeRunner struct {
 	name     string // the connections' application_name
 	pools    *poolCache
@@ -59,12 +72,25 @@ type nodeRunner struct {
 	looks    *prometheus.CounterVec // by outcome: ok, error
 	log      logr.Logger
 
-	conns map[string]*nodeConn // by node key
-	known map[string]bool      // nodes looked at, for the job to forget when gone
+	mu    sync.Mutex
+	nodes map[string]*nodeState // by node key
 	// workers are the Citus workers found on each database (by database
 	// key), with the config that reaches each, and when they were read.
 	workers   map[string][]*pgx.ConnConfig
 	workersAt map[string]time.Time
+}
+
+// nodeState is one node's connection and pause. Its mutex serializes the
+// node's looks; configs is guarded by the runner's.
+type nodeState struct {
+	n       node
+	configs []*pgx.ConnConfig
+
+	mu       sync.Mutex
+	conn     *nodeConn
+	failures int
+	next     time.Time // no look before (a pause after failures)
+	stop     context.CancelFunc
 }
 
 type nodeConn struct {
@@ -75,21 +101,27 @@ type nodeConn struct {
 func newNodeRunner(name string, pools *poolCache, interval time.Duration, job nodeJob, looks *prometheus.CounterVec, log logr.Logger) *nodeRunner {
 	return &nodeRunner{
 		name: name, pools: pools, interval: interval, job: job, looks: looks, log: log,
-		conns: map[string]*nodeConn{}, known: map[string]bool{}, workers: map[string][]*pgx.ConnConfig{}, workersAt: map[string]time.Time{},
+		nodes: map[string]*nodeState{}, workers: map[string][]*pgx.ConnConfig{}, workersAt: map[string]time.Time{},
 	}
 }
 
-// Start implements manager.Runnable: a round every interval until ctx ends.
+// Start implements manager.Runnable: every interval it learns the nodes,
+// starts a goroutine for each new one and stops those of nodes gone.
 func (r *nodeRunner) Start(ctx context.Context) error {
-	defer r.closeAll()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	for {
+		for _, st := range r.sync() {
+			kctx, stop := context.WithCancel(ctx)
+			st.stop = stop
+			wg.Go(func() { r.runKey(kctx, st) })
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			r.round(ctx)
 		}
 	}
 }
@@ -98,33 +130,78 @@ func (r *nodeRunner) Start(ctx context.Context) error {
 // replica ends sessions and records events.
 func (r *nodeRunner) NeedLeaderElection() bool { return true }
 
-// round looks at each node once. Workers found at this round are looked
-// at from the next one.
-func (r *nodeRunner) round(ctx context.Context) {
-	dbs := r.pools.databases()
-	nodes, configs := r.nodes(dbs)
-	for key := range r.known {
-		if _, ok := nodes[key]; !ok {
-			r.drop(key)
+// runKey looks at one node every interval until ctx ends, then closes its
+// connection and makes the job forget it.
+func (r *nodeRunner) runKey(ctx context.Context, st *nodeState) {
+	defer r.release(st)
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	for {
+		r.lookKey(ctx, st)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
+}
+
+// round looks at every node once, each in a goroutine of its own, and
+// returns when all are done (tests; Start runs each node on its own
+// ticker). Workers found at this round are looked at from the next one.
+func (r *nodeRunner) round(ctx context.Context) {
+	r.sync()
+	r.mu.Lock()
+	nodes := slices.Collect(maps.Values(r.nodes))
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, st := range nodes {
+		wg.Go(func() { r.lookKey(ctx, st) })
+	}
+	wg.Wait()
+}
+
+// sync learns the nodes: it records new ones (returned, for Start to run)
+// with the configs that may reach them, updates the configs of known ones,
+// and stops (or, without a goroutine, releases) those no longer managed.
+func (r *nodeRunner) sync() []*nodeState {
+	dbs := r.pools.databases()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for key := range r.workers {
 		if _, ok := dbs[key]; !ok {
 			delete(r.workers, key)
 			delete(r.workersAt, key)
 		}
 	}
-	for _, key := range slices.Sorted(maps.Keys(nodes)) {
-		if ctx.Err() != nil {
-			return
+	nodes, configs := r.nodesOf(dbs)
+	var added []*nodeState
+	for key, n := range nodes {
+		st := r.nodes[key]
+		if st == nil {
+			st = &nodeState{n: n}
+			r.nodes[key] = st
+			added = append(added, st)
 		}
-		r.lookAt(ctx, nodes[key], configs[key])
+		st.configs = configs[key]
 	}
+	for key, st := range r.nodes {
+		if _, ok := nodes[key]; ok {
+			continue
+		}
+		delete(r.nodes, key)
+		if st.stop != nil {
+			st.stop() // its goroutine releases it
+		} else {
+			go r.release(st)
+		}
+	}
+	return added
 }
 
-// nodes lists every node of dbs with the configs that may reach it, in the
-// order to try them.
-func (r *nodeRunner) nodes(dbs map[string]dbTarget) (map[string]node, map[string][]*pgx.ConnConfig) {
+// nodesOf lists every node of dbs with the configs that may reach it, in
+// the order to try them. Called with r.mu held.
+func (r *nodeRunner) nodesOf(dbs map[string]dbTarget) (map[string]node, map[string][]*pgx.ConnConfig) {
 	nodes := map[string]node{}
 	configs := map[string][]*pgx.ConnConfig{}
 	for key, t := range dbs {
@@ -141,36 +218,58 @@ func (r *nodeRunner) nodes(dbs map[string]dbTarget) (map[string]node, map[string
 	return nodes, configs
 }
 
-// lookAt runs the job on n, opening its connection if need be.
-func (r *nodeRunner) lookAt(ctx context.Context, n node, configs []*pgx.ConnConfig) {
-	log := r.log.WithValues("database", n.key)
-	r.known[n.key] = true
-	c, err := r.conn(ctx, n, configs)
-	if err != nil {
-		r.looks.WithLabelValues("error").Inc()
-		log.V(1).Info("opening a connection failed", "error", err.Error())
+// lookKey runs the job on the node unless it is paused after failures; a
+// failure pauses it for twice the interval, doubling up to maxKeyBackoff.
+func (r *nodeRunner) lookKey(ctx context.Context, st *nodeState) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if time.Now().Before(st.next) || ctx.Err() != nil {
 		return
 	}
-	if err := r.job.look(ctx, n, c.conn); err != nil {
-		// A broken connection is opened anew next round.
+	if r.lookAt(ctx, st) {
+		st.failures, st.next = 0, time.Time{}
+		return
+	}
+	st.failures++
+	st.next = time.Now().Add(min(r.interval<<min(st.failures, 16), maxKeyBackoff))
+}
+
+// lookAt runs the job on the node, opening its connection if need be; it
+// reports whether the look succeeded. Called with st.mu held.
+func (r *nodeRunner) lookAt(ctx context.Context, st *nodeState) bool {
+	n := st.n
+	log := r.log.WithValues("database", n.key)
+	if st.conn == nil {
+		r.mu.Lock()
+		configs := st.configs
+		r.mu.Unlock()
+		c, err := r.open(ctx, n, configs)
+		if err != nil {
+			r.looks.WithLabelValues("error").Inc()
+			log.V(1).Info("opening a connection failed", "error", err.Error())
+			return false
+		}
+		st.conn = c
+	}
+	if err := r.job.look(ctx, n, st.conn.conn); err != nil {
+		// A broken connection is opened anew at the next look.
 		r.looks.WithLabelValues("error").Inc()
 		log.V(1).Info("looking failed", "error", err.Error())
-		r.closeConn(n.key)
-		return
+		_ = st.conn.conn.Close(context.Background())
+		st.conn = nil
+		return false
 	}
 	r.looks.WithLabelValues("ok").Inc()
 	if n.worker == "" {
-		r.refreshWorkers(ctx, n, c)
+		r.refreshWorkers(ctx, n, st.conn)
 	}
+	return true
 }
 
-// conn returns the connection of n, opening it with the first of configs
-// that connects (one connection Secret may hold a wrong password).
-func (r *nodeRunner) conn(ctx context.Context, n node, configs []*pgx.ConnConfig) (*nodeConn, error) {
-	if c := r.conns[n.key]; c != nil {
-		return c, nil
-	}
-	var err error
+// open opens the connection of n with the first of configs that connects
+// (one connection Secret may hold a wrong password).
+func (r *nodeRunner) open(ctx context.Context, n node, configs []*pgx.ConnConfig) (*nodeConn, error) {
+	err := errors.New("no connection reaches it")
 	for _, cfg := range configs {
 		var conn *pgx.Conn
 		if conn, err = r.connect(ctx, cfg); err != nil {
@@ -180,11 +279,16 @@ func (r *nodeRunner) conn(ctx context.Context, n node, configs []*pgx.ConnConfig
 			_ = conn.Close(context.Background())
 			continue
 		}
-		c := &nodeConn{conn: conn, cfg: cfg}
-		r.conns[n.key] = c
-		return c, nil
+		return &nodeConn{conn: conn, cfg: cfg}, nil
 	}
 	return nil, err
+}
+
+// connectTimeout bounds opening a node's connection: about the interval
+// (at least 1 s, at most 10 s), so a node that does not answer costs its
+// own goroutine one interval, never another node's look.
+func (r *nodeRunner) connectTimeout() time.Duration {
+	return min(max(r.interval, time.Second), 10*time.Second)
 }
 
 // connect opens a connection of cfg's user with timeouts of its own: every
@@ -198,7 +302,8 @@ func (r *nodeRunner) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Con
 	cfg.RuntimeParams["application_name"] = r.name
 	cfg.RuntimeParams["statement_timeout"] = "5s"
 	cfg.RuntimeParams["lock_timeout"] = "1s"
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cfg.ConnectTimeout = r.connectTimeout()
+	ctx, cancel := context.WithTimeout(ctx, r.connectTimeout())
 	defer cancel()
 	return pgx.ConnectConfig(ctx, cfg)
 }
@@ -207,7 +312,11 @@ func (r *nodeRunner) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Con
 // workerRefresh. A failure keeps the workers known (the look may run while
 // a tenant fills the lock table, when catalog reads fail).
 func (r *nodeRunner) refreshWorkers(ctx context.Context, n node, c *nodeConn) {
-	if at, ok := r.workersAt[n.key]; ok && time.Since(at) < workerRefresh {
+	r.mu.Lock()
+	at, ok := r.workersAt[n.key]
+	known := len(r.workers[n.key])
+	r.mu.Unlock()
+	if ok && time.Since(at) < workerRefresh {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -217,30 +326,35 @@ func (r *nodeRunner) refreshWorkers(ctx context.Context, n node, c *nodeConn) {
 		r.log.V(1).Info("listing the Citus workers failed", "database", n.key, "error", err.Error())
 		return
 	}
-	if len(cfgs) > 0 && len(r.workers[n.key]) == 0 {
+	if len(cfgs) > 0 && known == 0 {
 		r.log.Info("looking at the Citus workers of the database too", "database", n.key, "workers", len(cfgs))
 	}
+	r.mu.Lock()
 	r.workers[n.key], r.workersAt[n.key] = cfgs, time.Now()
+	r.mu.Unlock()
 }
 
-// drop closes the connection of a node no longer managed and makes the job
-// forget it.
-func (r *nodeRunner) drop(key string) {
-	r.closeConn(key)
-	r.job.forget(key)
-	delete(r.known, key)
-}
-
-func (r *nodeRunner) closeConn(key string) {
-	if c := r.conns[key]; c != nil {
-		_ = c.conn.Close(context.Background())
-		delete(r.conns, key)
+// release closes the connection of a node no longer looked at and makes
+// the job forget it.
+func (r *nodeRunner) release(st *nodeState) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.conn != nil {
+		_ = st.conn.conn.Close(context.Background())
+		st.conn = nil
 	}
+	r.job.forget(st.n.key)
 }
 
+// closeAll releases every node (tests; Start's goroutines release their
+// own).
 func (r *nodeRunner) closeAll() {
-	for key := range r.known {
-		r.drop(key)
+	r.mu.Lock()
+	nodes := r.nodes
+	r.nodes = map[string]*nodeState{}
+	r.mu.Unlock()
+	for _, st := range nodes {
+		r.release(st)
 	}
 }
 

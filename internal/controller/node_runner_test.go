@@ -102,6 +102,7 @@ func TestCitusWorkersReaped(t *testing.T) {
 	if _, err := pools.get("cluster/citus", url); err != nil {
 		t.Fatal(err)
 	}
+	pools.prove("cluster/citus")
 	o := Options{TenantBlockerMaxAge: 100 * time.Millisecond, TenantReaperInterval: time.Second}.withDefaults()
 	reaper := newTransactionReaper(nil, pools, nil, o)
 	t.Cleanup(reaper.closeAll)
@@ -130,6 +131,7 @@ func TestCitusWorkersLockWatched(t *testing.T) {
 	if _, err := pools.get("cluster/citus", url); err != nil {
 		t.Fatal(err)
 	}
+	pools.prove("cluster/citus")
 	o := Options{TenantLockThreshold: 20, TenantLockWatchInterval: time.Second}.withDefaults()
 	dog := newLockWatchdog(nil, pools, nil, o)
 	t.Cleanup(dog.closeAll)

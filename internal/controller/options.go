@@ -65,11 +65,25 @@ type Options struct {
 	// TenantLockThreshold: a tenant session holding more locks is ended.
 	// Zero means twice the server's max_locks_per_transaction.
 	TenantLockThreshold int
+	// TenantLockTableShare is the percentage of the server's lock table
+	// the sessions of one namespace's login roles may hold together; over
+	// it the watchdog ends and quarantines them all. Zero means
+	// tenant.DefaultLockTableShare.
+	TenantLockTableShare int
+	// TenantLockQuarantine is how long the watchdog first refuses the
+	// logins of a role it ended (CONNECTION LIMIT 0), doubling on each
+	// repeat up to tenant.DefaultMaxQuarantine. Zero means
+	// tenant.DefaultQuarantine.
+	TenantLockQuarantine time.Duration
 	// TenantConnectionShare is the percentage of the server's connection
-	// slots one tenant's login role may hold (its CONNECTION LIMIT, never
-	// below what the runtime itself needs). Zero means
+	// slots the login roles of one namespace may hold together (each one's
+	// CONNECTION LIMIT is its part). Zero means
 	// DefaultTenantConnectionShare; negative sets no limit.
 	TenantConnectionShare int
+	// TenantTempFileLimit is the temp_file_limit set on every tenant login
+	// role (a PostgreSQL size; "-1" sets none). Empty means
+	// tenant.DefaultTempFileLimit.
+	TenantTempFileLimit string
 	// DatabaseCheckInterval is how often each MemoryDatabase is checked
 	// (reachable, version, extensions, size), plus a jitter of up to a
 	// tenth of it. A database that goes down is noticed within it, and its
@@ -136,6 +150,9 @@ func ParseMetricsNamespaces(s string) (*metav1.LabelSelector, error) {
 
 // withDefaults fills unset options.
 func (o Options) withDefaults() Options {
+	if o.TenantTempFileLimit == "" {
+		o.TenantTempFileLimit = tenant.DefaultTempFileLimit
+	}
 	if o.GrantCheckInterval <= 0 {
 		o.GrantCheckInterval = DefaultGrantCheckInterval
 	}

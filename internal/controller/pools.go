@@ -26,6 +26,10 @@ type poolCache struct {
 	// beyond them.
 	lockTimeout, statementTimeout time.Duration
 
+	// idle: a pool no reconcile asked for (get, prove) for that long is
+	// closed and forgotten (its runtime was deleted, its Secret changed).
+	idle time.Duration
+
 	mu     sync.Mutex
 	pools  map[string]*cachedPool
 	closed bool
@@ -34,13 +38,31 @@ type poolCache struct {
 type cachedPool struct {
 	pool    *pgxpool.Pool
 	urlHash string
+	// usedAt: the last get or prove; provedAt: the last prove (zero:
+	// never). Only proven pools are looked at by the node runners.
+	usedAt, provedAt time.Time
 }
 
 func newPoolCache(o Options) *poolCache {
 	return &poolCache{
 		maxConns: o.PoolMaxConns, connectTimeout: o.ConnectTimeout,
 		lockTimeout: o.LockTimeout, statementTimeout: o.DatabaseTimeout,
+		idle:  3 * max(o.GrantCheckInterval, o.DatabaseCheckInterval),
 		pools: map[string]*cachedPool{},
+	}
+}
+
+// prove records that connection id just served a provisioning that
+// succeeded (a MemoryRuntime's) or a check (a MemoryDatabase's): an admin
+// that answered and proved itself. The node runners (the lock watchdog,
+// the transaction reaper) look only at such connections: a connection
+// Secret in a tenant's namespace may name any address, one that accepts
+// and never answers included (issue 26's fourth review).
+func (c *poolCache) prove(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pools[id]; ok {
+		p.usedAt, p.provedAt = time.Now(), time.Now()
 	}
 }
 
@@ -55,6 +77,7 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	}
 	if p, ok := c.pools[id]; ok {
 		if p.urlHash == h {
+			p.usedAt = time.Now()
 			return p.pool, nil
 		}
 		// Close in the background: Close waits for connections in use by
@@ -81,7 +104,7 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the admin connection pool: %w", err)
 	}
-	c.pools[id] = &cachedPool{pool: pool, urlHash: h}
+	c.pools[id] = &cachedPool{pool: pool, urlHash: h, usedAt: time.Now()}
 	return pool, nil
 }
 
@@ -104,7 +127,7 @@ type dbTarget struct {
 	ids   []string
 }
 
-// databases returns the open pools by database and user, keyed by
+// databases returns the open proven pools by database and user, keyed by
 // "user@host:port/database": several connection Secrets may name the same
 // database, which the transaction reaper then looks at once per round,
 // through the first pool that answers (one Secret may hold a wrong
@@ -112,8 +135,12 @@ type dbTarget struct {
 func (c *poolCache) databases() map[string]dbTarget {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.sweep(time.Now())
 	out := map[string]dbTarget{}
 	for _, id := range slices.Sorted(maps.Keys(c.pools)) {
+		if c.pools[id].provedAt.IsZero() {
+			continue
+		}
 		p := c.pools[id].pool
 		addr := poolAddress(p)
 		key := p.Config().ConnConfig.User + "@" + addr
@@ -124,6 +151,20 @@ func (c *poolCache) databases() map[string]dbTarget {
 		out[key] = t
 	}
 	return out
+}
+
+// sweep closes the pools nobody asked for within c.idle. Called with c.mu
+// held.
+func (c *poolCache) sweep(now time.Time) {
+	if c.idle <= 0 {
+		return
+	}
+	for id, p := range c.pools {
+		if now.Sub(p.usedAt) > c.idle {
+			go p.pool.Close() // waits for connections still in use
+			delete(c.pools, id)
+		}
+	}
 }
 
 // address returns "host:port/database" of the open pool of connection id,

@@ -51,6 +51,7 @@ func (e *operatorEnv) testTenantTransactionReaped(t *testing.T) {
 	if _, err := e.runtimes.pools.get("cluster/0-wrong-password", wrong.String()); err != nil {
 		t.Fatal(err)
 	}
+	e.runtimes.pools.prove("cluster/0-wrong-password") // as if it had answered once
 
 	o := Options{TenantBlockerMaxAge: 2 * time.Second, TenantReaperInterval: 250 * time.Millisecond}.withDefaults()
 	reaper := newTransactionReaper(e.mgr.GetClient(), e.runtimes.pools, e.mgr.GetEventRecorder(naming.FieldOwner), o)

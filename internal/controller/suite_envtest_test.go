@@ -83,6 +83,7 @@ func TestOperator(t *testing.T) {
 	t.Run("TenantSnapshot", e.testTenantSnapshot)
 	t.Run("TenantTransactionReaped", e.testTenantTransactionReaped)
 	t.Run("LocksExceeded", e.testLocksExceeded)
+	t.Run("LocksExceededOtherDatabase", e.testLocksExceededOtherDatabase)
 	t.Run("BlockerEventOwnDatabase", e.testBlockerEventOwnDatabase)
 	t.Run("DatabaseCEL", e.testDatabaseCEL)
 	t.Run("Databases", e.testDatabases)

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,8 +26,9 @@ import (
 // bounds that only while the operator provisions. A Citus coordinator is
 // left out (tenant.ErrReaperOnCitus): its workers are looked at instead.
 //
-// The nodeRunner runs it on the leader only, one node after the other, so
-// a database named by several connections is looked at once per round.
+// The nodeRunner runs it on the leader only, each node in a goroutine of
+// its own, so a database named by several connections is looked at once
+// per interval.
 type transactionReaper struct {
 	*nodeRunner
 	client client.Reader
@@ -34,6 +36,7 @@ type transactionReaper struct {
 	maxAge time.Duration
 	log    logr.Logger
 
+	mu sync.Mutex // guards reapers and citus: each node runs in a goroutine of its own
 	// reapers remember, per node, when each transaction was first seen and
 	// what was reported.
 	reapers map[string]*tenant.Reaper
@@ -58,15 +61,20 @@ func (r *transactionReaper) open(context.Context, node, *pgx.Conn) error { retur
 // look implements nodeJob. A look that failed has ended nothing
 // (tenant.Reaper.Look fails only before it acts).
 func (r *transactionReaper) look(ctx context.Context, n node, conn *pgx.Conn) error {
+	r.mu.Lock()
 	rp := r.reapers[n.key]
 	if rp == nil {
 		rp = &tenant.Reaper{MaxAge: r.maxAge}
 		r.reapers[n.key] = rp
 	}
+	r.mu.Unlock()
 	held, err := rp.Look(ctx, conn)
 	if errors.Is(err, tenant.ErrReaperOnCitus) {
-		if !r.citus[n.key] {
-			r.citus[n.key] = true
+		r.mu.Lock()
+		said := r.citus[n.key]
+		r.citus[n.key] = true
+		r.mu.Unlock()
+		if !said {
 			r.log.Info("not looking for old tenant transactions on a Citus coordinator: its workers are looked at instead", "database", n.key)
 		}
 		return nil
@@ -82,6 +90,8 @@ func (r *transactionReaper) look(ctx context.Context, n node, conn *pgx.Conn) er
 
 // forget implements nodeJob.
 func (r *transactionReaper) forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.reapers, key)
 	delete(r.citus, key)
 }

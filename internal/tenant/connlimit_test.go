@@ -16,17 +16,16 @@ import (
 // Provisioning sets a CONNECTION LIMIT: tenant A gets exactly its limit
 // (a small share here, so the shared server is not crowded) and the next
 // connection fails with "too many connections for role"; tenant B still
-// connects. The limit is set once: the next pass changes nothing, and it
-// never goes below the runtime's own need.
+// connects. The limit is set once: the next pass changes nothing.
 func TestTenantCannotTakeEveryConnection(t *testing.T) {
 	ctx := testCtx(t)
 	pool, url := adminPool(t)
 	a := newSpec(uniqueSchema(t, "engram_connlim_a"), 3)
-	a.Connections = ConnectionPolicy{Share: 1, Floor: 2}
+	a.Connections = ConnectionPolicy{Share: 1}
 	resA := mustProvision(t, pool, url, a)
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_connlim_b"), 3))
-	if resA.ConnectionLimit < 2 || resA.ConnectionLimit > 5 {
-		t.Fatalf("A's connection limit = %d; want 1 %% of the server's slots, at least the floor of 2", resA.ConnectionLimit)
+	if resA.ConnectionLimit < 1 || resA.ConnectionLimit > 5 {
+		t.Fatalf("A's connection limit = %d; want 1 %% of the server's slots, at least 1", resA.ConnectionLimit)
 	}
 	if resB.ConnectionLimit < 1 {
 		t.Fatalf("B's connection limit = %d; want the default share, never none", resB.ConnectionLimit)
@@ -51,23 +50,26 @@ func TestTenantCannotTakeEveryConnection(t *testing.T) {
 	}
 }
 
-// TestConnectionLimitSizing: the share of the slots, never below the
-// runtime's own need nor 1; a negative share sets none.
+// TestConnectionLimitSizing: the share of the slots divided among the
+// namespace's runtimes, never above it whatever the need, never below 1; a
+// negative share sets none.
 func TestConnectionLimitSizing(t *testing.T) {
 	for _, c := range []struct {
-		p     ConnectionPolicy
-		slots int
-		want  int
+		p        ConnectionPolicy
+		slots, n int
+		want     int
 	}{
-		{ConnectionPolicy{}, 97, 24},
-		{ConnectionPolicy{Share: 50}, 297, 148},
-		{ConnectionPolicy{Floor: 40}, 97, 40},
-		{ConnectionPolicy{Share: 1}, 20, 1},
-		{ConnectionPolicy{Share: 300}, 97, 97},
-		{ConnectionPolicy{Share: -1, Floor: 10}, 97, -1},
+		{ConnectionPolicy{}, 97, 1, 24},
+		{ConnectionPolicy{Share: 50}, 297, 1, 148},
+		{ConnectionPolicy{Need: 101}, 97, 1, 24},
+		{ConnectionPolicy{}, 97, 3, 8},
+		{ConnectionPolicy{Share: 1}, 20, 1, 1},
+		{ConnectionPolicy{Share: 1}, 20, 4, 1},
+		{ConnectionPolicy{Share: 300}, 97, 1, 97},
+		{ConnectionPolicy{Share: -1, Need: 10}, 97, 2, -1},
 	} {
-		if got := c.p.connectionLimit(c.slots); got != c.want {
-			t.Errorf("%+v.connectionLimit(%d) = %d, want %d", c.p, c.slots, got, c.want)
+		if got := c.p.connectionLimit(c.slots, c.n); got != c.want {
+			t.Errorf("%+v.connectionLimit(%d, %d) = %d, want %d", c.p, c.slots, c.n, got, c.want)
 		}
 	}
 }

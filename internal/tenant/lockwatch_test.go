@@ -33,7 +33,7 @@ func TestLockWatchdogEndsASavepointFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := OpenLockWatchdog(ctx, cfg, 0)
+	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
 	if err != nil {
 		t.Fatalf("opening the watchdog: %v", err)
 	}

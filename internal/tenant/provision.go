@@ -45,6 +45,9 @@ type Spec struct {
 	Blockers BlockerPolicy
 	// Connections sizes the login role's CONNECTION LIMIT.
 	Connections ConnectionPolicy
+	// TempFileLimit is the login role's temp_file_limit (a PostgreSQL
+	// size, e.g. DefaultTempFileLimit); "" leaves it alone.
+	TempFileLimit string
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -81,6 +84,11 @@ type Result struct {
 	Worker string
 	// ConnectionLimit is the login role's CONNECTION LIMIT (-1: none).
 	ConnectionLimit int
+	// ConnectionShortfall, when not empty, says for humans that the
+	// runtime needs more connections than its limit (ConnectionPolicy.Need).
+	// It is said when the limit was set or changed in this pass only (a
+	// pass that finds it in place says nothing: it was said then).
+	ConnectionShortfall string
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
@@ -191,7 +199,10 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
 			return err
 		}
-		if err := ensureConnectionLimit(ctx, conn, spec.Connections, names, res); err != nil {
+		if err := ensureConnectionLimit(ctx, conn, spec.Connections, spec.Owner, names, res); err != nil {
+			return err
+		}
+		if err := ensureTempFileLimit(ctx, conn, spec.TempFileLimit, names, res); err != nil {
 			return err
 		}
 		if citus.Installed {

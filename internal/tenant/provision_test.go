@@ -63,7 +63,7 @@ func mustProvision(t *testing.T, pool *pgxpool.Pool, url string, spec Spec) *Res
 // newSpec is a Spec owned by a runtime whose UID is derived from the schema,
 // so every call for one schema names the same owner.
 func newSpec(schema string, dims int) Spec {
-	return Spec{Schema: schema, Dimensions: dims, Owner: Owner{UID: "uid-" + schema, Namespace: "test", Name: schema}}
+	return Spec{Schema: schema, Dimensions: dims, Owner: Owner{UID: "uid-" + schema, Namespace: "ns-" + schema, Name: schema}}
 }
 
 func loginConn(t *testing.T, adminURL string, res *Result, password string) *pgx.Conn {

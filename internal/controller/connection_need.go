@@ -2,8 +2,8 @@ package controller
 
 import memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 
-// What a runtime's own processes open with its login role, for the floor
-// of its CONNECTION LIMIT (tenant.ConnectionPolicy.Floor).
+// What a runtime's own processes open with its login role, for its need
+// of connections (tenant.ConnectionPolicy.Need).
 const (
 	// servicePoolConns is the memory service's pool size (manager serve
 	// --db-max-conns, whose default the Deployment keeps).
@@ -17,11 +17,11 @@ const (
 	connectionMargin = 5
 )
 
-// connectionFloor is the least CONNECTION LIMIT the runtime's login role
-// may get: twice its replicas (the surge of a rolling update, an HPA above
-// spec.replicas) times the service's pool, plus the jobs and a margin. A
-// correct service never meets "too many connections for role"; the share
-// of the server (--tenant-connection-share) is usually far above it.
-func connectionFloor(rt *memoryv1alpha1.MemoryRuntime) int {
+// connectionNeed is what the runtime's login role opens at most: twice its
+// replicas (the surge of a rolling update, an HPA above spec.replicas)
+// times the service's pool, plus the jobs and a margin. It never raises
+// the limit (replicas is the tenant's to write): above the limit, the
+// operator warns (ConnectionShareTooSmall).
+func connectionNeed(rt *memoryv1alpha1.MemoryRuntime) int {
 	return 2*int(max(rt.Replicas(), 1))*servicePoolConns + jobConns + connectionMargin
 }

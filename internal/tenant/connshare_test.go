@@ -1,0 +1,104 @@
+package tenant
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// TestConnectionLimitNeverAboveTheShare (issue 26's fourth review, HIGH 1):
+// the runtime's need came from spec.service.replicas, which the tenant
+// writes, and raised the limit: replicas 4 gave 101 connections on a
+// 100-connection server, every slot. Now the limit stays within the share
+// of the server's slots whatever the need, and the shortfall names both
+// numbers and what the platform team can do.
+func TestConnectionLimitNeverAboveTheShare(t *testing.T) {
+	ctx := testCtx(t)
+	pool, url := adminPool(t)
+	a := newSpec(uniqueSchema(t, "engram_share_a"), 3)
+	a.Connections = ConnectionPolicy{Need: 2*4*10 + 16 + 5} // replicas: 4
+	resA := mustProvision(t, pool, url, a)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := connectionSlots(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if share := slots * DefaultConnectionShare / 100; resA.ConnectionLimit > share || resA.ConnectionLimit < 1 {
+		t.Fatalf("A's connection limit = %d with replicas 4; want at most %d (%d %% of the server's %d slots)", resA.ConnectionLimit, share, DefaultConnectionShare, slots)
+	}
+	if resA.ConnectionLimit < a.Connections.Need {
+		for _, want := range []string{"needs up to 101 connections", "may open " + strconv.Itoa(resA.ConnectionLimit), "--tenant-connection-share", "max_connections"} {
+			if !strings.Contains(resA.ConnectionShortfall, want) {
+				t.Errorf("the shortfall %q does not say %q", resA.ConnectionShortfall, want)
+			}
+		}
+	}
+}
+
+// TestConnectionLimitIsSharedByANamespace (issue 26's fourth review,
+// HIGH 1): a team may create as many runtimes as it likes, each with a
+// login role of its own; three at the share each took more than every
+// slot. The runtimes of one namespace on one server now divide the share:
+// provisioning the second lowers the first's limit, together they stay
+// within it, and each is refused beyond its part while a runtime of
+// another namespace still connects.
+func TestConnectionLimitIsSharedByANamespace(t *testing.T) {
+	ctx := testCtx(t)
+	pool, url := adminPool(t)
+	policy := ConnectionPolicy{Share: 4} // a few connections: the shared server is not crowded
+	a1 := newSpec(uniqueSchema(t, "engram_nsshare_a1"), 3)
+	a1.Connections = policy
+	res1 := mustProvision(t, pool, url, a1)
+	a2 := newSpec(uniqueSchema(t, "engram_nsshare_a2"), 3)
+	a2.Owner.Namespace = a1.Owner.Namespace
+	a2.Connections = policy
+	res2 := mustProvision(t, pool, url, a2)
+	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_nsshare_b"), 3))
+
+	limits := map[string]int{}
+	rows, err := pool.Query(ctx, `SELECT rolname, rolconnlimit FROM pg_roles WHERE rolname = ANY($1)`, []string{res1.LoginRole, res2.LoginRole})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	var limit int
+	if _, err := pgx.ForEachRow(rows, []any{&name, &limit}, func() error { limits[name] = limit; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := connectionSlots(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := max(slots*policy.Share/100, 2)
+	if sum := limits[res1.LoginRole] + limits[res2.LoginRole]; sum > share || limits[res1.LoginRole] != res2.ConnectionLimit {
+		t.Fatalf("the limits of one namespace's two runtimes: %v (the second's provisioning gave %d); want equal parts, together at most the share of %d", limits, res2.ConnectionLimit, share)
+	}
+	for range res2.ConnectionLimit {
+		loginConn(t, url, res1, res1.Password)
+	}
+	extra, err := pgx.Connect(ctx, testenv.WithUser(url, res1.LoginRole, res1.Password))
+	if err == nil {
+		_ = extra.Close(context.Background())
+		t.Fatalf("the first runtime opened connection %d, over its part of %d", res2.ConnectionLimit+1, res2.ConnectionLimit)
+	}
+	if !strings.Contains(err.Error(), "too many connections for role") {
+		t.Fatalf("the first runtime over its part: %v; want \"too many connections for role\"", err)
+	}
+	if _, err := queryAs(ctx, url, resB); err != nil {
+		t.Fatalf("a runtime of another namespace: %v", err)
+	}
+}
