@@ -202,7 +202,10 @@ func (s *Store) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult,
 		plans[i] = s.planArbitration(ctx, p)
 	}
 	owner := ps[0].req.Owner
-	results, err := s.addInTx(ctx, owner, ps, plans)
+	results, err := s.addOnWorker(ctx, ps, plans)
+	if err == nil && results == nil {
+		results, err = s.addInTx(ctx, owner, ps, plans)
+	}
 	if err != nil {
 		return nil, err
 	}

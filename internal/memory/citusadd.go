@@ -1,0 +1,108 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+)
+
+// On Citus, a plain add through the coordinator was seven round trips from
+// the coordinator to the tenant's worker (BEGIN, the owner's lock, the
+// lookup, the insert's three parts, COMMIT) and ran at 0.36-0.49 of plain
+// PostgreSQL's throughput (issue 30). Migration 15 gives a Citus tenant the
+// function add_memory, which Citus delegates whole to the worker holding
+// the schema: the lock, the lookup and the insert run there in one call.
+//
+// add_memory repeats, in PL/pgSQL, what addInTx does for one write whose
+// neighbour is not close enough to decide on: LockOwnerQuery, the lookup of
+// nearestQuery (kept rows: keptSinceSQL(purgeGuard)), InsertQuery with its
+// history row and the owner's row count. A change to one of those is made
+// to the migration's function too (in a new migration); the memory suite
+// runs on Citus (ENGRAM_TEST_ON_CITUS) and tests every add through it.
+// When the neighbour is identical or at least dedup.arbitrationThreshold
+// similar, the function writes nothing and returns no row, and the add runs
+// addInTx as on plain PostgreSQL: merges, arbitration and no-ops have one
+// implementation. Plain PostgreSQL has no add_memory and never calls it.
+
+// workerAddProbe remembers whether the schema has add_memory; probed once
+// per Store, again after a failed probe.
+type workerAddProbe struct {
+	state atomic.Int32 // 0 not known, 1 present, 2 absent
+}
+
+const (
+	workerAddPresent = 1
+	workerAddAbsent  = 2
+)
+
+// hasWorkerAdd reports whether the tenant's schema has add_memory.
+func (s *Store) hasWorkerAdd(ctx context.Context) (bool, error) {
+	switch s.workerAdd.state.Load() {
+	case workerAddPresent:
+		return true, nil
+	case workerAddAbsent:
+		return false, nil
+	}
+	var present bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc
+		WHERE pronamespace = to_regnamespace($1) AND proname = 'add_memory')`, pgx.Identifier{s.schema}.Sanitize()).Scan(&present); err != nil {
+		return false, s.dbErr("looking for add_memory", err)
+	}
+	state := int32(workerAddAbsent)
+	if present {
+		state = workerAddPresent
+	}
+	s.workerAdd.state.Store(state)
+	return present, nil
+}
+
+// addOnWorker stores one write with add_memory when the schema has it:
+// its result, or nil (and no error) when the add must run addInTx — a
+// batch of several writes (one transaction for the owner's run), no
+// add_memory (plain PostgreSQL), or a neighbour to decide on.
+func (s *Store) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
+	if len(ps) != 1 || plans[0] != nil {
+		return nil, nil
+	}
+	if ok, err := s.hasWorkerAdd(ctx); err != nil || !ok {
+		return nil, err
+	}
+	p := ps[0]
+	res := AddResult{Redactions: p.redactions}
+	m, err := scanMemory(s.pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p)...), &res.ownerRows, &res.Similarity)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.dbErr("inserting memory", err)
+	}
+	res.Action, res.Memory = ActionAdded, m
+	return []AddResult{res}, nil
+}
+
+// workerAddQuery calls add_memory in the one form Citus delegates to a
+// worker: SELECT ... FROM f(...) with plain parameters, outside a
+// transaction block.
+func (s *Store) workerAddQuery() string {
+	return `SELECT * FROM ` + pgx.Identifier{s.schema, "add_memory"}.Sanitize() +
+		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+}
+
+// workerAddArgs are InsertQuery's parameters (the history's details
+// without the similarity, which the function adds), the arbitration
+// threshold and the seconds keptSinceSQL subtracts from now().
+func (s *Store) workerAddArgs(ctx context.Context, p *preparedAdd) []any {
+	details := map[string]any{}
+	if len(p.redactions) > 0 {
+		details["redactions"] = p.redactions
+	}
+	kept := time.Duration(s.policy.Retention.PurgeInactiveAfter) - s.purgeGuard()
+	return []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
+		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
+		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession,
+		s.policy.Dedup.ArbitrationThreshold, kept.Seconds()}
+}
