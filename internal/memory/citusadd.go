@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 // per Store, again after a failed probe.
 type workerAddProbe struct {
 	state atomic.Int32 // 0 not known, 1 present, 2 absent
+	ids   historyIDs
 }
 
 const (
@@ -71,9 +73,13 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*arb
 	if ok, err := s.hasWorkerAdd(ctx); err != nil || !ok {
 		return nil, err
 	}
+	historyID, err := s.workerAdd.ids.take(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	p := ps[0]
 	res := AddResult{Redactions: p.redactions}
-	m, err := scanMemory(s.pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p)...), &res.ownerRows, &res.Similarity)
+	m, err := scanMemory(s.pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), &res.ownerRows, &res.Similarity)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -89,13 +95,13 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*arb
 // transaction block.
 func (s *Store) workerAddQuery() string {
 	return `SELECT * FROM ` + pgx.Identifier{s.schema, "add_memory"}.Sanitize() +
-		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 }
 
 // workerAddArgs are InsertQuery's parameters (the history's details
 // without the similarity, which the function adds), the arbitration
 // threshold and the seconds keptSinceSQL subtracts from now().
-func (s *Store) workerAddArgs(ctx context.Context, p *preparedAdd) []any {
+func (s *Store) workerAddArgs(ctx context.Context, p *preparedAdd, historyID int64) []any {
 	details := map[string]any{}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
@@ -104,5 +110,46 @@ func (s *Store) workerAddArgs(ctx context.Context, p *preparedAdd) []any {
 	return []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
 		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession,
-		s.policy.Dedup.ArbitrationThreshold, kept.Seconds()}
+		s.policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID}
+}
+
+// History ids for add_memory, drawn from the coordinator's sequence of
+// memory_history.id, as every other history row's is (migration 15 says
+// why not on the worker). Drawing one per add would cost the round trip
+// the function saves; a block of historyIDBlock is drawn at a time and
+// used for at most historyIDMaxAge, so an add's history id is never older
+// than that: within a memory the order holds (its add row is its first,
+// every later row is drawn after it), and across memories the ids of the
+// history API follow time as closely as that age.
+const (
+	historyIDBlock  = 16
+	historyIDMaxAge = 250 * time.Millisecond
+)
+
+type historyIDs struct {
+	mu      sync.Mutex
+	ids     []int64
+	drawnAt time.Time
+}
+
+// take returns the next reserved history id, drawing a new block when the
+// reserve is empty or too old.
+func (h *historyIDs) take(ctx context.Context, s *Store) (int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.ids) == 0 || time.Since(h.drawnAt) > historyIDMaxAge {
+		rows, err := s.pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2)`,
+			s.sql.history, historyIDBlock)
+		if err != nil {
+			return 0, s.dbErr("drawing history ids", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return 0, s.dbErr("drawing history ids", err)
+		}
+		h.ids, h.drawnAt = ids, time.Now()
+	}
+	id := h.ids[0]
+	h.ids = h.ids[1:]
+	return id, nil
 }

@@ -17,6 +17,13 @@
 -- from its arguments. search_path is pinned: pg_catalog first, then the
 -- schema of pgvector (its type and operators), every table qualified.
 --
+-- The history row's id is an argument, taken from the coordinator's
+-- sequence like every other history row's: a worker numbers identity
+-- columns from a range of its own (its group id << 48), and a move to
+-- another worker would change the range, so ids drawn on the worker would
+-- break the order of a memory's history (which the history API and its
+-- pruning read by id).
+--
 -- Plain PostgreSQL gets nothing here: the engine's statements are two
 -- round trips there and the benchmark compares them with its raw side.
 {{- if .Citus}}
@@ -24,7 +31,7 @@ CREATE FUNCTION {{.Schema}}.add_memory(
     p_id uuid, p_owner text, p_agent text, p_session text, p_source text, p_category text,
     p_content text, p_importance integer, p_embedding {{.Vector}}, p_flags text[], p_ttl float8,
     p_details jsonb, p_actor_id text, p_source_session text,
-    p_arbitration float8, p_kept_secs float8)
+    p_arbitration float8, p_kept_secs float8, p_history_id bigint)
 RETURNS TABLE (
     r_id text, r_owner_id text, r_agent_id text, r_session_id text, r_source_session text,
     r_source text, r_category text, r_content text, r_importance smallint, r_flags text[],
@@ -92,8 +99,9 @@ BEGIN
         INTO r_id, r_owner_id, r_agent_id, r_session_id, r_source_session, r_source, r_category,
             r_content, r_importance, r_flags, r_active, r_superseded_by, r_expires_at, r_created_at,
             r_updated_at;
-    INSERT INTO {{.Schema}}.memory_history (memory_id, owner_id, action, actor, actor_id, new_content, details)
-        VALUES (p_id, p_owner, 'add', p_source, p_actor_id, p_content,
+    INSERT INTO {{.Schema}}.memory_history (id, memory_id, owner_id, action, actor, actor_id, new_content, details)
+        OVERRIDING SYSTEM VALUE
+        VALUES (p_history_id, p_id, p_owner, 'add', p_source, p_actor_id, p_content,
             jsonb_build_object('similarity', v_sim) || p_details);
     SELECT count(*) INTO v_rows FROM {{.Schema}}.memories AS m WHERE m.owner_id = p_owner;
     r_last_accessed_at := NULL;
@@ -104,6 +112,6 @@ BEGIN
 END
 $fn$;
 
-SELECT create_distributed_function('{{.Schema}}.add_memory(uuid, text, text, text, text, text, text, integer, {{.Vector}}, text[], float8, jsonb, text, text, float8, float8)',
+SELECT create_distributed_function('{{.Schema}}.add_memory(uuid, text, text, text, text, text, text, integer, {{.Vector}}, text[], float8, jsonb, text, text, float8, float8, bigint)',
     colocate_with := '{{.Schema}}.memories');
 {{- end}}
