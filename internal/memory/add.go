@@ -477,6 +477,7 @@ func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbou
 		sourceSession: p.req.SourceSession, flags: p.flags,
 		expiry: s.expirySeconds(category, p.ttl), action: string(action),
 		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
+		owner:   p.req.Owner,
 	})
 	if errors.Is(err, pgx.ErrNoRows) { // the neighbour vanished (purged) meanwhile
 		return s.insert(ctx, tx, p, res)
@@ -503,8 +504,11 @@ type rewrite struct {
 	expiry         float64
 	action         string
 	details        map[string]any
+	owner          string // the neighbour's, for its history row
 }
 
+// rewrite updates the neighbour, which lockNeighbour has locked, and writes
+// its history row from values the caller holds (historyrow.go).
 func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
@@ -518,13 +522,15 @@ func (s *Store) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) 
 			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
-			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
+			VALUES ($1::uuid, $17, $11, $15, $14, $12, $2, $13))
 		SELECT * FROM upd`
 	m, err := s.updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
-		string(w.actor), w.sourceSession)
+		string(w.actor), w.sourceSession, w.owner)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Memory{}, err
+		// lockNeighbour holds the row: it cannot be gone. Were it, the
+		// history row is written already; fail the transaction.
+		return Memory{}, fmt.Errorf("updating memory %s: the row locked by this write is gone: %w", nb.id, ErrConflict)
 	}
 	if err != nil {
 		return Memory{}, s.dbErr("updating memory "+nb.id, err)
