@@ -123,3 +123,60 @@ func TestCitusAddDecidesOnANeighbourInATransaction(t *testing.T) {
 		t.Errorf("%d memories, want 1", rows)
 	}
 }
+
+// TestCitusReadsAreOneCommandOnTheWorker: a vector search and a hybrid
+// search, each repeated, send one command each to the tenant's worker, and
+// a context one per statement it runs (its memories, then the owner's
+// constraints and profile documents): no transaction (BEGIN, SET LOCAL,
+// COMMIT) around a read, so the coordinator's hop costs one round trip a
+// statement and nothing of the engine's adds to it (issue 30: what is left
+// of the searches' gap is Citus planning each statement on the coordinator
+// and again on the worker). Access statistics are recorded later, in
+// batches.
+func TestCitusReadsAreOneCommandOnTheWorker(t *testing.T) {
+	f := newFixture(t, func(s *fixtureSettings) { s.adminURL = testenv.NewCitusDatabase(t) })
+	s, rc := logRemoteCommands(t, f)
+	c := ctx(t)
+	for _, text := range []string{"Dana writes Go", "Dana reviews Rust on Fridays", "Dana prefers tabs"} {
+		if _, err := s.Add(c, AddRequest{Owner: "dana", Content: text, Category: "project"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := []struct {
+		name     string
+		commands int
+		read     func() error
+	}{
+		{"vector search", 1, func() error {
+			_, err := s.Search(c, SearchRequest{Owner: "dana", Query: "which languages", Mode: SearchVector})
+			return err
+		}},
+		{"hybrid search", 1, func() error {
+			_, err := s.Search(c, SearchRequest{Owner: "dana", Query: "which languages", Mode: SearchHybrid})
+			return err
+		}},
+		{"context", 3, func() error {
+			_, err := s.Context(c, ContextRequest{Owner: "dana", Query: "which languages"})
+			return err
+		}},
+	}
+	for _, r := range reads {
+		for i := range 3 {
+			rc.take()
+			if err := r.read(); err != nil {
+				t.Fatalf("%s: %v", r.name, err)
+			}
+			sent := rc.take()
+			for _, cmd := range sent {
+				for _, tx := range []string{"BEGIN", "SET ", "COMMIT", "ROLLBACK", "PREPARE"} {
+					if strings.HasPrefix(cmd, tx) {
+						t.Errorf("%s #%d sent %q to a worker, want its statements only", r.name, i, cmd)
+					}
+				}
+			}
+			if len(sent) != r.commands {
+				t.Errorf("%s #%d sent %d commands to the workers, want %d:\n%s", r.name, i, len(sent), r.commands, strings.Join(sent, "\n"))
+			}
+		}
+	}
+}
