@@ -81,3 +81,48 @@ func TestCitusHistoryWritesStayOnTheWorker(t *testing.T) {
 		}
 	}
 }
+
+// TestCitusEvictionStaysOnTheWorker: an add over the per-owner cap evicts
+// on the transaction's one connection to the worker, with a plain commit,
+// and the evicted memory keeps its one history row (historyrow.go: the
+// eviction's history rows were an INSERT ... SELECT of the deleted rows).
+func TestCitusEvictionStaysOnTheWorker(t *testing.T) {
+	f := newFixture(t, withPolicy(func(p *Policy) { p.Limits.MaxMemoriesPerOwner = 3 }),
+		func(s *fixtureSettings) { s.adminURL = testenv.NewCitusDatabase(t) })
+	s, rc := logRemoteCommands(t, f)
+	c := ctx(t)
+	var last *AddResult
+	for _, text := range []string{"Eve likes green tea", "Eve runs marathons", "Eve speaks Finnish", "Eve collects vinyl records"} {
+		r, err := s.Add(c, AddRequest{Owner: "eve", Content: text, Category: "project"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r
+	}
+	sent := rc.take()
+	if last.Evicted != 1 {
+		t.Fatalf("the fourth add evicted %d, want 1", last.Evicted)
+	}
+	if bad := twoPhase(sent); len(bad) > 0 {
+		t.Errorf("the eviction left the worker's one connection (%s); sent:\n%s", strings.Join(bad, ", "), strings.Join(sent, "\n"))
+	}
+	var rows []string
+	r, err := f.admin.Query(c, `SELECT h.action || '|' || (h.details->>'category') || '|' || (h.details->>'wasActive') || '|' || (h.details->>'maxMemoriesPerOwner')
+		FROM `+f.store.sql.history+` AS h WHERE NOT EXISTS (SELECT 1 FROM `+f.store.sql.memories+` AS m WHERE m.id = h.memory_id)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var row string
+		if err := r.Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0] != HistoryEvict+"|project|true|3" {
+		t.Errorf("history of the evicted memory: %q, want one row %q", rows, HistoryEvict+"|project|true|3")
+	}
+}

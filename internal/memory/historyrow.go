@@ -15,6 +15,8 @@ package memory
 // (lockNeighbour, load ... FOR UPDATE), so it is the row the update changes
 // and the values read are its values (issue 30; TestCitusHistoryWritesStayOnTheWorker).
 //
-// The jobs (decay, expire, compact) and the eviction over the per-owner cap
-// change many rows a statement and still log them with INSERT ... SELECT:
-// on Citus one two-phase commit per batch, not per memory.
+// The eviction over the per-owner cap reads and locks its victims first,
+// then deletes them and writes their history rows as VALUES (evictvictims.go).
+// The jobs (decay, expire, compact) change many rows a statement and still
+// log them with INSERT ... SELECT: on Citus one two-phase commit per batch
+// of up to the job's batch size, not per memory.
