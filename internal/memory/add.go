@@ -479,9 +479,6 @@ func (s *Store) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbou
 		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
 		owner:   p.req.Owner,
 	})
-	if errors.Is(err, pgx.ErrNoRows) { // the neighbour vanished (purged) meanwhile
-		return s.insert(ctx, tx, p, res)
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Arbiter decisions (what the LLM may answer).
@@ -176,9 +174,6 @@ func (s *Store) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, n
 			details: mergeDetails(map[string]any{"similarity": nb.sim, "incoming": p.content}, nb, p),
 			owner:   p.req.Owner,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return s.insert(ctx, tx, p, res)
-		}
 		if err != nil {
 			return nil, err
 		}
