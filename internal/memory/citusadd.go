@@ -33,7 +33,11 @@ import (
 // per Store, again after a failed probe.
 type workerAddProbe struct {
 	state atomic.Int32 // 0 not known, 1 present, 2 absent
+	probe sync.Mutex   // one probe at a time; lockTimeout is written before state
 	ids   historyIDs
+	// lockTimeout is the service's sessions' lock_timeout, which
+	// add_memory sets on the worker (whose session has the role's).
+	lockTimeout string
 }
 
 const (
@@ -49,9 +53,15 @@ func (s *Store) hasWorkerAdd(ctx context.Context) (bool, error) {
 	case workerAddAbsent:
 		return false, nil
 	}
+	s.workerAdd.probe.Lock()
+	defer s.workerAdd.probe.Unlock()
+	if st := s.workerAdd.state.Load(); st != 0 {
+		return st == workerAddPresent, nil
+	}
 	var present bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc
-		WHERE pronamespace = to_regnamespace($1) AND proname = 'add_memory')`, pgx.Identifier{s.schema}.Sanitize()).Scan(&present); err != nil {
+		WHERE pronamespace = to_regnamespace($1) AND proname = 'add_memory'), current_setting('lock_timeout')`,
+		pgx.Identifier{s.schema}.Sanitize()).Scan(&present, &s.workerAdd.lockTimeout); err != nil {
 		return false, s.dbErr("looking for add_memory", err)
 	}
 	state := int32(workerAddAbsent)
@@ -84,7 +94,7 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*arb
 		return nil, nil
 	}
 	if err != nil {
-		return nil, s.dbErr("inserting memory", err)
+		return nil, s.dbErr("locking owner, finding the nearest memory and inserting memory", err)
 	}
 	res.Action, res.Memory = ActionAdded, m
 	return []AddResult{res}, nil
@@ -95,7 +105,7 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*arb
 // transaction block.
 func (s *Store) workerAddQuery() string {
 	return `SELECT * FROM ` + pgx.Identifier{s.schema, "add_memory"}.Sanitize() +
-		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 }
 
 // workerAddArgs are InsertQuery's parameters (the history's details
@@ -110,7 +120,7 @@ func (s *Store) workerAddArgs(ctx context.Context, p *preparedAdd, historyID int
 	return []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
 		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession,
-		s.policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID}
+		s.policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID, s.workerAdd.lockTimeout}
 }
 
 // History ids for add_memory, drawn from the coordinator's sequence of

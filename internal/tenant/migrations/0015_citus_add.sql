@@ -24,6 +24,9 @@
 -- break the order of a memory's history (which the history API and its
 -- pruning read by id).
 --
+-- The caller's lock_timeout is an argument too: the session Citus opens on
+-- the worker has the role's settings, not the service's.
+--
 -- Plain PostgreSQL gets nothing here: the engine's statements are two
 -- round trips there and the benchmark compares them with its raw side.
 {{- if .Citus}}
@@ -31,7 +34,7 @@ CREATE FUNCTION {{.Schema}}.add_memory(
     p_id uuid, p_owner text, p_agent text, p_session text, p_source text, p_category text,
     p_content text, p_importance integer, p_embedding {{.Vector}}, p_flags text[], p_ttl float8,
     p_details jsonb, p_actor_id text, p_source_session text,
-    p_arbitration float8, p_kept_secs float8, p_history_id bigint)
+    p_arbitration float8, p_kept_secs float8, p_history_id bigint, p_lock_timeout text)
 RETURNS TABLE (
     r_id text, r_owner_id text, r_agent_id text, r_session_id text, r_source_session text,
     r_source text, r_category text, r_content text, r_importance smallint, r_flags text[],
@@ -49,6 +52,8 @@ DECLARE
     v_found boolean;
     v_rows bigint;
 BEGIN
+    -- The caller's lock_timeout: the worker's session has the role's.
+    PERFORM set_config('lock_timeout', p_lock_timeout, true);
     INSERT INTO {{.Schema}}.owner_locks AS l (owner_id) VALUES (p_owner)
         ON CONFLICT (owner_id) DO UPDATE SET owner_id = excluded.owner_id WHERE false;
 {{- if .OwnerVectors}}
@@ -112,6 +117,6 @@ BEGIN
 END
 $fn$;
 
-SELECT create_distributed_function('{{.Schema}}.add_memory(uuid, text, text, text, text, text, text, integer, {{.Vector}}, text[], float8, jsonb, text, text, float8, float8, bigint)',
+SELECT create_distributed_function('{{.Schema}}.add_memory(uuid, text, text, text, text, text, text, integer, {{.Vector}}, text[], float8, jsonb, text, text, float8, float8, bigint, text)',
     colocate_with := '{{.Schema}}.memories');
 {{- end}}
