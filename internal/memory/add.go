@@ -90,7 +90,10 @@ func (s *writer) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult
 		plans[i] = s.planArbitration(ctx, p)
 	}
 	owner := ps[0].req.Owner
-	results, err := s.addInTx(ctx, owner, ps, plans)
+	results, err := s.addOnWorker(ctx, ps, plans)
+	if err == nil && results == nil {
+		results, err = s.addInTx(ctx, owner, ps, plans)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -353,10 +356,8 @@ func (s *writer) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbo
 		sourceSession: p.req.SourceSession, flags: p.flags,
 		expiry: s.expirySeconds(category, p.ttl), action: string(action),
 		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
+		owner:   p.req.Owner,
 	})
-	if errors.Is(err, pgx.ErrNoRows) { // the neighbour vanished (purged) meanwhile
-		return s.insert(ctx, tx, p, res)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -379,8 +380,11 @@ type rewrite struct {
 	expiry         float64
 	action         string
 	details        map[string]any
+	owner          string // the neighbour's, for its history row
 }
 
+// rewrite updates the neighbour, which lockNeighbour has locked, and writes
+// its history row from values the caller holds (historyrow.go).
 func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
@@ -394,13 +398,15 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
-			SELECT id::uuid, owner_id, $11, $15, $14, $12, content, $13 FROM upd)
+			VALUES ($1::uuid, $17, $11, $15, $14, $12, $2, $13))
 		SELECT * FROM upd`
 	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
-		string(w.actor), w.sourceSession)
+		string(w.actor), w.sourceSession, w.owner)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Memory{}, err
+		// lockNeighbour holds the row: it cannot be gone. Were it, the
+		// history row is written already; fail the transaction.
+		return Memory{}, fmt.Errorf("updating memory %s: the row locked by this write is gone: %w", nb.id, ErrConflict)
 	}
 	if err != nil {
 		return Memory{}, dbErr("updating memory "+nb.id, err)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -176,10 +174,8 @@ func (s *writer) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, 
 			sourceSession: p.req.SourceSession, flags: p.flags,
 			expiry: s.expirySeconds(category, p.ttl), action: "arbiter-update",
 			details: mergeDetails(map[string]any{"similarity": nb.sim, "incoming": p.content}, nb, p),
+			owner:   p.req.Owner,
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return s.insert(ctx, tx, p, res)
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +186,8 @@ func (s *writer) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, 
 		if err != nil || protected {
 			return r, err
 		}
-		if err := s.supersedeRow(ctx, tx, nb.id, r.Memory.ID, p.req.Source, "arbiter-delete"); err != nil {
+		if err := s.supersedeRow(ctx, tx, supersede{oldID: nb.id, newID: r.Memory.ID, owner: p.req.Owner, oldContent: nb.content,
+			actor: p.req.Source, action: "arbiter-delete"}); err != nil {
 			return nil, err
 		}
 		r.Action, r.AffectedIDs = ActionReplaced, []string{nb.id}
@@ -200,19 +197,29 @@ func (s *writer) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, 
 	}
 }
 
-// supersedeRow retires oldID in favour of newID (same owner, checked by the
-// caller). A row deactivated before keeps its time: least() ignores NULL,
-// like coalesce, which Citus refuses around now() in an UPDATE.
-func (s *writer) supersedeRow(ctx context.Context, tx dbtx, oldID, newID string, actor Source, action string) error {
+// supersede is one retirement of a memory, oldID, in favour of newID.
+type supersede struct {
+	oldID, newID string
+	// owner and oldContent are the retired row's, which the caller has
+	// locked in this transaction: its history row is written from them.
+	owner, oldContent string
+	actor             Source
+	action            string
+}
+
+// supersedeRow retires w.oldID in favour of w.newID (same owner, checked by
+// the caller). A row deactivated before keeps its time: least() ignores
+// NULL, like coalesce, which Citus refuses around now() in an UPDATE.
+func (s *writer) supersedeRow(ctx context.Context, tx dbtx, w supersede) error {
 	_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
 				deactivated_at = least(m.deactivated_at, now()), updated_at = now()
-			WHERE m.id = $1 RETURNING m.id, m.owner_id, m.content)
+			WHERE m.id = $1 RETURNING m.id)
 		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content, details)
-		SELECT id, owner_id, $3, $4, $5, content, jsonb_build_object('supersededBy', $2::text) FROM upd`,
-		oldID, newID, action, string(actor), actorID(ctx))
+		VALUES ($1, $6, $3, $4, $5, $7, jsonb_build_object('supersededBy', $2::text))`,
+		w.oldID, w.newID, w.action, string(w.actor), actorID(ctx), w.owner, w.oldContent)
 	if err != nil {
-		return dbErr("superseding memory "+oldID, err)
+		return dbErr("superseding memory "+w.oldID, err)
 	}
 	return nil
 }

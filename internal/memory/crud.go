@@ -221,6 +221,8 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	return &out, nil
 }
 
+// applyUpdate updates cur, which the caller has locked, and writes its
+// history row from cur and the request (historyrow.go).
 func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
 	category, content string, flags []string, vec []float32, ttl *time.Duration) (Memory, error) {
 	importance := cur.Importance
@@ -241,11 +243,11 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
-			SELECT id::uuid, owner_id, 'update', $7, $11, $9, content,
-				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) FROM upd)
+			VALUES ($1::uuid, $12, 'update', $7, $11, $9, coalesce($2, $9),
+				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text)))
 		SELECT * FROM upd`
 	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx))
+		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx), cur.Owner)
 	if err != nil {
 		return Memory{}, dbErr("updating memory "+cur.ID, err)
 	}
@@ -276,11 +278,12 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 		if !cur.Active {
 			return nil
 		}
+		// cur is locked: its history row is written from it (historyrow.go).
 		_, err = tx.Exec(ctx, `WITH upd AS (
 				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
-				WHERE id = $1 RETURNING id, owner_id, content)
+				WHERE id = $1 RETURNING id)
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
-			SELECT id, owner_id, 'delete', $2, $3, content FROM upd`, id, string(src), actorID(ctx))
+			VALUES ($1, $4, 'delete', $2, $3, $5)`, id, string(src), actorID(ctx), cur.Owner, cur.Content)
 		return dbErr("deleting memory "+id, err)
 	})
 }
@@ -331,7 +334,8 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if err := (*reader)(s).checkNoCycle(ctx, tx, oldID, newID); err != nil {
 			return err
 		}
-		if err := (*writer)(s).supersedeRow(ctx, tx, oldID, newID, src, "supersede"); err != nil {
+		if err := (*writer)(s).supersedeRow(ctx, tx, supersede{oldID: oldID, newID: newID, owner: old.Owner, oldContent: old.Content,
+			actor: src, action: "supersede"}); err != nil {
 			return err
 		}
 		out, err = (*reader)(s).load(ctx, tx, owner, oldID, false)

@@ -69,19 +69,12 @@ func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser 
 		if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `WITH victims AS (
-				SELECT m.id FROM `+s.sql.memories+` AS m
-				WHERE m.owner_id = $1 AND m.id <> ALL($2::uuid[]) AND ($7 OR m.category = ANY($8))
-				ORDER BY m.active, m.category = ANY($4), m.importance * `+s.sql.decayExpr("$5", "$6")+`, m.updated_at
-				LIMIT $3 FOR UPDATE SKIP LOCKED),
-			dh AS (DELETE FROM `+s.sql.history+` AS h USING victims v WHERE h.memory_id = v.id),
-			da AS (DELETE FROM `+s.sql.access+` AS a USING victims v WHERE a.memory_id = v.id),
-			dm AS (DELETE FROM `+s.sql.memories+` AS m USING victims v WHERE m.id = v.id RETURNING m.id, m.category, m.active),
-			eh AS (INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, details)
-				SELECT id, $1, '`+HistoryEvict+`', 'system',
-					jsonb_build_object('maxMemoriesPerOwner', $9::int, 'category', category, 'wasActive', active) FROM dm)
-			SELECT count(*) FROM dm`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected,
-			s.policy.Limits.MaxMemoriesPerOwner).Scan(&deleted)
+		victims, err := s.evictionVictims(ctx, tx, owner, keep, over, pinned, unprotected, byUser)
+		if err != nil {
+			return err
+		}
+		deleted, err = s.deleteVictims(ctx, tx, owner, victims)
+		return err
 	})
 	if err != nil {
 		return 0, dbErr("evicting memories", err)

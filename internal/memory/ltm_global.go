@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -82,18 +83,23 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 		if err := s.lockOwner(ctx, tx, GlobalOwner); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `WITH upd AS (
-				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
-				WHERE id = $1 AND owner_id = $2 AND active RETURNING id, owner_id, content)
-			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
-			SELECT id, owner_id, 'delete', $3, $4, content FROM upd`, id, GlobalOwner, string(source), actorID(ctx))
+		// Lock and read the row first: its history row is written from
+		// what was read (historyrow.go).
+		var content string
+		err := tx.QueryRow(ctx, `SELECT content FROM `+s.sql.memories+`
+			WHERE id = $1 AND owner_id = $2 AND active FOR UPDATE`, id, GlobalOwner).Scan(&content)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("global memory %s: %w", id, ErrNotFound)
+		}
 		if err != nil {
 			return dbErr("deleting global memory "+id, err)
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("global memory %s: %w", id, ErrNotFound)
-		}
-		return nil
+		_, err = tx.Exec(ctx, `WITH upd AS (
+				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
+				WHERE id = $1 RETURNING id)
+			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
+			VALUES ($1, $2, 'delete', $3, $4, $5)`, id, GlobalOwner, string(source), actorID(ctx), content)
+		return dbErr("deleting global memory "+id, err)
 	})
 }
 

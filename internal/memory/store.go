@@ -97,6 +97,8 @@ type Store struct {
 	// afterCompactBatch, when set (by tests), runs after each batch of
 	// compaction, outside any transaction.
 	afterCompactBatch func(owner string)
+	// workerAdd: whether the schema has add_memory (Citus, citusadd.go).
+	workerAdd workerAddProbe
 }
 
 // New returns a Store for cfg. Close it to flush access statistics.

@@ -90,20 +90,26 @@ func dropInvalidIndex(ctx context.Context, conn *pgx.Conn, schema, name string) 
 }
 
 // splitStatements splits a migration at semicolons that end a line, before
-// a trailing "--" comment if any. Our migrations put no semicolon at a
-// line's end inside a literal or a body, and no "--" inside a literal.
+// a trailing "--" comment if any, outside dollar-quoted bodies (a function's
+// body ends its statements with semicolons too). Our migrations put no
+// semicolon at a line's end inside a literal, no "--" inside a literal, and
+// open and close a body's dollar quote on lines of their own statement.
 func splitStatements(sql string) []string {
 	var out []string
 	var cur strings.Builder
+	inBody := false
 	for line := range strings.SplitSeq(sql, "\n") {
 		trimmed := strings.TrimSpace(line)
-		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+		if trimmed == "" || !inBody && strings.HasPrefix(trimmed, "--") {
 			continue
 		}
 		cur.WriteString(line)
 		cur.WriteByte('\n')
 		code, _, _ := strings.Cut(trimmed, "--")
-		if strings.HasSuffix(strings.TrimSpace(code), ";") {
+		if len(dollarQuote.FindAllString(code, -1))%2 == 1 {
+			inBody = !inBody
+		}
+		if !inBody && strings.HasSuffix(strings.TrimSpace(code), ";") {
 			out = append(out, strings.TrimSpace(cur.String()))
 			cur.Reset()
 		}
@@ -113,6 +119,9 @@ func splitStatements(sql string) []string {
 	}
 	return out
 }
+
+// dollarQuote matches a dollar-quote tag ($$, $fn$), not a parameter ($1).
+var dollarQuote = regexp.MustCompile(`\$[A-Za-z_]*\$`)
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")

@@ -134,3 +134,13 @@ func TestSplitStatements(t *testing.T) {
 		t.Fatalf("splitStatements with a trailing comment = %q", got)
 	}
 }
+
+// TestSplitStatementsKeepsAFunctionBodyWhole: the statements of a PL/pgSQL
+// body end their lines with semicolons; the body is one statement with its
+// CREATE FUNCTION (migration 15's add_memory).
+func TestSplitStatementsKeepsAFunctionBodyWhole(t *testing.T) {
+	got := splitStatements("CREATE FUNCTION s.f(p int) RETURNS int\nLANGUAGE plpgsql\nAS $fn$\nBEGIN\n    -- why\n    PERFORM 1; -- what\n    RETURN $1;\nEND\n$fn$;\nSELECT 2;\n")
+	if len(got) != 2 || !strings.HasSuffix(got[0], "$fn$;") || !strings.Contains(got[0], "RETURN $1;") || got[1] != "SELECT 2;" {
+		t.Fatalf("splitStatements = %q", got)
+	}
+}

@@ -46,6 +46,18 @@ type migrationVars struct {
 	// migration 7 (Dimensions <= OwnerVectorsMaxDims).
 	OwnerVectors        bool
 	OwnerVectorsMaxDims int
+	// ExtSchema is the quoted schema of pgvector (a function's pinned
+	// search_path names it for the vector operators).
+	ExtSchema string
+	// Citus: the schema is a distributed schema of a Citus coordinator.
+	Citus bool
+}
+
+// migrationTarget is where migrate applies migrations, beside the schema.
+type migrationTarget struct {
+	vectorType string // as migrationVars.Vector
+	extSchema  string // unquoted
+	citus      bool
 }
 
 // OwnerVectorsMaxDims is the largest vector size the covering index
@@ -115,7 +127,7 @@ func currentVersion(ctx context.Context, q interface {
 // migrate applies every pending migration to schema, each in its own
 // transaction running as the owner role (so the owner owns what it creates).
 // The caller holds the tenant's provisioning lease. It returns the versions applied.
-func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string, dims int, vectorType string, target int, indexTimeout, lockTimeout time.Duration) ([]int, error) {
+func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string, dims int, on migrationTarget, target int, indexTimeout, lockTimeout time.Duration) ([]int, error) {
 	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
 	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
 		version    integer PRIMARY KEY,
@@ -146,8 +158,9 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 			return nil, err
 		}
 	}
-	vars := migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: vectorType,
-		OwnerVectors: dims <= OwnerVectorsMaxDims, OwnerVectorsMaxDims: OwnerVectorsMaxDims}
+	vars := migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: on.vectorType,
+		OwnerVectors: dims <= OwnerVectorsMaxDims, OwnerVectorsMaxDims: OwnerVectorsMaxDims,
+		ExtSchema: pgx.Identifier{on.extSchema}.Sanitize(), Citus: on.citus}
 	var applied []int
 	for _, m := range migrations {
 		if m.Version <= current || m.Version > target {

@@ -180,7 +180,8 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 			}
 		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
-		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions, vectorType, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
+		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions,
+			migrationTarget{vectorType: vectorType, extSchema: extSchema, citus: citus.Installed}, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
