@@ -45,11 +45,9 @@ func (e *operatorEnv) cronJobNames(t *testing.T, ns, rj string) []string {
 	return names
 }
 
-// testRetentionJob: a RetentionJob becomes one CronJob per target runtime,
-// with every setting passed through; selectors follow label changes.
-func (e *operatorEnv) testRetentionJob(t *testing.T) {
-	ns := lifeNS
-	rj := &memoryv1alpha1.RetentionJob{
+// nightly is a RetentionJob of runtime "bot" with every setting given.
+func nightly(ns string) *memoryv1alpha1.RetentionJob {
+	return &memoryv1alpha1.RetentionJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
 		Spec: memoryv1alpha1.RetentionJobSpec{
 			RuntimeRef:                 &memoryv1alpha1.LocalObjectReference{Name: "bot"},
@@ -60,6 +58,13 @@ func (e *operatorEnv) testRetentionJob(t *testing.T) {
 			ActiveDeadlineSeconds:      ptr.To[int64](900),
 		},
 	}
+}
+
+// testRetentionJob: a RetentionJob becomes one CronJob per target runtime,
+// with every setting passed through; selectors follow label changes.
+func (e *operatorEnv) testRetentionJob(t *testing.T) {
+	ns := e.botNamespace(t, "retention")
+	rj := nightly(ns)
 	mustCreate(t, e.c, rj)
 	var cj batchv1.CronJob
 	eventually(t, "the CronJob exists", 20*time.Second, func() error { return e.get(t, ns, "nightly-bot", &cj) })
@@ -178,8 +183,10 @@ func (e *operatorEnv) jobsOf(t *testing.T, ns, rj string) []batchv1.Job {
 // testRunNowAndLastRun: run-now starts exactly one Job per value; a finished
 // Job whose pod left a JSON summary fills status.lastRun.
 func (e *operatorEnv) testRunNowAndLastRun(t *testing.T) {
-	ns := lifeNS
-	rj := &memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}}
+	ns := e.botNamespace(t, "runnow")
+	rj := nightly(ns)
+	mustCreate(t, e.c, rj)
+	eventually(t, "the CronJob exists", 20*time.Second, func() error { return e.get(t, ns, "nightly-bot", &batchv1.CronJob{}) })
 	update(t, e, rj, func(r *memoryv1alpha1.RetentionJob) {
 		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRunNow, "first")
 	})
