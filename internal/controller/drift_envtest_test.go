@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
@@ -94,7 +95,7 @@ func (e *operatorEnv) testDrift(t *testing.T) {
 		if err := e.get(t, ns, "bot-db", &again); err != nil {
 			return err
 		}
-		pw, ok := StoredPassword(&again)
+		pw, ok := specs.StoredPassword(&again)
 		if !ok || pw == password || pw == "typed-by-hand" {
 			return fmt.Errorf("password %q intact=%v", again.Data["password"], ok)
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -34,7 +35,7 @@ func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
 		t.Fatalf("no NetworkPolicy for a default runtime: %v", err)
 	}
 	if !metav1.IsControlledBy(&np, rt) || np.Labels[naming.LabelManagedBy] != naming.ManagedBy ||
-		!reflect.DeepEqual(np.Spec.PodSelector, RuntimePodSelector(rt)) ||
+		!reflect.DeepEqual(np.Spec.PodSelector, specs.RuntimePodSelector(rt)) ||
 		!reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("NetworkPolicy = %+v", np)
 	}

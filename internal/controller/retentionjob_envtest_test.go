@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 )
@@ -83,7 +84,7 @@ func (e *operatorEnv) testRetentionJob(t *testing.T) {
 		if c == nil || c.Status != metav1.ConditionTrue || got.Status.NextScheduleTime == nil || !slices.Equal(got.Status.CronJobs, []string{"nightly-bot"}) {
 			return fmt.Errorf("status = %+v", got.Status)
 		}
-		want, _ := NextSchedule("0 3 * * *", ptr.To("Europe/Berlin"), time.Now())
+		want, _ := specs.NextSchedule("0 3 * * *", ptr.To("Europe/Berlin"), time.Now())
 		if !got.Status.NextScheduleTime.Time.Equal(want) {
 			return fmt.Errorf("nextScheduleTime %s, want %s", got.Status.NextScheduleTime, want)
 		}

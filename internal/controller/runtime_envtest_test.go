@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
@@ -89,7 +90,7 @@ func (e *operatorEnv) testLifecycle(t *testing.T) {
 		t.Errorf("config = %+v", cfg)
 	}
 	var tokens corev1.Secret
-	if err := e.get(t, ns, "bot-api-token", &tokens); err != nil || !HasValidToken(string(tokens.Data["tokens"])) ||
+	if err := e.get(t, ns, "bot-api-token", &tokens); err != nil || !specs.HasValidToken(string(tokens.Data["tokens"])) ||
 		!strings.Contains(string(tokens.Data["tokens"]), " role=admin name=admin") || len(tokens.Data["signing-key"]) == 0 {
 		t.Errorf("API token Secret = %v, %v", tokens.Data, err)
 	}
