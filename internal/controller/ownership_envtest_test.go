@@ -238,9 +238,12 @@ func (e *operatorEnv) waitWarning(t *testing.T, ns, regarding, reason, note stri
 }
 
 // noWritesIn fails the test when the operator writes anything in namespace
-// ns during d.
+// ns during d, once the writes of what the test just saw have landed (the
+// refusal's event and status patch may follow the condition the test
+// waited for; an operator that writes on every retry never settles).
 func (e *operatorEnv) noWritesIn(t *testing.T, ns string, d time.Duration) {
 	t.Helper()
+	e.settle(t, ns)
 	mark := e.writes.count()
 	time.Sleep(d)
 	var inNS []string
