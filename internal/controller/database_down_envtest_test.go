@@ -28,12 +28,12 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
-// testDatabaseDown: an unreachable database is a condition with the error
+// scenarioDatabaseDown: an unreachable database is a condition with the error
 // and one Warning event (not one per retry), retried with exponential
 // backoff (no crash, no hot loop of connections or writes), and recovers by
 // itself when the database comes back at the same address: the connection
 // Secret is never edited.
-func (e *operatorEnv) testDatabaseDown(t *testing.T) {
+func scenarioDatabaseDown(e *operatorEnv, t *testing.T) {
 	// The database "down" lives at 127.0.0.1:port. First something there
 	// accepts and hangs up at once, counting the operator's attempts; then
 	// nothing listens (connection refused); then a proxy to the real

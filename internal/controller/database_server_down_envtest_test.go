@@ -15,7 +15,7 @@ import (
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
-// testDatabaseServerDown: two real PostgreSQL servers, one stopped. The
+// scenarioDatabaseServerDown: two real PostgreSQL servers, one stopped. The
 // stopped one's MemoryDatabase reports it (Reachable False, a Warning
 // event); the runtime living there reports it too (DatabaseReady and Ready
 // False with reason DatabaseUnreachable, Reconciling: kstatus InProgress,
@@ -25,7 +25,7 @@ import (
 // When the server is back, its tenant is Ready again with nothing edited.
 // What this scenario leaves on the suite's database (a MemoryDatabase and
 // two Ready runtimes) stays for the idle check.
-func (e *operatorEnv) testDatabaseServerDown(t *testing.T) {
+func scenarioDatabaseServerDown(e *operatorEnv, t *testing.T) {
 	in := testenv.NewInstance(t, "dbdown")
 	serverURL := in.Start(t)
 	downURL := in.NewDatabase(t)

@@ -158,7 +158,7 @@ func (e *operatorEnv) deleteAndWait(t *testing.T, objs ...client.Object) {
 	}
 }
 
-// testDatabases: what a platform team applies with kubectl (server-side,
+// scenarioDatabases: what a platform team applies with kubectl (server-side,
 // from one YAML manifest, fleetManifest): two MemoryDatabases — a plain
 // PostgreSQL behind a Secret shaped like CloudNativePG's
 // <cluster>-superuser and a Citus coordinator behind a uri — with
@@ -171,7 +171,7 @@ func (e *operatorEnv) deleteAndWait(t *testing.T, objs ...client.Object) {
 // status, the Citus one listing its workers. An eleventh finds no room
 // (Stalled, NoDatabaseAvailable) until a database gets more capacity.
 // Deleting the runtimes drops their schemas on the database each lives on.
-func (e *operatorEnv) testDatabases(t *testing.T) {
+func scenarioDatabases(e *operatorEnv, t *testing.T) {
 	sfx := randomSuffix()
 	tier := "placement-" + sfx
 	urlA, urlB := testenv.NewDatabase(t), testenv.NewCitusDatabase(t)
@@ -352,9 +352,9 @@ func mustParseURL(t *testing.T, raw string) *url.URL {
 	return u
 }
 
-// testDatabaseCEL: what the API server refuses of a MemoryDatabase and of
+// scenarioDatabaseCEL: what the API server refuses of a MemoryDatabase and of
 // the new database fields of a MemoryRuntime.
-func (e *operatorEnv) testDatabaseCEL(t *testing.T) {
+func scenarioDatabaseCEL(e *operatorEnv, t *testing.T) {
 	ctx := testContext(t)
 	valid := memoryDatabase("valid-"+randomSuffix(), "pg", nil, 3)
 	valid.Spec.Capacity.MaxBytes = ptr.To(resourceMust("200Gi"))

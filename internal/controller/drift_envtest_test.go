@@ -18,7 +18,7 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
-// testDrift: every kind of drift is real and repaired, each with its
+// scenarioDrift: every kind of drift is real and repaired, each with its
 // event: the owned Deployment deleted and edited, the credentials Secret
 // edited and deleted, the ConfigMap and Service edited, a grant revoked and
 // the login role dropped in PostgreSQL.
@@ -28,7 +28,7 @@ import (
 // every GrantCheckInterval (10 min in this suite). The test triggers the
 // next verification as a user would, with the rotate-credentials
 // annotation: a requested rotation verifies and repairs the tenant first.
-func (e *operatorEnv) testDrift(t *testing.T) {
+func scenarioDrift(e *operatorEnv, t *testing.T) {
 	ns := e.botNamespace(t, "drift")
 	var d appsv1.Deployment
 	if err := e.get(t, ns, "bot", &d); err != nil {
@@ -262,9 +262,9 @@ func (e *operatorEnv) waitEventSince(t *testing.T, ns, name, reason, text string
 	})
 }
 
-// testRotateAndPause: the rotate-credentials annotation rotates once per
+// scenarioRotateAndPause: the rotate-credentials annotation rotates once per
 // value; a paused runtime is left alone until it is resumed.
-func (e *operatorEnv) testRotateAndPause(t *testing.T) {
+func scenarioRotateAndPause(e *operatorEnv, t *testing.T) {
 	ns := e.botNamespace(t, "rotate")
 	var s corev1.Secret
 	if err := e.get(t, ns, "bot-db", &s); err != nil {

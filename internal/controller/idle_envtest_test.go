@@ -19,10 +19,10 @@ import (
 // idleWindow is how long an idle system must stay without writes.
 const idleWindow = 30 * time.Second
 
-// testIdle: once everything the other scenarios left has settled, the
+// scenarioIdle: once everything the other scenarios left has settled, the
 // operator makes no write request at all for 30 s, and no object's
 // resourceVersion changes.
-func (e *operatorEnv) testIdle(t *testing.T) {
+func scenarioIdle(e *operatorEnv, t *testing.T) {
 	e.idleFixture(t)
 	// Settle: the last status updates and events of the other scenarios.
 	eventually(t, "the operator settles", 60*time.Second, func() error {

@@ -21,11 +21,11 @@ import (
 	"github.com/engram-dev/engram/internal/naming"
 )
 
-// testNetworkPolicy: every runtime gets a NetworkPolicy admitting its
+// scenarioNetworkPolicy: every runtime gets a NetworkPolicy admitting its
 // service port from its own namespace only; spec.service.networkPolicy.from
 // replaces the peers, enabled: false deletes it (the operator's own only),
 // and a foreign NetworkPolicy of that name is refused like any foreign object.
-func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
+func scenarioNetworkPolicy(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "netpol")
 	ctx := testContext(t)
 	rt := e.readyRuntime(t, newRuntime(ns, "bot", ""))

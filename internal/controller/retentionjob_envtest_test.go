@@ -61,9 +61,9 @@ func nightly(ns string) *memoryv1alpha1.RetentionJob {
 	}
 }
 
-// testRetentionJob: a RetentionJob becomes one CronJob per target runtime,
+// scenarioRetentionJob: a RetentionJob becomes one CronJob per target runtime,
 // with every setting passed through; selectors follow label changes.
-func (e *operatorEnv) testRetentionJob(t *testing.T) {
+func scenarioRetentionJob(e *operatorEnv, t *testing.T) {
 	ns := e.botNamespace(t, "retention")
 	rj := nightly(ns)
 	mustCreate(t, e.c, rj)
@@ -181,9 +181,9 @@ func (e *operatorEnv) jobsOf(t *testing.T, ns, rj string) []batchv1.Job {
 	return list.Items
 }
 
-// testRunNowAndLastRun: run-now starts exactly one Job per value; a finished
+// scenarioRunNowAndLastRun: run-now starts exactly one Job per value; a finished
 // Job whose pod left a JSON summary fills status.lastRun.
-func (e *operatorEnv) testRunNowAndLastRun(t *testing.T) {
+func scenarioRunNowAndLastRun(e *operatorEnv, t *testing.T) {
 	ns := e.botNamespace(t, "runnow")
 	rj := nightly(ns)
 	mustCreate(t, e.c, rj)

@@ -35,10 +35,10 @@ func standardPolicy(ns string) *memoryv1alpha1.MemoryPolicy {
 	return &memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "standard", Namespace: ns}, Spec: spec}
 }
 
-// testLifecycle: policy + runtime -> schema and roles in PostgreSQL, a
+// scenarioLifecycle: policy + runtime -> schema and roles in PostgreSQL, a
 // credentials Secret that logs in and can only touch its own schema, the
 // Deployment, Service and ConfigMap as specified, and Ready=True.
-func (e *operatorEnv) testLifecycle(t *testing.T) {
+func scenarioLifecycle(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "life")
 	mustCreate(t, e.c, standardPolicy(ns))
 	start := time.Now()
@@ -195,10 +195,10 @@ func (e *operatorEnv) templateHash(t *testing.T, ns, name string) string {
 	return d.Spec.Template.Annotations[naming.AnnotationConfigHash]
 }
 
-// testPolicyChange: editing the policy re-resolves the runtime: new
+// scenarioPolicyChange: editing the policy re-resolves the runtime: new
 // ConfigMap, new pod template hash (a rollout). An invalid policy is
 // reported and not rolled out.
-func (e *operatorEnv) testPolicyChange(t *testing.T) {
+func scenarioPolicyChange(e *operatorEnv, t *testing.T) {
 	ns := e.botNamespace(t, "polchange")
 	before := e.templateHash(t, ns, "bot")
 	policy := &memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "standard", Namespace: ns}}
@@ -251,9 +251,9 @@ func (e *operatorEnv) testPolicyChange(t *testing.T) {
 	}
 }
 
-// testMissingPolicy: a runtime whose policy does not exist is not Ready,
+// scenarioMissingPolicy: a runtime whose policy does not exist is not Ready,
 // says why, and recovers when the policy appears.
-func (e *operatorEnv) testMissingPolicy(t *testing.T) {
+func scenarioMissingPolicy(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "nopol")
 	e.createRuntime(t, newRuntime(ns, "bot", "later"))
 	rt := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonPolicyNotFound)
@@ -274,10 +274,10 @@ func (e *operatorEnv) testMissingPolicy(t *testing.T) {
 	}
 }
 
-// testDelete: reclaimPolicy Delete drops the schema and roles, Retain keeps
+// scenarioDelete: reclaimPolicy Delete drops the schema and roles, Retain keeps
 // them, a schema Engram did not create is never dropped, and the finalizer
 // goes in every case.
-func (e *operatorEnv) testDelete(t *testing.T) {
+func scenarioDelete(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "del")
 	ctx := testContext(t)
 	drop := newRuntime(ns, "drop", "")

@@ -21,43 +21,45 @@ type scenario struct {
 }
 
 // operatorScenarios lists TestOperator's scenarios; the idle check, which
-// must come last, is not among them. A new scenario file adds one line here.
+// must come last, is not among them. A new scenario file defines
+// func scenarioX(e *operatorEnv, t *testing.T) and adds one line here (a
+// method of operatorEnv fits too: run: (*operatorEnv).testX).
 func operatorScenarios() []scenario {
 	return []scenario{
-		{name: "CEL", run: (*operatorEnv).testCEL},
-		{name: "Lifecycle", run: (*operatorEnv).testLifecycle},
-		{name: "PolicyChange", run: (*operatorEnv).testPolicyChange},
-		{name: "MissingPolicy", run: (*operatorEnv).testMissingPolicy},
-		{name: "DatabaseDown", run: (*operatorEnv).testDatabaseDown},
-		{name: "Drift", run: (*operatorEnv).testDrift},
-		{name: "RotateAndPause", run: (*operatorEnv).testRotateAndPause},
-		{name: "RetentionJob", run: (*operatorEnv).testRetentionJob},
-		{name: "RunNowAndLastRun", run: (*operatorEnv).testRunNowAndLastRun},
-		{name: "Delete", run: (*operatorEnv).testDelete},
-		{name: "ForeignObjects", run: (*operatorEnv).testForeignObjects},
-		{name: "ForeignCronJobAndJob", run: (*operatorEnv).testForeignCronJobAndJob},
-		{name: "NetworkPolicy", run: (*operatorEnv).testNetworkPolicy},
-		{name: "Scheduling", run: (*operatorEnv).testScheduling},
-		{name: "PodDisruptionBudget", run: (*operatorEnv).testPodDisruptionBudget},
-		{name: "ServiceTLS", run: (*operatorEnv).testServiceTLS},
-		{name: "WorkloadCEL", run: (*operatorEnv).testWorkloadCEL},
-		{name: "ResponseByteCap", run: (*operatorEnv).testResponseByteCap},
-		{name: "UserSecretsNotCached", run: (*operatorEnv).testUserSecretsNotCached},
-		{name: "Samples", run: (*operatorEnv).testSamples},
-		{name: "TenantBoundary", run: (*operatorEnv).testTenantBoundary},
-		{name: "LegacyClaimNeedsStatus", run: (*operatorEnv).testReviewLegacyClaimWithoutStatus},
-		{name: "DatabaseCEL", run: (*operatorEnv).testDatabaseCEL},
-		{name: "Databases", run: (*operatorEnv).testDatabases},
-		{name: "DatabaseServerDown", run: (*operatorEnv).testDatabaseServerDown},
-		{name: "OperatorFaults", run: (*operatorEnv).testOperatorFaults},
-		{name: "KStatus", run: (*operatorEnv).testKStatus},
-		{name: "Citus", run: (*operatorEnv).testCitus},
+		{name: "CEL", run: scenarioCEL},
+		{name: "Lifecycle", run: scenarioLifecycle},
+		{name: "PolicyChange", run: scenarioPolicyChange},
+		{name: "MissingPolicy", run: scenarioMissingPolicy},
+		{name: "DatabaseDown", run: scenarioDatabaseDown},
+		{name: "Drift", run: scenarioDrift},
+		{name: "RotateAndPause", run: scenarioRotateAndPause},
+		{name: "RetentionJob", run: scenarioRetentionJob},
+		{name: "RunNowAndLastRun", run: scenarioRunNowAndLastRun},
+		{name: "Delete", run: scenarioDelete},
+		{name: "ForeignObjects", run: scenarioForeignObjects},
+		{name: "ForeignCronJobAndJob", run: scenarioForeignCronJobAndJob},
+		{name: "NetworkPolicy", run: scenarioNetworkPolicy},
+		{name: "Scheduling", run: scenarioScheduling},
+		{name: "PodDisruptionBudget", run: scenarioPodDisruptionBudget},
+		{name: "ServiceTLS", run: scenarioServiceTLS},
+		{name: "WorkloadCEL", run: scenarioWorkloadCEL},
+		{name: "ResponseByteCap", run: scenarioResponseByteCap},
+		{name: "UserSecretsNotCached", run: scenarioUserSecretsNotCached},
+		{name: "Samples", run: scenarioSamples},
+		{name: "TenantBoundary", run: scenarioTenantBoundary},
+		{name: "LegacyClaimNeedsStatus", run: scenarioReviewLegacyClaimWithoutStatus},
+		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
+		{name: "Databases", run: scenarioDatabases},
+		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
+		{name: "OperatorFaults", run: scenarioOperatorFaults},
+		{name: "KStatus", run: scenarioKStatus},
+		{name: "Citus", run: scenarioCitus},
 		// Its snapshots block every tenant's index builds, and the
 		// operator ends the blockers of any provisioning.
-		{name: "TenantSnapshot", run: (*operatorEnv).testTenantSnapshot, serial: true},
+		{name: "TenantSnapshot", run: scenarioTenantSnapshot, serial: true},
 		// Its reaper ends long transactions over the operator's pools.
-		{name: "TenantTransactionReaped", run: (*operatorEnv).testTenantTransactionReaped, serial: true},
+		{name: "TenantTransactionReaped", run: scenarioTenantTransactionReaped, serial: true},
 		// It counts the operator's provisionings in a global histogram.
-		{name: "RestartAndMetrics", run: (*operatorEnv).testRestartAndMetrics, serial: true},
+		{name: "RestartAndMetrics", run: scenarioRestartAndMetrics, serial: true},
 	}
 }

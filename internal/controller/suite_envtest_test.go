@@ -87,7 +87,7 @@ func TestOperator(t *testing.T) {
 	for _, s := range serial {
 		t.Run(s.name, func(t *testing.T) { s.run(e, t) })
 	}
-	t.Run("Idle", e.testIdle)
+	t.Run("Idle", func(t *testing.T) { scenarioIdle(e, t) })
 }
 
 func startOperator(t *testing.T) *operatorEnv {
@@ -125,15 +125,15 @@ func startOperator(t *testing.T) *operatorEnv {
 		RetryMaxDelay:      2 * time.Second,
 		NotOwnedRetry:      time.Second,
 		// A tenant's snapshot is ended 2 s into a provisioning it blocks
-		// (testTenantSnapshot); the default is 60 s.
+		// (scenarioTenantSnapshot); the default is 60 s.
 		TenantBlockerMaxAge: 2 * time.Second,
 		// No transaction reaper: with that maximum age it could end the
-		// snapshot testTenantSnapshot wants the provisioning watcher to
-		// end. testTenantTransactionReaped runs one of its own.
+		// snapshot scenarioTenantSnapshot wants the provisioning watcher to
+		// end. scenarioTenantTransactionReaped runs one of its own.
 		TenantReaperInterval: -1,
 		FailAfter:            e.faults.failAfter,
 		// Databases are checked every second here (default 1 min), so a
-		// server that stops is noticed at once (testDatabaseServerDown);
+		// server that stops is noticed at once (scenarioDatabaseServerDown);
 		// the idle check proves the checks write nothing.
 		DatabaseCheckInterval: time.Second,
 	})
