@@ -8,7 +8,7 @@ import (
 
 // TestDependencyRule pins the rule of the package doc: naming imports the
 // standard library only, so internal/memory (no Kubernetes imports at all,
-// DESIGN.md) and internal/tenant may use it without pulling Kubernetes in.
+// docs/architecture.md) and internal/tenant may use it without pulling Kubernetes in.
 func TestDependencyRule(t *testing.T) {
 	for _, pkg := range []string{".", "../memory", "../tenant"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
