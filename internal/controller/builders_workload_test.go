@@ -18,8 +18,10 @@ import (
 )
 
 // placedRuntime sets every scheduling knob a platform team sets.
-func placedRuntime() *memoryv1alpha1.MemoryRuntime {
-	rt := testRuntime()
+func placedRuntime() *memoryv1alpha1.MemoryRuntime { return withPlacement(testRuntime()) }
+
+// withPlacement sets on rt every scheduling knob a platform team sets.
+func withPlacement(rt *memoryv1alpha1.MemoryRuntime) *memoryv1alpha1.MemoryRuntime {
 	rt.Spec.Service.NodeSelector = map[string]string{"pool": "memory"}
 	rt.Spec.Service.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "memory", Effect: corev1.TaintEffectNoSchedule}}
 	rt.Spec.Service.PriorityClassName = "tenant-high"

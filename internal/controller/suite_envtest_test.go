@@ -290,17 +290,7 @@ func (e *operatorEnv) createRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRunti
 // eventually polls check until it returns nil, or fails the test with its last error.
 func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, timeout, check)
 }
 
 func (e *operatorEnv) get(t *testing.T, ns, name string, obj client.Object) error {

@@ -34,19 +34,7 @@ import (
 // the CronJob too.
 func scenarioScheduling(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "placed")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Service.NodeSelector = map[string]string{"pool": "memory"}
-	rt.Spec.Service.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "memory", Effect: corev1.TaintEffectNoSchedule}}
-	rt.Spec.Service.PriorityClassName = "tenant-high"
-	rt.Spec.Service.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
-		}}},
-	}}
-	rt.Spec.Service.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
-	}}
-	rt = e.readyRuntime(t, rt)
+	rt := e.readyRuntime(t, withPlacement(newRuntime(ns, "bot", "")))
 
 	var d appsv1.Deployment
 	if err := e.get(t, ns, "bot", &d); err != nil {
