@@ -51,15 +51,12 @@ func operatorScenarios() []scenario {
 		{name: "Databases", run: scenarioDatabases},
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
+		{name: "Citus", run: scenarioCitus},
 		{name: "KStatus", run: scenarioKStatus},
 		// It judges the backoff of the operator's connection attempts by
 		// their timing: among 4 other scenarios it once saw a burst of
 		// attempts 20-40 ms apart that it never saw alone.
 		{name: "DatabaseDown", run: scenarioDatabaseDown, serial: true},
-		// A schema move on the Citus cluster copies the tenant within the
-		// operator's statement timeout: not while 4 other scenarios load
-		// the machine.
-		{name: "Citus", run: scenarioCitus, serial: true},
 		// Its snapshots block every tenant's index builds, and the
 		// operator ends the blockers of any provisioning.
 		{name: "TenantSnapshot", run: scenarioTenantSnapshot, serial: true},
