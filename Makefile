@@ -13,6 +13,7 @@ export ENGRAM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/engram
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 STATICCHECK_VERSION ?= v0.8.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
 KUSTOMIZE_VERSION ?= v5.7.1
 KUBE_SCORE_VERSION ?= v1.20.0
@@ -20,6 +21,7 @@ REDOCLY_VERSION ?= 2.77.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 KUBE_SCORE ?= $(LOCALBIN)/kube-score-$(KUBE_SCORE_VERSION)
@@ -65,8 +67,13 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet $(STATICCHECK) ## Run go vet and staticcheck.
+lint: vet $(STATICCHECK) $(GOLANGCI_LINT) ## Run go vet, staticcheck and golangci-lint (.golangci.yml: import grouping, error wrapping, unused results).
 	$(STATICCHECK) ./...
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: lint-fix
+lint-fix: $(GOLANGCI_LINT) ## Group and format imports as make lint wants them (golangci-lint fmt).
+	$(GOLANGCI_LINT) fmt ./...
 
 ##@ Test
 
@@ -254,6 +261,9 @@ $(CONTROLLER_GEN): | $(LOCALBIN)
 
 $(STATICCHECK): | $(LOCALBIN)
 	$(call go-install,honnef.co/go/tools/cmd/staticcheck,$(STATICCHECK_VERSION),$@)
+
+$(GOLANGCI_LINT): | $(LOCALBIN)
+	$(call go-install,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION),$@)
 
 $(HELM): | $(LOCALBIN)
 	$(call go-install,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION),$@)

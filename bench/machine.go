@@ -27,7 +27,7 @@ func machineInfo(ctx context.Context, serverURL string) Machine {
 	m.CPU = procField("/proc/cpuinfo", "model name")
 	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
 		var n int
-		fmt.Sscanf(kb, "%d", &n)
+		_, _ = fmt.Sscanf(kb, "%d", &n) // unparsable: 0, "unknown"
 		m.MemoryGiB = (n + 1<<19) >> 20
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/engram-dev/engram/internal/controller"
-
 	"github.com/engram-dev/engram/internal/localpod"
 )
 

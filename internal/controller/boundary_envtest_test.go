@@ -18,11 +18,11 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
-// testTenantBoundary is the takeover of issue 12 tried against the running
+// scenarioTenantBoundary is the takeover of issue 12 tried against the running
 // operator: names that collided before get distinct schemas, a runtime that
 // names another's schema is refused (nothing changed, no Secret written,
 // its delete drops nothing), and no admin credential reaches a tenant.
-func (e *operatorEnv) testTenantBoundary(t *testing.T) {
+func scenarioTenantBoundary(e *operatorEnv, t *testing.T) {
 	sfx := randomSuffix()
 	nsA, nsB, nsC := "tb"+sfx, "tb"+sfx+"-x", "tbthief"+sfx
 	for _, ns := range []string{nsA, nsB, nsC} {
@@ -87,13 +87,13 @@ func (e *operatorEnv) testTenantBoundary(t *testing.T) {
 		t.Errorf("the victim's password changed (%v)", err)
 	}
 
-	e.testAdminURLStaysWithTheOperator(t, nsC)
+	scenarioAdminURLStaysWithTheOperator(e, t, nsC)
 }
 
-// testAdminURLStaysWithTheOperator: an admin URL carrying credentials and
+// scenarioAdminURLStaysWithTheOperator: an admin URL carrying credentials and
 // options in its query gives tenants a URL with none of them, and a failing
 // admin login does not name the admin user in conditions or events.
-func (e *operatorEnv) testAdminURLStaysWithTheOperator(t *testing.T, ns string) {
+func scenarioAdminURLStaysWithTheOperator(e *operatorEnv, t *testing.T, ns string) {
 	u, err := url.Parse(e.adminURL)
 	if err != nil {
 		t.Fatal(err)

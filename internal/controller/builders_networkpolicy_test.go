@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -21,14 +22,14 @@ func TestNetworkPolicyDefault(t *testing.T) {
 	if !rt.NetworkPolicyEnabled() {
 		t.Fatal("a runtime without spec.service.networkPolicy must get a NetworkPolicy")
 	}
-	np := NetworkPolicy(rt, monitoringNamespaces())
+	np := specs.NetworkPolicy(rt, monitoringNamespaces())
 	if np.Name != "bot" || np.Namespace != "team-a" || np.Labels[naming.LabelManagedBy] != naming.ManagedBy || np.Labels[naming.LabelRuntime] != "bot" {
 		t.Errorf("metadata = %+v", np.ObjectMeta)
 	}
 	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rt.UID || ref.Kind != "MemoryRuntime" {
 		t.Errorf("controller reference = %+v", ref)
 	}
-	if sel := RuntimePodSelector(rt); !reflect.DeepEqual(np.Spec.PodSelector, sel) {
+	if sel := specs.RuntimePodSelector(rt); !reflect.DeepEqual(np.Spec.PodSelector, sel) {
 		t.Errorf("podSelector = %+v, want the runtime's pods (%+v)", np.Spec.PodSelector, sel)
 	}
 	if !reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
@@ -59,7 +60,7 @@ func TestNetworkPolicyFrom(t *testing.T) {
 		{IPBlock: &networkingv1.IPBlock{CIDR: "10.8.0.0/16", Except: []string{"10.8.1.0/24"}}},
 	}
 	rt.Spec.Service.NetworkPolicy = &memoryv1alpha1.MemoryRuntimeNetworkPolicy{Enabled: ptr.To(true), From: peers}
-	np := NetworkPolicy(rt, monitoringNamespaces())
+	np := specs.NetworkPolicy(rt, monitoringNamespaces())
 	if got := np.Spec.Ingress[0].From; !reflect.DeepEqual(got, peers) {
 		t.Errorf("from = %+v, want %+v", got, peers)
 	}
@@ -126,7 +127,7 @@ func TestNetworkPolicyAdmitsMetricsFromMonitoringOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			np := NetworkPolicy(rt, sel)
+			np := specs.NetworkPolicy(rt, sel)
 			var metrics []networkingv1.NetworkPolicyIngressRule
 			for _, rule := range np.Spec.Ingress {
 				if len(rule.Ports) != 1 || *rule.Ports[0].Protocol != corev1.ProtocolTCP {
@@ -154,7 +155,7 @@ func TestNetworkPolicyAdmitsMetricsFromMonitoringOnly(t *testing.T) {
 			if _, changed := sel.MatchLabels["changed"]; changed {
 				t.Error("changing the built NetworkPolicy changed the operator's selector")
 			}
-			d := Deployment(rt, "img", "hash")
+			d := specs.Deployment(rt, "img", "hash")
 			ports := d.Spec.Template.Spec.Containers[0].Ports
 			if len(ports) != 2 || ports[1].Name != naming.MetricsPortName || int(ports[1].ContainerPort) != c.metricsPort {
 				t.Errorf("pod ports %+v, want %q on %d", ports, naming.MetricsPortName, c.metricsPort)
@@ -181,15 +182,15 @@ func TestParseMetricsNamespaces(t *testing.T) {
 // before), and no pod of another runtime.
 func TestNetworkPolicySelectsJobPods(t *testing.T) {
 	rt := testRuntime()
-	sel, err := metav1.LabelSelectorAsSelector(&NetworkPolicy(rt, monitoringNamespaces()).Spec.PodSelector)
+	sel, err := metav1.LabelSelectorAsSelector(&specs.NetworkPolicy(rt, monitoringNamespaces()).Spec.PodSelector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cj := CronJob(testRetentionJob(), rt, "img")
+	cj := specs.CronJob(testRetentionJob(), rt, "img")
 	pods := map[string]map[string]string{
-		"service pod": Deployment(rt, "img", "h").Spec.Template.Labels,
+		"service pod": specs.Deployment(rt, "img", "h").Spec.Template.Labels,
 		"job pod":     cj.Spec.JobTemplate.Spec.Template.Labels,
-		"run-now pod": RunNowJob(cj, "x").Spec.Template.Labels,
+		"run-now pod": specs.RunNowJob(cj, "x").Spec.Template.Labels,
 	}
 	for what, l := range pods {
 		if !sel.Matches(labels.Set(l)) {
@@ -199,8 +200,8 @@ func TestNetworkPolicySelectsJobPods(t *testing.T) {
 	other := testRuntime()
 	other.Name = "bot2"
 	for what, l := range map[string]map[string]string{
-		"service pod": Deployment(other, "img", "h").Spec.Template.Labels,
-		"job pod":     CronJob(testRetentionJob(), other, "img").Spec.JobTemplate.Spec.Template.Labels,
+		"service pod": specs.Deployment(other, "img", "h").Spec.Template.Labels,
+		"job pod":     specs.CronJob(testRetentionJob(), other, "img").Spec.JobTemplate.Spec.Template.Labels,
 	} {
 		if sel.Matches(labels.Set(l)) {
 			t.Errorf("the NetworkPolicy of bot selects a %s of bot2 (labels %v)", what, l)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,12 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
-	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/localpod"
-	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/server"
 )
@@ -42,196 +39,11 @@ func testRuntime() *memoryv1alpha1.MemoryRuntime {
 	return rt
 }
 
-func TestLoginCredentials(t *testing.T) {
-	c, err := LoginCredentials("postgres://admin:secret@db.example:6543/app?sslmode=require", "engram_team_a_bot", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Credentials{
-		URI:  "postgres://engram_team_a_bot_app:pw@db.example:6543/app?sslmode=require",
-		Host: "db.example", Port: "6543", DBName: "app", User: "engram_team_a_bot_app", Password: "pw", Schema: "engram_team_a_bot",
-	}
-	if c != want {
-		t.Errorf("LoginCredentials =\n%+v\nwant\n%+v", c, want)
-	}
-	c, err = LoginCredentials("postgres://admin@db/app", "s", "pw")
-	if err != nil || c.Port != "5432" {
-		t.Errorf("default port: %+v, %v", c, err)
-	}
-}
-
-func TestCredentialsSecret(t *testing.T) {
-	rt := testRuntime()
-	creds := Credentials{URI: "postgres://u:p@h:5432/d", Host: "h", Port: "5432", DBName: "d", User: "u", Password: "p", Schema: "s"}
-	s := CredentialsSecret(rt, creds)
-	if s.Name != "bot-db" || s.Namespace != "team-a" || s.Type != corev1.SecretTypeOpaque {
-		t.Errorf("metadata = %s/%s type %s", s.Namespace, s.Name, s.Type)
-	}
-	for _, k := range []string{"uri", "host", "port", "dbname", "user", "password", "schema"} {
-		if len(s.Data[k]) == 0 {
-			t.Errorf("key %q missing", k)
-		}
-	}
-	assertOwned(t, s.ObjectMeta, "credentials")
-	if pw, ok := StoredPassword(s); !ok || pw != "p" {
-		t.Errorf("StoredPassword of the operator's own Secret = %q, %v", pw, ok)
-	}
-	s.Data["password"] = []byte("edited")
-	if _, ok := StoredPassword(s); ok {
-		t.Error("a hand-edited password was not detected")
-	}
-	if _, ok := StoredPassword(nil); ok {
-		t.Error("a missing Secret has a stored password")
-	}
-}
-
-// TestAPITokenContent: a new Secret gets an admin token and a signing key
-// the service loads; users' content is kept byte for byte and only what is
-// missing is added (an old Secret of bare tokens gets a key, and nothing else).
-func TestAPITokenContent(t *testing.T) {
-	tokens, key, err := APITokenContent(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, skipped := auth.ParseTokens([]byte(tokens))
-	keys, badKeys := auth.ParseSigningKeys([]byte(key))
-	if set.Len() != 1 || len(skipped) != 0 || keys.Len() != 1 || len(badKeys) != 0 || !strings.HasSuffix(tokens, " role=admin name=admin\n") {
-		t.Fatalf("initial content %q / %d keys", tokens, keys.Len())
-	}
-	if t2, k2, _ := APITokenContent(nil); t2 == tokens || k2 == key {
-		t.Fatal("two runtimes got the same token or key")
-	}
-
-	legacy := "engram_" + strings.Repeat("A", 43) + "\n"
-	for _, tc := range []struct {
-		name                   string
-		live                   map[string][]byte
-		keepTokens, keepKey    bool
-		wantAdminAppendedAfter string
-	}{
-		{"user content is kept", map[string][]byte{"tokens": []byte(tokens), "signing-key": []byte(key)}, true, true, ""},
-		{"an old Secret of bare tokens gets a key", map[string][]byte{"tokens": []byte(legacy)}, true, false, ""},
-		{"only short tokens: an admin token is appended", map[string][]byte{"tokens": []byte("# old\nshort-token"), "signing-key": []byte(key)}, false, true, "# old\nshort-token\n"},
-		{"a blank key is refilled", map[string][]byte{"tokens": []byte(legacy), "signing-key": []byte("\n")}, true, false, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			gotTokens, gotKey, err := APITokenContent(tc.live)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (gotTokens == string(tc.live["tokens"])) != tc.keepTokens || (gotKey == string(tc.live["signing-key"])) != tc.keepKey {
-				t.Fatalf("tokens %q, key %q", gotTokens, gotKey)
-			}
-			if tc.wantAdminAppendedAfter != "" && (!strings.HasPrefix(gotTokens, tc.wantAdminAppendedAfter) || !HasValidToken(gotTokens)) {
-				t.Fatalf("tokens %q: the user's lines must stay first, then a valid admin token", gotTokens)
-			}
-			if k, _ := auth.ParseSigningKeys([]byte(gotKey)); k.Len() != 1 {
-				t.Fatalf("key %q does not load", gotKey)
-			}
-		})
-	}
-	s := APITokenSecret(testRuntime(), tokens, key)
-	if s.Name != "bot-api-token" || string(s.Data["tokens"]) != tokens || string(s.Data["signing-key"]) != key {
-		t.Errorf("token Secret = %s %q", s.Name, s.Data)
-	}
-}
-
-// TestConfigMapRoundTrip: the ConfigMap's YAML is read back by the service
-// exactly as the contract says (sigs.k8s.io/yaml, then ParseServiceConfigJSON).
-func TestConfigMapRoundTrip(t *testing.T) {
-	rt := testRuntime()
-	rt.Spec.Embedding = memoryv1alpha1.EmbeddingSpec{Provider: "openai", Dimensions: 1536, Model: "text-embedding-3-small", Endpoint: "https://api.example/v1"}
-	rt.Spec.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://llm:8000/v1", Model: "qwen", Timeout: "90s"}
-	cfg := ServiceConfig(rt, "engram_team_a_bot", memory.DefaultPolicy(), "default", 3)
-	if d, err := cfg.LLM.TimeoutDuration(); err != nil || d != 90*time.Second {
-		t.Errorf("spec.llm.timeout 90s became %s (%v) in the service config", d, err)
-	}
-	b, err := MarshalServiceConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := ConfigMap(rt, b)
-	if cm.Name != "bot-config" {
-		t.Errorf("name = %s", cm.Name)
-	}
-	assertOwned(t, cm.ObjectMeta, "config")
-	js, err := yaml.YAMLToJSON([]byte(cm.Data["config.yaml"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := memory.ParseServiceConfigJSON(js)
-	if err != nil {
-		t.Fatalf("the service would refuse the config: %v\n%s", err, cm.Data["config.yaml"])
-	}
-	if !reflect.DeepEqual(*back, cfg) {
-		t.Errorf("round trip changed the config:\n%+v\nwant\n%+v", *back, cfg)
-	}
-
-	rt.Spec.Embedding = memoryv1alpha1.EmbeddingSpec{} // unset: builtin, 384
-	cfg = ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0)
-	if cfg.Embedding.Provider != "builtin" || cfg.Embedding.Dimensions != 384 || cfg.LLM == nil {
-		t.Errorf("embedding defaults = %+v", cfg.Embedding)
-	}
-	bad := cfg
-	bad.Policy.Dedup.ArbitrationThreshold = 2
-	if _, err := MarshalServiceConfig(bad); err == nil {
-		t.Error("an invalid config was rendered")
-	}
-}
-
-// TestServiceConfigCarriesResponseByteCap: spec.service.limits.
-// maxResponseBytes is rendered into the service's config, survives the
-// ConfigMap round trip, and changes the pod template hash (a rollout).
-func TestServiceConfigCarriesResponseByteCap(t *testing.T) {
-	rt := testRuntime()
-	plain, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 256 << 10}
-	capped, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := yaml.YAMLToJSON(capped)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := memory.ParseServiceConfigJSON(js)
-	if err != nil || back.MaxResponseBytes != 256<<10 {
-		t.Fatalf("the config carries maxResponseBytes %v (%v):\n%s", back, err, capped)
-	}
-	if PodTemplateHash(plain, "pw") == PodTemplateHash(capped, "pw") {
-		t.Error("a new byte cap leaves the pod template hash unchanged")
-	}
-	rt.Spec.Service.Limits.MaxResponseBytes = 1024
-	if _, err := MarshalServiceConfig(ServiceConfig(rt, "s", memory.DefaultPolicy(), "", 0)); err == nil {
-		t.Error("a byte cap below the minimum was rendered")
-	}
-}
-
-func TestPodTemplateHash(t *testing.T) {
-	base := PodTemplateHash([]byte("a"), "pw1", "k1")
-	for name, other := range map[string]string{
-		"config":      PodTemplateHash([]byte("b"), "pw1", "k1"),
-		"credentials": PodTemplateHash([]byte("a"), "pw2", "k1"),
-		"api key":     PodTemplateHash([]byte("a"), "pw1", "k2"),
-		"no api key":  PodTemplateHash([]byte("a"), "pw1"),
-	} {
-		if other == base {
-			t.Errorf("a change of %s leaves the hash unchanged", name)
-		}
-	}
-	if PodTemplateHash([]byte("a"), "pw1", "k1") != base {
-		t.Error("the hash is not deterministic")
-	}
-}
-
 func TestDeployment(t *testing.T) {
 	rt := testRuntime()
 	rt.Spec.Embedding.APIKeySecretRef = &memoryv1alpha1.SecretKeySelector{Name: "openai"}
 	rt.Spec.LLM = &memoryv1alpha1.LLMSpec{Endpoint: "http://x/v1", Model: "m", APIKeySecretRef: &memoryv1alpha1.SecretKeySelector{Name: "llm", Key: "token"}}
-	d := Deployment(rt, "ghcr.io/engram-dev/engram:1.0", "hash-1")
+	d := specs.Deployment(rt, "ghcr.io/engram-dev/engram:1.0", "hash-1")
 
 	assertOwned(t, d.ObjectMeta, "memory-service")
 	if d.Name != "bot" || *d.Spec.Replicas != 2 {
@@ -310,14 +122,14 @@ func TestDeployment(t *testing.T) {
 		t.Errorf("volumes = %+v", ps.Volumes)
 	}
 
-	plain := Deployment(testRuntime(), "img", "h")
+	plain := specs.Deployment(testRuntime(), "img", "h")
 	if len(plain.Spec.Template.Spec.Containers[0].Env) != 1 {
 		t.Errorf("a runtime without API keys gets env %v", plain.Spec.Template.Spec.Containers[0].Env)
 	}
 }
 
 func TestService(t *testing.T) {
-	s := Service(testRuntime())
+	s := specs.Service(testRuntime())
 	assertOwned(t, s.ObjectMeta, "memory-service")
 	p := s.Spec.Ports[0]
 	if s.Name != "bot" || p.Port != 9090 || p.TargetPort.StrVal != "http" || s.Spec.Type != corev1.ServiceTypeClusterIP {
@@ -335,17 +147,17 @@ func TestServiceAvailability(t *testing.T) {
 		d.Status = localpod.RolloutStatus(d, 2, 2, n)
 		return d
 	}
-	if ok, reason, _ := ServiceAvailability(rt, nil); ok || reason != "Deploying" {
+	if ok, reason, _ := specs.ServiceAvailability(rt, nil); ok || reason != "Deploying" {
 		t.Errorf("no Deployment: %v %s", ok, reason)
 	}
-	if ok, reason, _ := ServiceAvailability(rt, avail(0)); ok || reason != "Deploying" {
+	if ok, reason, _ := specs.ServiceAvailability(rt, avail(0)); ok || reason != "Deploying" {
 		t.Errorf("0 available: %v %s", ok, reason)
 	}
-	if ok, reason, msg := ServiceAvailability(rt, avail(2)); !ok || reason != "MinimumReplicasAvailable" || msg != "2 of 2 replicas available" {
+	if ok, reason, msg := specs.ServiceAvailability(rt, avail(2)); !ok || reason != "MinimumReplicasAvailable" || msg != "2 of 2 replicas available" {
 		t.Errorf("2 available: %v %s %q", ok, reason, msg)
 	}
 	rt.Spec.Service.Replicas = ptr.To[int32](0)
-	if ok, reason, _ := ServiceAvailability(rt, avail(0)); ok || reason != "ScaledToZero" {
+	if ok, reason, _ := specs.ServiceAvailability(rt, avail(0)); ok || reason != "ScaledToZero" {
 		t.Errorf("scaled to zero: %v %s", ok, reason)
 	}
 }
@@ -368,7 +180,7 @@ func testRetentionJob() *memoryv1alpha1.RetentionJob {
 func TestCronJob(t *testing.T) {
 	rt := testRuntime()
 	rt.Spec.Embedding.APIKeySecretRef = &memoryv1alpha1.SecretKeySelector{Name: "openai"}
-	cj := CronJob(testRetentionJob(), rt, "img:1")
+	cj := specs.CronJob(testRetentionJob(), rt, "img:1")
 	if cj.Name != "nightly-bot" || cj.Namespace != "team-a" {
 		t.Errorf("name = %s/%s", cj.Namespace, cj.Name)
 	}
@@ -410,7 +222,7 @@ func TestCronJob(t *testing.T) {
 	rj := testRetentionJob()
 	rj.Spec.Suspend, rj.Spec.DryRun = true, false
 	rj.Spec.SuccessfulJobsHistoryLimit, rj.Spec.FailedJobsHistoryLimit = ptr.To[int32](0), ptr.To[int32](5)
-	cj = CronJob(rj, rt, "img:1")
+	cj = specs.CronJob(rj, rt, "img:1")
 	if !*cj.Spec.Suspend || *cj.Spec.SuccessfulJobsHistoryLimit != 0 || *cj.Spec.FailedJobsHistoryLimit != 5 {
 		t.Errorf("pass-through = %+v", cj.Spec)
 	}
@@ -420,9 +232,9 @@ func TestCronJob(t *testing.T) {
 }
 
 func TestRunNowJob(t *testing.T) {
-	cj := CronJob(testRetentionJob(), testRuntime(), "img")
+	cj := specs.CronJob(testRetentionJob(), testRuntime(), "img")
 	cj.UID = "cj-uid"
-	j := RunNowJob(cj, "now-1")
+	j := specs.RunNowJob(cj, "now-1")
 	if j.Name != naming.RunNowJobName("nightly-bot", "now-1") || !strings.HasPrefix(j.Name, "nightly-bot-") {
 		t.Errorf("name = %s", j.Name)
 	}
@@ -463,16 +275,16 @@ func TestJobDefaults(t *testing.T) {
 	rt := testRuntime()
 	rj := testRetentionJob()
 	rj.Spec.ActiveDeadlineSeconds = nil
-	js := CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec
-	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds != DefaultJobActiveDeadlineSeconds {
-		t.Errorf("activeDeadlineSeconds = %v, want the default %d", js.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)
+	js := specs.CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec
+	if js.ActiveDeadlineSeconds == nil || *js.ActiveDeadlineSeconds != specs.DefaultJobActiveDeadlineSeconds {
+		t.Errorf("activeDeadlineSeconds = %v, want the default %d", js.ActiveDeadlineSeconds, specs.DefaultJobActiveDeadlineSeconds)
 	}
 	res := js.Template.Spec.Containers[0].Resources
 	if res.Requests.Cpu().String() != "100m" || res.Requests.Memory().String() != "128Mi" || res.Limits.Memory().String() != "512Mi" || !res.Limits.Cpu().IsZero() {
 		t.Errorf("default resources = %+v", res)
 	}
 	rj.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
-	res = CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
+	res = specs.CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
 	if res.Limits.Memory().String() != "2Gi" || len(res.Requests) != 1 || res.Requests.StorageEphemeral().String() != "64Mi" {
 		t.Errorf("resources from the spec = %+v, want them and the ephemeral-storage default", res)
 	}
@@ -483,7 +295,7 @@ func TestJobDefaults(t *testing.T) {
 func TestDeploymentCarriesRateLimits(t *testing.T) {
 	rt := testRuntime()
 	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{LLMRateLimit: &memoryv1alpha1.RateLimit{RequestsPerMinute: 6, Burst: 3}}
-	cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command
+	cmd := specs.Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command
 	for _, want := range []string{"--rate-limit-per-minute=6000", "--rate-limit-burst=200", "--llm-rate-limit-per-minute=6", "--llm-rate-limit-burst=3"} {
 		if !slices.Contains(cmd, want) {
 			t.Errorf("command %v lacks %s", cmd, want)
@@ -503,11 +315,11 @@ func TestDeploymentCarriesRateLimits(t *testing.T) {
 // which is manager serve's --max-inflight.
 func TestDeploymentCarriesInflightPerCredential(t *testing.T) {
 	rt := testRuntime()
-	if cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--max-inflight-per-credential=16") {
+	if cmd := specs.Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--max-inflight-per-credential=16") {
 		t.Errorf("command %v lacks the default --max-inflight-per-credential=16", cmd)
 	}
 	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxInflightPerCredential: 48}
-	if cmd := Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--max-inflight-per-credential=48") {
+	if cmd := specs.Deployment(rt, "img", "hash").Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--max-inflight-per-credential=48") {
 		t.Errorf("command %v lacks --max-inflight-per-credential=48", cmd)
 	}
 	if d := memoryv1alpha1.DefaultMaxInflightPerCredential; int(d) != server.DefaultMaxInflightPerCredential {

@@ -13,12 +13,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
 // placedRuntime sets every scheduling knob a platform team sets.
-func placedRuntime() *memoryv1alpha1.MemoryRuntime {
-	rt := testRuntime()
+func placedRuntime() *memoryv1alpha1.MemoryRuntime { return withPlacement(testRuntime()) }
+
+// withPlacement sets on rt every scheduling knob a platform team sets.
+func withPlacement(rt *memoryv1alpha1.MemoryRuntime) *memoryv1alpha1.MemoryRuntime {
 	rt.Spec.Service.NodeSelector = map[string]string{"pool": "memory"}
 	rt.Spec.Service.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "memory", Effect: corev1.TaintEffectNoSchedule}}
 	rt.Spec.Service.PriorityClassName = "tenant-high"
@@ -39,7 +42,7 @@ func placedRuntime() *memoryv1alpha1.MemoryRuntime {
 // a spread constraint without selector gets the service's.
 func TestServiceScheduling(t *testing.T) {
 	rt := placedRuntime()
-	ps := Deployment(rt, "img", "h").Spec.Template.Spec
+	ps := specs.Deployment(rt, "img", "h").Spec.Template.Spec
 	if !reflect.DeepEqual(ps.NodeSelector, map[string]string{"pool": "memory"}) || ps.PriorityClassName != "tenant-high" ||
 		!reflect.DeepEqual(ps.Tolerations, rt.Spec.Service.Tolerations) {
 		t.Errorf("nodeSelector %v, priorityClassName %q, tolerations %+v", ps.NodeSelector, ps.PriorityClassName, ps.Tolerations)
@@ -47,7 +50,7 @@ func TestServiceScheduling(t *testing.T) {
 	if !reflect.DeepEqual(ps.Affinity.NodeAffinity, rt.Spec.Service.Affinity.NodeAffinity) {
 		t.Errorf("nodeAffinity = %+v", ps.Affinity.NodeAffinity)
 	}
-	if !reflect.DeepEqual(ps.Affinity.PodAntiAffinity, spreadOverNodes(rt)) {
+	if !reflect.DeepEqual(ps.Affinity.PodAntiAffinity, specs.Deployment(testRuntime(), "img", "h").Spec.Template.Spec.Affinity.PodAntiAffinity) {
 		t.Errorf("podAntiAffinity = %+v, want the default spread over nodes", ps.Affinity.PodAntiAffinity)
 	}
 	if rt.Spec.Service.Affinity.PodAntiAffinity != nil || rt.Spec.Service.TopologySpreadConstraints[0].LabelSelector != nil {
@@ -64,12 +67,12 @@ func TestServiceScheduling(t *testing.T) {
 	plain := testRuntime()
 	for _, replicas := range []int32{1, 2, 5} {
 		plain.Spec.Service.Replicas = ptr.To(replicas)
-		aff := Deployment(plain, "img", "h").Spec.Template.Spec.Affinity
+		aff := specs.Deployment(plain, "img", "h").Spec.Template.Spec.Affinity
 		if aff == nil || aff.NodeAffinity != nil || aff.PodAffinity != nil || aff.PodAntiAffinity == nil {
 			t.Fatalf("replicas %d: affinity = %+v", replicas, aff)
 		}
 		pref := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-		if len(pref) != 1 || pref[0].PodAffinityTerm.TopologyKey != HostnameTopologyKey ||
+		if len(pref) != 1 || pref[0].PodAffinityTerm.TopologyKey != specs.HostnameTopologyKey ||
 			!reflect.DeepEqual(pref[0].PodAffinityTerm.LabelSelector.MatchLabels, naming.SelectorLabels("bot")) ||
 			aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 			t.Errorf("replicas %d: podAntiAffinity = %+v", replicas, aff.PodAntiAffinity)
@@ -78,12 +81,12 @@ func TestServiceScheduling(t *testing.T) {
 
 	// The user's podAntiAffinity replaces the default; an empty one means none.
 	required := &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-		LabelSelector: &metav1.LabelSelector{MatchLabels: naming.SelectorLabels("bot")}, TopologyKey: HostnameTopologyKey,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: naming.SelectorLabels("bot")}, TopologyKey: specs.HostnameTopologyKey,
 	}}}
 	for _, own := range []*corev1.PodAntiAffinity{required, {}} {
 		rt := testRuntime()
 		rt.Spec.Service.Affinity = &corev1.Affinity{PodAntiAffinity: own}
-		if got := Deployment(rt, "img", "h").Spec.Template.Spec.Affinity.PodAntiAffinity; !reflect.DeepEqual(got, own) {
+		if got := specs.Deployment(rt, "img", "h").Spec.Template.Spec.Affinity.PodAntiAffinity; !reflect.DeepEqual(got, own) {
 			t.Errorf("podAntiAffinity = %+v, want the user's %+v", got, own)
 		}
 	}
@@ -94,7 +97,7 @@ func TestServiceScheduling(t *testing.T) {
 // without the service's pod anti-affinity and topology spread.
 func TestJobPlacement(t *testing.T) {
 	rt := placedRuntime()
-	ps := CronJob(testRetentionJob(), rt, "img").Spec.JobTemplate.Spec.Template.Spec
+	ps := specs.CronJob(testRetentionJob(), rt, "img").Spec.JobTemplate.Spec.Template.Spec
 	if !reflect.DeepEqual(ps.NodeSelector, rt.Spec.Service.NodeSelector) || ps.PriorityClassName != "tenant-high" ||
 		!reflect.DeepEqual(ps.Tolerations, rt.Spec.Service.Tolerations) {
 		t.Errorf("nodeSelector %v, priorityClassName %q, tolerations %+v", ps.NodeSelector, ps.PriorityClassName, ps.Tolerations)
@@ -103,7 +106,7 @@ func TestJobPlacement(t *testing.T) {
 		ps.Affinity.PodAntiAffinity != nil || ps.Affinity.PodAffinity != nil || len(ps.TopologySpreadConstraints) != 0 {
 		t.Errorf("affinity %+v, topologySpreadConstraints %+v: want the node affinity only", ps.Affinity, ps.TopologySpreadConstraints)
 	}
-	plain := CronJob(testRetentionJob(), testRuntime(), "img").Spec.JobTemplate.Spec.Template.Spec
+	plain := specs.CronJob(testRetentionJob(), testRuntime(), "img").Spec.JobTemplate.Spec.Template.Spec
 	if plain.Affinity != nil || plain.NodeSelector != nil || plain.Tolerations != nil || plain.PriorityClassName != "" {
 		t.Errorf("a runtime without scheduling fields gives its jobs %+v", plain)
 	}
@@ -123,28 +126,28 @@ func TestEphemeralStorage(t *testing.T) {
 		}
 	}
 	rt := testRuntime()
-	check("service", Deployment(rt, "img", "h").Spec.Template.Spec.Containers[0].Resources, "64Mi", "256Mi")
-	check("job", CronJob(testRetentionJob(), rt, "img").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources, "64Mi", "256Mi")
+	check("service", specs.Deployment(rt, "img", "h").Spec.Template.Spec.Containers[0].Resources, "64Mi", "256Mi")
+	check("job", specs.CronJob(testRetentionJob(), rt, "img").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources, "64Mi", "256Mi")
 	if _, ok := rt.Spec.Service.Resources.Requests[corev1.ResourceEphemeralStorage]; ok {
 		t.Error("the default was written into the runtime's spec")
 	}
 	bare := testRuntime()
 	bare.Spec.Service.Resources = corev1.ResourceRequirements{}
-	check("service without resources", Deployment(bare, "img", "h").Spec.Template.Spec.Containers[0].Resources, "64Mi", "256Mi")
+	check("service without resources", specs.Deployment(bare, "img", "h").Spec.Template.Spec.Containers[0].Resources, "64Mi", "256Mi")
 
 	// A limit alone is the user's choice (Kubernetes sets the request to it).
 	rt.Spec.Service.Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
-	check("service with a limit", Deployment(rt, "img", "h").Spec.Template.Spec.Containers[0].Resources, "0", "1Gi")
+	check("service with a limit", specs.Deployment(rt, "img", "h").Spec.Template.Spec.Containers[0].Resources, "0", "1Gi")
 	rj := testRetentionJob()
 	rj.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("2Gi")}}
-	check("job with a request", CronJob(rj, rt, "img").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources, "2Gi", "0")
+	check("job with a request", specs.CronJob(rj, rt, "img").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources, "2Gi", "0")
 }
 
 // TestPodDisruptionBudget: maxUnavailable 1 over the service's pods, not
 // ready pods always evictable; wanted only with more than one replica.
 func TestPodDisruptionBudget(t *testing.T) {
 	rt := testRuntime()
-	pdb := PodDisruptionBudget(rt)
+	pdb := specs.PodDisruptionBudget(rt)
 	assertOwned(t, pdb.ObjectMeta, "memory-service")
 	if pdb.Name != "bot" || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil ||
 		!reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, naming.SelectorLabels("bot")) ||
@@ -183,7 +186,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 func TestServiceTLS(t *testing.T) {
 	rt := testRuntime()
 	rt.Spec.Service.TLS = &memoryv1alpha1.ServiceTLS{SecretName: "bot-tls"}
-	ps := Deployment(rt, "img", "h").Spec.Template.Spec
+	ps := specs.Deployment(rt, "img", "h").Spec.Template.Spec
 	c := ps.Containers[0]
 	if !slices.Contains(c.Command, "--tls-cert-file=/etc/engram/tls/tls.crt") || !slices.Contains(c.Command, "--tls-key-file=/etc/engram/tls/tls.key") {
 		t.Errorf("command = %v", c.Command)
@@ -209,7 +212,7 @@ func TestServiceTLS(t *testing.T) {
 	if !mounted || vol == nil || vol.Secret.SecretName != "bot-tls" || *vol.Secret.DefaultMode != 0o440 {
 		t.Errorf("mounts %+v, volume %+v", c.VolumeMounts, vol)
 	}
-	if p := Service(rt).Spec.Ports[0]; p.Name != "https" || p.TargetPort.StrVal != "https" || p.Port != 9090 {
+	if p := specs.Service(rt).Spec.Ports[0]; p.Name != "https" || p.TargetPort.StrVal != "https" || p.Port != 9090 {
 		t.Errorf("service port = %+v", p)
 	}
 	if got := Endpoint(rt); got != "https://bot.team-a.svc:9090" {
@@ -217,7 +220,7 @@ func TestServiceTLS(t *testing.T) {
 	}
 
 	plain := testRuntime()
-	pc := Deployment(plain, "img", "h").Spec.Template.Spec.Containers[0]
+	pc := specs.Deployment(plain, "img", "h").Spec.Template.Spec.Containers[0]
 	if slices.ContainsFunc(pc.Command, func(a string) bool { return len(a) > 5 && a[:6] == "--tls-" }) || pc.ReadinessProbe.HTTPGet.Scheme != "" || Endpoint(plain) != "http://bot.team-a.svc:9090" {
 		t.Errorf("a runtime without TLS: command %v, probe %+v, endpoint %s", pc.Command, pc.ReadinessProbe.HTTPGet, Endpoint(plain))
 	}
@@ -245,27 +248,27 @@ func TestStartingDeadlineSeconds(t *testing.T) {
 	} {
 		rj := testRetentionJob()
 		rj.Spec.Schedule, rj.Spec.TimeZone = c.schedule, c.tz
-		got := time.Duration(StartingDeadlineSeconds(rj)) * time.Second
+		got := time.Duration(specs.StartingDeadlineSeconds(rj)) * time.Second
 		if got != c.want && c.schedule != "0 0 29 2 *" {
 			t.Errorf("%q: deadline %s, want %s", c.schedule, got, c.want)
 		}
 		if got < c.want {
 			t.Errorf("%q: deadline %s is shorter than %s", c.schedule, got, c.want)
 		}
-		if cj := CronJob(rj, testRuntime(), "img"); cj.Spec.StartingDeadlineSeconds == nil || *cj.Spec.StartingDeadlineSeconds != int64(got.Seconds()) {
+		if cj := specs.CronJob(rj, testRuntime(), "img"); cj.Spec.StartingDeadlineSeconds == nil || *cj.Spec.StartingDeadlineSeconds != int64(got.Seconds()) {
 			t.Errorf("%q: the CronJob's startingDeadlineSeconds = %v", c.schedule, cj.Spec.StartingDeadlineSeconds)
 		}
 		// The CronJob controller gives up past 100 missed runs in the window.
-		if gap, _ := ShortestInterval(c.schedule, c.tz); got/gap >= 100 {
+		if gap, _ := specs.ShortestInterval(c.schedule, c.tz); got/gap >= 100 {
 			t.Errorf("%q: %s covers %d runs", c.schedule, got, got/gap)
 		}
-		if a, b := StartingDeadlineSeconds(rj), StartingDeadlineSeconds(rj); a != b {
+		if a, b := specs.StartingDeadlineSeconds(rj), specs.StartingDeadlineSeconds(rj); a != b {
 			t.Errorf("%q: %d then %d: the CronJob would be rewritten on every reconcile", c.schedule, a, b)
 		}
 	}
 	rj := testRetentionJob()
 	rj.Spec.StartingDeadlineSeconds = ptr.To[int64](120)
-	if got := ptr.Deref(CronJob(rj, testRuntime(), "img").Spec.StartingDeadlineSeconds, 0); got != 120 {
+	if got := ptr.Deref(specs.CronJob(rj, testRuntime(), "img").Spec.StartingDeadlineSeconds, 0); got != 120 {
 		t.Errorf("spec.startingDeadlineSeconds 120 gave %d", got)
 	}
 }

@@ -314,9 +314,9 @@ func celCases(ns string) []celCase {
 	}
 }
 
-// testCEL: the API server itself refuses invalid objects, with a message a
+// scenarioCEL: the API server itself refuses invalid objects, with a message a
 // human understands (server-side dry run: nothing is stored).
-func (e *operatorEnv) testCEL(t *testing.T) {
+func scenarioCEL(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "cel")
 	ctx := testContext(t)
 

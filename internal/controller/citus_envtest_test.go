@@ -16,12 +16,12 @@ import (
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
-// testCitus: a runtime whose clusterConnection is a Citus coordinator gets
+// scenarioCitus: a runtime whose clusterConnection is a Citus coordinator gets
 // a distributed schema and reports its worker in status.citusWorker; the
 // move-to-worker annotation moves it (status.citusMove Succeeded, the
 // worker in status), and a target that is no worker is refused in
 // status.citusMove (Failed, with why) while the runtime stays Ready.
-func (e *operatorEnv) testCitus(t *testing.T) {
+func scenarioCitus(e *operatorEnv, t *testing.T) {
 	citusURL := testenv.NewCitusDatabase(t)
 	pool := testenv.NewPool(t, citusURL, 2)
 	mustCreate(t, e.c, connectionSecret(e.opNS, "citus", citusURL))

@@ -3,9 +3,10 @@ package controller
 import (
 	"testing"
 
-	"github.com/engram-dev/engram/internal/naming"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 func TestIsSubset(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 )
 
 func TestDecideProvision(t *testing.T) {
@@ -99,7 +100,7 @@ func TestJobScheduling(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rj := testRetentionJob()
 			c.edit(rj)
-			cj := CronJob(rj, testRuntime(), "img")
+			cj := specs.CronJob(rj, testRuntime(), "img")
 			if ptr.Deref(cj.Spec.Suspend, false) != c.suspend || cj.Spec.ConcurrencyPolicy != c.concurrency {
 				t.Errorf("suspend %v concurrency %s; want %v %s", ptr.Deref(cj.Spec.Suspend, false), cj.Spec.ConcurrencyPolicy, c.suspend, c.concurrency)
 			}

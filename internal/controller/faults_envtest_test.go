@@ -72,7 +72,7 @@ func (f *faultInjector) failAfter(key types.NamespacedName, step string) error {
 // reconciler (Options.FailAfter).
 var faultSteps = []string{"role created", "schema created", "migrated", "granted", "credentials secret written", "deployment applied"}
 
-// testOperatorFaults: an operator that dies after any provisioning step
+// scenarioOperatorFaults: an operator that dies after any provisioning step
 // leaves a state the next run converges from: Ready, exactly the two roles
 // of the tenant, a credentials Secret whose password logs in, and — once
 // the Secret was written — the password the service already uses still
@@ -83,7 +83,7 @@ var faultSteps = []string{"role created", "schema created", "migrated", "granted
 // retry is then what a newly started operator would do. What a real kill
 // adds — the provisioning lease left held — is covered in internal/tenant
 // (TestProvisionLockTimesOut: a dead operator's lease expires).
-func (e *operatorEnv) testOperatorFaults(t *testing.T) {
+func scenarioOperatorFaults(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "fault")
 	type faultCase struct {
 		step, name string

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
 )
 
@@ -29,35 +30,35 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files of TestG
 func TestGolden(t *testing.T) {
 	rt := testRuntime()
 	rt.Spec.Embedding.APIKeySecretRef = &memoryv1alpha1.SecretKeySelector{Name: "openai"}
-	cfg, err := MarshalServiceConfig(ServiceConfig(rt, "engram_team_a_bot", memory.DefaultPolicy(), "", 0))
+	cfg, err := specs.MarshalServiceConfig(specs.ServiceConfig(rt, "engram_team_a_bot", memory.DefaultPolicy(), "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds, err := LoginCredentials("postgres://admin:secret@db.example:5432/app?sslmode=require", "engram_team_a_bot", "golden-password")
+	creds, err := specs.LoginCredentials("postgres://admin:secret@db.example:5432/app?sslmode=require", "engram_team_a_bot", "golden-password")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rj := testRetentionJob()
-	cj := CronJob(rj, rt, "registry.example/engram:v1")
+	cj := specs.CronJob(rj, rt, "registry.example/engram:v1")
 	objects := map[string]client.Object{
-		"deployment":         Deployment(rt, "registry.example/engram:v1", PodTemplateHash(cfg, PasswordDigest(creds.Password))),
-		"service":            Service(rt),
-		"configmap":          ConfigMap(rt, cfg),
-		"secret-credentials": CredentialsSecret(rt, creds),
-		"secret-api-token":   APITokenSecret(rt, "admin:golden-token-digest", "golden-signing-key"),
+		"deployment":         specs.Deployment(rt, "registry.example/engram:v1", specs.PodTemplateHash(cfg, specs.PasswordDigest(creds.Password))),
+		"service":            specs.Service(rt),
+		"configmap":          specs.ConfigMap(rt, cfg),
+		"secret-credentials": specs.CredentialsSecret(rt, creds),
+		"secret-api-token":   specs.APITokenSecret(rt, "admin:golden-token-digest", "golden-signing-key"),
 		"cronjob":            cj,
-		"job-run-now":        RunNowJob(cj, "2026-01-01"),
-		"networkpolicy":      NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
+		"job-run-now":        specs.RunNowJob(cj, "2026-01-01"),
+		"networkpolicy":      specs.NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
 	}
-	objects["poddisruptionbudget"] = PodDisruptionBudget(rt)
-	// Every scheduling knob and TLS (builders_workload_test.go).
+	objects["poddisruptionbudget"] = specs.PodDisruptionBudget(rt)
+	// Every scheduling knob and TLS (builders_workload_test.go tests them one by one).
 	placed := placedRuntime()
 	placed.Spec.Service.TLS = &memoryv1alpha1.ServiceTLS{SecretName: "bot-tls"}
-	objects["deployment-placed-tls"] = Deployment(placed, "registry.example/engram:v1", "hash")
-	objects["cronjob-placed"] = CronJob(rj, placed, "registry.example/engram:v1")
+	objects["deployment-placed-tls"] = specs.Deployment(placed, "registry.example/engram:v1", "hash")
+	objects["cronjob-placed"] = specs.CronJob(rj, placed, "registry.example/engram:v1")
 	scaled := testRuntime()
 	scaled.Spec.Service.Replicas = ptr.To[int32](0)
-	objects["deployment-scaled-to-zero"] = Deployment(scaled, "registry.example/engram:v1", "hash")
+	objects["deployment-scaled-to-zero"] = specs.Deployment(scaled, "registry.example/engram:v1", "hash")
 
 	for name, obj := range objects {
 		t.Run(name, func(t *testing.T) {

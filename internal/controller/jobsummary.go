@@ -74,7 +74,7 @@ func resultOf(succeeded bool) memoryv1alpha1.RunResult {
 	return memoryv1alpha1.RunFailed
 }
 
-func truncate(s string, n int) string {
+func truncate(s string, n int) string { //nolint:unparam // the cap is the caller's to say, though all say maxMessage today
 	if len(s) <= n {
 		return s
 	}

@@ -97,12 +97,12 @@ func (e *operatorEnv) setRollout(t *testing.T, ns, name string, updated, availab
 	})
 }
 
-// testKStatus: kstatus, which GitOps tools use to decide health, says
+// scenarioKStatus: kstatus, which GitOps tools use to decide health, says
 // Current only when a runtime really is ready for its current generation;
 // InProgress while a phase waits (the Deployment rolls out, the database
 // cannot be reached) and Failed when a phase failed for good (the schema
 // belongs to another runtime). The same for RetentionJobs and MemoryPolicies.
-func (e *operatorEnv) testKStatus(t *testing.T) {
+func scenarioKStatus(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "kstatus")
 	rt := newRuntime(ns, "bot", "")
 	e.createRuntime(t, rt)

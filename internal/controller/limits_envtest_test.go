@@ -10,11 +10,11 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 )
 
-// testResponseByteCap: spec.service.limits.maxResponseBytes reaches the
+// scenarioResponseByteCap: spec.service.limits.maxResponseBytes reaches the
 // service's config (the <runtime>-config ConfigMap the service reads), and
 // changing it rolls the pods (a new pod template hash); removing it goes
 // back to the engine's default.
-func (e *operatorEnv) testResponseByteCap(t *testing.T) {
+func scenarioResponseByteCap(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "bytecap")
 	rt := newRuntime(ns, "bot", "")
 	rt.Spec.Service.Limits = &memoryv1alpha1.ServiceLimits{MaxResponseBytes: 256 << 10}

@@ -29,7 +29,7 @@ import (
 // and records a Warning LocksExceeded on A, and counts it. The suite's
 // operator runs its own watchdog with the default threshold; this one is
 // built by the constructor Setup uses, with a low threshold.
-func (e *operatorEnv) testLocksExceeded(t *testing.T) {
+func scenarioLocksExceeded(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "locks")
 	e.readyRuntime(t, newRuntime(ns, "a", ""))
 	var creds corev1.Secret
@@ -84,7 +84,7 @@ func (e *operatorEnv) testLocksExceeded(t *testing.T) {
 // of runtime A": no event is written on A, whose own connection does not
 // reach that server. The same report from a runtime on A's database writes
 // one (eventRuntime, the check the reaper and the watchdog make too).
-func (e *operatorEnv) testBlockerEventOwnDatabase(t *testing.T) {
+func scenarioBlockerEventOwnDatabase(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "blkev")
 	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
 	b := newRuntime(ns, "b", "")
@@ -117,7 +117,7 @@ func (e *operatorEnv) testBlockerEventOwnDatabase(t *testing.T) {
 // A's role first. A hears of it all the same: the event goes to a runtime
 // whose connection reaches the same host:port, any database; never to one
 // on another server.
-func (e *operatorEnv) testLocksExceededOtherDatabase(t *testing.T) {
+func scenarioLocksExceededOtherDatabase(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "locksrv")
 	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
 	addr := e.runtimes.pools.address(connectionID(a))

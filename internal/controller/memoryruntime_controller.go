@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -115,7 +116,7 @@ type runtimeScope struct {
 	admin    string // admin connection URL
 	pool     *pgxpool.Pool
 	created  string // the password Provision set when it created the login role
-	creds    Credentials
+	creds    specs.Credentials
 	apiKeys  []string // digests of the API keys, for the pod template hash
 	config   []byte
 	hash     string

@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/controller/specs"
 )
 
 // reconcileNetworkPolicy keeps the runtime's NetworkPolicy as the spec says:
@@ -18,12 +20,12 @@ import (
 func (r *MemoryRuntimeReconciler) reconcileNetworkPolicy(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	if rt.NetworkPolicyEnabled() {
-		return false, r.applyOwned(ctx, s, NetworkPolicy(rt, r.opts.MetricsNamespaces))
+		return false, r.applyOwned(ctx, s, specs.NetworkPolicy(rt, r.opts.MetricsNamespaces))
 	}
 	var live networkingv1.NetworkPolicy
-	found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: NetworkPolicyName(rt.Name)}, &live)
+	found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: specs.NetworkPolicyName(rt.Name)}, &live)
 	if err != nil {
-		return false, fmt.Errorf("reading NetworkPolicy %s: %w", NetworkPolicyName(rt.Name), err)
+		return false, fmt.Errorf("reading NetworkPolicy %s: %w", specs.NetworkPolicyName(rt.Name), err)
 	}
 	if !found || !metav1.IsControlledBy(&live, rt) {
 		return false, nil

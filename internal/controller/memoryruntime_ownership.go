@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -37,7 +38,7 @@ func ownedNames(rt *memoryv1alpha1.MemoryRuntime) []ownedName {
 		{"Service", naming.ServiceName(rt.Name), &corev1.Service{}},
 	}
 	if rt.NetworkPolicyEnabled() {
-		names = append(names, ownedName{"NetworkPolicy", NetworkPolicyName(rt.Name), &networkingv1.NetworkPolicy{}})
+		names = append(names, ownedName{"NetworkPolicy", specs.NetworkPolicyName(rt.Name), &networkingv1.NetworkPolicy{}})
 	}
 	if rt.PodDisruptionBudgetWanted() {
 		names = append(names, ownedName{"PodDisruptionBudget", naming.PodDisruptionBudgetName(rt.Name), &policyv1.PodDisruptionBudget{}})

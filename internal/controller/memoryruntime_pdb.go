@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -22,7 +23,7 @@ import (
 func (r *MemoryRuntimeReconciler) reconcilePodDisruptionBudget(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	if rt.PodDisruptionBudgetWanted() {
-		return false, r.applyOwned(ctx, s, PodDisruptionBudget(rt))
+		return false, r.applyOwned(ctx, s, specs.PodDisruptionBudget(rt))
 	}
 	name := naming.PodDisruptionBudgetName(rt.Name)
 	var live policyv1.PodDisruptionBudget

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
@@ -179,7 +180,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	if err != nil {
 		return false, fmt.Errorf("reading the credentials Secret: %w", err)
 	}
-	stored, intact := StoredPassword(&live)
+	stored, intact := specs.StoredPassword(&live)
 	if !found || !intact || (mem.password != "" && stored != mem.password) {
 		// Before rotating, make sure this is not the cache lagging behind the
 		// operator's own last write: ask the API server (a read, and only in
@@ -188,7 +189,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		if found, err = getOptional(ctx, r.reader, key, &live); err != nil {
 			return false, fmt.Errorf("reading the credentials Secret: %w", err)
 		}
-		stored, intact = StoredPassword(&live)
+		stored, intact = specs.StoredPassword(&live)
 	}
 
 	rotateValue := rt.Annotations[naming.AnnotationRotateCredentials]
@@ -218,12 +219,12 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		rt.Status.RotatedCredentials = rotateValue
 	}
 
-	creds, err := LoginCredentials(s.admin, s.schema, password)
+	creds, err := specs.LoginCredentials(s.admin, s.schema, password)
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonConnectionInvalid, err.Error())
 		return true, nil
 	}
-	if err := r.applyOwned(ctx, s, CredentialsSecret(rt, creds)); err != nil {
+	if err := r.applyOwned(ctx, s, specs.CredentialsSecret(rt, creds)); err != nil {
 		return false, err
 	}
 	if err := r.failAfter(s, "credentials secret written"); err != nil {
@@ -244,11 +245,11 @@ func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runt
 	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: naming.APITokenSecretName(rt.Name)}, &live); err != nil {
 		return false, fmt.Errorf("reading the API token Secret: %w", err)
 	}
-	tokens, key, err := APITokenContent(live.Data)
+	tokens, key, err := specs.APITokenContent(live.Data)
 	if err != nil {
 		return false, err
 	}
-	if err := r.applyOwned(ctx, s, APITokenSecret(rt, tokens, key)); err != nil {
+	if err := r.applyOwned(ctx, s, specs.APITokenSecret(rt, tokens, key)); err != nil {
 		return false, err
 	}
 	rt.Status.APITokenSecret = naming.APITokenSecretName(rt.Name)
@@ -287,17 +288,17 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 	if err != nil || stop {
 		return stop, err
 	}
-	cfg := ServiceConfig(rt, s.schema, policy, rt.PolicyName(), generationOf(applied))
-	configYAML, err := MarshalServiceConfig(cfg)
+	cfg := specs.ServiceConfig(rt, s.schema, policy, rt.PolicyName(), generationOf(applied))
+	configYAML, err := specs.MarshalServiceConfig(cfg)
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonConfigInvalid, oneLine(err))
 		return true, nil
 	}
-	if err := r.applyOwned(ctx, s, ConfigMap(rt, configYAML)); err != nil {
+	if err := r.applyOwned(ctx, s, specs.ConfigMap(rt, configYAML)); err != nil {
 		return false, err
 	}
 	s.config, s.apiKeys = configYAML, digests
-	s.hash = PodTemplateHash(configYAML, PasswordDigest(s.creds.Password), digests...)
+	s.hash = specs.PodTemplateHash(configYAML, specs.PasswordDigest(s.creds.Password), digests...)
 	rt.Status.Policy = applied
 	rt.Status.ConfigHash = s.hash
 	return false, nil
@@ -341,13 +342,13 @@ type apiKeyRef struct {
 
 // reconcileDeployment applies the memory service Deployment.
 func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *runtimeScope) (bool, error) {
-	s.image = Image(s.rt, r.opts.ServiceImage)
+	s.image = specs.Image(s.rt, r.opts.ServiceImage)
 	if s.image == "" {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonImageNotSet,
 			"no image for the memory service: set spec.service.image or start the operator with --service-image (ENGRAM_IMAGE)")
 		return true, nil
 	}
-	live, outcome, err := r.apply.apply(ctx, Deployment(s.rt, s.image, s.hash))
+	live, outcome, err := r.apply.apply(ctx, specs.Deployment(s.rt, s.image, s.hash))
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
 		return false, err
@@ -379,7 +380,7 @@ func rotationAsked(rt *memoryv1alpha1.MemoryRuntime, mem runtimeState) bool {
 
 // reconcileService applies the Service and publishes the endpoint.
 func (r *MemoryRuntimeReconciler) reconcileService(ctx context.Context, s *runtimeScope) (bool, error) {
-	if err := r.applyOwned(ctx, s, Service(s.rt)); err != nil {
+	if err := r.applyOwned(ctx, s, specs.Service(s.rt)); err != nil {
 		return false, err
 	}
 	s.rt.Status.Endpoint = Endpoint(s.rt)

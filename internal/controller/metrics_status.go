@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -148,11 +149,11 @@ func scheduleInterval(rj *memoryv1alpha1.RetentionJob, now time.Time) time.Durat
 	if rj.Spec.Suspend {
 		return 0
 	}
-	first, err := NextSchedule(rj.Spec.Schedule, rj.Spec.TimeZone, now)
+	first, err := specs.NextSchedule(rj.Spec.Schedule, rj.Spec.TimeZone, now)
 	if err != nil {
 		return 0
 	}
-	second, err := NextSchedule(rj.Spec.Schedule, rj.Spec.TimeZone, first)
+	second, err := specs.NextSchedule(rj.Spec.Schedule, rj.Spec.TimeZone, first)
 	if err != nil {
 		return 0
 	}

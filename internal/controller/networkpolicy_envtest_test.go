@@ -17,14 +17,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
-// testNetworkPolicy: every runtime gets a NetworkPolicy admitting its
+// scenarioNetworkPolicy: every runtime gets a NetworkPolicy admitting its
 // service port from its own namespace only; spec.service.networkPolicy.from
 // replaces the peers, enabled: false deletes it (the operator's own only),
 // and a foreign NetworkPolicy of that name is refused like any foreign object.
-func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
+func scenarioNetworkPolicy(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "netpol")
 	ctx := testContext(t)
 	rt := e.readyRuntime(t, newRuntime(ns, "bot", ""))
@@ -34,7 +35,7 @@ func (e *operatorEnv) testNetworkPolicy(t *testing.T) {
 		t.Fatalf("no NetworkPolicy for a default runtime: %v", err)
 	}
 	if !metav1.IsControlledBy(&np, rt) || np.Labels[naming.LabelManagedBy] != naming.ManagedBy ||
-		!reflect.DeepEqual(np.Spec.PodSelector, RuntimePodSelector(rt)) ||
+		!reflect.DeepEqual(np.Spec.PodSelector, specs.RuntimePodSelector(rt)) ||
 		!reflect.DeepEqual(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
 		t.Errorf("NetworkPolicy = %+v", np)
 	}

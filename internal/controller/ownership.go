@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/engram-dev/engram/internal/naming"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // Engram never takes over an object it did not create. Server-side apply

@@ -18,13 +18,13 @@ import (
 	"github.com/engram-dev/engram/internal/naming"
 )
 
-// testForeignObjects: an object Engram did not create that has the name of
+// scenarioForeignObjects: an object Engram did not create that has the name of
 // one of a runtime's objects is never overwritten — not when it lacks
 // Engram's label (a Service), not when it carries a forged label and owner
 // reference (a Secret). The runtime reports Ready=False ObjectNotOwned with
 // a Warning event, the database is left untouched, and once the object is
 // gone the runtime is created as usual.
-func (e *operatorEnv) testForeignObjects(t *testing.T) {
+func scenarioForeignObjects(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "foreign")
 	ctx := testContext(t)
 
@@ -105,12 +105,12 @@ func (e *operatorEnv) testForeignObjects(t *testing.T) {
 	e.waitCondition(t, ns, "mem", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 }
 
-// testForeignCronJobAndJob: the same for a RetentionJob: a foreign CronJob
+// scenarioForeignCronJobAndJob: the same for a RetentionJob: a foreign CronJob
 // with the name of a target's CronJob is not overwritten (Scheduled and
 // Ready False, ObjectNotOwned), and a foreign Job with the name of a run-now
 // Job does not count as the run (Ready False, the run-now value not marked
 // done). Both recover once the name is free.
-func (e *operatorEnv) testForeignCronJobAndJob(t *testing.T) {
+func scenarioForeignCronJobAndJob(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "foreign-cron")
 	ctx := testContext(t)
 	e.readyRuntime(t, newRuntime(ns, "bot", ""))
@@ -238,9 +238,12 @@ func (e *operatorEnv) waitWarning(t *testing.T, ns, regarding, reason, note stri
 }
 
 // noWritesIn fails the test when the operator writes anything in namespace
-// ns during d.
+// ns during d, once the writes of what the test just saw have landed (the
+// refusal's event and status patch may follow the condition the test
+// waited for; an operator that writes on every retry never settles).
 func (e *operatorEnv) noWritesIn(t *testing.T, ns string, d time.Duration) {
 	t.Helper()
+	e.settle(t, ns)
 	mark := e.writes.count()
 	time.Sleep(d)
 	var inNS []string

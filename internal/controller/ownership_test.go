@@ -4,10 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/engram-dev/engram/internal/naming"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/engram-dev/engram/internal/controller/specs"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // checkOwned accepts only an object with BOTH the managed-by label and a
@@ -71,7 +73,7 @@ func TestCheckOwned(t *testing.T) {
 // Every builder sets a controller reference; without one (or without a uid)
 // nothing is applied, since ownership could not be checked.
 func TestControllerRefRequired(t *testing.T) {
-	svc := Service(testRuntime())
+	svc := specs.Service(testRuntime())
 	if ref, err := controllerRef(svc); err != nil || ref.UID != "uid-1" {
 		t.Errorf("controllerRef = %+v, %v", ref, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/workload"
 )
@@ -50,7 +51,7 @@ func FuzzResolvePolicy(f *testing.F) {
 		if err := p.Validate(); err != nil {
 			return // the Valid condition says why; the policy is never applied
 		}
-		yml, err := MarshalServiceConfig(ServiceConfig(rt, "engram_team_bot", p, "p", 1))
+		yml, err := specs.MarshalServiceConfig(specs.ServiceConfig(rt, "engram_team_bot", p, "p", 1))
 		if err != nil {
 			t.Fatalf("a valid policy does not render: %v", err)
 		}

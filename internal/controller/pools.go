@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/engram-dev/engram/internal/naming"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // poolCache keeps one pgx pool per admin connection (a connection Secret),

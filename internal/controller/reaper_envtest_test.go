@@ -19,7 +19,7 @@ import (
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
-// testTenantTransactionReaped is the MEDIUM of issue 26's hostile review
+// scenarioTenantTransactionReaped is the MEDIUM of issue 26's hostile review
 // against the running operator: tenant A's login role (the credentials of
 // its <name>-db Secret) holds a snapshot open, its timeouts SET away, while
 // nothing is provisioned. The transaction reaper, over the operator's own
@@ -27,9 +27,9 @@ import (
 // the maximum age (2 s here), records a Warning TransactionEnded on A, and
 // counts it, also when another connection Secret names the same database
 // with a wrong password. The suite's operator runs no reaper of its own (it would race
-// testTenantSnapshot's watcher for the same kind of session): this one is
+// scenarioTenantSnapshot's watcher for the same kind of session): this one is
 // built by the constructor Setup uses, with a short interval.
-func (e *operatorEnv) testTenantTransactionReaped(t *testing.T) {
+func scenarioTenantTransactionReaped(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "reap")
 	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
 	var creds corev1.Secret

@@ -32,14 +32,14 @@ func (r *MemoryRuntimeReconciler) restarted() *MemoryRuntimeReconciler {
 	return &fresh
 }
 
-// testRestartAndMetrics: runtimeMemory is only an optimization. A restarted
+// scenarioRestartAndMetrics: runtimeMemory is only an optimization. A restarted
 // operator (a new reconciler, empty memory) reconciling a Ready runtime
 // whose credentials were rotated changes nothing: no rotation, no Secret
 // rewrite, no rollout, no status write, no event. Then the operator's own
 // metrics after reconciles: reconcile totals, errors and durations
 // (controller-runtime's), runtimes by state, rotations and provisionings
 // (Engram's).
-func (e *operatorEnv) testRestartAndMetrics(t *testing.T) {
+func scenarioRestartAndMetrics(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "restart")
 	e.readyRuntime(t, newRuntime(ns, "bot", ""))
 	rotations := testutil.ToFloat64(passwordRotations.WithLabelValues("requested"))

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -92,7 +93,7 @@ func (r *RetentionJobReconciler) eventer() eventer { return eventer{rec: r.event
 // checkSchedule parses the schedule and time zone the way the CronJob
 // controller will, and computes the next run.
 func (r *RetentionJobReconciler) checkSchedule(_ context.Context, s *retentionScope) (bool, error) {
-	next, err := NextSchedule(s.rj.Spec.Schedule, s.rj.Spec.TimeZone, time.Now())
+	next, err := specs.NextSchedule(s.rj.Spec.Schedule, s.rj.Spec.TimeZone, time.Now())
 	if err != nil {
 		s.notScheduled = memoryv1alpha1.ReasonInvalidSchedule
 		s.message = err.Error() + " (the existing CronJobs are left unchanged)"
@@ -145,13 +146,13 @@ func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentio
 func (r *RetentionJobReconciler) reconcileCronJobs(ctx context.Context, s *retentionScope) (bool, error) {
 	for i := range s.targets {
 		rt := &s.targets[i]
-		image := Image(rt, r.opts.ServiceImage)
+		image := specs.Image(rt, r.opts.ServiceImage)
 		if image == "" {
 			s.notScheduled = memoryv1alpha1.ReasonImageNotSet
 			s.message = fmt.Sprintf("no image for MemoryRuntime %q: set its spec.service.image or start the operator with --service-image", rt.Name)
 			continue
 		}
-		live, outcome, err := r.apply.apply(ctx, CronJob(s.rj, rt, image))
+		live, outcome, err := r.apply.apply(ctx, specs.CronJob(s.rj, rt, image))
 		if refused := asNotOwned(err); refused != nil {
 			// Someone else's CronJob has the name: leave it, keep serving
 			// the other targets, look again later.
@@ -209,7 +210,7 @@ func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) 
 		return false, nil
 	}
 	for _, cj := range s.cronJobs {
-		job := RunNowJob(cj, value)
+		job := specs.RunNowJob(cj, value)
 		err := r.client.Create(ctx, job, client.FieldOwner(naming.FieldOwner))
 		switch {
 		case apierrors.IsAlreadyExists(err):

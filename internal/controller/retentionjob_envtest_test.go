@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 )
@@ -45,11 +46,9 @@ func (e *operatorEnv) cronJobNames(t *testing.T, ns, rj string) []string {
 	return names
 }
 
-// testRetentionJob: a RetentionJob becomes one CronJob per target runtime,
-// with every setting passed through; selectors follow label changes.
-func (e *operatorEnv) testRetentionJob(t *testing.T) {
-	ns := lifeNS
-	rj := &memoryv1alpha1.RetentionJob{
+// nightly is a RetentionJob of runtime "bot" with every setting given.
+func nightly(ns string) *memoryv1alpha1.RetentionJob {
+	return &memoryv1alpha1.RetentionJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
 		Spec: memoryv1alpha1.RetentionJobSpec{
 			RuntimeRef:                 &memoryv1alpha1.LocalObjectReference{Name: "bot"},
@@ -60,6 +59,13 @@ func (e *operatorEnv) testRetentionJob(t *testing.T) {
 			ActiveDeadlineSeconds:      ptr.To[int64](900),
 		},
 	}
+}
+
+// scenarioRetentionJob: a RetentionJob becomes one CronJob per target runtime,
+// with every setting passed through; selectors follow label changes.
+func scenarioRetentionJob(e *operatorEnv, t *testing.T) {
+	ns := e.botNamespace(t, "retention")
+	rj := nightly(ns)
 	mustCreate(t, e.c, rj)
 	var cj batchv1.CronJob
 	eventually(t, "the CronJob exists", 20*time.Second, func() error { return e.get(t, ns, "nightly-bot", &cj) })
@@ -78,7 +84,7 @@ func (e *operatorEnv) testRetentionJob(t *testing.T) {
 		if c == nil || c.Status != metav1.ConditionTrue || got.Status.NextScheduleTime == nil || !slices.Equal(got.Status.CronJobs, []string{"nightly-bot"}) {
 			return fmt.Errorf("status = %+v", got.Status)
 		}
-		want, _ := NextSchedule("0 3 * * *", ptr.To("Europe/Berlin"), time.Now())
+		want, _ := specs.NextSchedule("0 3 * * *", ptr.To("Europe/Berlin"), time.Now())
 		if !got.Status.NextScheduleTime.Time.Equal(want) {
 			return fmt.Errorf("nextScheduleTime %s, want %s", got.Status.NextScheduleTime, want)
 		}
@@ -175,11 +181,13 @@ func (e *operatorEnv) jobsOf(t *testing.T, ns, rj string) []batchv1.Job {
 	return list.Items
 }
 
-// testRunNowAndLastRun: run-now starts exactly one Job per value; a finished
+// scenarioRunNowAndLastRun: run-now starts exactly one Job per value; a finished
 // Job whose pod left a JSON summary fills status.lastRun.
-func (e *operatorEnv) testRunNowAndLastRun(t *testing.T) {
-	ns := lifeNS
-	rj := &memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns}}
+func scenarioRunNowAndLastRun(e *operatorEnv, t *testing.T) {
+	ns := e.botNamespace(t, "runnow")
+	rj := nightly(ns)
+	mustCreate(t, e.c, rj)
+	eventually(t, "the CronJob exists", 20*time.Second, func() error { return e.get(t, ns, "nightly-bot", &batchv1.CronJob{}) })
 	update(t, e, rj, func(r *memoryv1alpha1.RetentionJob) {
 		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRunNow, "first")
 	})

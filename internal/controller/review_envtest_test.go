@@ -17,7 +17,7 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
-// testReviewLegacyClaimWithoutStatus: the legacy rule re-marks a schema of
+// scenarioReviewLegacyClaimWithoutStatus: the legacy rule re-marks a schema of
 // an earlier release (comment "tenant=<ns>/<name>", no UID) only for "the
 // runtime whose status records it" (docs/security.md, the refusal message
 // itself). But Reconcile writes status.schema = SchemaFor(rt) before
@@ -26,7 +26,7 @@ import (
 // provisioned by an earlier release, new UID) that names a retained legacy
 // schema of the same namespace/name takes it over, without the
 // adopt-from-uid annotation a schema with a UID marker would need.
-func (e *operatorEnv) testReviewLegacyClaimWithoutStatus(t *testing.T) {
+func scenarioReviewLegacyClaimWithoutStatus(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "legacy")
 	ctx := testContext(t)
 	schema := "review_legacy_" + randomSuffix()

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 )
 
 // The status of a MemoryRuntime is computed once per reconcile, at the end
@@ -175,7 +176,7 @@ type rollout struct {
 // replica, from the Deployment (nil: not there yet).
 func rolloutProgress(rt *memoryv1alpha1.MemoryRuntime, d *appsv1.Deployment) rollout {
 	r := rollout{}
-	r.available, r.reason, r.message = ServiceAvailability(rt, d)
+	r.available, r.reason, r.message = specs.ServiceAvailability(rt, d)
 	if !rolledOut(rt.Replicas(), d) {
 		r.rolling, r.progressReason = true, memoryv1alpha1.ReasonRollingOut
 		if !r.available {

@@ -43,9 +43,9 @@ func loadSamples(t *testing.T, dir string) []client.Object {
 	return out
 }
 
-// testSamples: config/samples (what the demo applies) works as is on the
+// scenarioSamples: config/samples (what the demo applies) works as is on the
 // built-in defaults; the OpenAI-flavoured and connection samples are valid.
-func (e *operatorEnv) testSamples(t *testing.T) {
+func scenarioSamples(e *operatorEnv, t *testing.T) {
 	root := filepath.Join(testenv.RepoRoot(), "config", "samples")
 	ns := e.newNamespace(t, "samples")
 	for _, obj := range loadSamples(t, root) {

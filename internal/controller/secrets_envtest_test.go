@@ -14,11 +14,11 @@ import (
 	"github.com/engram-dev/engram/internal/naming"
 )
 
-// testUserSecretsNotCached: the operator's cache holds Engram's own Secrets
+// scenarioUserSecretsNotCached: the operator's cache holds Engram's own Secrets
 // only — not an unrelated Secret, not even the Secrets a runtime reads
 // (connection, API key) — and the runtime still works from those Secrets
 // and reacts to their creation and change (metadata-only watch).
-func (e *operatorEnv) testUserSecretsNotCached(t *testing.T) {
+func scenarioUserSecretsNotCached(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "secrets")
 	ctx := testContext(t)
 	unrelated := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns}, StringData: map[string]string{"token": "not Engram's business"}}

@@ -13,7 +13,7 @@ import (
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
-// testTenantSnapshot is issue 26's "no tenant can stall another" against
+// scenarioTenantSnapshot is issue 26's "no tenant can stall another" against
 // the running operator: tenant A's login role (the credentials of its
 // <name>-db Secret) holds a snapshot open forever, its timeouts SET away.
 // Tenant B, created meanwhile, is provisioned (its migrations build indexes
@@ -21,7 +21,7 @@ import (
 // operator ended A's session after --tenant-blocker-max-age (2 s in this
 // suite), and both runtimes show a Warning event naming the blocker. A's
 // committed memories are all there.
-func (e *operatorEnv) testTenantSnapshot(t *testing.T) {
+func scenarioTenantSnapshot(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "stall")
 	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
 	var creds corev1.Secret
@@ -59,15 +59,15 @@ func (e *operatorEnv) testTenantSnapshot(t *testing.T) {
 	if err := e.pool.QueryRow(testContext(t), "SELECT count(*) FROM "+pgx.Identifier{a.Status.Schema, "memories"}.Sanitize()).Scan(&n); err != nil || n != committed {
 		t.Fatalf("A has %d memories after its session was ended (%v), want the %d it committed", n, err, committed)
 	}
-	e.testDBASnapshotIsKept(t, ns)
+	scenarioDBASnapshotIsKept(e, t, ns)
 }
 
-// testDBASnapshotIsKept: a snapshot held by a role that is no tenant's (a
+// scenarioDBASnapshotIsKept: a snapshot held by a role that is no tenant's (a
 // DBA's) is never ended: the new runtime's provisioning waits for it, says
 // so in a ProvisioningBlocked event and, once its index build gives up, in
 // its DatabaseReady condition (naming the session); it becomes Ready once
 // the DBA's transaction ends.
-func (e *operatorEnv) testDBASnapshotIsKept(t *testing.T, ns string) {
+func scenarioDBASnapshotIsKept(e *operatorEnv, t *testing.T, ns string) {
 	dba := "engram_test_dba_" + randomSuffix()
 	if _, err := e.pool.Exec(testContext(t), "CREATE ROLE "+dba+" LOGIN PASSWORD 'dba'"); err != nil {
 		t.Fatal(err)

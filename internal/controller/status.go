@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/engram-dev/engram/internal/naming"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // patchStatus writes obj's status when it differs from orig's: once per

@@ -55,44 +55,39 @@ type operatorEnv struct {
 const testImage = "registry.example/engram:test"
 
 // TestOperator runs every envtest scenario of the operator against one
-// control plane; the idle check runs last, over everything the others left.
+// control plane (starting one takes seconds). Each scenario makes its own
+// namespace and objects, so any of them runs alone:
+//
+//	go test -run 'TestOperator/Drift' ./internal/controller/
+//
+// The independent ones run concurrently, the serial ones after them, one at
+// a time; the idle check runs last, over everything the others left.
 func TestOperator(t *testing.T) {
 	e := startOperator(t)
-	t.Run("CEL", e.testCEL)
-	t.Run("Lifecycle", e.testLifecycle)
-	t.Run("PolicyChange", e.testPolicyChange)
-	t.Run("MissingPolicy", e.testMissingPolicy)
-	t.Run("DatabaseDown", e.testDatabaseDown)
-	t.Run("Drift", e.testDrift)
-	t.Run("RotateAndPause", e.testRotateAndPause)
-	t.Run("RetentionJob", e.testRetentionJob)
-	t.Run("RunNowAndLastRun", e.testRunNowAndLastRun)
-	t.Run("Delete", e.testDelete)
-	t.Run("ForeignObjects", e.testForeignObjects)
-	t.Run("ForeignCronJobAndJob", e.testForeignCronJobAndJob)
-	t.Run("NetworkPolicy", e.testNetworkPolicy)
-	t.Run("Scheduling", e.testScheduling)
-	t.Run("PodDisruptionBudget", e.testPodDisruptionBudget)
-	t.Run("ServiceTLS", e.testServiceTLS)
-	t.Run("WorkloadCEL", e.testWorkloadCEL)
-	t.Run("ResponseByteCap", e.testResponseByteCap)
-	t.Run("UserSecretsNotCached", e.testUserSecretsNotCached)
-	t.Run("Samples", e.testSamples)
-	t.Run("TenantBoundary", e.testTenantBoundary)
-	t.Run("LegacyClaimNeedsStatus", e.testReviewLegacyClaimWithoutStatus)
-	t.Run("TenantSnapshot", e.testTenantSnapshot)
-	t.Run("TenantTransactionReaped", e.testTenantTransactionReaped)
-	t.Run("LocksExceeded", e.testLocksExceeded)
-	t.Run("LocksExceededOtherDatabase", e.testLocksExceededOtherDatabase)
-	t.Run("BlockerEventOwnDatabase", e.testBlockerEventOwnDatabase)
-	t.Run("DatabaseCEL", e.testDatabaseCEL)
-	t.Run("Databases", e.testDatabases)
-	t.Run("DatabaseServerDown", e.testDatabaseServerDown)
-	t.Run("OperatorFaults", e.testOperatorFaults)
-	t.Run("KStatus", e.testKStatus)
-	t.Run("RestartAndMetrics", e.testRestartAndMetrics)
-	t.Run("Citus", e.testCitus)
-	t.Run("Idle", e.testIdle)
+	var serial []scenario
+	concurrent := make(chan struct{}, scenarioWidth)
+	var wg sync.WaitGroup
+	for _, s := range operatorScenarios() {
+		if s.serial {
+			serial = append(serial, s)
+			continue
+		}
+		// Subtests started from goroutines rather than t.Parallel: parallel
+		// subtests run only once TestOperator's body has returned, and the
+		// idle check must come after them.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			concurrent <- struct{}{}
+			defer func() { <-concurrent }()
+			t.Run(s.name, func(t *testing.T) { s.run(e, t) })
+		}()
+	}
+	wg.Wait()
+	for _, s := range serial {
+		t.Run(s.name, func(t *testing.T) { s.run(e, t) })
+	}
+	t.Run("Idle", func(t *testing.T) { scenarioIdle(e, t) })
 }
 
 func startOperator(t *testing.T) *operatorEnv {
@@ -130,15 +125,15 @@ func startOperator(t *testing.T) *operatorEnv {
 		RetryMaxDelay:      2 * time.Second,
 		NotOwnedRetry:      time.Second,
 		// A tenant's snapshot is ended 2 s into a provisioning it blocks
-		// (testTenantSnapshot); the default is 60 s.
+		// (scenarioTenantSnapshot); the default is 60 s.
 		TenantBlockerMaxAge: 2 * time.Second,
 		// No transaction reaper: with that maximum age it could end the
-		// snapshot testTenantSnapshot wants the provisioning watcher to
-		// end. testTenantTransactionReaped runs one of its own.
+		// snapshot scenarioTenantSnapshot wants the provisioning watcher to
+		// end. scenarioTenantTransactionReaped runs one of its own.
 		TenantReaperInterval: -1,
 		FailAfter:            e.faults.failAfter,
 		// Databases are checked every second here (default 1 min), so a
-		// server that stops is noticed at once (testDatabaseServerDown);
+		// server that stops is noticed at once (scenarioDatabaseServerDown);
 		// the idle check proves the checks write nothing.
 		DatabaseCheckInterval: time.Second,
 	})
@@ -295,17 +290,7 @@ func (e *operatorEnv) createRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRunti
 // eventually polls check until it returns nil, or fails the test with its last error.
 func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, timeout, check)
 }
 
 func (e *operatorEnv) get(t *testing.T, ns, name string, obj client.Object) error {
@@ -354,9 +339,16 @@ func (e *operatorEnv) markAvailable(t *testing.T, ns, name string) {
 func (e *operatorEnv) readyRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRuntime) *memoryv1alpha1.MemoryRuntime {
 	t.Helper()
 	e.createRuntime(t, rt)
-	e.waitCondition(t, rt.Namespace, rt.Name, memoryv1alpha1.ConditionDatabaseReady, true, "")
-	e.markAvailable(t, rt.Namespace, rt.Name)
-	return e.waitCondition(t, rt.Namespace, rt.Name, memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	return e.waitReady(t, rt.Namespace, rt.Name)
+}
+
+// waitReady brings a created runtime to Ready: provisioned, its Deployment
+// reported available.
+func (e *operatorEnv) waitReady(t *testing.T, ns, name string) *memoryv1alpha1.MemoryRuntime {
+	t.Helper()
+	e.waitCondition(t, ns, name, memoryv1alpha1.ConditionDatabaseReady, true, "")
+	e.markAvailable(t, ns, name)
+	return e.waitCondition(t, ns, name, memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 }
 
 // update re-reads obj, applies mutate and writes it, retrying on conflicts.

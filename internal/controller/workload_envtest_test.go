@@ -26,27 +26,15 @@ import (
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
-// testScheduling: a runtime's scheduling fields reach its Deployment and
+// scenarioScheduling: a runtime's scheduling fields reach its Deployment and
 // the CronJob of its RetentionJob as the API server stores them (so the
 // objects are valid, and re-applying them writes nothing: the idle check
 // covers them); the CronJob has a starting deadline; the runtime's
 // NetworkPolicy selects the job pods; a spec change of the knobs reaches
 // the CronJob too.
-func (e *operatorEnv) testScheduling(t *testing.T) {
+func scenarioScheduling(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "placed")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Service.NodeSelector = map[string]string{"pool": "memory"}
-	rt.Spec.Service.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "memory", Effect: corev1.TaintEffectNoSchedule}}
-	rt.Spec.Service.PriorityClassName = "tenant-high"
-	rt.Spec.Service.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
-		}}},
-	}}
-	rt.Spec.Service.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
-	}}
-	rt = e.readyRuntime(t, rt)
+	rt := e.readyRuntime(t, withPlacement(newRuntime(ns, "bot", "")))
 
 	var d appsv1.Deployment
 	if err := e.get(t, ns, "bot", &d); err != nil {
@@ -128,11 +116,11 @@ func (e *operatorEnv) testScheduling(t *testing.T) {
 	e.noWritesIn(t, ns, 3*time.Second)
 }
 
-// testPodDisruptionBudget: a runtime of more than one replica gets a
+// scenarioPodDisruptionBudget: a runtime of more than one replica gets a
 // PodDisruptionBudget (maxUnavailable 1); scaling to one replica, or
 // turning it off, deletes the operator's own; someone else's of that name
 // is left alone while not wanted and refused (ObjectNotOwned) when wanted.
-func (e *operatorEnv) testPodDisruptionBudget(t *testing.T) {
+func scenarioPodDisruptionBudget(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "pdb")
 	ctx := testContext(t)
 	rt := newRuntime(ns, "bot", "")
@@ -210,12 +198,12 @@ func (e *operatorEnv) testPodDisruptionBudget(t *testing.T) {
 	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 }
 
-// testServiceTLS: spec.service.tls naming a Secret that is missing or
+// scenarioServiceTLS: spec.service.tls naming a Secret that is missing or
 // unusable stops the rollout with a clear condition (the running pods are
 // left as they are: no crash loop); a valid kubernetes.io/tls Secret rolls
 // out pods that mount it, serve HTTPS and are probed over HTTPS, and
 // status.endpoint becomes https.
-func (e *operatorEnv) testServiceTLS(t *testing.T) {
+func scenarioServiceTLS(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "tls")
 	ctx := testContext(t)
 	rt := e.readyRuntime(t, newRuntime(ns, "bot", ""))
@@ -314,9 +302,9 @@ func (e *operatorEnv) testServiceTLS(t *testing.T) {
 	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 }
 
-// testWorkloadCEL: the new fields refuse bad input with the API server's
+// scenarioWorkloadCEL: the new fields refuse bad input with the API server's
 // messages.
-func (e *operatorEnv) testWorkloadCEL(t *testing.T) {
+func scenarioWorkloadCEL(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "wlcel")
 	ctx := testContext(t)
 	rt := func(mutate func(*memoryv1alpha1.ServiceSpec)) client.Object {

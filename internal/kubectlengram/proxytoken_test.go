@@ -140,9 +140,11 @@ func TestServiceTokenOnlyToTheAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rt.RoundTrip(req); err != nil {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
 			t.Fatal(err)
 		}
+		_ = resp.Body.Close()
 		if got := rec.last.Header.Get(HeaderProxyAuthorization); got != want {
 			t.Errorf("%s: header %q, want %q", url, got, want)
 		}

@@ -14,7 +14,7 @@ var engineLeaves = []string{"../memory/policy", "../memory/textguard", "../memor
 
 // TestDependencyRule pins the rule of the package doc: naming imports the
 // standard library only, so internal/memory (no Kubernetes imports at all,
-// DESIGN.md) and internal/tenant may use it without pulling Kubernetes in;
+// docs/architecture.md) and internal/tenant may use it without pulling Kubernetes in;
 // and the engine's leaves import nothing of Engram.
 func TestDependencyRule(t *testing.T) {
 	for _, pkg := range append([]string{".", "../memory", "../tenant"}, engineLeaves...) {

@@ -10,7 +10,7 @@
 // Dependency rule: naming imports the standard library only — no
 // Kubernetes package, nothing of api/ or of internal/. Every package may
 // import it, internal/memory included, without pulling Kubernetes in
-// (DESIGN.md: memory has no Kubernetes imports; api/ imports nothing of
+// (docs/architecture.md: memory has no Kubernetes imports; api/ imports nothing of
 // internal/). Helpers that need an API object (a runtime's schema, its
 // endpoint) stay in internal/controller; they build on the names here.
 //

@@ -253,17 +253,7 @@ func TestBlockerEndRefusedNamesThePrivilege(t *testing.T) {
 // eventually polls check until it returns nil, or fails the test.
 func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, timeout, check)
 }
 
 // pgCode returns the SQLSTATE of err, "" when it has none.

@@ -116,7 +116,6 @@ func newCitusDatabase(t testing.TB, admin string, before func(string)) (string, 
 		if err := createOn(ctx, u, name); err != nil {
 			return "", err
 		}
-		u := u
 		t.Cleanup(func() { dropDatabase(t, u, name) })
 	}
 	dbURL, err := withDatabase(admin, name)

@@ -1,4 +1,4 @@
-package controller
+package specs
 
 import (
 	policyv1 "k8s.io/api/policy/v1"

@@ -1,4 +1,4 @@
-package controller
+package specs
 
 import (
 	"fmt"

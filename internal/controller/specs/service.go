@@ -1,10 +1,9 @@
-package controller
+package specs
 
 import (
-	"time"
-
 	"fmt"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"

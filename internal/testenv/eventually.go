@@ -1,0 +1,27 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+)
+
+// pollInterval is how often Eventually asks again: short next to the
+// timeouts tests give (seconds), long enough not to load a busy machine.
+const pollInterval = 100 * time.Millisecond
+
+// Eventually polls check until it returns nil, or fails the test with what
+// was awaited and check's last error once timeout has passed.
+func Eventually(t testing.TB, what string, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(pollInterval)
+	}
+}
