@@ -115,7 +115,7 @@ func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (stri
 	for _, m := range msgs {
 		lines = append(lines, (*conversations)(s).summaryLine(m))
 	}
-	input, _ := newestWithin(lines, maxExtractPromptChars)
+	input, _ := newestWithin(lines)
 	summary, method := (*conversations)(s).summarize(ctx, strings.Split(input, "\n"))
 	return summary, method, nil
 }

@@ -45,12 +45,12 @@ func (s *longTerm) extractLine(m ConversationMessage) string {
 	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
 }
 
-// newestWithin joins lines, keeping the newest that fit within max
-// characters (the oldest kept line may lose its beginning); it reports
+// newestWithin joins lines, keeping the newest that fit within
+// maxExtractPromptChars characters (the oldest kept line may lose its beginning); it reports
 // whether anything was left out.
-func newestWithin(lines []string, maxChars int) (string, bool) {
+func newestWithin(lines []string) (string, bool) {
 	var kept []string
-	left := maxChars
+	left := maxExtractPromptChars
 	truncated := false
 	for i := len(lines) - 1; i >= 0; i-- {
 		n := utf8.RuneCountInString(lines[i]) + 1
@@ -136,7 +136,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 			lines = append(lines, l)
 		}
 	}
-	conv, truncated := newestWithin(lines, maxExtractPromptChars)
+	conv, truncated := newestWithin(lines)
 	res.Truncated = truncated
 	var prepared []*preparedAdd
 	if conv != "" {

@@ -76,6 +76,7 @@ func TestConsoleServing(t *testing.T) {
 		wantSecurity(path, resp)
 		wantConsoleFile(t, path, resp.Header.Get("Content-Type"), content)
 		again := get(path, map[string]string{"If-None-Match": resp.Header.Get("ETag")})
+		again.Body.Close()
 		if resp.Header.Get("ETag") == "" || again.StatusCode != http.StatusNotModified {
 			t.Errorf("%s with its ETag %q: %d, want 304", path, resp.Header.Get("ETag"), again.StatusCode)
 		}
@@ -86,18 +87,22 @@ func TestConsoleServing(t *testing.T) {
 	}
 
 	redirect := get("/ui", nil)
+	redirect.Body.Close()
 	if redirect.StatusCode != http.StatusMovedPermanently || redirect.Header.Get("Location") != "/ui/" {
 		t.Fatalf("/ui: %d to %q", redirect.StatusCode, redirect.Header.Get("Location"))
 	}
 	wantSecurity("/ui", redirect)
 	for _, path := range []string{"/ui/missing.js", "/ui/js/", "/ui/js"} {
 		resp := get(path, nil)
+		resp.Body.Close()
 		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%s: %d %s, want a 404 problem", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 		wantSecurity(path, resp)
 	}
-	if resp := get("/ui/../openapi.json", nil); resp.StatusCode != http.StatusNotFound {
+	resp := get("/ui/../openapi.json", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("/ui/../openapi.json: %d, want 404 (not canonical)", resp.StatusCode)
 	}
 }

@@ -110,9 +110,10 @@ func writeSource(c auth.Credential, asked memory.Source, field string) (memory.S
 // credential (cannot happen behind authenticate; fails closed if it does).
 var errToolCredential = errors.New("the request carries no credential")
 
-// writeSourceErr is writeSource for operations, which return errors.
-func writeSourceErr(c auth.Credential, asked memory.Source, field string) (memory.Source, error) {
-	src, p := writeSource(c, asked, field)
+// writeSourceErr is writeSource of a body's "source" field for
+// operations, which return errors.
+func writeSourceErr(c auth.Credential, asked memory.Source) (memory.Source, error) {
+	src, p := writeSource(c, asked, "source")
 	if p != nil {
 		return "", problemError{p}
 	}

@@ -41,7 +41,7 @@ func TestDrainingClosesKeptAliveConnections(t *testing.T) {
 		return resp
 	}
 	for range 3 {
-		if resp := get("/healthz"); resp.Close {
+		if resp := get("/healthz"); resp.Close { //nolint:bodyclose // get reads and closes it
 			t.Fatalf("before shutdown an answer closed its connection")
 		}
 	}
@@ -51,7 +51,7 @@ func TestDrainingClosesKeptAliveConnections(t *testing.T) {
 
 	srv.cancel() // SIGTERM
 	deadline := time.Now().Add(2 * time.Second)
-	for get("/readyz").StatusCode != http.StatusServiceUnavailable {
+	for get("/readyz").StatusCode != http.StatusServiceUnavailable { //nolint:bodyclose // get reads and closes it
 		if time.Now().After(deadline) {
 			t.Fatal("/readyz does not fail after SIGTERM")
 		}
@@ -59,7 +59,7 @@ func TestDrainingClosesKeptAliveConnections(t *testing.T) {
 	}
 	before := dials.Load()
 	for i := range 3 {
-		if resp := get("/healthz"); !resp.Close {
+		if resp := get("/healthz"); !resp.Close { //nolint:bodyclose // get reads and closes it
 			t.Errorf("answer %d while draining keeps its connection alive, want Connection: close", i)
 		}
 	}

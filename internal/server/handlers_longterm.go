@@ -17,7 +17,7 @@ import (
 // most two LLM calls; no new messages is a 200 with llmCalls 0. Needs an
 // LLM when there are new messages (409 no-llm, nothing written).
 func (a rest) extractSession(c *call, b *sessionWriteBody) (reply, error) {
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}
@@ -29,7 +29,7 @@ func (a rest) extractSession(c *call, b *sessionWriteBody) (reply, error) {
 // the policy's conversation.extractOnEnd is on and an LLM exists. Ending an
 // ended session again only retries what is missing.
 func (a rest) endSession(c *call, b *sessionWriteBody) (reply, error) {
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}
@@ -93,7 +93,7 @@ func (a rest) putDocument(kind memory.DocumentKind) operation[putDocumentBody] {
 		if err := c.q.err(); err != nil {
 			return reply{}, err
 		}
-		src, err := writeSourceErr(c.credential(), b.Source, "source")
+		src, err := writeSourceErr(c.credential(), b.Source)
 		if err != nil {
 			return reply{}, err
 		}
@@ -154,7 +154,7 @@ func (a rest) deleteGlobal(c *call, _ *noBody) (reply, error) {
 	if asked == "" {
 		asked = memory.SourceSystem
 	}
-	source, err := writeSourceErr(c.credential(), asked, "source")
+	source, err := writeSourceErr(c.credential(), asked)
 	if err != nil {
 		return reply{}, err
 	}

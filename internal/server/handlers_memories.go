@@ -23,7 +23,7 @@ type rest struct {
 // memory (added, or replaced: the arbiter superseded the neighbour with a
 // new one), 200 when it ended in an existing one.
 func (a rest) addMemory(c *call, b *addBody) (reply, error) {
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}
@@ -139,7 +139,7 @@ func (a rest) getMemory(c *call, _ *noBody) (reply, error) {
 
 // updateMemory: PATCH /v1/owners/{owner}/memories/{id}.
 func (a rest) updateMemory(c *call, b *updateBody) (reply, error) {
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}
@@ -156,7 +156,7 @@ func (a rest) deleteMemory(c *call, _ *noBody) (reply, error) {
 	if err := c.q.err(); err != nil {
 		return reply{}, err
 	}
-	source, err := writeSourceErr(c.credential(), asked, "source")
+	source, err := writeSourceErr(c.credential(), asked)
 	if err != nil {
 		return reply{}, err
 	}
@@ -171,7 +171,7 @@ func (a rest) supersede(c *call, b *supersedeBody) (reply, error) {
 	if fe := uuidField("by", b.By); fe != nil {
 		return reply{}, problemError{validationProblem(*fe)}
 	}
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}

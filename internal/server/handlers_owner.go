@@ -6,7 +6,7 @@ import (
 
 // extract: POST /v1/owners/{owner}/extract. Needs an LLM (409 no-llm without).
 func (a rest) extract(c *call, b *extractBody) (reply, error) {
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}

@@ -76,7 +76,7 @@ func (a rest) deleteSession(c *call, _ *noBody) (reply, error) {
 // redaction and injection guard of memory writes run on every message, and
 // a refused message is a 422 that stores nothing of the turn.
 func (a rest) appendMessages(c *call, b *appendBody) (reply, error) {
-	src, err := writeSourceErr(c.credential(), b.Source, "source")
+	src, err := writeSourceErr(c.credential(), b.Source)
 	if err != nil {
 		return reply{}, err
 	}

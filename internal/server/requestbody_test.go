@@ -81,5 +81,6 @@ func readAnswer(c net.Conn, answers chan<- *http.Response) {
 		return // the test closed the connection
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 	answers <- resp
 }

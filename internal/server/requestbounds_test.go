@@ -148,7 +148,7 @@ func TestSlowBodiesOfOneCredentialHoldNoSlot(t *testing.T) {
 	var refused []*http.Response
 	if !waitUntil(30*time.Second, func() bool {
 		for len(answers) > 0 {
-			refused = append(refused, <-answers)
+			refused = append(refused, <-answers) //nolint:bodyclose // readAnswer read and closed it
 		}
 		return len(refused) >= conns-perCredential || inflight(t, srv) >= conns
 	}) {

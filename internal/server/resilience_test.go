@@ -105,8 +105,10 @@ func TestGracefulShutdown(t *testing.T) {
 	srv.cancel() // what SIGTERM does in cmd/manager
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := http.Get(srv.base + "/healthz")
-		if err != nil {
+		resp, err := http.Get(srv.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		} else {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Logf("after shutdown started: %v", err)
 			}

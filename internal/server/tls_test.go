@@ -122,13 +122,16 @@ func TestServeTLS(t *testing.T) {
 
 	// A client that does not trust the CA refuses the certificate.
 	plain := &http.Client{Timeout: 10 * time.Second}
-	_, err := plain.Get(srv.base + "/healthz")
+	resp, err := plain.Get(srv.base + "/healthz")
+	if err == nil {
+		resp.Body.Close()
+	}
 	var unknown x509.UnknownAuthorityError
 	if !errors.As(err, &unknown) {
 		t.Errorf("a client without the CA: %v, want an unknown authority error", err)
 	}
 	// Plain HTTP is not served on the TLS port.
-	resp, err := plain.Get("http://" + srv.proc.Addr().String() + "/healthz")
+	resp, err = plain.Get("http://" + srv.proc.Addr().String() + "/healthz")
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
