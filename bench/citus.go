@@ -174,7 +174,7 @@ func provisionCitusTenant(ctx context.Context, db *citusDB, cr *CitusReport) (st
 	defer admin.Close()
 	db.roles = append(db.roles, tenant.LoginRole(benchSchema), tenant.OwnerRole(benchSchema))
 	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: benchSchema, Dimensions: benchDims,
-		Owner: tenant.Owner{UID: "bench-citus-" + benchSchema, Namespace: "bench", Name: benchSchema}})
+		Owner: tenant.Owner{UID: "bench-citus-" + benchSchema, Namespace: "bench-citus-" + benchSchema, Name: benchSchema}})
 	if err != nil {
 		return "", err
 	}

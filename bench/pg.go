@@ -93,7 +93,7 @@ func provisionTenant(ctx context.Context, db *benchDB, schema string, dims int) 
 	}
 	defer admin.Close()
 	db.tenantRoles(schema)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims, Owner: tenant.Owner{UID: "bench-" + schema, Namespace: "bench", Name: schema}})
+	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims, Owner: tenant.Owner{UID: "bench-" + schema, Namespace: "bench-" + schema, Name: schema}})
 	if err != nil {
 		return "", err
 	}

@@ -35,7 +35,7 @@ func newJobTenant(t *testing.T) *jobTenant {
 	adminURL := testenv.NewDatabase(t)
 	admin := testenv.NewPool(t, adminURL, 4)
 	schema := fmt.Sprintf("engram_job_%d", time.Now().UnixNano()%1e12)
-	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
+	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test-" + schema, Name: schema}
 	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims, Owner: owner})
 	if err != nil {
 		t.Fatal(err)

@@ -351,5 +351,5 @@ func closedPortURL(t *testing.T) string {
 
 // testOwner is the runtime a test tenant belongs to.
 func testOwner(schema string) tenant.Owner {
-	return tenant.Owner{UID: "test-" + schema, Namespace: "test", Name: schema}
+	return tenant.Owner{UID: "test-" + schema, Namespace: "test-" + schema, Name: schema}
 }

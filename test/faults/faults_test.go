@@ -162,7 +162,7 @@ func dropTenant(t *testing.T, adminURL, schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	admin := testenv.NewPool(t, adminURL, 1)
-	if _, err := tenant.Drop(ctx, admin, schema, tenant.Owner{UID: "faults-" + schema, Namespace: "faults", Name: schema}); err != nil {
+	if _, err := tenant.Drop(ctx, admin, schema, tenant.Owner{UID: "faults-" + schema, Namespace: "faults-" + schema, Name: schema}); err != nil {
 		t.Logf("dropping %s: %v", schema, err)
 	}
 }

@@ -30,7 +30,7 @@ func TestJobKilledMidBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	schema := fmt.Sprintf("engram_jobkill_%d", time.Now().UnixNano()%1e9)
-	owner := tenant.Owner{UID: "faults-" + schema, Namespace: "faults", Name: schema}
+	owner := tenant.Owner{UID: "faults-" + schema, Namespace: "faults-" + schema, Name: schema}
 	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: 64, Owner: owner})
 	if err != nil {
 		t.Fatal(err)

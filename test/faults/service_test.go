@@ -60,7 +60,7 @@ func provision(t *testing.T, ctx context.Context, adminURL, schema string) strin
 	admin := testenv.NewPool(t, adminURL, 2)
 	res, err := tenant.Provision(ctx, admin, tenant.Spec{
 		Schema: schema, Dimensions: 384,
-		Owner: tenant.Owner{UID: "faults-" + schema, Namespace: "faults", Name: schema},
+		Owner: tenant.Owner{UID: "faults-" + schema, Namespace: "faults-" + schema, Name: schema},
 	})
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)

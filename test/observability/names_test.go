@@ -225,7 +225,7 @@ func scrapeService(t *testing.T) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	schema := fmt.Sprintf("engram_obs_%d", time.Now().UnixNano()%1e9)
-	owner := tenant.Owner{UID: "obs-" + schema, Namespace: "obs", Name: schema}
+	owner := tenant.Owner{UID: "obs-" + schema, Namespace: "obs-" + schema, Name: schema}
 	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: 384, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
