@@ -144,13 +144,16 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # pick_port prints a free port for node $1: the one it had, else the first
 # free one of 54439..54539 that no other node of this cluster has taken.
+# Ports a start just failed to bind (AVOID...) are never picked again.
 pick_port() {
   local node="$1" p
+  shift
   if [ -f "$STATE/port-$node" ]; then
     p=$(cat "$STATE/port-$node")
-    port_free "$p" && { echo "$p"; return; }
+    [[ " $* " == *" $p "* ]] || ! port_free "$p" || { echo "$p"; return; }
   fi
   for p in $(seq 54439 54539); do
+    [[ " $* " == *" $p "* ]] && continue
     grep -qx "$p" "$STATE"/port-* 2>/dev/null && continue
     port_free "$p" && { echo "$p"; return; }
   done
@@ -280,11 +283,24 @@ start_node() {
   dir=$(node_dir "$node")
   local pidfile="$ROOTFS$dir/postmaster.pid"
   [ -f "$pidfile" ] && ! alive "$(head -1 "$pidfile")" && rm -f "$pidfile"
-  local port
+  local port before tried=""
   port=$(pick_port "$node")
-  echo "$port" >"$STATE/port-$node"
-  in_root "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 120 -o "-p $port" start >/dev/null 9>&- ||
-    die "$node did not start, see $ROOTFS$dir.log"
+  # A port nobody answers on can still be bound: 54439..54539 lies in Linux's
+  # ephemeral range, so an outgoing connection may hold it as its local port
+  # and postgres fails with "could not bind". That failure alone is retried
+  # on another port, up to five times.
+  for _ in 1 2 3 4 5; do
+    echo "$port" >"$STATE/port-$node"
+    before=$(stat -c %s "$ROOTFS$dir.log" 2>/dev/null || echo 0)
+    in_root "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 120 -o "-p $port" start >/dev/null 9>&- && break
+    tail -c +"$((before + 1))" "$ROOTFS$dir.log" 2>/dev/null | grep -q "could not bind" ||
+      die "$node did not start, see $ROOTFS$dir.log"
+    tried="$tried $port"
+    log "port $port of $node is bound by another socket; trying another"
+    rm -f "$STATE/port-$node"
+    port=$(pick_port "$node" $tried)
+  done
+  alive "$(head -1 "$pidfile" 2>/dev/null)" || die "$node did not start, see $ROOTFS$dir.log"
   head -1 "$pidfile" >"$STATE/pid-$node"
 }
 

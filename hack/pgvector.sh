@@ -119,19 +119,51 @@ running() {
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# pick_port [AVOID...] prints a free port, never one of AVOID (ports a start
+# just failed to bind).
 pick_port() {
   local p
   if [ -f "$STATE/port" ]; then
     p=$(cat "$STATE/port")
-    port_free "$p" && { echo "$p"; return; }
+    [[ " $* " == *" $p "* ]] || ! port_free "$p" || { echo "$p"; return; }
   fi
+  pick_instance_port "$@"
+}
+
+# pick_instance_port [AVOID...] is pick_port for a throw-away instance: never
+# the main server's port, even while that server is down.
+pick_instance_port() {
+  local p
   for p in $(seq 54329 54429); do
+    [[ " $* " == *" $p "* ]] && continue
+    grep -qx "$p" "$STATE/port" 2>/dev/null && continue
     # A port another instance recorded is its own even while it is down:
     # the fault suite restarts its instance on the same port.
     grep -qx "$p" "$STATE"/instance-*.port 2>/dev/null && continue
     port_free "$p" && { echo "$p"; return; }
   done
   die "no free port in 54329..54429 on 127.0.0.1"
+}
+
+# start_on_a_port DIR LOG PORTFILE PICKER starts the server of data dir DIR (paths
+# inside the root) on the port written in PORTFILE. A port nobody answers on
+# can still be bound: 54329..54429 lies in Linux's ephemeral port range, so
+# any outgoing connection on this machine (hundreds during make test) may
+# hold it as its local port, and postgres then fails with "could not bind".
+# That failure alone is retried, on another port from PICKER, up to five
+# times.
+start_on_a_port() {
+  local dir="$1" logf="$2" portfile="$3" picker="$4" port before tried=""
+  for _ in 1 2 3 4 5; do
+    port=$(cat "$portfile")
+    before=$(stat -c %s "$ROOTFS$logf" 2>/dev/null || echo 0)
+    in_root "$PGBIN/pg_ctl" -D "$dir" -l "$logf" -w -t 60 -o "-p $port" start >/dev/null 9>&- && return 0
+    tail -c +"$((before + 1))" "$ROOTFS$logf" 2>/dev/null | grep -q "could not bind" || return 1
+    tried="$tried $port"
+    log "port $port is bound by another socket (an outgoing connection's local port); trying another"
+    "$picker" $tried >"$portfile"
+  done
+  return 1
 }
 
 local_url() {
@@ -208,8 +240,9 @@ cmd_start() {
   echo "$port" >"$STATE/port"
   mkdir -p "$ROOTFS/run/postgresql"
   chroot "$ROOTFS" chown postgres:postgres /run/postgresql
-  in_root "$PGBIN/pg_ctl" -D "$DATADIR" -l /var/lib/engram/server.log -w -t 60 \
-    -o "-p $port" start >/dev/null 9>&- || die "postgres did not start, see $ROOTFS/var/lib/engram/server.log"
+  start_on_a_port "$DATADIR" /var/lib/engram/server.log "$STATE/port" pick_port ||
+    die "postgres did not start, see $ROOTFS/var/lib/engram/server.log"
+  port=$(cat "$STATE/port")
   touch "$STATE/started-by-us"
   psql_root -d postgres -c "SELECT 1 FROM pg_database WHERE datname='$DBNAME'" | grep -q 1 ||
     psql_root -d postgres -c "CREATE DATABASE $DBNAME"
@@ -364,11 +397,12 @@ EOF2
           port=$(cat "$STATE/instance-$name.port")
         else
           rm -f "$STATE/instance-$name.port"
-          port=$(pick_port)
+          port=$(pick_instance_port)
         fi
         echo "$port" >"$STATE/instance-$name.port"
-        in_root "$PGBIN/pg_ctl" -D "$dir" -l "$dir.log" -w -t 60 -o "-p $port" start >/dev/null 9>&- ||
+        start_on_a_port "$dir" "$dir.log" "$STATE/instance-$name.port" pick_instance_port ||
           die "instance $name did not start, see $ROOTFS$dir.log"
+        port=$(cat "$STATE/instance-$name.port")
         PGPASSWORD="$(cat "$PGHOME/password")" in_root "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres \
           -qAt -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS vector" >/dev/null
       fi
