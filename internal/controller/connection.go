@@ -136,6 +136,8 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonProvisioningBlocked
 	case errors.Is(err, tenant.ErrCitusUnsupported):
 		return memoryv1alpha1.ReasonCitusUnsupported
+	case errors.Is(err, tenant.ErrConnectionShareExhausted):
+		return memoryv1alpha1.ReasonConnectionShareExhausted
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
 	case isConnectError(err):

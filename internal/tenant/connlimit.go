@@ -55,6 +55,7 @@ const quarantinedLimit = 0
 // namespaceRole is a login role of Engram's on the server, marked with the
 // runtime of one namespace.
 type namespaceRole struct {
+	oid   uint32
 	name  string
 	limit int
 }
@@ -62,7 +63,7 @@ type namespaceRole struct {
 // namespaceRolesSQL lists the marked login roles of the server with their
 // CONNECTION LIMIT and marker (the namespace is read from the marker in
 // Go: the marker is written by the operator, never by the tenant).
-const namespaceRolesSQL = `SELECT r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
+const namespaceRolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
 	FROM pg_roles r
 	WHERE r.rolcanlogin AND NOT r.rolsuper AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'`
 
@@ -76,7 +77,7 @@ func rolesOfNamespace(ctx context.Context, conn *pgx.Conn, ns string) ([]namespa
 	var out []namespaceRole
 	var r namespaceRole
 	var comment *string
-	_, err = pgx.ForEachRow(rows, []any{&r.name, &r.limit, &comment}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.oid, &r.name, &r.limit, &comment}, func() error {
 		if m := parseMarker(comment); m.managed && m.uid != "" && markedOwner(m).Namespace == ns {
 			out = append(out, r)
 		}
