@@ -24,16 +24,17 @@ type ConnectionShareExhaustedError struct {
 	// Share is the percentage, Slots the server's non-reserved slots,
 	// Capacity the runtimes the share holds (one slot each at least).
 	Share, Slots, Capacity int
-	// Runtimes is how many runtimes of the namespace the server has,
-	// this one included.
-	Runtimes int
+	// Roles is how many login roles the namespace's runtimes have on the
+	// server, this one's included (one per runtime; two on a Citus
+	// cluster, where the owner role logs in too).
+	Roles int
 }
 
 func (e *ConnectionShareExhaustedError) Error() string {
 	return fmt.Sprintf("namespace %s may hold %d connection(s) on this server (--tenant-connection-share %d %% of its %d connection slots) "+
-		"and has %d runtime(s) there with this one, each needing at least one: delete a runtime of the namespace, "+
+		"and its runtimes there would have %d login role(s) with this one's, each needing at least one: delete a runtime of the namespace, "+
 		"or the platform team raises --tenant-connection-share or the server's max_connections",
-		e.Namespace, e.Capacity, e.Share, e.Slots, e.Runtimes)
+		e.Namespace, e.Capacity, e.Share, e.Slots, e.Roles)
 }
 
 func (e *ConnectionShareExhaustedError) Is(target error) bool {
@@ -54,13 +55,15 @@ func (p ConnectionPolicy) shareCapacity(slots int) int {
 	return max(slots*min(share, 100)/100, 1)
 }
 
-// admitRuntime refuses a login role that would make its namespace's
-// runtimes on this server more than its share holds. Called before the
-// role is created (exists false): nothing is written then. For a role that
+// admitRuntime refuses a runtime whose login role(s) would give its
+// namespace more login roles on this server than its share holds (each
+// gets at least one connection). Called before the roles are created:
+// nothing is written then. perRuntime is how many login roles a runtime
+// has (1; 2 on Citus, where the owner role logs in too). For a role that
 // exists (created before this bound, or by a concurrent pass of the same
 // namespace), the oldest roles (lowest OID) keep their place and the
 // newest beyond the share are refused.
-func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, login string) error {
+func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, login string, perRuntime int) error {
 	slots, err := connectionSlots(ctx, conn)
 	if err != nil {
 		return err
@@ -69,6 +72,7 @@ func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner
 	if capacity < 0 {
 		return nil
 	}
+	capacity = max(capacity, perRuntime) // one runtime always fits
 	roles, err := rolesOfNamespace(ctx, conn, owner.Namespace)
 	if err != nil {
 		return err
@@ -77,10 +81,11 @@ func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner
 	rank := slices.IndexFunc(roles, func(r namespaceRole) bool { return r.name == login })
 	n := len(roles)
 	if rank < 0 {
-		rank, n = n, n+1 // not created yet: it would be the newest
+		// Not created yet: its roles would be the newest.
+		rank, n = n+perRuntime-1, n+perRuntime
 	}
 	if rank < capacity {
 		return nil
 	}
-	return &ConnectionShareExhaustedError{Namespace: owner.Namespace, Share: shareOf(p), Slots: slots, Capacity: capacity, Runtimes: n}
+	return &ConnectionShareExhaustedError{Namespace: owner.Namespace, Share: shareOf(p), Slots: slots, Capacity: capacity, Roles: n}
 }

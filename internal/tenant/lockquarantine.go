@@ -29,6 +29,11 @@ type quarantine struct {
 	// the last Refresh saw (a limit written back by anyone clears it, and
 	// the next look applies the quarantine again).
 	set bool
+	// local: the marker could not be written, only the limit (a Citus
+	// worker refuses COMMENT ON ROLE, "operation is not allowed on this
+	// node", but takes ALTER ROLE): the quarantine lives in this
+	// watchdog's memory alone, and it restores it itself.
+	local bool
 }
 
 // quarantineTries: the ALTER ROLE needs room in the lock table, which the
@@ -132,8 +137,15 @@ func (w *LockWatchdog) applyQuarantine(ctx context.Context, oid uint32, q *quara
 			return err
 		})
 		if err == nil {
-			q.set = true
+			q.set, q.local = true, false
 			r.limit, r.comment, r.mark = quarantinedLimit, comment, mark
+			w.roles[oid] = r
+			return nil
+		}
+		// The limit alone still refuses the logins.
+		if _, lerr := w.conn.Exec(ctx, fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT %d", ident, quarantinedLimit)); lerr == nil {
+			q.set, q.local = true, true
+			r.limit = quarantinedLimit
 			w.roles[oid] = r
 			return nil
 		}
@@ -165,7 +177,11 @@ func (w *LockWatchdog) syncQuarantines(now time.Time) {
 	for oid, r := range w.roles {
 		q := w.quarantined[oid]
 		if !r.mark.active() {
-			if q != nil && now.Before(q.until) {
+			switch {
+			case q == nil || !now.Before(q.until):
+			case q.local:
+				q.set = r.limit == quarantinedLimit
+			default:
 				q.set = false // the marker was rewritten during the back-off
 			}
 			continue
@@ -202,10 +218,55 @@ func (w *LockWatchdog) restoreQuarantines(ctx context.Context, now time.Time) {
 		}
 	}
 	for oid, q := range w.quarantined {
+		if q.local && q.set && !now.Before(q.until) {
+			if err := w.restoreLocal(ctx, oid, q); err == nil {
+				q.set = false
+			}
+		}
+	}
+	for oid, q := range w.quarantined {
 		if !q.set && now.Sub(q.until) > w.policy.MaxQuarantine {
 			delete(w.quarantined, oid)
 		}
 	}
+}
+
+// restoreLocal restores a quarantine only this watchdog knows of (no
+// marker): the role's limit, if it is still 0.
+func (w *LockWatchdog) restoreLocal(ctx context.Context, oid uint32, q *quarantine) error {
+	r, ok := w.roles[oid]
+	if !ok {
+		return errors.New("role unknown")
+	}
+	limit, err := w.shareLimit(ctx, r)
+	if err != nil {
+		return err
+	}
+	stmt := fmt.Sprintf(`DO $engram$BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = %s AND r.rolconnlimit = %d) THEN
+		ALTER ROLE %s CONNECTION LIMIT %d;
+	END IF;
+END$engram$`, quoteLiteral(q.name), quarantinedLimit, pgx.Identifier{q.name}.Sanitize(), limit)
+	if _, err := w.conn.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("restoring the connection limit of role %s: %w", q.name, err)
+	}
+	r.limit = limit
+	w.roles[oid] = r
+	return nil
+}
+
+// shareLimit is the role's part of its namespace's share, as provisioning
+// sizes it.
+func (w *LockWatchdog) shareLimit(ctx context.Context, r watchedRole) (int, error) {
+	slots, err := connectionSlots(ctx, w.conn)
+	if err != nil {
+		return 0, err
+	}
+	siblings, err := rolesOfNamespace(ctx, w.conn, r.owner.Namespace)
+	if err != nil {
+		return 0, err
+	}
+	return w.policy.Connections.connectionLimit(slots, max(len(siblings), 1)), nil
 }
 
 // restore sets the role's CONNECTION LIMIT to its part of the share and
@@ -216,15 +277,10 @@ func (w *LockWatchdog) restore(ctx context.Context, oid uint32, r watchedRole) e
 	if r.comment == "" {
 		return errors.New("role unknown") // dropped, or not seen yet
 	}
-	slots, err := connectionSlots(ctx, w.conn)
+	limit, err := w.shareLimit(ctx, r)
 	if err != nil {
 		return err
 	}
-	siblings, err := rolesOfNamespace(ctx, w.conn, r.owner.Namespace)
-	if err != nil {
-		return err
-	}
-	limit := w.policy.Connections.connectionLimit(slots, max(len(siblings), 1))
 	mark := quarantineMark{ended: r.mark.until, strikes: r.mark.strikes}
 	comment := withQuarantine(r.comment, mark)
 	ident := pgx.Identifier{r.name}.Sanitize()

@@ -246,3 +246,82 @@ func TestQuarantineMarkerRoundTrip(t *testing.T) {
 		t.Fatalf("withQuarantine(%q, none) = %q, want %q", off, got, base)
 	}
 }
+
+// TestCitusWorkerQuarantineWithoutMarker: a Citus worker refuses COMMENT ON ROLE
+// ("operation is not allowed on this node") but takes ALTER ROLE, so the
+// watchdog of a worker cannot record a quarantine in the role's marker.
+// It still refuses the logins there (the limit alone, kept in its own
+// memory) and restores them when the back-off ends. The threshold is low
+// and the flood small: the shared Citus cluster's lock tables stay far
+// from full.
+func TestCitusWorkerQuarantineWithoutMarker(t *testing.T) {
+	ctx := testCtx(t)
+	url := testenv.NewCitusDatabase(t)
+	admin := testenv.NewPool(t, url, 1)
+	role, password := "engram_qworker_"+strings.ToLower(uniqueSchema(t, "r")), "pw-qworker"
+	ident := pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", ident, password),
+		fmt.Sprintf("COMMENT ON ROLE %s IS 'managed-by=engram; uid=uid-%s; runtime=ns-%s/rt'", ident, role, role),
+	} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	worker := testenv.CitusWorkerURLs(t, url)[0]
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, u := range []string{worker, url} {
+			if c, err := pgx.Connect(ctx, u); err == nil {
+				_, _ = c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+				_ = c.Close(ctx)
+			}
+		}
+		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+ident)
+	})
+	cfg, err := pgx.ParseConfig(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{Threshold: 20, Quarantine: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	hog, err := pgx.Connect(ctx, testenv.WithUser(worker, role, password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hog.Close(context.Background()) })
+	var flood strings.Builder
+	flood.WriteString("BEGIN; CREATE TEMP TABLE held (x int);")
+	for i := range 30 {
+		fmt.Fprintf(&flood, " SAVEPOINT s%d; INSERT INTO held VALUES (%d);", i, i)
+	}
+	if _, err := hog.Exec(ctx, flood.String()); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	hogs, err := w.Look(ctx)
+	if err != nil || len(hogs) != 1 || !hogs[0].Ended || hogs[0].Quarantine == 0 {
+		t.Fatalf("the look on the worker: %+v, %v; want the role ended and quarantined", hogs, err)
+	}
+	if c, err := pgx.Connect(ctx, testenv.WithUser(worker, role, password)); err == nil {
+		_ = c.Close(context.Background())
+		if time.Since(started) < time.Second {
+			t.Fatal("the role logs in on the worker during its quarantine")
+		}
+	} else if !strings.Contains(err.Error(), "too many connections for role") {
+		t.Fatalf("the role's login on the worker: %v; want \"too many connections for role\"", err)
+	}
+	time.Sleep(time.Until(started.Add(1200 * time.Millisecond)))
+	if _, err := w.Look(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wpool := testenv.NewPool(t, worker, 1)
+	var limit int
+	if err := wpool.QueryRow(ctx, "SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", role).Scan(&limit); err != nil || limit == 0 {
+		t.Fatalf("the role's limit on the worker after the back-off: %d (%v); want restored", limit, err)
+	}
+}
