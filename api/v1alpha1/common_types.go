@@ -121,6 +121,11 @@ const (
 	// namespace's part of --tenant-connection-share; the message names
 	// both numbers.
 	ReasonConnectionShareTooSmall = "ConnectionShareTooSmall"
+	// ReasonConnectionShareExhausted: the runtime is refused because its
+	// namespace already has as many runtimes on the server as
+	// --tenant-connection-share has slots (each login role needs at least
+	// one); the message names the share, the slots and the runtimes.
+	ReasonConnectionShareExhausted = "ConnectionShareExhausted"
 
 	// ReasonPolicyNotFound: spec.policyRef names a MemoryPolicy that does not exist.
 	ReasonPolicyNotFound = "PolicyNotFound"

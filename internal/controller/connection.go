@@ -61,6 +61,12 @@ func adminURL(ctx context.Context, c client.Reader, rt *memoryv1alpha1.MemoryRun
 		return "", fmt.Errorf("reading the connection Secret %q: %w", ref.Name, err)
 	}
 	url, err := tenant.ConnectionURL(s.Data, ref.KeyOr(memoryv1alpha1.DefaultConnectionKey))
+	if err == nil {
+		// The tenant wrote this Secret: the operator's events and node
+		// runners know a server by the URL's host, so it must be the one
+		// the connection reaches.
+		err = tenant.CheckSingleServer(url)
+	}
 	if err != nil {
 		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %q: %v", ref.Name, err)
 	}
@@ -136,6 +142,8 @@ func provisionReason(err error) string {
 		return memoryv1alpha1.ReasonProvisioningBlocked
 	case errors.Is(err, tenant.ErrCitusUnsupported):
 		return memoryv1alpha1.ReasonCitusUnsupported
+	case errors.Is(err, tenant.ErrConnectionShareExhausted):
+		return memoryv1alpha1.ReasonConnectionShareExhausted
 	case isAuthError(err):
 		return memoryv1alpha1.ReasonConnectionInvalid
 	case isConnectError(err):

@@ -40,3 +40,13 @@ func TestProvisionReasonOfAnOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestProvisionReasonOfAnExhaustedShare (issue 26's fifth review,
+// MEDIUM 1): a runtime beyond its namespace's connection share is
+// ConnectionShareExhausted, a reason the reconcile does not retry soon.
+func TestProvisionReasonOfAnExhaustedShare(t *testing.T) {
+	err := fmt.Errorf("provisioning schema %q: %w", "s", &tenant.ConnectionShareExhaustedError{Namespace: "team", Share: 25, Slots: 22, Capacity: 5, Roles: 6})
+	if got := provisionReason(err); got != memoryv1alpha1.ReasonConnectionShareExhausted {
+		t.Fatalf("provisionReason(%v) = %s, want %s", err, got, memoryv1alpha1.ReasonConnectionShareExhausted)
+	}
+}

@@ -126,7 +126,8 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 			r.memory.update(rt.UID, func(st *runtimeState) { st.warned = reason })
 		}
 		if reason == memoryv1alpha1.ReasonSchemaNotManaged || reason == memoryv1alpha1.ReasonSchemaOwnedByOther ||
-			reason == memoryv1alpha1.ReasonDimensionsMismatch || reason == memoryv1alpha1.ReasonCitusUnsupported {
+			reason == memoryv1alpha1.ReasonDimensionsMismatch || reason == memoryv1alpha1.ReasonCitusUnsupported ||
+			reason == memoryv1alpha1.ReasonConnectionShareExhausted {
 			// Retrying soon cannot help: a human has to change the spec or
 			// the database. Look again at the grant-check interval.
 			s.requeue.at(r.opts.GrantCheckInterval)

@@ -33,6 +33,9 @@ type node struct {
 	addr string
 	// worker is host:port of the Citus worker; "" for the database itself.
 	worker string
+	// followWorkers: the database is the platform team's (dbTarget.platform),
+	// so the Citus workers its coordinator lists are looked at too.
+	followWorkers bool
 }
 
 // nodeJob is what a nodeRunner does on each node.
@@ -205,9 +208,12 @@ func (r *nodeRunner) nodesOf(dbs map[string]dbTarget) (map[string]node, map[stri
 	nodes := map[string]node{}
 	configs := map[string][]*pgx.ConnConfig{}
 	for key, t := range dbs {
-		nodes[key] = node{key: key, addr: t.addr}
+		nodes[key] = node{key: key, addr: t.addr, followWorkers: t.platform}
 		for _, p := range t.pools {
 			configs[key] = append(configs[key], p.Config().ConnConfig)
+		}
+		if !t.platform {
+			continue // a tenant's own server: its word about workers proves nothing
 		}
 		for _, wc := range r.workers[key] {
 			n := node{key: key + " worker " + hostPort(wc), addr: t.addr, worker: hostPort(wc)}
@@ -260,7 +266,7 @@ func (r *nodeRunner) lookAt(ctx context.Context, st *nodeState) bool {
 		return false
 	}
 	r.looks.WithLabelValues("ok").Inc()
-	if n.worker == "" {
+	if n.worker == "" && n.followWorkers {
 		r.refreshWorkers(ctx, n, st.conn)
 	}
 	return true

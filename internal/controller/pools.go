@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,6 +127,20 @@ type dbTarget struct {
 	addr  string // host:port/database
 	pools []*pgxpool.Pool
 	ids   []string
+	// platform: one of ids is the platform team's (a MemoryDatabase or a
+	// clusterConnection), not a Secret of a tenant's namespace: only then
+	// are the database's Citus workers followed (platformConnection).
+	platform bool
+}
+
+// platformConnection reports whether connection id is the platform
+// team's: a MemoryDatabase's or a clusterConnection's Secret, in the
+// operator's namespace. A tenant's connectionSecretRef may name a server
+// the tenant runs, where its admin is a superuser that can make the server
+// say anything about itself, a list of Citus workers included (issue 26's
+// fifth review, MEDIUM 3a).
+func platformConnection(id string) bool {
+	return strings.HasPrefix(id, "database/") || strings.HasPrefix(id, "cluster/")
 }
 
 // databases returns the open proven pools by database and user, keyed by
@@ -149,6 +164,7 @@ func (c *poolCache) databases() map[string]dbTarget {
 		t.addr = addr
 		t.pools = append(t.pools, p)
 		t.ids = append(t.ids, id)
+		t.platform = t.platform || platformConnection(id)
 		out[key] = t
 	}
 	return out

@@ -46,6 +46,7 @@ func operatorScenarios() []scenario {
 		{name: "UserSecretsNotCached", run: scenarioUserSecretsNotCached},
 		{name: "Samples", run: scenarioSamples},
 		{name: "TenantBoundary", run: scenarioTenantBoundary},
+		{name: "MultiHostSecretRefused", run: scenarioMultiHostSecretRefused},
 		{name: "LegacyClaimNeedsStatus", run: scenarioReviewLegacyClaimWithoutStatus},
 		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
 		{name: "Databases", run: scenarioDatabases},

@@ -50,14 +50,18 @@ const (
 )
 
 // bucketKey identifies a credential: a static token's name (or digest
-// prefix) and a signed token's subject, in separate spaces so a minted
-// subject can never share a static token's bucket. Nothing a caller can
-// vary per request (the owner in the path, a header) is part of it.
+// prefix) and a signed token's role and subject, in separate spaces so a
+// minted subject can never share a static token's bucket. The role is part
+// of a signed token's key: an app that mints the user's and the agent's
+// tokens with one subject (a natural choice) must not let the agent's
+// LLM-heavy requests put the user's bucket into debt (issue 26's fifth
+// review, LOW). Nothing a caller can vary per request (the owner in the
+// path, a header) is part of it.
 func bucketKey(c auth.Credential) string {
 	if c.Expires.IsZero() {
 		return "static:" + c.ID
 	}
-	return "signed:" + c.ID
+	return "signed:" + string(c.Role) + ":" + c.ID
 }
 
 // admit takes a token of the request's credential for any API request.

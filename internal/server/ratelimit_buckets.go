@@ -69,7 +69,9 @@ func (b *buckets) take(key string) (bool, time.Duration) {
 
 // charge takes one token from key's bucket even when it is empty: the
 // bucket goes into debt, which later takes wait for (the further model
-// calls of an admitted request, llmCharge).
+// calls of an admitted request, llmCharge). The debt stops at one burst:
+// one long request must not lock its credential out for hours (a refill
+// of a burst is the longest wait a charge adds).
 func (b *buckets) charge(key string) {
 	if b == nil {
 		return
@@ -77,7 +79,11 @@ func (b *buckets) charge(key string) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.bucketOf(key, now).lim.ReserveN(now, 1) // never cancelled: the debt stays
+	lim := b.bucketOf(key, now).lim
+	if lim.TokensAt(now) <= -float64(b.burst) {
+		return
+	}
+	lim.ReserveN(now, 1) // never cancelled: the debt stays
 }
 
 // bucketOf returns key's bucket, made full if it is new, marked seen at

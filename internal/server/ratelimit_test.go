@@ -420,3 +420,36 @@ func TestLLMBucketChargesEachModelCall(t *testing.T) {
 	clock.advance(2 * time.Second)
 	srv.do(t, extract).want(t, 200)
 }
+
+// TestLLMBucketKeyedByRoleAndSubject (issue 26's fifth review, LOW): the
+// bucket was keyed by a signed token's subject alone, so an agent's token
+// minted with the user's subject spent the user's LLM bucket. The role is
+// part of the key now.
+func TestLLMBucketKeyedByRoleAndSubject(t *testing.T) {
+	exp := time.Unix(1_800_000_000, 0)
+	agent := auth.Credential{Role: auth.RoleAgent, ID: "alice", Expires: exp}
+	app := auth.Credential{Role: auth.RoleApp, ID: "alice", Expires: exp}
+	if bucketKey(agent) == bucketKey(app) {
+		t.Fatalf("an agent's and an app's token of subject alice share the bucket %q", bucketKey(agent))
+	}
+	if static := (auth.Credential{Role: auth.RoleAgent, ID: "alice"}); bucketKey(static) == bucketKey(agent) {
+		t.Fatalf("a static token named alice shares a signed token's bucket %q", bucketKey(static))
+	}
+}
+
+// TestLLMDebtIsCappedAtOneBurst (issue 26's fifth review, LOW): the
+// further model calls of an admitted request were charged without bound,
+// so one request could put its credential's bucket hours into debt. The
+// debt stops at one burst: the wait after any number of charges is at
+// most the refill of a burst and a token.
+func TestLLMDebtIsCappedAtOneBurst(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	b := newBuckets(RateLimit{PerMinute: 1, Burst: 2}, func() time.Time { return now })
+	for range 100 {
+		b.charge("k")
+	}
+	ok, wait := b.take("k")
+	if ok || wait > 3*time.Minute {
+		t.Fatalf("after 100 charges of a bucket of 2 refilling 1 a minute: ok %v, wait %s; want refused for at most 3m (a burst of debt, then a token)", ok, wait)
+	}
+}

@@ -11,6 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// MaxCitusWorkers is the most Citus workers of one coordinator the
+// operator's node runners look at.
+const MaxCitusWorkers = 64
+
 // CitusWorkerConfigs returns, when q reaches the coordinator of a Citus
 // cluster, one connection config per active worker (pg_dist_node): cfg
 // with the worker's host and port, the same user, password and database.
@@ -34,6 +38,11 @@ func CitusWorkerConfigs(ctx context.Context, q querier, cfg *pgx.ConnConfig) ([]
 	}
 	if !c.Coordinator {
 		return nil, nil
+	}
+	if len(c.Workers) > MaxCitusWorkers {
+		// Each worker costs the operator a goroutine and a connection per
+		// runner: a list this long is refused, not followed in part.
+		return nil, fmt.Errorf("listing the Citus workers: the coordinator lists %d active workers, more than the %d the operator follows", len(c.Workers), MaxCitusWorkers)
 	}
 	passwords := workerPasswords(ctx, q)
 	out := make([]*pgx.ConnConfig, 0, len(c.Workers))

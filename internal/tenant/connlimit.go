@@ -55,14 +55,18 @@ const quarantinedLimit = 0
 // namespaceRole is a login role of Engram's on the server, marked with the
 // runtime of one namespace.
 type namespaceRole struct {
+	oid   uint32
 	name  string
 	limit int
+	// quarantined: the marker records a quarantine of the lock watchdog
+	// not yet restored.
+	quarantined bool
 }
 
 // namespaceRolesSQL lists the marked login roles of the server with their
 // CONNECTION LIMIT and marker (the namespace is read from the marker in
 // Go: the marker is written by the operator, never by the tenant).
-const namespaceRolesSQL = `SELECT r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
+const namespaceRolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
 	FROM pg_roles r
 	WHERE r.rolcanlogin AND NOT r.rolsuper AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'`
 
@@ -76,8 +80,9 @@ func rolesOfNamespace(ctx context.Context, conn *pgx.Conn, ns string) ([]namespa
 	var out []namespaceRole
 	var r namespaceRole
 	var comment *string
-	_, err = pgx.ForEachRow(rows, []any{&r.name, &r.limit, &comment}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.oid, &r.name, &r.limit, &comment}, func() error {
 		if m := parseMarker(comment); m.managed && m.uid != "" && markedOwner(m).Namespace == ns {
+			r.quarantined = m.quarantine.active()
 			out = append(out, r)
 		}
 		return nil
@@ -156,18 +161,19 @@ func shareOf(p ConnectionPolicy) int {
 }
 
 // setConnectionLimit sets r's limit to want unless it is there already or
-// quarantined. An error on another runtime's role is a warning.
+// quarantined (a limit of 0, the watchdog's or a DBA's, or a quarantine
+// in the marker). An error on another runtime's role is a warning.
 func setConnectionLimit(ctx context.Context, conn *pgx.Conn, r namespaceRole, want int, own bool, res *Result) error {
-	switch r.limit {
-	case want:
+	switch {
+	case r.limit == want && !r.quarantined:
 		return nil
-	case quarantinedLimit:
+	case r.limit == quarantinedLimit || r.quarantined:
 		if own {
-			res.Changes = append(res.Changes, fmt.Sprintf("left the connection limit of role %s at 0: the lock watchdog quarantined its logins and restores it", r.name))
+			res.Changes = append(res.Changes, fmt.Sprintf("left the connection limit of role %s at %d: the lock watchdog quarantined its logins and restores it, or a DBA shut it out", r.name, r.limit))
 		}
 		return nil
 	}
-	stmt := fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT %d", pgx.Identifier{r.name}.Sanitize(), want)
+	stmt := limitUnlessQuarantinedSQL(r.name, want)
 	if _, err := conn.Exec(ctx, stmt); err != nil {
 		if own {
 			return fmt.Errorf("limiting the connections of role %q: %w", r.name, err)
@@ -182,4 +188,20 @@ func setConnectionLimit(ctx context.Context, conn *pgx.Conn, r namespaceRole, wa
 		res.Changes = append(res.Changes, fmt.Sprintf("set the connection limit of role %s to %d (was %d)", r.name, want, r.limit))
 	}
 	return nil
+}
+
+// limitUnlessQuarantinedSQL sets the role's CONNECTION LIMIT in one
+// statement that checks, as it runs, that the role is neither at 0 nor
+// marked quarantined: the lock watchdog may have quarantined it since
+// provisioning read the roles, and writing the limit back would lift the
+// quarantine for the whole back-off (issue 26's fifth review, MEDIUM 2).
+// A quarantine committed while the statement runs makes its ALTER fail
+// ("tuple concurrently updated"), never overwrite it.
+func limitUnlessQuarantinedSQL(role string, limit int) string {
+	return fmt.Sprintf(`DO $engram$BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = %s AND r.rolconnlimit <> %d
+			AND coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), '') NOT LIKE %s) THEN
+		ALTER ROLE %s CONNECTION LIMIT %d;
+	END IF;
+END$engram$`, quoteLiteral(role), quarantinedLimit, quoteLiteral("%"+markerQuarantinedUntil+"=%"), pgx.Identifier{role}.Sanitize(), limit)
 }

@@ -2,6 +2,8 @@ package tenant
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,4 +103,74 @@ func TestConnectionLimitIsSharedByANamespace(t *testing.T) {
 	if _, err := queryAs(ctx, url, resB); err != nil {
 		t.Fatalf("a runtime of another namespace: %v", err)
 	}
+}
+
+// TestManyRuntimesCannotTakeEverySlot (issue 26's fifth review, MEDIUM 1):
+// each login role gets at least one connection, so a namespace with more
+// runtimes than its share has slots held one slot per runtime, up to every
+// slot of the server. Now the runtime beyond the share is refused before
+// its role exists, with ErrConnectionShareExhausted naming the share; the
+// namespace's limits add up to at most the share and another namespace
+// connects.
+func TestManyRuntimesCannotTakeEverySlot(t *testing.T) {
+	ctx := testCtx(t)
+	pool, url := adminPool(t)
+	policy := ConnectionPolicy{Share: 1} // 1 % of the shared server's slots: a few runtimes
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := connectionSlots(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := policy.shareCapacity(slots)
+	perRuntime := 1
+	if testenv.OnCitus() {
+		perRuntime = 2 // the owner role logs in too
+	}
+	ns := "ns-" + uniqueSchema(t, "many")
+	var team []*Result
+	for i := range capacity / perRuntime {
+		s := newSpec(uniqueSchema(t, fmt.Sprintf("engram_many_%d", i)), 3)
+		s.Owner.Namespace, s.Connections = ns, policy
+		team = append(team, mustProvision(t, pool, url, s))
+	}
+	over := newSpec(uniqueSchema(t, "engram_many_over"), 3)
+	over.Owner.Namespace, over.Connections = ns, policy
+	dropRolesAfter(t, url, over.Schema)
+	_, err = Provision(ctx, pool, over)
+	var exhausted *ConnectionShareExhaustedError
+	if !errors.As(err, &exhausted) || !errors.Is(err, ErrConnectionShareExhausted) {
+		t.Fatalf("provisioning runtime %d of a namespace whose share holds %d login roles: %v; want ConnectionShareExhaustedError", len(team)+1, capacity, err)
+	}
+	for _, want := range []string{"--tenant-connection-share 1 %", strconv.Itoa(slots) + " connection slots", strconv.Itoa((len(team)+1)*perRuntime) + " login role(s)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, LoginRole(over.Schema)).Scan(&exists); err != nil || exists {
+		t.Fatalf("the refused runtime's login role exists: %v, %v; want nothing created", exists, err)
+	}
+	var sum int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(rolconnlimit), 0) FROM pg_roles WHERE rolcanlogin AND rolname = ANY($1)`,
+		loginRoles(team)).Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum > capacity {
+		t.Fatalf("the namespace's login roles may open %d connections together; want at most its share of %d", sum, capacity)
+	}
+	if _, err := queryAs(ctx, url, mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_many_b"), 3))); err != nil {
+		t.Fatalf("a runtime of another namespace: %v", err)
+	}
+}
+
+func loginRoles(rs []*Result) []string {
+	out := make([]string, 0, 2*len(rs))
+	for _, r := range rs {
+		out = append(out, r.LoginRole, r.OwnerRole)
+	}
+	return out
 }

@@ -135,6 +135,10 @@ type watchedRole struct {
 	name  string
 	owner Owner
 	limit int // rolconnlimit at the last Refresh
+	// comment is the role's marker, mark its quarantine state, at the
+	// last Refresh (or as the watchdog last wrote them).
+	comment string
+	mark    quarantineMark
 }
 
 // group is what the watchdog sums a namespace's locks by: the marker's
@@ -239,9 +243,10 @@ func (w *LockWatchdog) Close(ctx context.Context) error { return w.conn.Close(ct
 // Refresh learns the tenants' login roles again (new tenants) and reads
 // each through the cache pg_terminate_backend will use. It reads shared
 // catalogs, so it fails while the lock table is full: the roles of the
-// last Refresh that succeeded stay. A role at CONNECTION LIMIT 0 that the
-// watchdog did not quarantine itself (a previous leader did) is taken into
-// quarantine for one back-off, so its limit is restored.
+// last Refresh that succeeded stay. The quarantines recorded in the roles'
+// markers (by this watchdog, another of the server or a previous leader)
+// are taken in, and one whose limit is no longer 0 is applied again at
+// this look.
 func (w *LockWatchdog) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
@@ -255,7 +260,7 @@ func (w *LockWatchdog) Refresh(ctx context.Context) error {
 	var comment *string
 	_, err = pgx.ForEachRow(rows, []any{&oid, &r.name, &r.limit, &comment}, func() error {
 		if m := parseMarker(comment); m.managed && m.uid != "" {
-			r.owner = markedOwner(m)
+			r.owner, r.comment, r.mark = markedOwner(m), *comment, m.quarantine
 			roles[oid] = r
 		}
 		return nil
@@ -267,7 +272,7 @@ func (w *LockWatchdog) Refresh(ctx context.Context) error {
 		return fmt.Errorf("reading the tenants' login roles ahead: %w", err)
 	}
 	w.roles = roles
-	w.adoptQuarantines(time.Now())
+	w.syncQuarantines(time.Now())
 	return nil
 }
 

@@ -53,6 +53,8 @@ type marker struct {
 	managed bool
 	uid     string
 	runtime string // runtime= (current) or tenant= (legacy)
+	// quarantine is the lock watchdog's state (quarantinemarker.go).
+	quarantine quarantineMark
 }
 
 func (o Owner) marker() string {
@@ -72,6 +74,8 @@ func parseMarker(comment *string) marker {
 			m.uid = v
 		case "runtime", "tenant":
 			m.runtime = v
+		default:
+			m.quarantine.parse(k, v)
 		}
 	}
 	return m

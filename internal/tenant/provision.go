@@ -162,6 +162,15 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if err != nil {
 			return err
 		}
+		// A runtime beyond its namespace's connection share is refused
+		// before its role exists.
+		perRuntime := 1
+		if citus.Installed {
+			perRuntime = 2 // the owner role logs in too (ownerLogin)
+		}
+		if err := admitRuntime(ctx, conn, spec.Connections, spec.Owner, names.login, perRuntime); err != nil {
+			return err
+		}
 		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus.Installed, res); err != nil {
 			return err
 		}

@@ -1,0 +1,91 @@
+package tenant
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrConnectionShareExhausted: the namespace already has as many runtimes
+// on the server as its connection share has slots, for errors.Is.
+var ErrConnectionShareExhausted = errors.New("the namespace's connection share is exhausted")
+
+// ConnectionShareExhaustedError refuses a runtime beyond what its
+// namespace's connection share can hold on one server: every login role
+// gets at least one connection, so without this a namespace with more
+// runtimes than its share has slots held one slot per runtime, up to
+// every slot of the server (issue 26's fifth review, MEDIUM 1).
+type ConnectionShareExhaustedError struct {
+	Namespace string
+	// Share is the percentage, Slots the server's non-reserved slots,
+	// Capacity the runtimes the share holds (one slot each at least).
+	Share, Slots, Capacity int
+	// Roles is how many login roles the namespace's runtimes have on the
+	// server, this one's included (one per runtime; two on a Citus
+	// cluster, where the owner role logs in too).
+	Roles int
+}
+
+func (e *ConnectionShareExhaustedError) Error() string {
+	return fmt.Sprintf("namespace %s may hold %d connection(s) on this server (--tenant-connection-share %d %% of its %d connection slots) "+
+		"and its runtimes there would have %d login role(s) with this one's, each needing at least one: delete a runtime of the namespace, "+
+		"or the platform team raises --tenant-connection-share or the server's max_connections",
+		e.Namespace, e.Capacity, e.Share, e.Slots, e.Roles)
+}
+
+func (e *ConnectionShareExhaustedError) Is(target error) bool {
+	return target == ErrConnectionShareExhausted
+}
+
+// shareCapacity is how many connections, and so login roles, the share
+// of one namespace holds on a server with slots slots: at least one, so a
+// namespace is never shut out of a small server; -1 means no bound.
+func (p ConnectionPolicy) shareCapacity(slots int) int {
+	share := p.Share
+	switch {
+	case share < 0:
+		return -1
+	case share == 0:
+		share = DefaultConnectionShare
+	}
+	return max(slots*min(share, 100)/100, 1)
+}
+
+// admitRuntime refuses a runtime whose login role(s) would give its
+// namespace more login roles on this server than its share holds (each
+// gets at least one connection). Called before the roles are created:
+// nothing is written then. perRuntime is how many login roles a runtime
+// has (1; 2 on Citus, where the owner role logs in too). For a role that
+// exists (created before this bound, or by a concurrent pass of the same
+// namespace), the oldest roles (lowest OID) keep their place and the
+// newest beyond the share are refused.
+func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, login string, perRuntime int) error {
+	slots, err := connectionSlots(ctx, conn)
+	if err != nil {
+		return err
+	}
+	capacity := p.shareCapacity(slots)
+	if capacity < 0 {
+		return nil
+	}
+	capacity = max(capacity, perRuntime) // one runtime always fits
+	roles, err := rolesOfNamespace(ctx, conn, owner.Namespace)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(roles, func(a, b namespaceRole) int { return cmp.Compare(a.oid, b.oid) })
+	rank := slices.IndexFunc(roles, func(r namespaceRole) bool { return r.name == login })
+	n := len(roles)
+	if rank < 0 {
+		// Not created yet: its roles would be the newest.
+		rank, n = n+perRuntime-1, n+perRuntime
+	}
+	if rank < capacity {
+		return nil
+	}
+	return &ConnectionShareExhaustedError{Namespace: owner.Namespace, Share: shareOf(p), Slots: slots, Capacity: capacity, Roles: n}
+}
