@@ -37,11 +37,7 @@ func SkipOnCitus(t testing.TB, why string) {
 // registered (hack/citus.sh start prints one), or fails/skips the test.
 func CitusURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("CITUS_URL")
-	if u == "" {
-		missing(t, "Citus (CITUS_URL)", "run `hack/citus.sh start` and export CITUS_URL=$(hack/citus.sh url)")
-	}
-	return u
+	return requiredEnv(t, "CITUS_URL", "Citus", "run `hack/citus.sh start` and export CITUS_URL=$(hack/citus.sh url)")
 }
 
 // NewCitusDatabase creates a fresh database on the Citus cluster of
