@@ -49,18 +49,13 @@ func CitusURL(t testing.TB) string {
 // CITUS_URL's database) and pgvector, which Citus creates on the workers.
 func NewCitusDatabase(t testing.TB) string {
 	t.Helper()
-	admin := CitusURL(t)
-	url, err := newCitusDatabase(t, admin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return url
+	return NewCitusDatabaseAfter(t, nil)
 }
 
 // NewCitusDatabaseAfter is NewCitusDatabase for a database that existed
 // before Citus: before runs on the coordinator's database with pgvector
 // only, and Citus is set up after it (as when an installation adds Citus
-// to a server with tenants).
+// to a server with tenants). A nil before is NewCitusDatabase.
 func NewCitusDatabaseAfter(t testing.TB, before func(dbURL string)) string {
 	t.Helper()
 	admin := CitusURL(t)
