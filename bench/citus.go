@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -90,18 +89,18 @@ func (h *harness) measureOnCitus(ctx context.Context, plain plainSide, policy me
 		return fmt.Errorf("citus: provisioning the tenant: %w", err)
 	}
 	cr.Settings, _ = serverInfo(ctx, db.URL)
-	svc, base, err := h.startService(ctx, "service-citus", loginURL, policy, false)
+	svc, err := h.startService(ctx, "service-citus", loginURL, policy, false)
 	if err != nil {
 		return fmt.Errorf("citus: %w", err)
 	}
-	defer svc.stop(30 * time.Second)
-	api := newAPIClient(base, benchToken)
+	defer svc.stop()
+	api := svc.api
 	h.logf("citus: Citus %s, workers %v; the tenant's schema is on %s; loading it like the plain one", cr.Version, cr.Workers, cr.Worker)
 	if cr.Load, err = h.load(ctx, api); err != nil {
 		return fmt.Errorf("citus: %w", err)
 	}
 	h.logf("citus: loaded %d memories in %.1fs (%.0f/s; plain: %.0f/s)", cr.Load.Items, cr.Load.ElapsedSec, cr.Load.ItemsPerSec, rep.Load.ItemsPerSec)
-	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(h.scale)+2), memory.SessionSettings{})
+	pool, err := h.servicePool(ctx, loginURL, memory.SessionSettings{})
 	if err != nil {
 		return err
 	}
@@ -125,7 +124,7 @@ func (h *harness) measureOnCitus(ctx context.Context, plain plainSide, policy me
 	h.logf("citus: recall@10 %.4f (min %.2f), small owners complete: %v", cr.Quality.RecallAt10, cr.Quality.MinRecall, cr.Quality.SmallOwnersComplete)
 	meters := [2]cpuMeter{
 		{servicePID: plain.svc.pid(), database: plain.db.name},
-		{servicePID: svc.pid(), database: db.name, coordinatorPort: db.coordinatorPort},
+		{servicePID: svc.proc.pid(), database: db.name, coordinatorPort: db.coordinatorPort},
 	}
 	return h.compareOnCitus(ctx, [2]*apiClient{plain.api, api}, raw, meters, cr)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // citusDB is a database of its own on the Citus cluster of CITUS_URL (a
@@ -58,12 +60,12 @@ func createCitusDatabase(ctx context.Context, adminURL, purpose string) (*citusD
 		db.nodes = append(db.nodes, withNode(adminURL, w, "postgres"))
 	}
 	for _, n := range db.nodes {
-		if err := execURL(ctx, n, "CREATE DATABASE "+pgx.Identifier{db.name}.Sanitize()); err != nil {
-			return db, fmt.Errorf("creating database %s on %s: %w", db.name, hostOf(n), err)
+		if err := testenv.Exec(ctx, n, "CREATE DATABASE "+pgx.Identifier{db.name}.Sanitize()); err != nil {
+			return db, fmt.Errorf("creating database %s on %s: %w", db.name, testenv.HostPort(n), err)
 		}
 	}
 	for _, w := range workers {
-		if err := execURL(ctx, withNode(adminURL, w, db.name), "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
+		if err := testenv.Exec(ctx, withNode(adminURL, w, db.name), "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
 			return db, fmt.Errorf("CREATE EXTENSION citus on worker %s: %w", w, err)
 		}
 	}
@@ -76,7 +78,7 @@ func createCitusDatabase(ctx context.Context, adminURL, purpose string) (*citusD
 	}
 	stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS vector")
 	for _, s := range stmts {
-		if err := execURL(ctx, db.URL, s); err != nil {
+		if err := testenv.Exec(ctx, db.URL, s); err != nil {
 			return db, fmt.Errorf("setting up Citus database %s (%s): %w", db.name, s, err)
 		}
 	}
@@ -129,12 +131,12 @@ func (d *citusDB) drop() error {
 	defer cancel()
 	var errs []error
 	for _, n := range d.nodes {
-		if err := execURL(ctx, n, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			errs = append(errs, fmt.Errorf("dropping database %s on %s: %w", d.name, hostOf(n), err))
+		if err := testenv.Exec(ctx, n, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			errs = append(errs, fmt.Errorf("dropping database %s on %s: %w", d.name, testenv.HostPort(n), err))
 		}
 		for _, r := range d.roles {
-			if err := execURL(ctx, n, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
-				errs = append(errs, fmt.Errorf("dropping role %s on %s: %w", r, hostOf(n), err))
+			if err := testenv.Exec(ctx, n, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
+				errs = append(errs, fmt.Errorf("dropping role %s on %s: %w", r, testenv.HostPort(n), err))
 			}
 		}
 	}
@@ -153,23 +155,6 @@ func withNode(adminURL, hostPort, name string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
-}
-
-func execURL(ctx context.Context, rawURL, stmt string) error {
-	conn, err := pgx.Connect(ctx, rawURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, stmt)
-	return err
-}
-
-func hostOf(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		return u.Host
-	}
-	return "?"
 }
 
 func quoteLiteral(s string) string { return "'" + s + "'" }

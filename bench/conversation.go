@@ -37,25 +37,19 @@ const (
 func (h *harness) runConversation(ctx context.Context) (*ConversationReport, error) {
 	sc := h.scale
 	rep := &ConversationReport{Messages: sc.ConvMessages, SeedTurn: convSeedTurn}
-	db, err := createDatabase(ctx, h.serverURL, "conv")
-	if db != nil {
-		defer h.dropDatabase("conversation database", db)
-	}
-	if err != nil {
-		return nil, err
-	}
-	loginURL, err := provisionTenant(ctx, db, benchSchema, benchDims)
+	db, loginURL, drop, err := h.tenantDatabase(ctx, "conv", "conversation database", benchSchema)
+	defer drop()
 	if err != nil {
 		return nil, err
 	}
 	policy := benchPolicy()
-	svc, base, err := h.startService(ctx, "service-conv", loginURL, policy, false)
+	svc, err := h.startService(ctx, "service-conv", loginURL, policy, false)
 	if err != nil {
 		return nil, err
 	}
-	defer svc.stop(30 * time.Second)
-	api := newAPIClient(base, benchToken)
-	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(sc)+2), memory.SessionSettings{})
+	defer svc.stop()
+	api := svc.api
+	pool, err := h.servicePool(ctx, loginURL, memory.SessionSettings{})
 	if err != nil {
 		return nil, err
 	}

@@ -60,14 +60,8 @@ func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 	rep := &JobsReport{Rows: sc.JobRows, Owners: sc.JobRows / seedPerOwner, Planted: plantedFor(sc.JobRows),
 		AddConcurrency: jobAddConcurrency,
 		SeedMethod:     "COPY through pgx (2 parallel streams), one history row per memory by INSERT ... SELECT, then VACUUM (ANALYZE)"}
-	db, err := createDatabase(ctx, h.serverURL, "jobs")
-	if db != nil {
-		defer h.dropDatabase("jobs database", db)
-	}
-	if err != nil {
-		return nil, err
-	}
-	loginURL, err := provisionTenant(ctx, db, jobsSchema, benchDims)
+	db, loginURL, drop, err := h.tenantDatabase(ctx, "jobs", "jobs database", jobsSchema)
+	defer drop()
 	if err != nil {
 		return nil, err
 	}

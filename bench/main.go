@@ -153,29 +153,25 @@ func run(args []string) int {
 	return 0
 }
 
+// setIfGiven replaces a preset of the mode with a flag's value when the flag
+// was given: 0, every size flag's default, keeps the preset.
+func setIfGiven[T int | time.Duration](preset *T, flag T) {
+	if flag > 0 {
+		*preset = flag
+	}
+}
+
 func newHarness(o *options) (*harness, error) {
 	sc, err := scaleFor(o.mode)
 	if err != nil {
 		return nil, err
 	}
-	if o.runtimes > 0 {
-		sc.Runtimes = o.runtimes
-	}
-	if o.owners > 0 {
-		sc.Owners = o.owners
-	}
-	if o.jobRows > 0 {
-		sc.JobRows = o.jobRows
-	}
-	if o.idle > 0 {
-		sc.IdleWindow = o.idle
-	}
-	if o.convMessages > 0 {
-		sc.ConvMessages = o.convMessages
-	}
-	if o.runDuration > 0 {
-		sc.RunDuration = o.runDuration
-	}
+	setIfGiven(&sc.Runtimes, o.runtimes)
+	setIfGiven(&sc.Owners, o.owners)
+	setIfGiven(&sc.JobRows, o.jobRows)
+	setIfGiven(&sc.IdleWindow, o.idle)
+	setIfGiven(&sc.ConvMessages, o.convMessages)
+	setIfGiven(&sc.RunDuration, o.runDuration)
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -207,38 +206,17 @@ func startStandIns(ctx context.Context, cfg *rest.Config, c client.Client, n int
 // createRuntimes creates the runtimes with a few parallel clients, as a
 // GitOps tool applying a directory would.
 func createRuntimes(ctx context.Context, c client.Client, db *benchDB, tracker *readyTracker, n, nns int) error {
-	ch := make(chan int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range ch {
-				rt := newRuntime(i, nns)
-				tracker.markCreated(client.ObjectKeyFromObject(rt), time.Now())
-				if err := c.Create(ctx, rt); err != nil {
-					select {
-					case errs <- fmt.Errorf("creating %s/%s: %w", rt.Namespace, rt.Name, err):
-					default:
-					}
-				}
-			}
-		}()
-	}
 	for i := range n {
+		db.tenantRoles(schemaOf(newRuntime(i, nns)))
+	}
+	return inParallel(n, func(i int) error {
 		rt := newRuntime(i, nns)
-		db.tenantRoles(schemaOf(rt))
-		ch <- i
-	}
-	close(ch)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
+		tracker.markCreated(client.ObjectKeyFromObject(rt), time.Now())
+		if err := c.Create(ctx, rt); err != nil {
+			return fmt.Errorf("creating %s/%s: %w", rt.Namespace, rt.Name, err)
+		}
 		return nil
-	}
+	})
 }
 
 // waitReady waits until every runtime is Ready, the limit passes or the

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,40 +127,18 @@ func createSecrets(ctx context.Context, c client.Client) error {
 			return fmt.Errorf("creating namespace %s: %w", ns.Name, err)
 		}
 	}
-	ch := make(chan int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range ch {
-				data := make([]byte, secretBytes)
-				_, _ = rand.Read(data)
-				s := &corev1.Secret{
-					ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("unrelated-%d", i%secretNamespaces), Name: fmt.Sprintf("app-secret-%04d", i)},
-					Data:       map[string][]byte{"blob": data},
-				}
-				if err := c.Create(ctx, s); err != nil {
-					select {
-					case errs <- fmt.Errorf("creating Secret %s/%s: %w", s.Namespace, s.Name, err):
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for i := range secretsCount {
-		ch <- i
-	}
-	close(ch)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
+	return inParallel(secretsCount, func(i int) error {
+		data := make([]byte, secretBytes)
+		_, _ = rand.Read(data)
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("unrelated-%d", i%secretNamespaces), Name: fmt.Sprintf("app-secret-%04d", i)},
+			Data:       map[string][]byte{"blob": data},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating Secret %s/%s: %w", s.Namespace, s.Name, err)
+		}
 		return nil
-	}
+	})
 }
 
 func median(v []float64) float64 {

@@ -107,31 +107,25 @@ func smallName(i int) string { return fmt.Sprintf("small-%d", i) }
 func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	sc := h.scale
 	rep := &ServiceReport{Memories: sc.Memories(), Owners: sc.Owners, PerOwner: sc.PerOwner, SmallOwners: sc.SmallOwners}
-	db, err := createDatabase(ctx, h.serverURL, "svc")
-	if db != nil {
-		defer h.dropDatabase("service database", db)
-	}
-	if err != nil {
-		return nil, err
-	}
-	loginURL, err := provisionTenant(ctx, db, benchSchema, benchDims)
+	db, loginURL, drop, err := h.tenantDatabase(ctx, "svc", "service database", benchSchema)
+	defer drop()
 	if err != nil {
 		return nil, err
 	}
 	policy := benchPolicy()
-	svc, base, err := h.startService(ctx, "service", loginURL, policy, false)
+	svc, err := h.startService(ctx, "service", loginURL, policy, false)
 	if err != nil {
 		return nil, err
 	}
-	defer svc.stop(30 * time.Second)
-	api := newAPIClient(base, benchToken)
+	defer svc.stop()
+	api := svc.api
 
 	h.logf("service: loading %d owners x %d memories (+ %d small owners) through the batch API", sc.Owners, sc.PerOwner, len(sc.SmallOwners))
 	if rep.Load, err = h.load(ctx, api); err != nil {
 		return nil, err
 	}
 	h.logf("service: loaded %d memories in %.1fs (%.0f/s)", rep.Load.Items, rep.Load.ElapsedSec, rep.Load.ItemsPerSec)
-	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(sc)+2), memory.SessionSettings{})
+	pool, err := h.servicePool(ctx, loginURL, memory.SessionSettings{})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +155,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	h.logf("service: recall@10 %.4f (min %.2f), small owners complete: %v", rep.Quality.RecallAt10, rep.Quality.MinRecall, rep.Quality.SmallOwnersComplete)
 
 	werr := h.measureWorkloads(ctx, api, raw, rep)
-	if peak, _, err := memoryKiB(svc.pid()); err == nil {
+	if peak, _, err := memoryKiB(svc.proc.pid()); err == nil {
 		rep.ServicePeakRSSMiB = round3(float64(peak) / 1024)
 	}
 	if werr != nil {
@@ -170,7 +164,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	if err := h.measureAsyncCommit(ctx, loginURL, policy, emb, rep); err != nil {
 		return rep, err
 	}
-	return rep, h.measureOnCitus(ctx, plainSide{api: api, svc: svc, db: db, raw: raw}, policy, emb, rep)
+	return rep, h.measureOnCitus(ctx, plainSide{api: api, svc: svc.proc, db: db, raw: raw}, policy, emb, rep)
 }
 
 // settledCeiling measures the ceiling query on the freshly vacuumed table.
@@ -201,17 +195,17 @@ func (h *harness) settledCeiling(ctx context.Context, raw *rawSQL, rep *ServiceR
 // durability costs next to the default. Read it on a server with fsync on
 // (hack/pgvector.sh's default): with fsync off a WAL flush costs nothing.
 func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, policy memory.Policy, emb memory.Embedder, rep *ServiceReport) error {
-	svc, base, err := h.startService(ctx, "service-async", loginURL, policy, true)
+	svc, err := h.startService(ctx, "service-async", loginURL, policy, true)
 	if err != nil {
 		return err
 	}
-	defer svc.stop(30 * time.Second)
-	pool, err := memory.NewPool(ctx, loginURL, int32(maxConcurrency(h.scale)+2), memory.SessionSettings{AsynchronousCommit: true})
+	defer svc.stop()
+	pool, err := h.servicePool(ctx, loginURL, memory.SessionSettings{AsynchronousCommit: true})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	api := newAPIClient(base, benchToken)
+	api := svc.api
 	raw, err := newRawSQL(pool, benchSchema, policy, emb)
 	if err != nil {
 		return err
@@ -325,9 +319,20 @@ func maxConcurrency(sc Scale) int {
 	return m
 }
 
+// benchService is a running `manager serve` and a client of it holding the
+// bench's admin token.
+type benchService struct {
+	proc *process
+	api  *apiClient
+}
+
+// stop ends the service, giving it the time a Pod's termination grace
+// period would.
+func (s *benchService) stop() { s.proc.stop(30 * time.Second) }
+
 // startService writes the config and tokens files the operator would mount
 // and starts `manager serve` on a free loopback port; name names its files.
-func (h *harness) startService(ctx context.Context, name, loginURL string, policy memory.Policy, asyncCommit bool) (*process, string, error) {
+func (h *harness) startService(ctx context.Context, name, loginURL string, policy memory.Policy, asyncCommit bool) (*benchService, error) {
 	cfg := memory.ServiceConfig{
 		Schema:             benchSchema,
 		Embedding:          memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: benchDims},
@@ -337,14 +342,14 @@ func (h *harness) startService(ctx context.Context, name, loginURL string, polic
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")
 	if err := engramworkload.WriteServiceConfig(cfgPath, cfg); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := os.WriteFile(tokPath, []byte(benchToken+" role=admin name=bench\n"), 0o600); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	port, err := localpod.FreePort()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProcess("manager serve", h.managerBin,
@@ -354,12 +359,12 @@ func (h *harness) startService(ctx context.Context, name, loginURL string, polic
 			"--rate-limit-per-minute=6000000", "--rate-limit-burst=100000"},
 		[]string{naming.EnvDatabaseURL + "=" + loginURL}, filepath.Join(h.workDir, name+".log"))
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	base := "http://" + addr
 	if err := waitHTTP(ctx, p, base+"/readyz", 60*time.Second); err != nil {
 		p.stop(5 * time.Second)
-		return nil, "", err
+		return nil, err
 	}
-	return p, base, nil
+	return &benchService{proc: p, api: newAPIClient(base, benchToken)}, nil
 }

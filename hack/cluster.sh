@@ -89,7 +89,7 @@ k8s_version() { awk '$1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$RO
 
 k8s_bin_dir() {
   local key
-  key=$(cat "$ROOT/tools/go.mod" "$ROOT/tools/go.sum" "$ROOT"/tools/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy,kubectl}/main.go | sha256sum | cut -c1-16)
+  key=$(cat "$ROOT/tools/go.mod" "$ROOT/tools/go.sum" "$ROOT"/tools/{kubelet,kube-controller-manager,kube-scheduler,kube-proxy,kubectl}/main.go "$ROOT"/tools/internal/component/*.go | sha256sum | cut -c1-16)
   echo "$NODE_HOME/k8s/$(k8s_version)-$key"
 }
 

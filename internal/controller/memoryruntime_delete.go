@@ -100,14 +100,7 @@ func (r *MemoryRuntimeReconciler) poolForDelete(ctx context.Context, rt *memoryv
 	}
 	id := connectionID(rt)
 	url, err := adminURL(ctx, r.secrets, rt, r.opts.OperatorNamespace)
-	if err != nil {
-		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
-			return r.pools.peek(id), "", nil
-		}
-		return nil, "", err
-	}
-	pool, err := r.pools.get(id, url)
-	return pool, url, err
+	return r.deletionPool(id, url, err)
 }
 
 // databasePoolForDelete is poolForDelete for a tenant placed on a
@@ -124,11 +117,19 @@ func (r *MemoryRuntimeReconciler) databasePoolForDelete(ctx context.Context, nam
 		return r.pools.peek(id), "", nil
 	}
 	url, err := databaseURL(ctx, r.secrets, &db, r.opts.OperatorNamespace)
-	if err != nil {
-		if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
+	return r.deletionPool(id, url, err)
+}
+
+// deletionPool is the pool of connection id at url, given the error of
+// reading that URL: when the connection Secret is gone, the pool cached
+// from before (nil if none), so a deletion can still drop or skip the
+// tenant instead of failing on the missing Secret.
+func (r *MemoryRuntimeReconciler) deletionPool(id, url string, urlErr error) (*pgxpool.Pool, string, error) {
+	if urlErr != nil {
+		if reasonOf(urlErr, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
 			return r.pools.peek(id), "", nil
 		}
-		return nil, "", err
+		return nil, "", urlErr
 	}
 	pool, err := r.pools.get(id, url)
 	return pool, url, err

@@ -43,6 +43,15 @@ func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) 
 		return r.connectDatabase(ctx, s)
 	}
 	url, err := adminURL(ctx, r.secrets, s.rt, r.opts.OperatorNamespace)
+	return r.useConnection(s, url, err, "")
+}
+
+// useConnection opens the pool of s at url (urlErr: reading the URL
+// failed) and keeps both. A failure with a reason blocks DatabaseReady,
+// its message after prefix, and waits for the Secret to be created or
+// fixed (it is watched); one without a reason, an API read, is retried.
+func (r *MemoryRuntimeReconciler) useConnection(s *runtimeScope, url string, urlErr error, prefix string) (bool, error) {
+	err := urlErr
 	if err == nil {
 		s.pool, err = r.pools.get(s.connID, url)
 		err = withReasonIfNone(err, memoryv1alpha1.ReasonConnectionInvalid)
@@ -52,8 +61,7 @@ func (r *MemoryRuntimeReconciler) connect(ctx context.Context, s *runtimeScope) 
 		if reason == "" {
 			return false, err // an API read failed: retry
 		}
-		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, reason, err.Error())
-		// Wait for the Secret to be created or fixed (it is watched).
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, reason, prefix+err.Error())
 		return true, nil
 	}
 	s.admin = url

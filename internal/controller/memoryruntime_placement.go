@@ -227,20 +227,7 @@ func (r *MemoryRuntimeReconciler) connectDatabase(ctx context.Context, s *runtim
 		return true, nil
 	}
 	url, err := databaseURL(ctx, r.secrets, &db, r.opts.OperatorNamespace)
-	if err == nil {
-		s.pool, err = r.pools.get(s.connID, url)
-		err = withReasonIfNone(err, memoryv1alpha1.ReasonConnectionInvalid)
-	}
-	if err != nil {
-		reason := reasonOf(err, "")
-		if reason == "" {
-			return false, err // an API read failed: retry
-		}
-		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, reason, fmt.Sprintf("MemoryDatabase %s: %s", name, err.Error()))
-		return true, nil
-	}
-	s.admin = url
-	return false, nil
+	return r.useConnection(s, url, err, "MemoryDatabase "+name+": ")
 }
 
 // warnOnce records a Warning event when the runtime enters a failure with

@@ -19,10 +19,9 @@ var (
 		Name: "engram_operator_database_last_check_timestamp_seconds",
 		Help: "When the operator last checked each MemoryDatabase (Unix time), reachable or not.",
 	}, []string{"database"})
-	placements = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "engram_operator_placements_total",
-		Help: "Tenants placed on each MemoryDatabase by this operator process.",
-	}, []string{"database"})
+	placements = registeredCounterVec("engram_operator_placements_total",
+		"Tenants placed on each MemoryDatabase by this operator process.",
+		"database")
 )
 
 var (
@@ -84,7 +83,7 @@ func forgetDatabaseMetrics(name string) {
 }
 
 func init() {
-	metrics.Registry.MustRegister(databaseLastCheck, placements)
+	metrics.Registry.MustRegister(databaseLastCheck)
 }
 
 // registerDatabaseCollector adds the collector of the databases' status

@@ -148,62 +148,41 @@ func ParseMetricsNamespaces(s string) (*metav1.LabelSelector, error) {
 	return sel, nil
 }
 
+// defaultIfUnset sets an option left at zero (or set negative) to its
+// default; options where a negative value means "off" are not filled this
+// way.
+func defaultIfUnset[T ~int | ~int32 | ~int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // withDefaults fills unset options.
 func (o Options) withDefaults() Options {
 	if o.TenantTempFileLimit == "" {
 		o.TenantTempFileLimit = tenant.DefaultTempFileLimit
 	}
-	if o.GrantCheckInterval <= 0 {
-		o.GrantCheckInterval = DefaultGrantCheckInterval
-	}
-	if o.DatabaseTimeout <= 0 {
-		o.DatabaseTimeout = DefaultDatabaseTimeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = DefaultConnectTimeout
-	}
-	if o.MigrationTimeout <= 0 {
-		o.MigrationTimeout = DefaultMigrationTimeout
-	}
-	if o.TenantBlockerMaxAge <= 0 {
-		o.TenantBlockerMaxAge = DefaultTenantBlockerMaxAge
-	}
+	defaultIfUnset(&o.GrantCheckInterval, DefaultGrantCheckInterval)
+	defaultIfUnset(&o.DatabaseTimeout, DefaultDatabaseTimeout)
+	defaultIfUnset(&o.ConnectTimeout, DefaultConnectTimeout)
+	defaultIfUnset(&o.MigrationTimeout, DefaultMigrationTimeout)
+	defaultIfUnset(&o.TenantBlockerMaxAge, DefaultTenantBlockerMaxAge)
 	if o.TenantReaperInterval == 0 {
 		o.TenantReaperInterval = DefaultTenantReaperInterval
 	}
 	if o.TenantLockWatchInterval == 0 {
 		o.TenantLockWatchInterval = DefaultTenantLockWatchInterval
 	}
-	if o.LockTimeout <= 0 {
-		o.LockTimeout = DefaultLockTimeout
-	}
-	if o.PoolMaxConns <= 0 {
-		o.PoolMaxConns = DefaultPoolMaxConns
-	}
-	if o.RuntimeConcurrency <= 0 {
-		o.RuntimeConcurrency = 4
-	}
-	if o.PolicyConcurrency <= 0 {
-		o.PolicyConcurrency = 1
-	}
-	if o.RetentionJobConcurrency <= 0 {
-		o.RetentionJobConcurrency = 2
-	}
-	if o.DatabaseConcurrency <= 0 {
-		o.DatabaseConcurrency = 2
-	}
-	if o.DatabaseCheckInterval <= 0 {
-		o.DatabaseCheckInterval = DefaultDatabaseCheckInterval
-	}
-	if o.RetryBaseDelay <= 0 {
-		o.RetryBaseDelay = DefaultRetryBaseDelay
-	}
-	if o.RetryMaxDelay <= 0 {
-		o.RetryMaxDelay = DefaultRetryMaxDelay
-	}
-	if o.NotOwnedRetry <= 0 {
-		o.NotOwnedRetry = DefaultNotOwnedRetry
-	}
+	defaultIfUnset(&o.LockTimeout, DefaultLockTimeout)
+	defaultIfUnset(&o.PoolMaxConns, DefaultPoolMaxConns)
+	defaultIfUnset(&o.RuntimeConcurrency, 4)
+	defaultIfUnset(&o.PolicyConcurrency, 1)
+	defaultIfUnset(&o.RetentionJobConcurrency, 2)
+	defaultIfUnset(&o.DatabaseConcurrency, 2)
+	defaultIfUnset(&o.DatabaseCheckInterval, DefaultDatabaseCheckInterval)
+	defaultIfUnset(&o.RetryBaseDelay, DefaultRetryBaseDelay)
+	defaultIfUnset(&o.RetryMaxDelay, DefaultRetryMaxDelay)
+	defaultIfUnset(&o.NotOwnedRetry, DefaultNotOwnedRetry)
 	if o.MetricsNamespaces == nil {
 		o.MetricsNamespaces, _ = ParseMetricsNamespaces(DefaultMetricsNamespaces)
 	}

@@ -245,18 +245,9 @@ func TestCitusLockTimeoutOnWorker(t *testing.T) {
 	}
 	tn, _ := newCitusTenant(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-statement-timeout=60s"}})
-	add := func(owner, content string) *response {
-		return srv.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": content}})
-	}
+	add := func(owner, content string) *response { return srv.addMemory(t, owner, content) }
 	add("stuck", "Stuck plays the cello").want(t, 201)
-	tx, err := tn.admin.Begin(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(testCtx(t), `SELECT FROM `+tn.schema+`.owner_locks WHERE owner_id = 'stuck' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	tn.holdOwnerLock(t, "stuck")
 	start := time.Now()
 	add("stuck", "Stuck also plays the viola").want(t, 503)
 	if took := time.Since(start); took > 4*tenant.CitusWorkerLockTimeout {

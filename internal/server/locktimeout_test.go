@@ -16,19 +16,9 @@ func TestLockTimeoutIs503(t *testing.T) {
 	testenv.SkipOnCitus(t, "the row lock is waited for on the worker, where the tenant role's lock_timeout applies, not the flag's (TestCitusLockTimeoutOnWorker)")
 	tn := newTenant(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-lock-timeout=300ms"}})
-	add := func(owner, content string) *response {
-		return srv.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": content}})
-	}
+	add := func(owner, content string) *response { return srv.addMemory(t, owner, content) }
 	add("stuck", "Stuck plays the cello").want(t, 201)
-
-	tx, err := tn.admin.Begin(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(testCtx(t), `SELECT FROM `+tn.schema+`.owner_locks WHERE owner_id = 'stuck' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	tn.holdOwnerLock(t, "stuck")
 	start := time.Now()
 	r := add("stuck", "Stuck also plays the viola").want(t, 503)
 	if p := r.problem(t); p.Type != ProblemBase+"unavailable" || r.header.Get("Retry-After") == "" {
@@ -38,4 +28,25 @@ func TestLockTimeoutIs503(t *testing.T) {
 		t.Fatalf("answered after %s, want about the lock timeout of 300ms", took)
 	}
 	add("free", "Free plays the drums").want(t, 201)
+}
+
+// holdOwnerLock takes owner's row lock in an admin transaction that stays
+// open until the test ends: the service's next write for that owner waits
+// for it (a stuck transaction).
+func (tn *testTenant) holdOwnerLock(t *testing.T, owner string) {
+	t.Helper()
+	tx, err := tn.admin.Begin(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(testCtx(t), `SELECT FROM `+tn.schema+`.owner_locks WHERE owner_id = $1 FOR UPDATE`, owner); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addMemory posts one memory with content for owner.
+func (s *testServer) addMemory(t *testing.T, owner, content string) *response {
+	t.Helper()
+	return s.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": content}})
 }

@@ -53,14 +53,14 @@ type mcpExpandArgs struct {
 
 // addConversationTools registers the conversation tools on srv.
 func (t tools) addConversationTools(s *Server, srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: "append_turn", Description: "Append one turn (one or more messages) to a conversation session of an owner; the session is created on its first turn."},
-		toolHandler(s, "append_turn", t.appendTurn))
-	mcp.AddTool(srv, &mcp.Tool{Name: "get_window", Description: "The messages (and summaries of older turns) of a session that fit the next prompt, oldest first, within a token budget."},
-		toolHandler(s, "get_window", t.window))
-	mcp.AddTool(srv, &mcp.Tool{Name: "search_history", Description: "Search what was said in an owner's conversations (messages and summaries), best first."},
-		toolHandler(s, "search_history", t.searchHistory))
-	mcp.AddTool(srv, &mcp.Tool{Name: "expand_summary", Description: "The original messages a summary replaced, verbatim, oldest first."},
-		toolHandler(s, "expand_summary", t.expand))
+	addTool(s, srv, "append_turn", t.appendTurn,
+		"Append one turn (one or more messages) to a conversation session of an owner; the session is created on its first turn.")
+	addTool(s, srv, "get_window", t.window,
+		"The messages (and summaries of older turns) of a session that fit the next prompt, oldest first, within a token budget.")
+	addTool(s, srv, "search_history", t.searchHistory,
+		"Search what was said in an owner's conversations (messages and summaries), best first.")
+	addTool(s, srv, "expand_summary", t.expand,
+		"The original messages a summary replaced, verbatim, oldest first.")
 }
 
 // appendTurn is POST .../sessions/{id}/messages as a tool, creating the

@@ -42,16 +42,16 @@ type mcpUpdateProfileArgs struct {
 
 // addLongTermTools registers the long-term memory tools on srv.
 func (t tools) addLongTermTools(s *Server, srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: "extract_session", Description: "Extract durable facts about the user from a session's new messages and remember them (needs the runtime's LLM; at most two model calls)."},
-		toolHandler(s, "extract_session", t.extractSession))
-	mcp.AddTool(srv, &mcp.Tool{Name: "search_episodes", Description: "Find summaries of an owner's past sessions relevant to a query, best first."},
-		toolHandler(s, "search_episodes", t.searchEpisodes))
-	mcp.AddTool(srv, &mcp.Tool{Name: "read_profile", Description: "The owner's profile for an agent: what is known about the user, as text, with its version."},
-		toolHandler(s, "read_profile", t.readDocument(memory.DocProfile)))
-	mcp.AddTool(srv, &mcp.Tool{Name: "read_constraints", Description: "The owner's constraints for an agent: the user's rules, as text, with its version. Only the user changes them."},
-		toolHandler(s, "read_constraints", t.readDocument(memory.DocConstraints)))
-	mcp.AddTool(srv, &mcp.Tool{Name: "update_profile", Description: "Replace the owner's profile for an agent with a new version (recorded in the changelog as written by the agent)."},
-		toolHandler(s, "update_profile", t.updateProfile))
+	addTool(s, srv, "extract_session", t.extractSession,
+		"Extract durable facts about the user from a session's new messages and remember them (needs the runtime's LLM; at most two model calls).")
+	addTool(s, srv, "search_episodes", t.searchEpisodes,
+		"Find summaries of an owner's past sessions relevant to a query, best first.")
+	addTool(s, srv, "read_profile", t.readDocument(memory.DocProfile),
+		"The owner's profile for an agent: what is known about the user, as text, with its version.")
+	addTool(s, srv, "read_constraints", t.readDocument(memory.DocConstraints),
+		"The owner's constraints for an agent: the user's rules, as text, with its version. Only the user changes them.")
+	addTool(s, srv, "update_profile", t.updateProfile,
+		"Replace the owner's profile for an agent with a new version (recorded in the changelog as written by the agent).")
 }
 
 func (t tools) extractSession(ctx context.Context, a mcpExtractSessionArgs) (*memory.SessionExtractResult, error) {

@@ -23,18 +23,18 @@ type tools struct {
 
 // addMemoryTools registers the memory tools on srv.
 func (t tools) addMemoryTools(s *Server, srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{Name: "add_memory", Description: "Remember one fact about an owner (deduplicated against what is known)."},
-		toolHandler(s, "add_memory", t.add))
-	mcp.AddTool(srv, &mcp.Tool{Name: "search_memory", Description: "Find an owner's memories relevant to a query, best first."},
-		toolHandler(s, "search_memory", t.search))
-	mcp.AddTool(srv, &mcp.Tool{Name: "list_memories", Description: "List an owner's memories, newest first, one page at a time."},
-		toolHandler(s, "list_memories", t.list))
-	mcp.AddTool(srv, &mcp.Tool{Name: "delete_memory", Description: "Forget one memory of an owner."},
-		toolHandler(s, "delete_memory", t.delete))
-	mcp.AddTool(srv, &mcp.Tool{Name: "supersede_memory", Description: "Mark one memory of an owner as replaced by another, newer one (a memory is replaced once)."},
-		toolHandler(s, "supersede_memory", t.supersede))
-	mcp.AddTool(srv, &mcp.Tool{Name: "get_context", Description: "An owner's memories rendered as text for a prompt, within a token budget."},
-		toolHandler(s, "get_context", t.context))
+	addTool(s, srv, "add_memory", t.add,
+		"Remember one fact about an owner (deduplicated against what is known).")
+	addTool(s, srv, "search_memory", t.search,
+		"Find an owner's memories relevant to a query, best first.")
+	addTool(s, srv, "list_memories", t.list,
+		"List an owner's memories, newest first, one page at a time.")
+	addTool(s, srv, "delete_memory", t.delete,
+		"Forget one memory of an owner.")
+	addTool(s, srv, "supersede_memory", t.supersede,
+		"Mark one memory of an owner as replaced by another, newer one (a memory is replaced once).")
+	addTool(s, srv, "get_context", t.context,
+		"An owner's memories rendered as text for a prompt, within a token budget.")
 }
 
 type mcpAddArgs struct {

@@ -38,56 +38,39 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_http_requests_total",
-			Help: "HTTP requests by route pattern, method and status code.",
-		}, []string{"route", "method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "engram_http_request_duration_seconds",
-			Help:    "HTTP request latency by route pattern, method and status code.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"route", "method", "code"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engram_http_inflight_requests",
-			Help: "API requests being served now (those counted against --max-inflight).",
-		}),
-		shed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "engram_http_shed_requests_total",
-			Help: "API requests answered 429 because --max-inflight requests were already in flight.",
-		}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_rate_limited_total",
-			Help: "Requests and model calls refused by a credential's rate limit, by class (api: any API request; llm: LLM-backed requests and the arbiter's calls; inflight: a request over --max-inflight-per-credential) and outcome (rejected: answered 429; arbitration_skipped: an add was stored without asking the LLM).",
-		}, []string{"class", "outcome"}),
-		addActions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_memory_add_actions_total",
-			Help: "Writes by the dedup action they ended in (added, merged, reactivated, updated, replaced, noop).",
-		}, []string{"action"}),
-		upstreamTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "engram_upstream_request_duration_seconds",
-			Help:    "Latency of embedding and LLM calls (service=embedding|llm), failed ones included.",
-			Buckets: []float64{.0005, .001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"service"}),
-		upstreamErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_upstream_errors_total",
-			Help: "Failed embedding and LLM calls (service=embedding|llm).",
-		}, []string{"service"}),
-		tokens: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engram_auth_tokens",
-			Help: "Static bearer tokens currently accepted (0: only signed tokens work, if any).",
-		}),
-		signingKeys: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engram_auth_signing_keys",
-			Help: "Keys that verify signed tokens (0: no signed token is accepted).",
-		}),
-		mcpToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_mcp_tool_calls_total",
-			Help: "MCP tool calls by tool and outcome (ok|error).",
-		}, []string{"tool", "outcome"}),
-		tlsExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "engram_tls_certificate_expiry_timestamp_seconds",
-			Help: "When the TLS certificate being served expires (Unix time; 0: the service serves plain HTTP).",
-		}),
+		requests: newCounterVec("engram_http_requests_total",
+			"HTTP requests by route pattern, method and status code.",
+			"route", "method", "code"),
+		duration: newHistogramVec("engram_http_request_duration_seconds",
+			"HTTP request latency by route pattern, method and status code.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			"route", "method", "code"),
+		inflight: newGauge("engram_http_inflight_requests",
+			"API requests being served now (those counted against --max-inflight)."),
+		shed: newCounter("engram_http_shed_requests_total",
+			"API requests answered 429 because --max-inflight requests were already in flight."),
+		rateLimited: newCounterVec("engram_rate_limited_total",
+			"Requests and model calls refused by a credential's rate limit, by class (api: any API request; llm: LLM-backed requests and the arbiter's calls; inflight: a request over --max-inflight-per-credential) and outcome (rejected: answered 429; arbitration_skipped: an add was stored without asking the LLM).",
+			"class", "outcome"),
+		addActions: newCounterVec("engram_memory_add_actions_total",
+			"Writes by the dedup action they ended in (added, merged, reactivated, updated, replaced, noop).",
+			"action"),
+		upstreamTime: newHistogramVec("engram_upstream_request_duration_seconds",
+			"Latency of embedding and LLM calls (service=embedding|llm), failed ones included.",
+			[]float64{.0005, .001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			"service"),
+		upstreamErrs: newCounterVec("engram_upstream_errors_total",
+			"Failed embedding and LLM calls (service=embedding|llm).",
+			"service"),
+		tokens: newGauge("engram_auth_tokens",
+			"Static bearer tokens currently accepted (0: only signed tokens work, if any)."),
+		signingKeys: newGauge("engram_auth_signing_keys",
+			"Keys that verify signed tokens (0: no signed token is accepted)."),
+		mcpToolCalls: newCounterVec("engram_mcp_tool_calls_total",
+			"MCP tool calls by tool and outcome (ok|error).",
+			"tool", "outcome"),
+		tlsExpiry: newGauge("engram_tls_certificate_expiry_timestamp_seconds",
+			"When the TLS certificate being served expires (Unix time; 0: the service serves plain HTTP)."),
 	}
 	m.Registry.MustRegister(m.requests, m.duration, m.inflight, m.shed, m.rateLimited, m.addActions, m.upstreamTime,
 		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls, m.tlsExpiry,
@@ -229,4 +212,23 @@ func (m *Metrics) upstreamFailed(ctx context.Context, service string, err error)
 	}
 	m.upstreamErrs.WithLabelValues(service).Inc()
 	return &UpstreamError{Service: service, Err: err}
+}
+
+// newCounterVec, newCounter, newGauge and newHistogramVec build the service's metrics that
+// need nothing but a name, a help text, their labels (and buckets); NewMetrics
+// registers them.
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func newCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func newGauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func newHistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }

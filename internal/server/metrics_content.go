@@ -22,14 +22,12 @@ type contentMetrics struct {
 
 func newContentMetrics(reg prometheus.Registerer) *contentMetrics {
 	c := &contentMetrics{
-		redactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_memory_redactions_total",
-			Help: "Secrets redacted from written memories, by kind of secret.",
-		}, []string{"kind"}),
-		guard: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "engram_memory_guard_total",
-			Help: "Writes the prompt-injection guard acted on, by outcome (flagged: stored and hidden from agents; rejected: refused with 422).",
-		}, []string{"outcome"}),
+		redactions: newCounterVec("engram_memory_redactions_total",
+			"Secrets redacted from written memories, by kind of secret.",
+			"kind"),
+		guard: newCounterVec("engram_memory_guard_total",
+			"Writes the prompt-injection guard acted on, by outcome (flagged: stored and hidden from agents; rejected: refused with 422).",
+			"outcome"),
 	}
 	reg.MustRegister(c.redactions, c.guard)
 	for _, o := range []string{"flagged", "rejected"} {

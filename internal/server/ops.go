@@ -40,17 +40,18 @@ func (o *ops) add(ctx context.Context, req memory.AddRequest) (*memory.AddResult
 // addBatch writes the memories of a batch, all or none.
 func (o *ops) addBatch(ctx context.Context, reqs []memory.AddRequest) ([]memory.AddResult, error) {
 	res, err := o.store.AddBatch(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	o.metrics.countActions(res...)
-	withholdResults(ctx, res)
-	return nonNil(res), nil
+	return o.written(ctx, res, err)
 }
 
 // extract writes the facts an LLM finds in messages.
 func (o *ops) extract(ctx context.Context, req memory.ExtractRequest) ([]memory.AddResult, error) {
 	res, err := o.store.Extract(ctx, req)
+	return o.written(ctx, res, err)
+}
+
+// written is the reply of a write of several memories: counted by action,
+// flagged content withheld from a model, never a null list.
+func (o *ops) written(ctx context.Context, res []memory.AddResult, err error) ([]memory.AddResult, error) {
 	if err != nil {
 		return nil, err
 	}

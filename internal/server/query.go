@@ -61,40 +61,32 @@ func unknownParamMessage(allowed []string) string {
 func (q *query) str(name string) string { return q.values.Get(name) }
 
 func (q *query) boolean(name string) bool {
-	s := q.values.Get(name)
-	if s == "" {
-		return false
-	}
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		q.errs = append(q.errs, fieldErr(name, "must be true or false"))
-	}
-	return b
+	return parsed(q, name, strconv.ParseBool, "must be true or false")
 }
 
 func (q *query) integer(name string) int {
-	s := q.values.Get(name)
-	if s == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		q.errs = append(q.errs, fieldErr(name, "must be an integer within range"))
-	}
-	return n
+	return parsed(q, name, strconv.Atoi, "must be an integer within range")
 }
 
 // integer64 reads an int64 parameter (message seq numbers).
 func (q *query) integer64(name string) int64 {
+	return parsed(q, name, func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "must be an integer within range")
+}
+
+// parsed reads parameter name with parse: the zero value when absent; a
+// value that does not parse adds a field error saying what it must be (the
+// request then fails with it, whatever is returned).
+func parsed[T any](q *query, name string, parse func(string) (T, error), must string) T {
+	var zero T
 	s := q.values.Get(name)
 	if s == "" {
-		return 0
+		return zero
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	v, err := parse(s)
 	if err != nil {
-		q.errs = append(q.errs, fieldErr(name, "must be an integer within range"))
+		q.errs = append(q.errs, fieldErr(name, must))
 	}
-	return n
+	return v
 }
 
 // optBoolean reads a filter that is off when absent: nil, else true or false.

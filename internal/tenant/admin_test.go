@@ -56,6 +56,21 @@ func restrictedAdmin(t *testing.T, signal bool) (pool *pgxpool.Pool, url, superU
 	return testenv.NewPool(t, url, 4), url, superURL
 }
 
+// grantSignalBackend grants pg_signal_backend, as the superuser of
+// superURL, to the role pool logs in as: a restrictedAdmin given the
+// privilege halfway through a test.
+func grantSignalBackend(t *testing.T, pool *pgxpool.Pool, superURL string) {
+	t.Helper()
+	ctx := testCtx(t)
+	var who string
+	if err := pool.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.NewPool(t, superURL, 1).Exec(ctx, "GRANT pg_signal_backend TO "+who); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // seedMemories inserts n committed memories as the tenant's login role and
 // returns how many the tenant has.
 func seedMemories(t *testing.T, conn *pgx.Conn, n int) int {

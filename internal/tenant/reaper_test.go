@@ -297,13 +297,7 @@ func TestReaperEndRefusedNamesThePrivilege(t *testing.T) {
 	if err := snap.Alive(); err != nil {
 		t.Fatalf("the session was ended without the privilege: %v", err)
 	}
-	var who string
-	if err := pool.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.NewPool(t, superURL, 1).Exec(ctx, "GRANT pg_signal_backend TO "+who); err != nil {
-		t.Fatal(err)
-	}
+	grantSignalBackend(t, pool, superURL)
 	got, err := r.Look(ctx, pool)
 	if err != nil || len(got) != 1 || !got[0].Ended || got[0].PID != snap.PID {
 		t.Fatalf("the first look after the grant: %+v, %v; want session %d ended", got, err, snap.PID)

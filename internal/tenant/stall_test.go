@@ -232,13 +232,7 @@ func TestBlockerEndRefusedNamesThePrivilege(t *testing.T) {
 	if err := snap.Alive(); err != nil {
 		t.Fatalf("the session was ended without the privilege: %v", err)
 	}
-	var who string
-	if err := pool.QueryRow(ctx, "SELECT current_user").Scan(&who); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.NewPool(t, superURL, 1).Exec(ctx, "GRANT pg_signal_backend TO "+who); err != nil {
-		t.Fatal(err)
-	}
+	grantSignalBackend(t, pool, superURL)
 	if err := <-built; err != nil {
 		t.Fatalf("the index build after the grant: %v (reports %s)", err, log.String())
 	}

@@ -37,11 +37,7 @@ func SkipOnCitus(t testing.TB, why string) {
 // registered (hack/citus.sh start prints one), or fails/skips the test.
 func CitusURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("CITUS_URL")
-	if u == "" {
-		missing(t, "Citus (CITUS_URL)", "run `hack/citus.sh start` and export CITUS_URL=$(hack/citus.sh url)")
-	}
-	return u
+	return requiredEnv(t, "CITUS_URL", "Citus", "run `hack/citus.sh start` and export CITUS_URL=$(hack/citus.sh url)")
 }
 
 // NewCitusDatabase creates a fresh database on the Citus cluster of
@@ -53,18 +49,13 @@ func CitusURL(t testing.TB) string {
 // CITUS_URL's database) and pgvector, which Citus creates on the workers.
 func NewCitusDatabase(t testing.TB) string {
 	t.Helper()
-	admin := CitusURL(t)
-	url, err := newCitusDatabase(t, admin, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return url
+	return NewCitusDatabaseAfter(t, nil)
 }
 
 // NewCitusDatabaseAfter is NewCitusDatabase for a database that existed
 // before Citus: before runs on the coordinator's database with pgvector
 // only, and Citus is set up after it (as when an installation adds Citus
-// to a server with tenants).
+// to a server with tenants). A nil before is NewCitusDatabase.
 func NewCitusDatabaseAfter(t testing.TB, before func(dbURL string)) string {
 	t.Helper()
 	admin := CitusURL(t)
@@ -123,14 +114,14 @@ func newCitusDatabase(t testing.TB, admin string, before func(string)) (string, 
 		return "", err
 	}
 	if before != nil {
-		if err := execOn(ctx, dbURL, "CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
+		if err := Exec(ctx, dbURL, "CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
 			return "", err
 		}
 		before(dbURL)
 	}
 	for _, w := range workers {
 		wu, _ := withDatabase(withHostPort(admin, w), name)
-		if err := execOn(ctx, wu, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
+		if err := Exec(ctx, wu, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
 			return "", fmt.Errorf("CREATE EXTENSION citus on worker %s: %w", w, err)
 		}
 	}
@@ -144,7 +135,7 @@ func newCitusDatabase(t testing.TB, admin string, before func(string)) (string, 
 	}
 	stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS vector")
 	for _, s := range stmts {
-		if err := execOn(ctx, dbURL, s); err != nil {
+		if err := Exec(ctx, dbURL, s); err != nil {
 			return "", fmt.Errorf("setting up Citus database %s (%s): %w", name, s, err)
 		}
 	}
@@ -231,31 +222,10 @@ func createOn(ctx context.Context, serverURL, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := execOn(ctx, u, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("creating database %s on %s: %w", name, hostOf(serverURL), err)
+	if err := Exec(ctx, u, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("creating database %s on %s: %w", name, HostPort(serverURL), err)
 	}
 	return nil
 }
 
-func execOn(ctx context.Context, rawURL, stmt string) error {
-	conn, err := pgx.Connect(ctx, rawURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, stmt)
-	return err
-}
-
-func hostOf(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "?"
-	}
-	return u.Host
-}
-
 func quote(s string) string { return "'" + s + "'" }
-
-// HostPort returns the host:port of a URL.
-func HostPort(rawURL string) string { return hostOf(rawURL) }

@@ -13,10 +13,7 @@ import (
 // with the CRDs of config/crd/bases installed, and stops it when the test ends.
 func ControlPlane(t testing.TB) (*envtest.Environment, *rest.Config) {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		missing(t, "the envtest control plane (KUBEBUILDER_ASSETS)", "export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
-	}
+	assets := requiredEnv(t, "KUBEBUILDER_ASSETS", "the envtest control plane", "export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
 			missing(t, "the envtest control plane ("+bin+")", "KUBEBUILDER_ASSETS="+assets+" has no "+bin+"; run hack/envtest.sh")

@@ -57,7 +57,7 @@ func (in *Instance) NewDatabase(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := "engram_test_" + randomHex(6)
-	if err := execAt(ctx, in.url, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := Exec(ctx, in.url, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("creating database %s on instance %s: %v", name, in.name, err)
 	}
 	t.Cleanup(func() { dropDatabase(t, in.url, name) })
@@ -65,7 +65,7 @@ func (in *Instance) NewDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := execAt(ctx, dbURL, "CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
+	if err := Exec(ctx, dbURL, "CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
 		t.Fatalf("CREATE EXTENSION vector in %s: %v", name, err)
 	}
 	return dbURL
@@ -84,14 +84,4 @@ func (in *Instance) run(t testing.TB, action string) string {
 		t.Fatalf("hack/pgvector.sh instance %s %s: %v\n%s", action, in.name, err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func execAt(ctx context.Context, rawURL, stmt string) error {
-	conn, err := pgx.Connect(ctx, rawURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, stmt)
-	return err
 }

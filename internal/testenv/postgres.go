@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -17,11 +16,7 @@ import (
 // pgvector, or fails/skips the test when it is not set.
 func AdminURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("DATABASE_URL")
-	if u == "" {
-		missing(t, "PostgreSQL (DATABASE_URL)", "run `hack/pgvector.sh start` and export DATABASE_URL=$(hack/pgvector.sh url)")
-	}
-	return u
+	return requiredEnv(t, "DATABASE_URL", "PostgreSQL", "run `hack/pgvector.sh start` and export DATABASE_URL=$(hack/pgvector.sh url)")
 }
 
 // NewDatabase creates a fresh database with the vector extension on the

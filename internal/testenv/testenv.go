@@ -29,6 +29,18 @@ func missing(t testing.TB, what, how string) {
 	t.Skipf("%s is not available (%s); `make test` provisions it", what, how)
 }
 
+// requiredEnv returns the environment variable name, the address of a piece
+// of infrastructure (what) a test needs, or fails/skips the test with how
+// to provide it when it is not set (missing).
+func requiredEnv(t testing.TB, name, what, how string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		missing(t, what+" ("+name+")", how)
+	}
+	return v
+}
+
 // RepoRoot returns the directory holding the product's go.mod.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)

@@ -4,16 +4,13 @@
 package main
 
 import (
-	"os"
 	_ "time/tzdata" // CronJob timeZone needs the zone database.
 
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
-	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
 	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+
+	"github.com/engram-dev/engram/tools/internal/component"
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewControllerManagerCommand()))
+	component.Main(app.NewControllerManagerCommand())
 }

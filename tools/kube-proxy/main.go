@@ -3,15 +3,11 @@
 package main
 
 import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
-	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
 	"k8s.io/kubernetes/cmd/kube-proxy/app"
+
+	"github.com/engram-dev/engram/tools/internal/component"
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewProxyCommand()))
+	component.Main(app.NewProxyCommand())
 }

@@ -4,15 +4,12 @@ package main
 
 import (
 	"context"
-	"os"
 
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
-	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric
 	"k8s.io/kubernetes/cmd/kubelet/app"
+
+	"github.com/engram-dev/engram/tools/internal/component"
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+	component.Main(app.NewKubeletCommand(context.Background()))
 }
