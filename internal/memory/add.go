@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // maxBatch bounds one AddBatch call.
@@ -32,7 +34,7 @@ type preparedAdd struct {
 // otherwise. Over the per-owner cap, the lowest-value memories are evicted
 // after commit.
 func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	p, err := (*writer)(s).prepareAdd(req, fe)
 	if err != nil {
 		return nil, err
@@ -53,10 +55,10 @@ func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
 // the same owner.
 func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, error) {
 	if len(reqs) == 0 {
-		return nil, invalid("items", "at least one item is required")
+		return nil, core.Invalid("items", "at least one item is required")
 	}
 	if len(reqs) > maxBatch {
-		return nil, invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
+		return nil, core.Invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
 	}
 	prepared, err := (*writer)(s).prepareAll(reqs)
 	if err != nil {
@@ -132,7 +134,7 @@ func (s *writer) nearest(ctx context.Context, q querier, owner, content string, 
 	sql := s.nearestQuery(len(vec), lock)
 	n, err := scanNeighbour(q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content))
 	if err != nil {
-		return nil, dbErr("finding the nearest memory", err)
+		return nil, core.DBErr("finding the nearest memory", err)
 	}
 	return n, nil
 }
@@ -167,7 +169,7 @@ func (s *writer) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *p
 			1 - (m.embedding <=> $2), m.content = $3, m.source
 		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content), &src)
 	if err != nil {
-		return nil, dbErr("locking memory "+nb.id, err)
+		return nil, core.DBErr("locking memory "+nb.id, err)
 	}
 	if n != nil {
 		n.source = Source(src)
@@ -278,9 +280,9 @@ func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res 
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	args := []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
+	args := []any{core.NewID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession}
+		s.expirySeconds(p.req.Category, p.ttl), details, core.ActorID(ctx), p.req.SourceSession}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
 	var m Memory
@@ -292,7 +294,7 @@ func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res 
 		*commit = err == nil
 	}
 	if err != nil {
-		return nil, dbErr("inserting memory", err)
+		return nil, core.DBErr("inserting memory", err)
 	}
 	res.Action, res.Memory = ActionAdded, m
 	if res.Arbiter == "" && res.Similarity >= s.policy.Dedup.ArbitrationThreshold {
@@ -401,7 +403,7 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 			VALUES ($1::uuid, $17, $11, $15, $14, $12, $2, $13))
 		SELECT * FROM upd`
 	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, core.ActorID(ctx),
 		string(w.actor), w.sourceSession, w.owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// lockNeighbour holds the row: it cannot be gone. Were it, the
@@ -409,7 +411,7 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 		return Memory{}, fmt.Errorf("updating memory %s: the row locked by this write is gone: %w", nb.id, ErrConflict)
 	}
 	if err != nil {
-		return Memory{}, dbErr("updating memory "+nb.id, err)
+		return Memory{}, core.DBErr("updating memory "+nb.id, err)
 	}
 	return m, nil
 }
@@ -418,7 +420,7 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 func (s *writer) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
 	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
-		return nil, dbErr("reading memory "+nb.id, err)
+		return nil, core.DBErr("reading memory "+nb.id, err)
 	}
 	res.Action, res.Memory = ActionNoop, m
 	return res, nil

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // rollbackTimeout bounds the ROLLBACK of a failed add.
@@ -42,7 +44,7 @@ type txHooks struct {
 func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, dbErr("begin", err)
+		return nil, core.DBErr("begin", err)
 	}
 	defer conn.Release()
 	committed := false
@@ -97,7 +99,7 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 	}
 	if !committed {
 		if err := commitTx(ctx, conn); err != nil {
-			return nil, dbErr("commit", err)
+			return nil, core.DBErr("commit", err)
 		}
 		committed = true
 	}
@@ -122,20 +124,20 @@ func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if _, err := br.Exec(); err != nil {
-		return nil, dbErr("begin", err)
+		return nil, core.DBErr("begin", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return nil, dbErr("locking owner", err)
+		return nil, core.DBErr("locking owner", err)
 	}
 	if p == nil {
-		return nil, dbErr("locking owner", br.Close())
+		return nil, core.DBErr("locking owner", br.Close())
 	}
 	nb, err := scanNeighbour(br.QueryRow())
 	if err != nil {
-		return nil, dbErr("finding the nearest memory", err)
+		return nil, core.DBErr("finding the nearest memory", err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, dbErr("finding the nearest memory", err)
+		return nil, core.DBErr("finding the nearest memory", err)
 	}
 	return nb, nil
 }

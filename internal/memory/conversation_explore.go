@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -25,9 +27,9 @@ const (
 )
 
 // summaryKey checks an owner and a summary id.
-func summaryKey(fe *fieldErrors, owner, id string) {
-	fe.owner(owner)
-	fe.id("id", id)
+func summaryKey(fe *core.FieldErrors, owner, id string) {
+	fe.Owner(owner)
+	fe.ID("id", id)
 }
 
 // getSummary reads one summary of owner; another owner's id is ErrNotFound.
@@ -39,7 +41,7 @@ func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summ
 		return nil, nil, fmt.Errorf("summary %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, nil, dbErr("reading summary", err)
+		return nil, nil, core.DBErr("reading summary", err)
 	}
 	return &y, parent, nil
 }
@@ -48,9 +50,9 @@ func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summ
 // of a condensed summary (in order), the message range [from, to) of a
 // leaf, and the parent ("" for a root).
 func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*SummaryDescription, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	summaryKey(fe, owner, id)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	y, parent, err := (*conversations)(s).getSummary(ctx, owner, id)
@@ -76,16 +78,16 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 // ones left out. A condensed summary covers the contiguous messages of its
 // leaves, so it expands to their union.
 func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansion, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	summaryKey(fe, req.Owner, req.ID)
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = DefaultExpandTokens
 	}
 	if maxTokens < 1 || maxTokens > MaxExpandTokens {
-		fe.add("maxTokens", "%d must be within 1..%d (0 = %d)", maxTokens, MaxExpandTokens, DefaultExpandTokens)
+		fe.Add("maxTokens", "%d must be within 1..%d (0 = %d)", maxTokens, MaxExpandTokens, DefaultExpandTokens)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	y, _, err := (*conversations)(s).getSummary(ctx, req.Owner, req.ID)
@@ -127,14 +129,14 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 // characters around the first query word found. The results are given best
 // first while their JSON fits the byte cap; the rest are counted in Omitted.
 func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*HistorySearchResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
-	if req.SessionID != "" && !scopeID.MatchString(req.SessionID) {
-		fe.add("sessionId", scopeIDRule)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	if req.SessionID != "" && !core.ValidScopeID(req.SessionID) {
+		fe.Add("sessionId", core.ScopeIDRule)
 	}
-	limit := fe.limit(req.Limit, MaxHistoryResults, MaxHistoryResults)
-	if err := fe.err(); err != nil {
+	limit := fe.Limit(req.Limit, MaxHistoryResults, MaxHistoryResults)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	query := s.redactor.Redacted(req.Query)
@@ -185,7 +187,7 @@ func (s *conversations) searchKind(ctx context.Context, kind, owner, session, qu
 		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
 		ORDER BY score DESC, t.created_at DESC LIMIT `+a.add(limit), a.list...)
 	if err != nil {
-		return nil, dbErr("searching history", err)
+		return nil, core.DBErr("searching history", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryHit, error) {
 		h := HistoryHit{Kind: kind}

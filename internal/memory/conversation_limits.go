@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Limits of a session and of a turn across appends. A turn is a user or
@@ -24,7 +26,7 @@ type turnLength struct {
 // maxTurnTokens, with a *QuotaError. sess is the session as locked.
 func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
 	lim := s.policy.Conversation.Limits
-	if err := overQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
+	if err := core.OverQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
 		"messages", "the session", "start a new session"); err != nil {
 		return err
 	}
@@ -47,10 +49,10 @@ func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error 
 	stored, added := open, turnLength{}
 	check := func() error {
 		const remedy = "start a new turn with a user message"
-		if err := overQuota(QuotaTurnMessages, lim.MaxTurnMessages, stored.messages, added.messages, "messages", "the turn", remedy); err != nil {
+		if err := core.OverQuota(QuotaTurnMessages, lim.MaxTurnMessages, stored.messages, added.messages, "messages", "the turn", remedy); err != nil {
 			return err
 		}
-		return overQuota(QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
+		return core.OverQuota(QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
 	}
 	for i, m := range ms {
 		if isTurnStart(ConversationMessage{Role: m.msg.Role}) {
@@ -82,7 +84,7 @@ func (s *conversations) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) 
 			WHERE m.owner_id = $1 AND m.session_id = $2 AND m.seq > $3 AND m.role IN ('user', 'system')) AS t`,
 		sess.Owner, sess.ID, floor).Scan(&start, &tokens)
 	if err != nil {
-		return turnLength{}, dbErr("measuring the open turn", err)
+		return turnLength{}, core.DBErr("measuring the open turn", err)
 	}
 	return turnLength{messages: sess.MessageCount - start + 1, tokens: tokens}, nil
 }

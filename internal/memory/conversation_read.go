@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"slices"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Reads of a session's messages bounded by bytes as well as by rows: the
@@ -14,15 +16,15 @@ import (
 // or the newest of the last N) and at most the byte cap of JSON. What the
 // request covered beyond that is named in the page's Truncation.
 func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
 	if req.From < 0 || req.To < 0 || (req.To > 0 && req.To < req.From) {
-		fe.add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
+		fe.Add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
 	}
 	if req.Last < 0 || req.Last > maxMessagesRead {
-		fe.add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
+		fe.Add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
@@ -92,14 +94,14 @@ func fitting(b *answerBytes, tokens *int) visitFunc {
 func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit visitFunc, sql string, args ...any) ([]ConversationMessage, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, dbErr("reading messages", err)
+		return nil, core.DBErr("reading messages", err)
 	}
 	defer rows.Close()
 	out := []ConversationMessage{}
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
-			return nil, dbErr("reading messages", err)
+			return nil, core.DBErr("reading messages", err)
 		}
 		add, more := visit(m)
 		if add {
@@ -110,7 +112,7 @@ func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit v
 			break
 		}
 	}
-	return out, dbErr("reading messages", rows.Err())
+	return out, core.DBErr("reading messages", rows.Err())
 }
 
 // queryMessagesUntil reads messages until their content passes maxContent

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -16,7 +18,7 @@ const (
 )
 
 // windowParams resolves a request's zero fields from the policy.
-func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
+func (s *conversations) windowParams(req WindowRequest, fe *core.FieldErrors) windowParams {
 	d := s.policy.Conversation.Window
 	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
 		MaxBytes: (*reader)(s).answerCap(req.MaxBytes)}
@@ -26,14 +28,14 @@ func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowP
 	switch p.Strategy {
 	case WindowBuffer, WindowToken, WindowSummary:
 	default:
-		fe.add("strategy", "%q must be buffer, token or summary", req.Strategy)
+		fe.Add("strategy", "%q must be buffer, token or summary", req.Strategy)
 	}
 	resolve := func(field string, v *int, def, maxV int) {
 		if *v == 0 {
 			*v = def
 		}
 		if *v < 1 || *v > maxV {
-			fe.add(field, "%d must be within 1..%d (0 = the policy's default)", *v, maxV)
+			fe.Add(field, "%d must be within 1..%d (0 = the policy's default)", *v, maxV)
 		}
 	}
 	resolve("budget", &p.Budget, d.Budget, MaxWindowBudget)
@@ -48,21 +50,21 @@ func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowP
 // root summaries for the summary strategy, then assembles the window with
 // the pure assembleWindow.
 func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
 	p := (*conversations)(s).windowParams(req, fe)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, dbErr("begin", err)
+		return nil, core.DBErr("begin", err)
 	}
 	// One snapshot for the session, its roots and its messages: an append
 	// or a compaction in between cannot make them disagree.
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
-		return nil, dbErr("window snapshot", err)
+		return nil, core.DBErr("window snapshot", err)
 	}
 	sess, err := (*conversations)(s).getSession(ctx, tx, req.Owner, req.SessionID, "")
 	if err != nil {
@@ -153,7 +155,7 @@ func (s *conversations) windowTailPrefix(ctx context.Context, tx pgx.Tx, req Win
 			AND g.session_id = $2 AND g.seq >= t.start AND g.seq < $4), 0)::bigint FROM t`,
 		req.Owner, req.SessionID, anchor, msgs[0].Seq).Scan(&start, &tokens)
 	if err != nil {
-		return 0, 0, dbErr("finding the fresh tail's start", err)
+		return 0, 0, core.DBErr("finding the fresh tail's start", err)
 	}
 	if start == nil {
 		return 0, 0, nil // no turn start before the loaded part: the tail starts in it

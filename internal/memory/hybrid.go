@@ -5,6 +5,8 @@ import (
 	"math"
 
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Hybrid search on the owner-local path (issue 17).
@@ -149,7 +151,7 @@ func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchR
 func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (hybridResult, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return hybridResult{}, dbErr("searching", err)
+		return hybridResult{}, core.DBErr("searching", err)
 	}
 	defer rows.Close()
 	w := s.policy.Search
@@ -159,14 +161,14 @@ func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (
 		var bound *float64
 		m, err := scanMemory(rows, &h.VectorScore, &h.TextScore, &h.DecayScore, &res.lastScore, &bound, &res.candidates)
 		if err != nil {
-			return hybridResult{}, dbErr("searching", err)
+			return hybridResult{}, core.DBErr("searching", err)
 		}
 		h.Memory = m
 		h.Score = w.VectorWeight*h.VectorScore + w.TextWeight*h.TextScore + w.DecayWeight*h.DecayScore
 		res.hits, res.bound = append(res.hits, h), bound
 	}
 	if err := rows.Err(); err != nil {
-		return hybridResult{}, dbErr("searching", err)
+		return hybridResult{}, core.DBErr("searching", err)
 	}
 	return res, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -62,7 +64,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun,
 		s.policy.Limits.MaxEpisodesPerOwner)
 	if err != nil {
-		return dbErr("finding idle sessions without an episode", err)
+		return core.DBErr("finding idle sessions without an episode", err)
 	}
 	type key struct{ owner, id string }
 	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
@@ -70,7 +72,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		return k, r.Scan(&k.owner, &k.id)
 	})
 	if err != nil {
-		return dbErr("finding idle sessions without an episode", err)
+		return core.DBErr("finding idle sessions without an episode", err)
 	}
 	for _, k := range keys {
 		_, err := s.settleEpisode(ctx, k.owner, k.id, false)
@@ -98,10 +100,10 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 // ErrNotFound; *QuotaError; ErrUpstream from extraction (the session stays
 // ended, the episode is written, the watermark unchanged).
 func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
-	fe.source(req.Source)
-	if err := fe.err(); err != nil {
+	fe.Source(req.Source)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	out, err := (*longTerm)(s).settleEpisode(ctx, req.Owner, req.SessionID, true)
@@ -128,14 +130,14 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 // results are given best first while their JSON fits the byte cap, the
 // rest counted in Omitted. Errors: ValidationError.
 func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*EpisodeSearchResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, "")
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, "")
 	if req.Query != "" {
-		fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+		fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
 	}
-	limit := fe.limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
-	if err := fe.err(); err != nil {
+	limit := fe.Limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	hits, err := (*longTerm)(s).searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
@@ -181,14 +183,14 @@ func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query strin
 	}
 	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
-		return nil, dbErr("searching episodes", err)
+		return nil, core.DBErr("searching episodes", err)
 	}
 	defer rows.Close()
 	hits := []EpisodeHit{}
 	for rows.Next() {
 		var h EpisodeHit
 		if h.Episode, err = scanEpisode(rows, &h.VectorScore, &h.TextScore, &h.RecencyScore); err != nil {
-			return nil, dbErr("searching episodes", err)
+			return nil, core.DBErr("searching episodes", err)
 		}
 		h.Score = w.VectorWeight*h.VectorScore + w.TextWeight*h.TextScore + w.DecayWeight*h.RecencyScore
 		if query == "" {
@@ -200,7 +202,7 @@ func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query strin
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbErr("searching episodes", err)
+		return nil, core.DBErr("searching episodes", err)
 	}
 	return hits, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -127,7 +128,7 @@ func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest
 				return false, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
 			}
 			if err != nil {
-				return false, dbErr("locking the session", err)
+				return false, core.DBErr("locking the session", err)
 			}
 			if wm >= res.ToSeq {
 				raced, res.Watermark = true, wm
@@ -141,7 +142,7 @@ func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest
 			_, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = $3
 			WHERE owner_id = $1 AND id = $2`, req.Owner, req.SessionID, res.ToSeq)
 			res.Watermark = res.ToSeq
-			return dbErr("moving the extraction watermark", err)
+			return core.DBErr("moving the extraction watermark", err)
 		},
 	})
 	if err != nil {

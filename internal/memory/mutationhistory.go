@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // The mutation history of a memory (memory_history): every add, update,
@@ -26,13 +28,13 @@ const (
 // retention): its history is that one row, so a client can tell an
 // evicted memory from a lost one.
 func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.id("id", req.ID)
-	limit := fe.limit(req.Limit, defaultHistoryPage, maxHistoryPage)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.ID("id", req.ID)
+	limit := fe.Limit(req.Limit, defaultHistoryPage, maxHistoryPage)
 	after, err := decodeSerialCursor(req.Cursor)
-	fe.cursor(err)
-	if err := fe.err(); err != nil {
+	fe.Cursor(err)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	page := &HistoryPage{Items: []HistoryEntry{}}
@@ -71,10 +73,10 @@ func (s *reader) historyRows(ctx context.Context, b *answerBytes, limit int, whe
 	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
 		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return pageScan[HistoryEntry]{}, dbErr("reading history", err)
+		return pageScan[HistoryEntry]{}, core.DBErr("reading history", err)
 	}
 	scan, err := scanPage(rows, limit, b, scanHistoryEntry)
-	return scan, dbErr("reading history", err)
+	return scan, core.DBErr("reading history", err)
 }
 
 func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {

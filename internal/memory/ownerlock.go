@@ -5,6 +5,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // dbtx is what the write paths run their statements on: a pgx.Tx, or the
@@ -24,7 +26,7 @@ type dbtx interface {
 // the database). Waits are bounded by the session's lock_timeout.
 func (s *Store) lockOwner(ctx context.Context, tx dbtx, owner string) error {
 	if _, err := tx.Exec(ctx, s.LockOwnerQuery(), owner); err != nil {
-		return dbErr("locking owner", err)
+		return core.DBErr("locking owner", err)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // OwnersRequest pages through the owners that have memories, by owner id.
@@ -84,7 +86,7 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	}
 	rows, err := s.pool.Query(ctx, sql, a.list...)
 	if err != nil {
-		return nil, dbErr("listing owners", err)
+		return nil, core.DBErr("listing owners", err)
 	}
 	page := &OwnersPage{Items: []OwnerSummary{}}
 	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
@@ -94,7 +96,7 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 		return o, err
 	})
 	if err != nil {
-		return nil, dbErr("listing owners", err)
+		return nil, core.DBErr("listing owners", err)
 	}
 	page.Items = scan.items
 	page.PageBounds = scan.bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
@@ -104,14 +106,14 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 // checkOwnersRequest validates req and returns the page size and the owner
 // id the page starts after ("" for the first page).
 func checkOwnersRequest(req OwnersRequest) (int, string, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	if req.Only != "" {
-		fe.owner(req.Only)
+		fe.Owner(req.Only)
 	}
-	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
+	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
 	after, err := decodeOwnerCursor(req.Cursor)
-	fe.cursor(err)
-	return limit, after, fe.err()
+	fe.Cursor(err)
+	return limit, after, fe.Err()
 }
 
 // encodeOwnerCursor makes an opaque cursor from the last owner of a page.
@@ -128,7 +130,7 @@ func decodeOwnerCursor(c string) (string, error) {
 		return "", err
 	}
 	owner, ok := strings.CutPrefix(string(raw), "o/")
-	if !ok || !scopeID.MatchString(owner) {
+	if !ok || !core.ValidScopeID(owner) {
 		return "", errors.New("malformed owner cursor")
 	}
 	return owner, nil

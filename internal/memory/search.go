@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // textSearchConfig is the PostgreSQL text search configuration of the
@@ -46,22 +48,22 @@ func (s *Store) SearchAnswer(ctx context.Context, req SearchRequest) (*SearchRes
 
 // search ranks and keeps the results that fit b (nil: all of them).
 func (s *reader) search(ctx context.Context, req SearchRequest, b *answerBytes) (*SearchResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
-	fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
-	k := fe.topK(&s.policy, req.TopK)
-	fe.categories(&s.policy, req.Categories)
-	fe.finite("minScore", req.MinScore)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, req.Session)
+	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	k := fe.TopK(&s.policy, req.TopK)
+	fe.Categories(&s.policy, req.Categories)
+	fe.Finite("minScore", req.MinScore)
 	mode := req.Mode
 	switch mode {
 	case "":
 		mode = SearchHybrid
 	case SearchVector, SearchHybrid, SearchText:
 	default:
-		fe.add("mode", "%q must be vector, hybrid or text", req.Mode)
+		fe.Add("mode", "%q must be vector, hybrid or text", req.Mode)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	// The query is redacted like content: it goes to the embedding server,
@@ -230,7 +232,7 @@ func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, 
 func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return nil, 0, dbErr("searching", err)
+		return nil, 0, core.DBErr("searching", err)
 	}
 	defer rows.Close()
 	w := s.policy.Search
@@ -244,7 +246,7 @@ func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode,
 		}
 		m, err := scanMemory(rows, extra...)
 		if err != nil {
-			return nil, 0, dbErr("searching", err)
+			return nil, 0, core.DBErr("searching", err)
 		}
 		h.Memory = m
 		switch mode {
@@ -258,7 +260,7 @@ func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode,
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, dbErr("searching", err)
+		return nil, 0, core.DBErr("searching", err)
 	}
 	return hits, candidates, nil
 }
