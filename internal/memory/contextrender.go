@@ -131,7 +131,7 @@ func (s *reader) pinnedCategories() []string {
 // JSON of each line and id; nil = no byte cap): a memory that fits the
 // tokens but not the bytes is omitted and the result Truncated. It is
 // pure, so the budget rules are tested without a database.
-func render(order []Category, cands []candidate, budget int, room *answerBytes) *ContextResult {
+func render(order []Category, cands []candidate, budget int, room *core.AnswerBytes) *ContextResult {
 	res := &ContextResult{IDs: []string{}}
 	var b strings.Builder
 	left := budget
@@ -164,7 +164,7 @@ func render(order []Category, cands []candidate, budget int, room *answerBytes) 
 			if !started {
 				text = header + line
 			}
-			if !room.takeText(text, c.id) {
+			if !room.TakeText(text, c.id) {
 				res.Omitted++
 				res.Truncated = true
 				continue

@@ -94,7 +94,7 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
 	all := res.Messages
 	res.Messages = []ConversationMessage{}
-	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
+	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
 	res.Messages = all[:n]
 	if n < len(all) {
 		res.omit(all[n].Seq, all[len(all)-1].Seq+1)

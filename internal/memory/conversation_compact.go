@@ -116,7 +116,7 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	// policy of small chunks and groups keeps many): the answer holds the
 	// oldest that fit the byte cap.
 	res.Roots = []Summary{}
-	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), roots)
+	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), roots)
 	res.Roots = roots[:n]
 	if n < len(roots) {
 		res.RootsTruncated, res.RootsOmitted = true, len(roots)-n

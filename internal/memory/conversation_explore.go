@@ -95,7 +95,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 		return nil, err
 	}
 	e := &Expansion{Summary: *y, Messages: []ConversationMessage{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), e)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), e)
 	left := maxTokens
 	end := y.LatestSeq + 1
 	for from := y.EarliestSeq; from < end; {
@@ -158,10 +158,10 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 		hits = hits[:limit]
 	}
 	res := &HistorySearchResult{Results: []HistoryHit{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res)
 	for i := range hits {
 		hits[i].Snippet = snippet(hits[i].Snippet, query)
-		if !b.take(hits[i]) {
+		if !b.Take(hits[i]) {
 			res.Truncated, res.Omitted = true, len(hits)-i
 			break
 		}

@@ -35,7 +35,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	// the range and the count disagree.
 	end := sess.MessageCount + 1
 	page := &MessagePage{Items: []ConversationMessage{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if req.Last > 0 {
 		from := max(1, end-int64(req.Last))
 		page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
@@ -74,12 +74,12 @@ type visitFunc func(ConversationMessage) (add, more bool)
 // fitting adds messages while their JSON fits b (and, when tokens is not
 // nil, while their tokens fit *tokens, which it lowers); it stops at the
 // first that does not fit, leaving it out.
-func fitting(b *answerBytes, tokens *int) visitFunc {
+func fitting(b *core.AnswerBytes, tokens *int) visitFunc {
 	return func(m ConversationMessage) (bool, bool) {
 		if tokens != nil && m.Tokens > *tokens {
 			return false, false
 		}
-		if !b.take(m) {
+		if !b.Take(m) {
 			return false, false
 		}
 		if tokens != nil {

@@ -164,13 +164,13 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 		return nil, core.DBErr("listing sessions", err)
 	}
 	page := &SessionPage{Sessions: []Session{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page),
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page),
 		func(r pgx.Rows) (Session, error) { return scanSession(r) })
 	if err != nil {
 		return nil, core.DBErr("listing sessions", err)
 	}
-	page.Sessions = scan.items
-	page.PageBounds = scan.bounds(func(c Session) string { return encodeCursor(c.LastActiveAt, c.ID) })
+	page.Sessions = scan.Items
+	page.PageBounds = scan.Bounds(func(c Session) string { return encodeCursor(c.LastActiveAt, c.ID) })
 	return page, nil
 }
 

@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/engram-dev/engram/internal/memory/core"
+
 // Context windows as pure functions: the Store loads the rows a window can
 // use (Store.Window) and assembleWindow decides what goes in, so every rule
 // below is table-tested without a database.
@@ -250,16 +252,16 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 // not fit, it and the older ones are left out. A stub (loaded without its
 // content) never fits. It returns the first message and the summaries given.
 func fitBytes(w *Window, plan windowPlan, msgs []ConversationMessage, maxBytes, stubs int) (int, []Summary) {
-	b := newAnswerBytes(maxBytes, w)
+	b := core.NewAnswerBytes(maxBytes, w)
 	cut := len(msgs)
-	for cut > plan.start && cut > stubs && b.take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
+	for cut > plan.start && cut > stubs && b.Take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
 		cut--
 	}
 	if cut > plan.start {
 		return preferredStart(msgs, cut), nil
 	}
 	k := len(plan.summaries)
-	for k > 0 && b.take(WindowItem{Kind: KindSummary, Summary: &plan.summaries[k-1]}) {
+	for k > 0 && b.Take(WindowItem{Kind: KindSummary, Summary: &plan.summaries[k-1]}) {
 		k--
 	}
 	return cut, plan.summaries[k:]

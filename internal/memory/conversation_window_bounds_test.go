@@ -3,6 +3,8 @@ package memory
 import (
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // The bounds of a window (issue 26): a fresh tail over the budget is cut
@@ -79,7 +81,7 @@ func TestWindowFreshTailBoundedByBudget(t *testing.T) {
 // windowBytes is the cap that holds the window's envelope and n items of
 // size item bytes each, and not one more.
 func windowBytes(item, n int) int {
-	return jsonSize(&Window{Strategy: WindowSummary, Budget: 100000, Items: []WindowItem{}}) + envelopeSlack + n*(item+1) + item/2
+	return core.JSONSize(&Window{Strategy: WindowSummary, Budget: 100000, Items: []WindowItem{}}) + core.EnvelopeSlack + n*(item+1) + item/2
 }
 
 // TestWindowBoundedByByteCap: whatever the budget, a window's JSON stays
@@ -93,7 +95,7 @@ func TestWindowBoundedByByteCap(t *testing.T) {
 		}
 		return msgs
 	}
-	item := jsonSize(WindowItem{Kind: KindMessage, Message: &big("u")[0]})
+	item := core.JSONSize(WindowItem{Kind: KindMessage, Message: &big("u")[0]})
 	roots := []Summary{{ID: "A", EarliestSeq: 1, LatestSeq: 4, Tokens: 10, Content: strings.Repeat("x", 20000)}}
 	for _, tc := range []struct {
 		name     string
@@ -130,7 +132,7 @@ func TestWindowBoundedByByteCap(t *testing.T) {
 			if w.Truncation != want {
 				t.Errorf("truncation %+v, want %+v", w.Truncation, want)
 			}
-			if n := jsonSize(w); n > tc.p.MaxBytes {
+			if n := core.JSONSize(w); n > tc.p.MaxBytes {
 				t.Errorf("window of %d bytes, cap %d", n, tc.p.MaxBytes)
 			}
 		})

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 func TestCountTokens(t *testing.T) {
@@ -115,7 +117,7 @@ func checkWindowRules(t *testing.T, p windowParams, msgs []ConversationMessage, 
 		t.Errorf("window of %d tokens in %d items exceeds the budget %d", w.Tokens, len(w.Items), p.Budget)
 	}
 	if p.MaxBytes > 0 {
-		if n := jsonSize(w); n > p.MaxBytes {
+		if n := core.JSONSize(w); n > p.MaxBytes {
 			t.Errorf("window of %d bytes over the cap of %d", n, p.MaxBytes)
 		}
 	}

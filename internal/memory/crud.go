@@ -106,13 +106,13 @@ func (s *reader) memoryPage(ctx context.Context, what string, maxBytes, limit in
 		return nil, core.DBErr(what, err)
 	}
 	page := &ListPage{Items: []Memory{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(maxBytes), page),
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes(s.answerCap(maxBytes), page),
 		func(r pgx.Rows) (Memory, error) { return scanMemory(r) })
 	if err != nil {
 		return nil, core.DBErr(what, err)
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(cursor)
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(cursor)
 	return page, nil
 }
 

@@ -31,6 +31,7 @@ type (
 	ValidationError = core.ValidationError
 	QuotaError      = core.QuotaError
 	Source          = core.Source
+	PageBounds      = core.PageBounds
 )
 
 // Sources of a write.

@@ -247,12 +247,12 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 		return nil, core.DBErr("reading the changelog", err)
 	}
 	page := &ChangelogPage{Items: []ChangelogEntry{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), scanChange)
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), scanChange)
 	if err != nil {
 		return nil, core.DBErr("reading the changelog", err)
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(e ChangelogEntry) string { return encodeSerialCursor(e.ID) })
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(func(e ChangelogEntry) string { return encodeSerialCursor(e.ID) })
 	return page, nil
 }
 

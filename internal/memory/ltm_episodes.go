@@ -145,7 +145,7 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 		return nil, err
 	}
 	res := &EpisodeSearchResult{Results: []EpisodeHit{}}
-	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
+	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
 	res.Results = hits[:n]
 	if n < len(hits) {
 		res.Truncated, res.Omitted = true, len(hits)-n

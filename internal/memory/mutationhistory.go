@@ -38,7 +38,7 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 		return nil, err
 	}
 	page := &HistoryPage{Items: []HistoryEntry{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if _, err := s.Get(ctx, req.Owner, req.ID); errors.Is(err, ErrNotFound) {
 		return (*reader)(s).evictionHistory(ctx, req.Owner, req.ID, b, page, err)
 	} else if err != nil {
@@ -48,34 +48,34 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 	if err != nil {
 		return nil, err
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(h HistoryEntry) string { return encodeSerialCursor(h.ID) })
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(func(h HistoryEntry) string { return encodeSerialCursor(h.ID) })
 	return page, nil
 }
 
 // evictionHistory is the history of a memory that does not exist: its
 // eviction row, if owner's memory id was evicted, else notFound.
-func (s *reader) evictionHistory(ctx context.Context, owner, id string, b *answerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
+func (s *reader) evictionHistory(ctx context.Context, owner, id string, b *core.AnswerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
 	scan, err := s.historyRows(ctx, b, 1, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
 	if err != nil {
 		return nil, err
 	}
-	if len(scan.items) == 0 {
+	if len(scan.Items) == 0 {
 		return nil, notFound
 	}
-	page.Items = scan.items[:1]
+	page.Items = scan.Items[:1]
 	return page, nil
 }
 
 // historyRows reads a page of at most limit history rows matching where,
 // oldest first, within b.
-func (s *reader) historyRows(ctx context.Context, b *answerBytes, limit int, where string, args ...any) (pageScan[HistoryEntry], error) {
+func (s *reader) historyRows(ctx context.Context, b *core.AnswerBytes, limit int, where string, args ...any) (core.PageScan[HistoryEntry], error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
 		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return pageScan[HistoryEntry]{}, core.DBErr("reading history", err)
+		return core.PageScan[HistoryEntry]{}, core.DBErr("reading history", err)
 	}
-	scan, err := scanPage(rows, limit, b, scanHistoryEntry)
+	scan, err := core.ScanPage(rows, limit, b, scanHistoryEntry)
 	return scan, core.DBErr("reading history", err)
 }
 

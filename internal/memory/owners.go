@@ -89,7 +89,7 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 		return nil, core.DBErr("listing owners", err)
 	}
 	page := &OwnersPage{Items: []OwnerSummary{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
 		var o OwnerSummary
 		err := r.Scan(&o.Owner, &o.Active, &o.Inactive, &o.LastActivity)
 		o.LastActivity = o.LastActivity.UTC()
@@ -98,8 +98,8 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	if err != nil {
 		return nil, core.DBErr("listing owners", err)
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
 	return page, nil
 }
 

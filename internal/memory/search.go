@@ -43,11 +43,11 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 // as read (access statistics).
 func (s *Store) SearchAnswer(ctx context.Context, req SearchRequest) (*SearchResult, error) {
 	res := &SearchResult{Results: []SearchHit{}}
-	return (*reader)(s).search(ctx, req, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res))
+	return (*reader)(s).search(ctx, req, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res))
 }
 
 // search ranks and keeps the results that fit b (nil: all of them).
-func (s *reader) search(ctx context.Context, req SearchRequest, b *answerBytes) (*SearchResult, error) {
+func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBytes) (*SearchResult, error) {
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
@@ -88,7 +88,7 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *answerBytes) 
 		}
 	}
 	res := &SearchResult{Results: out}
-	if n := fitRanked(b, out); n < len(out) {
+	if n := core.FitRanked(b, out); n < len(out) {
 		res.Results, res.Truncated, res.Omitted = out[:n], true, len(out)-n
 	}
 	ids := make([]string, len(res.Results))
