@@ -120,17 +120,13 @@ type neighbour struct {
 	source Source
 }
 
-type querier interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
 // nearest finds the owner's memory most similar to vec among active and
 // inactive rows that are not superseded; an identical text always wins.
 // Inactive rows the purge job will delete within purgeGuard are left out:
 // they are about to go, and the purge may hold their row locks. With lock
 // it also locks the row (FOR UPDATE); add's transaction does not, it locks
 // the neighbour only when it is about to act on it (lockNeighbour).
-func (s *writer) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
+func (s *writer) nearest(ctx context.Context, q core.Querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
 	sql := s.nearestQuery(len(vec), lock)
 	n, err := scanNeighbour(q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content))
 	if err != nil {
@@ -163,7 +159,7 @@ func scanNeighbour(row pgx.Row, extra ...any) (*neighbour, error) {
 // gone or superseded. Which row is the neighbour cannot have changed: the
 // owner's lock keeps out every other writer of content, vectors and
 // superseded_by, and the lookup leaves out rows the purge may delete.
-func (s *writer) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *preparedAdd) (*neighbour, error) {
+func (s *writer) lockNeighbour(ctx context.Context, tx core.DBTX, nb *neighbour, p *preparedAdd) (*neighbour, error) {
 	var src string
 	n, err := scanNeighbour(tx.QueryRow(ctx, `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
 			1 - (m.embedding <=> $2), m.content = $3, m.source
@@ -194,7 +190,7 @@ func (s *Store) NearestQuery(dims int) string { return (*writer)(s).nearestQuery
 // decide performs one write given its neighbour nb. commit, when not nil,
 // asks the write to commit the transaction if it ends with a plain insert
 // (sent in the insert's round trip); *commit tells whether it did.
-func (s *writer) decide(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
+func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
 	res := &AddResult{Redactions: p.redactions}
 	d := s.policy.Dedup
 	if nb == nil || !nb.exact && nb.sim < d.ArbitrationThreshold {
@@ -269,13 +265,13 @@ func (s *Store) InsertQuery() string {
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 }
 
-func (s *writer) insert(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult) (*AddResult, error) {
+func (s *writer) insert(ctx context.Context, tx core.DBTX, p *preparedAdd, res *AddResult) (*AddResult, error) {
 	return s.insertCommit(ctx, tx, p, res, nil)
 }
 
 // insertCommit inserts; with commit not nil it sends COMMIT in the same
 // round trip and sets *commit once the server has committed.
-func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
+func (s *writer) insertCommit(ctx context.Context, tx core.DBTX, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
@@ -304,7 +300,7 @@ func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res 
 }
 
 // insertAndCommit runs InsertQuery and COMMIT in one pipeline.
-func (s *writer) insertAndCommit(ctx context.Context, tx dbtx, args []any, ownerRows *int) (Memory, error) {
+func (s *writer) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, ownerRows *int) (Memory, error) {
 	b := &pgx.Batch{}
 	b.Queue((*Store)(s).InsertQuery(), args...)
 	b.Queue("COMMIT")
@@ -343,7 +339,7 @@ func (s *writer) mergedCategory(existing, incoming string) string {
 // reactivates it); the scope widens to owner level when agents or sessions
 // differ. The row keeps only the new text (the old one is in its history),
 // so it takes the write's source; its category follows mergeCategory.
-func (s *writer) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) merge(ctx context.Context, tx core.DBTX, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
@@ -387,7 +383,7 @@ type rewrite struct {
 
 // rewrite updates the neighbour, which lockNeighbour has locked, and writes
 // its history row from values the caller holds (historyrow.go).
-func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
+func (s *writer) rewrite(ctx context.Context, tx core.DBTX, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -417,7 +413,7 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 }
 
 // noop returns the neighbour unchanged.
-func (s *writer) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) noop(ctx context.Context, tx core.DBTX, nb *neighbour, res *AddResult) (*AddResult, error) {
 	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
 		return nil, core.DBErr("reading memory "+nb.id, err)

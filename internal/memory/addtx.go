@@ -34,9 +34,9 @@ func (s *writer) addInTx(ctx context.Context, owner string, ps []*preparedAdd, p
 type txHooks struct {
 	// before runs once the owner's lock is held; skip true drops the
 	// writes (writeInTx returns no results and commits nothing else).
-	before func(ctx context.Context, tx dbtx) (skip bool, err error)
+	before func(ctx context.Context, tx core.DBTX) (skip bool, err error)
 	// after runs after the writes, before the COMMIT.
-	after func(ctx context.Context, tx dbtx) error
+	after func(ctx context.Context, tx core.DBTX) error
 }
 
 // writeInTx is addInTx with hooks; ps may be empty (an extraction that
@@ -111,7 +111,7 @@ const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
 // in one pipeline and returns the neighbour (none when p is nil: no lookup).
-func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
+func (s *writer) beginLockedLookup(ctx context.Context, tx core.DBTX, owner string, p *preparedAdd) (*neighbour, error) {
 	b := &pgx.Batch{}
 	// READ COMMITTED explicitly: the lookup must take its snapshot after
 	// the lock is granted (each statement its own snapshot), whatever
@@ -143,7 +143,7 @@ func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p
 }
 
 // commitTx commits and reports a transaction the server rolled back.
-func commitTx(ctx context.Context, tx dbtx) error {
+func commitTx(ctx context.Context, tx core.DBTX) error {
 	tag, err := tx.Exec(ctx, "COMMIT")
 	return commitResult(tag.String(), err)
 }

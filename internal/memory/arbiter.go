@@ -139,7 +139,7 @@ func decodeJSONAnswer(answer string, out any) error {
 
 // applyArbitration carries out the plan for a write in the arbitration band,
 // or inserts when there is no usable plan (no LLM, failure, neighbour changed).
-func (s *writer) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, plan *arbiterPlan, res *AddResult) (*AddResult, error) {
+func (s *writer) applyArbitration(ctx context.Context, tx core.DBTX, p *preparedAdd, nb *neighbour, plan *arbiterPlan, res *AddResult) (*AddResult, error) {
 	switch {
 	case plan == nil:
 		res.Arbiter = "none"
@@ -211,7 +211,7 @@ type supersede struct {
 // supersedeRow retires w.oldID in favour of w.newID (same owner, checked by
 // the caller). A row deactivated before keeps its time: least() ignores
 // NULL, like coalesce, which Citus refuses around now() in an UPDATE.
-func (s *writer) supersedeRow(ctx context.Context, tx dbtx, w supersede) error {
+func (s *writer) supersedeRow(ctx context.Context, tx core.DBTX, w supersede) error {
 	_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
 				deactivated_at = least(m.deactivated_at, now()), updated_at = now()

@@ -138,15 +138,15 @@ func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOp
 // of them without one), marking as fresh those written after comparedBefore,
 // and the database's time of the read.
 func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *compactCursor, comparedBefore *time.Time) ([]compactRow, time.Time, error) {
-	a := &args{}
-	where := `owner_id = ` + a.add(owner) + ` AND active`
+	a := &core.Args{}
+	where := `owner_id = ` + a.Add(owner) + ` AND active`
 	if cur != nil {
 		// After the cursor in compaction order (compactBefore).
-		imp, at, id := a.add(cur.importance)+`::smallint`, a.add(cur.updatedAt)+`::timestamptz`, a.add(cur.id)+`::uuid`
+		imp, at, id := a.Add(cur.importance)+`::smallint`, a.Add(cur.updatedAt)+`::timestamptz`, a.Add(cur.id)+`::uuid`
 		where += ` AND (importance < ` + imp + ` OR importance = ` + imp + ` AND (updated_at < ` + at + ` OR updated_at = ` + at + ` AND id > ` + id + `))`
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::real[], statement_timestamp()
-		FROM `+s.sql.memories+` WHERE `+where, a.list...)
+		FROM `+s.sql.memories+` WHERE `+where, a.List...)
 	if err != nil {
 		return nil, time.Time{}, core.DBErr("loading memories to compact", err)
 	}

@@ -172,20 +172,20 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 
 // searchKind ranks one table's rows of the owner.
 func (s *conversations) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
-	a := &args{}
+	a := &core.Args{}
 	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id, t.source`
 	if kind == KindSummary {
 		table, cols = s.sql.summaries, `t.session_id, 0::bigint, t.id::text, ''`
 	}
-	where := `t.owner_id = ` + a.add(owner)
+	where := `t.owner_id = ` + a.Add(owner)
 	if session != "" {
-		where += ` AND t.session_id = ` + a.add(session)
+		where += ` AND t.session_id = ` + a.Add(session)
 	}
-	tq := `websearch_to_tsquery('english', ` + a.add(query) + `)`
-	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
+	tq := `websearch_to_tsquery('english', ` + a.Add(query) + `)`
+	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
 	rows, err := s.pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
 		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
-		ORDER BY score DESC, t.created_at DESC LIMIT `+a.add(limit), a.list...)
+		ORDER BY score DESC, t.created_at DESC LIMIT `+a.Add(limit), a.List...)
 	if err != nil {
 		return nil, core.DBErr("searching history", err)
 	}

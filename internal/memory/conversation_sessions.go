@@ -120,7 +120,7 @@ func (s *Store) GetSession(ctx context.Context, owner, id string) (*Session, err
 }
 
 // getSession reads one session with q; lock is "" or " FOR UPDATE".
-func (s *conversations) getSession(ctx context.Context, q querier, owner, id, lock string) (*Session, error) {
+func (s *conversations) getSession(ctx context.Context, q core.Querier, owner, id, lock string) (*Session, error) {
 	c, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c
 		WHERE c.owner_id = $1 AND c.id = $2`+lock, owner, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -142,24 +142,24 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 		fe.Add("agent", core.ScopeIDRule)
 	}
 	limit := fe.Limit(req.Limit, defaultSessionPage, maxSessionPage)
-	afterAt, afterID, err := decodeTimeCursor(req.Cursor, core.ValidScopeID)
+	afterAt, afterID, err := core.DecodeTimeCursor(req.Cursor, core.ValidScopeID)
 	fe.Cursor(err)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	where := `c.owner_id = ` + a.add(req.Owner)
+	a := &core.Args{}
+	where := `c.owner_id = ` + a.Add(req.Owner)
 	if req.Agent != "" {
-		where += ` AND c.agent_id = ` + a.add(req.Agent)
+		where += ` AND c.agent_id = ` + a.Add(req.Agent)
 	}
 	if req.Archived != nil {
-		where += ` AND c.archived = ` + a.add(*req.Archived)
+		where += ` AND c.archived = ` + a.Add(*req.Archived)
 	}
 	if req.Cursor != "" {
-		where += ` AND (c.last_active_at, c.id) < (` + a.add(afterAt) + `::timestamptz, ` + a.add(afterID) + `::text)`
+		where += ` AND (c.last_active_at, c.id) < (` + a.Add(afterAt) + `::timestamptz, ` + a.Add(afterID) + `::text)`
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
-		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.add(limit+1), a.list...)
+		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
 		return nil, core.DBErr("listing sessions", err)
 	}
@@ -170,7 +170,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 		return nil, core.DBErr("listing sessions", err)
 	}
 	page.Sessions = scan.Items
-	page.PageBounds = scan.Bounds(func(c Session) string { return encodeCursor(c.LastActiveAt, c.ID) })
+	page.PageBounds = scan.Bounds(func(c Session) string { return core.EncodeCursor(c.LastActiveAt, c.ID) })
 	return page, nil
 }
 
@@ -184,10 +184,10 @@ func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*S
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	set := `title = coalesce(` + a.add(req.Title) + `::text, title), archived = coalesce(` + a.add(req.Archived) + `::boolean, archived)`
+	a := &core.Args{}
+	set := `title = coalesce(` + a.Add(req.Title) + `::text, title), archived = coalesce(` + a.Add(req.Archived) + `::boolean, archived)`
 	row := s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
-		WHERE c.owner_id = `+a.add(req.Owner)+` AND c.id = `+a.add(req.ID)+` RETURNING `+sessionColumns, a.list...)
+		WHERE c.owner_id = `+a.Add(req.Owner)+` AND c.id = `+a.Add(req.ID)+` RETURNING `+sessionColumns, a.List...)
 	c, err := scanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", req.ID, ErrNotFound)

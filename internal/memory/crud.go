@@ -2,10 +2,8 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +32,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 // load reads one memory of owner; lock adds FOR UPDATE. Another owner's
 // memory is not found, exactly like a missing one (the same error from the
 // same query), so a caller learns nothing about ids outside its owner.
-func (s *reader) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
+func (s *reader) load(ctx context.Context, q core.Querier, owner, id string, lock bool) (Memory, error) {
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
 	if lock {
 		sql += ` FOR UPDATE`
@@ -72,11 +70,11 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.add(req.Owner) +
+	a := &core.Args{}
+	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.Add(req.Owner) +
 		scopeFilter(a, req.Agent, req.Session)
 	if req.Category != "" {
-		sql += ` AND m.category = ` + a.add(req.Category)
+		sql += ` AND m.category = ` + a.Add(req.Category)
 	}
 	if !req.IncludeInactive {
 		sql += ` AND m.active`
@@ -88,14 +86,14 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 		sql += notFlagged
 	}
 	if !after.IsZero() {
-		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
+		sql += ` AND (m.created_at, m.id) < (` + a.Add(after) + `::timestamptz, ` + a.Add(afterID) + `::uuid)`
 	}
-	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return (*reader)(s).memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
+	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.Add(limit+1)
+	return (*reader)(s).memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.List...)
 }
 
 // createdCursor is the cursor after m in a list ordered by (created_at, id).
-func createdCursor(m Memory) string { return encodeCursor(m.CreatedAt, m.ID) }
+func createdCursor(m Memory) string { return core.EncodeCursor(m.CreatedAt, m.ID) }
 
 // memoryPage reads a page of memories (sql has LIMIT limit+1) within the
 // byte cap; cursor is the cursor after a memory in sql's order.
@@ -116,30 +114,8 @@ func (s *reader) memoryPage(ctx context.Context, what string, maxBytes, limit in
 	return page, nil
 }
 
-// encodeCursor makes an opaque cursor from the last row of a page.
-func encodeCursor(t time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
-}
-
-func decodeCursor(c string) (time.Time, string, error) { return decodeTimeCursor(c, ValidID) }
-
-// decodeTimeCursor reads a cursor of encodeCursor whose id validID accepts
-// (memory ids, session ids).
-func decodeTimeCursor(c string, validID func(string) bool) (time.Time, string, error) {
-	if c == "" {
-		return time.Time{}, "", nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	ts, id, ok := strings.Cut(string(raw), "/")
-	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !validID(id) {
-		return time.Time{}, "", errors.New("malformed cursor")
-	}
-	return time.UnixMicro(us).UTC(), id, nil
-}
+// decodeCursor reads a cursor of a page of memories.
+func decodeCursor(c string) (time.Time, string, error) { return core.DecodeTimeCursor(c, ValidID) }
 
 // Update changes fields of one active memory of owner. New content is
 // validated, guarded, redacted and embedded like an add (without dedup).

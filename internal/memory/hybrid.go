@@ -68,12 +68,12 @@ const hybridAttempts = 2
 // bound B (NULL when no distance is known) and the number of vector
 // candidates, ordered by score DESC, id and limited to k.
 func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuery {
-	a := &args{}
+	a := &core.Args{}
 	owner, filter := s.searchFilter(a, req)
-	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
-	qv := a.add(pgv.NewVector(vec))
+	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
+	qv := a.Add(pgv.NewVector(vec))
 	w := s.policy.Search
-	wv, wt, wd := a.add(w.VectorWeight)+`::float8`, a.add(w.TextWeight)+`::float8`, a.add(w.DecayWeight)+`::float8`
+	wv, wt, wd := a.Add(w.VectorWeight)+`::float8`, a.Add(w.TextWeight)+`::float8`, a.Add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
 	sql := `WITH q AS MATERIALIZED (` + s.textQueries(a, req) + `),
 		v AS MATERIALIZED (
@@ -81,7 +81,7 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 				SELECT m.id, m.embedding <=> ` + qv + ` AS d FROM ` + s.sql.memories + ` AS m
 				WHERE ` + owner + ` AND ` + searchable + ` OFFSET 0) AS x
 			ORDER BY CASE WHEN d = 'NaN'::float8 THEN -1 ELSE d END
-			LIMIT ` + a.add(n) + `),
+			LIMIT ` + a.Add(n) + `),
 		t AS MATERIALIZED (
 			SELECT m.id FROM ` + s.sql.memories + ` AS m
 			WHERE ` + ownerTextOnly(owner) + ` AND ` + searchable + ` AND m.tsv @@ (SELECT q FROM q)
@@ -95,8 +95,8 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 			WHERE true` + filter + `)
 		SELECT r.*, ` + score + ` AS score, ` + wv + ` * (1 - b.dn) + ` + wt + ` * 0 + ` + wd + ` * 1 AS bound, b.n
 		FROM r, b
-		ORDER BY ` + score + ` DESC, r.id LIMIT ` + a.add(k)
-	return searchQuery{sql: sql, args: a.list, candidates: n}
+		ORDER BY ` + score + ` DESC, r.id LIMIT ` + a.Add(k)
+	return searchQuery{sql: sql, args: a.List, candidates: n}
 }
 
 // hybridResult is what one owner-local attempt returned besides the hits.

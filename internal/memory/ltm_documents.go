@@ -45,7 +45,7 @@ func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Docum
 }
 
 // currentDocument reads the current version with q (lock "" or " FOR UPDATE").
-func (s *longTerm) currentDocument(ctx context.Context, q querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
+func (s *longTerm) currentDocument(ctx context.Context, q core.Querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
 	d := &Document{Owner: owner, Agent: agent, Kind: kind}
 	var src string
 	err := q.QueryRow(ctx, `SELECT version, content, source, updated_at FROM `+s.sql.documents+`
@@ -225,24 +225,24 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 		fe.Add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
 	}
 	limit := fe.Limit(req.Limit, defaultChangelogPage, maxChangelogPage)
-	before, err := decodeSerialCursor(req.Cursor)
+	before, err := core.DecodeSerialCursor(req.Cursor)
 	fe.Cursor(err)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	where := `owner_id = ` + a.add(req.Owner)
+	a := &core.Args{}
+	where := `owner_id = ` + a.Add(req.Owner)
 	if req.Agent != nil {
-		where += ` AND agent_id = ` + a.add(*req.Agent)
+		where += ` AND agent_id = ` + a.Add(*req.Agent)
 	}
 	if req.Scope != "" {
-		where += ` AND kind = ` + a.add(string(req.Scope))
+		where += ` AND kind = ` + a.Add(string(req.Scope))
 	}
 	if before > 0 {
-		where += ` AND id < ` + a.add(before)
+		where += ` AND id < ` + a.Add(before)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
-		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.add(limit+1), a.list...)
+		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
 		return nil, core.DBErr("reading the changelog", err)
 	}
@@ -252,7 +252,7 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 		return nil, core.DBErr("reading the changelog", err)
 	}
 	page.Items = scan.Items
-	page.PageBounds = scan.Bounds(func(e ChangelogEntry) string { return encodeSerialCursor(e.ID) })
+	page.PageBounds = scan.Bounds(func(e ChangelogEntry) string { return core.EncodeSerialCursor(e.ID) })
 	return page, nil
 }
 
@@ -293,7 +293,7 @@ func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underO
 		return nil, err
 	}
 	snap := &SessionSnapshot{Owner: owner, SessionID: sessionID}
-	scan := func(q querier) error {
+	scan := func(q core.Querier) error {
 		return q.QueryRow(ctx, sql, owner, sessionID).Scan(&snap.Agent, &snap.ProfileVersion, &snap.ConstraintsVersion)
 	}
 	var err error

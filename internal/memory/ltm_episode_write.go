@@ -124,7 +124,7 @@ func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (stri
 
 // checkEpisodeQuota refuses one more episode of an owner at
 // limits.maxEpisodesPerOwner.
-func (s *longTerm) checkEpisodeQuota(ctx context.Context, q querier, owner string) error {
+func (s *longTerm) checkEpisodeQuota(ctx context.Context, q core.Querier, owner string) error {
 	n, err := (*reader)(s).countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
 	if err != nil {
 		return err

@@ -154,34 +154,34 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 }
 
 func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
-	a := &args{}
-	where := `e.owner_id = ` + a.add(owner)
+	a := &core.Args{}
+	where := `e.owner_id = ` + a.Add(owner)
 	if agent != "" {
-		where += ` AND e.agent_id IN ('', ` + a.add(agent) + `)`
+		where += ` AND e.agent_id IN ('', ` + a.Add(agent) + `)`
 	}
-	recency := `exp(-ln(2) / ` + a.add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
+	recency := `exp(-ln(2) / ` + a.Add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
 	vs, ts, from := `0::float8`, `0::float8`, s.sql.episodes+` AS e`
 	if query != "" {
 		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(query)})
 		if err != nil || len(vecs) != 1 {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
-		vs = `coalesce(1 - (e.embedding <=> ` + a.add(pgv.NewVector(vecs[0])) + `), 0)`
-		from += `, (SELECT ` + orQuery(a.add(query)) + `) AS q(q)`
+		vs = `coalesce(1 - (e.embedding <=> ` + a.Add(pgv.NewVector(vecs[0])) + `), 0)`
+		from += `, (SELECT ` + orQuery(a.Add(query)) + `) AS q(q)`
 		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.policy.Search
 	var sql string
 	if query == "" {
 		sql = `SELECT ` + episodeColumns + `, 0::float8, 0::float8, ` + recency + ` FROM ` + from + ` WHERE ` + where +
-			` ORDER BY e.ended_at DESC, e.id LIMIT ` + a.add(limit)
+			` ORDER BY e.ended_at DESC, e.id LIMIT ` + a.Add(limit)
 	} else {
 		sql = `SELECT * FROM (SELECT ` + episodeColumns + `, ` + vs + ` AS vs, ` + ts + ` AS ts, ` + recency + ` AS rs
 				FROM ` + from + ` WHERE ` + where + `) AS r
-			ORDER BY ` + a.add(w.VectorWeight) + `::float8 * r.vs + ` + a.add(w.TextWeight) + `::float8 * r.ts + ` +
-			a.add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.add(limit)
+			ORDER BY ` + a.Add(w.VectorWeight) + `::float8 * r.vs + ` + a.Add(w.TextWeight) + `::float8 * r.ts + ` +
+			a.Add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.Add(limit)
 	}
-	rows, err := s.pool.Query(ctx, sql, a.list...)
+	rows, err := s.pool.Query(ctx, sql, a.List...)
 	if err != nil {
 		return nil, core.DBErr("searching episodes", err)
 	}

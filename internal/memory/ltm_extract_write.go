@@ -116,7 +116,7 @@ func (s *longTerm) decidePlan(ctx context.Context, nb *neighbour, action, merged
 func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*preparedAdd, plans []*arbiterPlan, res *SessionExtractResult) error {
 	raced := false
 	results, err := (*writer)(s).writeInTx(ctx, req.Owner, ps, plans, txHooks{
-		before: func(ctx context.Context, tx dbtx) (bool, error) {
+		before: func(ctx context.Context, tx core.DBTX) (bool, error) {
 			// A concurrent run that read the same messages may have
 			// committed while this one asked the model: its facts stand,
 			// these are not written twice (the session row lock orders
@@ -135,7 +135,7 @@ func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest
 			}
 			return raced, nil
 		},
-		after: func(ctx context.Context, tx dbtx) error {
+		after: func(ctx context.Context, tx core.DBTX) error {
 			if raced {
 				return nil
 			}

@@ -54,21 +54,21 @@ func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, err
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
+	a := &core.Args{}
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m
-		WHERE m.owner_id = ` + a.add(GlobalOwner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
+		WHERE m.owner_id = ` + a.Add(GlobalOwner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
 	if req.Category != "" {
-		sql += ` AND m.category = ` + a.add(req.Category)
+		sql += ` AND m.category = ` + a.Add(req.Category)
 	}
 	if !after.IsZero() {
-		sql += ` AND (m.updated_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
+		sql += ` AND (m.updated_at, m.id) < (` + a.Add(after) + `::timestamptz, ` + a.Add(afterID) + `::uuid)`
 	}
-	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return (*reader)(s).memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
+	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.Add(limit+1)
+	return (*reader)(s).memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.List...)
 }
 
 // updatedCursor is the cursor after m in a list ordered by (updated_at, id).
-func updatedCursor(m Memory) string { return encodeCursor(m.UpdatedAt, m.ID) }
+func updatedCursor(m Memory) string { return core.EncodeCursor(m.UpdatedAt, m.ID) }
 
 // DeleteGlobal soft-deletes one tenant-wide memory (with history). Errors:
 // ValidationError; ErrNotFound; ErrProtected (source other than user or system).

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strconv"
 
@@ -32,7 +31,7 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 	fe.Owner(req.Owner)
 	fe.ID("id", req.ID)
 	limit := fe.Limit(req.Limit, defaultHistoryPage, maxHistoryPage)
-	after, err := decodeSerialCursor(req.Cursor)
+	after, err := core.DecodeSerialCursor(req.Cursor)
 	fe.Cursor(err)
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -49,7 +48,7 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 		return nil, err
 	}
 	page.Items = scan.Items
-	page.PageBounds = scan.Bounds(func(h HistoryEntry) string { return encodeSerialCursor(h.ID) })
+	page.PageBounds = scan.Bounds(func(h HistoryEntry) string { return core.EncodeSerialCursor(h.ID) })
 	return page, nil
 }
 
@@ -90,27 +89,4 @@ func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {
 		h.Details = nil
 	}
 	return h, nil
-}
-
-// encodeSerialCursor makes an opaque cursor from the id of a page's last
-// row, in a list ordered by a serial id.
-func encodeSerialCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
-}
-
-// decodeSerialCursor is the id a cursor of encodeSerialCursor names; 0
-// for no cursor.
-func decodeSerialCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, err
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || id < 1 {
-		return 0, errors.New("malformed cursor")
-	}
-	return id, nil
 }

@@ -9,7 +9,7 @@ import (
 // countOwnerRows counts the owner's rows of table (sessions or episodes)
 // with q; the callers hold the owner's lock, so no concurrent write of the
 // owner can add a row between the count and their insert.
-func (s *reader) countOwnerRows(ctx context.Context, q querier, table, what, owner string) (int64, error) {
+func (s *reader) countOwnerRows(ctx context.Context, q core.Querier, table, what, owner string) (int64, error) {
 	var n int64
 	if err := q.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE owner_id = $1`, owner).Scan(&n); err != nil {
 		return 0, core.DBErr("counting the owner's "+what, err)

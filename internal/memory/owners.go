@@ -68,23 +68,23 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	}
 	counts := fmt.Sprintf(ownerCounts, s.sql.access, s.sql.memories)
 	var sql string
-	a := &args{}
+	a := &core.Args{}
 	if req.Only != "" {
-		sql = `SELECT o.owner_id, c.active, c.inactive, c.last FROM (SELECT ` + a.add(req.Only) + `::text AS owner_id) AS o
-			CROSS JOIN LATERAL (` + counts + `) AS c WHERE o.owner_id > ` + a.add(after) + ` AND c.active + c.inactive > 0`
+		sql = `SELECT o.owner_id, c.active, c.inactive, c.last FROM (SELECT ` + a.Add(req.Only) + `::text AS owner_id) AS o
+			CROSS JOIN LATERAL (` + counts + `) AS c WHERE o.owner_id > ` + a.Add(after) + ` AND c.active + c.inactive > 0`
 	} else {
 		// The recursive CTE steps from one owner to the next through the
 		// index; the outer LIMIT stops it after limit+1 owners.
 		sql = `WITH RECURSIVE o(owner_id) AS (
-			(SELECT m.owner_id FROM ` + s.sql.memories + ` AS m WHERE m.owner_id > ` + a.add(after) + ` ORDER BY m.owner_id LIMIT 1)
+			(SELECT m.owner_id FROM ` + s.sql.memories + ` AS m WHERE m.owner_id > ` + a.Add(after) + ` ORDER BY m.owner_id LIMIT 1)
 			UNION ALL
 			SELECT (SELECT m.owner_id FROM ` + s.sql.memories + ` AS m WHERE m.owner_id > o.owner_id ORDER BY m.owner_id LIMIT 1)
 			FROM o WHERE o.owner_id IS NOT NULL)
 		SELECT o.owner_id, c.active, c.inactive, c.last
-		FROM (SELECT owner_id FROM o WHERE owner_id IS NOT NULL LIMIT ` + a.add(limit+1) + `) AS o
+		FROM (SELECT owner_id FROM o WHERE owner_id IS NOT NULL LIMIT ` + a.Add(limit+1) + `) AS o
 		CROSS JOIN LATERAL (` + counts + `) AS c ORDER BY o.owner_id`
 	}
-	rows, err := s.pool.Query(ctx, sql, a.list...)
+	rows, err := s.pool.Query(ctx, sql, a.List...)
 	if err != nil {
 		return nil, core.DBErr("listing owners", err)
 	}

@@ -113,17 +113,17 @@ type searchQuery struct {
 // hybrid and text) the one-phase query over the owner's rows.
 // legacy forces the one-phase query (searchSQL falls back to it).
 func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
-	a := &args{}
+	a := &core.Args{}
 	owner, filter := s.searchFilter(a, req)
 	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
 		return s.buildVectorSearch(req, vec, k, candidatesFor(k, filter != ""))
 	}
-	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
 	where := owner + ` AND ` + searchable + filter
 	from := s.sql.memories + ` AS m`
 	var vs, ts, order string
 	if mode != SearchText {
-		qv := a.add(pgv.NewVector(vec))
+		qv := a.Add(pgv.NewVector(vec))
 		vs = `1 - (m.embedding <=> ` + qv + `)`
 		order = `m.embedding <=> ` + qv
 	}
@@ -146,38 +146,38 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 	if mode == SearchHybrid {
 		// ORDER BY cannot use output names inside an expression: rank the
 		// scored rows in an outer query.
-		sql = `SELECT * FROM (` + sql + `) AS r ORDER BY ` + a.add(w.VectorWeight) + `::float8 * r.vs + ` +
-			a.add(w.TextWeight) + `::float8 * r.ts + ` + a.add(w.DecayWeight) + `::float8 * r.ds DESC, r.id LIMIT ` + a.add(k)
+		sql = `SELECT * FROM (` + sql + `) AS r ORDER BY ` + a.Add(w.VectorWeight) + `::float8 * r.vs + ` +
+			a.Add(w.TextWeight) + `::float8 * r.ts + ` + a.Add(w.DecayWeight) + `::float8 * r.ds DESC, r.id LIMIT ` + a.Add(k)
 	} else {
-		sql += ` ORDER BY ` + order + ` LIMIT ` + a.add(k)
+		sql += ` ORDER BY ` + order + ` LIMIT ` + a.Add(k)
 	}
-	return searchQuery{sql: sql, args: a.list}
+	return searchQuery{sql: sql, args: a.List}
 }
 
 // searchFilter is the owner condition of a search (the owner's rows and,
 // when the policy has global categories, the tenant-wide ones: ownerMatch)
 // and its filters beyond it (agent, session, flags, categories; "" when
 // none), both on alias m.
-func (s *reader) searchFilter(a *args, req SearchRequest) (owner, filter string) {
-	owner = (*longTerm)(s).ownerMatch(a.add(req.Owner))
+func (s *reader) searchFilter(a *core.Args, req SearchRequest) (owner, filter string) {
+	owner = (*longTerm)(s).ownerMatch(a.Add(req.Owner))
 	filter = scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
 		filter += notFlagged
 	}
 	if len(req.Categories) > 0 {
-		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
+		filter += ` AND m.category = ANY(` + a.Add(req.Categories) + `)`
 	}
 	return owner, filter
 }
 
 // buildVectorSearch is the two-phase vector search with n candidates.
 func (s *reader) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
-	a := &args{}
+	a := &core.Args{}
 	owner, filter := s.searchFilter(a, req)
-	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
-	qv := a.add(pgv.NewVector(vec))
-	sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
-	return searchQuery{sql: sql, args: a.list, candidates: n}
+	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
+	qv := a.Add(pgv.NewVector(vec))
+	sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.Add(k), a.Add(n))
+	return searchQuery{sql: sql, args: a.List, candidates: n}
 }
 
 // SearchQuery is the SQL and arguments the store runs for req with the
