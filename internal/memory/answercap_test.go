@@ -59,7 +59,7 @@ func TestJSONBoundsHold(t *testing.T) {
 			}
 			page.Items = append(page.Items, m)
 		}
-		page.omit(1, 1<<40)
+		page.Omit(1, 1<<40)
 		if n := core.JSONSize(page); n > capBytes || len(page.Items) == 0 {
 			t.Errorf("cap %d: a page of %d messages is %d bytes", capBytes, len(page.Items), n)
 		}

@@ -97,7 +97,7 @@ func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
 	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
 	res.Messages = all[:n]
 	if n < len(all) {
-		res.omit(all[n].Seq, all[len(all)-1].Seq+1)
+		res.Omit(all[n].Seq, all[len(all)-1].Seq+1)
 	}
 }
 

@@ -124,14 +124,6 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	return res, nil
 }
 
-// weaker records the weakest summary method a compaction used.
-func (r *CompactSessionResult) weaker(method string) {
-	rank := map[string]int{"": 0, MethodLLM: 1, MethodLLMAggressive: 2, MethodExtractive: 3}
-	if rank[method] > rank[r.Method] {
-		r.Method = method
-	}
-}
-
 // compactionEnd is the seq of the first message compaction must leave alone:
 // the start of the fresh tail (policy freshTail, moved back to its turn
 // start). When the turn start lies further back than compaction looks, the
@@ -248,7 +240,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		}
 		res.LeavesCreated++
 		res.MessagesSummarized += len(msgs)
-		res.weaker(method)
+		res.Weaker(method)
 	}
 	return nil
 }
@@ -411,7 +403,7 @@ func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *Com
 		return false, err
 	}
 	res.CondensedCreated++
-	res.weaker(method)
+	res.Weaker(method)
 	return stored, nil
 }
 

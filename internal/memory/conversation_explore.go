@@ -114,7 +114,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 			if len(page) > 0 {
 				from = page[len(page)-1].Seq + 1
 			}
-			e.omit(from, end)
+			e.Omit(from, end)
 			break
 		}
 		from = page[len(page)-1].Seq + 1

@@ -42,7 +42,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq DESC`,
 			req.Owner, req.SessionID, from, end)
 		slices.Reverse(page.Items)
-		page.omit(from, seqOrEnd(page.Items, end))
+		page.Omit(from, seqOrEnd(page.Items, end))
 		return page, err
 	}
 	from, to := max(1, req.From), end
@@ -55,7 +55,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if n := len(page.Items); n > 0 {
 		from = page.Items[n-1].Seq + 1
 	}
-	page.omit(from, to)
+	page.Omit(from, to)
 	return page, err
 }
 

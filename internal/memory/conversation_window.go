@@ -241,7 +241,7 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 	if len(sums) > 0 {
 		given = sums[0].EarliestSeq
 	}
-	w.omit(plan.from, given)
+	w.Omit(plan.from, given)
 	w.Dropped = int(total) - (len(msgs) - start)
 	return w
 }

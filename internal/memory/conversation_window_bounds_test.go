@@ -64,7 +64,7 @@ func TestWindowFreshTailBoundedByBudget(t *testing.T) {
 				t.Error("FreshTailOverBudget is false")
 			}
 			want := Truncation{}
-			want.omit(tc.from, tc.to)
+			want.Omit(tc.from, tc.to)
 			if w.Truncation != want {
 				t.Errorf("truncation %+v, want %+v", w.Truncation, want)
 			}
@@ -128,7 +128,7 @@ func TestWindowBoundedByByteCap(t *testing.T) {
 				t.Errorf("window %q, want %q", got, tc.want)
 			}
 			want := Truncation{}
-			want.omit(tc.from, tc.to)
+			want.Omit(tc.from, tc.to)
 			if w.Truncation != want {
 				t.Errorf("truncation %+v, want %+v", w.Truncation, want)
 			}

@@ -115,6 +115,10 @@ func JSONTextBytes(s string) int { return JSONSize(s) - 2 }
 // byte of invalid UTF-8; U+2028 and U+2029 take 6 for 3).
 func TextBound(s string) int { return 6 * len(s) }
 
+// ListFixedBound bounds the fixed parts of a list item (or a search hit
+// around its memory): its keys, up to five numbers and four timestamps.
+const ListFixedBound = 256
+
 // JSONBound is an upper bound of JSONSize(v) that reads only lengths;
 // v's exact size (Unbounded, never taken on a bound) for other types.
 func JSONBound(v any) int {
