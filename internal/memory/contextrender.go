@@ -80,7 +80,7 @@ const minContextLine = 32
 // could fit at all (every line costs at least one token), so pinned
 // memories are always candidates.
 func contextLimits(budget int) (perCategory, perPinned int) {
-	return max(16, budget*asciiBytesPerToken/minContextLine), budget
+	return max(16, budget*core.ASCIIBytesPerToken/minContextLine), budget
 }
 
 // contextCandidates selects the owner's renderable memories that can make

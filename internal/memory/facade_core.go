@@ -71,3 +71,7 @@ func LeastTrusted(a, b Source) Source { return core.LeastTrusted(a, b) }
 // WithActor returns ctx carrying the identity recorded as
 // memory_history.actor_id by the writes made with it.
 func WithActor(ctx context.Context, id string) context.Context { return core.WithActor(ctx, id) }
+
+// CountTokens estimates how many tokens a common LLM tokenizer makes of s:
+// the one counter of Engram (core.CountTokens).
+func CountTokens(s string) int { return core.CountTokens(s) }
