@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
@@ -134,7 +135,7 @@ func (s *conversations) compactionEnd(ctx context.Context, owner, session string
 	if err != nil || len(msgs) == 0 {
 		return count + 1, err
 	}
-	f := freshStart(msgs, k)
+	f := conversation.FreshStart(msgs, k)
 	if f > max(0, len(msgs)-k) && msgs[0].Seq > 1 {
 		return msgs[0].Seq, nil
 	}
@@ -171,7 +172,7 @@ func chunkRanges(metas []ConversationMessage, end int64, size int, partial bool)
 	var out [][2]int64
 	for i := 0; i < len(metas) && len(out) < maxLeavesPerCompaction; {
 		j := i + size
-		for j < len(metas) && !isTurnStart(metas[j]) {
+		for j < len(metas) && !conversation.IsTurnStart(metas[j]) {
 			j++
 		}
 		if j >= len(metas) {

@@ -5,13 +5,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Limits of a session and of a turn across appends. A turn is a user or
 // system message and every message after it up to the next one
-// (isTurnStart); messages before a session's first user or system message
-// form a turn of their own, so a client that never sends one is bounded as
+// (conversation.IsTurnStart); messages before a session's first user or
+// system message form a turn of their own, so a client that never sends one is bounded as
 // well. Both checks run in AppendTurn's transaction, after the session row
 // is locked: concurrent appends to one session are serialized there, so
 // none can pass a limit another one is being checked against.
@@ -31,7 +32,7 @@ func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *
 		return err
 	}
 	var open turnLength
-	if !isTurnStart(ConversationMessage{Role: ms[0].msg.Role}) {
+	if !conversation.IsTurnStart(ConversationMessage{Role: ms[0].msg.Role}) {
 		var err error
 		if open, err = s.openTurn(ctx, tx, sess); err != nil {
 			return err
@@ -55,7 +56,7 @@ func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error 
 		return core.OverQuota(QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
 	}
 	for i, m := range ms {
-		if isTurnStart(ConversationMessage{Role: m.msg.Role}) {
+		if conversation.IsTurnStart(ConversationMessage{Role: m.msg.Role}) {
 			if i > 0 {
 				if err := check(); err != nil {
 					return err

@@ -48,6 +48,9 @@ func TestDependencyRule(t *testing.T) {
 var engineIdeas = map[string][]string{
 	"../memory/core":         engineLeaves,
 	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
+	// Tests' checks of conversation memory, shared by its package and the
+	// façade's tests; imported by tests only.
+	"../memory/conversation/convtest": append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
 }
 
 // TestEngineImportRule pins engineIdeas: a package of the engine imports
