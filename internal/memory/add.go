@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // maxBatch bounds one AddBatch call.
@@ -32,7 +34,7 @@ type preparedAdd struct {
 // otherwise. Over the per-owner cap, the lowest-value memories are evicted
 // after commit.
 func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	p, err := (*writer)(s).prepareAdd(req, fe)
 	if err != nil {
 		return nil, err
@@ -53,10 +55,10 @@ func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
 // the same owner.
 func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, error) {
 	if len(reqs) == 0 {
-		return nil, invalid("items", "at least one item is required")
+		return nil, core.Invalid("items", "at least one item is required")
 	}
 	if len(reqs) > maxBatch {
-		return nil, invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
+		return nil, core.Invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
 	}
 	prepared, err := (*writer)(s).prepareAll(reqs)
 	if err != nil {
@@ -118,21 +120,17 @@ type neighbour struct {
 	source Source
 }
 
-type querier interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
 // nearest finds the owner's memory most similar to vec among active and
 // inactive rows that are not superseded; an identical text always wins.
 // Inactive rows the purge job will delete within purgeGuard are left out:
 // they are about to go, and the purge may hold their row locks. With lock
 // it also locks the row (FOR UPDATE); add's transaction does not, it locks
 // the neighbour only when it is about to act on it (lockNeighbour).
-func (s *writer) nearest(ctx context.Context, q querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
+func (s *writer) nearest(ctx context.Context, q core.Querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
 	sql := s.nearestQuery(len(vec), lock)
 	n, err := scanNeighbour(q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content))
 	if err != nil {
-		return nil, dbErr("finding the nearest memory", err)
+		return nil, core.DBErr("finding the nearest memory", err)
 	}
 	return n, nil
 }
@@ -161,13 +159,13 @@ func scanNeighbour(row pgx.Row, extra ...any) (*neighbour, error) {
 // gone or superseded. Which row is the neighbour cannot have changed: the
 // owner's lock keeps out every other writer of content, vectors and
 // superseded_by, and the lookup leaves out rows the purge may delete.
-func (s *writer) lockNeighbour(ctx context.Context, tx dbtx, nb *neighbour, p *preparedAdd) (*neighbour, error) {
+func (s *writer) lockNeighbour(ctx context.Context, tx core.DBTX, nb *neighbour, p *preparedAdd) (*neighbour, error) {
 	var src string
 	n, err := scanNeighbour(tx.QueryRow(ctx, `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
 			1 - (m.embedding <=> $2), m.content = $3, m.source
 		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content), &src)
 	if err != nil {
-		return nil, dbErr("locking memory "+nb.id, err)
+		return nil, core.DBErr("locking memory "+nb.id, err)
 	}
 	if n != nil {
 		n.source = Source(src)
@@ -192,7 +190,7 @@ func (s *Store) NearestQuery(dims int) string { return (*writer)(s).nearestQuery
 // decide performs one write given its neighbour nb. commit, when not nil,
 // asks the write to commit the transaction if it ends with a plain insert
 // (sent in the insert's round trip); *commit tells whether it did.
-func (s *writer) decide(ctx context.Context, tx dbtx, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
+func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
 	res := &AddResult{Redactions: p.redactions}
 	d := s.policy.Dedup
 	if nb == nil || !nb.exact && nb.sim < d.ArbitrationThreshold {
@@ -267,20 +265,20 @@ func (s *Store) InsertQuery() string {
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 }
 
-func (s *writer) insert(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult) (*AddResult, error) {
+func (s *writer) insert(ctx context.Context, tx core.DBTX, p *preparedAdd, res *AddResult) (*AddResult, error) {
 	return s.insertCommit(ctx, tx, p, res, nil)
 }
 
 // insertCommit inserts; with commit not nil it sends COMMIT in the same
 // round trip and sets *commit once the server has committed.
-func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
+func (s *writer) insertCommit(ctx context.Context, tx core.DBTX, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	args := []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
+	args := []any{core.NewID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession}
+		s.expirySeconds(p.req.Category, p.ttl), details, core.ActorID(ctx), p.req.SourceSession}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares evictAfter a round trip when under the cap.
 	var m Memory
@@ -292,7 +290,7 @@ func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res 
 		*commit = err == nil
 	}
 	if err != nil {
-		return nil, dbErr("inserting memory", err)
+		return nil, core.DBErr("inserting memory", err)
 	}
 	res.Action, res.Memory = ActionAdded, m
 	if res.Arbiter == "" && res.Similarity >= s.policy.Dedup.ArbitrationThreshold {
@@ -302,7 +300,7 @@ func (s *writer) insertCommit(ctx context.Context, tx dbtx, p *preparedAdd, res 
 }
 
 // insertAndCommit runs InsertQuery and COMMIT in one pipeline.
-func (s *writer) insertAndCommit(ctx context.Context, tx dbtx, args []any, ownerRows *int) (Memory, error) {
+func (s *writer) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, ownerRows *int) (Memory, error) {
 	b := &pgx.Batch{}
 	b.Queue((*Store)(s).InsertQuery(), args...)
 	b.Queue("COMMIT")
@@ -341,7 +339,7 @@ func (s *writer) mergedCategory(existing, incoming string) string {
 // reactivates it); the scope widens to owner level when agents or sessions
 // differ. The row keeps only the new text (the old one is in its history),
 // so it takes the write's source; its category follows mergeCategory.
-func (s *writer) merge(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) merge(ctx context.Context, tx core.DBTX, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
@@ -385,7 +383,7 @@ type rewrite struct {
 
 // rewrite updates the neighbour, which lockNeighbour has locked, and writes
 // its history row from values the caller holds (historyrow.go).
-func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite) (Memory, error) {
+func (s *writer) rewrite(ctx context.Context, tx core.DBTX, nb *neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -401,7 +399,7 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 			VALUES ($1::uuid, $17, $11, $15, $14, $12, $2, $13))
 		SELECT * FROM upd`
 	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, actorID(ctx),
+		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, core.ActorID(ctx),
 		string(w.actor), w.sourceSession, w.owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// lockNeighbour holds the row: it cannot be gone. Were it, the
@@ -409,16 +407,16 @@ func (s *writer) rewrite(ctx context.Context, tx dbtx, nb *neighbour, w rewrite)
 		return Memory{}, fmt.Errorf("updating memory %s: the row locked by this write is gone: %w", nb.id, ErrConflict)
 	}
 	if err != nil {
-		return Memory{}, dbErr("updating memory "+nb.id, err)
+		return Memory{}, core.DBErr("updating memory "+nb.id, err)
 	}
 	return m, nil
 }
 
 // noop returns the neighbour unchanged.
-func (s *writer) noop(ctx context.Context, tx dbtx, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *writer) noop(ctx context.Context, tx core.DBTX, nb *neighbour, res *AddResult) (*AddResult, error) {
 	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
 	if err != nil {
-		return nil, dbErr("reading memory "+nb.id, err)
+		return nil, core.DBErr("reading memory "+nb.id, err)
 	}
 	res.Action, res.Memory = ActionNoop, m
 	return res, nil

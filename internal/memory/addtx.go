@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // rollbackTimeout bounds the ROLLBACK of a failed add.
@@ -32,9 +34,9 @@ func (s *writer) addInTx(ctx context.Context, owner string, ps []*preparedAdd, p
 type txHooks struct {
 	// before runs once the owner's lock is held; skip true drops the
 	// writes (writeInTx returns no results and commits nothing else).
-	before func(ctx context.Context, tx dbtx) (skip bool, err error)
+	before func(ctx context.Context, tx core.DBTX) (skip bool, err error)
 	// after runs after the writes, before the COMMIT.
-	after func(ctx context.Context, tx dbtx) error
+	after func(ctx context.Context, tx core.DBTX) error
 }
 
 // writeInTx is addInTx with hooks; ps may be empty (an extraction that
@@ -42,7 +44,7 @@ type txHooks struct {
 func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, dbErr("begin", err)
+		return nil, core.DBErr("begin", err)
 	}
 	defer conn.Release()
 	committed := false
@@ -97,7 +99,7 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 	}
 	if !committed {
 		if err := commitTx(ctx, conn); err != nil {
-			return nil, dbErr("commit", err)
+			return nil, core.DBErr("commit", err)
 		}
 		committed = true
 	}
@@ -109,7 +111,7 @@ const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
 // in one pipeline and returns the neighbour (none when p is nil: no lookup).
-func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p *preparedAdd) (*neighbour, error) {
+func (s *writer) beginLockedLookup(ctx context.Context, tx core.DBTX, owner string, p *preparedAdd) (*neighbour, error) {
 	b := &pgx.Batch{}
 	// READ COMMITTED explicitly: the lookup must take its snapshot after
 	// the lock is granted (each statement its own snapshot), whatever
@@ -122,26 +124,26 @@ func (s *writer) beginLockedLookup(ctx context.Context, tx dbtx, owner string, p
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if _, err := br.Exec(); err != nil {
-		return nil, dbErr("begin", err)
+		return nil, core.DBErr("begin", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return nil, dbErr("locking owner", err)
+		return nil, core.DBErr("locking owner", err)
 	}
 	if p == nil {
-		return nil, dbErr("locking owner", br.Close())
+		return nil, core.DBErr("locking owner", br.Close())
 	}
 	nb, err := scanNeighbour(br.QueryRow())
 	if err != nil {
-		return nil, dbErr("finding the nearest memory", err)
+		return nil, core.DBErr("finding the nearest memory", err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, dbErr("finding the nearest memory", err)
+		return nil, core.DBErr("finding the nearest memory", err)
 	}
 	return nb, nil
 }
 
 // commitTx commits and reports a transaction the server rolled back.
-func commitTx(ctx context.Context, tx dbtx) error {
+func commitTx(ctx context.Context, tx core.DBTX) error {
 	tag, err := tx.Exec(ctx, "COMMIT")
 	return commitResult(tag.String(), err)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // withMaxResponseBytes sets the store's byte cap on answers.
@@ -52,7 +54,7 @@ func TestAnswersBoundedByByteCap(t *testing.T) {
 	f.seedLongTurn("ann", "s", 300) // 301 messages, ~700 KB of JSON
 	within := func(what string, v any) {
 		t.Helper()
-		if n := jsonSize(v); n > capBytes {
+		if n := core.JSONSize(v); n > capBytes {
 			t.Fatalf("%s: %d bytes, over the cap of %d", what, n, capBytes)
 		}
 	}
@@ -123,14 +125,14 @@ func TestAnswersBoundedByByteCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := jsonSize(hits); n > 8<<10 || !hits.Truncated || hits.Omitted == 0 || len(hits.Results)+hits.Omitted != MaxHistoryResults {
+	if n := core.JSONSize(hits); n > 8<<10 || !hits.Truncated || hits.Omitted == 0 || len(hits.Results)+hits.Omitted != MaxHistoryResults {
 		t.Errorf("history search of %d bytes: %d results, truncated %v, %d omitted", n, len(hits.Results), hits.Truncated, hits.Omitted)
 	}
 	small, err := f.store.Window(c, WindowRequest{Owner: "ann", SessionID: "s", Strategy: WindowToken, Budget: MaxWindowBudget, MaxBytes: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := jsonSize(small); n > 8<<10 || !small.Truncated {
+	if n := core.JSONSize(small); n > 8<<10 || !small.Truncated {
 		t.Errorf("window with a cap of 8 KiB: %d bytes, truncated %v", n, small.Truncated)
 	}
 }
@@ -148,7 +150,7 @@ func TestContextBoundedByByteCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := jsonSize(res); n > capBytes || !res.Truncated || res.Omitted == 0 || len(res.IDs) == 0 {
+	if n := core.JSONSize(res); n > capBytes || !res.Truncated || res.Omitted == 0 || len(res.IDs) == 0 {
 		t.Fatalf("context of %d bytes (cap %d): %d ids, %d omitted, truncated %v", n, capBytes, len(res.IDs), res.Omitted, res.Truncated)
 	}
 	if res.Tokens > 32000 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // nastyText is text whose JSON is as large as text gets: control
@@ -37,11 +39,11 @@ func TestJSONBoundsHold(t *testing.T) {
 		h := HistoryHit{Kind: nastyText(r, 7), SessionID: nastyText(r, 30), Seq: math.MinInt64, SummaryID: nastyText(r, 36),
 			Source: Source(nastyText(r, 6)), Snippet: nastyText(r, n), Score: -math.SmallestNonzeroFloat64 * 3, CreatedAt: when}
 		for _, v := range []any{m, y, h, WindowItem{Kind: KindMessage, Message: &m}, WindowItem{Kind: KindSummary, Summary: &y}, m.Content} {
-			if b, n := jsonBound(v), jsonSize(v); b < n {
+			if b, n := core.JSONBound(v), core.JSONSize(v); b < n {
 				t.Fatalf("case %d: bound %d < size %d for %T", i, b, n, v)
 			}
 		}
-		if b, n := textBound(m.Content), jsonTextBytes(m.Content); b < n {
+		if b, n := core.TextBound(m.Content), core.JSONTextBytes(m.Content); b < n {
 			t.Fatalf("case %d: text bound %d < %d", i, b, n)
 		}
 	}
@@ -49,16 +51,16 @@ func TestJSONBoundsHold(t *testing.T) {
 	// Items taken on their bounds, then measured: the total stays within the cap.
 	for _, capBytes := range []int{MinMaxResponseBytes, 100_000, 300_000} {
 		page := &MessagePage{Items: []ConversationMessage{}}
-		b := newAnswerBytes(capBytes, page)
+		b := core.NewAnswerBytes(capBytes, page)
 		for i := 0; ; i++ {
 			m := ConversationMessage{Seq: int64(i + 1), Role: RoleAssistant, Content: nastyText(r, r.IntN(3000)), CreatedAt: when}
-			if !b.take(m) {
+			if !b.Take(m) {
 				break
 			}
 			page.Items = append(page.Items, m)
 		}
-		page.omit(1, 1<<40)
-		if n := jsonSize(page); n > capBytes || len(page.Items) == 0 {
+		page.Omit(1, 1<<40)
+		if n := core.JSONSize(page); n > capBytes || len(page.Items) == 0 {
 			t.Errorf("cap %d: a page of %d messages is %d bytes", capBytes, len(page.Items), n)
 		}
 	}

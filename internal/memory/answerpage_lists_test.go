@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // seedEscapeHeavyMemories stores n memories of owner whose content JSON
@@ -62,7 +64,7 @@ func TestMemoryListBoundedByByteCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !first.Truncated || first.NextCursor == "" || len(first.Items) < 10 {
-		t.Fatalf("a list page of %d memories (%d bytes) does not say truncated", len(first.Items), jsonSize(first))
+		t.Fatalf("a list page of %d memories (%d bytes) does not say truncated", len(first.Items), core.JSONSize(first))
 	}
 	wantKeys(t, "memory list", readPages(t, "memory list", capBytes, maxListLimit, key, read(0)), want)
 	wantKeys(t, "memory list within 8 KiB", readPages(t, "memory list within 8 KiB", 8<<10, maxListLimit, key, read(8<<10)), want)
@@ -163,7 +165,7 @@ func TestListItemBoundsHold(t *testing.T) {
 			OwnerSummary{Owner: nastyText(r, n), Active: math.MinInt64, Inactive: math.MinInt64, LastActivity: when},
 			EpisodeHit{Episode: e, Score: f, VectorScore: f, TextScore: f, RecencyScore: f},
 		} {
-			if b, n := jsonBound(v), jsonSize(v); b < n {
+			if b, n := core.JSONBound(v), core.JSONSize(v); b < n {
 				t.Fatalf("case %d: bound %d < size %d for %T", i, b, n, v)
 			}
 		}

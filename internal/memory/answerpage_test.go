@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Issue 26's hostile review: answers outside the byte cap. The profile
@@ -35,7 +37,7 @@ func escapeHeavy(prefix string, n int) string {
 // within fails the test when v's JSON is larger than capBytes.
 func within(t *testing.T, what string, v any, capBytes int) {
 	t.Helper()
-	if n := jsonSize(v); n > capBytes {
+	if n := core.JSONSize(v); n > capBytes {
 		t.Fatalf("%s: %d bytes, over the cap of %d", what, n, capBytes)
 	}
 }
@@ -125,7 +127,7 @@ func TestChangelogBoundedByByteCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !first.Truncated || first.NextCursor == "" {
-		t.Fatalf("a changelog page of %d entries (%d bytes) does not say truncated", len(first.Items), jsonSize(first))
+		t.Fatalf("a changelog page of %d entries (%d bytes) does not say truncated", len(first.Items), core.JSONSize(first))
 	}
 	wantKeys(t, "changelog", readPages(t, "changelog", 2*MaxDocumentBytes*6+4096, maxChangelogPage, key,
 		read(ChangelogRequest{Owner: "mallory", Limit: maxChangelogPage})), want)
@@ -201,7 +203,7 @@ func TestMemoryHistoryBoundedByByteCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !first.Truncated || first.NextCursor == "" || first.Items[0].Action != "add" {
-		t.Fatalf("a history page of %d rows (%d bytes) does not say truncated", len(first.Items), jsonSize(first))
+		t.Fatalf("a history page of %d rows (%d bytes) does not say truncated", len(first.Items), core.JSONSize(first))
 	}
 	wantKeys(t, "history", readPages(t, "history", capBytes, maxHistoryPage, key, read(maxHistoryPage)), want)
 	wantKeys(t, "history by 7", readPages(t, "history by 7", capBytes, 7, key, read(7)), want)

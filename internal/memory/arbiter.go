@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -54,7 +55,7 @@ func (s *writer) planArbitration(ctx context.Context, p *preparedAdd) *arbiterPl
 	decision, merged, err := s.askArbiter(ctx, nb.content, p.content)
 	if err != nil {
 		plan.failure = err.Error()
-		s.log.Info("arbiter failed, inserting instead", "owner_hash", hash32(p.req.Owner), "error", err)
+		s.log.Info("arbiter failed, inserting instead", "owner_hash", core.Hash32(p.req.Owner), "error", err)
 		return plan
 	}
 	plan.decision = decision
@@ -105,17 +106,17 @@ func (s *writer) askArbiter(ctx context.Context, existing, incoming string) (str
 // objects to is refused in Flag mode too (the write is then inserted as
 // sent), since nobody asked for it to be stored.
 func (s *writer) prepareMerged(ctx context.Context, plan *arbiterPlan, merged string) error {
-	fe := &fieldErrors{}
-	fe.text("merged", merged, rawContentLimit(s.policy.Limits.MaxContentBytes))
+	fe := &core.FieldErrors{}
+	fe.Text("merged", merged, core.RawContentLimit(s.policy.Limits.MaxContentBytes))
 	text := ""
-	if len(fe.list) == 0 {
+	if fe.Len() == 0 {
 		text = s.redactor.Redacted(merged)
-		fe.storedSize("merged", merged, text, s.policy.Limits.MaxContentBytes)
+		fe.StoredSize("merged", merged, text, s.policy.Limits.MaxContentBytes)
 	}
-	if len(fe.list) == 0 && s.policy.Redaction.InjectionGuard != GuardOff && textguard.DetectInjection(text) != "" {
-		fe.add("merged", "looks like a prompt injection")
+	if fe.Len() == 0 && s.policy.Redaction.InjectionGuard != GuardOff && textguard.DetectInjection(text) != "" {
+		fe.Add("merged", "looks like a prompt injection")
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return fmt.Errorf("invalid answer: %v", err)
 	}
 	vecs, err := s.embedder.Embed(ctx, []string{text})
@@ -138,7 +139,7 @@ func decodeJSONAnswer(answer string, out any) error {
 
 // applyArbitration carries out the plan for a write in the arbitration band,
 // or inserts when there is no usable plan (no LLM, failure, neighbour changed).
-func (s *writer) applyArbitration(ctx context.Context, tx dbtx, p *preparedAdd, nb *neighbour, plan *arbiterPlan, res *AddResult) (*AddResult, error) {
+func (s *writer) applyArbitration(ctx context.Context, tx core.DBTX, p *preparedAdd, nb *neighbour, plan *arbiterPlan, res *AddResult) (*AddResult, error) {
 	switch {
 	case plan == nil:
 		res.Arbiter = "none"
@@ -210,16 +211,16 @@ type supersede struct {
 // supersedeRow retires w.oldID in favour of w.newID (same owner, checked by
 // the caller). A row deactivated before keeps its time: least() ignores
 // NULL, like coalesce, which Citus refuses around now() in an UPDATE.
-func (s *writer) supersedeRow(ctx context.Context, tx dbtx, w supersede) error {
+func (s *writer) supersedeRow(ctx context.Context, tx core.DBTX, w supersede) error {
 	_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE `+s.sql.memories+` AS m SET active = false, superseded_by = $2,
 				deactivated_at = least(m.deactivated_at, now()), updated_at = now()
 			WHERE m.id = $1 RETURNING m.id)
 		INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content, details)
 		VALUES ($1, $6, $3, $4, $5, $7, jsonb_build_object('supersededBy', $2::text))`,
-		w.oldID, w.newID, w.action, string(w.actor), actorID(ctx), w.owner, w.oldContent)
+		w.oldID, w.newID, w.action, string(w.actor), core.ActorID(ctx), w.owner, w.oldContent)
 	if err != nil {
-		return dbErr("superseding memory "+w.oldID, err)
+		return core.DBErr("superseding memory "+w.oldID, err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -25,7 +26,7 @@ func TestCitusAddRunsOnTheTenantsWorker(t *testing.T) {
 	}
 	vec := make([]float32, 384)
 	vec[0] = 1
-	args := []any{newID(), "alice", "", "", string(SourceAgent), "project", "Alice writes Go", 5, pgv.NewVector(vec),
+	args := []any{core.NewID(), "alice", "", "", string(SourceAgent), "project", "Alice writes Go", 5, pgv.NewVector(vec),
 		[]string{}, 0.0, map[string]any{"similarity": 0}, "test", ""}
 	rows, err := f.admin.Query(ctx(t), "EXPLAIN (COSTS OFF) "+f.store.InsertQuery(), args...)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // On Citus, a plain add through the coordinator was seven round trips from
@@ -62,7 +64,7 @@ func (s *writer) hasWorkerAdd(ctx context.Context) (bool, error) {
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc
 		WHERE pronamespace = to_regnamespace($1) AND proname = 'add_memory'), current_setting('lock_timeout')`,
 		pgx.Identifier{s.schema}.Sanitize()).Scan(&present, &s.workerAdd.lockTimeout); err != nil {
-		return false, dbErr("looking for add_memory", err)
+		return false, core.DBErr("looking for add_memory", err)
 	}
 	state := int32(workerAddAbsent)
 	if present {
@@ -94,7 +96,7 @@ func (s *writer) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*ar
 		return nil, nil
 	}
 	if err != nil {
-		return nil, dbErr("locking owner, finding the nearest memory and inserting memory", err)
+		return nil, core.DBErr("locking owner, finding the nearest memory and inserting memory", err)
 	}
 	res.Action, res.Memory = ActionAdded, m
 	return []AddResult{res}, nil
@@ -117,9 +119,9 @@ func (s *writer) workerAddArgs(ctx context.Context, p *preparedAdd, historyID in
 		details["redactions"] = p.redactions
 	}
 	kept := time.Duration(s.policy.Retention.PurgeInactiveAfter) - (*maintenance)(s).purgeGuard()
-	return []any{newID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
+	return []any{core.NewID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, actorID(ctx), p.req.SourceSession,
+		s.expirySeconds(p.req.Category, p.ttl), details, core.ActorID(ctx), p.req.SourceSession,
 		s.policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID, s.workerAdd.lockTimeout}
 }
 
@@ -151,11 +153,11 @@ func (h *historyIDs) take(ctx context.Context, s *Store) (int64, error) {
 		rows, err := s.pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2)`,
 			s.sql.history, historyIDBlock)
 		if err != nil {
-			return 0, dbErr("drawing history ids", err)
+			return 0, core.DBErr("drawing history ids", err)
 		}
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		if err != nil {
-			return 0, dbErr("drawing history ids", err)
+			return 0, core.DBErr("drawing history ids", err)
 		}
 		h.ids, h.drawnAt = ids, time.Now()
 	}

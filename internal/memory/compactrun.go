@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // DefaultCompactOwnerBudget is how long one compaction run works on one
@@ -50,7 +52,7 @@ func (s *maintenance) compact(ctx context.Context, opts JobOptions, res *JobResu
 		return nil
 	}
 	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) `+s.sql.memories+`, `+s.sql.history, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return dbErr("vacuuming after compaction", err)
+		return core.DBErr("vacuuming after compaction", err)
 	}
 	return nil
 }
@@ -67,11 +69,11 @@ func (s *maintenance) ownersToCompact(ctx context.Context, after string, limit i
 			OR c.threshold IS DISTINCT FROM $3 OR max(m.updated_at) > c.compared_through)
 		ORDER BY m.owner_id LIMIT $2`, after, limit, s.policy.Dedup.AutoMergeThreshold)
 	if err != nil {
-		return nil, dbErr("listing owners to compact", err)
+		return nil, core.DBErr("listing owners to compact", err)
 	}
 	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, dbErr("listing owners to compact", err)
+		return nil, core.DBErr("listing owners to compact", err)
 	}
 	return owners, nil
 }
@@ -136,17 +138,17 @@ func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOp
 // of them without one), marking as fresh those written after comparedBefore,
 // and the database's time of the read.
 func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *compactCursor, comparedBefore *time.Time) ([]compactRow, time.Time, error) {
-	a := &args{}
-	where := `owner_id = ` + a.add(owner) + ` AND active`
+	a := &core.Args{}
+	where := `owner_id = ` + a.Add(owner) + ` AND active`
 	if cur != nil {
 		// After the cursor in compaction order (compactBefore).
-		imp, at, id := a.add(cur.importance)+`::smallint`, a.add(cur.updatedAt)+`::timestamptz`, a.add(cur.id)+`::uuid`
+		imp, at, id := a.Add(cur.importance)+`::smallint`, a.Add(cur.updatedAt)+`::timestamptz`, a.Add(cur.id)+`::uuid`
 		where += ` AND (importance < ` + imp + ` OR importance = ` + imp + ` AND (updated_at < ` + at + ` OR updated_at = ` + at + ` AND id > ` + id + `))`
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::real[], statement_timestamp()
-		FROM `+s.sql.memories+` WHERE `+where, a.list...)
+		FROM `+s.sql.memories+` WHERE `+where, a.List...)
 	if err != nil {
-		return nil, time.Time{}, dbErr("loading memories to compact", err)
+		return nil, time.Time{}, core.DBErr("loading memories to compact", err)
 	}
 	var now time.Time
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (compactRow, error) {
@@ -156,11 +158,11 @@ func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *co
 		return c, err
 	})
 	if err != nil {
-		return nil, time.Time{}, dbErr("loading memories to compact", err)
+		return nil, time.Time{}, core.DBErr("loading memories to compact", err)
 	}
 	if now.IsZero() {
 		if err := s.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now); err != nil {
-			return nil, time.Time{}, dbErr("reading the time", err)
+			return nil, time.Time{}, core.DBErr("reading the time", err)
 		}
 	}
 	return out, now, nil
@@ -185,7 +187,7 @@ func (s *maintenance) applyCompactBatch(ctx context.Context, owner string, found
 				return err
 			}
 			if _, err := tx.Exec(ctx, s.compactApplySQL(), owner, losers, loserAt, keepers, keeperAt); err != nil {
-				return dbErr("superseding near-duplicates", err)
+				return core.DBErr("superseding near-duplicates", err)
 			}
 		}
 		return s.saveCompactState(ctx, tx, owner, st)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // seededRows are memories to write identically into several tenants.
@@ -39,7 +41,7 @@ func duplicateRows(t testing.TB, owner string, distinct, copies int) *seededRows
 		}
 		for c := range copies {
 			n := len(s.ids)
-			s.ids = append(s.ids, newID())
+			s.ids = append(s.ids, core.NewID())
 			s.owners = append(s.owners, owner)
 			s.agents = append(s.agents, fmt.Sprintf("agent-%d", n%3))
 			s.contents = append(s.contents, text+strings.Repeat(".", c))
@@ -225,7 +227,7 @@ func TestCompactThresholdChangeStartsOver(t *testing.T) {
 	now := time.Now().Add(-2 * time.Hour).Truncate(time.Microsecond)
 	rows := &seededRows{
 		// a and b at cosine 0.92: apart for 0.95, duplicates for 0.9; c unrelated.
-		ids:        []string{newID(), newID(), newID()},
+		ids:        []string{core.NewID(), core.NewID(), core.NewID()},
 		owners:     []string{"o", "o", "o"},
 		agents:     []string{"", "", ""},
 		contents:   []string{"a", "c", "b"},

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // compactFreshMargin: a memory counts as compared by a complete pass only
@@ -43,7 +45,7 @@ func (s *maintenance) loadCompactState(ctx context.Context, owner string) (compa
 		return compactState{}, nil
 	}
 	if err != nil {
-		return compactState{}, dbErr("reading the compaction state", err)
+		return compactState{}, core.DBErr("reading the compaction state", err)
 	}
 	if imp != nil && at != nil && id != nil {
 		st.cursor = &compactCursor{importance: *imp, updatedAt: *at, id: *id}
@@ -68,5 +70,5 @@ func (s *maintenance) saveCompactState(ctx context.Context, q execer, owner stri
 		ON CONFLICT (owner_id) DO UPDATE SET pass_started_at = $2, cursor_importance = $3, cursor_updated_at = $4,
 			cursor_id = $5, compared_through = $6, threshold = $7`,
 		owner, st.passStartedAt, imp, at, id, st.comparedThrough, st.threshold)
-	return dbErr("saving the compaction state", err)
+	return core.DBErr("saving the compaction state", err)
 }

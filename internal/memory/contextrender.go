@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -29,23 +30,23 @@ const (
 // speaker label, code fence or tag of its own); memories the injection
 // guard flagged are never rendered.
 func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, req.Session)
 	if req.Query != "" {
-		fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+		fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
 	}
 	budget := req.MaxTokens
 	if budget == 0 {
 		budget = defaultContextTokens
 	}
 	if budget < 1 || budget > maxContextTokens {
-		fe.add("maxTokens", "%d must be within 1..%d", req.MaxTokens, maxContextTokens)
+		fe.Add("maxTokens", "%d must be within 1..%d", req.MaxTokens, maxContextTokens)
 	}
 	if req.MaxEpisodes < 0 || req.MaxEpisodes > maxContextEpisodes {
-		fe.add("maxEpisodes", "%d must be within 0..%d", req.MaxEpisodes, maxContextEpisodes)
+		fe.Add("maxEpisodes", "%d must be within 0..%d", req.MaxEpisodes, maxContextEpisodes)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	cands, total, err := (*reader)(s).contextCandidates(ctx, req, budget)
@@ -79,7 +80,7 @@ const minContextLine = 32
 // could fit at all (every line costs at least one token), so pinned
 // memories are always candidates.
 func contextLimits(budget int) (perCategory, perPinned int) {
-	return max(16, budget*asciiBytesPerToken/minContextLine), budget
+	return max(16, budget*core.ASCIIBytesPerToken/minContextLine), budget
 }
 
 // contextCandidates selects the owner's renderable memories that can make
@@ -98,7 +99,7 @@ func (s *reader) contextCandidates(ctx context.Context, req ContextRequest, budg
 	sql, args := (*Store)(s).ContextQuery(req, vec, budget)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, 0, dbErr("loading context", err)
+		return nil, 0, core.DBErr("loading context", err)
 	}
 	defer rows.Close()
 	var out []candidate
@@ -106,11 +107,11 @@ func (s *reader) contextCandidates(ctx context.Context, req ContextRequest, budg
 	for rows.Next() {
 		var c candidate
 		if err := rows.Scan(&c.id, &c.category, &c.content, &c.value, &total); err != nil {
-			return nil, 0, dbErr("loading context", err)
+			return nil, 0, core.DBErr("loading context", err)
 		}
 		out = append(out, c)
 	}
-	return out, total, dbErr("loading context", rows.Err())
+	return out, total, core.DBErr("loading context", rows.Err())
 }
 
 // pinnedCategories are the names of the policy's pinned categories.
@@ -130,7 +131,7 @@ func (s *reader) pinnedCategories() []string {
 // JSON of each line and id; nil = no byte cap): a memory that fits the
 // tokens but not the bytes is omitted and the result Truncated. It is
 // pure, so the budget rules are tested without a database.
-func render(order []Category, cands []candidate, budget int, room *answerBytes) *ContextResult {
+func render(order []Category, cands []candidate, budget int, room *core.AnswerBytes) *ContextResult {
 	res := &ContextResult{IDs: []string{}}
 	var b strings.Builder
 	left := budget
@@ -163,7 +164,7 @@ func render(order []Category, cands []candidate, budget int, room *answerBytes) 
 			if !started {
 				text = header + line
 			}
-			if !room.takeText(text, c.id) {
+			if !room.TakeText(text, c.id) {
 				res.Omitted++
 				res.Truncated = true
 				continue

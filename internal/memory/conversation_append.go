@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // maxMessagesRead bounds one Messages call; a client reads a longer range
@@ -42,10 +44,10 @@ type preparedMessage struct {
 // and nothing of it is stored. Every message is stored with req.Source
 // (empty: agent), which later caps the source of facts extracted from it.
 func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
-	src := fe.source(req.Source)
-	if err := fe.err(); err != nil {
+	src := fe.Source(req.Source)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	prepared, redactions, err := (*conversations)(s).prepareTurn(req.Messages, fe)
@@ -60,7 +62,7 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 			return err
 		}
 		if sess.Archived {
-			return conflictf("session %q is archived; unarchive it to append", req.SessionID)
+			return core.Conflictf("session %q is archived; unarchive it to append", req.SessionID)
 		}
 		if err := (*conversations)(s).checkAppendLimits(ctx, tx, sess, prepared); err != nil {
 			return err
@@ -92,10 +94,10 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
 	all := res.Messages
 	res.Messages = []ConversationMessage{}
-	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
+	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
 	res.Messages = all[:n]
 	if n < len(all) {
-		res.omit(all[n].Seq, all[len(all)-1].Seq+1)
+		res.Omit(all[n].Seq, all[len(all)-1].Seq+1)
 	}
 }
 
@@ -108,22 +110,22 @@ func (s *conversations) compactionDue(sess *Session) bool {
 
 // prepareTurn validates every message, then redacts and guards each one;
 // it returns every problem at once, naming messages[i].<field>.
-func (s *conversations) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]preparedMessage, []string, error) {
+func (s *conversations) prepareTurn(msgs []TurnMessage, fe *core.FieldErrors) ([]preparedMessage, []string, error) {
 	lim := s.policy.Conversation.Limits
 	if len(msgs) == 0 {
-		fe.add("messages", "at least one message is required")
+		fe.Add("messages", "at least one message is required")
 	} else if len(msgs) > lim.MaxMessagesPerTurn {
-		fe.add("messages", "%d messages is more than the limit of %d per turn", len(msgs), lim.MaxMessagesPerTurn)
+		fe.Add("messages", "%d messages is more than the limit of %d per turn", len(msgs), lim.MaxMessagesPerTurn)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, nil, err
 	}
 	out := make([]preparedMessage, len(msgs))
 	var redactions []string
 	for i, m := range msgs {
-		mf := &fieldErrors{prefix: fmt.Sprintf("messages[%d].", i)}
-		validateTurnMessage(mf, m, rawContentLimit(lim.MaxMessageBytes))
-		if len(mf.list) == 0 && m.Content != "" {
+		mf := &core.FieldErrors{Prefix: fmt.Sprintf("messages[%d].", i)}
+		validateTurnMessage(mf, m, core.RawContentLimit(lim.MaxMessageBytes))
+		if mf.Len() == 0 && m.Content != "" {
 			c, _ := (*writer)(s).cleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
 			m.Content = c.text
 			out[i].flagged = len(c.flags) > 0
@@ -133,10 +135,10 @@ func (s *conversations) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]prep
 				}
 			}
 		}
-		fe.list = append(fe.list, mf.list...)
+		fe.Append(mf)
 		out[i].msg, out[i].tokens = m, CountTokens(m.Content)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, nil, err
 	}
 	return out, redactions, nil
@@ -145,28 +147,28 @@ func (s *conversations) prepareTurn(msgs []TurnMessage, fe *fieldErrors) ([]prep
 // validateTurnMessage checks one message's fields. Content is required
 // except on an assistant message that calls a tool (toolCallId set), which
 // model APIs send without text.
-func validateTurnMessage(fe *fieldErrors, m TurnMessage, maxRaw int) {
+func validateTurnMessage(fe *core.FieldErrors, m TurnMessage, maxRaw int) {
 	switch m.Role {
 	case RoleUser, RoleAssistant, RoleSystem, RoleTool:
 	default:
-		fe.add("role", "%q must be user, assistant, system or tool", m.Role)
+		fe.Add("role", "%q must be user, assistant, system or tool", m.Role)
 	}
 	if m.ToolName != "" && !toolRef.MatchString(m.ToolName) {
-		fe.add("toolName", toolRefRule)
+		fe.Add("toolName", toolRefRule)
 	}
 	if m.ToolCallID != "" && !toolRef.MatchString(m.ToolCallID) {
-		fe.add("toolCallId", toolRefRule)
+		fe.Add("toolCallId", toolRefRule)
 	}
 	if m.Role == RoleTool && m.ToolCallID == "" {
-		fe.add("toolCallId", "is required for a tool message: it links the result to the assistant's call")
+		fe.Add("toolCallId", "is required for a tool message: it links the result to the assistant's call")
 	}
 	if (m.Role == RoleUser || m.Role == RoleSystem) && (m.ToolName != "" || m.ToolCallID != "") {
-		fe.add("toolCallId", "toolName and toolCallId belong to assistant and tool messages only")
+		fe.Add("toolCallId", "toolName and toolCallId belong to assistant and tool messages only")
 	}
 	if m.Content == "" && m.Role == RoleAssistant && m.ToolCallID != "" {
 		return
 	}
-	fe.text("content", m.Content, maxRaw)
+	fe.Text("content", m.Content, maxRaw)
 }
 
 // embedMessages embeds the turn's texts in one call for history search.
@@ -222,12 +224,12 @@ func (s *conversations) insertMessages(ctx context.Context, tx pgx.Tx, owner, se
 		}
 		if err := br.QueryRow().Scan(&out[i].CreatedAt); err != nil {
 			_ = br.Close()
-			return nil, dbErr("storing messages", err)
+			return nil, core.DBErr("storing messages", err)
 		}
 		out[i].CreatedAt = out[i].CreatedAt.UTC()
 	}
 	if err := br.Close(); err != nil {
-		return nil, dbErr("storing messages", err)
+		return nil, core.DBErr("storing messages", err)
 	}
 	return out, nil
 }
@@ -242,7 +244,7 @@ func (s *conversations) bumpSession(ctx context.Context, tx pgx.Tx, owner, sessi
 			message_count = message_count + $3, next_seq = next_seq + $3, token_count = token_count + $4, last_active_at = now()
 		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns, owner, session, len(ms), tokens))
 	if err != nil {
-		return nil, dbErr("updating session counters", err)
+		return nil, core.DBErr("updating session counters", err)
 	}
 	return &c, nil
 }

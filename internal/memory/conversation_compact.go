@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -39,18 +41,18 @@ func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 func (s *conversations) querySummaries(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]Summary, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, dbErr("reading summaries", err)
+		return nil, core.DBErr("reading summaries", err)
 	}
 	defer rows.Close()
 	out := []Summary{}
 	for rows.Next() {
 		y, err := scanSummary(rows)
 		if err != nil {
-			return nil, dbErr("reading summaries", err)
+			return nil, core.DBErr("reading summaries", err)
 		}
 		out = append(out, y)
 	}
-	return out, dbErr("reading summaries", rows.Err())
+	return out, core.DBErr("reading summaries", rows.Err())
 }
 
 // rootSummaries are the summaries of a session no other covers, in seq order.
@@ -77,16 +79,16 @@ func (s *conversations) rootSummaries(ctx context.Context, q rowsQuerier, owner,
 // meantime (two compactions never double-summarize; the loser stops). No
 // transaction is open while the LLM works.
 func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (*CompactSessionResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
 	mode := req.Mode
 	if mode == "" {
 		mode = CompactIncremental
 	}
 	if mode != CompactIncremental && mode != CompactFull {
-		fe.add("mode", "%q must be incremental or full", req.Mode)
+		fe.Add("mode", "%q must be incremental or full", req.Mode)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
@@ -115,20 +117,12 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	// policy of small chunks and groups keeps many): the answer holds the
 	// oldest that fit the byte cap.
 	res.Roots = []Summary{}
-	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), roots)
+	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), roots)
 	res.Roots = roots[:n]
 	if n < len(roots) {
 		res.RootsTruncated, res.RootsOmitted = true, len(roots)-n
 	}
 	return res, nil
-}
-
-// weaker records the weakest summary method a compaction used.
-func (r *CompactSessionResult) weaker(method string) {
-	rank := map[string]int{"": 0, MethodLLM: 1, MethodLLMAggressive: 2, MethodExtractive: 3}
-	if rank[method] > rank[r.Method] {
-		r.Method = method
-	}
 }
 
 // compactionEnd is the seq of the first message compaction must leave alone:
@@ -141,7 +135,7 @@ func (s *conversations) compactionEnd(ctx context.Context, owner, session string
 	if err != nil || len(msgs) == 0 {
 		return count + 1, err
 	}
-	f := freshStart(msgs, k)
+	f := conversation.FreshStart(msgs, k)
 	if f > max(0, len(msgs)-k) && msgs[0].Seq > 1 {
 		return msgs[0].Seq, nil
 	}
@@ -157,7 +151,7 @@ func (s *conversations) lastMessagesMeta(ctx context.Context, owner, session str
 	rows, err := s.pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
 		WHERE owner_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3`, owner, session, n)
 	if err != nil {
-		return nil, dbErr("reading messages", err)
+		return nil, core.DBErr("reading messages", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConversationMessage, error) {
 		var m ConversationMessage
@@ -167,7 +161,7 @@ func (s *conversations) lastMessagesMeta(ctx context.Context, owner, session str
 		return m, err
 	})
 	slices.Reverse(out)
-	return out, dbErr("reading messages", err)
+	return out, core.DBErr("reading messages", err)
 }
 
 // chunkRanges splits metas (consecutive messages, all eligible) into leaf
@@ -178,7 +172,7 @@ func chunkRanges(metas []ConversationMessage, end int64, size int, partial bool)
 	var out [][2]int64
 	for i := 0; i < len(metas) && len(out) < maxLeavesPerCompaction; {
 		j := i + size
-		for j < len(metas) && !isTurnStart(metas[j]) {
+		for j < len(metas) && !conversation.IsTurnStart(metas[j]) {
 			j++
 		}
 		if j >= len(metas) {
@@ -210,7 +204,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		WHERE owner_id = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq LIMIT $5`,
 		sess.Owner, sess.ID, from, end, limit)
 	if err != nil {
-		return dbErr("planning compaction", err)
+		return core.DBErr("planning compaction", err)
 	}
 	metas, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConversationMessage, error) {
 		var m ConversationMessage
@@ -220,7 +214,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		return m, err
 	})
 	if err != nil {
-		return dbErr("planning compaction", err)
+		return core.DBErr("planning compaction", err)
 	}
 	for _, ch := range chunkRanges(metas, end, cfg.ChunkSize, partial) {
 		msgs, err := s.messageRange(ctx, s.pool, sess.Owner, sess.ID, ch[0], ch[1], int(ch[1]-ch[0]))
@@ -234,7 +228,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 			tokens += m.Tokens
 		}
 		content, method := s.summarize(ctx, lines)
-		leaf := Summary{ID: newID(), Owner: sess.Owner, SessionID: sess.ID, Depth: 0, Content: content,
+		leaf := Summary{ID: core.NewID(), Owner: sess.Owner, SessionID: sess.ID, Depth: 0, Content: content,
 			EarliestSeq: ch[0], LatestSeq: ch[1] - 1, EarliestAt: msgs[0].CreatedAt, LatestAt: msgs[len(msgs)-1].CreatedAt,
 			Tokens: CountTokens(content), DescendantCount: len(msgs), Method: method}
 		leaf.ExpandHint = fmt.Sprintf("messages %d-%d (%d messages); expand this summary for the originals", ch[0], ch[1]-1, len(msgs))
@@ -247,7 +241,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		}
 		res.LeavesCreated++
 		res.MessagesSummarized += len(msgs)
-		res.weaker(method)
+		res.Weaker(method)
 	}
 	return nil
 }
@@ -270,7 +264,7 @@ func (s *conversations) insertSummary(ctx context.Context, tx pgx.Tx, y Summary,
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		y.ID, y.Owner, y.SessionID, y.Depth, y.Content, y.ExpandHint, y.EarliestSeq, y.LatestSeq, y.EarliestAt, y.LatestAt,
 		y.Tokens, y.DescendantCount, y.Method, vec)
-	return dbErr("storing summary", err)
+	return core.DBErr("storing summary", err)
 }
 
 // storeLeaf stores a leaf if the session's summaries still end right before
@@ -291,12 +285,12 @@ func (s *conversations) storeLeaf(ctx context.Context, leaf Summary, tokens int)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summarySources+` (summary_id, ord, from_seq, to_seq) VALUES ($1, 0, $2, $3)`,
 			leaf.ID, leaf.EarliestSeq, leaf.LatestSeq+1); err != nil {
-			return dbErr("storing summary sources", err)
+			return core.DBErr("storing summary sources", err)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET summarized_through = $3,
 				summarized_tokens = summarized_tokens + $4, summary_count = summary_count + 1
 			WHERE owner_id = $1 AND id = $2`, leaf.Owner, leaf.SessionID, leaf.LatestSeq, tokens); err != nil {
-			return dbErr("updating session after compaction", err)
+			return core.DBErr("updating session after compaction", err)
 		}
 		stored = true
 		return nil
@@ -364,7 +358,7 @@ func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *Com
 	}
 	content, method := s.summarize(ctx, lines)
 	first, last := g[0], g[len(g)-1]
-	y := Summary{ID: newID(), Owner: first.Owner, SessionID: first.SessionID, Depth: first.Depth + 1, Content: content,
+	y := Summary{ID: core.NewID(), Owner: first.Owner, SessionID: first.SessionID, Depth: first.Depth + 1, Content: content,
 		EarliestSeq: first.EarliestSeq, LatestSeq: last.LatestSeq, EarliestAt: first.EarliestAt, LatestAt: last.LatestAt,
 		Tokens: CountTokens(content), DescendantCount: desc + len(g), Method: method}
 	y.ExpandHint = fmt.Sprintf("messages %d-%d in %d summaries; describe this summary for its children or expand it for the originals",
@@ -382,7 +376,7 @@ func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *Com
 		tag, err := tx.Exec(ctx, `UPDATE `+s.sql.summaries+` SET parent_id = $1
 			WHERE id = ANY($2::uuid[]) AND parent_id IS NULL`, y.ID, ids)
 		if err != nil {
-			return dbErr("condensing summaries", err)
+			return core.DBErr("condensing summaries", err)
 		}
 		if tag.RowsAffected() != int64(len(g)) {
 			return errStale
@@ -393,12 +387,12 @@ func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *Com
 		for i, id := range ids {
 			if _, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summarySources+` (summary_id, ord, child_id) VALUES ($1, $2, $3)`,
 				y.ID, i, id); err != nil {
-				return dbErr("storing summary sources", err)
+				return core.DBErr("storing summary sources", err)
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET summary_count = summary_count + 1
 			WHERE owner_id = $1 AND id = $2`, y.Owner, y.SessionID); err != nil {
-			return dbErr("updating session after compaction", err)
+			return core.DBErr("updating session after compaction", err)
 		}
 		stored = true
 		return nil
@@ -410,7 +404,7 @@ func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *Com
 		return false, err
 	}
 	res.CondensedCreated++
-	res.weaker(method)
+	res.Weaker(method)
 	return stored, nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/conversation"
+	"github.com/engram-dev/engram/internal/memory/conversation/convtest"
 )
 
 // TestCompactionLossless10k: a 10,000-message session compacts with the
@@ -33,8 +36,8 @@ func TestCompactionLossless10k(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := windowParams{Strategy: st, Budget: 4000, FreshTail: 5, BufferSize: 20}
-			checkWindowRules(t, p, orig, w)
+			p := conversation.WindowParams{Strategy: st, Budget: 4000, FreshTail: 5, BufferSize: 20}
+			convtest.CheckWindowRules(t, p, orig, w)
 		}
 		slices.Sort(times)
 		t.Logf("%s window over 10,002 raw messages: p50 %s, max %s", st, times[len(times)/2], times[len(times)-1])

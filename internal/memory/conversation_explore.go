@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -25,9 +27,9 @@ const (
 )
 
 // summaryKey checks an owner and a summary id.
-func summaryKey(fe *fieldErrors, owner, id string) {
-	fe.owner(owner)
-	fe.id("id", id)
+func summaryKey(fe *core.FieldErrors, owner, id string) {
+	fe.Owner(owner)
+	fe.ID("id", id)
 }
 
 // getSummary reads one summary of owner; another owner's id is ErrNotFound.
@@ -39,7 +41,7 @@ func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summ
 		return nil, nil, fmt.Errorf("summary %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, nil, dbErr("reading summary", err)
+		return nil, nil, core.DBErr("reading summary", err)
 	}
 	return &y, parent, nil
 }
@@ -48,9 +50,9 @@ func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summ
 // of a condensed summary (in order), the message range [from, to) of a
 // leaf, and the parent ("" for a root).
 func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*SummaryDescription, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	summaryKey(fe, owner, id)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	y, parent, err := (*conversations)(s).getSummary(ctx, owner, id)
@@ -76,16 +78,16 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 // ones left out. A condensed summary covers the contiguous messages of its
 // leaves, so it expands to their union.
 func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansion, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	summaryKey(fe, req.Owner, req.ID)
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = DefaultExpandTokens
 	}
 	if maxTokens < 1 || maxTokens > MaxExpandTokens {
-		fe.add("maxTokens", "%d must be within 1..%d (0 = %d)", maxTokens, MaxExpandTokens, DefaultExpandTokens)
+		fe.Add("maxTokens", "%d must be within 1..%d (0 = %d)", maxTokens, MaxExpandTokens, DefaultExpandTokens)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	y, _, err := (*conversations)(s).getSummary(ctx, req.Owner, req.ID)
@@ -93,7 +95,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 		return nil, err
 	}
 	e := &Expansion{Summary: *y, Messages: []ConversationMessage{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), e)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), e)
 	left := maxTokens
 	end := y.LatestSeq + 1
 	for from := y.EarliestSeq; from < end; {
@@ -112,7 +114,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 			if len(page) > 0 {
 				from = page[len(page)-1].Seq + 1
 			}
-			e.omit(from, end)
+			e.Omit(from, end)
 			break
 		}
 		from = page[len(page)-1].Seq + 1
@@ -127,14 +129,14 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 // characters around the first query word found. The results are given best
 // first while their JSON fits the byte cap; the rest are counted in Omitted.
 func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*HistorySearchResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
-	if req.SessionID != "" && !scopeID.MatchString(req.SessionID) {
-		fe.add("sessionId", scopeIDRule)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	if req.SessionID != "" && !core.ValidScopeID(req.SessionID) {
+		fe.Add("sessionId", core.ScopeIDRule)
 	}
-	limit := fe.limit(req.Limit, MaxHistoryResults, MaxHistoryResults)
-	if err := fe.err(); err != nil {
+	limit := fe.Limit(req.Limit, MaxHistoryResults, MaxHistoryResults)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	query := s.redactor.Redacted(req.Query)
@@ -156,10 +158,10 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 		hits = hits[:limit]
 	}
 	res := &HistorySearchResult{Results: []HistoryHit{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res)
 	for i := range hits {
 		hits[i].Snippet = snippet(hits[i].Snippet, query)
-		if !b.take(hits[i]) {
+		if !b.Take(hits[i]) {
 			res.Truncated, res.Omitted = true, len(hits)-i
 			break
 		}
@@ -170,22 +172,22 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 
 // searchKind ranks one table's rows of the owner.
 func (s *conversations) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
-	a := &args{}
+	a := &core.Args{}
 	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id, t.source`
 	if kind == KindSummary {
 		table, cols = s.sql.summaries, `t.session_id, 0::bigint, t.id::text, ''`
 	}
-	where := `t.owner_id = ` + a.add(owner)
+	where := `t.owner_id = ` + a.Add(owner)
 	if session != "" {
-		where += ` AND t.session_id = ` + a.add(session)
+		where += ` AND t.session_id = ` + a.Add(session)
 	}
-	tq := `websearch_to_tsquery('english', ` + a.add(query) + `)`
-	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
+	tq := `websearch_to_tsquery('english', ` + a.Add(query) + `)`
+	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
 	rows, err := s.pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
 		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
-		ORDER BY score DESC, t.created_at DESC LIMIT `+a.add(limit), a.list...)
+		ORDER BY score DESC, t.created_at DESC LIMIT `+a.Add(limit), a.List...)
 	if err != nil {
-		return nil, dbErr("searching history", err)
+		return nil, core.DBErr("searching history", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryHit, error) {
 		h := HistoryHit{Kind: kind}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // maxSessionDeleteBatch bounds the sessions one statement of the sessions
@@ -27,26 +29,26 @@ func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, 
 		rows, err := s.pool.Query(ctx, `SELECT owner_id, id FROM `+s.sql.sessions+`
 			WHERE (owner_id, id) > ($1, $2) AND `+due+` ORDER BY owner_id, id LIMIT $3`, afterOwner, afterID, opts.BatchSize)
 		if err != nil {
-			return dbErr("finding sessions to summarize", err)
+			return core.DBErr("finding sessions to summarize", err)
 		}
 		var keys [][2]string
 		for rows.Next() {
 			var k [2]string
 			if err := rows.Scan(&k[0], &k[1]); err != nil {
 				rows.Close()
-				return dbErr("finding sessions to summarize", err)
+				return core.DBErr("finding sessions to summarize", err)
 			}
 			keys = append(keys, k)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return dbErr("finding sessions to summarize", err)
+			return core.DBErr("finding sessions to summarize", err)
 		}
 		res.Batches++
 		for _, k := range keys {
 			r, err := (*Store)(s).CompactSession(ctx, CompactSessionRequest{Owner: k[0], SessionID: k[1], Mode: CompactIncremental})
 			if err != nil {
-				return fmt.Errorf("compacting a session of owner %d: %w", hash32(k[0]), err)
+				return fmt.Errorf("compacting a session of owner %d: %w", core.Hash32(k[0]), err)
 			}
 			res.Scanned++
 			if r.LeavesCreated+r.CondensedCreated > 0 {
@@ -98,7 +100,7 @@ func (s *conversations) sessionBatches(ctx context.Context, opts JobOptions, res
 	if opts.DryRun {
 		var n int64
 		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+cond).Scan(&n); err != nil {
-			return dbErr(what, err)
+			return core.DBErr(what, err)
 		}
 		res.Batches++
 		res.Scanned += n

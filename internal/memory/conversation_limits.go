@@ -4,12 +4,15 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/conversation"
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Limits of a session and of a turn across appends. A turn is a user or
 // system message and every message after it up to the next one
-// (isTurnStart); messages before a session's first user or system message
-// form a turn of their own, so a client that never sends one is bounded as
+// (conversation.IsTurnStart); messages before a session's first user or
+// system message form a turn of their own, so a client that never sends one is bounded as
 // well. Both checks run in AppendTurn's transaction, after the session row
 // is locked: concurrent appends to one session are serialized there, so
 // none can pass a limit another one is being checked against.
@@ -24,12 +27,12 @@ type turnLength struct {
 // maxTurnTokens, with a *QuotaError. sess is the session as locked.
 func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
 	lim := s.policy.Conversation.Limits
-	if err := overQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
+	if err := core.OverQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
 		"messages", "the session", "start a new session"); err != nil {
 		return err
 	}
 	var open turnLength
-	if !isTurnStart(ConversationMessage{Role: ms[0].msg.Role}) {
+	if !conversation.IsTurnStart(ConversationMessage{Role: ms[0].msg.Role}) {
 		var err error
 		if open, err = s.openTurn(ctx, tx, sess); err != nil {
 			return err
@@ -47,13 +50,13 @@ func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error 
 	stored, added := open, turnLength{}
 	check := func() error {
 		const remedy = "start a new turn with a user message"
-		if err := overQuota(QuotaTurnMessages, lim.MaxTurnMessages, stored.messages, added.messages, "messages", "the turn", remedy); err != nil {
+		if err := core.OverQuota(QuotaTurnMessages, lim.MaxTurnMessages, stored.messages, added.messages, "messages", "the turn", remedy); err != nil {
 			return err
 		}
-		return overQuota(QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
+		return core.OverQuota(QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
 	}
 	for i, m := range ms {
-		if isTurnStart(ConversationMessage{Role: m.msg.Role}) {
+		if conversation.IsTurnStart(ConversationMessage{Role: m.msg.Role}) {
 			if i > 0 {
 				if err := check(); err != nil {
 					return err
@@ -82,7 +85,7 @@ func (s *conversations) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) 
 			WHERE m.owner_id = $1 AND m.session_id = $2 AND m.seq > $3 AND m.role IN ('user', 'system')) AS t`,
 		sess.Owner, sess.ID, floor).Scan(&start, &tokens)
 	if err != nil {
-		return turnLength{}, dbErr("measuring the open turn", err)
+		return turnLength{}, core.DBErr("measuring the open turn", err)
 	}
 	return turnLength{messages: sess.MessageCount - start + 1, tokens: tokens}, nil
 }

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"slices"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Reads of a session's messages bounded by bytes as well as by rows: the
@@ -14,15 +16,15 @@ import (
 // or the newest of the last N) and at most the byte cap of JSON. What the
 // request covered beyond that is named in the page's Truncation.
 func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
 	if req.From < 0 || req.To < 0 || (req.To > 0 && req.To < req.From) {
-		fe.add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
+		fe.Add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
 	}
 	if req.Last < 0 || req.Last > maxMessagesRead {
-		fe.add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
+		fe.Add("last", "%d must be within 0..%d", req.Last, maxMessagesRead)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
@@ -33,14 +35,14 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	// the range and the count disagree.
 	end := sess.MessageCount + 1
 	page := &MessagePage{Items: []ConversationMessage{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if req.Last > 0 {
 		from := max(1, end-int64(req.Last))
 		page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq DESC`,
 			req.Owner, req.SessionID, from, end)
 		slices.Reverse(page.Items)
-		page.omit(from, seqOrEnd(page.Items, end))
+		page.Omit(from, seqOrEnd(page.Items, end))
 		return page, err
 	}
 	from, to := max(1, req.From), end
@@ -53,7 +55,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if n := len(page.Items); n > 0 {
 		from = page.Items[n-1].Seq + 1
 	}
-	page.omit(from, to)
+	page.Omit(from, to)
 	return page, err
 }
 
@@ -72,12 +74,12 @@ type visitFunc func(ConversationMessage) (add, more bool)
 // fitting adds messages while their JSON fits b (and, when tokens is not
 // nil, while their tokens fit *tokens, which it lowers); it stops at the
 // first that does not fit, leaving it out.
-func fitting(b *answerBytes, tokens *int) visitFunc {
+func fitting(b *core.AnswerBytes, tokens *int) visitFunc {
 	return func(m ConversationMessage) (bool, bool) {
 		if tokens != nil && m.Tokens > *tokens {
 			return false, false
 		}
-		if !b.take(m) {
+		if !b.Take(m) {
 			return false, false
 		}
 		if tokens != nil {
@@ -92,14 +94,14 @@ func fitting(b *answerBytes, tokens *int) visitFunc {
 func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit visitFunc, sql string, args ...any) ([]ConversationMessage, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, dbErr("reading messages", err)
+		return nil, core.DBErr("reading messages", err)
 	}
 	defer rows.Close()
 	out := []ConversationMessage{}
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
-			return nil, dbErr("reading messages", err)
+			return nil, core.DBErr("reading messages", err)
 		}
 		add, more := visit(m)
 		if add {
@@ -110,7 +112,7 @@ func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit v
 			break
 		}
 	}
-	return out, dbErr("reading messages", rows.Err())
+	return out, core.DBErr("reading messages", rows.Err())
 }
 
 // queryMessagesUntil reads messages until their content passes maxContent

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -31,21 +33,21 @@ func scanSession(row pgx.Row, extra ...any) (Session, error) {
 }
 
 // sessionKey checks an owner and a session id (required).
-func sessionKey(fe *fieldErrors, owner, id string) {
-	fe.owner(owner)
+func sessionKey(fe *core.FieldErrors, owner, id string) {
+	fe.Owner(owner)
 	if id == "" {
-		fe.add("sessionId", "is required")
-	} else if !scopeID.MatchString(id) {
-		fe.add("sessionId", scopeIDRule)
+		fe.Add("sessionId", "is required")
+	} else if !core.ValidScopeID(id) {
+		fe.Add("sessionId", core.ScopeIDRule)
 	}
 }
 
-// title checks a session title: optional, one line of printable text.
-func (f *fieldErrors) title(t string) {
+// checkTitle checks a session title: optional, one line of printable text.
+func checkTitle(fe *core.FieldErrors, t string) {
 	if t == "" {
 		return
 	}
-	f.text("title", t, maxTitleBytes)
+	fe.Text("title", t, maxTitleBytes)
 }
 
 // CreateSession creates a session of req.Owner. An id the owner already
@@ -54,21 +56,21 @@ func (f *fieldErrors) title(t string) {
 // count and the insert run under the owner's lock (lockOwner), so
 // concurrent creations cannot pass the quota.
 func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*Session, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	if req.ID != "" && !scopeID.MatchString(req.ID) {
-		fe.add("id", scopeIDRule)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	if req.ID != "" && !core.ValidScopeID(req.ID) {
+		fe.Add("id", core.ScopeIDRule)
 	}
-	if req.Agent != "" && !scopeID.MatchString(req.Agent) {
-		fe.add("agent", scopeIDRule)
+	if req.Agent != "" && !core.ValidScopeID(req.Agent) {
+		fe.Add("agent", core.ScopeIDRule)
 	}
-	fe.title(req.Title)
-	if err := fe.err(); err != nil {
+	checkTitle(fe, req.Title)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	id := req.ID
 	if id == "" {
-		id = newID()
+		id = core.NewID()
 	}
 	var c Session
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -79,7 +81,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		if err != nil {
 			return err
 		}
-		if err := overQuota(QuotaSessionsPerOwner, s.policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
+		if err := core.OverQuota(QuotaSessionsPerOwner, s.policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
 			"delete sessions the owner no longer needs, or raise the limit"); err != nil {
 			return err
 		}
@@ -91,15 +93,15 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		var profile, constraints int64
 		if err := tx.QueryRow(ctx, `SELECT `+(*longTerm)(s).docVersionSQL("$1", "$2", DocProfile)+`, `+(*longTerm)(s).docVersionSQL("$1", "$2", DocConstraints),
 			req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
-			return dbErr("reading the agent's document versions", err)
+			return core.DBErr("reading the agent's document versions", err)
 		}
 		c, err = scanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
 			req.Owner, id, req.Agent, req.Title, profile, constraints))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return conflictf("session %q already exists", id)
+			return core.Conflictf("session %q already exists", id)
 		}
-		return dbErr("creating session", err)
+		return core.DBErr("creating session", err)
 	})
 	if err != nil {
 		return nil, err
@@ -109,23 +111,23 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 
 // GetSession returns one session with its statistics; another owner's id is ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, owner, id string) (*Session, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, owner, id)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	return (*conversations)(s).getSession(ctx, s.pool, owner, id, "")
 }
 
 // getSession reads one session with q; lock is "" or " FOR UPDATE".
-func (s *conversations) getSession(ctx context.Context, q querier, owner, id, lock string) (*Session, error) {
+func (s *conversations) getSession(ctx context.Context, q core.Querier, owner, id, lock string) (*Session, error) {
 	c, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c
 		WHERE c.owner_id = $1 AND c.id = $2`+lock, owner, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, dbErr("reading session", err)
+		return nil, core.DBErr("reading session", err)
 	}
 	return &c, nil
 }
@@ -134,64 +136,64 @@ func (s *conversations) getSession(ctx context.Context, q querier, owner, id, lo
 // first. A session that becomes active while a client pages moves to the
 // front, so it may be seen twice or not at all in one walk.
 func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*SessionPage, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	if req.Agent != "" && !scopeID.MatchString(req.Agent) {
-		fe.add("agent", scopeIDRule)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	if req.Agent != "" && !core.ValidScopeID(req.Agent) {
+		fe.Add("agent", core.ScopeIDRule)
 	}
-	limit := fe.limit(req.Limit, defaultSessionPage, maxSessionPage)
-	afterAt, afterID, err := decodeTimeCursor(req.Cursor, scopeID.MatchString)
-	fe.cursor(err)
-	if err := fe.err(); err != nil {
+	limit := fe.Limit(req.Limit, defaultSessionPage, maxSessionPage)
+	afterAt, afterID, err := core.DecodeTimeCursor(req.Cursor, core.ValidScopeID)
+	fe.Cursor(err)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	where := `c.owner_id = ` + a.add(req.Owner)
+	a := &core.Args{}
+	where := `c.owner_id = ` + a.Add(req.Owner)
 	if req.Agent != "" {
-		where += ` AND c.agent_id = ` + a.add(req.Agent)
+		where += ` AND c.agent_id = ` + a.Add(req.Agent)
 	}
 	if req.Archived != nil {
-		where += ` AND c.archived = ` + a.add(*req.Archived)
+		where += ` AND c.archived = ` + a.Add(*req.Archived)
 	}
 	if req.Cursor != "" {
-		where += ` AND (c.last_active_at, c.id) < (` + a.add(afterAt) + `::timestamptz, ` + a.add(afterID) + `::text)`
+		where += ` AND (c.last_active_at, c.id) < (` + a.Add(afterAt) + `::timestamptz, ` + a.Add(afterID) + `::text)`
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
-		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.add(limit+1), a.list...)
+		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
-		return nil, dbErr("listing sessions", err)
+		return nil, core.DBErr("listing sessions", err)
 	}
 	page := &SessionPage{Sessions: []Session{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page),
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page),
 		func(r pgx.Rows) (Session, error) { return scanSession(r) })
 	if err != nil {
-		return nil, dbErr("listing sessions", err)
+		return nil, core.DBErr("listing sessions", err)
 	}
-	page.Sessions = scan.items
-	page.PageBounds = scan.bounds(func(c Session) string { return encodeCursor(c.LastActiveAt, c.ID) })
+	page.Sessions = scan.Items
+	page.PageBounds = scan.Bounds(func(c Session) string { return core.EncodeCursor(c.LastActiveAt, c.ID) })
 	return page, nil
 }
 
 // UpdateSession changes a session's title or archived flag; nil fields stay.
 func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*Session, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.ID)
 	if req.Title != nil {
-		fe.title(*req.Title)
+		checkTitle(fe, *req.Title)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	set := `title = coalesce(` + a.add(req.Title) + `::text, title), archived = coalesce(` + a.add(req.Archived) + `::boolean, archived)`
+	a := &core.Args{}
+	set := `title = coalesce(` + a.Add(req.Title) + `::text, title), archived = coalesce(` + a.Add(req.Archived) + `::boolean, archived)`
 	row := s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
-		WHERE c.owner_id = `+a.add(req.Owner)+` AND c.id = `+a.add(req.ID)+` RETURNING `+sessionColumns, a.list...)
+		WHERE c.owner_id = `+a.Add(req.Owner)+` AND c.id = `+a.Add(req.ID)+` RETURNING `+sessionColumns, a.List...)
 	c, err := scanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", req.ID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, dbErr("updating session", err)
+		return nil, core.DBErr("updating session", err)
 	}
 	return &c, nil
 }
@@ -199,14 +201,14 @@ func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*S
 // DeleteSession deletes a session with its messages and summaries (one
 // transaction; the foreign keys cascade).
 func (s *Store) DeleteSession(ctx context.Context, owner, id string) error {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, owner, id)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
 	if err != nil {
-		return dbErr("deleting session", err)
+		return core.DBErr("deleting session", err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("session %q: %w", id, ErrNotFound)
@@ -227,7 +229,7 @@ func (s *conversations) eraseConversations(ctx context.Context, tx pgx.Tx, owner
 	} {
 		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return dbErr("erasing "+step.what, err)
+			return core.DBErr("erasing "+step.what, err)
 		}
 		*step.count = tag.RowsAffected()
 	}

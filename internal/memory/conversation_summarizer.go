@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -82,7 +83,7 @@ func (s *conversations) askSummary(ctx context.Context, system, input string) (s
 // cut to an equal share of the target — so the result is deterministic,
 // needs no model, and stays within about target tokens.
 func extractiveSummary(lines []string, target int) string {
-	share := max(24, target*asciiBytesPerToken/max(1, len(lines)))
+	share := max(24, target*core.ASCIIBytesPerToken/max(1, len(lines)))
 	var b strings.Builder
 	for _, l := range lines {
 		l = firstSentence(l)

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/conversation"
+	"github.com/engram-dev/engram/internal/memory/conversation/convtest"
 )
 
 func TestConversationSessions(t *testing.T) {
@@ -212,8 +215,8 @@ func TestConversationWindowsDB(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					p := windowParams{Strategy: st, Budget: budget, FreshTail: tail, BufferSize: f.store.policy.Conversation.Window.BufferSize}
-					t.Run(fmt.Sprintf("%s/%s/%d/%d", label, st, budget, tail), func(t *testing.T) { checkWindowRules(t, p, all, w) })
+					p := conversation.WindowParams{Strategy: st, Budget: budget, FreshTail: tail, BufferSize: f.store.policy.Conversation.Window.BufferSize}
+					t.Run(fmt.Sprintf("%s/%s/%d/%d", label, st, budget, tail), func(t *testing.T) { convtest.CheckWindowRules(t, p, all, w) })
 				}
 			}
 		}

@@ -6,6 +6,9 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/conversation"
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -16,9 +19,9 @@ const (
 )
 
 // windowParams resolves a request's zero fields from the policy.
-func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowParams {
+func (s *conversations) windowParams(req WindowRequest, fe *core.FieldErrors) conversation.WindowParams {
 	d := s.policy.Conversation.Window
-	p := windowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
+	p := conversation.WindowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
 		MaxBytes: (*reader)(s).answerCap(req.MaxBytes)}
 	if p.Strategy == "" {
 		p.Strategy = d.Strategy
@@ -26,14 +29,14 @@ func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowP
 	switch p.Strategy {
 	case WindowBuffer, WindowToken, WindowSummary:
 	default:
-		fe.add("strategy", "%q must be buffer, token or summary", req.Strategy)
+		fe.Add("strategy", "%q must be buffer, token or summary", req.Strategy)
 	}
 	resolve := func(field string, v *int, def, maxV int) {
 		if *v == 0 {
 			*v = def
 		}
 		if *v < 1 || *v > maxV {
-			fe.add(field, "%d must be within 1..%d (0 = the policy's default)", *v, maxV)
+			fe.Add(field, "%d must be within 1..%d (0 = the policy's default)", *v, maxV)
 		}
 	}
 	resolve("budget", &p.Budget, d.Budget, MaxWindowBudget)
@@ -44,25 +47,25 @@ func (s *conversations) windowParams(req WindowRequest, fe *fieldErrors) windowP
 
 // Window builds a context window of a session: it loads the session's
 // newest messages page by page, backwards, only as far as the strategy can
-// use them (windowNeedsMore) and never much past the byte cap, plus the
-// root summaries for the summary strategy, then assembles the window with
-// the pure assembleWindow.
+// use them (conversation.WindowNeedsMore) and never much past the byte
+// cap, plus the root summaries for the summary strategy, then assembles
+// the window with the pure conversation.AssembleWindow.
 func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
 	p := (*conversations)(s).windowParams(req, fe)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, dbErr("begin", err)
+		return nil, core.DBErr("begin", err)
 	}
 	// One snapshot for the session, its roots and its messages: an append
 	// or a compaction in between cannot make them disagree.
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
-		return nil, dbErr("window snapshot", err)
+		return nil, core.DBErr("window snapshot", err)
 	}
 	sess, err := (*conversations)(s).getSession(ctx, tx, req.Owner, req.SessionID, "")
 	if err != nil {
@@ -81,7 +84,7 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 	if load.TailSeq, load.TailTokens, err = (*conversations)(s).windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
 		return nil, err
 	}
-	return assembleWindow(p, msgs, roots, sess.MessageCount, load), nil
+	return conversation.AssembleWindow(p, msgs, roots, sess.MessageCount, load), nil
 }
 
 // messageStubColumns are messageColumns without the content.
@@ -92,9 +95,9 @@ const messageStubColumns = `g.seq, g.role, '', g.tool_name, g.tool_call_id, g.to
 // passes it included), older pages are loaded without content (stubs): the
 // window can give none of them, but its rules see what they would have
 // chosen, so a session of huge messages is never read whole.
-func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, count int64, roots []Summary) ([]ConversationMessage, windowLoad, error) {
+func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p conversation.WindowParams, count int64, roots []Summary) ([]ConversationMessage, conversation.WindowLoad, error) {
 	var msgs []ConversationMessage
-	var load windowLoad
+	var load conversation.WindowLoad
 	page := max(firstWindowPage, p.FreshTail, min(p.BufferSize, maxWindowPage))
 	before, loaded := count+1, 0
 	for before > 1 {
@@ -108,7 +111,7 @@ func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req Windo
 		} else {
 			older, err = s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+messageColumns+fmt.Sprintf(query, s.sql.messages),
 				req.Owner, req.SessionID, before, page)
-			loaded += contentBytes(older)
+			loaded += conversation.ContentBytes(older)
 		}
 		if err != nil {
 			return nil, load, err
@@ -119,7 +122,7 @@ func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req Windo
 		slices.Reverse(older)
 		msgs = append(older, msgs...)
 		before = msgs[0].Seq
-		if !windowNeedsMore(p, msgs, roots) {
+		if !conversation.WindowNeedsMore(p, msgs, roots) {
 			break
 		}
 		page = min(page*2, maxWindowPage)
@@ -132,12 +135,12 @@ func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req Windo
 // first message, and loading stopped at the budget): the
 // latest turn start at or before the tail's first message, else the first
 // after it, and the tokens from there to the first loaded message.
-func (s *conversations) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p windowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
+func (s *conversations) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p conversation.WindowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
 		return 0, 0, nil
 	}
 	for i := len(msgs) - p.FreshTail; i >= 0; i-- {
-		if isTurnStart(msgs[i]) {
+		if conversation.IsTurnStart(msgs[i]) {
 			return 0, 0, nil
 		}
 	}
@@ -153,7 +156,7 @@ func (s *conversations) windowTailPrefix(ctx context.Context, tx pgx.Tx, req Win
 			AND g.session_id = $2 AND g.seq >= t.start AND g.seq < $4), 0)::bigint FROM t`,
 		req.Owner, req.SessionID, anchor, msgs[0].Seq).Scan(&start, &tokens)
 	if err != nil {
-		return 0, 0, dbErr("finding the fresh tail's start", err)
+		return 0, 0, core.DBErr("finding the fresh tail's start", err)
 	}
 	if start == nil {
 		return 0, 0, nil // no turn start before the loaded part: the tail starts in it

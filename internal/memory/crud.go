@@ -2,24 +2,24 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Get returns one memory of owner, or ErrNotFound when owner has no memory
 // with that id.
 func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
-	fe := &fieldErrors{}
-	fe.owner(owner)
-	fe.id("id", id)
-	if err := fe.err(); err != nil {
+	fe := &core.FieldErrors{}
+	fe.Owner(owner)
+	fe.ID("id", id)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	m, err := (*reader)(s).load(ctx, s.pool, owner, id, false)
@@ -32,7 +32,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 // load reads one memory of owner; lock adds FOR UPDATE. Another owner's
 // memory is not found, exactly like a missing one (the same error from the
 // same query), so a caller learns nothing about ids outside its owner.
-func (s *reader) load(ctx context.Context, q querier, owner, id string, lock bool) (Memory, error) {
+func (s *reader) load(ctx context.Context, q core.Querier, owner, id string, lock bool) (Memory, error) {
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.id = $1 AND m.owner_id = $2`
 	if lock {
 		sql += ` FOR UPDATE`
@@ -42,7 +42,7 @@ func (s *reader) load(ctx context.Context, q querier, owner, id string, lock boo
 		return Memory{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return Memory{}, dbErr("reading memory "+id, err)
+		return Memory{}, core.DBErr("reading memory "+id, err)
 	}
 	return m, nil
 }
@@ -56,25 +56,25 @@ const (
 // page is stable while memories are added). By default it lists what search
 // and context can return: active memories that have not expired.
 func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, req.Session)
 	if req.Category != "" {
 		if _, ok := s.policy.Category(req.Category); !ok {
-			fe.add("category", "%q is not a category of this runtime's policy", req.Category)
+			fe.Add("category", "%q is not a category of this runtime's policy", req.Category)
 		}
 	}
-	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
+	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
 	after, afterID, err := decodeCursor(req.Cursor)
-	fe.cursor(err)
-	if err := fe.err(); err != nil {
+	fe.Cursor(err)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.add(req.Owner) +
+	a := &core.Args{}
+	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.Add(req.Owner) +
 		scopeFilter(a, req.Agent, req.Session)
 	if req.Category != "" {
-		sql += ` AND m.category = ` + a.add(req.Category)
+		sql += ` AND m.category = ` + a.Add(req.Category)
 	}
 	if !req.IncludeInactive {
 		sql += ` AND m.active`
@@ -86,14 +86,14 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 		sql += notFlagged
 	}
 	if !after.IsZero() {
-		sql += ` AND (m.created_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
+		sql += ` AND (m.created_at, m.id) < (` + a.Add(after) + `::timestamptz, ` + a.Add(afterID) + `::uuid)`
 	}
-	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return (*reader)(s).memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.list...)
+	sql += ` ORDER BY m.created_at DESC, m.id DESC LIMIT ` + a.Add(limit+1)
+	return (*reader)(s).memoryPage(ctx, "listing memories", req.MaxBytes, limit, createdCursor, sql, a.List...)
 }
 
 // createdCursor is the cursor after m in a list ordered by (created_at, id).
-func createdCursor(m Memory) string { return encodeCursor(m.CreatedAt, m.ID) }
+func createdCursor(m Memory) string { return core.EncodeCursor(m.CreatedAt, m.ID) }
 
 // memoryPage reads a page of memories (sql has LIMIT limit+1) within the
 // byte cap; cursor is the cursor after a memory in sql's order.
@@ -101,79 +101,57 @@ func (s *reader) memoryPage(ctx context.Context, what string, maxBytes, limit in
 	sql string, args ...any) (*ListPage, error) {
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, dbErr(what, err)
+		return nil, core.DBErr(what, err)
 	}
 	page := &ListPage{Items: []Memory{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes(s.answerCap(maxBytes), page),
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes(s.answerCap(maxBytes), page),
 		func(r pgx.Rows) (Memory, error) { return scanMemory(r) })
 	if err != nil {
-		return nil, dbErr(what, err)
+		return nil, core.DBErr(what, err)
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(cursor)
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(cursor)
 	return page, nil
 }
 
-// encodeCursor makes an opaque cursor from the last row of a page.
-func encodeCursor(t time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixMicro(), 10) + "/" + id))
-}
-
-func decodeCursor(c string) (time.Time, string, error) { return decodeTimeCursor(c, ValidID) }
-
-// decodeTimeCursor reads a cursor of encodeCursor whose id validID accepts
-// (memory ids, session ids).
-func decodeTimeCursor(c string, validID func(string) bool) (time.Time, string, error) {
-	if c == "" {
-		return time.Time{}, "", nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	ts, id, ok := strings.Cut(string(raw), "/")
-	us, err := strconv.ParseInt(ts, 10, 64)
-	if !ok || err != nil || !validID(id) {
-		return time.Time{}, "", errors.New("malformed cursor")
-	}
-	return time.UnixMicro(us).UTC(), id, nil
-}
+// decodeCursor reads a cursor of a page of memories.
+func decodeCursor(c string) (time.Time, string, error) { return core.DecodeTimeCursor(c, ValidID) }
 
 // Update changes fields of one active memory of owner. New content is
 // validated, guarded, redacted and embedded like an add (without dedup).
 // Expiry is recomputed from now: the request's ttl, else the category's.
 func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.id("id", req.ID)
-	src := fe.source(req.Source)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.ID("id", req.ID)
+	src := fe.Source(req.Source)
 	if req.Category != nil {
-		fe.category(&s.policy, *req.Category)
+		fe.Category(&s.policy, *req.Category)
 		if *req.Category == "" {
-			fe.add("category", "must not be empty")
+			fe.Add("category", "must not be empty")
 		}
 		if c, ok := s.policy.Category(*req.Category); ok && c.Global {
-			fe.add("category", "%q is global: global memories are added, not made from an owner's memory", c.Name)
+			fe.Add("category", "%q is global: global memories are added, not made from an owner's memory", c.Name)
 		}
 	}
 	if req.Importance != nil {
 		if *req.Importance < 1 || *req.Importance > 10 {
-			fe.add("importance", "%d must be within 1..10", *req.Importance)
+			fe.Add("importance", "%d must be within 1..10", *req.Importance)
 		}
 	}
 	var ttl *time.Duration
 	if req.TTL != nil {
-		if ttl = fe.ttl(*req.TTL); ttl == nil && len(fe.list) == 0 {
-			fe.add("ttl", "must not be empty")
+		if ttl = fe.TTL(*req.TTL); ttl == nil && fe.Len() == 0 {
+			fe.Add("ttl", "must not be empty")
 		}
 	}
 	if req.Content != nil {
-		fe.text("content", *req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
+		fe.Text("content", *req.Content, core.RawContentLimit(s.policy.Limits.MaxContentBytes))
 	}
 	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
-		fe.add("request", "nothing to update: set content, category, importance or ttl")
+		fe.Add("request", "nothing to update: set content, category, importance or ttl")
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	var content string
@@ -201,14 +179,14 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 			return err
 		}
 		if !cur.Active {
-			return conflictf("memory %s is inactive (deleted, expired, forgotten or superseded); add it again instead", req.ID)
+			return core.Conflictf("memory %s is inactive (deleted, expired, forgotten or superseded); add it again instead", req.ID)
 		}
 		category := cur.Category
 		if req.Category != nil {
 			category = *req.Category
 		}
 		for _, c := range []string{cur.Category, category} {
-			if err := checkProtected(&s.policy, c, src); err != nil {
+			if err := core.CheckProtected(&s.policy, c, src); err != nil {
 				return err
 			}
 		}
@@ -247,9 +225,9 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text)))
 		SELECT * FROM upd`
 	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, actorID(ctx), cur.Owner)
+		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner)
 	if err != nil {
-		return Memory{}, dbErr("updating memory "+cur.ID, err)
+		return Memory{}, core.DBErr("updating memory "+cur.ID, err)
 	}
 	return m, nil
 }
@@ -257,11 +235,11 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 // Delete soft-deletes one memory of owner (purge removes it for good after
 // retention.purgeInactiveAfter). Deleting an inactive memory is a no-op.
 func (s *Store) Delete(ctx context.Context, owner, id string, source Source) error {
-	fe := &fieldErrors{}
-	fe.owner(owner)
-	fe.id("id", id)
-	src := fe.source(source)
-	if err := fe.err(); err != nil {
+	fe := &core.FieldErrors{}
+	fe.Owner(owner)
+	fe.ID("id", id)
+	src := fe.Source(source)
+	if err := fe.Err(); err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
@@ -272,7 +250,7 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 		if err != nil {
 			return err
 		}
-		if err := checkProtected(&s.policy, cur.Category, src); err != nil {
+		if err := core.CheckProtected(&s.policy, cur.Category, src); err != nil {
 			return err
 		}
 		if !cur.Active {
@@ -283,8 +261,8 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
 				WHERE id = $1 RETURNING id)
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
-			VALUES ($1, $4, 'delete', $2, $3, $5)`, id, string(src), actorID(ctx), cur.Owner, cur.Content)
-		return dbErr("deleting memory "+id, err)
+			VALUES ($1, $4, 'delete', $2, $3, $5)`, id, string(src), core.ActorID(ctx), cur.Owner, cur.Content)
+		return core.DBErr("deleting memory "+id, err)
 	})
 }
 
@@ -296,15 +274,15 @@ const maxSupersedeChain = 1000
 // replacement must be active and oldID must not be superseded already
 // (ErrConflict: a chain never forks). It returns the retired memory.
 func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, source Source) (*Memory, error) {
-	fe := &fieldErrors{}
-	fe.owner(owner)
-	fe.id("id", oldID)
-	fe.id("by", newID)
-	src := fe.source(source)
+	fe := &core.FieldErrors{}
+	fe.Owner(owner)
+	fe.ID("id", oldID)
+	fe.ID("by", newID)
+	src := fe.Source(source)
 	if oldID != "" && strings.EqualFold(oldID, newID) {
-		fe.add("by", "a memory cannot supersede itself")
+		fe.Add("by", "a memory cannot supersede itself")
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	var out Memory
@@ -320,16 +298,16 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if err != nil {
 			return err
 		}
-		if err := checkProtected(&s.policy, old.Category, src); err != nil {
+		if err := core.CheckProtected(&s.policy, old.Category, src); err != nil {
 			return err
 		}
 		// A memory is replaced once: a second supersede would fork the
 		// chain and lose which replacement is current.
 		if old.SupersededBy != "" {
-			return conflictf("memory %s is already superseded by %s; supersede %s instead", oldID, old.SupersededBy, old.SupersededBy)
+			return core.Conflictf("memory %s is already superseded by %s; supersede %s instead", oldID, old.SupersededBy, old.SupersededBy)
 		}
 		if !replacement.Active {
-			return conflictf("the replacement %s is inactive", newID)
+			return core.Conflictf("the replacement %s is inactive", newID)
 		}
 		if err := (*reader)(s).checkNoCycle(ctx, tx, oldID, newID); err != nil {
 			return err
@@ -358,10 +336,10 @@ func (s *reader) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID strin
 			WHERE c.depth < $3)
 		SELECT EXISTS (SELECT 1 FROM chain WHERE id = $2)`, newID, oldID, maxSupersedeChain).Scan(&cycle)
 	if err != nil {
-		return dbErr("checking the supersede chain", err)
+		return core.DBErr("checking the supersede chain", err)
 	}
 	if cycle {
-		return conflictf("%s is already (transitively) superseded by %s; superseding it back would make a cycle", newID, oldID)
+		return core.Conflictf("%s is already (transitively) superseded by %s; superseding it back would make a cycle", newID, oldID)
 	}
 	return nil
 }
@@ -369,9 +347,9 @@ func (s *reader) checkNoCycle(ctx context.Context, tx pgx.Tx, oldID, newID strin
 // EraseOwner hard-deletes every memory of owner and all their history (the
 // GDPR right to erasure) in one transaction, and returns the counts.
 func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(owner)
-	if err := fe.err(); err != nil {
+	fe := &core.FieldErrors{}
+	fe.Owner(owner)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	res := &EraseResult{}
@@ -381,18 +359,18 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM `+s.sql.history+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return dbErr("erasing history", err)
+			return core.DBErr("erasing history", err)
 		}
 		res.History = tag.RowsAffected()
 		tag, err = tx.Exec(ctx, `DELETE FROM `+s.sql.memories+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return dbErr("erasing memories", err)
+			return core.DBErr("erasing memories", err)
 		}
 		res.Memories = tag.RowsAffected()
 		// After the memories: a concurrent access write has committed by
 		// now (it holds key-share locks on them), and this sees its rows.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
-			return dbErr("erasing the owner's access statistics", err)
+			return core.DBErr("erasing the owner's access statistics", err)
 		}
 		if err := (*conversations)(s).eraseConversations(ctx, tx, owner, res); err != nil {
 			return err
@@ -401,12 +379,12 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
-			return dbErr("erasing the owner's compaction state", err)
+			return core.DBErr("erasing the owner's compaction state", err)
 		}
 		// Nothing of the owner is left, not even its lock row; the lock is
 		// held until commit, and a write waiting for it creates it anew.
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.ownerLocks+` WHERE owner_id = $1`, owner); err != nil {
-			return dbErr("erasing the owner's lock row", err)
+			return core.DBErr("erasing the owner's lock row", err)
 		}
 		return nil
 	})
@@ -418,12 +396,12 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 
 // ActiveCount counts owner's active memories.
 func (s *Store) ActiveCount(ctx context.Context, owner string) (int64, error) {
-	fe := &fieldErrors{}
-	fe.owner(owner)
-	if err := fe.err(); err != nil {
+	fe := &core.FieldErrors{}
+	fe.Owner(owner)
+	if err := fe.Err(); err != nil {
 		return 0, err
 	}
 	var n int64
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner).Scan(&n)
-	return n, dbErr("counting memories", err)
+	return n, core.DBErr("counting memories", err)
 }

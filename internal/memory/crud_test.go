@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -20,7 +22,7 @@ func TestGetAndOwnership(t *testing.T) {
 	if _, err := f.store.Get(ctx(t), "bob", m.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another owner's Get: %v, want ErrNotFound", err)
 	}
-	if _, err := f.store.Get(ctx(t), "ann", newID()); !errors.Is(err, ErrNotFound) {
+	if _, err := f.store.Get(ctx(t), "ann", core.NewID()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v, want ErrNotFound", err)
 	}
 	if _, err := f.store.Get(ctx(t), "ann", "not-a-uuid"); err == nil {
@@ -35,7 +37,7 @@ func TestGetAndOwnership(t *testing.T) {
 		},
 		"delete":    func() error { return f.store.Delete(ctx(t), "bob", m.ID, SourceUser) },
 		"history":   func() error { _, err := f.history("bob", m.ID); return err },
-		"supersede": func() error { _, err := f.store.Supersede(ctx(t), "bob", m.ID, newID(), SourceUser); return err },
+		"supersede": func() error { _, err := f.store.Supersede(ctx(t), "bob", m.ID, core.NewID(), SourceUser); return err },
 	} {
 		if err := op(); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s of another owner's memory: %v, want ErrNotFound", name, err)

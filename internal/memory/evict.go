@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // evictAfter enforces the per-owner cap after a commit that inserted rows:
@@ -49,7 +51,7 @@ const HistoryEvict = "evict"
 func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
 	var count int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
-		return 0, dbErr("counting memories", err)
+		return 0, core.DBErr("counting memories", err)
 	}
 	over := count - s.policy.Limits.MaxMemoriesPerOwner
 	if over <= 0 {
@@ -77,7 +79,7 @@ func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser 
 		return err
 	})
 	if err != nil {
-		return 0, dbErr("evicting memories", err)
+		return 0, core.DBErr("evicting memories", err)
 	}
 	return deleted, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // victim is a memory chosen for eviction, with what its history row keeps.
@@ -28,7 +30,7 @@ func (s *writer) evictionVictims(ctx context.Context, tx pgx.Tx, owner string, k
 		ORDER BY m.active, m.category = ANY($4), m.importance * `+s.sql.decayExpr("$5", "$6")+`, m.updated_at
 		LIMIT $3 FOR UPDATE SKIP LOCKED`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected)
 	if err != nil {
-		return nil, dbErr("choosing memories to evict", err)
+		return nil, core.DBErr("choosing memories to evict", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (victim, error) {
 		var v victim
@@ -36,7 +38,7 @@ func (s *writer) evictionVictims(ctx context.Context, tx pgx.Tx, owner string, k
 		return v, err
 	})
 	if err != nil {
-		return nil, dbErr("choosing memories to evict", err)
+		return nil, core.DBErr("choosing memories to evict", err)
 	}
 	return out, nil
 }
@@ -69,7 +71,7 @@ func (s *writer) deleteVictims(ctx context.Context, tx pgx.Tx, owner string, vic
 			eh AS (INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, details) VALUES `+strings.Join(values, ", ")+`)
 			SELECT count(*) FROM dm`, args...).Scan(&n)
 		if err != nil {
-			return deleted, dbErr("evicting memories", err)
+			return deleted, core.DBErr("evicting memories", err)
 		}
 		deleted += n
 	}

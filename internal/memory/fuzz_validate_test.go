@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -44,7 +45,7 @@ func FuzzPrepareAdd(f *testing.F) {
 		s := stores[int(guard)%len(guards)]
 		req := AddRequest{Owner: owner, Agent: agent, Session: session, Source: Source(source),
 			Content: content, Category: category, Importance: importance, TTL: ttl}
-		p, err := (*writer)(s).prepareAdd(req, &fieldErrors{})
+		p, err := (*writer)(s).prepareAdd(req, &core.FieldErrors{})
 		if err != nil {
 			if errors.Is(err, ErrProtected) {
 				return
@@ -83,7 +84,7 @@ func FuzzPrepareAdd(f *testing.F) {
 			t.Fatalf("stores %d bytes, over the limit", len(stored))
 		case strings.TrimSpace(stored) == "":
 			t.Fatalf("stores blank content from %q", content)
-		case strings.IndexFunc(stored, isForbiddenControl) >= 0:
+		case strings.IndexFunc(stored, core.IsForbiddenControl) >= 0:
 			t.Fatalf("stores a control character: %q", stored)
 		case stored != s.redactor.Redacted(content):
 			t.Fatalf("stores %q, not the redacted input", stored)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // A memory's history grows by a row with every update and merge, and an
@@ -25,7 +27,7 @@ import (
 // CTEs of one statement on one snapshot, but Citus may run them one after
 // another, and a prune inside the update's statement would count the new
 // row on one and not on the other.
-func (s *maintenance) updateAndPrune(ctx context.Context, tx dbtx, id, sql string, args ...any) (Memory, error) {
+func (s *maintenance) updateAndPrune(ctx context.Context, tx core.DBTX, id, sql string, args ...any) (Memory, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue(s.pruneHistoryQuery(), id, s.policy.Limits.MaxHistoryPerMemory)

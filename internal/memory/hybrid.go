@@ -5,6 +5,8 @@ import (
 	"math"
 
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Hybrid search on the owner-local path (issue 17).
@@ -66,12 +68,12 @@ const hybridAttempts = 2
 // bound B (NULL when no distance is known) and the number of vector
 // candidates, ordered by score DESC, id and limited to k.
 func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQuery {
-	a := &args{}
+	a := &core.Args{}
 	owner, filter := s.searchFilter(a, req)
-	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
-	qv := a.add(pgv.NewVector(vec))
+	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
+	qv := a.Add(pgv.NewVector(vec))
 	w := s.policy.Search
-	wv, wt, wd := a.add(w.VectorWeight)+`::float8`, a.add(w.TextWeight)+`::float8`, a.add(w.DecayWeight)+`::float8`
+	wv, wt, wd := a.Add(w.VectorWeight)+`::float8`, a.Add(w.TextWeight)+`::float8`, a.Add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
 	sql := `WITH q AS MATERIALIZED (` + s.textQueries(a, req) + `),
 		v AS MATERIALIZED (
@@ -79,7 +81,7 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 				SELECT m.id, m.embedding <=> ` + qv + ` AS d FROM ` + s.sql.memories + ` AS m
 				WHERE ` + owner + ` AND ` + searchable + ` OFFSET 0) AS x
 			ORDER BY CASE WHEN d = 'NaN'::float8 THEN -1 ELSE d END
-			LIMIT ` + a.add(n) + `),
+			LIMIT ` + a.Add(n) + `),
 		t AS MATERIALIZED (
 			SELECT m.id FROM ` + s.sql.memories + ` AS m
 			WHERE ` + ownerTextOnly(owner) + ` AND ` + searchable + ` AND m.tsv @@ (SELECT q FROM q)
@@ -93,8 +95,8 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 			WHERE true` + filter + `)
 		SELECT r.*, ` + score + ` AS score, ` + wv + ` * (1 - b.dn) + ` + wt + ` * 0 + ` + wd + ` * 1 AS bound, b.n
 		FROM r, b
-		ORDER BY ` + score + ` DESC, r.id LIMIT ` + a.add(k)
-	return searchQuery{sql: sql, args: a.list, candidates: n}
+		ORDER BY ` + score + ` DESC, r.id LIMIT ` + a.Add(k)
+	return searchQuery{sql: sql, args: a.List, candidates: n}
 }
 
 // hybridResult is what one owner-local attempt returned besides the hits.
@@ -149,7 +151,7 @@ func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchR
 func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (hybridResult, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return hybridResult{}, dbErr("searching", err)
+		return hybridResult{}, core.DBErr("searching", err)
 	}
 	defer rows.Close()
 	w := s.policy.Search
@@ -159,14 +161,14 @@ func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (
 		var bound *float64
 		m, err := scanMemory(rows, &h.VectorScore, &h.TextScore, &h.DecayScore, &res.lastScore, &bound, &res.candidates)
 		if err != nil {
-			return hybridResult{}, dbErr("searching", err)
+			return hybridResult{}, core.DBErr("searching", err)
 		}
 		h.Memory = m
 		h.Score = w.VectorWeight*h.VectorScore + w.TextWeight*h.TextScore + w.DecayWeight*h.DecayScore
 		res.hits, res.bound = append(res.hits, h), bound
 	}
 	if err := rows.Err(); err != nil {
-		return hybridResult{}, dbErr("searching", err)
+		return hybridResult{}, core.DBErr("searching", err)
 	}
 	return res, nil
 }

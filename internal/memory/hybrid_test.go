@@ -10,6 +10,7 @@ import (
 
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -75,7 +76,7 @@ func seedEquivalence(t *testing.T, f *fixture, rng *rand.Rand, sizes map[string]
 			if rng.IntN(12) == 0 {
 				flag = "{" + FlagInjection + "}"
 			}
-			ids, owners, agents, sessions = append(ids, newID()), append(owners, o), append(agents, agent), append(sessions, session)
+			ids, owners, agents, sessions = append(ids, core.NewID()), append(owners, o), append(agents, agent), append(sessions, session)
 			categories, contents, vectors, flags = append(categories, cat), append(contents, text), append(vectors, pgv.NewVector(v[0]).String()), append(flags, flag)
 			importance = append(importance, 1+rng.IntN(10))
 			ages = append(ages, rng.Float64()*180*86400)
@@ -241,7 +242,7 @@ func TestHybridFallbackIsTaken(t *testing.T) {
 		if near {
 			age = 365 * 86400
 		}
-		ids, contents, vectors, ages = append(ids, newID()), append(contents, fmt.Sprintf("row %d", i)), append(vectors, pgv.NewVector(v).String()), append(ages, age)
+		ids, contents, vectors, ages = append(ids, core.NewID()), append(contents, fmt.Sprintf("row %d", i)), append(vectors, pgv.NewVector(v).String()), append(ages, age)
 	}
 	_, err := f.admin.Exec(ctx(t), `INSERT INTO `+f.store.sql.memories+`
 			(id, owner_id, source, category, content, embedding, created_at, updated_at)
@@ -330,7 +331,7 @@ func TestFilteredVectorSearchWidens(t *testing.T) {
 		case i < 22:
 			v, cat = neg, "project"
 		}
-		ids, cats, vectors, flags = append(ids, newID()), append(cats, cat), append(vectors, pgv.NewVector(v).String()), append(flags, flag)
+		ids, cats, vectors, flags = append(ids, core.NewID()), append(cats, cat), append(vectors, pgv.NewVector(v).String()), append(flags, flag)
 	}
 	_, err := f.admin.Exec(ctx(t), `INSERT INTO `+f.store.sql.memories+` (id, owner_id, source, category, content, embedding, flags)
 		SELECT id::uuid, 'ann', 'agent', c, 'row ' || id, v::vector, fl::text[]

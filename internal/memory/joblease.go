@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // DefaultJobLeaseTTL is the maintenance lease's lifetime without renewal
@@ -70,7 +72,7 @@ func (s *Store) WithJobLock(ctx context.Context, fn func(context.Context) error)
 // the process and a random part, so two runs never share a name.
 func leaseHolder() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), newID()[24:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), core.NewID()[24:])
 }
 
 // takeLease takes the maintenance lease when it is free or expired. Two
@@ -82,7 +84,7 @@ func (s *maintenance) takeLease(ctx context.Context, holder string) error {
 		WHERE name = $1 AND (holder IS NULL OR expires_at IS NULL OR expires_at < now())`,
 		maintenanceLock, holder, s.leaseTTL.Seconds())
 	if err != nil {
-		return dbErr("taking the maintenance lease", err)
+		return core.DBErr("taking the maintenance lease", err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
@@ -100,7 +102,7 @@ func (s *maintenance) leaseHeld(ctx context.Context) error {
 		return fmt.Errorf("taking the maintenance lease: %s has no %q row in job_locks (schema not migrated?)", s.schema, maintenanceLock)
 	}
 	if err != nil {
-		return dbErr("reading the maintenance lease", err)
+		return core.DBErr("reading the maintenance lease", err)
 	}
 	if holder == nil || until == nil {
 		return fmt.Errorf("%w (it was released just now)", ErrLocked)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const defaultBatchSize = 1000
@@ -21,7 +23,7 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 		OpSummarize: (*conversations)(s).summarizeSessions, OpSessions: (*conversations)(s).expireSessions,
 	}[op]
 	if run == nil {
-		return nil, invalid("operation", "%q must be one of %s", op, strings.Join(Operations, ", "))
+		return nil, core.Invalid("operation", "%q must be one of %s", op, strings.Join(Operations, ", "))
 	}
 	res := &JobResult{Operation: op, DryRun: opts.DryRun}
 	start := time.Now()
@@ -64,7 +66,7 @@ func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult
 		var scanned, affected int64
 		err := s.pool.QueryRow(ctx, sql, after, opts.BatchSize, min, s.decayNames, s.decaySeconds).Scan(&last, &scanned, &affected)
 		if err != nil {
-			return dbErr("forgetting decayed memories", err)
+			return core.DBErr("forgetting decayed memories", err)
 		}
 		res.Batches++
 		res.Scanned += scanned
@@ -124,7 +126,7 @@ func (s *maintenance) purgeEvictions(ctx context.Context, opts JobOptions, res *
 	for {
 		var n int
 		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
-			return dbErr("purging eviction records", err)
+			return core.DBErr("purging eviction records", err)
 		}
 		res.Batches++
 		if n < opts.BatchSize {
@@ -174,7 +176,7 @@ func (s *maintenance) batches(ctx context.Context, opts JobOptions, res *JobResu
 	for {
 		var n int64
 		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
-			return dbErr(what, err)
+			return core.DBErr(what, err)
 		}
 		res.Batches++
 		res.Scanned += n
@@ -189,7 +191,7 @@ func (s *maintenance) batches(ctx context.Context, opts JobOptions, res *JobResu
 func (s *maintenance) count(ctx context.Context, res *JobResult, sql string) error {
 	var n int64
 	if err := s.pool.QueryRow(ctx, sql).Scan(&n); err != nil {
-		return dbErr("counting", err)
+		return core.DBErr("counting", err)
 	}
 	res.Batches, res.Scanned, res.Affected = 1, n, n
 	return nil

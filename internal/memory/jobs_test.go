@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // seedJobs creates, for owner "j": 3 memories decayed below 0.5, 2 expired,
@@ -45,7 +47,7 @@ func seedJobs(t *testing.T, f *fixture) {
 		}
 		for range size - 1 {
 			_, err := f.admin.Exec(ctx(t), `INSERT INTO `+f.store.sql.memories+` (id, owner_id, source, category, content, embedding, importance)
-				VALUES ($1, $2, $3, $4, $5 || '.', $6::text::vector, 3)`, newID(), owner, source, category, content, vec)
+				VALUES ($1, $2, $3, $4, $5 || '.', $6::text::vector, 3)`, core.NewID(), owner, source, category, content, vec)
 			if err != nil {
 				t.Fatal(err)
 			}

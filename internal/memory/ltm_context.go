@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -22,7 +23,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 	if err != nil {
 		return nil, err
 	}
-	room := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), ContextResult{IDs: []string{}})
+	room := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), ContextResult{IDs: []string{}})
 	truncated := false
 	var parts []string
 	left := budget
@@ -37,7 +38,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 		if text == "" {
 			return 0
 		}
-		if !room.takeText(strings.Repeat("\n", sep()) + text) {
+		if !room.TakeText(strings.Repeat("\n", sep()) + text) {
 			truncated = true
 			return 0
 		}
@@ -48,7 +49,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 	cv := addDoc("constraints", constraints)
 	pv := addDoc("profile", profile)
 	memBudget := max(0, left-sep())
-	room.takeText(strings.Repeat("\n", sep())) // the blank line before the memories, if they come
+	room.TakeText(strings.Repeat("\n", sep())) // the blank line before the memories, if they come
 	res := render(s.policy.RenderOrder(), cands, memBudget, room)
 	if res.Text != "" {
 		left -= CountTokens(res.Text) + sep()
@@ -57,7 +58,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 	res.Truncated = res.Truncated || truncated
 	res.ConstraintsVersion, res.ProfileVersion = cv, pv
 	if req.IncludeEpisodes {
-		room.takeText(strings.Repeat("\n", sep()))
+		room.TakeText(strings.Repeat("\n", sep()))
 		text, ids, cut, err := s.contextEpisodes(ctx, req, left-sep(), room)
 		if err != nil {
 			return nil, err
@@ -77,7 +78,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 // else the newest) within left tokens and the byte cap, as many whole
 // lines as fit; cut says the byte cap left a line out that the tokens had
 // room for.
-func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left int, room *answerBytes) (string, []string, bool, error) {
+func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left int, room *core.AnswerBytes) (string, []string, bool, error) {
 	n := req.MaxEpisodes
 	if n == 0 {
 		n = defaultContextEpisodes
@@ -87,7 +88,7 @@ func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left
 		return "", nil, false, err
 	}
 	header := "## episodes\n"
-	if !room.takeText(header) {
+	if !room.TakeText(header) {
 		return "", nil, true, nil
 	}
 	var b strings.Builder
@@ -97,7 +98,7 @@ func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left
 	for _, h := range hits {
 		line := "- " + h.Episode.EndedAt.Format("2006-01-02") + ": " + textguard.PromptText(h.Episode.Summary) + "\n"
 		if c := CountTokens(line); used+c <= left {
-			if !room.takeText(line, h.Episode.ID) {
+			if !room.TakeText(line, h.Episode.ID) {
 				cut = true
 				continue
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -17,11 +18,11 @@ const (
 )
 
 // documentKey checks owner, agent and kind of a document request.
-func documentKey(fe *fieldErrors, owner, agent string, kind DocumentKind) {
-	fe.owner(owner)
-	fe.scope(agent, "")
+func documentKey(fe *core.FieldErrors, owner, agent string, kind DocumentKind) {
+	fe.Owner(owner)
+	fe.Scope(agent, "")
 	if kind != DocProfile && kind != DocConstraints {
-		fe.add("kind", "%q must be profile or constraints", kind)
+		fe.Add("kind", "%q must be profile or constraints", kind)
 	}
 }
 
@@ -29,12 +30,12 @@ func documentKey(fe *fieldErrors, owner, agent string, kind DocumentKind) {
 // or at req.Version. A never-written document is version 0 with empty
 // content. Errors: ValidationError; ErrNotFound (no such past version).
 func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Document, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	documentKey(fe, req.Owner, req.Agent, req.Kind)
 	if req.Version < 0 {
-		fe.add("version", "%d must not be negative", req.Version)
+		fe.Add("version", "%d must not be negative", req.Version)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	if req.Version == 0 {
@@ -44,7 +45,7 @@ func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Docum
 }
 
 // currentDocument reads the current version with q (lock "" or " FOR UPDATE").
-func (s *longTerm) currentDocument(ctx context.Context, q querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
+func (s *longTerm) currentDocument(ctx context.Context, q core.Querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
 	d := &Document{Owner: owner, Agent: agent, Kind: kind}
 	var src string
 	err := q.QueryRow(ctx, `SELECT version, content, source, updated_at FROM `+s.sql.documents+`
@@ -54,7 +55,7 @@ func (s *longTerm) currentDocument(ctx context.Context, q querier, owner, agent 
 		return d, nil
 	}
 	if err != nil {
-		return nil, dbErr("reading the "+string(kind), err)
+		return nil, core.DBErr("reading the "+string(kind), err)
 	}
 	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
 	return d, nil
@@ -75,7 +76,7 @@ func (s *longTerm) documentAt(ctx context.Context, owner, agent string, kind Doc
 		return nil, fmt.Errorf("%s version %d: %w", kind, version, ErrNotFound)
 	}
 	if err != nil {
-		return nil, dbErr("reading the "+string(kind), err)
+		return nil, core.DBErr("reading the "+string(kind), err)
 	}
 	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
 	return d, nil
@@ -88,16 +89,16 @@ func (s *longTerm) documentAt(ctx context.Context, owner, agent string, kind Doc
 // ValidationError; ErrProtected (constraints with a source other than
 // user); ErrConflict (IfVersion does not match).
 func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Document, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	documentKey(fe, req.Owner, req.Agent, req.Kind)
-	src := fe.source(req.Source)
+	src := fe.Source(req.Source)
 	if req.Content != "" {
-		fe.text("content", req.Content, 4*MaxDocumentBytes)
+		fe.Text("content", req.Content, 4*MaxDocumentBytes)
 	}
 	if req.IfVersion != nil && *req.IfVersion < 0 {
-		fe.add("ifVersion", "%d must not be negative", *req.IfVersion)
+		fe.Add("ifVersion", "%d must not be negative", *req.IfVersion)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	// Constraints are the user's rules for the agent: like a protected
@@ -115,8 +116,8 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 		// whole into every prompt, so in Flag mode too a document the guard
 		// objects to is refused rather than stored with a flag nobody reads.
 		if len(c.flags) > 0 {
-			fe.add("content", "rejected by the injection guard: looks like a prompt injection (a profile or constraints document is always rendered into the prompt)")
-			return nil, fe.err()
+			fe.Add("content", "rejected by the injection guard: looks like a prompt injection (a profile or constraints document is always rendered into the prompt)")
+			return nil, fe.Err()
 		}
 		content = c.text
 	}
@@ -130,7 +131,7 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 			return err
 		}
 		if req.IfVersion != nil && *req.IfVersion != cur.Version {
-			return conflictf("%s is at version %d, not %d", req.Kind, cur.Version, *req.IfVersion)
+			return core.Conflictf("%s is at version %d, not %d", req.Kind, cur.Version, *req.IfVersion)
 		}
 		if cur.Version == 0 {
 			if err := (*longTerm)(s).checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
@@ -159,7 +160,7 @@ func (s *longTerm) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner str
 	if err != nil {
 		return err
 	}
-	return overQuota(QuotaDocumentsPerOwner, s.policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
+	return core.OverQuota(QuotaDocumentsPerOwner, s.policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
 		"nothing was written; write the documents of the agents the owner has (or the shared one, agent empty), or raise the limit")
 }
 
@@ -174,14 +175,14 @@ func (s *longTerm) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, 
 			content = EXCLUDED.content, source = EXCLUDED.source, updated_at = EXCLUDED.updated_at
 		RETURNING updated_at`, d.Owner, d.Agent, string(d.Kind), d.Version, content, string(src)).Scan(&d.UpdatedAt)
 	if err != nil {
-		return nil, dbErr("writing the "+string(d.Kind), err)
+		return nil, core.DBErr("writing the "+string(d.Kind), err)
 	}
 	d.UpdatedAt = d.UpdatedAt.UTC()
 	_, err = tx.Exec(ctx, `INSERT INTO `+s.sql.docChanges+` (owner_id, agent_id, kind, version, source, actor_id, before, after)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		d.Owner, d.Agent, string(d.Kind), d.Version, string(src), actorID(ctx), cur.Content, content)
+		d.Owner, d.Agent, string(d.Kind), d.Version, string(src), core.ActorID(ctx), cur.Content, content)
 	if err != nil {
-		return nil, dbErr("recording the change of the "+string(d.Kind), err)
+		return nil, core.DBErr("recording the change of the "+string(d.Kind), err)
 	}
 	return d, nil
 }
@@ -208,50 +209,50 @@ func (s *longTerm) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) er
 			AND NOT EXISTS (SELECT 1 FROM `+s.sql.sessions+` AS c
 				WHERE c.owner_id = d.owner_id AND c.agent_id = d.agent_id AND c.`+pin+` = d.version)`,
 		d.Owner, d.Agent, string(d.Kind), oldestKept)
-	return dbErr("pruning old versions of the "+string(d.Kind), err)
+	return core.DBErr("pruning old versions of the "+string(d.Kind), err)
 }
 
 // Changelog pages through the writes of an owner's documents, newest
 // first: at most req.Limit (0 = 50, at most 500) and the byte cap per
 // page, from req.Cursor. Errors: ValidationError.
 func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*ChangelogPage, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
 	if req.Agent != nil {
-		fe.scope(*req.Agent, "")
+		fe.Scope(*req.Agent, "")
 	}
 	if req.Scope != "" && req.Scope != DocProfile && req.Scope != DocConstraints {
-		fe.add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
+		fe.Add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
 	}
-	limit := fe.limit(req.Limit, defaultChangelogPage, maxChangelogPage)
-	before, err := decodeSerialCursor(req.Cursor)
-	fe.cursor(err)
-	if err := fe.err(); err != nil {
+	limit := fe.Limit(req.Limit, defaultChangelogPage, maxChangelogPage)
+	before, err := core.DecodeSerialCursor(req.Cursor)
+	fe.Cursor(err)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
-	where := `owner_id = ` + a.add(req.Owner)
+	a := &core.Args{}
+	where := `owner_id = ` + a.Add(req.Owner)
 	if req.Agent != nil {
-		where += ` AND agent_id = ` + a.add(*req.Agent)
+		where += ` AND agent_id = ` + a.Add(*req.Agent)
 	}
 	if req.Scope != "" {
-		where += ` AND kind = ` + a.add(string(req.Scope))
+		where += ` AND kind = ` + a.Add(string(req.Scope))
 	}
 	if before > 0 {
-		where += ` AND id < ` + a.add(before)
+		where += ` AND id < ` + a.Add(before)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
-		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.add(limit+1), a.list...)
+		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
-		return nil, dbErr("reading the changelog", err)
+		return nil, core.DBErr("reading the changelog", err)
 	}
 	page := &ChangelogPage{Items: []ChangelogEntry{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), scanChange)
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), scanChange)
 	if err != nil {
-		return nil, dbErr("reading the changelog", err)
+		return nil, core.DBErr("reading the changelog", err)
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(e ChangelogEntry) string { return encodeSerialCursor(e.ID) })
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(func(e ChangelogEntry) string { return core.EncodeSerialCursor(e.ID) })
 	return page, nil
 }
 
@@ -286,13 +287,13 @@ func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*
 // snapshot runs sql (reading or moving a snapshot); underOwnerLock runs it
 // in a transaction under the owner's lock.
 func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, owner, sessionID)
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	snap := &SessionSnapshot{Owner: owner, SessionID: sessionID}
-	scan := func(q querier) error {
+	scan := func(q core.Querier) error {
 		return q.QueryRow(ctx, sql, owner, sessionID).Scan(&snap.Agent, &snap.ProfileVersion, &snap.ConstraintsVersion)
 	}
 	var err error
@@ -310,7 +311,7 @@ func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underO
 		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
 	}
 	if err != nil {
-		return nil, dbErr("reading the session's snapshot", err)
+		return nil, core.DBErr("reading the session's snapshot", err)
 	}
 	return snap, nil
 }
@@ -363,7 +364,7 @@ func (s *longTerm) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, r
 	} {
 		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
 		if err != nil {
-			return dbErr("erasing "+step.what, err)
+			return core.DBErr("erasing "+step.what, err)
 		}
 		*step.count = tag.RowsAffected()
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Writing an episode happens in two steps: a plan read and summarized
@@ -75,7 +77,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 		plan.existing = &e
 		return plan, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return nil, dbErr("reading the episode", err)
+		return nil, core.DBErr("reading the episode", err)
 	}
 	var turns int
 	var agent string
@@ -87,7 +89,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, dbErr("counting the session's turns", err)
+		return nil, core.DBErr("counting the session's turns", err)
 	}
 	if turns < MinEpisodeUserTurns {
 		return plan, nil
@@ -99,7 +101,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	if err != nil {
 		return nil, err
 	}
-	plan.episode = &Episode{ID: newID(), Owner: owner, SessionID: id, Agent: agent, Summary: summary, Method: method,
+	plan.episode = &Episode{ID: core.NewID(), Owner: owner, SessionID: id, Agent: agent, Summary: summary, Method: method,
 		UserTurns: turns, StartedAt: first.UTC(), EndedAt: last.UTC()}
 	plan.vec = (*conversations)(s).embedSummary(ctx, summary)
 	return plan, nil
@@ -122,12 +124,12 @@ func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (stri
 
 // checkEpisodeQuota refuses one more episode of an owner at
 // limits.maxEpisodesPerOwner.
-func (s *longTerm) checkEpisodeQuota(ctx context.Context, q querier, owner string) error {
+func (s *longTerm) checkEpisodeQuota(ctx context.Context, q core.Querier, owner string) error {
 	n, err := (*reader)(s).countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
 	if err != nil {
 		return err
 	}
-	return overQuota(QuotaEpisodesPerOwner, s.policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
+	return core.OverQuota(QuotaEpisodesPerOwner, s.policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
 		"nothing was written; raise the limit, or erase the owner's data, to record more episodes")
 }
 
@@ -159,7 +161,7 @@ func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *ep
 		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
 			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
 		out.endedAt = out.endedAt.UTC()
-		return dbErr("ending the session", err)
+		return core.DBErr("ending the session", err)
 	})
 	if err != nil {
 		return nil, err
@@ -177,7 +179,7 @@ func (s *longTerm) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePl
 		return &got, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, dbErr("reading the episode", err)
+		return nil, core.DBErr("reading the episode", err)
 	}
 	if err := s.checkEpisodeQuota(ctx, tx, e.Owner); err != nil {
 		return nil, err
@@ -186,7 +188,7 @@ func (s *longTerm) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePl
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+episodeColumns,
 		e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec))
 	if err != nil {
-		return nil, dbErr("writing the episode", err)
+		return nil, core.DBErr("writing the episode", err)
 	}
 	return &got, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 const (
@@ -62,7 +64,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun,
 		s.policy.Limits.MaxEpisodesPerOwner)
 	if err != nil {
-		return dbErr("finding idle sessions without an episode", err)
+		return core.DBErr("finding idle sessions without an episode", err)
 	}
 	type key struct{ owner, id string }
 	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
@@ -70,7 +72,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		return k, r.Scan(&k.owner, &k.id)
 	})
 	if err != nil {
-		return dbErr("finding idle sessions without an episode", err)
+		return core.DBErr("finding idle sessions without an episode", err)
 	}
 	for _, k := range keys {
 		_, err := s.settleEpisode(ctx, k.owner, k.id, false)
@@ -98,10 +100,10 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 // ErrNotFound; *QuotaError; ErrUpstream from extraction (the session stays
 // ended, the episode is written, the watermark unchanged).
 func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
-	fe.source(req.Source)
-	if err := fe.err(); err != nil {
+	fe.Source(req.Source)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	out, err := (*longTerm)(s).settleEpisode(ctx, req.Owner, req.SessionID, true)
@@ -128,14 +130,14 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 // results are given best first while their JSON fits the byte cap, the
 // rest counted in Omitted. Errors: ValidationError.
 func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*EpisodeSearchResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, "")
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, "")
 	if req.Query != "" {
-		fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+		fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
 	}
-	limit := fe.limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
-	if err := fe.err(); err != nil {
+	limit := fe.Limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	hits, err := (*longTerm)(s).searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
@@ -143,7 +145,7 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 		return nil, err
 	}
 	res := &EpisodeSearchResult{Results: []EpisodeHit{}}
-	n := fitRanked(newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
+	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
 	res.Results = hits[:n]
 	if n < len(hits) {
 		res.Truncated, res.Omitted = true, len(hits)-n
@@ -152,43 +154,43 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 }
 
 func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
-	a := &args{}
-	where := `e.owner_id = ` + a.add(owner)
+	a := &core.Args{}
+	where := `e.owner_id = ` + a.Add(owner)
 	if agent != "" {
-		where += ` AND e.agent_id IN ('', ` + a.add(agent) + `)`
+		where += ` AND e.agent_id IN ('', ` + a.Add(agent) + `)`
 	}
-	recency := `exp(-ln(2) / ` + a.add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
+	recency := `exp(-ln(2) / ` + a.Add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
 	vs, ts, from := `0::float8`, `0::float8`, s.sql.episodes+` AS e`
 	if query != "" {
 		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(query)})
 		if err != nil || len(vecs) != 1 {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
-		vs = `coalesce(1 - (e.embedding <=> ` + a.add(pgv.NewVector(vecs[0])) + `), 0)`
-		from += `, (SELECT ` + orQuery(a.add(query)) + `) AS q(q)`
+		vs = `coalesce(1 - (e.embedding <=> ` + a.Add(pgv.NewVector(vecs[0])) + `), 0)`
+		from += `, (SELECT ` + orQuery(a.Add(query)) + `) AS q(q)`
 		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.policy.Search
 	var sql string
 	if query == "" {
 		sql = `SELECT ` + episodeColumns + `, 0::float8, 0::float8, ` + recency + ` FROM ` + from + ` WHERE ` + where +
-			` ORDER BY e.ended_at DESC, e.id LIMIT ` + a.add(limit)
+			` ORDER BY e.ended_at DESC, e.id LIMIT ` + a.Add(limit)
 	} else {
 		sql = `SELECT * FROM (SELECT ` + episodeColumns + `, ` + vs + ` AS vs, ` + ts + ` AS ts, ` + recency + ` AS rs
 				FROM ` + from + ` WHERE ` + where + `) AS r
-			ORDER BY ` + a.add(w.VectorWeight) + `::float8 * r.vs + ` + a.add(w.TextWeight) + `::float8 * r.ts + ` +
-			a.add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.add(limit)
+			ORDER BY ` + a.Add(w.VectorWeight) + `::float8 * r.vs + ` + a.Add(w.TextWeight) + `::float8 * r.ts + ` +
+			a.Add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.Add(limit)
 	}
-	rows, err := s.pool.Query(ctx, sql, a.list...)
+	rows, err := s.pool.Query(ctx, sql, a.List...)
 	if err != nil {
-		return nil, dbErr("searching episodes", err)
+		return nil, core.DBErr("searching episodes", err)
 	}
 	defer rows.Close()
 	hits := []EpisodeHit{}
 	for rows.Next() {
 		var h EpisodeHit
 		if h.Episode, err = scanEpisode(rows, &h.VectorScore, &h.TextScore, &h.RecencyScore); err != nil {
-			return nil, dbErr("searching episodes", err)
+			return nil, core.DBErr("searching episodes", err)
 		}
 		h.Score = w.VectorWeight*h.VectorScore + w.TextWeight*h.TextScore + w.DecayWeight*h.RecencyScore
 		if query == "" {
@@ -200,7 +202,7 @@ func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query strin
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbErr("searching episodes", err)
+		return nil, core.DBErr("searching episodes", err)
 	}
 	return hits, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -103,10 +104,10 @@ func (s *longTerm) extractCategories(src Source) string {
 // are no new messages; nothing written, watermark unchanged);
 // ErrUpstream (the model failed; nothing written).
 func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (*SessionExtractResult, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	sessionKey(fe, req.Owner, req.SessionID)
-	src := fe.source(req.Source)
-	if err := fe.err(); err != nil {
+	src := fe.Source(req.Source)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	sess, watermark, err := (*longTerm)(s).extractState(ctx, req.Owner, req.SessionID)
@@ -184,7 +185,7 @@ func (s *longTerm) extractState(ctx context.Context, owner, id string) (*Session
 		return nil, 0, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, 0, dbErr("reading session", err)
+		return nil, 0, core.DBErr("reading session", err)
 	}
 	return &c, wm, nil
 }
@@ -254,7 +255,7 @@ func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts 
 		if drop == "" {
 			var err error
 			p, err = (*writer)(s).prepareAdd(AddRequest{Owner: owner, Agent: agent, Session: s.factScope(session), SourceSession: session,
-				Source: src, Content: f.Content, Category: f.Category, Importance: ef.Importance, TTL: ttl}, &fieldErrors{})
+				Source: src, Content: f.Content, Category: f.Category, Importance: ef.Importance, TTL: ttl}, &core.FieldErrors{})
 			if err != nil {
 				drop = err.Error()
 			} else if p.req.Owner != owner {

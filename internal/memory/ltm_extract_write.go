@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -115,7 +116,7 @@ func (s *longTerm) decidePlan(ctx context.Context, nb *neighbour, action, merged
 func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*preparedAdd, plans []*arbiterPlan, res *SessionExtractResult) error {
 	raced := false
 	results, err := (*writer)(s).writeInTx(ctx, req.Owner, ps, plans, txHooks{
-		before: func(ctx context.Context, tx dbtx) (bool, error) {
+		before: func(ctx context.Context, tx core.DBTX) (bool, error) {
 			// A concurrent run that read the same messages may have
 			// committed while this one asked the model: its facts stand,
 			// these are not written twice (the session row lock orders
@@ -127,21 +128,21 @@ func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest
 				return false, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
 			}
 			if err != nil {
-				return false, dbErr("locking the session", err)
+				return false, core.DBErr("locking the session", err)
 			}
 			if wm >= res.ToSeq {
 				raced, res.Watermark = true, wm
 			}
 			return raced, nil
 		},
-		after: func(ctx context.Context, tx dbtx) error {
+		after: func(ctx context.Context, tx core.DBTX) error {
 			if raced {
 				return nil
 			}
 			_, err := tx.Exec(ctx, `UPDATE `+s.sql.sessions+` SET extracted_through = $3
 			WHERE owner_id = $1 AND id = $2`, req.Owner, req.SessionID, res.ToSeq)
 			res.Watermark = res.ToSeq
-			return dbErr("moving the extraction watermark", err)
+			return core.DBErr("moving the extraction watermark", err)
 		},
 	})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // ownerMatch is the owner condition of search and context for the owner
@@ -42,38 +44,38 @@ func (s *longTerm) routeGlobal(req *AddRequest) error {
 // page, of req.Category when set, from req.Cursor; req.Owner, Agent and
 // Session are ignored. Errors: ValidationError.
 func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, error) {
-	fe := &fieldErrors{}
-	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
+	fe := &core.FieldErrors{}
+	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
 	if c, ok := s.policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
-		fe.add("category", "%q is not a global category of this runtime's policy", req.Category)
+		fe.Add("category", "%q is not a global category of this runtime's policy", req.Category)
 	}
 	after, afterID, err := decodeCursor(req.Cursor)
-	fe.cursor(err)
-	if err := fe.err(); err != nil {
+	fe.Cursor(err)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &args{}
+	a := &core.Args{}
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m
-		WHERE m.owner_id = ` + a.add(GlobalOwner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
+		WHERE m.owner_id = ` + a.Add(GlobalOwner) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())`
 	if req.Category != "" {
-		sql += ` AND m.category = ` + a.add(req.Category)
+		sql += ` AND m.category = ` + a.Add(req.Category)
 	}
 	if !after.IsZero() {
-		sql += ` AND (m.updated_at, m.id) < (` + a.add(after) + `::timestamptz, ` + a.add(afterID) + `::uuid)`
+		sql += ` AND (m.updated_at, m.id) < (` + a.Add(after) + `::timestamptz, ` + a.Add(afterID) + `::uuid)`
 	}
-	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.add(limit+1)
-	return (*reader)(s).memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.list...)
+	sql += ` ORDER BY m.updated_at DESC, m.id DESC LIMIT ` + a.Add(limit+1)
+	return (*reader)(s).memoryPage(ctx, "listing global memories", req.MaxBytes, limit, updatedCursor, sql, a.List...)
 }
 
 // updatedCursor is the cursor after m in a list ordered by (updated_at, id).
-func updatedCursor(m Memory) string { return encodeCursor(m.UpdatedAt, m.ID) }
+func updatedCursor(m Memory) string { return core.EncodeCursor(m.UpdatedAt, m.ID) }
 
 // DeleteGlobal soft-deletes one tenant-wide memory (with history). Errors:
 // ValidationError; ErrNotFound; ErrProtected (source other than user or system).
 func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) error {
-	fe := &fieldErrors{}
-	fe.id("id", id)
-	if err := fe.err(); err != nil {
+	fe := &core.FieldErrors{}
+	fe.ID("id", id)
+	if err := fe.Err(); err != nil {
 		return err
 	}
 	if source != SourceUser && source != SourceSystem {
@@ -92,14 +94,14 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 			return fmt.Errorf("global memory %s: %w", id, ErrNotFound)
 		}
 		if err != nil {
-			return dbErr("deleting global memory "+id, err)
+			return core.DBErr("deleting global memory "+id, err)
 		}
 		_, err = tx.Exec(ctx, `WITH upd AS (
 				UPDATE `+s.sql.memories+` SET active = false, deactivated_at = now(), updated_at = now()
 				WHERE id = $1 RETURNING id)
 			INSERT INTO `+s.sql.history+` (memory_id, owner_id, action, actor, actor_id, old_content)
-			VALUES ($1, $2, 'delete', $3, $4, $5)`, id, GlobalOwner, string(source), actorID(ctx), content)
-		return dbErr("deleting global memory "+id, err)
+			VALUES ($1, $2, 'delete', $3, $4, $5)`, id, GlobalOwner, string(source), core.ActorID(ctx), content)
+		return core.DBErr("deleting global memory "+id, err)
 	})
 }
 

@@ -2,11 +2,12 @@ package memory
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // The mutation history of a memory (memory_history): every add, update,
@@ -26,17 +27,17 @@ const (
 // retention): its history is that one row, so a client can tell an
 // evicted memory from a lost one.
 func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.id("id", req.ID)
-	limit := fe.limit(req.Limit, defaultHistoryPage, maxHistoryPage)
-	after, err := decodeSerialCursor(req.Cursor)
-	fe.cursor(err)
-	if err := fe.err(); err != nil {
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.ID("id", req.ID)
+	limit := fe.Limit(req.Limit, defaultHistoryPage, maxHistoryPage)
+	after, err := core.DecodeSerialCursor(req.Cursor)
+	fe.Cursor(err)
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	page := &HistoryPage{Items: []HistoryEntry{}}
-	b := newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
+	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if _, err := s.Get(ctx, req.Owner, req.ID); errors.Is(err, ErrNotFound) {
 		return (*reader)(s).evictionHistory(ctx, req.Owner, req.ID, b, page, err)
 	} else if err != nil {
@@ -46,35 +47,35 @@ func (s *Store) History(ctx context.Context, req HistoryRequest) (*HistoryPage, 
 	if err != nil {
 		return nil, err
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(h HistoryEntry) string { return encodeSerialCursor(h.ID) })
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(func(h HistoryEntry) string { return core.EncodeSerialCursor(h.ID) })
 	return page, nil
 }
 
 // evictionHistory is the history of a memory that does not exist: its
 // eviction row, if owner's memory id was evicted, else notFound.
-func (s *reader) evictionHistory(ctx context.Context, owner, id string, b *answerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
+func (s *reader) evictionHistory(ctx context.Context, owner, id string, b *core.AnswerBytes, page *HistoryPage, notFound error) (*HistoryPage, error) {
 	scan, err := s.historyRows(ctx, b, 1, `WHERE memory_id = $1 AND owner_id = $2 AND action = '`+HistoryEvict+`'`, id, owner)
 	if err != nil {
 		return nil, err
 	}
-	if len(scan.items) == 0 {
+	if len(scan.Items) == 0 {
 		return nil, notFound
 	}
-	page.Items = scan.items[:1]
+	page.Items = scan.Items[:1]
 	return page, nil
 }
 
 // historyRows reads a page of at most limit history rows matching where,
 // oldest first, within b.
-func (s *reader) historyRows(ctx context.Context, b *answerBytes, limit int, where string, args ...any) (pageScan[HistoryEntry], error) {
+func (s *reader) historyRows(ctx context.Context, b *core.AnswerBytes, limit int, where string, args ...any) (core.PageScan[HistoryEntry], error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
 		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
-		return pageScan[HistoryEntry]{}, dbErr("reading history", err)
+		return core.PageScan[HistoryEntry]{}, core.DBErr("reading history", err)
 	}
-	scan, err := scanPage(rows, limit, b, scanHistoryEntry)
-	return scan, dbErr("reading history", err)
+	scan, err := core.ScanPage(rows, limit, b, scanHistoryEntry)
+	return scan, core.DBErr("reading history", err)
 }
 
 func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {
@@ -88,27 +89,4 @@ func scanHistoryEntry(rows pgx.Rows) (HistoryEntry, error) {
 		h.Details = nil
 	}
 	return h, nil
-}
-
-// encodeSerialCursor makes an opaque cursor from the id of a page's last
-// row, in a list ordered by a serial id.
-func encodeSerialCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
-}
-
-// decodeSerialCursor is the id a cursor of encodeSerialCursor names; 0
-// for no cursor.
-func decodeSerialCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, err
-	}
-	id, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || id < 1 {
-		return 0, errors.New("malformed cursor")
-	}
-	return id, nil
 }

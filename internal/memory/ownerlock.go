@@ -3,18 +3,8 @@ package memory
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/engram-dev/engram/internal/memory/core"
 )
-
-// dbtx is what the write paths run their statements on: a pgx.Tx, or the
-// connection of a pipelined transaction (addtx.go) whose BEGIN and COMMIT
-// travel with its statements.
-type dbtx interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
 
 // lockOwner serializes the writes of one owner: it locks the owner's row of
 // owner_locks (a table of this tenant's schema) until tx ends, creating the
@@ -22,9 +12,9 @@ type dbtx interface {
 // lock its rows, so no other tenant can hold the lock this tenant's writers
 // wait on (an advisory lock could: their keyspace is shared by every role of
 // the database). Waits are bounded by the session's lock_timeout.
-func (s *Store) lockOwner(ctx context.Context, tx dbtx, owner string) error {
+func (s *Store) lockOwner(ctx context.Context, tx core.DBTX, owner string) error {
 	if _, err := tx.Exec(ctx, s.LockOwnerQuery(), owner); err != nil {
-		return dbErr("locking owner", err)
+		return core.DBErr("locking owner", err)
 	}
 	return nil
 }

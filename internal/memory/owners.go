@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // OwnersRequest pages through the owners that have memories, by owner id.
@@ -66,52 +68,52 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 	}
 	counts := fmt.Sprintf(ownerCounts, s.sql.access, s.sql.memories)
 	var sql string
-	a := &args{}
+	a := &core.Args{}
 	if req.Only != "" {
-		sql = `SELECT o.owner_id, c.active, c.inactive, c.last FROM (SELECT ` + a.add(req.Only) + `::text AS owner_id) AS o
-			CROSS JOIN LATERAL (` + counts + `) AS c WHERE o.owner_id > ` + a.add(after) + ` AND c.active + c.inactive > 0`
+		sql = `SELECT o.owner_id, c.active, c.inactive, c.last FROM (SELECT ` + a.Add(req.Only) + `::text AS owner_id) AS o
+			CROSS JOIN LATERAL (` + counts + `) AS c WHERE o.owner_id > ` + a.Add(after) + ` AND c.active + c.inactive > 0`
 	} else {
 		// The recursive CTE steps from one owner to the next through the
 		// index; the outer LIMIT stops it after limit+1 owners.
 		sql = `WITH RECURSIVE o(owner_id) AS (
-			(SELECT m.owner_id FROM ` + s.sql.memories + ` AS m WHERE m.owner_id > ` + a.add(after) + ` ORDER BY m.owner_id LIMIT 1)
+			(SELECT m.owner_id FROM ` + s.sql.memories + ` AS m WHERE m.owner_id > ` + a.Add(after) + ` ORDER BY m.owner_id LIMIT 1)
 			UNION ALL
 			SELECT (SELECT m.owner_id FROM ` + s.sql.memories + ` AS m WHERE m.owner_id > o.owner_id ORDER BY m.owner_id LIMIT 1)
 			FROM o WHERE o.owner_id IS NOT NULL)
 		SELECT o.owner_id, c.active, c.inactive, c.last
-		FROM (SELECT owner_id FROM o WHERE owner_id IS NOT NULL LIMIT ` + a.add(limit+1) + `) AS o
+		FROM (SELECT owner_id FROM o WHERE owner_id IS NOT NULL LIMIT ` + a.Add(limit+1) + `) AS o
 		CROSS JOIN LATERAL (` + counts + `) AS c ORDER BY o.owner_id`
 	}
-	rows, err := s.pool.Query(ctx, sql, a.list...)
+	rows, err := s.pool.Query(ctx, sql, a.List...)
 	if err != nil {
-		return nil, dbErr("listing owners", err)
+		return nil, core.DBErr("listing owners", err)
 	}
 	page := &OwnersPage{Items: []OwnerSummary{}}
-	scan, err := scanPage(rows, limit, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), func(r pgx.Rows) (OwnerSummary, error) {
 		var o OwnerSummary
 		err := r.Scan(&o.Owner, &o.Active, &o.Inactive, &o.LastActivity)
 		o.LastActivity = o.LastActivity.UTC()
 		return o, err
 	})
 	if err != nil {
-		return nil, dbErr("listing owners", err)
+		return nil, core.DBErr("listing owners", err)
 	}
-	page.Items = scan.items
-	page.PageBounds = scan.bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
+	page.Items = scan.Items
+	page.PageBounds = scan.Bounds(func(o OwnerSummary) string { return encodeOwnerCursor(o.Owner) })
 	return page, nil
 }
 
 // checkOwnersRequest validates req and returns the page size and the owner
 // id the page starts after ("" for the first page).
 func checkOwnersRequest(req OwnersRequest) (int, string, error) {
-	fe := &fieldErrors{}
+	fe := &core.FieldErrors{}
 	if req.Only != "" {
-		fe.owner(req.Only)
+		fe.Owner(req.Only)
 	}
-	limit := fe.limit(req.Limit, defaultListLimit, maxListLimit)
+	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
 	after, err := decodeOwnerCursor(req.Cursor)
-	fe.cursor(err)
-	return limit, after, fe.err()
+	fe.Cursor(err)
+	return limit, after, fe.Err()
 }
 
 // encodeOwnerCursor makes an opaque cursor from the last owner of a page.
@@ -128,7 +130,7 @@ func decodeOwnerCursor(c string) (string, error) {
 		return "", err
 	}
 	owner, ok := strings.CutPrefix(string(raw), "o/")
-	if !ok || !scopeID.MatchString(owner) {
+	if !ok || !core.ValidScopeID(owner) {
 		return "", errors.New("malformed owner cursor")
 	}
 	return owner, nil

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // TestOwnersPagesCountsAndActivity: every owner with memories appears once,
@@ -115,7 +117,7 @@ func TestOwnersBadInput(t *testing.T) {
 		{"negative limit", OwnersRequest{Limit: -1}, "limit"},
 		{"limit over 500", OwnersRequest{Limit: 501}, "limit"},
 		{"cursor not base64", OwnersRequest{Cursor: "!!"}, "cursor"},
-		{"cursor of a memory list", OwnersRequest{Cursor: encodeCursor(time.Now(), "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e")}, "cursor"},
+		{"cursor of a memory list", OwnersRequest{Cursor: core.EncodeCursor(time.Now(), "0190c3f2-7e9a-7b3c-9d4e-5f6a7b8c9d0e")}, "cursor"},
 		{"cursor with a bad owner", OwnersRequest{Cursor: encodeOwnerCursor("no spaces allowed")}, "cursor"},
 		{"bad only owner", OwnersRequest{Only: "bad owner"}, "owner"},
 	} {

@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/engram-dev/engram/internal/memory/core"
+
 // The owner's text index (migration 12): a GIN index over each active row's
 // words plus one lexeme naming its owner, "owner <md5 of the owner id>".
 // The text parser never produces a lexeme with a space, so no memory's text
@@ -42,8 +44,8 @@ func orQuery(ph string) string {
 // textQueries is a one-row SELECT of req's text query: q, the OR query the
 // rows' words are tested and ranked with, and qo, the same with the owner's
 // lexeme for the owner's text index (ownerTextQuery).
-func (s *reader) textQueries(a *args, req SearchRequest) string {
-	return `SELECT x AS q, ` + s.ownerTextQuery(a.add(req.Owner), "x") + ` AS qo FROM (SELECT ` + orQuery(a.add(req.Query)) + ` AS x) AS x`
+func (s *reader) textQueries(a *core.Args, req SearchRequest) string {
+	return `SELECT x AS q, ` + s.ownerTextQuery(a.Add(req.Owner), "x") + ` AS qo FROM (SELECT ` + orQuery(a.Add(req.Query)) + ` AS x) AS x`
 }
 
 // ownerTextOnly is the owner condition owner of a query that the owner's

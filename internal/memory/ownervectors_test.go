@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -28,7 +29,7 @@ func seedInterleaved(t *testing.T, f *fixture, rng *rand.Rand, owners, perOwner,
 	rows := make([][]any, 0, owners*perOwner)
 	for i := range perOwner {
 		for o := range owners {
-			r := seedRow{id: newID(), owner: fmt.Sprintf("owner-%02d", o), category: "preference", vec: randomUnit(rng, dims)}
+			r := seedRow{id: core.NewID(), owner: fmt.Sprintf("owner-%02d", o), category: "preference", vec: randomUnit(rng, dims)}
 			out = append(out, r)
 			rows = append(rows, []any{r.id, r.owner, "agent", r.category, fmt.Sprintf("memory %d of %s", i, r.owner), pgv.NewVector(r.vec)})
 		}
@@ -124,7 +125,7 @@ func TestOwnerLocalSearchIsExact(t *testing.T) {
 	}
 	tiny := []seedRow{}
 	for i := range 3 {
-		r := seedRow{id: newID(), owner: "tiny", vec: randomUnit(rng, dims)}
+		r := seedRow{id: core.NewID(), owner: "tiny", vec: randomUnit(rng, dims)}
 		tiny = append(tiny, r)
 		f.exec(`INSERT INTO %s (id, owner_id, source, category, content, embedding) VALUES ($1, 'tiny', 'agent', 'preference', $2, $3)`,
 			r.id, fmt.Sprintf("tiny %d", i), pgv.NewVector(r.vec))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -14,20 +15,20 @@ import (
 // prepareAll validates a batch; protected-category violations become field
 // errors too, so the caller gets every problem at once.
 func (s *writer) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
-	all := &fieldErrors{}
+	all := &core.FieldErrors{}
 	prepared := make([]*preparedAdd, len(reqs))
 	for i, r := range reqs {
-		fe := &fieldErrors{prefix: fmt.Sprintf("items[%d].", i)}
+		fe := &core.FieldErrors{Prefix: fmt.Sprintf("items[%d].", i)}
 		p, err := s.prepareAdd(r, fe)
 		if errors.Is(err, ErrProtected) {
-			fe.add("category", "%v", err)
-		} else if err != nil && len(fe.list) == 0 {
+			fe.Add("category", "%v", err)
+		} else if err != nil && fe.Len() == 0 {
 			return nil, err
 		}
-		all.list = append(all.list, fe.list...)
+		all.Append(fe)
 		prepared[i] = p
 	}
-	if err := all.err(); err != nil {
+	if err := all.Err(); err != nil {
 		return nil, err
 	}
 	return prepared, nil
@@ -35,19 +36,19 @@ func (s *writer) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
 
 // prepareAdd validates req, redacts secrets, checks the stored size and
 // applies the injection guard.
-func (s *writer) prepareAdd(req AddRequest, fe *fieldErrors) (*preparedAdd, error) {
+func (s *writer) prepareAdd(req AddRequest, fe *core.FieldErrors) (*preparedAdd, error) {
 	p := &preparedAdd{req: req}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
-	p.req.Source = fe.source(req.Source)
-	p.req.Category = fe.category(&s.policy, req.Category)
-	p.req.Importance = fe.importance(req.Importance)
-	p.ttl = fe.ttl(req.TTL)
-	fe.text("content", req.Content, rawContentLimit(s.policy.Limits.MaxContentBytes))
-	if err := fe.err(); err != nil {
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, req.Session)
+	p.req.Source = fe.Source(req.Source)
+	p.req.Category = fe.Category(&s.policy, req.Category)
+	p.req.Importance = fe.Importance(req.Importance)
+	p.ttl = fe.TTL(req.TTL)
+	fe.Text("content", req.Content, core.RawContentLimit(s.policy.Limits.MaxContentBytes))
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
+	if err := core.CheckProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
 		return nil, err
 	}
 	if err := (*longTerm)(s).routeGlobal(&p.req); err != nil {
@@ -75,17 +76,17 @@ type cleaned struct {
 // sent (full-width letters, zero-width joiners of emoji sequences): the
 // guard matches a normalized copy only (normalizeForGuard), since NFKC
 // would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
-func (s *writer) clean(field, raw string, fe *fieldErrors) (cleaned, error) {
+func (s *writer) clean(field, raw string, fe *core.FieldErrors) (cleaned, error) {
 	return s.cleanWithin(field, raw, s.policy.Limits.MaxContentBytes, fe)
 }
 
 // cleanWithin is clean with another bound of the stored size (conversation
 // messages have their own, limits.maxMessageBytes).
-func (s *writer) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) (cleaned, error) {
+func (s *writer) cleanWithin(field, raw string, maxStored int, fe *core.FieldErrors) (cleaned, error) {
 	var c cleaned
 	c.text, c.redactions = s.redactor.Redact(raw)
-	fe.storedSize(field, raw, c.text, maxStored)
-	if err := fe.err(); err != nil {
+	fe.StoredSize(field, raw, c.text, maxStored)
+	if err := fe.Err(); err != nil {
 		return cleaned{}, err
 	}
 	mode := s.policy.Redaction.InjectionGuard
@@ -96,8 +97,8 @@ func (s *writer) cleanWithin(field, raw string, maxStored int, fe *fieldErrors) 
 	switch {
 	case reason == "":
 	case mode == GuardReject:
-		fe.add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
-		return cleaned{}, fe.err()
+		fe.Add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
+		return cleaned{}, fe.Err()
 	default:
 		c.flags = []string{FlagInjection}
 	}

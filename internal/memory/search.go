@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // textSearchConfig is the PostgreSQL text search configuration of the
@@ -41,27 +43,27 @@ func (s *Store) Search(ctx context.Context, req SearchRequest) ([]SearchHit, err
 // as read (access statistics).
 func (s *Store) SearchAnswer(ctx context.Context, req SearchRequest) (*SearchResult, error) {
 	res := &SearchResult{Results: []SearchHit{}}
-	return (*reader)(s).search(ctx, req, newAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res))
+	return (*reader)(s).search(ctx, req, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res))
 }
 
 // search ranks and keeps the results that fit b (nil: all of them).
-func (s *reader) search(ctx context.Context, req SearchRequest, b *answerBytes) (*SearchResult, error) {
-	fe := &fieldErrors{}
-	fe.owner(req.Owner)
-	fe.scope(req.Agent, req.Session)
-	fe.text("query", req.Query, s.policy.Limits.MaxQueryBytes)
-	k := fe.topK(&s.policy, req.TopK)
-	fe.categories(&s.policy, req.Categories)
-	fe.finite("minScore", req.MinScore)
+func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBytes) (*SearchResult, error) {
+	fe := &core.FieldErrors{}
+	fe.Owner(req.Owner)
+	fe.Scope(req.Agent, req.Session)
+	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	k := fe.TopK(&s.policy, req.TopK)
+	fe.Categories(&s.policy, req.Categories)
+	fe.Finite("minScore", req.MinScore)
 	mode := req.Mode
 	switch mode {
 	case "":
 		mode = SearchHybrid
 	case SearchVector, SearchHybrid, SearchText:
 	default:
-		fe.add("mode", "%q must be vector, hybrid or text", req.Mode)
+		fe.Add("mode", "%q must be vector, hybrid or text", req.Mode)
 	}
-	if err := fe.err(); err != nil {
+	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	// The query is redacted like content: it goes to the embedding server,
@@ -86,7 +88,7 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *answerBytes) 
 		}
 	}
 	res := &SearchResult{Results: out}
-	if n := fitRanked(b, out); n < len(out) {
+	if n := core.FitRanked(b, out); n < len(out) {
 		res.Results, res.Truncated, res.Omitted = out[:n], true, len(out)-n
 	}
 	ids := make([]string, len(res.Results))
@@ -111,17 +113,17 @@ type searchQuery struct {
 // hybrid and text) the one-phase query over the owner's rows.
 // legacy forces the one-phase query (searchSQL falls back to it).
 func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, k int, legacy bool) searchQuery {
-	a := &args{}
+	a := &core.Args{}
 	owner, filter := s.searchFilter(a, req)
 	if mode == SearchVector && !legacy && ownerVectors(len(vec)) {
 		return s.buildVectorSearch(req, vec, k, candidatesFor(k, filter != ""))
 	}
-	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
+	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
 	where := owner + ` AND ` + searchable + filter
 	from := s.sql.memories + ` AS m`
 	var vs, ts, order string
 	if mode != SearchText {
-		qv := a.add(pgv.NewVector(vec))
+		qv := a.Add(pgv.NewVector(vec))
 		vs = `1 - (m.embedding <=> ` + qv + `)`
 		order = `m.embedding <=> ` + qv
 	}
@@ -144,38 +146,38 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 	if mode == SearchHybrid {
 		// ORDER BY cannot use output names inside an expression: rank the
 		// scored rows in an outer query.
-		sql = `SELECT * FROM (` + sql + `) AS r ORDER BY ` + a.add(w.VectorWeight) + `::float8 * r.vs + ` +
-			a.add(w.TextWeight) + `::float8 * r.ts + ` + a.add(w.DecayWeight) + `::float8 * r.ds DESC, r.id LIMIT ` + a.add(k)
+		sql = `SELECT * FROM (` + sql + `) AS r ORDER BY ` + a.Add(w.VectorWeight) + `::float8 * r.vs + ` +
+			a.Add(w.TextWeight) + `::float8 * r.ts + ` + a.Add(w.DecayWeight) + `::float8 * r.ds DESC, r.id LIMIT ` + a.Add(k)
 	} else {
-		sql += ` ORDER BY ` + order + ` LIMIT ` + a.add(k)
+		sql += ` ORDER BY ` + order + ` LIMIT ` + a.Add(k)
 	}
-	return searchQuery{sql: sql, args: a.list}
+	return searchQuery{sql: sql, args: a.List}
 }
 
 // searchFilter is the owner condition of a search (the owner's rows and,
 // when the policy has global categories, the tenant-wide ones: ownerMatch)
 // and its filters beyond it (agent, session, flags, categories; "" when
 // none), both on alias m.
-func (s *reader) searchFilter(a *args, req SearchRequest) (owner, filter string) {
-	owner = (*longTerm)(s).ownerMatch(a.add(req.Owner))
+func (s *reader) searchFilter(a *core.Args, req SearchRequest) (owner, filter string) {
+	owner = (*longTerm)(s).ownerMatch(a.Add(req.Owner))
 	filter = scopeFilter(a, req.Agent, req.Session)
 	if req.ExcludeFlagged {
 		filter += notFlagged
 	}
 	if len(req.Categories) > 0 {
-		filter += ` AND m.category = ANY(` + a.add(req.Categories) + `)`
+		filter += ` AND m.category = ANY(` + a.Add(req.Categories) + `)`
 	}
 	return owner, filter
 }
 
 // buildVectorSearch is the two-phase vector search with n candidates.
 func (s *reader) buildVectorSearch(req SearchRequest, vec []float32, k, n int) searchQuery {
-	a := &args{}
+	a := &core.Args{}
 	owner, filter := s.searchFilter(a, req)
-	decay := s.sql.decayExpr(a.add(s.decayNames), a.add(s.decaySeconds))
-	qv := a.add(pgv.NewVector(vec))
-	sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.add(k), a.add(n))
-	return searchQuery{sql: sql, args: a.list, candidates: n}
+	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
+	qv := a.Add(pgv.NewVector(vec))
+	sql := vectorSearchSQL(s.sql.memories, s.sql.columns, owner, qv, filter, decay, a.Add(k), a.Add(n))
+	return searchQuery{sql: sql, args: a.List, candidates: n}
 }
 
 // SearchQuery is the SQL and arguments the store runs for req with the
@@ -230,7 +232,7 @@ func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, 
 func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
-		return nil, 0, dbErr("searching", err)
+		return nil, 0, core.DBErr("searching", err)
 	}
 	defer rows.Close()
 	w := s.policy.Search
@@ -244,7 +246,7 @@ func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode,
 		}
 		m, err := scanMemory(rows, extra...)
 		if err != nil {
-			return nil, 0, dbErr("searching", err)
+			return nil, 0, core.DBErr("searching", err)
 		}
 		h.Memory = m
 		switch mode {
@@ -258,7 +260,7 @@ func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode,
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, dbErr("searching", err)
+		return nil, 0, core.DBErr("searching", err)
 	}
 	return hits, candidates, nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 func hitContents(hits []SearchHit) []string {
@@ -218,13 +220,13 @@ func TestSmallOwnersInLargeTenant(t *testing.T) {
 		for i := range perOwner {
 			v := randomUnit(rng, dims)
 			vecs[owner] = append(vecs[owner], v)
-			rows = append(rows, []any{newID(), owner, "agent", "preference", fmt.Sprintf("memory %d of %s", i, owner), pgv.NewVector(v)})
+			rows = append(rows, []any{core.NewID(), owner, "agent", "preference", fmt.Sprintf("memory %d of %s", i, owner), pgv.NewVector(v)})
 		}
 	}
 	for i := range 3 {
 		v := randomUnit(rng, dims)
 		vecs["tiny"] = append(vecs["tiny"], v)
-		rows = append(rows, []any{newID(), "tiny", "agent", "preference", fmt.Sprintf("tiny memory %d", i), pgv.NewVector(v)})
+		rows = append(rows, []any{core.NewID(), "tiny", "agent", "preference", fmt.Sprintf("tiny memory %d", i), pgv.NewVector(v)})
 	}
 	conn, err := f.store.pool.Acquire(ctx(t))
 	if err != nil {

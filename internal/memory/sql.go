@@ -1,11 +1,12 @@
 package memory
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // queries holds the quoted table names of one tenant schema; identifiers
@@ -113,22 +114,13 @@ func (q queries) decayExpr(names, seconds string) string {
 // scopeFilter narrows a query on alias m to an agent and a session: the
 // memories of that agent (session) plus the owner's memories that belong
 // to none. Parameters are added to a only when used.
-func scopeFilter(a *args, agent, session string) string {
+func scopeFilter(a *core.Args, agent, session string) string {
 	var b strings.Builder
 	if agent != "" {
-		b.WriteString(" AND m.agent_id IN ('', " + a.add(agent) + ")")
+		b.WriteString(" AND m.agent_id IN ('', " + a.Add(agent) + ")")
 	}
 	if session != "" {
-		b.WriteString(" AND m.session_id IN ('', " + a.add(session) + ")")
+		b.WriteString(" AND m.session_id IN ('', " + a.Add(session) + ")")
 	}
 	return b.String()
-}
-
-// args numbers query parameters as they are added.
-type args struct{ list []any }
-
-// add appends v and returns its placeholder ("$3").
-func (a *args) add(v any) string {
-	a.list = append(a.list, v)
-	return "$" + strconv.Itoa(len(a.list))
 }

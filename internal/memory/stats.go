@@ -1,6 +1,10 @@
 package memory
 
-import "context"
+import (
+	"context"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+)
 
 // Stats are the tenant-wide counts of the admin stats route (GET /v1/stats),
 // read by `kubectl engram status` so platform teams see a tenant's size
@@ -23,7 +27,7 @@ func (s *Store) Stats(ctx context.Context) (*Stats, error) {
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active),
 		count(DISTINCT owner_id) FROM `+s.sql.memories).Scan(&st.Active, &st.Inactive, &st.Owners)
 	if err != nil {
-		return nil, dbErr("counting memories", err)
+		return nil, core.DBErr("counting memories", err)
 	}
 	return &st, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -149,7 +150,7 @@ func (s *Store) Schema() string { return s.schema }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return dbErr("ping", err)
+		return core.DBErr("ping", err)
 	}
 	return nil
 }
@@ -158,14 +159,14 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return dbErr("begin", err)
+		return core.DBErr("begin", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return dbErr("commit", err)
+		return core.DBErr("commit", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -25,9 +26,9 @@ const promptly = 2 * time.Second
 // moved into the tenant's schema: a hash anyone can compute from the schema
 // and the owner id, in the keyspace every role of the database shares.
 func oldLockKeys(schema string, owners ...string) [][2]int32 {
-	keys := [][2]int32{{hash32("engram:job"), hash32(schema)}}
+	keys := [][2]int32{{core.Hash32("engram:job"), core.Hash32(schema)}}
 	for _, o := range owners {
-		keys = append(keys, [2]int32{hash32("engram:owner:" + schema), hash32(o)})
+		keys = append(keys, [2]int32{core.Hash32("engram:owner:" + schema), core.Hash32(o)})
 	}
 	return keys
 }
@@ -228,7 +229,7 @@ func TestLockTimeoutIsRetryable(t *testing.T) {
 	}
 
 	_, err = f.store.pool.Exec(ctx(t), `SELECT pg_sleep(5)`)
-	if err = dbErr("sleeping", err); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrUnavailable) {
+	if err = core.DBErr("sleeping", err); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("statement past statement_timeout: %v, want ErrBusy", err)
 	}
 }

@@ -2,18 +2,6 @@ package memory
 
 import "time"
 
-// Source says who wrote: the end user, the agent, the system or a job.
-// Protected categories accept writes only from SourceUser.
-type Source string
-
-// Sources of a write.
-const (
-	SourceUser   Source = "user"
-	SourceAgent  Source = "agent"
-	SourceSystem Source = "system"
-	SourceJob    Source = "job"
-)
-
 // Memory is one stored fact about an owner (an end user).
 type Memory struct {
 	ID      string `json:"id"`

@@ -39,3 +39,35 @@ func TestDependencyRule(t *testing.T) {
 		}
 	}
 }
+
+// engineIdeas are the packages of the memory engine's ideas, each with the
+// Engram packages it may import: the core imports only the leaves; the
+// ideas import the core (and the leaves), never the façade internal/memory
+// nor each other, so the façade is the one place they meet
+// (docs/architecture.md, "Inside internal/memory").
+var engineIdeas = map[string][]string{
+	"../memory/core":         engineLeaves,
+	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
+	// Tests' checks of conversation memory, shared by its package and the
+	// façade's tests; imported by tests only.
+	"../memory/conversation/convtest": append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
+}
+
+// TestEngineImportRule pins engineIdeas: a package of the engine imports
+// only what its line allows.
+func TestEngineImportRule(t *testing.T) {
+	for pkg, allowed := range engineIdeas {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		self := "github.com/engram-dev/engram/internal" + strings.TrimPrefix(pkg, "..")
+		for _, d := range strings.Fields(string(out)) {
+			rel, ours := strings.CutPrefix(d, "github.com/engram-dev/engram/internal")
+			if !ours || d == self || slices.Contains(allowed, ".."+rel) {
+				continue
+			}
+			t.Errorf("%s imports %s; it may import only %v", pkg, d, allowed)
+		}
+	}
+}

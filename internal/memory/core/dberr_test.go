@@ -1,4 +1,4 @@
-package memory
+package core
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/puddle/v2"
 )
 
-// TestDBErrKeepsTheCause: dbErr marks busy and unavailable database errors
+// TestDBErrKeepsTheCause: DBErr marks busy and unavailable database errors
 // with ErrBusy and ErrUnavailable and keeps the PostgreSQL error in the
 // chain, so errors.As still finds its SQLSTATE (and the message its text).
 func TestDBErrKeepsTheCause(t *testing.T) {
@@ -29,7 +29,7 @@ func TestDBErrKeepsTheCause(t *testing.T) {
 	}
 	for _, c := range cases {
 		cause := &pgconn.PgError{Code: c.code, Message: "cause " + c.code}
-		err := dbErr("adding a memory", cause)
+		err := DBErr("adding a memory", cause)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr != cause {
 			t.Errorf("%s: errors.As does not find the *pgconn.PgError in %v", c.code, err)
@@ -42,8 +42,8 @@ func TestDBErrKeepsTheCause(t *testing.T) {
 			t.Errorf("%s: message %q lacks the operation or the cause", c.code, err)
 		}
 	}
-	if dbErr("anything", nil) != nil {
-		t.Error("dbErr(nil) is not nil")
+	if DBErr("anything", nil) != nil {
+		t.Error("DBErr(nil) is not nil")
 	}
 }
 
@@ -56,7 +56,7 @@ func TestIsUnavailable(t *testing.T) {
 		want bool
 	}{
 		{ErrUnavailable, true},
-		{dbErr("reading", &pgconn.PgError{Code: "57P01"}), true}, // admin_shutdown
+		{DBErr("reading", &pgconn.PgError{Code: "57P01"}), true}, // admin_shutdown
 		{&pgconn.PgError{Code: "57P02"}, true},                   // crash_shutdown
 		{&pgconn.PgError{Code: "57P03"}, true},                   // cannot_connect_now: starting up, in recovery
 		{&pgconn.PgError{Code: "08006"}, true},                   // connection_failure

@@ -1,12 +1,23 @@
-package memory
+// Package conversation is conversation memory: sessions, their message
+// log, context windows, the summary DAG and its compaction, the message
+// history search. Today it holds the types the façade internal/memory
+// re-exports (facade_conversation.go); the behaviour follows them here
+// from internal/memory's conversation_*.go (docs/architecture.md). It
+// imports internal/memory/core and the engine's leaves, never the façade.
+package conversation
 
-import "time"
+import (
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
+)
 
 // Conversation memory: sessions (conversations of one owner), their
 // append-only message log, context windows built from it, and a lossless
 // summary DAG that replaces old turns in windows without losing them.
 // "Session" in these types is a conversation session, not a database
-// session (see SessionSettings for those).
+// session (see memory.SessionSettings for those).
 
 // Role of a message.
 type Role string
@@ -63,7 +74,7 @@ type ListSessionsRequest struct {
 // SessionPage is one page of ListSessions: at most its limit and the byte cap.
 type SessionPage struct {
 	Sessions []Session `json:"sessions"`
-	PageBounds
+	core.PageBounds
 }
 
 // UpdateSessionRequest changes a session's metadata; nil fields stay as they are.
@@ -84,8 +95,8 @@ type TurnMessage struct {
 	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
-// ConversationMessage is one stored message.
-type ConversationMessage struct {
+// Message is one stored message of a session (memory.ConversationMessage).
+type Message struct {
 	// Seq numbers the session's messages 1, 2, 3, ... without gaps.
 	Seq        int64     `json:"seq"`
 	Role       Role      `json:"role"`
@@ -100,7 +111,7 @@ type ConversationMessage struct {
 	// credential), not what it says it is (Role): an agent relaying the
 	// user's words appends role user with source agent. Messages stored
 	// before the column existed read agent (migration 11).
-	Source Source `json:"source"`
+	Source core.Source `json:"source"`
 }
 
 // AppendRequest appends one turn (1..limits.maxMessagesPerTurn messages) atomically.
@@ -109,7 +120,7 @@ type AppendRequest struct {
 	SessionID string `json:"sessionId"`
 	// Source of every message of the turn (empty means agent); stored per
 	// message and caps what an extraction from them may write.
-	Source   Source        `json:"source,omitempty"`
+	Source   core.Source   `json:"source,omitempty"`
 	Messages []TurnMessage `json:"messages"`
 	// MaxBytes lowers the runtime's byte cap for the answer (0 = the cap).
 	MaxBytes int `json:"-"`
@@ -120,7 +131,7 @@ type AppendResult struct {
 	Session Session `json:"session"`
 	// Messages are the stored messages, oldest first, as many as the byte
 	// cap holds (the whole turn is stored either way).
-	Messages []ConversationMessage `json:"messages"`
+	Messages []Message `json:"messages"`
 	// CompactionDue: the unsummarized tokens now exceed
 	// compactionThreshold × the default window budget.
 	CompactionDue bool `json:"compactionDue"`
@@ -161,9 +172,9 @@ type Truncation struct {
 	OmittedTo   int64 `json:"omittedTo,omitempty"`
 }
 
-// omit records that the messages [from, to) were left out (nothing when
+// Omit records that the messages [from, to) were left out (nothing when
 // the range is empty).
-func (t *Truncation) omit(from, to int64) {
+func (t *Truncation) Omit(from, to int64) {
 	if to <= from {
 		return
 	}
@@ -172,7 +183,7 @@ func (t *Truncation) omit(from, to int64) {
 
 // MessagePage is the answer of Messages: the messages read, in seq order.
 type MessagePage struct {
-	Items []ConversationMessage `json:"items"`
+	Items []Message `json:"items"`
 	// Truncation: the range asked for held more than one answer may (1,000
 	// messages or the byte cap).
 	Truncation
@@ -180,9 +191,9 @@ type MessagePage struct {
 
 // WindowRequest asks for a context window; zero fields take the policy's defaults.
 type WindowRequest struct {
-	Owner     string         `json:"owner"`
-	SessionID string         `json:"sessionId"`
-	Strategy  WindowStrategy `json:"strategy,omitempty"`
+	Owner     string                `json:"owner"`
+	SessionID string                `json:"sessionId"`
+	Strategy  policy.WindowStrategy `json:"strategy,omitempty"`
 	// Budget in tokens (CountTokens).
 	Budget int `json:"budget,omitempty"`
 	// FreshTail is how many of the newest messages are always kept
@@ -203,15 +214,15 @@ const (
 
 // WindowItem is a message or a summary of a window.
 type WindowItem struct {
-	Kind    string               `json:"kind"`
-	Message *ConversationMessage `json:"message,omitempty"`
-	Summary *Summary             `json:"summary,omitempty"`
+	Kind    string   `json:"kind"`
+	Message *Message `json:"message,omitempty"`
+	Summary *Summary `json:"summary,omitempty"`
 }
 
 // Window is a context window, in chronological order.
 type Window struct {
-	Strategy WindowStrategy `json:"strategy"`
-	Budget   int            `json:"budget"`
+	Strategy policy.WindowStrategy `json:"strategy"`
+	Budget   int                   `json:"budget"`
 	// Tokens is the sum of the items' tokens.
 	Tokens int          `json:"tokens"`
 	Items  []WindowItem `json:"items"`
@@ -277,9 +288,9 @@ type ExpandRequest struct {
 
 // Expansion is the original messages under a summary.
 type Expansion struct {
-	Summary  Summary               `json:"summary"`
-	Messages []ConversationMessage `json:"messages"`
-	Tokens   int                   `json:"tokens"`
+	Summary  Summary   `json:"summary"`
+	Messages []Message `json:"messages"`
+	Tokens   int       `json:"tokens"`
 	// Truncation: the messages did not fit maxTokens or the byte cap; those
 	// given are the oldest, the newest are left out.
 	Truncation
@@ -353,9 +364,17 @@ type HistoryHit struct {
 	// SummaryID of a summary hit.
 	SummaryID string `json:"summaryId,omitempty"`
 	// Source of a message hit: who appended it.
-	Source Source `json:"source,omitempty"`
+	Source core.Source `json:"source,omitempty"`
 	// Snippet is at most 500 characters.
 	Snippet   string    `json:"snippet"`
 	Score     float64   `json:"score"`
 	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Weaker records the weakest summary method a compaction used.
+func (r *CompactSessionResult) Weaker(method string) {
+	rank := map[string]int{"": 0, MethodLLM: 1, MethodLLMAggressive: 2, MethodExtractive: 3}
+	if rank[method] > rank[r.Method] {
+		r.Method = method
+	}
 }

@@ -1,4 +1,4 @@
-package memory
+package core
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"github.com/engram-dev/engram/internal/memory/pg"
 )
 
-// dbErr wraps a database error with what was being done, and marks the ones
+// DBErr wraps a database error with what was being done, and marks the ones
 // that mean "the database cannot be reached" with ErrUnavailable so the
 // service answers 503 instead of 500.
-func dbErr(op string, err error) error {
+func DBErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}

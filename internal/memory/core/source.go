@@ -1,4 +1,16 @@
-package memory
+package core
+
+// Source says who wrote: the end user, the agent, the system or a job.
+// Protected categories accept writes only from SourceUser.
+type Source string
+
+// Sources of a write.
+const (
+	SourceUser   Source = "user"
+	SourceAgent  Source = "agent"
+	SourceSystem Source = "system"
+	SourceJob    Source = "job"
+)
 
 // sourceTrust orders the sources by how much a write of theirs is trusted,
 // the one order both the API's credentials (capping what a client may

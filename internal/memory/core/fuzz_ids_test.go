@@ -1,4 +1,4 @@
-package memory
+package core
 
 import (
 	"net/url"
@@ -26,8 +26,8 @@ func FuzzValidID(f *testing.F) {
 		if valid && url.PathEscape(s) != s {
 			t.Fatalf("valid id %q needs escaping in a path", s)
 		}
-		if !ValidID(newID()) {
-			t.Fatal("newID made an invalid id")
+		if !ValidID(NewID()) {
+			t.Fatal("NewID made an invalid id")
 		}
 	})
 }
@@ -41,14 +41,14 @@ func FuzzValidID(f *testing.F) {
 func FuzzValidScopeID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		valid := ValidScopeID(s)
-		fe := &fieldErrors{}
-		fe.owner(s)
-		if (fe.err() == nil) != valid {
-			t.Fatalf("ValidScopeID(%q) = %v but the request check says %v", s, valid, fe.err())
+		fe := &FieldErrors{}
+		fe.Owner(s)
+		if (fe.Err() == nil) != valid {
+			t.Fatalf("ValidScopeID(%q) = %v but the request check says %v", s, valid, fe.Err())
 		}
 		if !valid {
-			if fe.err() == nil || !strings.Contains(fe.err().Error(), "owner") {
-				t.Fatalf("invalid owner %q: error %v does not name the field", s, fe.err())
+			if fe.Err() == nil || !strings.Contains(fe.Err().Error(), "owner") {
+				t.Fatalf("invalid owner %q: error %v does not name the field", s, fe.Err())
 			}
 			return
 		}

@@ -1,4 +1,4 @@
-package memory
+package core
 
 import (
 	"crypto/rand"
@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// newID returns a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then
+// NewID returns a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then
 // random bits. Time-ordered ids keep inserts at the right edge of the primary
 // key index instead of scattering them.
-func newID() string {
+func NewID() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[0:8], uint64(time.Now().UnixMilli())<<16)
 	_, _ = rand.Read(b[6:])
@@ -51,8 +51,8 @@ func ValidID(s string) bool {
 	return true
 }
 
-// hash32 is a short stable hash, for logging an owner without naming it.
-func hash32(s string) int32 {
+// Hash32 is a short stable hash, for logging an owner without naming it.
+func Hash32(s string) int32 {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(s))
 	return int32(h.Sum32())

@@ -1,4 +1,4 @@
-package memory
+package core
 
 // ValidScopeID reports whether s is a valid owner, agent or session id: the
 // rule every request is checked against, for callers that check ids ahead

@@ -1,4 +1,4 @@
-package memory
+package core
 
 import (
 	"github.com/jackc/pgx/v5"
@@ -6,7 +6,7 @@ import (
 
 // Pages of lists (memories, a memory's history, the changelog, sessions,
 // owners, the global memories) are bounded like the conversation answers
-// (answercap.go): by their row limit and by the runtime's byte cap, the
+// (memory's answercap.go): by their row limit and by the runtime's byte cap, the
 // rows scanned one at a time and the scan stopped where the page is full.
 // A page the cap ended early says so (Truncated) and its NextCursor reads
 // on from its last item, exactly as after a full page.
@@ -28,38 +28,38 @@ type PageBounds struct {
 	Truncated bool `json:"truncated"`
 }
 
-// pageScan is the outcome of scanning a page's rows.
-type pageScan[T any] struct {
-	items []T
-	// more: rows were left after the page (a next page exists).
-	more bool
-	// cut: the byte cap ended the page.
-	cut bool
+// PageScan is the outcome of scanning a page's rows.
+type PageScan[T any] struct {
+	Items []T
+	// More: rows were left after the page (a next page exists).
+	More bool
+	// Cut: the byte cap ended the page.
+	Cut bool
 }
 
-// scanPage reads rows (queried with LIMIT limit+1) into a page of at most
+// ScanPage reads rows (queried with LIMIT limit+1) into a page of at most
 // limit items whose JSON fits b; the first item is always taken. The rows
 // after the page are discarded unread.
-func scanPage[T any](rows pgx.Rows, limit int, b *answerBytes, scan func(pgx.Rows) (T, error)) (pageScan[T], error) {
+func ScanPage[T any](rows pgx.Rows, limit int, b *AnswerBytes, scan func(pgx.Rows) (T, error)) (PageScan[T], error) {
 	defer rows.Close()
-	p := pageScan[T]{items: []T{}}
+	p := PageScan[T]{Items: []T{}}
 	for rows.Next() {
-		if len(p.items) == limit {
-			p.more = true
+		if len(p.Items) == limit {
+			p.More = true
 			break
 		}
 		item, err := scan(rows)
 		if err != nil {
 			return p, err
 		}
-		fits := b.take(item)
-		if !fits && len(p.items) > 0 {
-			p.more, p.cut = true, true
+		fits := b.Take(item)
+		if !fits && len(p.Items) > 0 {
+			p.More, p.Cut = true, true
 			break
 		}
-		p.items = append(p.items, item)
+		p.Items = append(p.Items, item)
 		if !fits { // the first item alone passes the cap: the page is that item
-			p.more, p.cut = rows.Next(), true
+			p.More, p.Cut = rows.Next(), true
 			break
 		}
 	}
@@ -67,23 +67,23 @@ func scanPage[T any](rows pgx.Rows, limit int, b *answerBytes, scan func(pgx.Row
 	return p, rows.Err()
 }
 
-// bounds is the end of the page: the cursor of its last item when more
+// Bounds is the end of the page: the cursor of its last item when more
 // rows follow.
-func (p *pageScan[T]) bounds(cursor func(T) string) PageBounds {
-	if !p.more || len(p.items) == 0 {
+func (p *PageScan[T]) Bounds(cursor func(T) string) PageBounds {
+	if !p.More || len(p.Items) == 0 {
 		return PageBounds{}
 	}
-	return PageBounds{NextCursor: cursor(p.items[len(p.items)-1]), Truncated: p.cut}
+	return PageBounds{NextCursor: cursor(p.Items[len(p.Items)-1]), Truncated: p.Cut}
 }
 
-// fitRanked keeps the leading items of a ranked answer (search results,
+// FitRanked keeps the leading items of a ranked answer (search results,
 // best first) while their JSON fits b, and returns how many it kept: the
 // rest are the lowest ranked, which the answer counts as omitted. Unlike a
 // page, a ranked answer has no cursor to read on, so an item larger than
 // the whole answer may hold is left out like the rest.
-func fitRanked[T any](b *answerBytes, items []T) int {
+func FitRanked[T any](b *AnswerBytes, items []T) int {
 	for i := range items {
-		if !b.take(items[i]) {
+		if !b.Take(items[i]) {
 			return i
 		}
 	}

@@ -1,4 +1,4 @@
-package memory
+package core
 
 import (
 	"errors"
@@ -40,7 +40,8 @@ func (e *ConflictError) Error() string { return ErrConflict.Error() + ": " + e.D
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-func conflictf(format string, args ...any) error {
+// Conflictf returns a *ConflictError whose Detail is formatted like fmt.Sprintf.
+func Conflictf(format string, args ...any) error {
 	return &ConflictError{Detail: fmt.Sprintf(format, args...)}
 }
 
@@ -84,8 +85,8 @@ func (e *ValidationError) Error() string {
 	return "invalid input: " + strings.Join(parts, "; ")
 }
 
-// invalid returns a ValidationError for one field.
-func invalid(field, format string, args ...any) *ValidationError {
+// Invalid returns a ValidationError for one field.
+func Invalid(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Fields: []FieldError{{Field: field, Message: fmt.Sprintf(format, args...)}}}
 }
 

@@ -1,7 +1,12 @@
-package memory
+package conversation
+
+import (
+	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
+)
 
 // Context windows as pure functions: the Store loads the rows a window can
-// use (Store.Window) and assembleWindow decides what goes in, so every rule
+// use (memory's Store.Window) and AssembleWindow decides what goes in, so every rule
 // below is table-tested without a database.
 //
 // Rules common to every strategy:
@@ -38,9 +43,9 @@ package memory
 //     the message part then starting as after a budget cut; Truncation
 //     names the messages left out.
 
-// windowParams are a window request with the defaults resolved.
-type windowParams struct {
-	Strategy   WindowStrategy
+// WindowParams are a window request with the defaults resolved.
+type WindowParams struct {
+	Strategy   policy.WindowStrategy
 	Budget     int
 	FreshTail  int
 	BufferSize int
@@ -48,8 +53,8 @@ type windowParams struct {
 	MaxBytes int
 }
 
-// windowLoad says how the Store loaded the messages it gives assembleWindow.
-type windowLoad struct {
+// WindowLoad says how the Store loaded the messages it gives AssembleWindow.
+type WindowLoad struct {
 	// TailSeq and TailTokens: the fresh tail starts before the loaded
 	// messages. When they already exceed the budget but the tail's turn
 	// start lies further back, the Store asks the database where it is and
@@ -64,28 +69,28 @@ type windowLoad struct {
 	Stubs int
 }
 
-// isTurnStart: a window's message part may begin on m.
-func isTurnStart(m ConversationMessage) bool { return m.Role == RoleUser || m.Role == RoleSystem }
+// IsTurnStart: a window's message part may begin on m.
+func IsTurnStart(m Message) bool { return m.Role == RoleUser || m.Role == RoleSystem }
 
-// freshStart is the index where the fresh tail of k messages begins (see
+// FreshStart is the index where the fresh tail of k messages begins (see
 // the rules above); len(msgs) when there is no message part.
-func freshStart(msgs []ConversationMessage, k int) int {
+func FreshStart(msgs []Message, k int) int {
 	i0 := max(0, len(msgs)-k)
 	for i := min(i0, len(msgs)-1); i >= 0; i-- {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			return i
 		}
 	}
 	for i := i0 + 1; i < len(msgs); i++ {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			return i
 		}
 	}
 	return len(msgs)
 }
 
-// suffixTokens[i] is the token sum of msgs[i:].
-func suffixTokens(msgs []ConversationMessage) []int {
+// SuffixTokens[i] is the token sum of msgs[i:].
+func SuffixTokens(msgs []Message) []int {
 	out := make([]int, len(msgs)+1)
 	for i := len(msgs) - 1; i >= 0; i-- {
 		out[i] = out[i+1] + msgs[i].Tokens
@@ -95,9 +100,9 @@ func suffixTokens(msgs []ConversationMessage) []int {
 
 // fitStart is the earliest turn start in [lo, f] from which msgs[start:]
 // fits budget; f (the fresh tail) when none does.
-func fitStart(msgs []ConversationMessage, suffix []int, lo, f, budget int) int {
+func fitStart(msgs []Message, suffix []int, lo, f, budget int) int {
 	for i := lo; i < f; i++ {
-		if isTurnStart(msgs[i]) && suffix[i] <= budget {
+		if IsTurnStart(msgs[i]) && suffix[i] <= budget {
 			return i
 		}
 	}
@@ -107,10 +112,10 @@ func fitStart(msgs []ConversationMessage, suffix []int, lo, f, budget int) int {
 // preferredStart moves a cut at c forward to the first turn start of
 // msgs[c:], else to its first assistant message (a tool result does not
 // lead without its call when the call is there), else leaves it at c.
-func preferredStart(msgs []ConversationMessage, c int) int {
+func preferredStart(msgs []Message, c int) int {
 	firstAssistant := -1
 	for i := c; i < len(msgs); i++ {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			return i
 		}
 		if firstAssistant < 0 && msgs[i].Role == RoleAssistant {
@@ -126,7 +131,7 @@ func preferredStart(msgs []ConversationMessage, c int) int {
 // cutStart is where a fresh tail over the budget is cut: the oldest of the
 // newest messages that fit the budget (the newest alone when none does),
 // moved to its preferred start.
-func cutStart(msgs []ConversationMessage, suffix []int, budget int) int {
+func cutStart(msgs []Message, suffix []int, budget int) int {
 	c := len(msgs) - 1
 	for c > 0 && suffix[c-1] <= budget {
 		c--
@@ -150,7 +155,7 @@ func usableRoots(roots []Summary, fseq int64) ([]Summary, int64) {
 
 // tailSeq is the seq the fresh tail starts at (after the last message when
 // there is no message part).
-func tailSeq(msgs []ConversationMessage, f int) int64 {
+func tailSeq(msgs []Message, f int) int64 {
 	if f < len(msgs) {
 		return msgs[f].Seq
 	}
@@ -171,8 +176,8 @@ type windowPlan struct {
 }
 
 // planWindow applies the token rules of p.Strategy (see the top of this file).
-func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suffix []int, load windowLoad) windowPlan {
-	f := freshStart(msgs, p.FreshTail)
+func planWindow(p WindowParams, msgs []Message, roots []Summary, suffix []int, load WindowLoad) windowPlan {
+	f := FreshStart(msgs, p.FreshTail)
 	tail, fseq := suffix[f], tailSeq(msgs, f)
 	if load.TailSeq > 0 {
 		// The Store looks for the tail's start only once the loaded
@@ -184,12 +189,12 @@ func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suf
 	}
 	plan := windowPlan{start: f}
 	switch p.Strategy {
-	case WindowBuffer:
+	case policy.WindowBuffer:
 		lo := min(max(0, len(msgs)-p.BufferSize), f)
 		plan.start = fitStart(msgs, suffix, lo, f, p.Budget)
-	case WindowToken:
+	case policy.WindowToken:
 		plan.start = fitStart(msgs, suffix, 0, f, p.Budget)
-	case WindowSummary:
+	case policy.WindowSummary:
 		use, covered := usableRoots(roots, fseq)
 		left, sumTokens := p.Budget-tail, 0
 		first := len(use)
@@ -215,15 +220,15 @@ func planWindow(p windowParams, msgs []ConversationMessage, roots []Summary, suf
 	return plan
 }
 
-// assembleWindow builds a window. msgs is a chronological suffix of the
+// AssembleWindow builds a window. msgs is a chronological suffix of the
 // session's messages holding at least every message the strategy could use
-// (windowNeedsMore says when it does not yet); roots are the session's root
+// (WindowNeedsMore says when it does not yet); roots are the session's root
 // summaries in order (used by the summary strategy only); total is the
 // session's message count (for Dropped); load says what of msgs was not
 // loaded whole.
-func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary, total int64, load windowLoad) *Window {
+func AssembleWindow(p WindowParams, msgs []Message, roots []Summary, total int64, load WindowLoad) *Window {
 	w := &Window{Strategy: p.Strategy, Budget: p.Budget, Items: []WindowItem{}}
-	plan := planWindow(p, msgs, roots, suffixTokens(msgs), load)
+	plan := planWindow(p, msgs, roots, SuffixTokens(msgs), load)
 	w.FreshTailOverBudget = plan.overBudget
 	start, sums := fitBytes(w, plan, msgs, p.MaxBytes, load.Stubs)
 	for i := range sums {
@@ -239,7 +244,7 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 	if len(sums) > 0 {
 		given = sums[0].EarliestSeq
 	}
-	w.omit(plan.from, given)
+	w.Omit(plan.from, given)
 	w.Dropped = int(total) - (len(msgs) - start)
 	return w
 }
@@ -249,34 +254,34 @@ func assembleWindow(p windowParams, msgs []ConversationMessage, roots []Summary,
 // it (at its preferred start) and no summary is given; when a summary does
 // not fit, it and the older ones are left out. A stub (loaded without its
 // content) never fits. It returns the first message and the summaries given.
-func fitBytes(w *Window, plan windowPlan, msgs []ConversationMessage, maxBytes, stubs int) (int, []Summary) {
-	b := newAnswerBytes(maxBytes, w)
+func fitBytes(w *Window, plan windowPlan, msgs []Message, maxBytes, stubs int) (int, []Summary) {
+	b := core.NewAnswerBytes(maxBytes, w)
 	cut := len(msgs)
-	for cut > plan.start && cut > stubs && b.take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
+	for cut > plan.start && cut > stubs && b.Take(WindowItem{Kind: KindMessage, Message: &msgs[cut-1]}) {
 		cut--
 	}
 	if cut > plan.start {
 		return preferredStart(msgs, cut), nil
 	}
 	k := len(plan.summaries)
-	for k > 0 && b.take(WindowItem{Kind: KindSummary, Summary: &plan.summaries[k-1]}) {
+	for k > 0 && b.Take(WindowItem{Kind: KindSummary, Summary: &plan.summaries[k-1]}) {
 		k--
 	}
 	return cut, plan.summaries[k:]
 }
 
-// windowNeedsMore reports whether msgs (a chronological suffix of the
+// WindowNeedsMore reports whether msgs (a chronological suffix of the
 // session, beginning at seq msgs[0].Seq) may lack messages the window could
 // use, so the Store must load an older page first.
-func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary) bool {
+func WindowNeedsMore(p WindowParams, msgs []Message, roots []Summary) bool {
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
 		return false
 	}
 	// Past the budget no older message can be used; a fresh tail starting
 	// further back is then over it, and the Store finds its start without
-	// loading it (windowLoad.TailSeq). (Past the byte cap the Store loads
+	// loading it (WindowLoad.TailSeq). (Past the byte cap the Store loads
 	// on, without content: the rules must still see what they would choose.)
-	if suffixTokens(msgs)[0] > p.Budget {
+	if SuffixTokens(msgs)[0] > p.Budget {
 		return false
 	}
 	// The fresh tail must begin on a turn start at or before its first message.
@@ -286,7 +291,7 @@ func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary
 	}
 	hasStart := false
 	for i := i0; i >= 0; i-- {
-		if isTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			hasStart = true
 			break
 		}
@@ -295,10 +300,10 @@ func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary
 		return true
 	}
 	switch p.Strategy {
-	case WindowBuffer:
+	case policy.WindowBuffer:
 		return len(msgs) < p.BufferSize
-	case WindowSummary:
-		_, covered := usableRoots(roots, tailSeq(msgs, freshStart(msgs, p.FreshTail)))
+	case policy.WindowSummary:
+		_, covered := usableRoots(roots, tailSeq(msgs, FreshStart(msgs, p.FreshTail)))
 		if msgs[0].Seq <= covered+1 {
 			return false
 		}
@@ -306,8 +311,8 @@ func windowNeedsMore(p windowParams, msgs []ConversationMessage, roots []Summary
 	return true
 }
 
-// contentBytes is the sum of the messages' content lengths.
-func contentBytes(msgs []ConversationMessage) int {
+// ContentBytes is the sum of the messages' content lengths.
+func ContentBytes(msgs []Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += len(m.Content)

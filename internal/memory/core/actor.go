@@ -1,4 +1,4 @@
-package memory
+package core
 
 import "context"
 
@@ -17,8 +17,8 @@ func WithActor(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, actorKey{}, id)
 }
 
-// actorID is the identity carried by ctx, "" when none (jobs, tests).
-func actorID(ctx context.Context) string {
+// ActorID is the identity carried by ctx, "" when none (jobs, tests).
+func ActorID(ctx context.Context) string {
 	id, _ := ctx.Value(actorKey{}).(string)
 	return id
 }

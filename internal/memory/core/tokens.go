@@ -1,15 +1,15 @@
-package memory
+package core
 
 import (
 	"unicode"
 	"unicode/utf8"
 )
 
-// asciiBytesPerToken is the ratio of CountTokens for ASCII text.
-const asciiBytesPerToken = 4
+// ASCIIBytesPerToken is the ratio of CountTokens for ASCII text.
+const ASCIIBytesPerToken = 4
 
 // CountTokens estimates how many tokens a common LLM tokenizer makes of s.
-// It is the one counter of Engram: windows, compaction thresholds, summary
+// It is the one counter of Engram (memory.CountTokens is this one): windows, compaction thresholds, summary
 // sizes and context rendering all use it, so a budget means the same
 // everywhere.
 //

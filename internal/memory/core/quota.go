@@ -1,9 +1,6 @@
-package memory
+package core
 
-import (
-	"context"
-	"fmt"
-)
+import "fmt"
 
 // Quotas of the policy: the names a QuotaError carries are the policy
 // fields, as a MemoryPolicy spells them.
@@ -46,22 +43,11 @@ func (e *QuotaError) TurnLength() bool {
 	return e.Quota == QuotaTurnMessages || e.Quota == QuotaTurnTokens
 }
 
-// overQuota returns a QuotaError when current + requested passes limit.
-func overQuota(quota string, limit int, current, requested int64, unit, holder, remedy string) error {
+// OverQuota returns a QuotaError when current + requested passes limit.
+func OverQuota(quota string, limit int, current, requested int64, unit, holder, remedy string) error {
 	if current+requested <= int64(limit) {
 		return nil
 	}
 	return &QuotaError{Quota: quota, Limit: int64(limit), Current: current, Requested: requested,
 		Unit: unit, Holder: holder, Remedy: remedy}
-}
-
-// countOwnerRows counts the owner's rows of table (sessions or episodes)
-// with q; the callers hold the owner's lock, so no concurrent write of the
-// owner can add a row between the count and their insert.
-func (s *reader) countOwnerRows(ctx context.Context, q querier, table, what, owner string) (int64, error) {
-	var n int64
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE owner_id = $1`, owner).Scan(&n); err != nil {
-		return 0, dbErr("counting the owner's "+what, err)
-	}
-	return n, nil
 }

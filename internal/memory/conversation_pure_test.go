@@ -1,0 +1,111 @@
+package memory
+
+// The pure functions of compaction, summaries and history search (the
+// window's are tested in internal/memory/conversation).
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/conversation/convtest"
+)
+
+func TestChunkRanges(t *testing.T) {
+	msgs := convtest.Conv("uauatauauauaua", 1) // seq 1..14, tool at 5
+	for _, tc := range []struct {
+		name    string
+		end     int64
+		size    int
+		partial bool
+		want    [][2]int64
+	}{
+		{"chunks end before a turn start", 15, 4, false, [][2]int64{{1, 7}, {7, 11}, {11, 15}}},
+		{"a short last chunk waits", 15, 5, false, [][2]int64{{1, 7}, {7, 13}}},
+		{"partial adds the short last chunk", 15, 5, true, [][2]int64{{1, 7}, {7, 13}, {13, 15}}},
+		{"the range must reach the end", 14, 5, true, [][2]int64{{1, 7}, {7, 13}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := chunkRanges(msgs, tc.end, tc.size, tc.partial)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("chunks %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCondenseGroups(t *testing.T) {
+	mk := func(depths ...int) []Summary {
+		out := make([]Summary, len(depths))
+		for i, d := range depths {
+			out[i] = Summary{ID: fmt.Sprint(i), Depth: d}
+		}
+		return out
+	}
+	shape := func(gs [][]Summary) string {
+		var parts []string
+		for _, g := range gs {
+			var ids []string
+			for _, y := range g {
+				ids = append(ids, y.ID)
+			}
+			parts = append(parts, strings.Join(ids, "+"))
+		}
+		return strings.Join(parts, " ")
+	}
+	for _, tc := range []struct {
+		name    string
+		roots   []Summary
+		size    int
+		max     int
+		partial bool
+		want    string
+	}{
+		{"full groups only", mk(0, 0, 0, 0, 0), 2, 4, false, "0+1 2+3"},
+		{"partial groups of two or more", mk(0, 0, 0, 0, 0), 3, 4, true, "0+1+2 3+4"},
+		{"runs of one depth only", mk(1, 1, 0, 0, 1), 2, 4, false, "0+1 2+3"},
+		{"max depth is not condensed", mk(2, 2, 1, 1), 2, 2, false, "2+3"},
+		{"a single leftover stays", mk(0, 0, 0), 2, 4, true, "0+1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := shape(condenseGroups(tc.roots, tc.size, tc.max, tc.partial)); got != tc.want {
+				t.Errorf("groups %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExtractiveSummary(t *testing.T) {
+	lines := []string{"USER: I live in Lisbon. I like cats.", "ASSISTANT: " + strings.Repeat("word ", 400), "USER: 我住在东京。我喜欢猫。"}
+	a, b := extractiveSummary(lines, 60), extractiveSummary(lines, 60)
+	if a != b {
+		t.Fatal("extractive summary is not deterministic")
+	}
+	if n := CountTokens(a); n > 60+CountTokens(lines[2]) {
+		t.Errorf("summary of %d tokens for a target of 60: %q", n, a)
+	}
+	if !strings.Contains(a, "USER: I live in Lisbon.") || strings.Contains(a, "cats") {
+		t.Errorf("summary does not keep first sentences: %q", a)
+	}
+	if !strings.Contains(a, "我住在东京。") {
+		t.Errorf("summary lost the CJK sentence: %q", a)
+	}
+}
+
+func TestSnippet(t *testing.T) {
+	long := strings.Repeat("lorem ipsum ", 100) + "the needle is here " + strings.Repeat("dolor sit ", 100)
+	s := snippet(long, "needle")
+	if n := len([]rune(s)); n > MaxSnippetChars {
+		t.Errorf("snippet of %d characters", n)
+	}
+	if !strings.Contains(s, "needle") {
+		t.Errorf("snippet misses the query word: %q", s)
+	}
+	if short := "short text"; snippet(short, "x") != short {
+		t.Error("a short text is its own snippet")
+	}
+	cjk := strings.Repeat("猫", 800)
+	if n := len([]rune(snippet(cjk, "猫猫猫"))); n > MaxSnippetChars {
+		t.Errorf("CJK snippet of %d characters", n)
+	}
+}

@@ -1,0 +1,13 @@
+// Package core holds what every part of the memory engine shares and that
+// needs no Store: the typed errors the service maps to statuses (and
+// DBErr, which classifies database errors into them), field validation
+// (FieldErrors), ids and scope ids, the Source of a write and its trust
+// order, the actor of a write, quota errors, the byte budget of an answer
+// and the page scan, the SQL parameter list, Querier/DBTX and the page
+// cursors.
+//
+// It sits above the engine's leaves (policy, pg) and below the parts
+// (internal/memory/conversation, and the façade internal/memory), and
+// imports none of them: TestEngineImportRule in internal/naming pins it
+// (docs/architecture.md, "Inside internal/memory").
+package core
