@@ -308,6 +308,8 @@ func (r *nodeRunner) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Con
 	cfg.RuntimeParams["application_name"] = r.name
 	cfg.RuntimeParams["statement_timeout"] = "5s"
 	cfg.RuntimeParams["lock_timeout"] = "1s"
+	// What a look writes (a quarantine) survives a crash of the server.
+	cfg.RuntimeParams["synchronous_commit"] = "on"
 	cfg.ConnectTimeout = r.connectTimeout()
 	ctx, cancel := context.WithTimeout(ctx, r.connectTimeout())
 	defer cancel()

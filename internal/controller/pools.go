@@ -102,6 +102,11 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	cfg.ConnConfig.RuntimeParams["application_name"] = "engram-operator"
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(c.lockTimeout.Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(c.statementTimeout.Milliseconds(), 10)
+	// A provisioning pass the operator saw commit (a role, a grant, a
+	// connection limit) survives a crash of the server whatever the
+	// server's default: a lost tail is provisioned again, but its events
+	// and status already said it was done.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening the admin connection pool: %w", err)

@@ -185,6 +185,8 @@ func OpenLockWatchdog(ctx context.Context, cfg *pgx.ConnConfig, p LockPolicy) (*
 	cfg.RuntimeParams["statement_timeout"] = "5s"
 	cfg.RuntimeParams["lock_timeout"] = "1s"
 	cfg.RuntimeParams["application_name"] = "engram-lock-watchdog"
+	// A quarantine it wrote (the limit 0 and the marker) survives a crash.
+	cfg.RuntimeParams["synchronous_commit"] = "on"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening the lock watchdog's connection: %w", err)
