@@ -34,11 +34,7 @@ func seedInterleaved(t *testing.T, f *fixture, rng *rand.Rand, owners, perOwner,
 			rows = append(rows, []any{r.id, r.owner, "agent", r.category, fmt.Sprintf("memory %d of %s", i, r.owner), pgv.NewVector(r.vec)})
 		}
 	}
-	n, err := f.store.pool.CopyFrom(ctx(t), pgx.Identifier{f.store.schema, "memories"},
-		[]string{"id", "owner_id", "source", "category", "content", "embedding"}, pgx.CopyFromRows(rows))
-	if err != nil || n != int64(len(rows)) {
-		t.Fatalf("COPY: %d rows, %v", n, err)
-	}
+	f.copyMemories(t, rows)
 	return out
 }
 

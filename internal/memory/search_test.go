@@ -228,18 +228,9 @@ func TestSmallOwnersInLargeTenant(t *testing.T) {
 		vecs["tiny"] = append(vecs["tiny"], v)
 		rows = append(rows, []any{core.NewID(), "tiny", "agent", "preference", fmt.Sprintf("tiny memory %d", i), pgv.NewVector(v)})
 	}
-	conn, err := f.store.pool.Acquire(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := conn.Conn().CopyFrom(ctx(t), pgx.Identifier{f.store.schema, "memories"},
-		[]string{"id", "owner_id", "source", "category", "content", "embedding"}, pgx.CopyFromRows(rows))
-	conn.Release()
-	if err != nil || n != int64(len(rows)) {
-		t.Fatalf("COPY: %d rows, %v", n, err)
-	}
+	f.copyMemories(t, rows)
 	f.exec(`ANALYZE %s`)
-	t.Logf("loaded %d memories in %s", n, time.Since(start).Round(time.Millisecond))
+	t.Logf("loaded %d memories in %s", len(rows), time.Since(start).Round(time.Millisecond))
 
 	hits, err := f.store.Search(ctx(t), SearchRequest{Owner: "tiny", Query: "tiny memory", Mode: SearchVector, TopK: 10})
 	if err != nil || len(hits) != 3 {
