@@ -115,6 +115,11 @@ func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, erro
 
 // ensureControlSchema creates ControlSchema and its lease table once. Nobody
 // but the admin has any privilege on it.
+// controlSchemaLockKey is the advisory lock the creation of the control
+// schema takes ("engram" in ASCII): any constant other sessions of the
+// server do not use.
+const controlSchemaLockKey = 0x656e6772616d
+
 func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
@@ -130,6 +135,10 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 		// where schema-based sharding is on for every new schema (a
 		// placeholder setting, harmless on plain PostgreSQL).
 		"SET LOCAL citus.enable_schema_based_sharding = off",
+		// Passes that start together on a fresh server (an operator's
+		// first reconciles) take turns: concurrent REVOKE or COMMENT on
+		// one new schema fail with "tuple concurrently updated".
+		fmt.Sprintf("SELECT pg_catalog.pg_advisory_xact_lock(%d)", controlSchemaLockKey),
 		"CREATE SCHEMA IF NOT EXISTS " + schema,
 		"REVOKE ALL ON SCHEMA " + schema + " FROM PUBLIC",
 		"COMMENT ON SCHEMA " + schema + " IS 'Engram operator bookkeeping (provisioning leases); not a tenant schema'",
