@@ -31,32 +31,33 @@ import (
 
 // controllerFlags are the flags of `manager` (the operator).
 type controllerFlags struct {
-	leaderElect        bool
-	metricsAddr        string
-	probeAddr          string
-	runtimeConcurrency int
-	policyConcurrency  int
-	jobConcurrency     int
-	dbConcurrency      int
-	dbCheckInterval    time.Duration
-	watchNamespaces    string
-	operatorNamespace  string
-	grantCheckInterval time.Duration
-	dbLockTimeout      time.Duration
-	dbTimeout          time.Duration
-	migrationTimeout   time.Duration
-	blockerMaxAge      time.Duration
-	reaperInterval     time.Duration
-	lockWatchInterval  time.Duration
-	lockThreshold      int
-	lockTableShare     int
-	lockQuarantine     time.Duration
-	connectionShare    int
-	tempFileLimit      string
-	serviceImage       string
-	metricsNamespaces  string
-	logLevel           string
-	logFormat          string
+	leaderElect         bool
+	metricsAddr         string
+	probeAddr           string
+	runtimeConcurrency  int
+	policyConcurrency   int
+	jobConcurrency      int
+	dbConcurrency       int
+	dbCheckInterval     time.Duration
+	watchNamespaces     string
+	operatorNamespace   string
+	grantCheckInterval  time.Duration
+	dbLockTimeout       time.Duration
+	dbTimeout           time.Duration
+	migrationTimeout    time.Duration
+	tenantServerTimeout time.Duration
+	blockerMaxAge       time.Duration
+	reaperInterval      time.Duration
+	lockWatchInterval   time.Duration
+	lockThreshold       int
+	lockTableShare      int
+	lockQuarantine      time.Duration
+	connectionShare     int
+	tempFileLimit       string
+	serviceImage        string
+	metricsNamespaces   string
+	logLevel            string
+	logFormat           string
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, error) {
@@ -76,6 +77,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.dbLockTimeout, "db-lock-timeout", controller.DefaultLockTimeout, "lock_timeout of every admin session: how long a provisioning statement waits for a lock before the reconcile retries")
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
+	fs.DurationVar(&f.tenantServerTimeout, "tenant-server-timeout", controller.DefaultTenantServerTimeout, "bound of a whole provisioning pass (migrations and index builds included) on a database server a runtime's connectionSecretRef names, in place of --migration-timeout: such a server may be the tenant's own and need not answer")
 	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.reaperInterval, "tenant-reaper-interval", controller.DefaultTenantReaperInterval, "how often the operator looks, on each database it manages, for tenant sessions whose transaction has held back the database's cleanup (VACUUM) for longer than --tenant-blocker-max-age, and ends them; 0 turns it off")
 	fs.DurationVar(&f.lockWatchInterval, "tenant-lock-watch-interval", controller.DefaultTenantLockWatchInterval, "how often the operator looks, on each database it manages, for tenant sessions holding more than --tenant-lock-threshold locks in the server's shared lock table, and ends them; 0 turns it off")
@@ -95,6 +97,9 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if f.tenantServerTimeout < time.Second {
+		return nil, fmt.Errorf("--tenant-server-timeout %s is below the minimum of 1s", f.tenantServerTimeout)
 	}
 	if f.blockerMaxAge < time.Second {
 		return nil, fmt.Errorf("--tenant-blocker-max-age %s is below the minimum of 1s", f.blockerMaxAge)
@@ -213,6 +218,7 @@ func runController(args []string) int {
 		LockTimeout:             f.dbLockTimeout,
 		DatabaseTimeout:         f.dbTimeout,
 		MigrationTimeout:        f.migrationTimeout,
+		TenantServerTimeout:     f.tenantServerTimeout,
 		TenantBlockerMaxAge:     f.blockerMaxAge,
 		TenantReaperInterval:    reaperInterval(f.reaperInterval),
 		TenantLockWatchInterval: reaperInterval(f.lockWatchInterval),

@@ -47,6 +47,9 @@ type MemoryRuntimeReconciler struct {
 	// placer decides where tenants with databaseRef or databaseSelector
 	// live, one at a time (memoryruntime_placement.go).
 	placer *placer
+	// slots lets one reconcile per namespace run at a time
+	// (namespace_slots.go).
+	slots *namespaceSlots
 }
 
 // runtimeState is what the operator remembers about a runtime between
@@ -154,6 +157,12 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
 		return doneResult(), client.IgnoreNotFound(err)
 	}
+	// Before anything is written (the status patch below): a namespace
+	// whose other runtime holds a worker waits for it without holding one.
+	if !r.slots.take(req.NamespacedName) {
+		return reconcile.Result{RequeueAfter: namespaceBusyRetry}, nil
+	}
+	defer r.slots.give(req.NamespacedName)
 	orig := rt.DeepCopy()
 	s := &runtimeScope{rt: rt, orig: orig, schema: SchemaFor(rt), recorded: orig.Status.Schema, connID: connectionID(rt)}
 	defer func() {
@@ -229,6 +238,8 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Watches(&memoryv1alpha1.MemoryDatabase{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOnDatabase), builder.WithPredicates(reachabilityChanged)).
 		// A database changed: the tenants waiting for a placement try again.
 		Watches(&memoryv1alpha1.MemoryDatabase{}, handler.EnqueueRequestsFromMapFunc(r.runtimesAwaitingPlacement), builder.WithPredicates(placementRelevant)).
+		// A namespace's reconcile ended: the runtimes that waited for it.
+		WatchesRawSource(r.slots.source()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
 			RateLimiter:             rateLimiter(r.opts),

@@ -47,10 +47,10 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 		return false, nil
 	}
 	r.eventer().normal(rt, reasonMoving, "Move", "moving schema %s from Citus worker %s to %s", s.schema, mv.From, want)
-	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
+	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
 	res, err := tenant.MoveSchema(dbctx, s.pool, tenant.MoveSpec{Schema: s.schema, Owner: TenantOwner(rt), To: want})
-	if err != nil {
+	if err = r.explainPassTimeout(ctx, dbctx, s, err); err != nil {
 		r.moveFailed(s, mv, err)
 		return false, nil
 	}

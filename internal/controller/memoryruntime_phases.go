@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -96,14 +97,15 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		return false, nil
 	}
 
-	dbctx, cancel := context.WithTimeout(ctx, r.opts.MigrationTimeout)
+	bound := r.passTimeout(s)
+	dbctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	spec := tenant.Spec{
 		Schema:        s.schema,
 		Dimensions:    int(rt.EmbeddingDimensions()),
 		Owner:         TenantOwner(rt),
 		Claim:         TenantClaim(rt, s.recorded, s.schema),
-		IndexTimeout:  r.opts.MigrationTimeout,
+		IndexTimeout:  bound,
 		Blockers:      r.blockerPolicy(dbctx, s),
 		Connections:   tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
 		TempFileLimit: r.opts.TenantTempFileLimit,
@@ -113,6 +115,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	}
 	started := time.Now()
 	res, err := tenant.Provision(dbctx, s.pool, spec)
+	err = r.explainPassTimeout(ctx, dbctx, s, err)
 	provisionSeconds.WithLabelValues(resultLabel(err)).Observe(time.Since(started).Seconds())
 	if s.faulted {
 		return false, err
@@ -173,6 +176,28 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil
+}
+
+// passTimeout bounds one provisioning or move pass: MigrationTimeout on
+// the platform's connections, where large index builds happen, and the
+// much shorter TenantServerTimeout on a server a connectionSecretRef of
+// the tenant's namespace names, which the tenant may run itself and which
+// need not honour statement_timeout.
+func (r *MemoryRuntimeReconciler) passTimeout(s *runtimeScope) time.Duration {
+	if platformConnection(s.connID) {
+		return r.opts.MigrationTimeout
+	}
+	return r.opts.TenantServerTimeout
+}
+
+// explainPassTimeout says which bound ended a pass on a tenant's own
+// server, so the condition tells the team what to look at (a server that
+// does not answer) and the platform team which flag applies.
+func (r *MemoryRuntimeReconciler) explainPassTimeout(ctx, dbctx context.Context, s *runtimeScope, err error) error {
+	if err == nil || platformConnection(s.connID) || ctx.Err() != nil || !errors.Is(dbctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("the runtime's own database server (connectionSecretRef) did not complete the pass within --tenant-server-timeout %s: %w", r.opts.TenantServerTimeout, err)
 }
 
 // reconcileCredentials writes the <name>-db Secret. PostgreSQL only tells the

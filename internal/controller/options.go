@@ -40,6 +40,15 @@ type Options struct {
 	// take minutes on a large tenant). Every other statement is bounded by
 	// DatabaseTimeout (statement_timeout) and LockTimeout.
 	MigrationTimeout time.Duration
+	// TenantServerTimeout bounds a whole provisioning or move pass on a
+	// server named by a connectionSecretRef of the runtime's own namespace,
+	// migrations and index builds included, in place of MigrationTimeout.
+	// Such a server may be one the tenant runs, which need not honour
+	// statement_timeout: it can log the operator in and never answer, and
+	// the pass would hold a reconcile worker for the whole bound (issue
+	// 26's sixth review, HIGH 2). Platform connections (clusterConnection,
+	// MemoryDatabase) keep MigrationTimeout.
+	TenantServerTimeout time.Duration
 	// MetricsNamespaces selects the namespaces whose pods may reach the
 	// memory services' metrics port (where Prometheus runs): the runtimes'
 	// NetworkPolicies admit it from there only. Nil: DefaultMetricsNamespaces.
@@ -119,6 +128,7 @@ const (
 	DefaultConnectTimeout          = 10 * time.Second
 	DefaultLockTimeout             = 5 * time.Second
 	DefaultMigrationTimeout        = 30 * time.Minute
+	DefaultTenantServerTimeout     = 60 * time.Second
 	DefaultTenantBlockerMaxAge     = tenant.DefaultBlockerMaxAge
 	DefaultTenantReaperInterval    = tenant.DefaultReaperInterval
 	DefaultTenantLockWatchInterval = tenant.DefaultLockWatchInterval
@@ -166,6 +176,7 @@ func (o Options) withDefaults() Options {
 	defaultIfUnset(&o.DatabaseTimeout, DefaultDatabaseTimeout)
 	defaultIfUnset(&o.ConnectTimeout, DefaultConnectTimeout)
 	defaultIfUnset(&o.MigrationTimeout, DefaultMigrationTimeout)
+	defaultIfUnset(&o.TenantServerTimeout, DefaultTenantServerTimeout)
 	defaultIfUnset(&o.TenantBlockerMaxAge, DefaultTenantBlockerMaxAge)
 	if o.TenantReaperInterval == 0 {
 		o.TenantReaperInterval = DefaultTenantReaperInterval

@@ -124,6 +124,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		opts:    o,
 		memory:  newRuntimeMemory(),
 		placer:  newPlacer(),
+		slots:   newNamespaceSlots(),
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)

@@ -89,3 +89,35 @@ func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner
 	}
 	return &ConnectionShareExhaustedError{Namespace: owner.Namespace, Share: shareOf(p), Slots: slots, Capacity: capacity, Roles: n}
 }
+
+// readmitCreated checks the share once more after this pass created the
+// runtime's login role, and drops the roles it created when they rank
+// beyond it. admitRuntime alone reads the namespace's roles before they
+// exist, and the lease is per schema: two passes of one namespace (the
+// operator reconciles several runtimes at once) both saw room for one more
+// and both created their role, beyond the share (issue 26's sixth review,
+// L1). Roles are server-wide and each CREATE ROLE commits at once, so every
+// racer sees the others' roles here; ranking by OID, the oldest keep their
+// place and each pass refuses itself when it is beyond, whichever reads
+// first. Nothing else was created yet, so the refusal leaves nothing.
+func readmitCreated(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, names roleNames, plan tenantPlan, perRuntime int) error {
+	if plan.login != claimCreate {
+		return nil
+	}
+	refused := admitRuntime(ctx, conn, p, owner, names.login, perRuntime)
+	if refused == nil || !errors.Is(refused, ErrConnectionShareExhausted) {
+		return refused
+	}
+	for _, r := range []struct {
+		name   string
+		action claimAction
+	}{{names.login, plan.login}, {names.owner, plan.owner}} {
+		if r.action != claimCreate {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r.name}.Sanitize()); err != nil {
+			return errors.Join(refused, fmt.Errorf("dropping role %q, created beyond the share by a concurrent pass: %w", r.name, err))
+		}
+	}
+	return refused
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -173,4 +174,87 @@ func loginRoles(rs []*Result) []string {
 		out = append(out, r.LoginRole, r.OwnerRole)
 	}
 	return out
+}
+
+// TestConcurrentAdmissionsKeepTheShare (issue 26's sixth review, L1):
+// admitRuntime reads the namespace's roles before this pass creates its
+// own, and the lease is per schema, so four passes of one namespace one
+// runtime below its share all saw room and all created their roles: the
+// namespace's login roles outnumbered its share. Now each pass checks
+// again after creating its role and drops it when it ranks beyond the
+// share: exactly one of the four is admitted, the others are refused with
+// ConnectionShareExhaustedError and leave no role, and the namespace's
+// limits add up to at most its share.
+func TestConcurrentAdmissionsKeepTheShare(t *testing.T) {
+	ctx := testCtx(t)
+	url := testenv.NewDatabase(t)
+	pool := testenv.NewPool(t, url, 8)
+	policy := ConnectionPolicy{Share: 1} // 1 % of the shared server's slots: a few runtimes
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := connectionSlots(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := policy.shareCapacity(slots)
+	perRuntime := 1
+	if testenv.OnCitus() {
+		perRuntime = 2 // the owner role logs in too
+	}
+	ns := "ns-" + uniqueSchema(t, "race")
+	spec := func(name string) Spec {
+		s := newSpec(uniqueSchema(t, name), 3)
+		s.Owner.Namespace, s.Connections = ns, policy
+		return s
+	}
+	for i := range capacity/perRuntime - 1 { // one runtime below the share
+		mustProvision(t, pool, url, spec(fmt.Sprintf("engram_race_%d", i)))
+	}
+	racers := make([]Spec, 4)
+	errs := make([]error, len(racers))
+	var wg sync.WaitGroup
+	for i := range racers {
+		racers[i] = spec(fmt.Sprintf("engram_race_c%d", i))
+		dropRolesAfter(t, url, racers[i].Schema)
+		wg.Go(func() { _, errs[i] = Provision(ctx, pool, racers[i]) })
+	}
+	wg.Wait()
+	admitted := 0
+	for i, err := range errs {
+		var exhausted *ConnectionShareExhaustedError
+		switch {
+		case err == nil:
+			admitted++
+		case errors.As(err, &exhausted):
+			var exists bool
+			if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = ANY($1))`,
+				[]string{LoginRole(racers[i].Schema), OwnerRole(racers[i].Schema)}).Scan(&exists); err != nil || exists {
+				t.Errorf("the refused racer %s left its roles: %v, %v; want none", racers[i].Schema, exists, err)
+			}
+		default:
+			t.Errorf("racer %s: %v; want success or ConnectionShareExhaustedError", racers[i].Schema, err)
+		}
+	}
+	if admitted != 1 {
+		t.Errorf("%d of 4 concurrent passes admitted with room for one runtime; want 1", admitted)
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	roles, err := rolesOfNamespace(ctx, c.Conn(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, r := range roles {
+		sum += r.limit
+	}
+	if len(roles) > capacity || sum > capacity {
+		t.Errorf("the namespace has %d login roles whose limits add up to %d; its share holds %d", len(roles), sum, capacity)
+	}
 }

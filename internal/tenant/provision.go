@@ -174,6 +174,11 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus.Installed, res); err != nil {
 			return err
 		}
+		// Again now that the role exists: a concurrent pass of the same
+		// namespace may have been admitted against the same count.
+		if err := readmitCreated(ctx, conn, spec.Connections, spec.Owner, names, plan, perRuntime); err != nil {
+			return err
+		}
 		if err := spec.after("role created"); err != nil {
 			return err
 		}
