@@ -32,16 +32,11 @@ func ValidMaxResponseBytes(n int) error {
 }
 
 // MaxResponseBytes is the byte cap of this store's answers.
-func (s *Store) MaxResponseBytes() int { return s.maxBytes }
+func (s *Store) MaxResponseBytes() int { return s.core.MaxBytes }
 
 // answerCap is the cap of one answer: the store's, or a smaller one a
 // caller asks for (the MCP tools, whose results carry the answer twice).
-func (s *reader) answerCap(asked int) int {
-	if asked <= 0 || asked > s.maxBytes {
-		return s.maxBytes
-	}
-	return asked
-}
+func (s *reader) answerCap(asked int) int { return s.core.AnswerCap(asked) }
 
 func memoryBound(m *Memory) int {
 	n := 2*core.ListFixedBound + core.TextBound(m.ID) + core.TextBound(m.Owner) + core.TextBound(m.Agent) + core.TextBound(m.Session) +

@@ -104,14 +104,14 @@ func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
 // compactionDue: the session's unsummarized tokens exceed the threshold
 // share of the default window budget.
 func (s *conversations) compactionDue(sess *Session) bool {
-	c := s.policy.Conversation
+	c := s.core.Policy.Conversation
 	return float64(sess.UnsummarizedTokens) > c.Compaction.Threshold*float64(c.Window.Budget)
 }
 
 // prepareTurn validates every message, then redacts and guards each one;
 // it returns every problem at once, naming messages[i].<field>.
 func (s *conversations) prepareTurn(msgs []TurnMessage, fe *core.FieldErrors) ([]preparedMessage, []string, error) {
-	lim := s.policy.Conversation.Limits
+	lim := s.core.Policy.Conversation.Limits
 	if len(msgs) == 0 {
 		fe.Add("messages", "at least one message is required")
 	} else if len(msgs) > lim.MaxMessagesPerTurn {
@@ -126,10 +126,10 @@ func (s *conversations) prepareTurn(msgs []TurnMessage, fe *core.FieldErrors) ([
 		mf := &core.FieldErrors{Prefix: fmt.Sprintf("messages[%d].", i)}
 		validateTurnMessage(mf, m, core.RawContentLimit(lim.MaxMessageBytes))
 		if mf.Len() == 0 && m.Content != "" {
-			c, _ := (*writer)(s).cleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
-			m.Content = c.text
-			out[i].flagged = len(c.flags) > 0
-			for _, r := range c.redactions {
+			c, _ := s.core.CleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
+			m.Content = c.Text
+			out[i].flagged = len(c.Flags) > 0
+			for _, r := range c.Redactions {
 				if !slices.Contains(redactions, r) {
 					redactions = append(redactions, r)
 				}
@@ -186,9 +186,9 @@ func (s *conversations) embedMessages(ctx context.Context, ms []preparedMessage)
 	if len(texts) == 0 {
 		return
 	}
-	vecs, err := s.embedder.Embed(ctx, texts)
+	vecs, err := s.core.Embedder.Embed(ctx, texts)
 	if err != nil || len(vecs) != len(texts) {
-		s.log.Warn("storing conversation messages without embeddings", "error", err, "vectors", len(vecs), "texts", len(texts))
+		s.core.Log.Warn("storing conversation messages without embeddings", "error", err, "vectors", len(vecs), "texts", len(texts))
 		return
 	}
 	for j, i := range idx {

@@ -91,7 +91,7 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
+	sess, err := (*conversations)(s).getSession(ctx, s.core.Pool, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 			return res, err
 		}
 	}
-	roots, err := (*conversations)(s).rootSummaries(ctx, s.pool, req.Owner, req.SessionID)
+	roots, err := (*conversations)(s).rootSummaries(ctx, s.core.Pool, req.Owner, req.SessionID)
 	if err != nil {
 		return res, err
 	}
@@ -130,7 +130,7 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 // start). When the turn start lies further back than compaction looks, the
 // whole span looked at is left alone.
 func (s *conversations) compactionEnd(ctx context.Context, owner, session string, count int64) (int64, error) {
-	k := s.policy.Conversation.Window.FreshTail
+	k := s.core.Policy.Conversation.Window.FreshTail
 	msgs, err := s.lastMessagesMeta(ctx, owner, session, k+freshTailScan)
 	if err != nil || len(msgs) == 0 {
 		return count + 1, err
@@ -148,7 +148,7 @@ func (s *conversations) compactionEnd(ctx context.Context, owner, session string
 // lastMessagesMeta reads role and tokens of the newest n messages, in order
 // (as ConversationMessages without content).
 func (s *conversations) lastMessagesMeta(ctx context.Context, owner, session string, n int) ([]ConversationMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
+	rows, err := s.core.Pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
 		WHERE owner_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3`, owner, session, n)
 	if err != nil {
 		return nil, core.DBErr("reading messages", err)
@@ -190,7 +190,7 @@ func chunkRanges(metas []ConversationMessage, end int64, size int, partial bool)
 
 // summarizeLeaves creates the leaf summaries of the eligible messages.
 func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, partial bool, res *CompactSessionResult) error {
-	cfg := s.policy.Conversation.Compaction
+	cfg := s.core.Policy.Conversation.Compaction
 	end, err := s.compactionEnd(ctx, sess.Owner, sess.ID, sess.MessageCount)
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		return nil
 	}
 	limit := int64(maxLeavesPerCompaction*cfg.ChunkSize) * 2
-	rows, err := s.pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
+	rows, err := s.core.Pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
 		WHERE owner_id = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq LIMIT $5`,
 		sess.Owner, sess.ID, from, end, limit)
 	if err != nil {
@@ -217,7 +217,7 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		return core.DBErr("planning compaction", err)
 	}
 	for _, ch := range chunkRanges(metas, end, cfg.ChunkSize, partial) {
-		msgs, err := s.messageRange(ctx, s.pool, sess.Owner, sess.ID, ch[0], ch[1], int(ch[1]-ch[0]))
+		msgs, err := s.messageRange(ctx, s.core.Pool, sess.Owner, sess.ID, ch[0], ch[1], int(ch[1]-ch[0]))
 		if err != nil {
 			return err
 		}
@@ -248,9 +248,9 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 
 // embedSummary embeds a summary for history search; best effort like messages.
 func (s *conversations) embedSummary(ctx context.Context, content string) *pgv.Vector {
-	vecs, err := s.embedder.Embed(ctx, []string{content})
+	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
 	if err != nil || len(vecs) != 1 {
-		s.log.Warn("storing a summary without an embedding", "error", err)
+		s.core.Log.Warn("storing a summary without an embedding", "error", err)
 		return nil
 	}
 	v := pgv.NewVector(vecs[0])
@@ -325,9 +325,9 @@ func condenseGroups(roots []Summary, size, maxDepth int, partial bool) [][]Summa
 // round reads the roots again, so summaries made in one round are
 // condensed in the next when they form a group.
 func (s *conversations) condense(ctx context.Context, owner, session string, partial bool, res *CompactSessionResult) error {
-	cfg := s.policy.Conversation.Compaction
+	cfg := s.core.Policy.Conversation.Compaction
 	for round := 0; round <= MaxSummaryDepth; round++ {
-		roots, err := s.rootSummaries(ctx, s.pool, owner, session)
+		roots, err := s.rootSummaries(ctx, s.core.Pool, owner, session)
 		if err != nil {
 			return err
 		}

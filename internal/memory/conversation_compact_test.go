@@ -54,7 +54,7 @@ func TestCompactionLossless10k(t *testing.T) {
 	}
 	f.checkLossless("alice", "long", orig, res)
 	sess, _ := f.store.GetSession(ctx(t), "alice", "long")
-	if tail := sess.MessageCount - sess.SummarizedThrough; tail < int64(f.store.policy.Conversation.Window.FreshTail) {
+	if tail := sess.MessageCount - sess.SummarizedThrough; tail < int64(f.store.core.Policy.Conversation.Window.FreshTail) {
 		t.Errorf("only %d messages left unsummarized: the fresh tail was summarized", tail)
 	}
 

@@ -35,7 +35,7 @@ func summaryKey(fe *core.FieldErrors, owner, id string) {
 // getSummary reads one summary of owner; another owner's id is ErrNotFound.
 func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summary, *string, error) {
 	var parent *string
-	y, err := scanSummary(s.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, y.parent_id::text FROM `+s.sql.summaries+` AS y
+	y, err := scanSummary(s.core.Pool.QueryRow(ctx, `SELECT `+summaryColumns+`, y.parent_id::text FROM `+s.sql.summaries+` AS y
 		WHERE y.owner_id = $1 AND y.id = $2`, owner, id), &parent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, fmt.Errorf("summary %q: %w", id, ErrNotFound)
@@ -67,7 +67,7 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 		d.MessageRange = &[2]int64{y.EarliestSeq, y.LatestSeq + 1}
 		return d, nil
 	}
-	d.Children, err = (*conversations)(s).querySummaries(ctx, s.pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
+	d.Children, err = (*conversations)(s).querySummaries(ctx, s.core.Pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
 		JOIN `+s.sql.summaries+` AS y ON y.id = src.child_id WHERE src.summary_id = $1 ORDER BY src.ord`, id)
 	return d, err
 }
@@ -99,7 +99,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 	left := maxTokens
 	end := y.LatestSeq + 1
 	for from := y.EarliestSeq; from < end; {
-		page, err := (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, &left), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		page, err := (*conversations)(s).scanMessages(ctx, s.core.Pool, fitting(b, &left), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 			req.Owner, y.SessionID, from, end, expandPage)
 		if err != nil {
@@ -131,7 +131,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*HistorySearchResult, error) {
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
-	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 	if req.SessionID != "" && !core.ValidScopeID(req.SessionID) {
 		fe.Add("sessionId", core.ScopeIDRule)
 	}
@@ -139,8 +139,8 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	query := s.redactor.Redacted(req.Query)
-	vecs, err := s.embedder.Embed(ctx, []string{query})
+	query := s.core.Redactor.Redacted(req.Query)
+	vecs, err := s.core.Embedder.Embed(ctx, []string{query})
 	if err != nil {
 		return nil, fmt.Errorf("embedding the query: %w", err)
 	}
@@ -183,7 +183,7 @@ func (s *conversations) searchKind(ctx context.Context, kind, owner, session, qu
 	}
 	tq := `websearch_to_tsquery('english', ` + a.Add(query) + `)`
 	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
+	rows, err := s.core.Pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
 		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
 		ORDER BY score DESC, t.created_at DESC LIMIT `+a.Add(limit), a.List...)
 	if err != nil {

@@ -19,14 +19,14 @@ const maxSessionDeleteBatch = 100
 // is looked at once per run). Scanned counts the sessions due, Affected
 // those that got new summaries. A dry run counts the sessions due.
 func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
-	c := s.policy.Conversation
+	c := s.core.Policy.Conversation
 	due := fmt.Sprintf(`token_count - summarized_tokens > %f`, c.Compaction.Threshold*float64(c.Window.Budget))
 	if opts.DryRun {
 		return (*maintenance)(s).count(ctx, res, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+due)
 	}
 	afterOwner, afterID := "", ""
 	for {
-		rows, err := s.pool.Query(ctx, `SELECT owner_id, id FROM `+s.sql.sessions+`
+		rows, err := s.core.Pool.Query(ctx, `SELECT owner_id, id FROM `+s.sql.sessions+`
 			WHERE (owner_id, id) > ($1, $2) AND `+due+` ORDER BY owner_id, id LIMIT $3`, afterOwner, afterID, opts.BatchSize)
 		if err != nil {
 			return core.DBErr("finding sessions to summarize", err)
@@ -68,7 +68,7 @@ func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, 
 // (sessions an append holds are skipped, and are not idle anyway). Scanned
 // and Affected count the sessions archived plus those deleted.
 func (s *conversations) expireSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
-	c := s.policy.Conversation
+	c := s.core.Policy.Conversation
 	// Idle sessions get their episode before they are archived or deleted.
 	if err := (*longTerm)(s).idleEpisodes(ctx, opts); err != nil {
 		return err
@@ -99,7 +99,7 @@ func (s *conversations) expireSessions(ctx context.Context, opts JobOptions, res
 func (s *conversations) sessionBatches(ctx context.Context, opts JobOptions, res *JobResult, what, cond, change string) error {
 	if opts.DryRun {
 		var n int64
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+cond).Scan(&n); err != nil {
+		if err := s.core.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+cond).Scan(&n); err != nil {
 			return core.DBErr(what, err)
 		}
 		res.Batches++

@@ -26,7 +26,7 @@ type turnLength struct {
 // conversation.limits.maxMessagesPerSession, maxTurnMessages or
 // maxTurnTokens, with a *QuotaError. sess is the session as locked.
 func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
-	lim := s.policy.Conversation.Limits
+	lim := s.core.Policy.Conversation.Limits
 	if err := core.OverQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
 		"messages", "the session", "start a new session"); err != nil {
 		return err
@@ -46,7 +46,7 @@ func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *
 // first turn over a limit is refused, naming what is stored of it and
 // what the append would add to it.
 func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error {
-	lim := s.policy.Conversation.Limits
+	lim := s.core.Policy.Conversation.Limits
 	stored, added := open, turnLength{}
 	check := func() error {
 		const remedy = "start a new turn with a user message"
@@ -75,7 +75,7 @@ func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error 
 // them starts a turn, the turn is at least that long, which is all the
 // check needs to know: it is full.
 func (s *conversations) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) (turnLength, error) {
-	floor := max(0, sess.MessageCount-int64(s.policy.Conversation.Limits.MaxTurnMessages))
+	floor := max(0, sess.MessageCount-int64(s.core.Policy.Conversation.Limits.MaxTurnMessages))
 	var start, tokens int64
 	// max(seq) with this WHERE is answered by a backward scan of the
 	// primary key that stops at the newest user or system message.

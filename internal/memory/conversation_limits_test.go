@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // wantQuota fails unless err is a *QuotaError of quota with these counts.
@@ -53,7 +55,7 @@ func (f *fixture) wantStored(owner, session string, n int64) {
 // a new turn, which is accepted.
 func TestTurnLengthIsBoundedAcrossAppends(t *testing.T) {
 	f := newFixture(t)
-	lim := f.store.policy.Conversation.Limits
+	lim := f.store.core.Policy.Conversation.Limits
 	if lim.MaxTurnMessages != 500 || lim.MaxMessagesPerTurn != 50 {
 		t.Fatalf("default limits %+v, want maxTurnMessages 500 and maxMessagesPerTurn 50", lim)
 	}
@@ -144,8 +146,8 @@ func TestTurnLimitBindsTurnsStoredBeforeIt(t *testing.T) {
 // and start others; each is checked on its own, the first one over the
 // limit is named.
 func TestTurnLimitCountsEachTurnOfAnAppend(t *testing.T) {
-	s := &Store{policy: DefaultPolicy()}
-	s.policy.Conversation.Limits.MaxTurnMessages, s.policy.Conversation.Limits.MaxTurnTokens = 4, 1000
+	s := &Store{core: &core.State{Policy: DefaultPolicy()}}
+	s.core.Policy.Conversation.Limits.MaxTurnMessages, s.core.Policy.Conversation.Limits.MaxTurnTokens = 4, 1000
 	msgs := func(roles string) []preparedMessage {
 		out := make([]preparedMessage, len(roles))
 		for i, r := range roles {

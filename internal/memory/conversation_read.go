@@ -27,7 +27,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
+	sess, err := (*conversations)(s).getSession(ctx, s.core.Pool, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
 	if req.Last > 0 {
 		from := max(1, end-int64(req.Last))
-		page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		page.Items, err = (*conversations)(s).scanMessages(ctx, s.core.Pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq DESC`,
 			req.Owner, req.SessionID, from, end)
 		slices.Reverse(page.Items)
@@ -49,7 +49,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if req.To > 0 {
 		to = min(req.To, end)
 	}
-	page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+	page.Items, err = (*conversations)(s).scanMessages(ctx, s.core.Pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 		req.Owner, req.SessionID, from, to, maxMessagesRead)
 	if n := len(page.Items); n > 0 {

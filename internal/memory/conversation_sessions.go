@@ -77,11 +77,11 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		n, err := (*reader)(s).countOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
+		n, err := core.CountOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
 		if err != nil {
 			return err
 		}
-		if err := core.OverQuota(QuotaSessionsPerOwner, s.policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
+		if err := core.OverQuota(QuotaSessionsPerOwner, s.core.Policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
 			"delete sessions the owner no longer needs, or raise the limit"); err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ func (s *Store) GetSession(ctx context.Context, owner, id string) (*Session, err
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	return (*conversations)(s).getSession(ctx, s.pool, owner, id, "")
+	return (*conversations)(s).getSession(ctx, s.core.Pool, owner, id, "")
 }
 
 // getSession reads one session with q; lock is "" or " FOR UPDATE".
@@ -158,7 +158,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if req.Cursor != "" {
 		where += ` AND (c.last_active_at, c.id) < (` + a.Add(afterAt) + `::timestamptz, ` + a.Add(afterID) + `::text)`
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
+	rows, err := s.core.Pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
 		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
 		return nil, core.DBErr("listing sessions", err)
@@ -186,7 +186,7 @@ func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*S
 	}
 	a := &core.Args{}
 	set := `title = coalesce(` + a.Add(req.Title) + `::text, title), archived = coalesce(` + a.Add(req.Archived) + `::boolean, archived)`
-	row := s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
+	row := s.core.Pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
 		WHERE c.owner_id = `+a.Add(req.Owner)+` AND c.id = `+a.Add(req.ID)+` RETURNING `+sessionColumns, a.List...)
 	c, err := scanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -206,7 +206,7 @@ func (s *Store) DeleteSession(ctx context.Context, owner, id string) error {
 	if err := fe.Err(); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
+	tag, err := s.core.Pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
 	if err != nil {
 		return core.DBErr("deleting session", err)
 	}

@@ -36,13 +36,13 @@ func (s *conversations) summarize(ctx context.Context, lines []string) (string, 
 	input := strings.Join(lines, "\n")
 	inTokens := CountTokens(input)
 	target := summaryTarget(inTokens)
-	if s.llm != nil {
+	if s.core.LLM != nil {
 		for _, step := range []struct{ system, method string }{
 			{summarizeSystem, MethodLLM}, {summarizeAggressiveSystem, MethodLLMAggressive},
 		} {
 			out, err := s.askSummary(ctx, fmt.Sprintf(step.system, target*3/4), input)
 			if err != nil {
-				s.log.Warn("summarizing with the LLM failed; using the extractive summary", "error", err)
+				s.core.Log.Warn("summarizing with the LLM failed; using the extractive summary", "error", err)
 				break
 			}
 			if n := CountTokens(out); n < inTokens && n <= target {
@@ -57,19 +57,19 @@ func (s *conversations) summarize(ctx context.Context, lines []string) (string, 
 // answer the injection guard objects to is refused like a failure: a summary
 // is spliced into prompts.
 func (s *conversations) askSummary(ctx context.Context, system, input string) (string, error) {
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	actx, cancel := context.WithTimeout(ctx, s.core.LLMTimeout)
 	defer cancel()
-	answer, err := s.llm.CompleteJSON(actx, system, input)
+	answer, err := s.core.LLM.CompleteJSON(actx, system, input)
 	if err != nil {
 		return "", err
 	}
 	var out struct {
 		Summary string `json:"summary"`
 	}
-	if err := decodeJSONAnswer(answer, &out); err != nil {
+	if err := core.DecodeJSONAnswer(answer, &out); err != nil {
 		return "", fmt.Errorf("the model's answer is not the expected JSON: %w", err)
 	}
-	sum := strings.TrimSpace(textguard.SanitizeForPrompt(s.redactor.Redacted(out.Summary)))
+	sum := strings.TrimSpace(textguard.SanitizeForPrompt(s.core.Redactor.Redacted(out.Summary)))
 	if sum == "" {
 		return "", fmt.Errorf("the model returned an empty summary")
 	}
@@ -138,5 +138,5 @@ func (s *conversations) summaryLine(m ConversationMessage) string {
 	if len(m.Flags) > 0 {
 		return role + ": [message flagged by the injection guard; expand the summary to read it]"
 	}
-	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
+	return role + ": " + textguard.PromptText(s.core.Redactor.Redacted(m.Content))
 }

@@ -20,7 +20,7 @@ const (
 
 // windowParams resolves a request's zero fields from the policy.
 func (s *conversations) windowParams(req WindowRequest, fe *core.FieldErrors) conversation.WindowParams {
-	d := s.policy.Conversation.Window
+	d := s.core.Policy.Conversation.Window
 	p := conversation.WindowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
 		MaxBytes: (*reader)(s).answerCap(req.MaxBytes)}
 	if p.Strategy == "" {
@@ -57,7 +57,7 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.core.Pool.Begin(ctx)
 	if err != nil {
 		return nil, core.DBErr("begin", err)
 	}

@@ -72,7 +72,7 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
 	qv := a.Add(pgv.NewVector(vec))
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	wv, wt, wd := a.Add(w.VectorWeight)+`::float8`, a.Add(w.TextWeight)+`::float8`, a.Add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
 	sql := `WITH q AS MATERIALIZED (` + s.textQueries(a, req) + `),
@@ -154,7 +154,7 @@ func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (
 		return hybridResult{}, core.DBErr("searching", err)
 	}
 	defer rows.Close()
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	res := hybridResult{hits: []SearchHit{}}
 	for rows.Next() {
 		var h SearchHit

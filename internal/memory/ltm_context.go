@@ -50,7 +50,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 	pv := addDoc("profile", profile)
 	memBudget := max(0, left-sep())
 	room.TakeText(strings.Repeat("\n", sep())) // the blank line before the memories, if they come
-	res := render(s.policy.RenderOrder(), cands, memBudget, room)
+	res := render(s.core.Policy.RenderOrder(), cands, memBudget, room)
 	if res.Text != "" {
 		left -= CountTokens(res.Text) + sep()
 		parts = append(parts, res.Text)

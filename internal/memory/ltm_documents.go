@@ -39,7 +39,7 @@ func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Docum
 		return nil, err
 	}
 	if req.Version == 0 {
-		return (*longTerm)(s).currentDocument(ctx, s.pool, req.Owner, req.Agent, req.Kind, "")
+		return (*longTerm)(s).currentDocument(ctx, s.core.Pool, req.Owner, req.Agent, req.Kind, "")
 	}
 	return (*longTerm)(s).documentAt(ctx, req.Owner, req.Agent, req.Kind, req.Version)
 }
@@ -69,7 +69,7 @@ func (s *longTerm) documentAt(ctx context.Context, owner, agent string, kind Doc
 		return d, nil
 	}
 	var src string
-	err := s.pool.QueryRow(ctx, `SELECT after, source, created_at FROM `+s.sql.docChanges+`
+	err := s.core.Pool.QueryRow(ctx, `SELECT after, source, created_at FROM `+s.sql.docChanges+`
 		WHERE owner_id = $1 AND agent_id = $2 AND kind = $3 AND version = $4`, owner, agent, string(kind), version).
 		Scan(&d.Content, &src, &d.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -108,18 +108,18 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 	}
 	content := ""
 	if req.Content != "" {
-		c, err := (*writer)(s).cleanWithin("content", req.Content, MaxDocumentBytes, fe)
+		c, err := s.core.CleanWithin("content", req.Content, MaxDocumentBytes, fe)
 		if err != nil {
 			return nil, err
 		}
 		// A flagged memory is kept out of context; a document is rendered
 		// whole into every prompt, so in Flag mode too a document the guard
 		// objects to is refused rather than stored with a flag nobody reads.
-		if len(c.flags) > 0 {
+		if len(c.Flags) > 0 {
 			fe.Add("content", "rejected by the injection guard: looks like a prompt injection (a profile or constraints document is always rendered into the prompt)")
 			return nil, fe.Err()
 		}
-		content = c.text
+		content = c.Text
 	}
 	var out *Document
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -156,11 +156,11 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 // new agent id. The caller holds the owner's lock: no concurrent write
 // can create a document between the count and its insert.
 func (s *longTerm) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
-	n, err := (*reader)(s).countOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
+	n, err := core.CountOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
 	if err != nil {
 		return err
 	}
-	return core.OverQuota(QuotaDocumentsPerOwner, s.policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
+	return core.OverQuota(QuotaDocumentsPerOwner, s.core.Policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
 		"nothing was written; write the documents of the agents the owner has (or the shared one, agent empty), or raise the limit")
 }
 
@@ -196,7 +196,7 @@ func (s *longTerm) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, 
 // changelog still reads on its own; GetDocument of a pruned version is
 // ErrNotFound.
 func (s *longTerm) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error {
-	oldestKept := d.Version - int64(s.policy.Limits.MaxDocumentVersions) + 1
+	oldestKept := d.Version - int64(s.core.Policy.Limits.MaxDocumentVersions) + 1
 	if oldestKept <= 1 {
 		return nil
 	}
@@ -241,7 +241,7 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	if before > 0 {
 		where += ` AND id < ` + a.Add(before)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
+	rows, err := s.core.Pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
 		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
 		return nil, core.DBErr("reading the changelog", err)
@@ -305,7 +305,7 @@ func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underO
 			return scan(tx)
 		})
 	} else {
-		err = scan(s.pool)
+		err = scan(s.core.Pool)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
@@ -339,7 +339,7 @@ func (s *longTerm) contextDocuments(ctx context.Context, req ContextRequest) (co
 	}
 	get := func(kind DocumentKind, v int64) (*Document, error) {
 		if v < 0 {
-			return s.currentDocument(ctx, s.pool, req.Owner, agent, kind, "")
+			return s.currentDocument(ctx, s.core.Pool, req.Owner, agent, kind, "")
 		}
 		return s.documentAt(ctx, req.Owner, agent, kind, v)
 	}

@@ -70,7 +70,7 @@ func (s *longTerm) settleEpisode(ctx context.Context, owner, id string, end bool
 // LLM call; commitEpisode decides for good under the lock.
 func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodePlan, error) {
 	plan := &episodePlan{}
-	e, err := scanEpisode(s.pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
+	e, err := scanEpisode(s.core.Pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
 		WHERE e.owner_id = $1 AND e.session_id = $2`, owner, id))
 	switch {
 	case err == nil:
@@ -82,7 +82,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	var turns int
 	var agent string
 	var first, last *time.Time
-	err = s.pool.QueryRow(ctx, `SELECT c.agent_id, c.message_count, count(g.seq) FILTER (WHERE g.role = 'user'), min(g.created_at), max(g.created_at)
+	err = s.core.Pool.QueryRow(ctx, `SELECT c.agent_id, c.message_count, count(g.seq) FILTER (WHERE g.role = 'user'), min(g.created_at), max(g.created_at)
 		FROM `+s.sql.sessions+` AS c LEFT JOIN `+s.sql.messages+` AS g ON g.owner_id = c.owner_id AND g.session_id = c.id
 		WHERE c.owner_id = $1 AND c.id = $2 GROUP BY c.agent_id, c.message_count`, owner, id).Scan(&agent, &plan.messages, &turns, &first, &last)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -94,7 +94,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	if turns < MinEpisodeUserTurns {
 		return plan, nil
 	}
-	if err := s.checkEpisodeQuota(ctx, s.pool, owner); err != nil {
+	if err := s.checkEpisodeQuota(ctx, s.core.Pool, owner); err != nil {
 		return nil, err
 	}
 	summary, method, err := s.summarizeSession(ctx, owner, id)
@@ -109,7 +109,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 
 // summarizeSession summarizes the newest messages of a session (LLM, else extractive).
 func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
-	msgs, err := (*conversations)(s).lastMessages(ctx, s.pool, owner, id, maxEpisodeMessages)
+	msgs, err := (*conversations)(s).lastMessages(ctx, s.core.Pool, owner, id, maxEpisodeMessages)
 	if err != nil {
 		return "", "", err
 	}
@@ -125,11 +125,11 @@ func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (stri
 // checkEpisodeQuota refuses one more episode of an owner at
 // limits.maxEpisodesPerOwner.
 func (s *longTerm) checkEpisodeQuota(ctx context.Context, q core.Querier, owner string) error {
-	n, err := (*reader)(s).countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
+	n, err := core.CountOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
 	if err != nil {
 		return err
 	}
-	return core.OverQuota(QuotaEpisodesPerOwner, s.policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
+	return core.OverQuota(QuotaEpisodesPerOwner, s.core.Policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
 		"nothing was written; raise the limit, or erase the owner's data, to record more episodes")
 }
 

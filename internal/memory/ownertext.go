@@ -29,7 +29,7 @@ func ownerLexeme(ph string) string {
 // the owner for `m.tsv @@ q` to reject.
 func (s *reader) ownerTextQuery(ph, q string) string {
 	owners := ownerLexeme(ph)
-	if s.policy.HasGlobal() {
+	if s.core.Policy.HasGlobal() {
 		owners = `(` + owners + ` || ` + ownerLexeme(`'`+GlobalOwner+`'`) + `)`
 	}
 	return `CASE WHEN numnode(` + q + `) = 0 THEN ` + q + ` ELSE ` + q + ` && ` + owners + ` END`

@@ -34,7 +34,7 @@ func seedInterleaved(t *testing.T, f *fixture, rng *rand.Rand, owners, perOwner,
 			rows = append(rows, []any{r.id, r.owner, "agent", r.category, fmt.Sprintf("memory %d of %s", i, r.owner), pgv.NewVector(r.vec)})
 		}
 	}
-	n, err := f.store.pool.CopyFrom(ctx(t), pgx.Identifier{f.store.schema, "memories"},
+	n, err := f.store.core.Pool.CopyFrom(ctx(t), pgx.Identifier{f.store.core.Schema, "memories"},
 		[]string{"id", "owner_id", "source", "category", "content", "embedding"}, pgx.CopyFromRows(rows))
 	if err != nil || n != int64(len(rows)) {
 		t.Fatalf("COPY: %d rows, %v", n, err)
@@ -85,7 +85,7 @@ func hasOwnerVectorsIndex(t *testing.T, f *fixture) bool {
 	t.Helper()
 	var n int
 	err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`,
-		f.store.schema, ownerVectorsIndex).Scan(&n)
+		f.store.core.Schema, ownerVectorsIndex).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 package memory
 
 // The engine's behaviour is split by idea. *Store is the façade: the
-// exported methods the service, the jobs and the tests call, and the two
-// helpers every part uses (inTx, lockOwner). The unexported
-// behaviour lives on one type per idea, each defined as Store, so all share
-// the Store's state and converting between them is free:
+// exported methods the service, the jobs and the tests call. The state
+// every part shares is core.State (s.core: pool, policy, model clients,
+// redactor, byte cap; inTx and lockOwner run on it), so a part moved to a
+// package of its own holds the same pointer. The unexported behaviour
+// still here lives on one type per idea, each defined as Store, so all
+// share the Store's fields and converting between them is free:
 //
 //	writer         the core write path: prepare, dedup, the owner's transaction,
 //	               merge, arbitration, eviction (add.go, addtx.go, merge.go, …)

@@ -51,9 +51,9 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
-	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
-	k := fe.TopK(&s.policy, req.TopK)
-	fe.Categories(&s.policy, req.Categories)
+	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
+	k := fe.TopK(&s.core.Policy, req.TopK)
+	fe.Categories(&s.core.Policy, req.Categories)
 	fe.Finite("minScore", req.MinScore)
 	mode := req.Mode
 	switch mode {
@@ -68,10 +68,10 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	}
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
-	req.Query = s.redactor.Redacted(req.Query)
+	req.Query = s.core.Redactor.Redacted(req.Query)
 	var vec []float32
 	if mode != SearchText {
-		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
+		vecs, err := s.core.Embedder.Embed(ctx, []string{req.Query})
 		if err != nil {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
@@ -131,7 +131,7 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 		from += `, (` + s.textQueries(a, req) + `) AS q`
 		ts = `CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END`
 	}
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	switch mode {
 	case SearchVector:
 		ts = `0::float8`
@@ -202,7 +202,7 @@ func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 // candidates may qualify: a wider set is tried (vectorCandidates), then the
 // one-phase query answers. Hybrid search has its own attempts (hybridAttempts).
 func (s *reader) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
-	return s.searchIn(ctx, s.pool, mode, req, vec, k)
+	return s.searchIn(ctx, s.core.Pool, mode, req, vec, k)
 }
 
 // searchIn is searchSQL on db (tests compare two paths in one transaction,
@@ -235,7 +235,7 @@ func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode,
 		return nil, 0, core.DBErr("searching", err)
 	}
 	defer rows.Close()
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	hits := []SearchHit{}
 	candidates := 0
 	for rows.Next() {

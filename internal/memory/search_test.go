@@ -156,7 +156,7 @@ func TestHybridUsesPolicyWeights(t *testing.T) {
 	}
 	p := DefaultPolicy()
 	p.Search.VectorWeight, p.Search.TextWeight, p.Search.DecayWeight = 0.1, 0, 0.9
-	weighted, err := New(Config{Pool: f.store.pool, Schema: f.store.schema, Policy: p, Embedder: f.store.embedder})
+	weighted, err := New(Config{Pool: f.store.core.Pool, Schema: f.store.core.Schema, Policy: p, Embedder: f.store.core.Embedder})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +228,11 @@ func TestSmallOwnersInLargeTenant(t *testing.T) {
 		vecs["tiny"] = append(vecs["tiny"], v)
 		rows = append(rows, []any{core.NewID(), "tiny", "agent", "preference", fmt.Sprintf("tiny memory %d", i), pgv.NewVector(v)})
 	}
-	conn, err := f.store.pool.Acquire(ctx(t))
+	conn, err := f.store.core.Pool.Acquire(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := conn.Conn().CopyFrom(ctx(t), pgx.Identifier{f.store.schema, "memories"},
+	n, err := conn.Conn().CopyFrom(ctx(t), pgx.Identifier{f.store.core.Schema, "memories"},
 		[]string{"id", "owner_id", "source", "category", "content", "embedding"}, pgx.CopyFromRows(rows))
 	conn.Release()
 	if err != nil || n != int64(len(rows)) {
