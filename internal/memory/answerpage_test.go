@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
@@ -241,9 +242,9 @@ func TestOtherPagesBoundedByByteCap(t *testing.T) {
 	}
 	// A fixed time (Citus refuses now() beside a column in an UPDATE).
 	f.x(`UPDATE ` + f.store.sql.sessions + ` SET last_active_at = to_timestamp(1767225600 - substr(id, 2)::int)`)
-	wantKeys(t, "sessions", readPages(t, "sessions", capBytes, maxSessionPage, func(c Session) string { return c.ID },
+	wantKeys(t, "sessions", readPages(t, "sessions", capBytes, conversation.MaxSessionPage, func(c Session) string { return c.ID },
 		func(cursor string) ([]Session, PageBounds, error) {
-			p, err := f.store.ListSessions(ctx(t), ListSessionsRequest{Owner: "ann", Limit: maxSessionPage, Cursor: cursor, MaxBytes: capBytes})
+			p, err := f.store.ListSessions(ctx(t), ListSessionsRequest{Owner: "ann", Limit: conversation.MaxSessionPage, Cursor: cursor, MaxBytes: capBytes})
 			if err != nil {
 				return nil, PageBounds{}, err
 			}

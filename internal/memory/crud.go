@@ -372,9 +372,11 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
 			return core.DBErr("erasing the owner's access statistics", err)
 		}
-		if err := (*conversations)(s).eraseConversations(ctx, tx, owner, res); err != nil {
+		erased, err := s.conv.EraseOwner(ctx, tx, owner)
+		if err != nil {
 			return err
 		}
+		res.Sessions, res.Messages, res.Summaries = erased.Sessions, erased.Messages, erased.Summaries
 		if err := (*longTerm)(s).eraseLongTerm(ctx, tx, owner, res); err != nil {
 			return err
 		}

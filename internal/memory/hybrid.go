@@ -128,7 +128,7 @@ func (r hybridResult) exact(k, n int) bool {
 // with a growing candidate set while the bound cannot prove the result
 // exact, then the one-phase query. It also returns which query answered: 0
 // and 1 the owner-local attempts, hybridAttempts the one-phase query.
-func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchRequest, vec []float32, k int) ([]SearchHit, int, error) {
+func (s *reader) hybridAttempts(ctx context.Context, db core.RowsQuerier, req SearchRequest, vec []float32, k int) ([]SearchHit, int, error) {
 	n := hybridFirstCandidates(k)
 	for attempt := range hybridAttempts {
 		r, err := s.runHybrid(ctx, db, s.hybridSQL(req, vec, k, n))
@@ -148,7 +148,7 @@ func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchR
 }
 
 // runHybrid runs one owner-local attempt.
-func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (hybridResult, error) {
+func (s *reader) runHybrid(ctx context.Context, db core.RowsQuerier, q searchQuery) (hybridResult, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return hybridResult{}, core.DBErr("searching", err)

@@ -20,7 +20,7 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 	}
 	run := map[string]func(context.Context, JobOptions, *JobResult) error{
 		OpDecay: (*maintenance)(s).decay, OpExpire: (*maintenance)(s).expire, OpPurge: (*maintenance)(s).purge, OpCompact: (*maintenance)(s).compact,
-		OpSummarize: (*conversations)(s).summarizeSessions, OpSessions: (*conversations)(s).expireSessions,
+		OpSummarize: s.conv.SummarizeSessions, OpSessions: (*maintenance)(s).sessions,
 	}[op]
 	if run == nil {
 		return nil, core.Invalid("operation", "%q must be one of %s", op, strings.Join(Operations, ", "))
@@ -33,6 +33,15 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 		return res, fmt.Errorf("%s: %w", op, err)
 	}
 	return res, nil
+}
+
+// sessions is the sessions operation: idle sessions get their episode
+// (long-term memory) before conversation memory archives or deletes them.
+func (s *maintenance) sessions(ctx context.Context, opts JobOptions, res *JobResult) error {
+	if err := (*longTerm)(s).idleEpisodes(ctx, opts); err != nil {
+		return err
+	}
+	return s.conv.ExpireSessions(ctx, opts, res)
 }
 
 // decay forgets (soft-deletes) active memories whose decay score is below

@@ -288,7 +288,7 @@ func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*
 // in a transaction under the owner's lock.
 func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, owner, sessionID)
+	fe.SessionKey(owner, sessionID)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
@@ -314,6 +314,12 @@ func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underO
 		return nil, core.DBErr("reading the session's snapshot", err)
 	}
 	return snap, nil
+}
+
+// PinnedVersionsSQL is the select list of the profile and constraints
+// versions a new session pins (conversation.DocumentVersions).
+func (s *longTerm) PinnedVersionsSQL(owner, agent string) string {
+	return s.docVersionSQL(owner, agent, DocProfile) + `, ` + s.docVersionSQL(owner, agent, DocConstraints)
 }
 
 // docVersionSQL is the current version of a document (0 = none), for the

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
@@ -103,22 +104,22 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	}
 	plan.episode = &Episode{ID: core.NewID(), Owner: owner, SessionID: id, Agent: agent, Summary: summary, Method: method,
 		UserTurns: turns, StartedAt: first.UTC(), EndedAt: last.UTC()}
-	plan.vec = (*conversations)(s).embedSummary(ctx, summary)
+	plan.vec = s.conv.EmbedSummary(ctx, summary)
 	return plan, nil
 }
 
 // summarizeSession summarizes the newest messages of a session (LLM, else extractive).
 func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
-	msgs, err := (*conversations)(s).lastMessages(ctx, s.core.Pool, owner, id, maxEpisodeMessages)
+	msgs, err := s.conv.LastMessages(ctx, s.core.Pool, owner, id, maxEpisodeMessages)
 	if err != nil {
 		return "", "", err
 	}
 	lines := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		lines = append(lines, (*conversations)(s).summaryLine(m))
+		lines = append(lines, s.conv.SummaryLine(m))
 	}
 	input, _ := newestWithin(lines)
-	summary, method := (*conversations)(s).summarize(ctx, strings.Split(input, "\n"))
+	summary, method := s.conv.Summarize(ctx, strings.Split(input, "\n"))
 	return summary, method, nil
 }
 
@@ -143,7 +144,7 @@ func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *ep
 		if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		sess, err := (*conversations)(s).getSession(ctx, tx, owner, id, " FOR UPDATE")
+		sess, err := s.conv.LockSession(ctx, tx, owner, id)
 		if err != nil {
 			return err
 		}
@@ -158,8 +159,8 @@ func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *ep
 		if !end {
 			return nil
 		}
-		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
-			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
+		out.session, err = conversation.ScanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
+			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+conversation.SessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
 		out.endedAt = out.endedAt.UTC()
 		return core.DBErr("ending the session", err)
 	})

@@ -101,7 +101,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 // ended, the episode is written, the watermark unchanged).
 func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
+	fe.SessionKey(req.Owner, req.SessionID)
 	fe.Source(req.Source)
 	if err := fe.Err(); err != nil {
 		return nil, err

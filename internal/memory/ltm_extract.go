@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
@@ -105,7 +106,7 @@ func (s *longTerm) extractCategories(src Source) string {
 // ErrUpstream (the model failed; nothing written).
 func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (*SessionExtractResult, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
+	fe.SessionKey(req.Owner, req.SessionID)
 	src := fe.Source(req.Source)
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -121,7 +122,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 		return nil, ErrNoLLM
 	}
 	res := &SessionExtractResult{SessionID: req.SessionID, Watermark: watermark, Facts: []ExtractedFact{}, EffectiveSource: src}
-	msgs, err := (*conversations)(s).queryMessages(ctx, s.core.Pool, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+	msgs, err := s.conv.QueryMessages(ctx, s.core.Pool, `SELECT `+conversation.MessageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq > $3 ORDER BY g.seq DESC LIMIT $4`,
 		req.Owner, req.SessionID, watermark, maxExtractReadMessages)
 	if err != nil || len(msgs) == 0 {
@@ -179,7 +180,7 @@ func effectiveSource(asked Source, msgs []ConversationMessage) Source {
 // extractState reads the session and its watermark.
 func (s *longTerm) extractState(ctx context.Context, owner, id string) (*Session, int64, error) {
 	var wm int64
-	c, err := scanSession(s.core.Pool.QueryRow(ctx, `SELECT `+sessionColumns+`, c.extracted_through FROM `+s.sql.sessions+` AS c
+	c, err := conversation.ScanSession(s.core.Pool.QueryRow(ctx, `SELECT `+conversation.SessionColumns+`, c.extracted_through FROM `+s.sql.sessions+` AS c
 		WHERE c.owner_id = $1 AND c.id = $2`, owner, id), &wm)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, fmt.Errorf("session %q: %w", id, ErrNotFound)

@@ -4,14 +4,15 @@ package memory
 // exported methods the service, the jobs and the tests call. The state
 // every part shares is core.State (s.core: pool, policy, model clients,
 // redactor, byte cap; inTx and lockOwner run on it), so a part moved to a
-// package of its own holds the same pointer. The unexported behaviour
-// still here lives on one type per idea, each defined as Store, so all
-// share the Store's fields and converting between them is free:
+// package of its own holds the same pointer: conversation memory is
+// conversation.Store (s.conv, internal/memory/conversation). The
+// unexported behaviour still here lives on one type per idea, each defined
+// as Store, so all share the Store's fields and converting between them is
+// free:
 //
 //	writer         the core write path: prepare, dedup, the owner's transaction,
 //	               merge, arbitration, eviction (add.go, addtx.go, merge.go, …)
 //	reader         search, context, lists and pages, the byte cap (search.go, crud.go, …)
-//	conversations  conversation memory (conversation_*.go)
 //	longTerm       documents, episodes, global memories, session extraction (ltm_*.go)
 //	maintenance    the maintenance runs and their lease (jobs.go, compactrun.go, …)
 //
@@ -19,9 +20,8 @@ package memory
 // (*writer)(s).writeInTx(...): each part's dependencies on the others are
 // visible at the call site, and are what a package of its own would import.
 type (
-	writer        Store
-	reader        Store
-	conversations Store
-	longTerm      Store
-	maintenance   Store
+	writer      Store
+	reader      Store
+	longTerm    Store
+	maintenance Store
 )

@@ -207,7 +207,7 @@ func (s *reader) searchSQL(ctx context.Context, mode SearchMode, req SearchReque
 
 // searchIn is searchSQL on db (tests compare two paths in one transaction,
 // where now() and so the decay scores are the same).
-func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+func (s *reader) searchIn(ctx context.Context, db core.RowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
 		hits, _, err := s.hybridAttempts(ctx, db, req, vec, k)
 		return hits, err
@@ -229,7 +229,7 @@ func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, 
 
 // runSearch runs a built search and scores its rows; it also returns the
 // candidate count of a two-phase query.
-func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
+func (s *reader) runSearch(ctx context.Context, db core.RowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, 0, core.DBErr("searching", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
@@ -81,7 +82,9 @@ type Store struct {
 	// core is the state every part of the engine shares (the pool, the
 	// policy, the model clients, the redactor, the byte cap): the parts in
 	// packages of their own (conversation) hold the same pointer.
-	core   *core.State
+	core *core.State
+	// conv is conversation memory (internal/memory/conversation), over core.
+	conv   *conversation.Store
 	access *accessRecorder
 	sql    queries
 	// halfLives are the categories' half-lives in seconds, as SQL array
@@ -126,6 +129,7 @@ func New(cfg Config) (*Store, error) {
 		s.decayNames = append(s.decayNames, c.Name)
 		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
 	}
+	s.conv = conversation.New(s.core, (*longTerm)(s))
 	s.access = newAccessRecorder(s)
 	return s, nil
 }

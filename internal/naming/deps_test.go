@@ -71,3 +71,28 @@ func TestEngineImportRule(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineFacadeIsTheDoor pins the other side of engineIdeas: outside
+// internal/memory, code (tests included) imports the engine through its
+// façade internal/memory only, never a part (core, conversation, the
+// leaves), so a part can be cut or renamed without touching the service,
+// the jobs or the operator.
+func TestEngineFacadeIsTheDoor(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "../../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const engine = "github.com/engram-dev/engram/internal/memory"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == engine || strings.HasPrefix(fields[0], engine+"/") {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, engine+"/") {
+				t.Errorf("%s imports %s; outside the engine, import its façade %s", fields[0], imp, engine)
+			}
+		}
+	}
+}
