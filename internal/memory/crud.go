@@ -377,9 +377,11 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 			return err
 		}
 		res.Sessions, res.Messages, res.Summaries = erased.Sessions, erased.Messages, erased.Summaries
-		if err := (*longTerm)(s).eraseLongTerm(ctx, tx, owner, res); err != nil {
+		lt, err := s.lt.EraseOwner(ctx, tx, owner)
+		if err != nil {
 			return err
 		}
+		res.Episodes, res.Documents, res.Changelog = lt.Episodes, lt.Documents, lt.Changelog
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
 			return core.DBErr("erasing the owner's compaction state", err)
 		}

@@ -38,7 +38,7 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 // sessions is the sessions operation: idle sessions get their episode
 // (long-term memory) before conversation memory archives or deletes them.
 func (s *maintenance) sessions(ctx context.Context, opts JobOptions, res *JobResult) error {
-	if err := (*longTerm)(s).idleEpisodes(ctx, opts); err != nil {
+	if err := s.lt.IdleEpisodes(ctx, opts); err != nil {
 		return err
 	}
 	return s.conv.ExpireSessions(ctx, opts, res)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,31 +44,6 @@ func (s *longTerm) extractLine(m ConversationMessage) string {
 	}
 	role := strings.ToUpper(string(m.Role))
 	return role + ": " + textguard.PromptText(s.core.Redactor.Redacted(m.Content))
-}
-
-// newestWithin joins lines, keeping the newest that fit within
-// maxExtractPromptChars characters (the oldest kept line may lose its beginning); it reports
-// whether anything was left out.
-func newestWithin(lines []string) (string, bool) {
-	var kept []string
-	left := maxExtractPromptChars
-	truncated := false
-	for i := len(lines) - 1; i >= 0; i-- {
-		n := utf8.RuneCountInString(lines[i]) + 1
-		if n <= left {
-			kept = append(kept, lines[i])
-			left -= n
-			continue
-		}
-		truncated = true
-		if left > 4 {
-			r := []rune(lines[i])
-			kept = append(kept, "..."+string(r[len(r)-(left-4):]))
-		}
-		break
-	}
-	slices.Reverse(kept)
-	return strings.Join(kept, "\n"), truncated
 }
 
 // extractCategories lists the categories source may write, with their
@@ -138,7 +112,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 			lines = append(lines, l)
 		}
 	}
-	conv, truncated := newestWithin(lines)
+	conv, truncated := core.NewestWithin(lines, maxExtractPromptChars)
 	res.Truncated = truncated
 	var prepared []*preparedAdd
 	if conv != "" {

@@ -12,7 +12,7 @@ import (
 
 // The mutation history of a memory (memory_history): every add, update,
 // merge, supersede, delete and eviction, read back page by page. Not the
-// message history of a conversation (SearchHistory, conversation_explore.go).
+// message history of a conversation (SearchHistory, conversation/explore.go).
 
 const (
 	defaultHistoryPage = 100

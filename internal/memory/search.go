@@ -9,10 +9,6 @@ import (
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
-// textSearchConfig is the PostgreSQL text search configuration of the
-// generated tsv column (migration 1) and of queries.
-const textSearchConfig = "english"
-
 // notFlagged is the filter (on alias m) that leaves out memories the
 // injection guard flagged: context never renders them, and agent-facing
 // search and list results leave them out on request.

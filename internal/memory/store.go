@@ -16,6 +16,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/longterm"
 )
 
 // Config is what a Store needs.
@@ -84,7 +85,10 @@ type Store struct {
 	// packages of their own (conversation) hold the same pointer.
 	core *core.State
 	// conv is conversation memory (internal/memory/conversation), over core.
-	conv   *conversation.Store
+	conv *conversation.Store
+	// lt is long-term memory's documents and episodes
+	// (internal/memory/longterm), over core and conv.
+	lt     *longterm.Store
 	access *accessRecorder
 	sql    queries
 	// halfLives are the categories' half-lives in seconds, as SQL array
@@ -129,7 +133,9 @@ func New(cfg Config) (*Store, error) {
 		s.decayNames = append(s.decayNames, c.Name)
 		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
 	}
-	s.conv = conversation.New(s.core, (*longTerm)(s))
+	// Conversation memory first: long-term memory summarizes its sessions.
+	s.conv = conversation.New(s.core, longterm.Pins(s.core))
+	s.lt = longterm.New(s.core, s.conv)
 	s.access = newAccessRecorder(s)
 	return s, nil
 }

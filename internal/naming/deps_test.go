@@ -42,12 +42,18 @@ func TestDependencyRule(t *testing.T) {
 
 // engineIdeas are the packages of the memory engine's ideas, each with the
 // Engram packages it may import: the core imports only the leaves; the
-// ideas import the core (and the leaves), never the façade internal/memory
-// nor each other, so the façade is the one place they meet
-// (docs/architecture.md, "Inside internal/memory").
+// ideas import the core (and the leaves), never the façade internal/memory;
+// conversation memory imports no other idea, and long-term memory only
+// conversation memory (its episodes summarize sessions), so the façade is
+// where they are put together (docs/architecture.md, "Inside
+// internal/memory").
 var engineIdeas = map[string][]string{
 	"../memory/core":         engineLeaves,
 	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
+	"../memory/longterm":     append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
+	// Tests' state of a provisioned tenant, for the ideas' own tests;
+	// imported by tests only.
+	"../memory/core/coretest": append([]string{"../memory/core", "../tenant", "../testenv", "../naming"}, engineLeaves...),
 	// Tests' checks of conversation memory, shared by its package and the
 	// façade's tests; imported by tests only.
 	"../memory/conversation/convtest": append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),

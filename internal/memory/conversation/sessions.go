@@ -221,19 +221,9 @@ type Erased struct{ Sessions, Messages, Summaries int64 }
 // transaction), counting each.
 func (s *Store) EraseOwner(ctx context.Context, tx pgx.Tx, owner string) (Erased, error) {
 	var res Erased
-	for _, step := range []struct {
-		table, what string
-		count       *int64
-	}{
-		{s.sql.messages, "messages", &res.Messages},
-		{s.sql.summaries, "summaries", &res.Summaries},
-		{s.sql.sessions, "sessions", &res.Sessions},
-	} {
-		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
-		if err != nil {
-			return Erased{}, core.DBErr("erasing "+step.what, err)
-		}
-		*step.count = tag.RowsAffected()
-	}
-	return res, nil
+	err := core.EraseOwnerRows(ctx, tx, owner,
+		core.OwnerRows{Table: s.sql.messages, What: "messages", Count: &res.Messages},
+		core.OwnerRows{Table: s.sql.summaries, What: "summaries", Count: &res.Summaries},
+		core.OwnerRows{Table: s.sql.sessions, What: "sessions", Count: &res.Sessions})
+	return res, err
 }

@@ -4,19 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engram-dev/engram/internal/memory/core"
-	"github.com/engram-dev/engram/internal/memory/modelapi"
-	"github.com/engram-dev/engram/internal/memory/pg"
+	"github.com/engram-dev/engram/internal/memory/core/coretest"
 	"github.com/engram-dev/engram/internal/memory/policy"
-	"github.com/engram-dev/engram/internal/memory/textguard"
-	"github.com/engram-dev/engram/internal/tenant"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // noDocuments pins no profile or constraints version: this package's tests
@@ -27,40 +22,11 @@ func (noDocuments) PinnedVersionsSQL(owner, agent string) string {
 	return fmt.Sprintf(`0 * length(%s::text)::bigint, 0 * length(%s::text)::bigint`, owner, agent)
 }
 
-// newTestStore provisions a tenant on a fresh database (internal/tenant,
-// the code the operator runs) and returns a conversation Store over a
-// core.State of its login role: no façade in between.
+// newTestStore is a conversation Store over a provisioned tenant's state
+// (coretest.NewState): no façade in between.
 func newTestStore(t *testing.T) *Store {
 	t.Helper()
-	ctx := context.Background()
-	dbURL := testenv.NewDatabase(t)
-	admin := testenv.NewPool(t, dbURL, 2)
-	schema := fmt.Sprintf("engram_conv_%d", time.Now().UnixNano()%1e9)
-	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test-" + schema, Name: schema}
-	emb, err := modelapi.NewBuiltinEmbedder(384)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: emb.Dimensions(), Owner: owner})
-	if err != nil {
-		t.Fatalf("provisioning: %v", err)
-	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
-	pool, err := pg.NewPool(ctx, testenv.WithUser(dbURL, res.LoginRole, res.Password), 4, pg.SessionSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	red, err := textguard.NewRedactor(true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := policy.DefaultPolicy()
-	pol.Conversation = pol.Conversation.Resolved()
-	pol.Limits = pol.Limits.WithQuotaDefaults()
-	st := &core.State{Pool: pool, Schema: schema, Policy: pol, Embedder: emb, LLMTimeout: 2 * time.Second,
-		Log: slog.New(slog.DiscardHandler), Redactor: red, MaxBytes: 1 << 20}
-	return New(st, noDocuments{})
+	return New(coretest.NewState(t), noDocuments{})
 }
 
 // TestConversationStoreStandsOnCore: conversation memory runs over the

@@ -1,4 +1,4 @@
-package memory
+package longterm
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func scanEpisode(row pgx.Row, extra ...any) (Episode, error) {
 	return e, nil
 }
 
-// idleEpisodes writes the episodes of sessions that went idle (no message
+// IdleEpisodes writes the episodes of sessions that went idle (no message
 // for conversation.archiveAfter, else sessionIdleTTL) before the sessions
 // job archives or deletes them; at most maxIdleEpisodesPerRun a run. res
 // is not changed: the job's counts stay those of sessions archived and deleted.
-func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
+func (s *Store) IdleEpisodes(ctx context.Context, opts core.JobOptions) error {
 	c := s.core.Policy.Conversation
 	idle := c.ArchiveAfter
 	if idle == 0 || (c.SessionIdleTTL > 0 && c.SessionIdleTTL < idle) {
@@ -75,54 +75,19 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		return core.DBErr("finding idle sessions without an episode", err)
 	}
 	for _, k := range keys {
-		_, err := s.settleEpisode(ctx, k.owner, k.id, false)
-		var qe *QuotaError
+		_, err := s.SettleEpisode(ctx, k.owner, k.id, false)
+		var qe *core.QuotaError
 		if errors.As(err, &qe) {
 			// The owner is at limits.maxEpisodesPerOwner: the session stays
 			// without an episode (and is archived or deleted as usual).
 			s.core.Log.Warn("not writing the episode of an idle session: the owner is at its quota", "quota", qe.Quota, "limit", qe.Limit)
 			continue
 		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
 			return fmt.Errorf("writing the episode of an idle session: %w", err)
 		}
 	}
 	return nil
-}
-
-// EndSession ends a session: archives it and records its end time (once;
-// ending an ended session only retries what is missing), writes its
-// episode when it has at least MinEpisodeUserTurns user messages, and
-// extracts facts when conversation.extractOnEnd is on and an LLM exists.
-// The episode and the archiving are one transaction: an owner at
-// limits.maxEpisodesPerOwner gets a *QuotaError and nothing is written
-// (the session stays open, no extraction runs). Errors: ValidationError;
-// ErrNotFound; *QuotaError; ErrUpstream from extraction (the session stays
-// ended, the episode is written, the watermark unchanged).
-func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
-	fe := &core.FieldErrors{}
-	fe.SessionKey(req.Owner, req.SessionID)
-	fe.Source(req.Source)
-	if err := fe.Err(); err != nil {
-		return nil, err
-	}
-	out, err := (*longTerm)(s).settleEpisode(ctx, req.Owner, req.SessionID, true)
-	if err != nil {
-		return nil, err
-	}
-	res := &EndSessionResult{Session: out.session, EndedAt: out.endedAt, Episode: out.episode}
-	switch {
-	case !s.core.Policy.Conversation.ExtractOnEnd:
-		res.ExtractionSkipped = "policy"
-	case s.core.LLM == nil:
-		res.ExtractionSkipped = "no-llm"
-	default:
-		res.Extraction, err = s.ExtractSession(ctx, SessionExtractRequest(req))
-		if err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
 }
 
 // SearchEpisodes ranks an owner's episodes by hybrid score with recency
@@ -140,12 +105,12 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	hits, err := (*longTerm)(s).searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
+	hits, err := s.RelevantEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
 	if err != nil {
 		return nil, err
 	}
 	res := &EpisodeSearchResult{Results: []EpisodeHit{}}
-	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
+	n := core.FitRanked(core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), res), hits)
 	res.Results = hits[:n]
 	if n < len(hits) {
 		res.Truncated, res.Omitted = true, len(hits)-n
@@ -153,7 +118,7 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	return res, nil
 }
 
-func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
+func (s *Store) RelevantEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
 	a := &core.Args{}
 	where := `e.owner_id = ` + a.Add(owner)
 	if agent != "" {
@@ -167,7 +132,7 @@ func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query strin
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
 		vs = `coalesce(1 - (e.embedding <=> ` + a.Add(pgv.NewVector(vecs[0])) + `), 0)`
-		from += `, (SELECT ` + orQuery(a.Add(query)) + `) AS q(q)`
+		from += `, (SELECT ` + core.OrQuery(a.Add(query)) + `) AS q(q)`
 		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
 	}
 	w := s.core.Policy.Search
