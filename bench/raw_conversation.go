@@ -13,7 +13,7 @@ import (
 )
 
 // rawConversation is the ceiling of conversation memory: the statements of
-// internal/memory (conversation_append.go, conversation_windowstore.go)
+// internal/memory/conversation (append.go, windowstore.go)
 // through pgx with nothing around them (no HTTP, JSON, validation,
 // redaction, guard, window assembly). When those change, change these too.
 type rawConversation struct {

@@ -134,7 +134,7 @@ func (a *accessRecorder) write(counts map[string]int) {
 	// deletes its row too, or this insert waits for the erase and finds
 	// nothing. It marks the row locked without clearing the page's
 	// all-visible bit.
-	_, err := a.s.pool.Exec(ctx, `WITH m AS (
+	_, err := a.s.core.Pool.Exec(ctx, `WITH m AS (
 			SELECT m.id, m.owner_id FROM `+a.s.sql.memories+` AS m WHERE m.id = ANY($1::uuid[]) ORDER BY m.id FOR KEY SHARE)
 		INSERT INTO `+a.s.sql.access+` AS a (memory_id, owner_id, access_count, last_accessed_at)
 		SELECT m.id, m.owner_id, c.n, now()
@@ -143,7 +143,7 @@ func (a *accessRecorder) write(counts map[string]int) {
 		ON CONFLICT (memory_id) DO UPDATE SET access_count = a.access_count + excluded.access_count,
 			last_accessed_at = excluded.last_accessed_at`, ids, ns)
 	if err != nil {
-		a.s.log.Warn("recording memory access statistics failed", "memories", len(ids), "error", err)
+		a.s.core.Log.Warn("recording memory access statistics failed", "memories", len(ids), "error", err)
 	}
 }
 

@@ -45,7 +45,7 @@ func TestNearestSplitMatchesOneScan(t *testing.T) {
 	split := (*writer)(f.store).nearestQuery(dims, false)
 	oneScan := legacyNearestSQL(f.store.sql.memories, (*maintenance)(f.store).purgeDueSQL((*maintenance)(f.store).purgeGuard()), false)
 	lookup := func(sql, owner, content string, vec []float32) string {
-		n, err := scanNeighbour(f.store.pool.QueryRow(ctx(t), sql, owner, pgv.NewVector(vec), content))
+		n, err := scanNeighbour(f.store.core.Pool.QueryRow(ctx(t), sql, owner, pgv.NewVector(vec), content))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestActiveIndexesHoldActiveRowsOnly(t *testing.T) {
 	}
 	var tuples float64
 	if err := f.admin.QueryRow(ctx(t), `SELECT reltuples FROM pg_class WHERE oid = $1::regclass`,
-		f.store.schema+"."+ownerVectorsIndex).Scan(&tuples); err != nil {
+		f.store.core.Schema+"."+ownerVectorsIndex).Scan(&tuples); err != nil {
 		t.Fatal(err)
 	}
 	if int64(tuples) != active {
@@ -107,7 +107,7 @@ func TestActiveIndexesHoldActiveRowsOnly(t *testing.T) {
 	} {
 		var pred string
 		if err := f.admin.QueryRow(ctx(t), `SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = $1::regclass`,
-			f.store.schema+"."+idx).Scan(&pred); err != nil {
+			f.store.core.Schema+"."+idx).Scan(&pred); err != nil {
 			t.Fatalf("%s: %v", idx, err)
 		}
 		if pred != want {
@@ -116,7 +116,7 @@ func TestActiveIndexesHoldActiveRowsOnly(t *testing.T) {
 	}
 	var old int
 	if err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM pg_indexes WHERE schemaname = $1
-		AND indexname IN ('memories_owner_vectors_idx', 'memories_tsv_idx')`, f.store.schema).Scan(&old); err != nil || old != 0 {
+		AND indexname IN ('memories_owner_vectors_idx', 'memories_tsv_idx')`, f.store.core.Schema).Scan(&old); err != nil || old != 0 {
 		t.Fatalf("%d indexes replaced by migration 12 are left (%v)", old, err)
 	}
 }

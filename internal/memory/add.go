@@ -192,7 +192,7 @@ func (s *Store) NearestQuery(dims int) string { return (*writer)(s).nearestQuery
 // (sent in the insert's round trip); *commit tells whether it did.
 func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
 	res := &AddResult{Redactions: p.redactions}
-	d := s.policy.Dedup
+	d := s.core.Policy.Dedup
 	if nb == nil || !nb.exact && nb.sim < d.ArbitrationThreshold {
 		if nb != nil {
 			res.Similarity = nb.sim
@@ -224,7 +224,7 @@ func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan 
 // category. A category the policy no longer has (renamed or removed) counts
 // as protected: what it held may have been a user's hard constraint.
 func (s *writer) protectedFor(category string, src Source) bool {
-	c, ok := s.policy.Category(category)
+	c, ok := s.core.Policy.Category(category)
 	return (!ok || c.Protected) && src != SourceUser
 }
 
@@ -233,7 +233,7 @@ func (s *writer) expirySeconds(category string, override *time.Duration) float64
 	if override != nil {
 		return override.Seconds()
 	}
-	c, _ := s.policy.Category(category)
+	c, _ := s.core.Policy.Category(category)
 	return time.Duration(c.TTL).Seconds()
 }
 
@@ -293,7 +293,7 @@ func (s *writer) insertCommit(ctx context.Context, tx core.DBTX, p *preparedAdd,
 		return nil, core.DBErr("inserting memory", err)
 	}
 	res.Action, res.Memory = ActionAdded, m
-	if res.Arbiter == "" && res.Similarity >= s.policy.Dedup.ArbitrationThreshold {
+	if res.Arbiter == "" && res.Similarity >= s.core.Policy.Dedup.ArbitrationThreshold {
 		res.Arbiter = "none"
 	}
 	return res, nil
@@ -324,8 +324,8 @@ func expiry(param string) string {
 // mergedCategory keeps the more important of two categories (pinned, then
 // priority) so a duplicate written into a lesser category never demotes a fact.
 func (s *writer) mergedCategory(existing, incoming string) string {
-	a, okA := s.policy.Category(existing)
-	b, okB := s.policy.Category(incoming)
+	a, okA := s.core.Policy.Category(existing)
+	b, okB := s.core.Policy.Category(incoming)
 	if !okA {
 		return incoming
 	}

@@ -157,7 +157,7 @@ func readAddIO(b *testing.B, f *fixture) addIO {
 	err := f.admin.QueryRow(ctx(b), `SELECT coalesce(s.idx_tup_fetch, 0), coalesce(io.heap_blks_hit, 0) + coalesce(io.heap_blks_read, 0),
 			(SELECT wal_bytes::bigint FROM pg_stat_wal)
 		FROM pg_stat_user_tables s JOIN pg_statio_user_tables io USING (relid)
-		WHERE s.schemaname = $1 AND s.relname = 'memories'`, f.store.schema).Scan(&io.fetches, &io.heapPages, &io.walBytes)
+		WHERE s.schemaname = $1 AND s.relname = 'memories'`, f.store.core.Schema).Scan(&io.fetches, &io.heapPages, &io.walBytes)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func addCPU(b *testing.B, f *fixture) cpuReading {
 	b.Helper()
 	var r cpuReading
 	var pids []int
-	rows, err := f.store.pool.Query(ctx(b), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND usename = current_user`)
+	rows, err := f.store.core.Pool.Query(ctx(b), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND usename = current_user`)
 	if err != nil {
 		b.Fatal(err)
 	}

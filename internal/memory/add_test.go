@@ -268,7 +268,7 @@ func TestArbitration(t *testing.T) {
 	const existing = "Alice drinks her coffee black every single morning before work at the office"
 	const incoming = "Alice drinks her coffee black every single morning before work at home"
 	probe := newFixture(t)
-	sim := cos(embedOne(t, probe.store.embedder, existing), embedOne(t, probe.store.embedder, incoming))
+	sim := cos(embedOne(t, probe.store.core.Embedder, existing), embedOne(t, probe.store.core.Embedder, incoming))
 	if sim < 0.85 || sim >= 0.95 {
 		t.Fatalf("test sentences have similarity %.3f, not in the arbitration band", sim)
 	}

@@ -42,7 +42,7 @@ type txHooks struct {
 // writeInTx is addInTx with hooks; ps may be empty (an extraction that
 // found no fact still moves its watermark).
 func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.core.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, core.DBErr("begin", err)
 	}

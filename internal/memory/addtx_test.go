@@ -81,7 +81,7 @@ func TestFailedAddRollsBack(t *testing.T) {
 	if err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+f.store.sql.history).Scan(&hist); err != nil || hist != 1 {
 		t.Fatalf("%d history rows (%v), want 1", hist, err)
 	}
-	conn, err := f.store.pool.Acquire(ctx(t))
+	conn, err := f.store.core.Pool.Acquire(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestFailedAddRollsBack(t *testing.T) {
 func TestOwnerLockWaitsAndSurvivesErase(t *testing.T) {
 	f := newFixture(t)
 	f.add(AddRequest{Owner: "held", Content: "the owner's first memory"})
-	tx, err := f.store.pool.Begin(ctx(t))
+	tx, err := f.store.core.Pool.Begin(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,16 +32,11 @@ func ValidMaxResponseBytes(n int) error {
 }
 
 // MaxResponseBytes is the byte cap of this store's answers.
-func (s *Store) MaxResponseBytes() int { return s.maxBytes }
+func (s *Store) MaxResponseBytes() int { return s.core.MaxBytes }
 
 // answerCap is the cap of one answer: the store's, or a smaller one a
 // caller asks for (the MCP tools, whose results carry the answer twice).
-func (s *reader) answerCap(asked int) int {
-	if asked <= 0 || asked > s.maxBytes {
-		return s.maxBytes
-	}
-	return asked
-}
+func (s *reader) answerCap(asked int) int { return s.core.AnswerCap(asked) }
 
 func memoryBound(m *Memory) int {
 	n := 2*core.ListFixedBound + core.TextBound(m.ID) + core.TextBound(m.Owner) + core.TextBound(m.Agent) + core.TextBound(m.Session) +
@@ -64,19 +59,6 @@ func (x SearchHit) JSONBound() int {
 }
 
 // JSONBound bounds the JSON of x as an item of an answer (core.Bounded).
-func (x ChangelogEntry) JSONBound() int {
-	return core.ListFixedBound + core.TextBound(x.Owner) + core.TextBound(x.Agent) + core.TextBound(string(x.Kind)) +
-		core.TextBound(string(x.Source)) + core.TextBound(x.ActorID) + core.TextBound(x.Before) + core.TextBound(x.After)
-}
-
-// JSONBound bounds the JSON of x as an item of an answer (core.Bounded).
 func (x OwnerSummary) JSONBound() int {
 	return core.ListFixedBound + core.TextBound(x.Owner)
-}
-
-// JSONBound bounds the JSON of x as an item of an answer (core.Bounded).
-func (x EpisodeHit) JSONBound() int {
-	e := &x.Episode
-	return 2*core.ListFixedBound + core.TextBound(e.ID) + core.TextBound(e.Owner) + core.TextBound(e.SessionID) + core.TextBound(e.Agent) +
-		core.TextBound(e.Summary) + core.TextBound(e.Method)
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/longterm"
 )
 
 // Issue 26's hostile review: answers outside the byte cap. The profile
@@ -122,15 +124,15 @@ func TestChangelogBoundedByByteCap(t *testing.T) {
 			return p.Items, p.PageBounds, nil
 		}
 	}
-	first, err := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "mallory", Limit: maxChangelogPage})
+	first, err := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "mallory", Limit: longterm.MaxChangelogPage})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !first.Truncated || first.NextCursor == "" {
 		t.Fatalf("a changelog page of %d entries (%d bytes) does not say truncated", len(first.Items), core.JSONSize(first))
 	}
-	wantKeys(t, "changelog", readPages(t, "changelog", 2*MaxDocumentBytes*6+4096, maxChangelogPage, key,
-		read(ChangelogRequest{Owner: "mallory", Limit: maxChangelogPage})), want)
+	wantKeys(t, "changelog", readPages(t, "changelog", 2*MaxDocumentBytes*6+4096, longterm.MaxChangelogPage, key,
+		read(ChangelogRequest{Owner: "mallory", Limit: longterm.MaxChangelogPage})), want)
 	bot2 := "bot2"
 	var want2 []string
 	for _, k := range want {
@@ -148,7 +150,7 @@ func TestChangelogBoundedByByteCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	small, err := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "nora", Limit: maxChangelogPage})
+	small, err := f.store.Changelog(ctx(t), ChangelogRequest{Owner: "nora", Limit: longterm.MaxChangelogPage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +243,9 @@ func TestOtherPagesBoundedByByteCap(t *testing.T) {
 	}
 	// A fixed time (Citus refuses now() beside a column in an UPDATE).
 	f.x(`UPDATE ` + f.store.sql.sessions + ` SET last_active_at = to_timestamp(1767225600 - substr(id, 2)::int)`)
-	wantKeys(t, "sessions", readPages(t, "sessions", capBytes, maxSessionPage, func(c Session) string { return c.ID },
+	wantKeys(t, "sessions", readPages(t, "sessions", capBytes, conversation.MaxSessionPage, func(c Session) string { return c.ID },
 		func(cursor string) ([]Session, PageBounds, error) {
-			p, err := f.store.ListSessions(ctx(t), ListSessionsRequest{Owner: "ann", Limit: maxSessionPage, Cursor: cursor, MaxBytes: capBytes})
+			p, err := f.store.ListSessions(ctx(t), ListSessionsRequest{Owner: "ann", Limit: conversation.MaxSessionPage, Cursor: cursor, MaxBytes: capBytes})
 			if err != nil {
 				return nil, PageBounds{}, err
 			}

@@ -20,7 +20,7 @@ import (
 // Then it checks that an add writes its history row as before.
 func TestCitusAddRunsOnTheTenantsWorker(t *testing.T) {
 	f := newFixture(t, func(s *fixtureSettings) { s.adminURL = testenv.NewCitusDatabase(t) })
-	p, err := tenant.SchemaPlacement(ctx(t), f.admin, f.store.schema)
+	p, err := tenant.SchemaPlacement(ctx(t), f.admin, f.store.core.Schema)
 	if err != nil || !p.Citus || p.Worker == "" {
 		t.Fatalf("the tenant is not a distributed schema: %+v, %v", p, err)
 	}

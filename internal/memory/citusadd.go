@@ -61,9 +61,9 @@ func (s *writer) hasWorkerAdd(ctx context.Context) (bool, error) {
 		return st == workerAddPresent, nil
 	}
 	var present bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc
+	if err := s.core.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc
 		WHERE pronamespace = to_regnamespace($1) AND proname = 'add_memory'), current_setting('lock_timeout')`,
-		pgx.Identifier{s.schema}.Sanitize()).Scan(&present, &s.workerAdd.lockTimeout); err != nil {
+		pgx.Identifier{s.core.Schema}.Sanitize()).Scan(&present, &s.workerAdd.lockTimeout); err != nil {
 		return false, core.DBErr("looking for add_memory", err)
 	}
 	state := int32(workerAddAbsent)
@@ -91,7 +91,7 @@ func (s *writer) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*ar
 	}
 	p := ps[0]
 	res := AddResult{Redactions: p.redactions}
-	m, err := scanMemory(s.pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), &res.ownerRows, &res.Similarity)
+	m, err := scanMemory(s.core.Pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), &res.ownerRows, &res.Similarity)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -106,7 +106,7 @@ func (s *writer) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*ar
 // worker: SELECT ... FROM f(...) with plain parameters, outside a
 // transaction block.
 func (s *writer) workerAddQuery() string {
-	return `SELECT * FROM ` + pgx.Identifier{s.schema, "add_memory"}.Sanitize() +
+	return `SELECT * FROM ` + pgx.Identifier{s.core.Schema, "add_memory"}.Sanitize() +
 		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 }
 
@@ -118,11 +118,11 @@ func (s *writer) workerAddArgs(ctx context.Context, p *preparedAdd, historyID in
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	kept := time.Duration(s.policy.Retention.PurgeInactiveAfter) - (*maintenance)(s).purgeGuard()
+	kept := time.Duration(s.core.Policy.Retention.PurgeInactiveAfter) - (*maintenance)(s).purgeGuard()
 	return []any{core.NewID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
 		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
 		s.expirySeconds(p.req.Category, p.ttl), details, core.ActorID(ctx), p.req.SourceSession,
-		s.policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID, s.workerAdd.lockTimeout}
+		s.core.Policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID, s.workerAdd.lockTimeout}
 }
 
 // History ids for add_memory, drawn from the coordinator's sequence of
@@ -150,7 +150,7 @@ func (h *historyIDs) take(ctx context.Context, s *Store) (int64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.ids) == 0 || time.Since(h.drawnAt) > historyIDMaxAge {
-		rows, err := s.pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2)`,
+		rows, err := s.core.Pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence($1, 'id')) FROM generate_series(1, $2)`,
 			s.sql.history, historyIDBlock)
 		if err != nil {
 			return 0, core.DBErr("drawing history ids", err)

@@ -50,7 +50,7 @@ func logRemoteCommands(t *testing.T, f *fixture) (*Store, *remoteCommands) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	c := Config{Policy: f.store.policy, Embedder: f.store.embedder, Pool: pool, Schema: f.store.schema}
+	c := Config{Policy: f.store.core.Policy, Embedder: f.store.core.Embedder, Pool: pool, Schema: f.store.core.Schema}
 	s, err := New(c)
 	if err != nil {
 		t.Fatal(err)

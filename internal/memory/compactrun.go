@@ -51,7 +51,7 @@ func (s *maintenance) compact(ctx context.Context, opts JobOptions, res *JobResu
 	if opts.DryRun {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) `+s.sql.memories+`, `+s.sql.history, pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := s.core.Pool.Exec(ctx, `VACUUM (ANALYZE) `+s.sql.memories+`, `+s.sql.history, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return core.DBErr("vacuuming after compaction", err)
 	}
 	return nil
@@ -61,13 +61,13 @@ func (s *maintenance) compact(ctx context.Context, opts JobOptions, res *JobResu
 // active memories and work left: a pass in progress, no complete pass yet
 // (or one for another threshold), or a memory written since the last one.
 func (s *maintenance) ownersToCompact(ctx context.Context, after string, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT m.owner_id FROM `+s.sql.memories+` AS m
+	rows, err := s.core.Pool.Query(ctx, `SELECT m.owner_id FROM `+s.sql.memories+` AS m
 		LEFT JOIN `+s.sql.compactState+` AS c ON c.owner_id = m.owner_id
 		WHERE m.active AND m.owner_id > $1
 		GROUP BY m.owner_id, c.pass_started_at, c.compared_through, c.threshold
 		HAVING count(*) > 1 AND (c.pass_started_at IS NOT NULL OR c.compared_through IS NULL
 			OR c.threshold IS DISTINCT FROM $3 OR max(m.updated_at) > c.compared_through)
-		ORDER BY m.owner_id LIMIT $2`, after, limit, s.policy.Dedup.AutoMergeThreshold)
+		ORDER BY m.owner_id LIMIT $2`, after, limit, s.core.Policy.Dedup.AutoMergeThreshold)
 	if err != nil {
 		return nil, core.DBErr("listing owners to compact", err)
 	}
@@ -86,7 +86,7 @@ func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOp
 	if err != nil {
 		return err
 	}
-	threshold := s.policy.Dedup.AutoMergeThreshold
+	threshold := s.core.Policy.Dedup.AutoMergeThreshold
 	if st.threshold == nil || *st.threshold != threshold {
 		// Compared for another threshold (or never): every memory is new
 		// and a pass in progress starts over.
@@ -145,7 +145,7 @@ func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *co
 		imp, at, id := a.Add(cur.importance)+`::smallint`, a.Add(cur.updatedAt)+`::timestamptz`, a.Add(cur.id)+`::uuid`
 		where += ` AND (importance < ` + imp + ` OR importance = ` + imp + ` AND (updated_at < ` + at + ` OR updated_at = ` + at + ` AND id > ` + id + `))`
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::real[], statement_timestamp()
+	rows, err := s.core.Pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::real[], statement_timestamp()
 		FROM `+s.sql.memories+` WHERE `+where, a.List...)
 	if err != nil {
 		return nil, time.Time{}, core.DBErr("loading memories to compact", err)
@@ -161,7 +161,7 @@ func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *co
 		return nil, time.Time{}, core.DBErr("loading memories to compact", err)
 	}
 	if now.IsZero() {
-		if err := s.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now); err != nil {
+		if err := s.core.Pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now); err != nil {
 			return nil, time.Time{}, core.DBErr("reading the time", err)
 		}
 	}

@@ -242,7 +242,7 @@ func TestCompactThresholdChangeStartsOver(t *testing.T) {
 	}
 	p := f.store.Policy()
 	p.Dedup.AutoMergeThreshold = 0.9
-	lower, err := New(Config{Pool: f.store.pool, Schema: f.store.schema, Policy: p, Embedder: f.store.embedder})
+	lower, err := New(Config{Pool: f.store.core.Pool, Schema: f.store.core.Schema, Policy: p, Embedder: f.store.core.Embedder})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (s *maintenance) loadCompactState(ctx context.Context, owner string) (compa
 	var imp *int
 	var at *time.Time
 	var id *string
-	err := s.pool.QueryRow(ctx, `SELECT pass_started_at, cursor_importance, cursor_updated_at, cursor_id::text, compared_through, threshold
+	err := s.core.Pool.QueryRow(ctx, `SELECT pass_started_at, cursor_importance, cursor_updated_at, cursor_id::text, compared_through, threshold
 		FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner).Scan(&st.passStartedAt, &imp, &at, &id, &st.comparedThrough, &st.threshold)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return compactState{}, nil

@@ -34,7 +34,7 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
 	if req.Query != "" {
-		fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+		fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 	}
 	budget := req.MaxTokens
 	if budget == 0 {
@@ -90,14 +90,14 @@ func contextLimits(budget int) (perCategory, perPinned int) {
 func (s *reader) contextCandidates(ctx context.Context, req ContextRequest, budget int) ([]candidate, int, error) {
 	var vec []float32
 	if req.Query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(req.Query)})
+		vecs, err := s.core.Embedder.Embed(ctx, []string{s.core.Redactor.Redacted(req.Query)})
 		if err != nil {
 			return nil, 0, fmt.Errorf("embedding the query: %w", err)
 		}
 		vec = vecs[0]
 	}
 	sql, args := (*Store)(s).ContextQuery(req, vec, budget)
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.core.Pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, 0, core.DBErr("loading context", err)
 	}
@@ -117,7 +117,7 @@ func (s *reader) contextCandidates(ctx context.Context, req ContextRequest, budg
 // pinnedCategories are the names of the policy's pinned categories.
 func (s *reader) pinnedCategories() []string {
 	out := []string{}
-	for _, c := range s.policy.Categories {
+	for _, c := range s.core.Policy.Categories {
 		if c.Pinned {
 			out = append(out, c.Name)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/conversation/convtest"
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // TestCompactionLossless10k: a 10,000-message session compacts with the
@@ -54,7 +55,7 @@ func TestCompactionLossless10k(t *testing.T) {
 	}
 	f.checkLossless("alice", "long", orig, res)
 	sess, _ := f.store.GetSession(ctx(t), "alice", "long")
-	if tail := sess.MessageCount - sess.SummarizedThrough; tail < int64(f.store.policy.Conversation.Window.FreshTail) {
+	if tail := sess.MessageCount - sess.SummarizedThrough; tail < int64(f.store.core.Policy.Conversation.Window.FreshTail) {
 		t.Errorf("only %d messages left unsummarized: the fresh tail was summarized", tail)
 	}
 
@@ -95,7 +96,7 @@ func TestCompactionLossless10k(t *testing.T) {
 func TestCompactionLLM10k(t *testing.T) {
 	chat := newFakeChat(t, func(system, user string) (int, string) {
 		first, _, _ := strings.Cut(user, "\n")
-		return 200, fmt.Sprintf(`{"summary": %q}`, truncateUTF8(first, 40))
+		return 200, fmt.Sprintf(`{"summary": %q}`, core.TruncateUTF8(first, 40))
 	})
 	f := newFixture(t, withLLM(chat.llm()))
 	orig := f.seedMessages("alice", "long", 10_000)

@@ -215,7 +215,7 @@ func TestConversationWindowsDB(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					p := conversation.WindowParams{Strategy: st, Budget: budget, FreshTail: tail, BufferSize: f.store.policy.Conversation.Window.BufferSize}
+					p := conversation.WindowParams{Strategy: st, Budget: budget, FreshTail: tail, BufferSize: f.store.core.Policy.Conversation.Window.BufferSize}
 					t.Run(fmt.Sprintf("%s/%s/%d/%d", label, st, budget, tail), func(t *testing.T) { convtest.CheckWindowRules(t, p, all, w) })
 				}
 			}

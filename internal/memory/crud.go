@@ -22,7 +22,7 @@ func (s *Store) Get(ctx context.Context, owner, id string) (*Memory, error) {
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	m, err := (*reader)(s).load(ctx, s.pool, owner, id, false)
+	m, err := (*reader)(s).load(ctx, s.core.Pool, owner, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
 	if req.Category != "" {
-		if _, ok := s.policy.Category(req.Category); !ok {
+		if _, ok := s.core.Policy.Category(req.Category); !ok {
 			fe.Add("category", "%q is not a category of this runtime's policy", req.Category)
 		}
 	}
@@ -99,7 +99,7 @@ func createdCursor(m Memory) string { return core.EncodeCursor(m.CreatedAt, m.ID
 // byte cap; cursor is the cursor after a memory in sql's order.
 func (s *reader) memoryPage(ctx context.Context, what string, maxBytes, limit int, cursor func(Memory) string,
 	sql string, args ...any) (*ListPage, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.core.Pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, core.DBErr(what, err)
 	}
@@ -126,11 +126,11 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	fe.ID("id", req.ID)
 	src := fe.Source(req.Source)
 	if req.Category != nil {
-		fe.Category(&s.policy, *req.Category)
+		fe.Category(&s.core.Policy, *req.Category)
 		if *req.Category == "" {
 			fe.Add("category", "must not be empty")
 		}
-		if c, ok := s.policy.Category(*req.Category); ok && c.Global {
+		if c, ok := s.core.Policy.Category(*req.Category); ok && c.Global {
 			fe.Add("category", "%q is global: global memories are added, not made from an owner's memory", c.Name)
 		}
 	}
@@ -146,7 +146,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		}
 	}
 	if req.Content != nil {
-		fe.Text("content", *req.Content, core.RawContentLimit(s.policy.Limits.MaxContentBytes))
+		fe.Text("content", *req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
 	}
 	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
 		fe.Add("request", "nothing to update: set content, category, importance or ttl")
@@ -162,8 +162,8 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		if err != nil {
 			return nil, err
 		}
-		content, flags = c.text, c.flags
-		vecs, err := s.embedder.Embed(ctx, []string{content})
+		content, flags = c.Text, c.Flags
+		vecs, err := s.core.Embedder.Embed(ctx, []string{content})
 		if err != nil {
 			return nil, fmt.Errorf("embedding: %w", err)
 		}
@@ -186,7 +186,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 			category = *req.Category
 		}
 		for _, c := range []string{cur.Category, category} {
-			if err := core.CheckProtected(&s.policy, c, src); err != nil {
+			if err := core.CheckProtected(&s.core.Policy, c, src); err != nil {
 				return err
 			}
 		}
@@ -250,7 +250,7 @@ func (s *Store) Delete(ctx context.Context, owner, id string, source Source) err
 		if err != nil {
 			return err
 		}
-		if err := core.CheckProtected(&s.policy, cur.Category, src); err != nil {
+		if err := core.CheckProtected(&s.core.Policy, cur.Category, src); err != nil {
 			return err
 		}
 		if !cur.Active {
@@ -298,7 +298,7 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if err != nil {
 			return err
 		}
-		if err := core.CheckProtected(&s.policy, old.Category, src); err != nil {
+		if err := core.CheckProtected(&s.core.Policy, old.Category, src); err != nil {
 			return err
 		}
 		// A memory is replaced once: a second supersede would fork the
@@ -372,12 +372,16 @@ func (s *Store) EraseOwner(ctx context.Context, owner string) (*EraseResult, err
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.access+` WHERE owner_id = $1`, owner); err != nil {
 			return core.DBErr("erasing the owner's access statistics", err)
 		}
-		if err := (*conversations)(s).eraseConversations(ctx, tx, owner, res); err != nil {
+		erased, err := s.conv.EraseOwner(ctx, tx, owner)
+		if err != nil {
 			return err
 		}
-		if err := (*longTerm)(s).eraseLongTerm(ctx, tx, owner, res); err != nil {
+		res.Sessions, res.Messages, res.Summaries = erased.Sessions, erased.Messages, erased.Summaries
+		lt, err := s.lt.EraseOwner(ctx, tx, owner)
+		if err != nil {
 			return err
 		}
+		res.Episodes, res.Documents, res.Changelog = lt.Episodes, lt.Documents, lt.Changelog
 		if _, err := tx.Exec(ctx, `DELETE FROM `+s.sql.compactState+` WHERE owner_id = $1`, owner); err != nil {
 			return core.DBErr("erasing the owner's compaction state", err)
 		}
@@ -402,6 +406,6 @@ func (s *Store) ActiveCount(ctx context.Context, owner string) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner).Scan(&n)
+	err := s.core.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1 AND active`, owner).Scan(&n)
 	return n, core.DBErr("counting memories", err)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/modelapi"
 )
 
@@ -188,7 +189,7 @@ func TestOpenAIChatParsesFencedJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out struct{ Action string }
-	if err := decodeJSONAnswer(answer, &out); err != nil || out.Action != "noop" {
+	if err := core.DecodeJSONAnswer(answer, &out); err != nil || out.Action != "noop" {
 		t.Fatalf("decoded %+v, %v from %q", out, err, answer)
 	}
 }

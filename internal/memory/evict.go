@@ -31,12 +31,12 @@ func (s *writer) evictAfter(ctx context.Context, owner string, results []AddResu
 			rows = max(rows, r.ownerRows)
 		}
 	}
-	if len(keep) == 0 || rows <= s.policy.Limits.MaxMemoriesPerOwner {
+	if len(keep) == 0 || rows <= s.core.Policy.Limits.MaxMemoriesPerOwner {
 		return
 	}
 	n, err := s.evict(ctx, owner, keep, byUser)
 	if err != nil {
-		s.log.Warn("evicting over the per-owner cap failed", "error", err)
+		s.core.Log.Warn("evicting over the per-owner cap failed", "error", err)
 		return
 	}
 	if n > 0 {
@@ -50,15 +50,15 @@ const HistoryEvict = "evict"
 
 func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
 	var count int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
+	if err := s.core.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
 		return 0, core.DBErr("counting memories", err)
 	}
-	over := count - s.policy.Limits.MaxMemoriesPerOwner
+	over := count - s.core.Policy.Limits.MaxMemoriesPerOwner
 	if over <= 0 {
 		return 0, nil
 	}
 	var pinned, unprotected []string
-	for _, c := range s.policy.Categories {
+	for _, c := range s.core.Policy.Categories {
 		if c.Pinned {
 			pinned = append(pinned, c.Name)
 		}

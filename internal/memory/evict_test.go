@@ -83,7 +83,7 @@ func TestPurgeRemovesOldEvictionRecords(t *testing.T) {
 	}
 	var indexed bool
 	if err := f.admin.QueryRow(ctx(t), `SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1
-		AND indexname = 'memory_history_evicted_idx' AND indexdef LIKE '%WHERE (action = ''evict''::text)')`, f.store.schema).Scan(&indexed); err != nil || !indexed {
+		AND indexname = 'memory_history_evicted_idx' AND indexdef LIKE '%WHERE (action = ''evict''::text)')`, f.store.core.Schema).Scan(&indexed); err != nil || !indexed {
 		t.Fatalf("the partial index memory_history_evicted_idx (migration history_evictions) is missing (%v)", err)
 	}
 	if res.Affected != 0 || res.Batches < 3 {

@@ -54,7 +54,7 @@ func (s *writer) deleteVictims(ctx context.Context, tx pgx.Tx, owner string, vic
 	for start := 0; start < len(victims); start += evictVictimChunk {
 		chunk := victims[start:min(start+evictVictimChunk, len(victims))]
 		ids := make([]string, len(chunk))
-		args := []any{nil, owner, s.policy.Limits.MaxMemoriesPerOwner}
+		args := []any{nil, owner, s.core.Policy.Limits.MaxMemoriesPerOwner}
 		values := make([]string, len(chunk))
 		for i, v := range chunk {
 			ids[i] = v.id

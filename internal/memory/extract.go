@@ -36,7 +36,7 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	if s.llm == nil {
+	if s.core.LLM == nil {
 		return nil, ErrNoLLM
 	}
 	facts, err := (*writer)(s).askFacts(ctx, req.Messages)
@@ -48,11 +48,11 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 		p, err := (*writer)(s).prepareAdd(AddRequest{Owner: req.Owner, Agent: req.Agent, Session: req.Session, Source: src,
 			Content: f.Content, Category: f.Category, Importance: f.Importance, OwnerOnly: true}, &core.FieldErrors{})
 		if err != nil {
-			s.log.Debug("dropping an extracted fact", "reason", err)
+			s.core.Log.Debug("dropping an extracted fact", "reason", err)
 			continue
 		}
 		prepared = append(prepared, p)
-		if len(prepared) == s.policy.Limits.MaxFactsPerExtraction {
+		if len(prepared) == s.core.Policy.Limits.MaxFactsPerExtraction {
 			break
 		}
 	}
@@ -97,21 +97,21 @@ type extractedFact struct {
 
 // askFacts sends the conversation to the LLM and parses its facts.
 func (s *writer) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, error) {
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	actx, cancel := context.WithTimeout(ctx, s.core.LLMTimeout)
 	defer cancel()
-	system := fmt.Sprintf(extractSystem, strings.Join(s.ownerCategoryNames(), ", "), s.policy.Limits.MaxFactsPerExtraction)
+	system := fmt.Sprintf(extractSystem, strings.Join(s.ownerCategoryNames(), ", "), s.core.Policy.Limits.MaxFactsPerExtraction)
 	var conv strings.Builder
 	for _, m := range msgs {
 		// Redacted one by one, before they are joined: no secret of the
 		// conversation reaches the model, and no pattern spans two messages.
 		// One line each, structure neutralized: a message cannot forge a
 		// line of another speaker.
-		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), textguard.PromptText(s.redactor.Redacted(m.Content)))
+		fmt.Fprintf(&conv, "%s: %s\n", strings.ToUpper(m.Role), textguard.PromptText(s.core.Redactor.Redacted(m.Content)))
 	}
-	answer, err := s.llm.CompleteJSON(actx, system, conv.String())
+	answer, err := s.core.LLM.CompleteJSON(actx, system, conv.String())
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("%w: fact extraction got no answer within %s", ErrUpstream, s.timeout)
+			return nil, fmt.Errorf("%w: fact extraction got no answer within %s", ErrUpstream, s.core.LLMTimeout)
 		}
 		if errors.Is(err, ErrUpstream) {
 			return nil, fmt.Errorf("fact extraction: %w", err)
@@ -121,7 +121,7 @@ func (s *writer) askFacts(ctx context.Context, msgs []Message) ([]extractedFact,
 	var out struct {
 		Facts []extractedFact `json:"facts"`
 	}
-	if err := decodeJSONAnswer(answer, &out); err != nil {
+	if err := core.DecodeJSONAnswer(answer, &out); err != nil {
 		return nil, fmt.Errorf("%w: fact extraction: the model's answer is not the expected JSON: %v", ErrUpstream, err)
 	}
 	for i := range out.Facts {
@@ -137,7 +137,7 @@ func (s *writer) askFacts(ctx context.Context, msgs []Message) ([]extractedFact,
 // prompt shows).
 func (s *writer) ownerCategoryNames() []string {
 	var names []string
-	for _, c := range s.policy.Categories {
+	for _, c := range s.core.Policy.Categories {
 		if !c.Global {
 			names = append(names, c.Name)
 		}

@@ -51,3 +51,11 @@ const (
 	CompactIncremental  = conversation.CompactIncremental
 	CompactFull         = conversation.CompactFull
 )
+
+// Bounds of the conversation reads.
+const (
+	DefaultExpandTokens = conversation.DefaultExpandTokens
+	MaxExpandTokens     = conversation.MaxExpandTokens
+	MaxHistoryResults   = conversation.MaxHistoryResults
+	MaxSnippetChars     = conversation.MaxSnippetChars
+)

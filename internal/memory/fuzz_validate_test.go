@@ -26,7 +26,7 @@ func fuzzStore(t testing.TB, guard string) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Store{policy: p, redactor: r}
+	return &Store{core: &core.State{Policy: p, Redactor: r}}
 }
 
 // FuzzPrepareAdd: a write is either refused with errors that name their
@@ -67,7 +67,7 @@ func FuzzPrepareAdd(f *testing.F) {
 		if !slices.Contains([]Source{SourceUser, SourceAgent, SourceSystem, SourceJob}, p.req.Source) {
 			t.Fatalf("accepted source %q", p.req.Source)
 		}
-		if _, ok := s.policy.Category(p.req.Category); !ok {
+		if _, ok := s.core.Policy.Category(p.req.Category); !ok {
 			t.Fatalf("accepted category %q", p.req.Category)
 		}
 		if p.req.Importance < 1 || p.req.Importance > 10 {
@@ -80,16 +80,16 @@ func FuzzPrepareAdd(f *testing.F) {
 		switch {
 		case !utf8.ValidString(stored):
 			t.Fatalf("stores invalid UTF-8 %q", stored)
-		case len(stored) > s.policy.Limits.MaxContentBytes:
+		case len(stored) > s.core.Policy.Limits.MaxContentBytes:
 			t.Fatalf("stores %d bytes, over the limit", len(stored))
 		case strings.TrimSpace(stored) == "":
 			t.Fatalf("stores blank content from %q", content)
 		case strings.IndexFunc(stored, core.IsForbiddenControl) >= 0:
 			t.Fatalf("stores a control character: %q", stored)
-		case stored != s.redactor.Redacted(content):
+		case stored != s.core.Redactor.Redacted(content):
 			t.Fatalf("stores %q, not the redacted input", stored)
 		}
-		if left := s.redactor.Leftover(stored); left != "" {
+		if left := s.core.Redactor.Leftover(stored); left != "" {
 			t.Fatalf("stores a secret (%s) in %q", left, stored)
 		}
 		reason := textguard.DetectInjection(stored)

@@ -30,7 +30,7 @@ import (
 func (s *maintenance) updateAndPrune(ctx context.Context, tx core.DBTX, id, sql string, args ...any) (Memory, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	b.Queue(s.pruneHistoryQuery(), id, s.policy.Limits.MaxHistoryPerMemory)
+	b.Queue(s.pruneHistoryQuery(), id, s.core.Policy.Limits.MaxHistoryPerMemory)
 	br := tx.SendBatch(ctx, b)
 	m, err := scanMemory(br.QueryRow())
 	if err != nil {

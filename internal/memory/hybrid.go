@@ -72,7 +72,7 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 	owner, filter := s.searchFilter(a, req)
 	decay := s.sql.decayExpr(a.Add(s.decayNames), a.Add(s.decaySeconds))
 	qv := a.Add(pgv.NewVector(vec))
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	wv, wt, wd := a.Add(w.VectorWeight)+`::float8`, a.Add(w.TextWeight)+`::float8`, a.Add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
 	sql := `WITH q AS MATERIALIZED (` + s.textQueries(a, req) + `),
@@ -128,7 +128,7 @@ func (r hybridResult) exact(k, n int) bool {
 // with a growing candidate set while the bound cannot prove the result
 // exact, then the one-phase query. It also returns which query answered: 0
 // and 1 the owner-local attempts, hybridAttempts the one-phase query.
-func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchRequest, vec []float32, k int) ([]SearchHit, int, error) {
+func (s *reader) hybridAttempts(ctx context.Context, db core.RowsQuerier, req SearchRequest, vec []float32, k int) ([]SearchHit, int, error) {
 	n := hybridFirstCandidates(k)
 	for attempt := range hybridAttempts {
 		r, err := s.runHybrid(ctx, db, s.hybridSQL(req, vec, k, n))
@@ -148,13 +148,13 @@ func (s *reader) hybridAttempts(ctx context.Context, db rowsQuerier, req SearchR
 }
 
 // runHybrid runs one owner-local attempt.
-func (s *reader) runHybrid(ctx context.Context, db rowsQuerier, q searchQuery) (hybridResult, error) {
+func (s *reader) runHybrid(ctx context.Context, db core.RowsQuerier, q searchQuery) (hybridResult, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return hybridResult{}, core.DBErr("searching", err)
 	}
 	defer rows.Close()
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	res := hybridResult{hits: []SearchHit{}}
 	for rows.Next() {
 		var h SearchHit

@@ -23,13 +23,13 @@ import (
 //	go test ./internal/memory -run '^$' -bench BenchmarkCandidatePaths -benchtime 400x
 func BenchmarkCandidatePaths(b *testing.B) {
 	f := newFixture(b, withMaxConns(4))
-	f.store.policy.Limits.MaxMemoriesPerOwner = 2000
+	f.store.core.Policy.Limits.MaxMemoriesPerOwner = 2000
 	queries := seedCandidateBench(b, f, 40, 1000)
 	r := rand.New(rand.NewPCG(3, 4))
 	pick := func() (string, string, []float32) {
 		i := r.IntN(len(queries))
 		owner := fmt.Sprintf("owner-%02d", i%40)
-		vec, err := f.store.embedder.Embed(ctx(b), []string{queries[i]})
+		vec, err := f.store.core.Embedder.Embed(ctx(b), []string{queries[i]})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -42,14 +42,14 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	b.Run("hybrid-one-phase", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, query, vec := pick()
-			_, _, err := (*reader)(f.store).runSearch(ctx(b), f.store.pool, SearchHybrid, (*reader)(f.store).buildSearch(SearchHybrid, req(owner, query), vec, 10, true))
+			_, _, err := (*reader)(f.store).runSearch(ctx(b), f.store.core.Pool, SearchHybrid, (*reader)(f.store).buildSearch(SearchHybrid, req(owner, query), vec, 10, true))
 			return err
 		})
 	})
 	b.Run("hybrid-owner-local", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, query, vec := pick()
-			_, attempt, err := (*reader)(f.store).hybridAttempts(ctx(b), f.store.pool, req(owner, query), vec, 10)
+			_, attempt, err := (*reader)(f.store).hybridAttempts(ctx(b), f.store.core.Pool, req(owner, query), vec, 10)
 			answered[attempt]++
 			return err
 		})
@@ -61,7 +61,7 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	b.Run("vector-filtered-4k+32", func(b *testing.B) {
 		measure(b, func(int) error {
 			owner, _, vec := pick()
-			_, _, err := (*reader)(f.store).runSearch(ctx(b), f.store.pool, SearchVector, (*reader)(f.store).buildVectorSearch(vreq(owner), vec, 10, 4*10+32))
+			_, _, err := (*reader)(f.store).runSearch(ctx(b), f.store.core.Pool, SearchVector, (*reader)(f.store).buildVectorSearch(vreq(owner), vec, 10, 4*10+32))
 			return err
 		})
 	})
@@ -76,7 +76,7 @@ func BenchmarkCandidatePaths(b *testing.B) {
 		measure(b, func(int) error {
 			owner, query, vec := pick()
 			sql, args := f.store.ContextQuery(ContextRequest{Owner: owner, Query: query}, vec, 1000)
-			rows, err := f.store.pool.Query(ctx(b), sql, args...)
+			rows, err := f.store.core.Pool.Query(ctx(b), sql, args...)
 			if err != nil {
 				return err
 			}
@@ -101,7 +101,7 @@ func BenchmarkCandidatePaths(b *testing.B) {
 	addCost(b, f, r, func() time.Duration {
 		owner, query, vec := pick()
 		start := time.Now()
-		if _, _, err := (*reader)(f.store).hybridAttempts(ctx(b), f.store.pool, req(owner, query), vec, 10); err != nil {
+		if _, _, err := (*reader)(f.store).hybridAttempts(ctx(b), f.store.core.Pool, req(owner, query), vec, 10); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)
@@ -113,7 +113,7 @@ func BenchmarkCandidatePaths(b *testing.B) {
 // fastupdate mode (a pending list of at most 128 kB), and a hybrid search's
 // time in each state.
 func addCost(b *testing.B, f *fixture, r *rand.Rand, search func() time.Duration) {
-	idx := pgx.Identifier{f.store.schema, "memories_owner_text_idx"}.Sanitize()
+	idx := pgx.Identifier{f.store.core.Schema, "memories_owner_text_idx"}.Sanitize()
 	base := 5_000_000
 	each := func(label string) {
 		start := time.Now()

@@ -56,7 +56,7 @@ func seedEquivalence(t *testing.T, f *fixture, rng *rand.Rand, sizes map[string]
 				words = append(words, rareWords[rng.IntN(len(rareWords))])
 			}
 			text := strings.Join(words, " ") + fmt.Sprintf(" note %d", i)
-			v, err := f.store.embedder.Embed(ctx(t), []string{text})
+			v, err := f.store.core.Embedder.Embed(ctx(t), []string{text})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func seedEquivalence(t *testing.T, f *fixture, rng *rand.Rand, sizes map[string]
 // query answered the owner-local search (hybridAttempts) and its hits.
 func compareHybrid(t *testing.T, f *fixture, what string, req SearchRequest, vec []float32, k int) (int, []SearchHit) {
 	t.Helper()
-	tx, err := f.store.pool.Begin(ctx(t))
+	tx, err := f.store.core.Pool.Begin(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,14 +186,14 @@ func TestHybridCandidatesAreExact(t *testing.T) {
 	answered := map[int]int{}
 	for wi, w := range weights {
 		w.DefaultTopK = 10
-		f.store.policy.Search = w
+		f.store.core.Policy.Search = w
 		for _, owner := range []string{"ann", "ben", "cyd", "tiny", "nobody"} {
 			for qi, query := range queries {
 				for fi, filter := range filters {
 					k := []int{10, 1, 3, 25, 50}[(wi+qi+fi)%5]
 					req := filter
 					req.Owner, req.Query, req.Mode, req.TopK = owner, query, SearchHybrid, k
-					vec, err := f.store.embedder.Embed(ctx(t), []string{query})
+					vec, err := f.store.core.Embedder.Embed(ctx(t), []string{query})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -252,7 +252,7 @@ func TestHybridFallbackIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.exec(`VACUUM (ANALYZE) %s`)
-	f.store.policy.Search = Search{VectorWeight: 0.3, TextWeight: 0, DecayWeight: 0.7, DefaultTopK: 10}
+	f.store.core.Policy.Search = Search{VectorWeight: 0.3, TextWeight: 0, DecayWeight: 0.7, DefaultTopK: 10}
 	req := SearchRequest{Owner: "ann", Query: "row", Mode: SearchHybrid, TopK: 10}
 	attempt, got := compareHybrid(t, f, "adversarial", req, q, 10)
 	// N = 30 and then 120 candidates are all old near rows: neither
@@ -268,7 +268,7 @@ func TestHybridFallbackIsTaken(t *testing.T) {
 
 	// With the default weights the nearest rows win and the first attempt
 	// answers.
-	f.store.policy.Search = DefaultPolicy().Search
+	f.store.core.Policy.Search = DefaultPolicy().Search
 	attempt, _ = compareHybrid(t, f, "default weights", req, q, 10)
 	t.Logf("default weights answered by attempt %d", attempt)
 }
@@ -281,13 +281,13 @@ func TestHybridLargeVectorsTakeTheOnePhaseQuery(t *testing.T) {
 	for i := range 12 {
 		f.add(AddRequest{Owner: "ann", Content: fmt.Sprintf("coffee note %d with %s", i, rareWords[i]), Source: SourceAgent})
 	}
-	vec, _ := f.store.embedder.Embed(ctx(t), []string{"coffee"})
+	vec, _ := f.store.core.Embedder.Embed(ctx(t), []string{"coffee"})
 	req := SearchRequest{Owner: "ann", Query: "coffee", Mode: SearchHybrid, TopK: 5}
 	sql, _ := f.store.SearchQuery(req, vec[0])
 	if strings.Contains(sql, "bound") {
 		t.Fatalf("a %d-dimension tenant got the owner-local hybrid query", big)
 	}
-	tx, err := f.store.pool.Begin(ctx(t))
+	tx, err := f.store.core.Pool.Begin(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestFilteredVectorSearchWidens(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _, err := (*reader)(f.store).runSearch(ctx(t), f.store.pool, SearchVector, (*reader)(f.store).buildSearch(SearchVector, req, q, 10, true))
+		want, _, err := (*reader)(f.store).runSearch(ctx(t), f.store.core.Pool, SearchVector, (*reader)(f.store).buildSearch(SearchVector, req, q, 10, true))
 		if err != nil {
 			t.Fatal(err)
 		}

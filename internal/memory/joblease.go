@@ -79,7 +79,7 @@ func leaseHolder() string {
 // runs racing for it are serialized by the row lock of the UPDATE: the
 // second one re-reads the row and finds it held.
 func (s *maintenance) takeLease(ctx context.Context, holder string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+`
+	tag, err := s.core.Pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+`
 		SET holder = $2, expires_at = now() + make_interval(secs => $3)
 		WHERE name = $1 AND (holder IS NULL OR expires_at IS NULL OR expires_at < now())`,
 		maintenanceLock, holder, s.leaseTTL.Seconds())
@@ -97,9 +97,9 @@ func (s *maintenance) takeLease(ctx context.Context, holder string) error {
 func (s *maintenance) leaseHeld(ctx context.Context) error {
 	var holder *string
 	var until *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT holder, expires_at FROM `+s.sql.jobLocks+` WHERE name = $1`, maintenanceLock).Scan(&holder, &until)
+	err := s.core.Pool.QueryRow(ctx, `SELECT holder, expires_at FROM `+s.sql.jobLocks+` WHERE name = $1`, maintenanceLock).Scan(&holder, &until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("taking the maintenance lease: %s has no %q row in job_locks (schema not migrated?)", s.schema, maintenanceLock)
+		return fmt.Errorf("taking the maintenance lease: %s has no %q row in job_locks (schema not migrated?)", s.core.Schema, maintenanceLock)
 	}
 	if err != nil {
 		return core.DBErr("reading the maintenance lease", err)
@@ -124,7 +124,7 @@ func (s *maintenance) keepLease(ctx context.Context, holder string, cancel conte
 		case <-tick.C:
 		}
 		attempt := time.Now()
-		tag, err := s.pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+` SET expires_at = now() + make_interval(secs => $3)
+		tag, err := s.core.Pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+` SET expires_at = now() + make_interval(secs => $3)
 			WHERE name = $1 AND holder = $2`, maintenanceLock, holder, s.leaseTTL.Seconds())
 		switch {
 		case ctx.Err() != nil:
@@ -132,17 +132,17 @@ func (s *maintenance) keepLease(ctx context.Context, holder string, cancel conte
 		case err == nil && tag.RowsAffected() == 1:
 			renewed = attempt
 		case err == nil:
-			s.log.Warn("the maintenance lease was taken over by another run; stopping", "holder", holder)
+			s.core.Log.Warn("the maintenance lease was taken over by another run; stopping", "holder", holder)
 			cancel(ErrLeaseLost)
 			return
 		case time.Since(renewed) >= s.leaseTTL*2/3:
 			// The next tick could come after the lease expired: stop while it
 			// is still this run's rather than overlap with the next holder.
-			s.log.Warn("the maintenance lease could not be renewed in time; stopping", "holder", holder, "error", err)
+			s.core.Log.Warn("the maintenance lease could not be renewed in time; stopping", "holder", holder, "error", err)
 			cancel(ErrLeaseLost)
 			return
 		default:
-			s.log.Warn("renewing the maintenance lease failed; retrying", "holder", holder, "error", err)
+			s.core.Log.Warn("renewing the maintenance lease failed; retrying", "holder", holder, "error", err)
 		}
 	}
 }
@@ -152,9 +152,9 @@ func (s *maintenance) keepLease(ctx context.Context, holder string, cancel conte
 func (s *maintenance) releaseLease(ctx context.Context, holder string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+` SET holder = NULL, expires_at = NULL
+	_, err := s.core.Pool.Exec(ctx, `UPDATE `+s.sql.jobLocks+` SET holder = NULL, expires_at = NULL
 		WHERE name = $1 AND holder = $2`, maintenanceLock, holder)
 	if err != nil {
-		s.log.Warn("releasing the maintenance lease failed; it expires by itself", "holder", holder, "error", err)
+		s.core.Log.Warn("releasing the maintenance lease failed; it expires by itself", "holder", holder, "error", err)
 	}
 }

@@ -20,7 +20,7 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 	}
 	run := map[string]func(context.Context, JobOptions, *JobResult) error{
 		OpDecay: (*maintenance)(s).decay, OpExpire: (*maintenance)(s).expire, OpPurge: (*maintenance)(s).purge, OpCompact: (*maintenance)(s).compact,
-		OpSummarize: (*conversations)(s).summarizeSessions, OpSessions: (*conversations)(s).expireSessions,
+		OpSummarize: s.conv.SummarizeSessions, OpSessions: (*maintenance)(s).sessions,
 	}[op]
 	if run == nil {
 		return nil, core.Invalid("operation", "%q must be one of %s", op, strings.Join(Operations, ", "))
@@ -35,11 +35,20 @@ func (s *Store) RunJob(ctx context.Context, op string, opts JobOptions) (*JobRes
 	return res, nil
 }
 
+// sessions is the sessions operation: idle sessions get their episode
+// (long-term memory) before conversation memory archives or deletes them.
+func (s *maintenance) sessions(ctx context.Context, opts JobOptions, res *JobResult) error {
+	if err := s.lt.IdleEpisodes(ctx, opts); err != nil {
+		return err
+	}
+	return s.conv.ExpireSessions(ctx, opts, res)
+}
+
 // decay forgets (soft-deletes) active memories whose decay score is below
 // forgetting.minDecayScore. It walks the table in primary-key order, one
 // batch per statement, so every row is looked at once (no rescans).
 func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult) error {
-	min := s.policy.Forgetting.MinDecayScore
+	min := s.core.Policy.Forgetting.MinDecayScore
 	if min <= 0 {
 		return nil
 	}
@@ -64,7 +73,7 @@ func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult
 	for {
 		var last *string
 		var scanned, affected int64
-		err := s.pool.QueryRow(ctx, sql, after, opts.BatchSize, min, s.decayNames, s.decaySeconds).Scan(&last, &scanned, &affected)
+		err := s.core.Pool.QueryRow(ctx, sql, after, opts.BatchSize, min, s.decayNames, s.decaySeconds).Scan(&last, &scanned, &affected)
 		if err != nil {
 			return core.DBErr("forgetting decayed memories", err)
 		}
@@ -125,7 +134,7 @@ func (s *maintenance) purgeEvictions(ctx context.Context, opts JobOptions, res *
 		SELECT count(*) FROM d`
 	for {
 		var n int
-		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
+		if err := s.core.Pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
 			return core.DBErr("purging eviction records", err)
 		}
 		res.Batches++
@@ -146,7 +155,7 @@ func (s *maintenance) purgeDueSQL(margin time.Duration) string {
 // after it is not purgeDueSQL(margin); one without a deactivation time is
 // neither (purge never deletes it; add's lookup never compares it).
 func (s *maintenance) keptSinceSQL(margin time.Duration) string {
-	retention := time.Duration(s.policy.Retention.PurgeInactiveAfter) - margin
+	retention := time.Duration(s.core.Policy.Retention.PurgeInactiveAfter) - margin
 	return fmt.Sprintf(`now() - make_interval(secs => %f)`, retention.Seconds())
 }
 
@@ -167,32 +176,15 @@ func (s *maintenance) purgeBatchSQL() string {
 // at its start), so a purge batch never holds a row an add waits for; half
 // the retention when that is shorter.
 func (s *maintenance) purgeGuard() time.Duration {
-	return min(time.Hour, time.Duration(s.policy.Retention.PurgeInactiveAfter)/2)
+	return min(time.Hour, time.Duration(s.core.Policy.Retention.PurgeInactiveAfter)/2)
 }
 
-// batches runs sql (one parameter: the batch size, returning the rows
-// changed) until a batch changes fewer rows than the batch size.
+// batches runs sql until a batch is short (core.State.Batches).
 func (s *maintenance) batches(ctx context.Context, opts JobOptions, res *JobResult, what, sql string) error {
-	for {
-		var n int64
-		if err := s.pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
-			return core.DBErr(what, err)
-		}
-		res.Batches++
-		res.Scanned += n
-		res.Affected += n
-		if n < int64(opts.BatchSize) {
-			return nil
-		}
-	}
+	return s.core.Batches(ctx, opts, res, what, sql)
 }
 
-// count fills a dry run's counts from one COUNT query.
+// count fills a dry run's counts from one COUNT query (core.State.Count).
 func (s *maintenance) count(ctx context.Context, res *JobResult, sql string) error {
-	var n int64
-	if err := s.pool.QueryRow(ctx, sql).Scan(&n); err != nil {
-		return core.DBErr("counting", err)
-	}
-	res.Batches, res.Scanned, res.Affected = 1, n, n
-	return nil
+	return s.core.Count(ctx, res, sql)
 }

@@ -123,7 +123,7 @@ func TestPurgeDoesNotBlockAdds(t *testing.T) {
 	f.add(AddRequest{Owner: "other", Content: "an active fact of another owner"})
 	f.exec(`UPDATE %s SET active = false, deactivated_at = now() - interval '31 days' WHERE owner_id = 'gone'`)
 	// One purge batch of all 20 rows, holding its locks until the test commits.
-	tx, err := f.store.pool.Begin(ctx(t))
+	tx, err := f.store.core.Pool.Begin(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}

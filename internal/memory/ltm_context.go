@@ -19,7 +19,7 @@ const (
 // document is rendered whole or not at all; each section after the first
 // costs one more token (and byte) for the blank line between sections.
 func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cands []candidate, budget int) (*ContextResult, error) {
-	constraints, profile, err := s.contextDocuments(ctx, req)
+	constraints, profile, err := s.lt.ContextDocuments(ctx, req.Owner, req.Agent, req.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *longTerm) contextSections(ctx context.Context, req ContextRequest, cand
 	pv := addDoc("profile", profile)
 	memBudget := max(0, left-sep())
 	room.TakeText(strings.Repeat("\n", sep())) // the blank line before the memories, if they come
-	res := render(s.policy.RenderOrder(), cands, memBudget, room)
+	res := render(s.core.Policy.RenderOrder(), cands, memBudget, room)
 	if res.Text != "" {
 		left -= CountTokens(res.Text) + sep()
 		parts = append(parts, res.Text)
@@ -83,7 +83,7 @@ func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left
 	if n == 0 {
 		n = defaultContextEpisodes
 	}
-	hits, err := s.searchEpisodes(ctx, req.Owner, req.Agent, req.Query, n)
+	hits, err := s.lt.RelevantEpisodes(ctx, req.Owner, req.Agent, req.Query, n)
 	if err != nil || len(hits) == 0 {
 		return "", nil, false, err
 	}
@@ -111,4 +111,28 @@ func (s *longTerm) contextEpisodes(ctx context.Context, req ContextRequest, left
 		return "", nil, cut, nil
 	}
 	return header + b.String(), ids, cut, nil
+}
+
+// renderDocument renders a document as a section within left tokens; it
+// returns the text and its cost, or "" when it is empty or does not fit
+// (a document is rendered whole or not at all: half a rule set is worse).
+// Each line goes through promptText: a profile an agent wrote cannot open
+// a "## constraints" section of its own.
+func renderDocument(title, content string, left int) (string, int) {
+	if strings.TrimSpace(content) == "" {
+		return "", 0
+	}
+	var b strings.Builder
+	b.WriteString("## " + title + "\n")
+	for _, line := range strings.Split(content, "\n") {
+		if l := textguard.PromptText(line); l != "" {
+			b.WriteString(l + "\n")
+		}
+	}
+	text := b.String()
+	cost := core.CountTokens(text)
+	if cost > left {
+		return "", 0
+	}
+	return text, cost
 }

@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
@@ -43,39 +43,14 @@ func (s *longTerm) extractLine(m ConversationMessage) string {
 		return ""
 	}
 	role := strings.ToUpper(string(m.Role))
-	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
-}
-
-// newestWithin joins lines, keeping the newest that fit within
-// maxExtractPromptChars characters (the oldest kept line may lose its beginning); it reports
-// whether anything was left out.
-func newestWithin(lines []string) (string, bool) {
-	var kept []string
-	left := maxExtractPromptChars
-	truncated := false
-	for i := len(lines) - 1; i >= 0; i-- {
-		n := utf8.RuneCountInString(lines[i]) + 1
-		if n <= left {
-			kept = append(kept, lines[i])
-			left -= n
-			continue
-		}
-		truncated = true
-		if left > 4 {
-			r := []rune(lines[i])
-			kept = append(kept, "..."+string(r[len(r)-(left-4):]))
-		}
-		break
-	}
-	slices.Reverse(kept)
-	return strings.Join(kept, "\n"), truncated
+	return role + ": " + textguard.PromptText(s.core.Redactor.Redacted(m.Content))
 }
 
 // extractCategories lists the categories source may write, with their
 // descriptions, for the extraction prompt.
 func (s *longTerm) extractCategories(src Source) string {
 	var b strings.Builder
-	for _, c := range s.policy.Categories {
+	for _, c := range s.core.Policy.Categories {
 		if c.Global || (c.Protected && src != SourceUser) {
 			continue
 		}
@@ -105,7 +80,7 @@ func (s *longTerm) extractCategories(src Source) string {
 // ErrUpstream (the model failed; nothing written).
 func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (*SessionExtractResult, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
+	fe.SessionKey(req.Owner, req.SessionID)
 	src := fe.Source(req.Source)
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -117,11 +92,11 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 	// No LLM is a 409 whether or not there are new messages, like the
 	// memories' /extract: a client learns at once that extraction cannot
 	// work on this runtime, not only once messages arrive.
-	if s.llm == nil {
+	if s.core.LLM == nil {
 		return nil, ErrNoLLM
 	}
 	res := &SessionExtractResult{SessionID: req.SessionID, Watermark: watermark, Facts: []ExtractedFact{}, EffectiveSource: src}
-	msgs, err := (*conversations)(s).queryMessages(ctx, s.pool, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+	msgs, err := s.conv.QueryMessages(ctx, s.core.Pool, `SELECT `+conversation.MessageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq > $3 ORDER BY g.seq DESC LIMIT $4`,
 		req.Owner, req.SessionID, watermark, maxExtractReadMessages)
 	if err != nil || len(msgs) == 0 {
@@ -137,7 +112,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 			lines = append(lines, l)
 		}
 	}
-	conv, truncated := newestWithin(lines)
+	conv, truncated := core.NewestWithin(lines, maxExtractPromptChars)
 	res.Truncated = truncated
 	var prepared []*preparedAdd
 	if conv != "" {
@@ -179,7 +154,7 @@ func effectiveSource(asked Source, msgs []ConversationMessage) Source {
 // extractState reads the session and its watermark.
 func (s *longTerm) extractState(ctx context.Context, owner, id string) (*Session, int64, error) {
 	var wm int64
-	c, err := scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+`, c.extracted_through FROM `+s.sql.sessions+` AS c
+	c, err := conversation.ScanSession(s.core.Pool.QueryRow(ctx, `SELECT `+conversation.SessionColumns+`, c.extracted_through FROM `+s.sql.sessions+` AS c
 		WHERE c.owner_id = $1 AND c.id = $2`, owner, id), &wm)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, fmt.Errorf("session %q: %w", id, ErrNotFound)
@@ -201,7 +176,7 @@ type sessionFact struct {
 
 // askSessionFacts is the extraction call.
 func (s *longTerm) askSessionFacts(ctx context.Context, src Source, conv string) ([]sessionFact, error) {
-	system := fmt.Sprintf(sessionExtractSystem, s.extractCategories(src), s.policy.Limits.MaxFactsPerExtraction)
+	system := fmt.Sprintf(sessionExtractSystem, s.extractCategories(src), s.core.Policy.Limits.MaxFactsPerExtraction)
 	var out struct {
 		Facts []sessionFact `json:"facts"`
 	}
@@ -214,19 +189,19 @@ func (s *longTerm) askSessionFacts(ctx context.Context, src Source, conv string)
 // askJSON asks the LLM once, bounded by the store's LLM timeout, and
 // parses its JSON answer into out; every failure is ErrUpstream.
 func (s *longTerm) askJSON(ctx context.Context, what, system, user string, out any) error {
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	actx, cancel := context.WithTimeout(ctx, s.core.LLMTimeout)
 	defer cancel()
-	answer, err := s.llm.CompleteJSON(actx, system, user)
+	answer, err := s.core.LLM.CompleteJSON(actx, system, user)
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return fmt.Errorf("%w: %s got no answer within %s", ErrUpstream, what, s.timeout)
+			return fmt.Errorf("%w: %s got no answer within %s", ErrUpstream, what, s.core.LLMTimeout)
 		}
 		if errors.Is(err, ErrUpstream) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		return fmt.Errorf("%w: %s: %v", ErrUpstream, what, err)
 	}
-	if err := decodeJSONAnswer(answer, out); err != nil {
+	if err := core.DecodeJSONAnswer(answer, out); err != nil {
 		return fmt.Errorf("%w: %s: the model's answer is not the expected JSON: %v", ErrUpstream, what, err)
 	}
 	return nil
@@ -248,7 +223,7 @@ func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts 
 			ef.ConflictType = ""
 		}
 		ttl, drop := factTTL(f.ExpiresAt, &ef)
-		if drop == "" && len(out) == s.policy.Limits.MaxFactsPerExtraction {
+		if drop == "" && len(out) == s.core.Policy.Limits.MaxFactsPerExtraction {
 			drop = "over limits.maxFactsPerExtraction"
 		}
 		var p *preparedAdd
@@ -280,7 +255,7 @@ func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts 
 // conversation.extractionScope is session. The session is kept as the
 // fact's sourceSession either way.
 func (s *longTerm) factScope(session string) string {
-	if s.policy.Conversation.ExtractionScope == ExtractionScopeSession {
+	if s.core.Policy.Conversation.ExtractionScope == ExtractionScopeSession {
 		return session
 	}
 	return ""

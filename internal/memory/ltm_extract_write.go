@@ -39,22 +39,22 @@ type dedupCandidate struct {
 // (insert, or merge with an identical or near-identical memory).
 func (s *longTerm) batchDedup(ctx context.Context, ps []*preparedAdd, res *SessionExtractResult) ([]*arbiterPlan, error) {
 	plans := make([]*arbiterPlan, len(ps))
-	if len(ps) == 0 || s.policy.Dedup.Arbitration != ArbitrationLLM {
+	if len(ps) == 0 || s.core.Policy.Dedup.Arbitration != ArbitrationLLM {
 		return plans, nil
 	}
 	var cands []dedupCandidate
 	var user strings.Builder
 	for _, p := range ps {
-		nb, err := (*writer)(s).nearest(ctx, s.pool, p.req.Owner, p.content, p.vec, false)
+		nb, err := (*writer)(s).nearest(ctx, s.core.Pool, p.req.Owner, p.content, p.vec, false)
 		if err != nil {
 			return nil, err
 		}
-		if nb == nil || nb.exact || nb.sim < s.policy.Dedup.ArbitrationThreshold {
+		if nb == nil || nb.exact || nb.sim < s.core.Policy.Dedup.ArbitrationThreshold {
 			continue
 		}
 		ef := res.Facts[p.factIndex]
 		fmt.Fprintf(&user, "%d. NEW (%s, conflictType %q): %q\n   EXISTING: %q\n", len(cands), ef.Category, ef.ConflictType,
-			textguard.PromptText(s.redactor.Redacted(p.content)), textguard.PromptText(s.redactor.Redacted(nb.content)))
+			textguard.PromptText(s.core.Redactor.Redacted(p.content)), textguard.PromptText(s.core.Redactor.Redacted(nb.content)))
 		cands = append(cands, dedupCandidate{p: p, nb: nb})
 	}
 	if len(cands) == 0 {

@@ -14,7 +14,7 @@ import (
 // bound to placeholder ph: the owner's rows and, when the policy has global
 // categories, the tenant-wide ones.
 func (s *longTerm) ownerMatch(ph string) string {
-	if !s.policy.HasGlobal() {
+	if !s.core.Policy.HasGlobal() {
 		return `m.owner_id = ` + ph
 	}
 	return `m.owner_id IN (` + ph + `, '` + GlobalOwner + `')`
@@ -24,7 +24,7 @@ func (s *longTerm) ownerMatch(ph string) string {
 // agent or session (tenant-wide knowledge belongs to no conversation).
 // Only the user or the system may write it.
 func (s *longTerm) routeGlobal(req *AddRequest) error {
-	c, ok := s.policy.Category(req.Category)
+	c, ok := s.core.Policy.Category(req.Category)
 	if !ok || !c.Global {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (s *longTerm) routeGlobal(req *AddRequest) error {
 func (s *Store) ListGlobal(ctx context.Context, req ListRequest) (*ListPage, error) {
 	fe := &core.FieldErrors{}
 	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
-	if c, ok := s.policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
+	if c, ok := s.core.Policy.Category(req.Category); req.Category != "" && (!ok || !c.Global) {
 		fe.Add("category", "%q is not a global category of this runtime's policy", req.Category)
 	}
 	after, afterID, err := decodeCursor(req.Cursor)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -14,14 +15,14 @@ func TestNewestWithinKeepsTheNewestCharacters(t *testing.T) {
 		lines = append(lines, "USER: message "+strings.Repeat("é", 30)+string(rune('a'+i%26)))
 	}
 	lines = append(lines, "USER: the newest")
-	got, truncated := newestWithin(lines)
+	got, truncated := core.NewestWithin(lines, maxExtractPromptChars)
 	if !truncated || utf8.RuneCountInString(got) > maxExtractPromptChars || !strings.HasSuffix(got, "USER: the newest") {
 		t.Fatalf("truncated %v, %d characters, ends %q", truncated, utf8.RuneCountInString(got), got[len(got)-20:])
 	}
 	if !strings.HasPrefix(got, "...") {
 		t.Fatalf("the oldest kept line should be cut at its start and marked: %q", got[:40])
 	}
-	short, truncated := newestWithin([]string{"USER: a", "ASSISTANT: b"})
+	short, truncated := core.NewestWithin([]string{"USER: a", "ASSISTANT: b"}, maxExtractPromptChars)
 	if truncated || short != "USER: a\nASSISTANT: b" {
 		t.Fatalf("short input changed: %q, %v", short, truncated)
 	}

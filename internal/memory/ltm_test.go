@@ -167,7 +167,7 @@ func TestExtractSessionNeutralizesForgedRolesAndRedactsWithThePolicy(t *testing.
 	}
 	t.Cleanup(pool.Close)
 	emb, _ := NewBuiltinEmbedder(384)
-	s2, err := New(Config{Pool: pool, Schema: f.store.Schema(), Policy: p, Embedder: emb, LLM: chat.llm(), LLMTimeout: f.store.timeout})
+	s2, err := New(Config{Pool: pool, Schema: f.store.Schema(), Policy: p, Embedder: emb, LLM: chat.llm(), LLMTimeout: f.store.core.LLMTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func TestArbitrationRedactsBothTexts(t *testing.T) {
 
 	policy := DefaultPolicy()
 	policy.Redaction.Patterns = []string{`EMP-[0-9]{6}`}
-	now, err := New(Config{Pool: before.store.pool, Schema: before.store.schema, Policy: policy, Embedder: before.store.embedder, LLM: chat.llm()})
+	now, err := New(Config{Pool: before.store.core.Pool, Schema: before.store.core.Schema, Policy: policy, Embedder: before.store.core.Embedder, LLM: chat.llm()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 // The mutation history of a memory (memory_history): every add, update,
 // merge, supersede, delete and eviction, read back page by page. Not the
-// message history of a conversation (SearchHistory, conversation_explore.go).
+// message history of a conversation (SearchHistory, conversation/explore.go).
 
 const (
 	defaultHistoryPage = 100
@@ -69,7 +69,7 @@ func (s *reader) evictionHistory(ctx context.Context, owner, id string, b *core.
 // historyRows reads a page of at most limit history rows matching where,
 // oldest first, within b.
 func (s *reader) historyRows(ctx context.Context, b *core.AnswerBytes, limit int, where string, args ...any) (core.PageScan[HistoryEntry], error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
+	rows, err := s.core.Pool.Query(ctx, `SELECT id, memory_id::text, action, actor, actor_id, old_content, new_content, details, created_at
 		FROM `+s.sql.history+` `+where+` ORDER BY id LIMIT `+strconv.Itoa(limit+1), args...)
 	if err != nil {
 		return core.PageScan[HistoryEntry]{}, core.DBErr("reading history", err)

@@ -94,7 +94,7 @@ func TestConnectionLossIsUnavailable(t *testing.T) {
 	})
 	t.Run("pool closed", func(t *testing.T) {
 		s := storeVia(t, f, f.loginURL)
-		s.pool.Close()
+		s.core.Pool.Close()
 		if _, err := s.Get(ctx(t), "lossy", seed.Memory.ID); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("a store whose pool is closed: %v, want ErrUnavailable", err)
 		}
@@ -109,7 +109,7 @@ func storeVia(t *testing.T, f *fixture, rawURL string) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := New(Config{Pool: pool, Schema: f.store.schema, Policy: f.store.policy, Embedder: f.store.embedder})
+	s, err := New(Config{Pool: pool, Schema: f.store.core.Schema, Policy: f.store.core.Policy, Embedder: f.store.core.Embedder})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func storeVia(t *testing.T, f *fixture, rawURL string) *Store {
 func backendPID(t *testing.T, s *Store) uint32 {
 	t.Helper()
 	var pid uint32
-	if err := s.pool.QueryRow(ctx(t), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+	if err := s.core.Pool.QueryRow(ctx(t), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
 	return pid

@@ -6,28 +6,12 @@ import (
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
-// lockOwner serializes the writes of one owner: it locks the owner's row of
-// owner_locks (a table of this tenant's schema) until tx ends, creating the
-// row on the owner's first write. Only roles with UPDATE on the table can
-// lock its rows, so no other tenant can hold the lock this tenant's writers
-// wait on (an advisory lock could: their keyspace is shared by every role of
-// the database). Waits are bounded by the session's lock_timeout.
+// lockOwner serializes the writes of one owner until tx ends
+// (core.State.LockOwner).
 func (s *Store) lockOwner(ctx context.Context, tx core.DBTX, owner string) error {
-	if _, err := tx.Exec(ctx, s.LockOwnerQuery(), owner); err != nil {
-		return core.DBErr("locking owner", err)
-	}
-	return nil
+	return s.core.LockOwner(ctx, tx, owner)
 }
 
 // LockOwnerQuery is lockOwner's statement, $1 the owner (the benchmark's
-// raw side runs exactly this). One statement in every case, so it can be
-// pipelined with what follows it: an existing row is locked by ON CONFLICT
-// DO UPDATE, which locks the conflicting row (FOR UPDATE strength) even
-// when its WHERE is false, so no new row version is written; a missing row
-// is inserted, and an inserted, uncommitted row locks as well (a concurrent
-// first write of the same owner waits for this transaction, then finds the
-// row and locks it; a row an erase deleted meanwhile is inserted again).
-func (s *Store) LockOwnerQuery() string {
-	return `INSERT INTO ` + s.sql.ownerLocks + ` AS l (owner_id) VALUES ($1)
-		ON CONFLICT (owner_id) DO UPDATE SET owner_id = excluded.owner_id WHERE false`
-}
+// raw side runs exactly this; core.State.LockOwnerQuery).
+func (s *Store) LockOwnerQuery() string { return s.core.LockOwnerQuery() }

@@ -84,7 +84,7 @@ func (s *Store) Owners(ctx context.Context, req OwnersRequest) (*OwnersPage, err
 		FROM (SELECT owner_id FROM o WHERE owner_id IS NOT NULL LIMIT ` + a.Add(limit+1) + `) AS o
 		CROSS JOIN LATERAL (` + counts + `) AS c ORDER BY o.owner_id`
 	}
-	rows, err := s.pool.Query(ctx, sql, a.List...)
+	rows, err := s.core.Pool.Query(ctx, sql, a.List...)
 	if err != nil {
 		return nil, core.DBErr("listing owners", err)
 	}

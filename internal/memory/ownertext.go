@@ -29,23 +29,17 @@ func ownerLexeme(ph string) string {
 // the owner for `m.tsv @@ q` to reject.
 func (s *reader) ownerTextQuery(ph, q string) string {
 	owners := ownerLexeme(ph)
-	if s.policy.HasGlobal() {
+	if s.core.Policy.HasGlobal() {
 		owners = `(` + owners + ` || ` + ownerLexeme(`'`+GlobalOwner+`'`) + `)`
 	}
 	return `CASE WHEN numnode(` + q + `) = 0 THEN ` + q + ` ELSE ` + q + ` && ` + owners + ` END`
-}
-
-// orQuery is the tsquery (SQL) of text search for the query text in ph: any
-// of its words may match (OR), since ranking, not filtering, is the point.
-func orQuery(ph string) string {
-	return `replace(plainto_tsquery('` + textSearchConfig + `', ` + ph + `)::text, ' & ', ' | ')::tsquery`
 }
 
 // textQueries is a one-row SELECT of req's text query: q, the OR query the
 // rows' words are tested and ranked with, and qo, the same with the owner's
 // lexeme for the owner's text index (ownerTextQuery).
 func (s *reader) textQueries(a *core.Args, req SearchRequest) string {
-	return `SELECT x AS q, ` + s.ownerTextQuery(a.Add(req.Owner), "x") + ` AS qo FROM (SELECT ` + orQuery(a.Add(req.Query)) + ` AS x) AS x`
+	return `SELECT x AS q, ` + s.ownerTextQuery(a.Add(req.Owner), "x") + ` AS qo FROM (SELECT ` + core.OrQuery(a.Add(req.Query)) + ` AS x) AS x`
 }
 
 // ownerTextOnly is the owner condition owner of a query that the owner's

@@ -81,7 +81,7 @@ func hasOwnerVectorsIndex(t *testing.T, f *fixture) bool {
 	t.Helper()
 	var n int
 	err := f.admin.QueryRow(ctx(t), `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = $2`,
-		f.store.schema, ownerVectorsIndex).Scan(&n)
+		f.store.core.Schema, ownerVectorsIndex).Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/engram-dev/engram/internal/memory/core"
-	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // Preparing a write, before any transaction: validation, redaction, the
@@ -41,14 +40,14 @@ func (s *writer) prepareAdd(req AddRequest, fe *core.FieldErrors) (*preparedAdd,
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
 	p.req.Source = fe.Source(req.Source)
-	p.req.Category = fe.Category(&s.policy, req.Category)
+	p.req.Category = fe.Category(&s.core.Policy, req.Category)
 	p.req.Importance = fe.Importance(req.Importance)
 	p.ttl = fe.TTL(req.TTL)
-	fe.Text("content", req.Content, core.RawContentLimit(s.policy.Limits.MaxContentBytes))
+	fe.Text("content", req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	if err := core.CheckProtected(&s.policy, p.req.Category, p.req.Source); err != nil {
+	if err := core.CheckProtected(&s.core.Policy, p.req.Category, p.req.Source); err != nil {
 		return nil, err
 	}
 	if err := (*longTerm)(s).routeGlobal(&p.req); err != nil {
@@ -58,51 +57,15 @@ func (s *writer) prepareAdd(req AddRequest, fe *core.FieldErrors) (*preparedAdd,
 	if err != nil {
 		return nil, err
 	}
-	p.content, p.redactions, p.flags = c.text, c.redactions, c.flags
+	p.content, p.redactions, p.flags = c.Text, c.Redactions, c.Flags
 	return p, nil
 }
 
-// cleaned is input text made ready to store.
-type cleaned struct {
-	text       string // redacted; otherwise exactly what was sent
-	redactions []string
-	flags      []string
-}
-
-// clean turns validated input text into what is stored: secrets redacted
-// first, so limits.maxContentBytes measures the stored text and the guard
-// judges what a model will later read; then the size check; then the
-// policy's injection guard. The stored text keeps the characters the caller
-// sent (full-width letters, zero-width joiners of emoji sequences): the
-// guard matches a normalized copy only (normalizeForGuard), since NFKC
-// would also rewrite legitimate text (CJK punctuation, ligatures, superscripts).
-func (s *writer) clean(field, raw string, fe *core.FieldErrors) (cleaned, error) {
-	return s.cleanWithin(field, raw, s.policy.Limits.MaxContentBytes, fe)
-}
-
-// cleanWithin is clean with another bound of the stored size (conversation
-// messages have their own, limits.maxMessageBytes).
-func (s *writer) cleanWithin(field, raw string, maxStored int, fe *core.FieldErrors) (cleaned, error) {
-	var c cleaned
-	c.text, c.redactions = s.redactor.Redact(raw)
-	fe.StoredSize(field, raw, c.text, maxStored)
-	if err := fe.Err(); err != nil {
-		return cleaned{}, err
-	}
-	mode := s.policy.Redaction.InjectionGuard
-	if mode == GuardOff {
-		return c, nil
-	}
-	reason := textguard.DetectInjection(c.text)
-	switch {
-	case reason == "":
-	case mode == GuardReject:
-		fe.Add(field, "rejected by the injection guard: looks like a prompt injection (%s)", reason)
-		return cleaned{}, fe.Err()
-	default:
-		c.flags = []string{FlagInjection}
-	}
-	return c, nil
+// clean turns validated input text into what is stored, bounded by
+// limits.maxContentBytes (core.State.CleanWithin: redaction, the size
+// check, the injection guard).
+func (s *writer) clean(field, raw string, fe *core.FieldErrors) (core.Cleaned, error) {
+	return s.core.CleanWithin(field, raw, s.core.Policy.Limits.MaxContentBytes, fe)
 }
 
 // embedAll embeds the content of every prepared write in one call.
@@ -111,7 +74,7 @@ func (s *writer) embedAll(ctx context.Context, ps []*preparedAdd) error {
 	for i, p := range ps {
 		texts[i] = p.content
 	}
-	vecs, err := s.embedder.Embed(ctx, texts)
+	vecs, err := s.core.Embedder.Embed(ctx, texts)
 	if err != nil {
 		return fmt.Errorf("embedding: %w", err)
 	}

@@ -92,7 +92,7 @@ func storeWithPolicy(t *testing.T, f *fixture, p Policy) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := New(Config{Pool: pool, Schema: f.store.schema, Policy: p, Embedder: f.store.embedder})
+	s, err := New(Config{Pool: pool, Schema: f.store.core.Schema, Policy: p, Embedder: f.store.core.Embedder})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkOwnerScale(b *testing.B) {
 			// The owner is full at n: each add also evicts, as at the cap.
 			// Above the largest allowed cap the store's policy is changed
 			// after validation, to measure what the maximum keeps out.
-			f.store.policy.Limits.MaxMemoriesPerOwner = n
+			f.store.core.Policy.Limits.MaxMemoriesPerOwner = n
 			queries := seedScale(b, f, n)
 			r := rand.New(rand.NewPCG(uint64(n), 7))
 			b.Run("search-vector", func(b *testing.B) {
@@ -153,7 +153,7 @@ func seedScale(b *testing.B, f *fixture, n int) []string {
 
 // scaleVector is text's embedding as pgvector text.
 func scaleVector(b *testing.B, f *fixture, text string) string {
-	vecs, err := f.store.embedder.Embed(context.Background(), []string{text})
+	vecs, err := f.store.core.Embedder.Embed(context.Background(), []string{text})
 	if err != nil {
 		b.Fatal(err)
 	}

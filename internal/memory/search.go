@@ -9,10 +9,6 @@ import (
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
-// textSearchConfig is the PostgreSQL text search configuration of the
-// generated tsv column (migration 1) and of queries.
-const textSearchConfig = "english"
-
 // notFlagged is the filter (on alias m) that leaves out memories the
 // injection guard flagged: context never renders them, and agent-facing
 // search and list results leave them out on request.
@@ -51,9 +47,9 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
-	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
-	k := fe.TopK(&s.policy, req.TopK)
-	fe.Categories(&s.policy, req.Categories)
+	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
+	k := fe.TopK(&s.core.Policy, req.TopK)
+	fe.Categories(&s.core.Policy, req.Categories)
 	fe.Finite("minScore", req.MinScore)
 	mode := req.Mode
 	switch mode {
@@ -68,10 +64,10 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	}
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
-	req.Query = s.redactor.Redacted(req.Query)
+	req.Query = s.core.Redactor.Redacted(req.Query)
 	var vec []float32
 	if mode != SearchText {
-		vecs, err := s.embedder.Embed(ctx, []string{req.Query})
+		vecs, err := s.core.Embedder.Embed(ctx, []string{req.Query})
 		if err != nil {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
@@ -131,7 +127,7 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 		from += `, (` + s.textQueries(a, req) + `) AS q`
 		ts = `CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END`
 	}
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	switch mode {
 	case SearchVector:
 		ts = `0::float8`
@@ -202,12 +198,12 @@ func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 // candidates may qualify: a wider set is tried (vectorCandidates), then the
 // one-phase query answers. Hybrid search has its own attempts (hybridAttempts).
 func (s *reader) searchSQL(ctx context.Context, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
-	return s.searchIn(ctx, s.pool, mode, req, vec, k)
+	return s.searchIn(ctx, s.core.Pool, mode, req, vec, k)
 }
 
 // searchIn is searchSQL on db (tests compare two paths in one transaction,
 // where now() and so the decay scores are the same).
-func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+func (s *reader) searchIn(ctx context.Context, db core.RowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
 		hits, _, err := s.hybridAttempts(ctx, db, req, vec, k)
 		return hits, err
@@ -229,13 +225,13 @@ func (s *reader) searchIn(ctx context.Context, db rowsQuerier, mode SearchMode, 
 
 // runSearch runs a built search and scores its rows; it also returns the
 // candidate count of a two-phase query.
-func (s *reader) runSearch(ctx context.Context, db rowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
+func (s *reader) runSearch(ctx context.Context, db core.RowsQuerier, mode SearchMode, q searchQuery) ([]SearchHit, int, error) {
 	rows, err := db.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, 0, core.DBErr("searching", err)
 	}
 	defer rows.Close()
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	hits := []SearchHit{}
 	candidates := 0
 	for rows.Next() {

@@ -156,7 +156,7 @@ func TestHybridUsesPolicyWeights(t *testing.T) {
 	}
 	p := DefaultPolicy()
 	p.Search.VectorWeight, p.Search.TextWeight, p.Search.DecayWeight = 0.1, 0, 0.9
-	weighted, err := New(Config{Pool: f.store.pool, Schema: f.store.schema, Policy: p, Embedder: f.store.embedder})
+	weighted, err := New(Config{Pool: f.store.core.Pool, Schema: f.store.core.Schema, Policy: p, Embedder: f.store.core.Embedder})
 	if err != nil {
 		t.Fatal(err)
 	}

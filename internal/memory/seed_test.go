@@ -17,7 +17,7 @@ const seedCopyTimeout = "10min"
 // in one transaction whose statement_timeout is seedCopyTimeout.
 func (f *fixture) copyMemories(t *testing.T, rows [][]any) {
 	t.Helper()
-	tx, err := f.store.pool.Begin(ctx(t))
+	tx, err := f.store.core.Pool.Begin(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func (f *fixture) copyMemories(t *testing.T, rows [][]any) {
 	if _, err := tx.Exec(ctx(t), "SET LOCAL statement_timeout = '"+seedCopyTimeout+"'"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := tx.CopyFrom(ctx(t), pgx.Identifier{f.store.schema, "memories"},
+	n, err := tx.CopyFrom(ctx(t), pgx.Identifier{f.store.core.Schema, "memories"},
 		[]string{"id", "owner_id", "source", "category", "content", "embedding"}, pgx.CopyFromRows(rows))
 	if err != nil || n != int64(len(rows)) {
 		t.Fatalf("COPY: %d rows, %v", n, err)

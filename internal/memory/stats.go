@@ -24,7 +24,7 @@ type Stats struct {
 // memories table (the session's statement_timeout bounds it on a huge tenant).
 func (s *Store) Stats(ctx context.Context) (*Stats, error) {
 	var st Stats
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active),
+	err := s.core.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE active), count(*) FILTER (WHERE NOT active),
 		count(DISTINCT owner_id) FROM `+s.sql.memories).Scan(&st.Active, &st.Inactive, &st.Owners)
 	if err != nil {
 		return nil, core.DBErr("counting memories", err)

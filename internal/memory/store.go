@@ -14,8 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
-	"github.com/engram-dev/engram/internal/memory/textguard"
+	"github.com/engram-dev/engram/internal/memory/longterm"
 )
 
 // Config is what a Store needs.
@@ -79,22 +80,22 @@ func validateConfig(cfg *Config) error {
 
 // Store is one tenant's memory engine. It is safe for concurrent use.
 type Store struct {
-	pool     *pgxpool.Pool
-	schema   string
-	policy   Policy
-	embedder Embedder
-	llm      LLM
-	timeout  time.Duration
-	log      *slog.Logger
-	redactor *textguard.Redactor
-	access   *accessRecorder
-	sql      queries
+	// core is the state every part of the engine shares (the pool, the
+	// policy, the model clients, the redactor, the byte cap): the parts in
+	// packages of their own (conversation) hold the same pointer.
+	core *core.State
+	// conv is conversation memory (internal/memory/conversation), over core.
+	conv *conversation.Store
+	// lt is long-term memory's documents and episodes
+	// (internal/memory/longterm), over core and conv.
+	lt     *longterm.Store
+	access *accessRecorder
+	sql    queries
 	// halfLives are the categories' half-lives in seconds, as SQL array
 	// parameters for the decay expression (decayNames[i] -> decaySeconds[i]).
 	decayNames   []string
 	decaySeconds []float64
 	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
-	maxBytes     int           // the byte cap of one answer (answercap.go)
 	// afterCompactBatch, when set (by tests), runs after each batch of
 	// compaction, outside any transaction.
 	afterCompactBatch func(owner string)
@@ -114,22 +115,27 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
 	s := &Store{
-		pool:     cfg.Pool,
-		schema:   cfg.Schema,
-		policy:   cfg.Policy,
-		embedder: cfg.Embedder,
-		llm:      cfg.LLM,
-		timeout:  cfg.LLMTimeout,
-		log:      cfg.Logger,
-		redactor: red,
+		core: &core.State{
+			Pool:       cfg.Pool,
+			Schema:     cfg.Schema,
+			Policy:     cfg.Policy,
+			Embedder:   cfg.Embedder,
+			LLM:        cfg.LLM,
+			LLMTimeout: cfg.LLMTimeout,
+			Log:        cfg.Logger,
+			Redactor:   red,
+			MaxBytes:   cfg.MaxResponseBytes,
+		},
 		sql:      newQueries(cfg.Schema),
+		leaseTTL: cfg.JobLeaseTTL,
 	}
-	s.leaseTTL = cfg.JobLeaseTTL
-	s.maxBytes = cfg.MaxResponseBytes
 	for _, c := range cfg.Policy.Categories {
 		s.decayNames = append(s.decayNames, c.Name)
 		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
 	}
+	// Conversation memory first: long-term memory summarizes its sessions.
+	s.conv = conversation.New(s.core, longterm.Pins(s.core))
+	s.lt = longterm.New(s.core, s.conv)
 	s.access = newAccessRecorder(s)
 	return s, nil
 }
@@ -139,17 +145,17 @@ func New(cfg Config) (*Store, error) {
 func (s *Store) Close() { s.access.close() }
 
 // Policy returns the policy the store enforces.
-func (s *Store) Policy() Policy { return s.policy }
+func (s *Store) Policy() Policy { return s.core.Policy }
 
 // LLMTimeout returns the bound of one arbiter or extraction call.
-func (s *Store) LLMTimeout() time.Duration { return s.timeout }
+func (s *Store) LLMTimeout() time.Duration { return s.core.LLMTimeout }
 
 // Schema returns the tenant schema.
-func (s *Store) Schema() string { return s.schema }
+func (s *Store) Schema() string { return s.core.Schema }
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	if err := s.core.Pool.Ping(ctx); err != nil {
 		return core.DBErr("ping", err)
 	}
 	return nil
@@ -157,16 +163,5 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return core.DBErr("begin", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return core.DBErr("commit", err)
-	}
-	return nil
+	return s.core.InTx(ctx, fn)
 }

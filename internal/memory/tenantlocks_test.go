@@ -80,7 +80,7 @@ func TestTenantCannotBlockAnotherTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer attacker.Close(context.Background())
-	for _, k := range oldLockKeys(b.store.schema, "victim", "newcomer") {
+	for _, k := range oldLockKeys(b.store.core.Schema, "victim", "newcomer") {
 		if _, err := attacker.Exec(ctx(t), `SELECT pg_advisory_lock($1, $2)`, k[0], k[1]); err != nil {
 			t.Fatalf("tenant A taking advisory lock %v: %v", k, err)
 		}
@@ -228,7 +228,7 @@ func TestLockTimeoutIsRetryable(t *testing.T) {
 		t.Fatalf("another owner's add: %v", err)
 	}
 
-	_, err = f.store.pool.Exec(ctx(t), `SELECT pg_sleep(5)`)
+	_, err = f.store.core.Pool.Exec(ctx(t), `SELECT pg_sleep(5)`)
 	if err = core.DBErr("sleeping", err); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("statement past statement_timeout: %v, want ErrBusy", err)
 	}

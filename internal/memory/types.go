@@ -1,6 +1,10 @@
 package memory
 
-import "time"
+import (
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+)
 
 // Memory is one stored fact about an owner (an end user).
 type Memory struct {
@@ -294,19 +298,9 @@ type ExtractRequest struct {
 	Messages []Message `json:"messages"`
 }
 
-// JobOptions apply to every maintenance operation.
-type JobOptions struct {
-	// DryRun counts what would change and changes nothing.
-	DryRun bool
-	// BatchSize bounds the rows one statement touches; 0 means 1000. For
-	// compact it bounds the memories one batch looks at and supersedes,
-	// and so how long a write of the owner may wait for compaction.
-	BatchSize int
-	// OwnerBudget bounds the time compact spends on one owner in one run;
-	// the owner's pass continues in the next run. 0 means
-	// DefaultCompactOwnerBudget. At least one batch always runs.
-	OwnerBudget time.Duration
-}
+// JobOptions apply to every maintenance operation (core.JobOptions: the
+// parts in packages of their own run their operations with them).
+type JobOptions = core.JobOptions
 
 // Maintenance operations.
 const (
@@ -323,21 +317,8 @@ const (
 // Operations lists the maintenance operations in the order a job runs them.
 var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact, OpSummarize, OpSessions}
 
-// JobResult counts what one maintenance operation did.
-type JobResult struct {
-	Operation string `json:"operation"`
-	DryRun    bool   `json:"dryRun"`
-	// Scanned rows considered.
-	Scanned int64 `json:"scanned"`
-	// Affected rows forgotten, expired, purged or superseded (would be, in a dry run).
-	Affected int64         `json:"affected"`
-	Duration time.Duration `json:"-"`
-	// Batches is the number of bounded statements run.
-	Batches int `json:"batches"`
-	// Pending counts the owners whose compaction pass ran out of its time
-	// budget and continues in the next run.
-	Pending int64 `json:"pending,omitempty"`
-}
+// JobResult counts what one maintenance operation did (core.JobResult).
+type JobResult = core.JobResult
 
 // Results of a maintenance run (JobSummary.Result); the same words as the
 // RetentionJob's status.lastRun.result.

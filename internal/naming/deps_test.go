@@ -42,12 +42,18 @@ func TestDependencyRule(t *testing.T) {
 
 // engineIdeas are the packages of the memory engine's ideas, each with the
 // Engram packages it may import: the core imports only the leaves; the
-// ideas import the core (and the leaves), never the façade internal/memory
-// nor each other, so the façade is the one place they meet
-// (docs/architecture.md, "Inside internal/memory").
+// ideas import the core (and the leaves), never the façade internal/memory;
+// conversation memory imports no other idea, and long-term memory only
+// conversation memory (its episodes summarize sessions), so the façade is
+// where they are put together (docs/architecture.md, "Inside
+// internal/memory").
 var engineIdeas = map[string][]string{
 	"../memory/core":         engineLeaves,
 	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
+	"../memory/longterm":     append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
+	// Tests' state of a provisioned tenant, for the ideas' own tests;
+	// imported by tests only.
+	"../memory/core/coretest": append([]string{"../memory/core", "../tenant", "../testenv", "../naming"}, engineLeaves...),
 	// Tests' checks of conversation memory, shared by its package and the
 	// façade's tests; imported by tests only.
 	"../memory/conversation/convtest": append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
@@ -68,6 +74,31 @@ func TestEngineImportRule(t *testing.T) {
 				continue
 			}
 			t.Errorf("%s imports %s; it may import only %v", pkg, d, allowed)
+		}
+	}
+}
+
+// TestEngineFacadeIsTheDoor pins the other side of engineIdeas: outside
+// internal/memory, code (tests included) imports the engine through its
+// façade internal/memory only, never a part (core, conversation, the
+// leaves), so a part can be cut or renamed without touching the service,
+// the jobs or the operator.
+func TestEngineFacadeIsTheDoor(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, "../../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const engine = "github.com/engram-dev/engram/internal/memory"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] == engine || strings.HasPrefix(fields[0], engine+"/") {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, engine+"/") {
+				t.Errorf("%s imports %s; outside the engine, import its façade %s", fields[0], imp, engine)
+			}
 		}
 	}
 }

@@ -1,9 +1,11 @@
 // Package conversation is conversation memory: sessions, their message
 // log, context windows, the summary DAG and its compaction, the message
-// history search. Today it holds the types the façade internal/memory
-// re-exports (facade_conversation.go); the behaviour follows them here
-// from internal/memory's conversation_*.go (docs/architecture.md). It
-// imports internal/memory/core and the engine's leaves, never the façade.
+// history search. Store holds it over the engine's shared state
+// (core.State); the façade internal/memory holds one Store, delegates its
+// conversation methods to it and re-exports the types
+// (facade_conversation*.go, docs/architecture.md). It imports
+// internal/memory/core and the engine's leaves, never the façade nor
+// long-term memory (DocumentVersions is the one thing it needs of that).
 package conversation
 
 import (

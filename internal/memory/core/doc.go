@@ -1,5 +1,8 @@
-// Package core holds what every part of the memory engine shares and that
-// needs no Store: the typed errors the service maps to statuses (and
+// Package core holds what every part of the memory engine shares: State
+// (the pool, the resolved policy, the model clients, the redactor, the
+// byte cap; the façade builds it once and every part holds the same
+// pointer) with the helpers over it (InTx, LockOwner, CleanWithin,
+// AnswerCap, the maintenance batches), the typed errors the service maps to statuses (and
 // DBErr, which classifies database errors into them), field validation
 // (FieldErrors), ids and scope ids, the Source of a write and its trust
 // order, the actor of a write, quota errors, the byte budget of an answer

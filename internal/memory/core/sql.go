@@ -23,6 +23,11 @@ type Querier interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }
 
+// RowsQuerier runs a query returning rows (pool or transaction).
+type RowsQuerier interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}
+
 // DBTX is what the write paths run their statements on: a pgx.Tx, or the
 // connection of a pipelined transaction (memory's addtx.go) whose BEGIN and COMMIT
 // travel with its statements.

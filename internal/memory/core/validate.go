@@ -44,6 +44,16 @@ func (f *FieldErrors) Owner(owner string) {
 	}
 }
 
+// SessionKey checks an owner and a session id (required).
+func (f *FieldErrors) SessionKey(owner, id string) {
+	f.Owner(owner)
+	if id == "" {
+		f.Add("sessionId", "is required")
+	} else if !ValidScopeID(id) {
+		f.Add("sessionId", ScopeIDRule)
+	}
+}
+
 // scope checks the optional agent and session ids.
 func (f *FieldErrors) Scope(agent, session string) {
 	if agent != "" && !scopeID.MatchString(agent) {

@@ -1,10 +1,9 @@
-package memory
+package conversation
 
 import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
@@ -32,20 +31,20 @@ func summaryTarget(inputTokens int) int {
 
 // summarize returns a summary of lines (one message or child summary each,
 // already redacted and sanitized) and the method that made it.
-func (s *conversations) summarize(ctx context.Context, lines []string) (string, string) {
+func (s *Store) Summarize(ctx context.Context, lines []string) (string, string) {
 	input := strings.Join(lines, "\n")
-	inTokens := CountTokens(input)
+	inTokens := core.CountTokens(input)
 	target := summaryTarget(inTokens)
-	if s.llm != nil {
+	if s.core.LLM != nil {
 		for _, step := range []struct{ system, method string }{
 			{summarizeSystem, MethodLLM}, {summarizeAggressiveSystem, MethodLLMAggressive},
 		} {
 			out, err := s.askSummary(ctx, fmt.Sprintf(step.system, target*3/4), input)
 			if err != nil {
-				s.log.Warn("summarizing with the LLM failed; using the extractive summary", "error", err)
+				s.core.Log.Warn("summarizing with the LLM failed; using the extractive summary", "error", err)
 				break
 			}
-			if n := CountTokens(out); n < inTokens && n <= target {
+			if n := core.CountTokens(out); n < inTokens && n <= target {
 				return out, step.method
 			}
 		}
@@ -56,20 +55,20 @@ func (s *conversations) summarize(ctx context.Context, lines []string) (string, 
 // askSummary asks the LLM once, bounded by the store's LLM timeout. An
 // answer the injection guard objects to is refused like a failure: a summary
 // is spliced into prompts.
-func (s *conversations) askSummary(ctx context.Context, system, input string) (string, error) {
-	actx, cancel := context.WithTimeout(ctx, s.timeout)
+func (s *Store) askSummary(ctx context.Context, system, input string) (string, error) {
+	actx, cancel := context.WithTimeout(ctx, s.core.LLMTimeout)
 	defer cancel()
-	answer, err := s.llm.CompleteJSON(actx, system, input)
+	answer, err := s.core.LLM.CompleteJSON(actx, system, input)
 	if err != nil {
 		return "", err
 	}
 	var out struct {
 		Summary string `json:"summary"`
 	}
-	if err := decodeJSONAnswer(answer, &out); err != nil {
+	if err := core.DecodeJSONAnswer(answer, &out); err != nil {
 		return "", fmt.Errorf("the model's answer is not the expected JSON: %w", err)
 	}
-	sum := strings.TrimSpace(textguard.SanitizeForPrompt(s.redactor.Redacted(out.Summary)))
+	sum := strings.TrimSpace(textguard.SanitizeForPrompt(s.core.Redactor.Redacted(out.Summary)))
 	if sum == "" {
 		return "", fmt.Errorf("the model returned an empty summary")
 	}
@@ -88,13 +87,13 @@ func extractiveSummary(lines []string, target int) string {
 	for _, l := range lines {
 		l = firstSentence(l)
 		if len(l) > share {
-			l = truncateUTF8(l, share-3) + "..."
+			l = core.TruncateUTF8(l, share-3) + "..."
 		}
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
 		b.WriteString(l)
-		if CountTokens(b.String()) >= target {
+		if core.CountTokens(b.String()) >= target {
 			break
 		}
 	}
@@ -112,25 +111,14 @@ func firstSentence(s string) string {
 	return s[:best]
 }
 
-// truncateUTF8 cuts s to at most n bytes on a rune boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// summaryLine is how one message enters a summarizer prompt: its role, and
+// SummaryLine is how one message enters a summarizer prompt: its role, and
 // the content redacted and made a prompt line (promptText: one line, no
 // control or invisible characters, no structure of its own) like every
 // text Engram sends to a model. A message the
 // injection guard flagged (mode Flag) is left out of summaries — they are
 // spliced into prompts — and only marked; expanding the summary still
 // returns it.
-func (s *conversations) summaryLine(m ConversationMessage) string {
+func (s *Store) SummaryLine(m Message) string {
 	role := strings.ToUpper(string(m.Role))
 	if m.ToolName != "" {
 		role += "(" + m.ToolName + ")"
@@ -138,5 +126,5 @@ func (s *conversations) summaryLine(m ConversationMessage) string {
 	if len(m.Flags) > 0 {
 		return role + ": [message flagged by the injection guard; expand the summary to read it]"
 	}
-	return role + ": " + textguard.PromptText(s.redactor.Redacted(m.Content))
+	return role + ": " + textguard.PromptText(s.core.Redactor.Redacted(m.Content))
 }

@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
 )
 
 // maxSessionDeleteBatch bounds the sessions one statement of the sessions
@@ -13,20 +14,20 @@ import (
 // a batch of long sessions is many rows.
 const maxSessionDeleteBatch = 100
 
-// summarizeSessions is the summarize operation: an incremental compaction
+// SummarizeSessions is the summarize operation: an incremental compaction
 // of every session whose unsummarized tokens exceed the threshold, read in
 // pages of BatchSize sessions (keyset over the primary key, so each session
 // is looked at once per run). Scanned counts the sessions due, Affected
 // those that got new summaries. A dry run counts the sessions due.
-func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
-	c := s.policy.Conversation
+func (s *Store) SummarizeSessions(ctx context.Context, opts core.JobOptions, res *core.JobResult) error {
+	c := s.core.Policy.Conversation
 	due := fmt.Sprintf(`token_count - summarized_tokens > %f`, c.Compaction.Threshold*float64(c.Window.Budget))
 	if opts.DryRun {
-		return (*maintenance)(s).count(ctx, res, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+due)
+		return s.core.Count(ctx, res, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+due)
 	}
 	afterOwner, afterID := "", ""
 	for {
-		rows, err := s.pool.Query(ctx, `SELECT owner_id, id FROM `+s.sql.sessions+`
+		rows, err := s.core.Pool.Query(ctx, `SELECT owner_id, id FROM `+s.sql.sessions+`
 			WHERE (owner_id, id) > ($1, $2) AND `+due+` ORDER BY owner_id, id LIMIT $3`, afterOwner, afterID, opts.BatchSize)
 		if err != nil {
 			return core.DBErr("finding sessions to summarize", err)
@@ -46,7 +47,7 @@ func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, 
 		}
 		res.Batches++
 		for _, k := range keys {
-			r, err := (*Store)(s).CompactSession(ctx, CompactSessionRequest{Owner: k[0], SessionID: k[1], Mode: CompactIncremental})
+			r, err := s.CompactSession(ctx, CompactSessionRequest{Owner: k[0], SessionID: k[1], Mode: CompactIncremental})
 			if err != nil {
 				return fmt.Errorf("compacting a session of owner %d: %w", core.Hash32(k[0]), err)
 			}
@@ -62,18 +63,14 @@ func (s *conversations) summarizeSessions(ctx context.Context, opts JobOptions, 
 	}
 }
 
-// expireSessions is the sessions operation: it archives sessions idle for
+// ExpireSessions is the sessions operation: it archives sessions idle for
 // longer than archiveAfter and deletes those idle for longer than
 // sessionIdleTTL with their messages and summaries, in bounded batches
 // (sessions an append holds are skipped, and are not idle anyway). Scanned
 // and Affected count the sessions archived plus those deleted.
-func (s *conversations) expireSessions(ctx context.Context, opts JobOptions, res *JobResult) error {
-	c := s.policy.Conversation
-	// Idle sessions get their episode before they are archived or deleted.
-	if err := (*longTerm)(s).idleEpisodes(ctx, opts); err != nil {
-		return err
-	}
-	idle := func(d Duration) string {
+func (s *Store) ExpireSessions(ctx context.Context, opts core.JobOptions, res *core.JobResult) error {
+	c := s.core.Policy.Conversation
+	idle := func(d policy.Duration) string {
 		return fmt.Sprintf(`last_active_at < now() - make_interval(secs => %f)`, time.Duration(d).Seconds())
 	}
 	if c.ArchiveAfter > 0 {
@@ -96,10 +93,10 @@ func (s *conversations) expireSessions(ctx context.Context, opts JobOptions, res
 // sessionBatches runs change (a statement over d, the batch of sessions
 // matching cond, RETURNING a row each) until a batch is short; a dry run
 // counts the sessions matching cond.
-func (s *conversations) sessionBatches(ctx context.Context, opts JobOptions, res *JobResult, what, cond, change string) error {
+func (s *Store) sessionBatches(ctx context.Context, opts core.JobOptions, res *core.JobResult, what, cond, change string) error {
 	if opts.DryRun {
 		var n int64
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+cond).Scan(&n); err != nil {
+		if err := s.core.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.sessions+` WHERE `+cond).Scan(&n); err != nil {
 			return core.DBErr(what, err)
 		}
 		res.Batches++
@@ -116,6 +113,6 @@ func (s *conversations) sessionBatches(ctx context.Context, opts JobOptions, res
 }
 
 // batchesOf is batches with its own batch size.
-func (s *conversations) batchesOf(ctx context.Context, res *JobResult, size int, what, sql string) error {
-	return (*maintenance)(s).batches(ctx, JobOptions{BatchSize: size}, res, what, sql)
+func (s *Store) batchesOf(ctx context.Context, res *core.JobResult, size int, what, sql string) error {
+	return s.core.Batches(ctx, core.JobOptions{BatchSize: size}, res, what, sql)
 }

@@ -1,20 +1,19 @@
-package memory
+package longterm
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engram-dev/engram/internal/memory/core"
-	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
 	defaultChangelogPage = 50
-	maxChangelogPage     = 500
+	// MaxChangelogPage bounds one page of Changelog.
+	MaxChangelogPage = 500
 )
 
 // documentKey checks owner, agent and kind of a document request.
@@ -28,7 +27,7 @@ func documentKey(fe *core.FieldErrors, owner, agent string, kind DocumentKind) {
 
 // GetDocument reads the profile or constraints of (owner, agent), current
 // or at req.Version. A never-written document is version 0 with empty
-// content. Errors: ValidationError; ErrNotFound (no such past version).
+// content. Errors: ValidationError; core.ErrNotFound (no such past version).
 func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Document, error) {
 	fe := &core.FieldErrors{}
 	documentKey(fe, req.Owner, req.Agent, req.Kind)
@@ -39,13 +38,13 @@ func (s *Store) GetDocument(ctx context.Context, req GetDocumentRequest) (*Docum
 		return nil, err
 	}
 	if req.Version == 0 {
-		return (*longTerm)(s).currentDocument(ctx, s.pool, req.Owner, req.Agent, req.Kind, "")
+		return s.currentDocument(ctx, s.core.Pool, req.Owner, req.Agent, req.Kind, "")
 	}
-	return (*longTerm)(s).documentAt(ctx, req.Owner, req.Agent, req.Kind, req.Version)
+	return s.documentAt(ctx, req.Owner, req.Agent, req.Kind, req.Version)
 }
 
 // currentDocument reads the current version with q (lock "" or " FOR UPDATE").
-func (s *longTerm) currentDocument(ctx context.Context, q core.Querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
+func (s *Store) currentDocument(ctx context.Context, q core.Querier, owner, agent string, kind DocumentKind, lock string) (*Document, error) {
 	d := &Document{Owner: owner, Agent: agent, Kind: kind}
 	var src string
 	err := q.QueryRow(ctx, `SELECT version, content, source, updated_at FROM `+s.sql.documents+`
@@ -57,28 +56,28 @@ func (s *longTerm) currentDocument(ctx context.Context, q core.Querier, owner, a
 	if err != nil {
 		return nil, core.DBErr("reading the "+string(kind), err)
 	}
-	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
+	d.Source, d.UpdatedAt = core.Source(src), d.UpdatedAt.UTC()
 	return d, nil
 }
 
 // documentAt reads a past version: the after text of its change. Version 0
 // (before the first write) is the empty document.
-func (s *longTerm) documentAt(ctx context.Context, owner, agent string, kind DocumentKind, version int64) (*Document, error) {
+func (s *Store) documentAt(ctx context.Context, owner, agent string, kind DocumentKind, version int64) (*Document, error) {
 	d := &Document{Owner: owner, Agent: agent, Kind: kind, Version: version}
 	if version == 0 {
 		return d, nil
 	}
 	var src string
-	err := s.pool.QueryRow(ctx, `SELECT after, source, created_at FROM `+s.sql.docChanges+`
+	err := s.core.Pool.QueryRow(ctx, `SELECT after, source, created_at FROM `+s.sql.docChanges+`
 		WHERE owner_id = $1 AND agent_id = $2 AND kind = $3 AND version = $4`, owner, agent, string(kind), version).
 		Scan(&d.Content, &src, &d.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%s version %d: %w", kind, version, ErrNotFound)
+		return nil, fmt.Errorf("%s version %d: %w", kind, version, core.ErrNotFound)
 	}
 	if err != nil {
 		return nil, core.DBErr("reading the "+string(kind), err)
 	}
-	d.Source, d.UpdatedAt = Source(src), d.UpdatedAt.UTC()
+	d.Source, d.UpdatedAt = core.Source(src), d.UpdatedAt.UTC()
 	return d, nil
 }
 
@@ -86,7 +85,7 @@ func (s *longTerm) documentAt(ctx context.Context, owner, agent string, kind Doc
 // in the changelog, in one transaction under the owner's lock. Content is
 // redacted and guarded like a memory (at most MaxDocumentBytes stored); an
 // empty content clears the document (still a new version). Errors:
-// ValidationError; ErrProtected (constraints with a source other than
+// ValidationError; core.ErrProtected (constraints with a source other than
 // user); ErrConflict (IfVersion does not match).
 func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Document, error) {
 	fe := &core.FieldErrors{}
@@ -103,30 +102,30 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 	}
 	// Constraints are the user's rules for the agent: like a protected
 	// category, nobody else may change them.
-	if req.Kind == DocConstraints && src != SourceUser {
-		return nil, fmt.Errorf("constraints: %w", ErrProtected)
+	if req.Kind == DocConstraints && src != core.SourceUser {
+		return nil, fmt.Errorf("constraints: %w", core.ErrProtected)
 	}
 	content := ""
 	if req.Content != "" {
-		c, err := (*writer)(s).cleanWithin("content", req.Content, MaxDocumentBytes, fe)
+		c, err := s.core.CleanWithin("content", req.Content, MaxDocumentBytes, fe)
 		if err != nil {
 			return nil, err
 		}
 		// A flagged memory is kept out of context; a document is rendered
 		// whole into every prompt, so in Flag mode too a document the guard
 		// objects to is refused rather than stored with a flag nobody reads.
-		if len(c.flags) > 0 {
+		if len(c.Flags) > 0 {
 			fe.Add("content", "rejected by the injection guard: looks like a prompt injection (a profile or constraints document is always rendered into the prompt)")
 			return nil, fe.Err()
 		}
-		content = c.text
+		content = c.Text
 	}
 	var out *Document
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
+	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.core.LockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		cur, err := (*longTerm)(s).currentDocument(ctx, tx, req.Owner, req.Agent, req.Kind, " FOR UPDATE")
+		cur, err := s.currentDocument(ctx, tx, req.Owner, req.Agent, req.Kind, " FOR UPDATE")
 		if err != nil {
 			return err
 		}
@@ -134,14 +133,14 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 			return core.Conflictf("%s is at version %d, not %d", req.Kind, cur.Version, *req.IfVersion)
 		}
 		if cur.Version == 0 {
-			if err := (*longTerm)(s).checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
+			if err := s.checkDocumentsQuota(ctx, tx, req.Owner); err != nil {
 				return err
 			}
 		}
-		if out, err = (*longTerm)(s).writeDocument(ctx, tx, cur, content, src); err != nil {
+		if out, err = s.writeDocument(ctx, tx, cur, content, src); err != nil {
 			return err
 		}
-		return (*longTerm)(s).pruneVersions(ctx, tx, out)
+		return s.pruneVersions(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, err
@@ -155,19 +154,19 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 // maxDocumentVersions versions in the changelog) would grow with every
 // new agent id. The caller holds the owner's lock: no concurrent write
 // can create a document between the count and its insert.
-func (s *longTerm) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
-	n, err := (*reader)(s).countOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
+func (s *Store) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
+	n, err := core.CountOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
 	if err != nil {
 		return err
 	}
-	return core.OverQuota(QuotaDocumentsPerOwner, s.policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
+	return core.OverQuota(core.QuotaDocumentsPerOwner, s.core.Policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
 		"nothing was written; write the documents of the agents the owner has (or the shared one, agent empty), or raise the limit")
 }
 
 // writeDocument stores version cur.Version+1 and its change. The update's
 // time is EXCLUDED.updated_at, the column's default now() (Citus refuses a
 // non-immutable function in DO UPDATE SET).
-func (s *longTerm) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src Source) (*Document, error) {
+func (s *Store) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, content string, src core.Source) (*Document, error) {
 	d := &Document{Owner: cur.Owner, Agent: cur.Agent, Kind: cur.Kind, Version: cur.Version + 1, Content: content, Source: src}
 	err := tx.QueryRow(ctx, `INSERT INTO `+s.sql.documents+` (owner_id, agent_id, kind, version, content, source)
 		VALUES ($1, $2, $3, $4, $5, $6)
@@ -194,9 +193,9 @@ func (s *longTerm) writeDocument(ctx context.Context, tx pgx.Tx, cur *Document, 
 // AdvanceSnapshot) which the write holds, so no pin can appear unseen.
 // Every change keeps its before and after texts, so what remains of the
 // changelog still reads on its own; GetDocument of a pruned version is
-// ErrNotFound.
-func (s *longTerm) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error {
-	oldestKept := d.Version - int64(s.policy.Limits.MaxDocumentVersions) + 1
+// core.ErrNotFound.
+func (s *Store) pruneVersions(ctx context.Context, tx pgx.Tx, d *Document) error {
+	oldestKept := d.Version - int64(s.core.Policy.Limits.MaxDocumentVersions) + 1
 	if oldestKept <= 1 {
 		return nil
 	}
@@ -224,7 +223,7 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	if req.Scope != "" && req.Scope != DocProfile && req.Scope != DocConstraints {
 		fe.Add("scope", "%q must be profile, constraints or empty (both)", req.Scope)
 	}
-	limit := fe.Limit(req.Limit, defaultChangelogPage, maxChangelogPage)
+	limit := fe.Limit(req.Limit, defaultChangelogPage, MaxChangelogPage)
 	before, err := core.DecodeSerialCursor(req.Cursor)
 	fe.Cursor(err)
 	if err := fe.Err(); err != nil {
@@ -241,13 +240,13 @@ func (s *Store) Changelog(ctx context.Context, req ChangelogRequest) (*Changelog
 	if before > 0 {
 		where += ` AND id < ` + a.Add(before)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
+	rows, err := s.core.Pool.Query(ctx, `SELECT id, owner_id, agent_id, kind, version, source, actor_id, before, after, created_at
 		FROM `+s.sql.docChanges+` WHERE `+where+` ORDER BY id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
 		return nil, core.DBErr("reading the changelog", err)
 	}
 	page := &ChangelogPage{Items: []ChangelogEntry{}}
-	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page), scanChange)
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), page), scanChange)
 	if err != nil {
 		return nil, core.DBErr("reading the changelog", err)
 	}
@@ -262,33 +261,33 @@ func scanChange(rows pgx.Rows) (ChangelogEntry, error) {
 	if err := rows.Scan(&e.ID, &e.Owner, &e.Agent, &kind, &e.Version, &src, &e.ActorID, &e.Before, &e.After, &e.At); err != nil {
 		return ChangelogEntry{}, err
 	}
-	e.Kind, e.Source, e.At = DocumentKind(kind), Source(src), e.At.UTC()
+	e.Kind, e.Source, e.At = DocumentKind(kind), core.Source(src), e.At.UTC()
 	return e, nil
 }
 
 // GetSnapshot returns the document versions a session's context renders.
-// Errors: ValidationError; ErrNotFound (no such session).
+// Errors: ValidationError; core.ErrNotFound (no such session).
 func (s *Store) GetSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
-	return (*longTerm)(s).snapshot(ctx, owner, sessionID, false, `SELECT c.agent_id, c.profile_version, c.constraints_version
+	return s.snapshot(ctx, owner, sessionID, false, `SELECT c.agent_id, c.profile_version, c.constraints_version
 		FROM `+s.sql.sessions+` AS c WHERE c.owner_id = $1 AND c.id = $2`)
 }
 
 // AdvanceSnapshot moves a session's snapshot to the current versions of its
 // agent's profile and constraints, under the owner's lock (see
-// pruneVersions). Errors: ValidationError; ErrNotFound.
+// pruneVersions). Errors: ValidationError; core.ErrNotFound.
 func (s *Store) AdvanceSnapshot(ctx context.Context, owner, sessionID string) (*SessionSnapshot, error) {
-	return (*longTerm)(s).snapshot(ctx, owner, sessionID, true, `UPDATE `+s.sql.sessions+` AS c SET
-			profile_version = `+(*longTerm)(s).docVersionSQL("c.owner_id", "c.agent_id", DocProfile)+`,
-			constraints_version = `+(*longTerm)(s).docVersionSQL("c.owner_id", "c.agent_id", DocConstraints)+`
+	return s.snapshot(ctx, owner, sessionID, true, `UPDATE `+s.sql.sessions+` AS c SET
+			profile_version = `+docVersionSQL(s.sql.documents, "c.owner_id", "c.agent_id", DocProfile)+`,
+			constraints_version = `+docVersionSQL(s.sql.documents, "c.owner_id", "c.agent_id", DocConstraints)+`
 		WHERE c.owner_id = $1 AND c.id = $2
 		RETURNING c.agent_id, c.profile_version, c.constraints_version`)
 }
 
 // snapshot runs sql (reading or moving a snapshot); underOwnerLock runs it
 // in a transaction under the owner's lock.
-func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
+func (s *Store) snapshot(ctx context.Context, owner, sessionID string, underOwnerLock bool, sql string) (*SessionSnapshot, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, owner, sessionID)
+	fe.SessionKey(owner, sessionID)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
@@ -298,17 +297,17 @@ func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underO
 	}
 	var err error
 	if underOwnerLock {
-		err = (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
-			if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
+		err = s.core.InTx(ctx, func(tx pgx.Tx) error {
+			if err := s.core.LockOwner(ctx, tx, owner); err != nil {
 				return err
 			}
 			return scan(tx)
 		})
 	} else {
-		err = scan(s.pool)
+		err = scan(s.core.Pool)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", sessionID, ErrNotFound)
+		return nil, fmt.Errorf("session %q: %w", sessionID, core.ErrNotFound)
 	}
 	if err != nil {
 		return nil, core.DBErr("reading the session's snapshot", err)
@@ -316,21 +315,21 @@ func (s *longTerm) snapshot(ctx context.Context, owner, sessionID string, underO
 	return snap, nil
 }
 
-// docVersionSQL is the current version of a document (0 = none), for the
-// owner and agent expressions given.
-func (s *longTerm) docVersionSQL(owner, agent string, kind DocumentKind) string {
-	return `coalesce((SELECT d.version FROM ` + s.sql.documents + ` AS d
+// docVersionSQL is the current version of a document of documents (0 =
+// none), for the owner and agent expressions given.
+func docVersionSQL(documents, owner, agent string, kind DocumentKind) string {
+	return `coalesce((SELECT d.version FROM ` + documents + ` AS d
 		WHERE d.owner_id = ` + owner + ` AND d.agent_id = ` + agent + ` AND d.kind = '` + string(kind) + `'), 0)`
 }
 
-// contextDocuments returns the constraints and profile a context renders:
-// the session's snapshot versions when a session is given, else the current ones.
-func (s *longTerm) contextDocuments(ctx context.Context, req ContextRequest) (constraints, profile *Document, err error) {
-	agent := req.Agent
+// ContextDocuments returns the constraints and profile a context of owner
+// and agent renders: the session's snapshot versions when a session is
+// given, else the current ones.
+func (s *Store) ContextDocuments(ctx context.Context, owner, agent, session string) (constraints, profile *Document, err error) {
 	var pv, cv int64 = -1, -1
-	if req.Session != "" {
-		snap, err := (*Store)(s).GetSnapshot(ctx, req.Owner, req.Session)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+	if session != "" {
+		snap, err := s.GetSnapshot(ctx, owner, session)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
 			return nil, nil, err
 		}
 		if snap != nil { // a session id that names no conversation session scopes memories only
@@ -339,9 +338,9 @@ func (s *longTerm) contextDocuments(ctx context.Context, req ContextRequest) (co
 	}
 	get := func(kind DocumentKind, v int64) (*Document, error) {
 		if v < 0 {
-			return s.currentDocument(ctx, s.pool, req.Owner, agent, kind, "")
+			return s.currentDocument(ctx, s.core.Pool, owner, agent, kind, "")
 		}
-		return s.documentAt(ctx, req.Owner, agent, kind, v)
+		return s.documentAt(ctx, owner, agent, kind, v)
 	}
 	if constraints, err = get(DocConstraints, cv); err != nil {
 		return nil, nil, err
@@ -352,45 +351,17 @@ func (s *longTerm) contextDocuments(ctx context.Context, req ContextRequest) (co
 	return constraints, profile, nil
 }
 
-// eraseLongTerm deletes the owner's episodes, documents and changes in tx (EraseOwner).
-func (s *longTerm) eraseLongTerm(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
-	for _, step := range []struct {
-		table, what string
-		count       *int64
-	}{
-		{s.sql.episodes, "episodes", &res.Episodes},
-		{s.sql.documents, "documents", &res.Documents},
-		{s.sql.docChanges, "changelog", &res.Changelog},
-	} {
-		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
-		if err != nil {
-			return core.DBErr("erasing "+step.what, err)
-		}
-		*step.count = tag.RowsAffected()
-	}
-	return nil
-}
+// Erased counts the rows EraseOwner deleted.
+type Erased struct{ Episodes, Documents, Changelog int64 }
 
-// renderDocument renders a document as a section within left tokens; it
-// returns the text and its cost, or "" when it is empty or does not fit
-// (a document is rendered whole or not at all: half a rule set is worse).
-// Each line goes through promptText: a profile an agent wrote cannot open
-// a "## constraints" section of its own.
-func renderDocument(title, content string, left int) (string, int) {
-	if strings.TrimSpace(content) == "" {
-		return "", 0
-	}
-	var b strings.Builder
-	b.WriteString("## " + title + "\n")
-	for _, line := range strings.Split(content, "\n") {
-		if l := textguard.PromptText(line); l != "" {
-			b.WriteString(l + "\n")
-		}
-	}
-	text := b.String()
-	cost := CountTokens(text)
-	if cost > left {
-		return "", 0
-	}
-	return text, cost
+// EraseOwner deletes the owner's episodes, documents and changes in tx
+// (the façade's EraseOwner erases the rest of the owner in the same
+// transaction), counting each.
+func (s *Store) EraseOwner(ctx context.Context, tx pgx.Tx, owner string) (Erased, error) {
+	var res Erased
+	err := core.EraseOwnerRows(ctx, tx, owner,
+		core.OwnerRows{Table: s.sql.episodes, What: "episodes", Count: &res.Episodes},
+		core.OwnerRows{Table: s.sql.documents, What: "documents", Count: &res.Documents},
+		core.OwnerRows{Table: s.sql.docChanges, What: "changelog", Count: &res.Changelog})
+	return res, err
 }

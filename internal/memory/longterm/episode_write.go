@@ -1,4 +1,4 @@
-package memory
+package longterm
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
@@ -25,6 +26,10 @@ import (
 // arrived while it was summarized; the last attempt commits its plan.
 const settleAttempts = 3
 
+// maxEpisodePromptChars bounds the conversation an episode summary is made
+// from; the newest part is kept.
+const maxEpisodePromptChars = 8000
+
 // episodePlan is what settling a session's episode will write.
 type episodePlan struct {
 	// messages is the session's message count the plan was made from.
@@ -37,21 +42,21 @@ type episodePlan struct {
 	vec     *pgv.Vector
 }
 
-// settled is what settleEpisode did.
-type settled struct {
-	episode *Episode // nil: the session has none
-	session Session  // after archiving (end only)
-	endedAt time.Time
+// Settled is what SettleEpisode did.
+type Settled struct {
+	Episode *Episode             // nil: the session has none
+	Session conversation.Session // after archiving (end only)
+	EndedAt time.Time
 }
 
 // errSessionMoved: messages were appended between the plan and its commit.
 var errSessionMoved = errors.New("the session changed while its episode was summarized")
 
-// settleEpisode writes the episode of a session that has at least
+// SettleEpisode writes the episode of a session that has at least
 // MinEpisodeUserTurns user messages (or keeps the one it has) and, when
 // end is set, archives the session and records its end, in one
-// transaction. Errors: ErrNotFound; *QuotaError (nothing written).
-func (s *longTerm) settleEpisode(ctx context.Context, owner, id string, end bool) (*settled, error) {
+// transaction. Errors: core.ErrNotFound; *core.QuotaError (nothing written).
+func (s *Store) SettleEpisode(ctx context.Context, owner, id string, end bool) (*Settled, error) {
 	for attempt := 1; ; attempt++ {
 		plan, err := s.planEpisode(ctx, owner, id)
 		if err != nil {
@@ -68,9 +73,9 @@ func (s *longTerm) settleEpisode(ctx context.Context, owner, id string, end bool
 // planEpisode reads the session and, when it needs an episode, summarizes
 // it. An owner already at its episode quota is refused here, before any
 // LLM call; commitEpisode decides for good under the lock.
-func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodePlan, error) {
+func (s *Store) planEpisode(ctx context.Context, owner, id string) (*episodePlan, error) {
 	plan := &episodePlan{}
-	e, err := scanEpisode(s.pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
+	e, err := scanEpisode(s.core.Pool.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
 		WHERE e.owner_id = $1 AND e.session_id = $2`, owner, id))
 	switch {
 	case err == nil:
@@ -82,11 +87,11 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	var turns int
 	var agent string
 	var first, last *time.Time
-	err = s.pool.QueryRow(ctx, `SELECT c.agent_id, c.message_count, count(g.seq) FILTER (WHERE g.role = 'user'), min(g.created_at), max(g.created_at)
+	err = s.core.Pool.QueryRow(ctx, `SELECT c.agent_id, c.message_count, count(g.seq) FILTER (WHERE g.role = 'user'), min(g.created_at), max(g.created_at)
 		FROM `+s.sql.sessions+` AS c LEFT JOIN `+s.sql.messages+` AS g ON g.owner_id = c.owner_id AND g.session_id = c.id
 		WHERE c.owner_id = $1 AND c.id = $2 GROUP BY c.agent_id, c.message_count`, owner, id).Scan(&agent, &plan.messages, &turns, &first, &last)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("session %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
 		return nil, core.DBErr("counting the session's turns", err)
@@ -94,7 +99,7 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	if turns < MinEpisodeUserTurns {
 		return plan, nil
 	}
-	if err := s.checkEpisodeQuota(ctx, s.pool, owner); err != nil {
+	if err := s.checkEpisodeQuota(ctx, s.core.Pool, owner); err != nil {
 		return nil, err
 	}
 	summary, method, err := s.summarizeSession(ctx, owner, id)
@@ -103,33 +108,33 @@ func (s *longTerm) planEpisode(ctx context.Context, owner, id string) (*episodeP
 	}
 	plan.episode = &Episode{ID: core.NewID(), Owner: owner, SessionID: id, Agent: agent, Summary: summary, Method: method,
 		UserTurns: turns, StartedAt: first.UTC(), EndedAt: last.UTC()}
-	plan.vec = (*conversations)(s).embedSummary(ctx, summary)
+	plan.vec = s.conv.EmbedSummary(ctx, summary)
 	return plan, nil
 }
 
 // summarizeSession summarizes the newest messages of a session (LLM, else extractive).
-func (s *longTerm) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
-	msgs, err := (*conversations)(s).lastMessages(ctx, s.pool, owner, id, maxEpisodeMessages)
+func (s *Store) summarizeSession(ctx context.Context, owner, id string) (string, string, error) {
+	msgs, err := s.conv.LastMessages(ctx, s.core.Pool, owner, id, maxEpisodeMessages)
 	if err != nil {
 		return "", "", err
 	}
 	lines := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		lines = append(lines, (*conversations)(s).summaryLine(m))
+		lines = append(lines, s.conv.SummaryLine(m))
 	}
-	input, _ := newestWithin(lines)
-	summary, method := (*conversations)(s).summarize(ctx, strings.Split(input, "\n"))
+	input, _ := core.NewestWithin(lines, maxEpisodePromptChars)
+	summary, method := s.conv.Summarize(ctx, strings.Split(input, "\n"))
 	return summary, method, nil
 }
 
 // checkEpisodeQuota refuses one more episode of an owner at
 // limits.maxEpisodesPerOwner.
-func (s *longTerm) checkEpisodeQuota(ctx context.Context, q core.Querier, owner string) error {
-	n, err := (*reader)(s).countOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
+func (s *Store) checkEpisodeQuota(ctx context.Context, q core.Querier, owner string) error {
+	n, err := core.CountOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
 	if err != nil {
 		return err
 	}
-	return core.OverQuota(QuotaEpisodesPerOwner, s.policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
+	return core.OverQuota(core.QuotaEpisodesPerOwner, s.core.Policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
 		"nothing was written; raise the limit, or erase the owner's data, to record more episodes")
 }
 
@@ -137,13 +142,13 @@ func (s *longTerm) checkEpisodeQuota(ctx context.Context, q core.Querier, owner 
 // Unless last, a session that received messages since the plan is
 // errSessionMoved (plan again); an episode written meanwhile by another
 // writer is kept and returned.
-func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *episodePlan, end, last bool) (*settled, error) {
-	out := &settled{episode: plan.existing}
-	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
-		if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
+func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episodePlan, end, last bool) (*Settled, error) {
+	out := &Settled{Episode: plan.existing}
+	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.core.LockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
-		sess, err := (*conversations)(s).getSession(ctx, tx, owner, id, " FOR UPDATE")
+		sess, err := s.conv.LockSession(ctx, tx, owner, id)
 		if err != nil {
 			return err
 		}
@@ -151,16 +156,16 @@ func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *ep
 			return errSessionMoved
 		}
 		if plan.episode != nil {
-			if out.episode, err = s.insertEpisode(ctx, tx, plan); err != nil {
+			if out.Episode, err = s.insertEpisode(ctx, tx, plan); err != nil {
 				return err
 			}
 		}
 		if !end {
 			return nil
 		}
-		out.session, err = scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
-			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns+`, c.ended_at`, owner, id), &out.endedAt)
-		out.endedAt = out.endedAt.UTC()
+		out.Session, err = conversation.ScanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET archived = true, ended_at = least(c.ended_at, now())
+			WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+conversation.SessionColumns+`, c.ended_at`, owner, id), &out.EndedAt)
+		out.EndedAt = out.EndedAt.UTC()
 		return core.DBErr("ending the session", err)
 	})
 	if err != nil {
@@ -171,7 +176,7 @@ func (s *longTerm) commitEpisode(ctx context.Context, owner, id string, plan *ep
 
 // insertEpisode inserts the planned episode after checking the quota, or
 // returns the one another writer stored first (both under the owner's lock).
-func (s *longTerm) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan) (*Episode, error) {
+func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan) (*Episode, error) {
 	e := plan.episode
 	got, err := scanEpisode(tx.QueryRow(ctx, `SELECT `+episodeColumns+` FROM `+s.sql.episodes+` AS e
 		WHERE e.owner_id = $1 AND e.session_id = $2`, e.Owner, e.SessionID))

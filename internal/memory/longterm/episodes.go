@@ -1,4 +1,4 @@
-package memory
+package longterm
 
 import (
 	"context"
@@ -38,12 +38,12 @@ func scanEpisode(row pgx.Row, extra ...any) (Episode, error) {
 	return e, nil
 }
 
-// idleEpisodes writes the episodes of sessions that went idle (no message
+// IdleEpisodes writes the episodes of sessions that went idle (no message
 // for conversation.archiveAfter, else sessionIdleTTL) before the sessions
 // job archives or deletes them; at most maxIdleEpisodesPerRun a run. res
 // is not changed: the job's counts stay those of sessions archived and deleted.
-func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
-	c := s.policy.Conversation
+func (s *Store) IdleEpisodes(ctx context.Context, opts core.JobOptions) error {
+	c := s.core.Policy.Conversation
 	idle := c.ArchiveAfter
 	if idle == 0 || (c.SessionIdleTTL > 0 && c.SessionIdleTTL < idle) {
 		idle = c.SessionIdleTTL
@@ -54,7 +54,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 	// Owners at limits.maxEpisodesPerOwner are left out: their idle
 	// sessions would otherwise come first run after run (oldest first) and
 	// take every slot of the run from other owners' sessions.
-	rows, err := s.pool.Query(ctx, `WITH full_owners AS (SELECT e.owner_id FROM `+s.sql.episodes+` AS e
+	rows, err := s.core.Pool.Query(ctx, `WITH full_owners AS (SELECT e.owner_id FROM `+s.sql.episodes+` AS e
 			GROUP BY e.owner_id HAVING count(*) >= $4)
 		SELECT c.owner_id, c.id FROM `+s.sql.sessions+` AS c
 		WHERE c.last_active_at < now() - make_interval(secs => $1)
@@ -62,7 +62,7 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 			AND NOT EXISTS (SELECT 1 FROM full_owners AS f WHERE f.owner_id = c.owner_id)
 			AND (SELECT count(*) FROM `+s.sql.messages+` AS g WHERE g.owner_id = c.owner_id AND g.session_id = c.id AND g.role = 'user') >= $2
 		ORDER BY c.last_active_at LIMIT $3`, time.Duration(idle).Seconds(), MinEpisodeUserTurns, maxIdleEpisodesPerRun,
-		s.policy.Limits.MaxEpisodesPerOwner)
+		s.core.Policy.Limits.MaxEpisodesPerOwner)
 	if err != nil {
 		return core.DBErr("finding idle sessions without an episode", err)
 	}
@@ -75,54 +75,19 @@ func (s *longTerm) idleEpisodes(ctx context.Context, opts JobOptions) error {
 		return core.DBErr("finding idle sessions without an episode", err)
 	}
 	for _, k := range keys {
-		_, err := s.settleEpisode(ctx, k.owner, k.id, false)
-		var qe *QuotaError
+		_, err := s.SettleEpisode(ctx, k.owner, k.id, false)
+		var qe *core.QuotaError
 		if errors.As(err, &qe) {
 			// The owner is at limits.maxEpisodesPerOwner: the session stays
 			// without an episode (and is archived or deleted as usual).
-			s.log.Warn("not writing the episode of an idle session: the owner is at its quota", "quota", qe.Quota, "limit", qe.Limit)
+			s.core.Log.Warn("not writing the episode of an idle session: the owner is at its quota", "quota", qe.Quota, "limit", qe.Limit)
 			continue
 		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
 			return fmt.Errorf("writing the episode of an idle session: %w", err)
 		}
 	}
 	return nil
-}
-
-// EndSession ends a session: archives it and records its end time (once;
-// ending an ended session only retries what is missing), writes its
-// episode when it has at least MinEpisodeUserTurns user messages, and
-// extracts facts when conversation.extractOnEnd is on and an LLM exists.
-// The episode and the archiving are one transaction: an owner at
-// limits.maxEpisodesPerOwner gets a *QuotaError and nothing is written
-// (the session stays open, no extraction runs). Errors: ValidationError;
-// ErrNotFound; *QuotaError; ErrUpstream from extraction (the session stays
-// ended, the episode is written, the watermark unchanged).
-func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
-	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
-	fe.Source(req.Source)
-	if err := fe.Err(); err != nil {
-		return nil, err
-	}
-	out, err := (*longTerm)(s).settleEpisode(ctx, req.Owner, req.SessionID, true)
-	if err != nil {
-		return nil, err
-	}
-	res := &EndSessionResult{Session: out.session, EndedAt: out.endedAt, Episode: out.episode}
-	switch {
-	case !s.policy.Conversation.ExtractOnEnd:
-		res.ExtractionSkipped = "policy"
-	case s.llm == nil:
-		res.ExtractionSkipped = "no-llm"
-	default:
-		res.Extraction, err = s.ExtractSession(ctx, SessionExtractRequest(req))
-		if err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
 }
 
 // SearchEpisodes ranks an owner's episodes by hybrid score with recency
@@ -134,18 +99,18 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, "")
 	if req.Query != "" {
-		fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+		fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 	}
 	limit := fe.Limit(req.Limit, defaultEpisodeLimit, maxEpisodeLimit)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	hits, err := (*longTerm)(s).searchEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
+	hits, err := s.RelevantEpisodes(ctx, req.Owner, req.Agent, req.Query, limit)
 	if err != nil {
 		return nil, err
 	}
 	res := &EpisodeSearchResult{Results: []EpisodeHit{}}
-	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), hits)
+	n := core.FitRanked(core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), res), hits)
 	res.Results = hits[:n]
 	if n < len(hits) {
 		res.Truncated, res.Omitted = true, len(hits)-n
@@ -153,7 +118,7 @@ func (s *Store) SearchEpisodes(ctx context.Context, req EpisodeSearchRequest) (*
 	return res, nil
 }
 
-func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
+func (s *Store) RelevantEpisodes(ctx context.Context, owner, agent, query string, limit int) ([]EpisodeHit, error) {
 	a := &core.Args{}
 	where := `e.owner_id = ` + a.Add(owner)
 	if agent != "" {
@@ -162,15 +127,15 @@ func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query strin
 	recency := `exp(-ln(2) / ` + a.Add(episodeHalfLife.Seconds()) + `::float8 * greatest(0, extract(epoch FROM now() - e.ended_at)))`
 	vs, ts, from := `0::float8`, `0::float8`, s.sql.episodes+` AS e`
 	if query != "" {
-		vecs, err := s.embedder.Embed(ctx, []string{s.redactor.Redacted(query)})
+		vecs, err := s.core.Embedder.Embed(ctx, []string{s.core.Redactor.Redacted(query)})
 		if err != nil || len(vecs) != 1 {
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
 		vs = `coalesce(1 - (e.embedding <=> ` + a.Add(pgv.NewVector(vecs[0])) + `), 0)`
-		from += `, (SELECT ` + orQuery(a.Add(query)) + `) AS q(q)`
+		from += `, (SELECT ` + core.OrQuery(a.Add(query)) + `) AS q(q)`
 		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
 	}
-	w := s.policy.Search
+	w := s.core.Policy.Search
 	var sql string
 	if query == "" {
 		sql = `SELECT ` + episodeColumns + `, 0::float8, 0::float8, ` + recency + ` FROM ` + from + ` WHERE ` + where +
@@ -181,7 +146,7 @@ func (s *longTerm) searchEpisodes(ctx context.Context, owner, agent, query strin
 			ORDER BY ` + a.Add(w.VectorWeight) + `::float8 * r.vs + ` + a.Add(w.TextWeight) + `::float8 * r.ts + ` +
 			a.Add(w.DecayWeight) + `::float8 * r.rs DESC, r.ended_at DESC, r.id LIMIT ` + a.Add(limit)
 	}
-	rows, err := s.pool.Query(ctx, sql, a.List...)
+	rows, err := s.core.Pool.Query(ctx, sql, a.List...)
 	if err != nil {
 		return nil, core.DBErr("searching episodes", err)
 	}

@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // request covered beyond that is named in the page's Truncation.
 func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
+	fe.SessionKey(req.Owner, req.SessionID)
 	if req.From < 0 || req.To < 0 || (req.To > 0 && req.To < req.From) {
 		fe.Add("from", "the range [from, to) must have 0 <= from <= to (0 = open)")
 	}
@@ -27,18 +27,18 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
+	sess, err := s.getSession(ctx, s.core.Pool, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
 	// Bounded by the session as read, so a concurrent append cannot make
 	// the range and the count disagree.
 	end := sess.MessageCount + 1
-	page := &MessagePage{Items: []ConversationMessage{}}
-	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page)
+	page := &MessagePage{Items: []Message{}}
+	b := core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), page)
 	if req.Last > 0 {
 		from := max(1, end-int64(req.Last))
-		page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		page.Items, err = s.scanMessages(ctx, s.core.Pool, fitting(b, nil), `SELECT `+MessageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq DESC`,
 			req.Owner, req.SessionID, from, end)
 		slices.Reverse(page.Items)
@@ -49,7 +49,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 	if req.To > 0 {
 		to = min(req.To, end)
 	}
-	page.Items, err = (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, nil), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+	page.Items, err = s.scanMessages(ctx, s.core.Pool, fitting(b, nil), `SELECT `+MessageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 		req.Owner, req.SessionID, from, to, maxMessagesRead)
 	if n := len(page.Items); n > 0 {
@@ -60,7 +60,7 @@ func (s *Store) Messages(ctx context.Context, req MessagesRequest) (*MessagePage
 }
 
 // seqOrEnd is the seq of the first message, end when there is none.
-func seqOrEnd(msgs []ConversationMessage, end int64) int64 {
+func seqOrEnd(msgs []Message, end int64) int64 {
 	if len(msgs) > 0 {
 		return msgs[0].Seq
 	}
@@ -69,13 +69,13 @@ func seqOrEnd(msgs []ConversationMessage, end int64) int64 {
 
 // visitFunc decides, for each message scanned, whether it is added and
 // whether the scan reads on.
-type visitFunc func(ConversationMessage) (add, more bool)
+type visitFunc func(Message) (add, more bool)
 
 // fitting adds messages while their JSON fits b (and, when tokens is not
 // nil, while their tokens fit *tokens, which it lowers); it stops at the
 // first that does not fit, leaving it out.
 func fitting(b *core.AnswerBytes, tokens *int) visitFunc {
-	return func(m ConversationMessage) (bool, bool) {
+	return func(m Message) (bool, bool) {
 		if tokens != nil && m.Tokens > *tokens {
 			return false, false
 		}
@@ -91,13 +91,13 @@ func fitting(b *core.AnswerBytes, tokens *int) visitFunc {
 
 // scanMessages reads the messages of sql one row at a time, as visit
 // decides; the rows after it stops are discarded unread.
-func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit visitFunc, sql string, args ...any) ([]ConversationMessage, error) {
+func (s *Store) scanMessages(ctx context.Context, q core.RowsQuerier, visit visitFunc, sql string, args ...any) ([]Message, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, core.DBErr("reading messages", err)
 	}
 	defer rows.Close()
-	out := []ConversationMessage{}
+	out := []Message{}
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
@@ -118,9 +118,9 @@ func (s *conversations) scanMessages(ctx context.Context, q rowsQuerier, visit v
 // queryMessagesUntil reads messages until their content passes maxContent
 // bytes, the row that passes it included: a window loads what it may give
 // and one message more, which tells it the cap was reached.
-func (s *conversations) queryMessagesUntil(ctx context.Context, q rowsQuerier, maxContent int, sql string, args ...any) ([]ConversationMessage, error) {
+func (s *Store) queryMessagesUntil(ctx context.Context, q core.RowsQuerier, maxContent int, sql string, args ...any) ([]Message, error) {
 	total := 0
-	return s.scanMessages(ctx, q, func(m ConversationMessage) (bool, bool) {
+	return s.scanMessages(ctx, q, func(m Message) (bool, bool) {
 		total += len(m.Content)
 		return true, total <= maxContent
 	}, sql, args...)

@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -12,16 +12,17 @@ import (
 
 const (
 	defaultSessionPage = 50
-	maxSessionPage     = 500
-	maxTitleBytes      = 500
+	// MaxSessionPage bounds one page of ListSessions.
+	MaxSessionPage = 500
+	maxTitleBytes  = 500
 )
 
-// sessionColumns are selected (with alias c) wherever a Session is
-// returned; scanSession reads them in this order.
-const sessionColumns = `c.id, c.owner_id, c.agent_id, c.title, c.archived, c.created_at, c.last_active_at,
+// SessionColumns are selected (with alias c) wherever a Session is
+// returned; ScanSession reads them in this order.
+const SessionColumns = `c.id, c.owner_id, c.agent_id, c.title, c.archived, c.created_at, c.last_active_at,
 	c.message_count, c.token_count, c.summarized_through, c.token_count - c.summarized_tokens, c.summary_count`
 
-func scanSession(row pgx.Row, extra ...any) (Session, error) {
+func ScanSession(row pgx.Row, extra ...any) (Session, error) {
 	var c Session
 	dest := []any{&c.ID, &c.Owner, &c.Agent, &c.Title, &c.Archived, &c.CreatedAt, &c.LastActiveAt,
 		&c.MessageCount, &c.TokenCount, &c.SummarizedThrough, &c.UnsummarizedTokens, &c.SummaryCount}
@@ -30,16 +31,6 @@ func scanSession(row pgx.Row, extra ...any) (Session, error) {
 	}
 	c.CreatedAt, c.LastActiveAt = c.CreatedAt.UTC(), c.LastActiveAt.UTC()
 	return c, nil
-}
-
-// sessionKey checks an owner and a session id (required).
-func sessionKey(fe *core.FieldErrors, owner, id string) {
-	fe.Owner(owner)
-	if id == "" {
-		fe.Add("sessionId", "is required")
-	} else if !core.ValidScopeID(id) {
-		fe.Add("sessionId", core.ScopeIDRule)
-	}
 }
 
 // checkTitle checks a session title: optional, one line of printable text.
@@ -73,15 +64,15 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		id = core.NewID()
 	}
 	var c Session
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
+	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.core.LockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		n, err := (*reader)(s).countOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
+		n, err := core.CountOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
 		if err != nil {
 			return err
 		}
-		if err := core.OverQuota(QuotaSessionsPerOwner, s.policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
+		if err := core.OverQuota(core.QuotaSessionsPerOwner, s.core.Policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
 			"delete sessions the owner no longer needs, or raise the limit"); err != nil {
 			return err
 		}
@@ -91,12 +82,12 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		// read before the insert, because Citus refuses subqueries in an
 		// INSERT.
 		var profile, constraints int64
-		if err := tx.QueryRow(ctx, `SELECT `+(*longTerm)(s).docVersionSQL("$1", "$2", DocProfile)+`, `+(*longTerm)(s).docVersionSQL("$1", "$2", DocConstraints),
+		if err := tx.QueryRow(ctx, `SELECT `+s.docs.PinnedVersionsSQL("$1", "$2"),
 			req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
 			return core.DBErr("reading the agent's document versions", err)
 		}
-		c, err = scanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+sessionColumns,
+		c, err = ScanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+SessionColumns,
 			req.Owner, id, req.Agent, req.Title, profile, constraints))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return core.Conflictf("session %q already exists", id)
@@ -109,22 +100,28 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 	return &c, nil
 }
 
-// GetSession returns one session with its statistics; another owner's id is ErrNotFound.
+// GetSession returns one session with its statistics; another owner's id is core.ErrNotFound.
 func (s *Store) GetSession(ctx context.Context, owner, id string) (*Session, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, owner, id)
+	fe.SessionKey(owner, id)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	return (*conversations)(s).getSession(ctx, s.pool, owner, id, "")
+	return s.getSession(ctx, s.core.Pool, owner, id, "")
+}
+
+// LockSession reads one session in tx and locks its row until tx ends:
+// appends, compactions and episodes of the session are serialized there.
+func (s *Store) LockSession(ctx context.Context, tx pgx.Tx, owner, id string) (*Session, error) {
+	return s.getSession(ctx, tx, owner, id, " FOR UPDATE")
 }
 
 // getSession reads one session with q; lock is "" or " FOR UPDATE".
-func (s *conversations) getSession(ctx context.Context, q core.Querier, owner, id, lock string) (*Session, error) {
-	c, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c
+func (s *Store) getSession(ctx context.Context, q core.Querier, owner, id, lock string) (*Session, error) {
+	c, err := ScanSession(q.QueryRow(ctx, `SELECT `+SessionColumns+` FROM `+s.sql.sessions+` AS c
 		WHERE c.owner_id = $1 AND c.id = $2`+lock, owner, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("session %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
 		return nil, core.DBErr("reading session", err)
@@ -141,7 +138,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if req.Agent != "" && !core.ValidScopeID(req.Agent) {
 		fe.Add("agent", core.ScopeIDRule)
 	}
-	limit := fe.Limit(req.Limit, defaultSessionPage, maxSessionPage)
+	limit := fe.Limit(req.Limit, defaultSessionPage, MaxSessionPage)
 	afterAt, afterID, err := core.DecodeTimeCursor(req.Cursor, core.ValidScopeID)
 	fe.Cursor(err)
 	if err := fe.Err(); err != nil {
@@ -158,14 +155,14 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 	if req.Cursor != "" {
 		where += ` AND (c.last_active_at, c.id) < (` + a.Add(afterAt) + `::timestamptz, ` + a.Add(afterID) + `::text)`
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
+	rows, err := s.core.Pool.Query(ctx, `SELECT `+SessionColumns+` FROM `+s.sql.sessions+` AS c WHERE `+where+`
 		ORDER BY c.last_active_at DESC, c.id DESC LIMIT `+a.Add(limit+1), a.List...)
 	if err != nil {
 		return nil, core.DBErr("listing sessions", err)
 	}
 	page := &SessionPage{Sessions: []Session{}}
-	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), page),
-		func(r pgx.Rows) (Session, error) { return scanSession(r) })
+	scan, err := core.ScanPage(rows, limit, core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), page),
+		func(r pgx.Rows) (Session, error) { return ScanSession(r) })
 	if err != nil {
 		return nil, core.DBErr("listing sessions", err)
 	}
@@ -177,7 +174,7 @@ func (s *Store) ListSessions(ctx context.Context, req ListSessionsRequest) (*Ses
 // UpdateSession changes a session's title or archived flag; nil fields stay.
 func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*Session, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.ID)
+	fe.SessionKey(req.Owner, req.ID)
 	if req.Title != nil {
 		checkTitle(fe, *req.Title)
 	}
@@ -186,11 +183,11 @@ func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*S
 	}
 	a := &core.Args{}
 	set := `title = coalesce(` + a.Add(req.Title) + `::text, title), archived = coalesce(` + a.Add(req.Archived) + `::boolean, archived)`
-	row := s.pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
-		WHERE c.owner_id = `+a.Add(req.Owner)+` AND c.id = `+a.Add(req.ID)+` RETURNING `+sessionColumns, a.List...)
-	c, err := scanSession(row)
+	row := s.core.Pool.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET `+set+`
+		WHERE c.owner_id = `+a.Add(req.Owner)+` AND c.id = `+a.Add(req.ID)+` RETURNING `+SessionColumns, a.List...)
+	c, err := ScanSession(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %q: %w", req.ID, ErrNotFound)
+		return nil, fmt.Errorf("session %q: %w", req.ID, core.ErrNotFound)
 	}
 	if err != nil {
 		return nil, core.DBErr("updating session", err)
@@ -202,36 +199,31 @@ func (s *Store) UpdateSession(ctx context.Context, req UpdateSessionRequest) (*S
 // transaction; the foreign keys cascade).
 func (s *Store) DeleteSession(ctx context.Context, owner, id string) error {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, owner, id)
+	fe.SessionKey(owner, id)
 	if err := fe.Err(); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
+	tag, err := s.core.Pool.Exec(ctx, `DELETE FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2`, owner, id)
 	if err != nil {
 		return core.DBErr("deleting session", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return fmt.Errorf("session %q: %w", id, core.ErrNotFound)
 	}
 	return nil
 }
 
-// eraseConversations deletes every session, message and summary of owner
-// in tx (EraseOwner), counting each.
-func (s *conversations) eraseConversations(ctx context.Context, tx pgx.Tx, owner string, res *EraseResult) error {
-	for _, step := range []struct {
-		table, what string
-		count       *int64
-	}{
-		{s.sql.messages, "messages", &res.Messages},
-		{s.sql.summaries, "summaries", &res.Summaries},
-		{s.sql.sessions, "sessions", &res.Sessions},
-	} {
-		tag, err := tx.Exec(ctx, `DELETE FROM `+step.table+` WHERE owner_id = $1`, owner)
-		if err != nil {
-			return core.DBErr("erasing "+step.what, err)
-		}
-		*step.count = tag.RowsAffected()
-	}
-	return nil
+// Erased counts the rows EraseOwner deleted.
+type Erased struct{ Sessions, Messages, Summaries int64 }
+
+// EraseOwner deletes every session, message and summary of owner in tx
+// (the façade's EraseOwner erases the rest of the owner in the same
+// transaction), counting each.
+func (s *Store) EraseOwner(ctx context.Context, tx pgx.Tx, owner string) (Erased, error) {
+	var res Erased
+	err := core.EraseOwnerRows(ctx, tx, owner,
+		core.OwnerRows{Table: s.sql.messages, What: "messages", Count: &res.Messages},
+		core.OwnerRows{Table: s.sql.summaries, What: "summaries", Count: &res.Summaries},
+		core.OwnerRows{Table: s.sql.sessions, What: "sessions", Count: &res.Sessions})
+	return res, err
 }

@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 // maxMessagesRead bounds one Messages call; a client reads a longer range
@@ -38,40 +39,40 @@ type preparedMessage struct {
 // message is a *ValidationError naming it (messages[i].content) and nothing
 // of the turn is stored. A tool message must carry toolCallId. Appending to
 // an archived session is ErrConflict; to an unknown (or another owner's)
-// session ErrNotFound. An append that would pass the session's or the
-// turn's limits (conversation.limits.maxMessagesPerSession,
+// session core.ErrNotFound. An append that would pass the session's or the
+// turn's limits (limits.maxMessagesPerSession,
 // maxTurnMessages, maxTurnTokens: a turn spans appends) is a *QuotaError,
 // and nothing of it is stored. Every message is stored with req.Source
 // (empty: agent), which later caps the source of facts extracted from it.
 func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResult, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
+	fe.SessionKey(req.Owner, req.SessionID)
 	src := fe.Source(req.Source)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	prepared, redactions, err := (*conversations)(s).prepareTurn(req.Messages, fe)
+	prepared, redactions, err := s.prepareTurn(req.Messages, fe)
 	if err != nil {
 		return nil, err
 	}
-	(*conversations)(s).embedMessages(ctx, prepared)
+	s.embedMessages(ctx, prepared)
 	res := &AppendResult{Redactions: redactions}
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		sess, err := (*conversations)(s).getSession(ctx, tx, req.Owner, req.SessionID, " FOR UPDATE")
+	err = s.core.InTx(ctx, func(tx pgx.Tx) error {
+		sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
 		}
 		if sess.Archived {
 			return core.Conflictf("session %q is archived; unarchive it to append", req.SessionID)
 		}
-		if err := (*conversations)(s).checkAppendLimits(ctx, tx, sess, prepared); err != nil {
+		if err := s.checkAppendLimits(ctx, tx, sess, prepared); err != nil {
 			return err
 		}
-		res.Messages, err = (*conversations)(s).insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
+		res.Messages, err = s.insertMessages(ctx, tx, req.Owner, req.SessionID, src, sess.MessageCount+1, prepared)
 		if err != nil {
 			return err
 		}
-		updated, err := (*conversations)(s).bumpSession(ctx, tx, req.Owner, req.SessionID, res.Messages)
+		updated, err := s.bumpSession(ctx, tx, req.Owner, req.SessionID, res.Messages)
 		if err != nil {
 			return err
 		}
@@ -81,8 +82,8 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 	if err != nil {
 		return nil, err
 	}
-	res.CompactionDue = (*conversations)(s).compactionDue(&res.Session)
-	(*conversations)(s).fitEcho(res, req.MaxBytes)
+	res.CompactionDue = s.compactionDue(&res.Session)
+	s.fitEcho(res, req.MaxBytes)
 	return res, nil
 }
 
@@ -91,10 +92,10 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 // text, so without it one append of --max-body-bytes would be answered
 // with six times as much. The turn is stored whole either way; the
 // Truncation names the seq range the message list reads back.
-func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
+func (s *Store) fitEcho(res *AppendResult, maxBytes int) {
 	all := res.Messages
-	res.Messages = []ConversationMessage{}
-	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(maxBytes), res), all)
+	res.Messages = []Message{}
+	n := core.FitRanked(core.NewAnswerBytes(s.core.AnswerCap(maxBytes), res), all)
 	res.Messages = all[:n]
 	if n < len(all) {
 		res.Omit(all[n].Seq, all[len(all)-1].Seq+1)
@@ -103,15 +104,15 @@ func (s *conversations) fitEcho(res *AppendResult, maxBytes int) {
 
 // compactionDue: the session's unsummarized tokens exceed the threshold
 // share of the default window budget.
-func (s *conversations) compactionDue(sess *Session) bool {
-	c := s.policy.Conversation
+func (s *Store) compactionDue(sess *Session) bool {
+	c := s.core.Policy.Conversation
 	return float64(sess.UnsummarizedTokens) > c.Compaction.Threshold*float64(c.Window.Budget)
 }
 
 // prepareTurn validates every message, then redacts and guards each one;
 // it returns every problem at once, naming messages[i].<field>.
-func (s *conversations) prepareTurn(msgs []TurnMessage, fe *core.FieldErrors) ([]preparedMessage, []string, error) {
-	lim := s.policy.Conversation.Limits
+func (s *Store) prepareTurn(msgs []TurnMessage, fe *core.FieldErrors) ([]preparedMessage, []string, error) {
+	lim := s.core.Policy.Conversation.Limits
 	if len(msgs) == 0 {
 		fe.Add("messages", "at least one message is required")
 	} else if len(msgs) > lim.MaxMessagesPerTurn {
@@ -126,17 +127,17 @@ func (s *conversations) prepareTurn(msgs []TurnMessage, fe *core.FieldErrors) ([
 		mf := &core.FieldErrors{Prefix: fmt.Sprintf("messages[%d].", i)}
 		validateTurnMessage(mf, m, core.RawContentLimit(lim.MaxMessageBytes))
 		if mf.Len() == 0 && m.Content != "" {
-			c, _ := (*writer)(s).cleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
-			m.Content = c.text
-			out[i].flagged = len(c.flags) > 0
-			for _, r := range c.redactions {
+			c, _ := s.core.CleanWithin("content", m.Content, lim.MaxMessageBytes, mf)
+			m.Content = c.Text
+			out[i].flagged = len(c.Flags) > 0
+			for _, r := range c.Redactions {
 				if !slices.Contains(redactions, r) {
 					redactions = append(redactions, r)
 				}
 			}
 		}
 		fe.Append(mf)
-		out[i].msg, out[i].tokens = m, CountTokens(m.Content)
+		out[i].msg, out[i].tokens = m, core.CountTokens(m.Content)
 	}
 	if err := fe.Err(); err != nil {
 		return nil, nil, err
@@ -175,7 +176,7 @@ func validateTurnMessage(fe *core.FieldErrors, m TurnMessage, maxRaw int) {
 // Best effort: a failing embedder must not lose the conversation, so the
 // messages are stored without a vector (found by full text only) and the
 // failure is logged.
-func (s *conversations) embedMessages(ctx context.Context, ms []preparedMessage) {
+func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
 	var texts []string
 	var idx []int
 	for i, m := range ms {
@@ -186,9 +187,9 @@ func (s *conversations) embedMessages(ctx context.Context, ms []preparedMessage)
 	if len(texts) == 0 {
 		return
 	}
-	vecs, err := s.embedder.Embed(ctx, texts)
+	vecs, err := s.core.Embedder.Embed(ctx, texts)
 	if err != nil || len(vecs) != len(texts) {
-		s.log.Warn("storing conversation messages without embeddings", "error", err, "vectors", len(vecs), "texts", len(texts))
+		s.core.Log.Warn("storing conversation messages without embeddings", "error", err, "vectors", len(vecs), "texts", len(texts))
 		return
 	}
 	for j, i := range idx {
@@ -198,7 +199,7 @@ func (s *conversations) embedMessages(ctx context.Context, ms []preparedMessage)
 
 // insertMessages stores the turn from seq first on, in one batch, every
 // message with source src.
-func (s *conversations) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src Source, first int64, ms []preparedMessage) ([]ConversationMessage, error) {
+func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src core.Source, first int64, ms []preparedMessage) ([]Message, error) {
 	b := &pgx.Batch{}
 	for i, m := range ms {
 		var vec *pgv.Vector
@@ -208,19 +209,19 @@ func (s *conversations) insertMessages(ctx context.Context, tx pgx.Tx, owner, se
 		}
 		flags := []string{}
 		if m.flagged {
-			flags = []string{FlagInjection}
+			flags = []string{textguard.FlagInjection}
 		}
 		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding, source)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING created_at`,
 			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src))
 	}
 	br := tx.SendBatch(ctx, b)
-	out := make([]ConversationMessage, len(ms))
+	out := make([]Message, len(ms))
 	for i, m := range ms {
-		out[i] = ConversationMessage{Seq: first + int64(i), Role: m.msg.Role, Content: m.msg.Content, ToolName: m.msg.ToolName,
+		out[i] = Message{Seq: first + int64(i), Role: m.msg.Role, Content: m.msg.Content, ToolName: m.msg.ToolName,
 			ToolCallID: m.msg.ToolCallID, Tokens: m.tokens, Source: src}
 		if m.flagged {
-			out[i].Flags = []string{FlagInjection}
+			out[i].Flags = []string{textguard.FlagInjection}
 		}
 		if err := br.QueryRow().Scan(&out[i].CreatedAt); err != nil {
 			_ = br.Close()
@@ -235,57 +236,52 @@ func (s *conversations) insertMessages(ctx context.Context, tx pgx.Tx, owner, se
 }
 
 // bumpSession adds the stored turn to the session's counters.
-func (s *conversations) bumpSession(ctx context.Context, tx pgx.Tx, owner, session string, ms []ConversationMessage) (*Session, error) {
+func (s *Store) bumpSession(ctx context.Context, tx pgx.Tx, owner, session string, ms []Message) (*Session, error) {
 	tokens := 0
 	for _, m := range ms {
 		tokens += m.Tokens
 	}
-	c, err := scanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET
+	c, err := ScanSession(tx.QueryRow(ctx, `UPDATE `+s.sql.sessions+` AS c SET
 			message_count = message_count + $3, next_seq = next_seq + $3, token_count = token_count + $4, last_active_at = now()
-		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+sessionColumns, owner, session, len(ms), tokens))
+		WHERE c.owner_id = $1 AND c.id = $2 RETURNING `+SessionColumns, owner, session, len(ms), tokens))
 	if err != nil {
 		return nil, core.DBErr("updating session counters", err)
 	}
 	return &c, nil
 }
 
-// messageColumns are selected (alias g) wherever a ConversationMessage is
+// MessageColumns are selected (alias g) wherever a Message is
 // returned; scanMessage reads them in this order.
-const messageColumns = `g.seq, g.role, g.content, g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags, g.source`
+const MessageColumns = `g.seq, g.role, g.content, g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags, g.source`
 
-func scanMessage(row pgx.Row) (ConversationMessage, error) {
-	var m ConversationMessage
+func scanMessage(row pgx.Row) (Message, error) {
+	var m Message
 	var role, src string
 	if err := row.Scan(&m.Seq, &role, &m.Content, &m.ToolName, &m.ToolCallID, &m.Tokens, &m.CreatedAt, &m.Flags, &src); err != nil {
 		return m, err
 	}
-	m.Role, m.Source, m.CreatedAt = Role(role), Source(src), m.CreatedAt.UTC()
+	m.Role, m.Source, m.CreatedAt = Role(role), core.Source(src), m.CreatedAt.UTC()
 	if len(m.Flags) == 0 {
 		m.Flags = nil
 	}
 	return m, nil
 }
 
-// rowsQuerier runs a query returning rows (pool or transaction).
-type rowsQuerier interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}
-
 // messageRange reads [from, to) in seq order, at most limit messages.
-func (s *conversations) messageRange(ctx context.Context, q rowsQuerier, owner, session string, from, to int64, limit int) ([]ConversationMessage, error) {
-	return s.queryMessages(ctx, q, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+func (s *Store) messageRange(ctx context.Context, q core.RowsQuerier, owner, session string, from, to int64, limit int) ([]Message, error) {
+	return s.QueryMessages(ctx, q, `SELECT `+MessageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 		owner, session, from, to, limit)
 }
 
-// lastMessages reads the newest n messages, in seq order.
-func (s *conversations) lastMessages(ctx context.Context, q rowsQuerier, owner, session string, n int) ([]ConversationMessage, error) {
-	out, err := s.queryMessages(ctx, q, `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+// LastMessages reads the newest n messages, in seq order.
+func (s *Store) LastMessages(ctx context.Context, q core.RowsQuerier, owner, session string, n int) ([]Message, error) {
+	out, err := s.QueryMessages(ctx, q, `SELECT `+MessageColumns+` FROM `+s.sql.messages+` AS g
 		WHERE g.owner_id = $1 AND g.session_id = $2 ORDER BY g.seq DESC LIMIT $3`, owner, session, n)
 	slices.Reverse(out)
 	return out, err
 }
 
-func (s *conversations) queryMessages(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]ConversationMessage, error) {
-	return s.scanMessages(ctx, q, func(ConversationMessage) (bool, bool) { return true, true }, sql, args...)
+func (s *Store) QueryMessages(ctx context.Context, q core.RowsQuerier, sql string, args ...any) ([]Message, error) {
+	return s.scanMessages(ctx, q, func(Message) (bool, bool) { return true, true }, sql, args...)
 }

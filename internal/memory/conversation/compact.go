@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
-	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -38,7 +38,7 @@ func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 	return y, nil
 }
 
-func (s *conversations) querySummaries(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]Summary, error) {
+func (s *Store) querySummaries(ctx context.Context, q core.RowsQuerier, sql string, args ...any) ([]Summary, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, core.DBErr("reading summaries", err)
@@ -56,7 +56,7 @@ func (s *conversations) querySummaries(ctx context.Context, q rowsQuerier, sql s
 }
 
 // rootSummaries are the summaries of a session no other covers, in seq order.
-func (s *conversations) rootSummaries(ctx context.Context, q rowsQuerier, owner, session string) ([]Summary, error) {
+func (s *Store) rootSummaries(ctx context.Context, q core.RowsQuerier, owner, session string) ([]Summary, error) {
 	return s.querySummaries(ctx, q, `SELECT `+summaryColumns+` FROM `+s.sql.summaries+` AS y
 		WHERE y.owner_id = $1 AND y.session_id = $2 AND y.parent_id IS NULL ORDER BY y.earliest_seq`, owner, session)
 }
@@ -80,7 +80,7 @@ func (s *conversations) rootSummaries(ctx context.Context, q rowsQuerier, owner,
 // transaction is open while the LLM works.
 func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (*CompactSessionResult, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
+	fe.SessionKey(req.Owner, req.SessionID)
 	mode := req.Mode
 	if mode == "" {
 		mode = CompactIncremental
@@ -91,25 +91,25 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := (*conversations)(s).getSession(ctx, s.pool, req.Owner, req.SessionID, "")
+	sess, err := s.getSession(ctx, s.core.Pool, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
 	res := &CompactSessionResult{}
-	if req.Force || (*conversations)(s).compactionDue(sess) {
+	if req.Force || s.compactionDue(sess) {
 		// Everything before the fresh tail is summarized, the last chunk
 		// too when it is short: a session of few, long messages is due
 		// long before it has chunkSize of them.
-		if err := (*conversations)(s).summarizeLeaves(ctx, sess, true, res); err != nil {
+		if err := s.summarizeLeaves(ctx, sess, true, res); err != nil {
 			return res, err
 		}
 	}
 	if res.LeavesCreated > 0 || req.Force || mode == CompactFull {
-		if err := (*conversations)(s).condense(ctx, req.Owner, req.SessionID, mode == CompactFull, res); err != nil {
+		if err := s.condense(ctx, req.Owner, req.SessionID, mode == CompactFull, res); err != nil {
 			return res, err
 		}
 	}
-	roots, err := (*conversations)(s).rootSummaries(ctx, s.pool, req.Owner, req.SessionID)
+	roots, err := s.rootSummaries(ctx, s.core.Pool, req.Owner, req.SessionID)
 	if err != nil {
 		return res, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 	// policy of small chunks and groups keeps many): the answer holds the
 	// oldest that fit the byte cap.
 	res.Roots = []Summary{}
-	n := core.FitRanked(core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res), roots)
+	n := core.FitRanked(core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), res), roots)
 	res.Roots = roots[:n]
 	if n < len(roots) {
 		res.RootsTruncated, res.RootsOmitted = true, len(roots)-n
@@ -129,13 +129,13 @@ func (s *Store) CompactSession(ctx context.Context, req CompactSessionRequest) (
 // the start of the fresh tail (policy freshTail, moved back to its turn
 // start). When the turn start lies further back than compaction looks, the
 // whole span looked at is left alone.
-func (s *conversations) compactionEnd(ctx context.Context, owner, session string, count int64) (int64, error) {
-	k := s.policy.Conversation.Window.FreshTail
+func (s *Store) compactionEnd(ctx context.Context, owner, session string, count int64) (int64, error) {
+	k := s.core.Policy.Conversation.Window.FreshTail
 	msgs, err := s.lastMessagesMeta(ctx, owner, session, k+freshTailScan)
 	if err != nil || len(msgs) == 0 {
 		return count + 1, err
 	}
-	f := conversation.FreshStart(msgs, k)
+	f := FreshStart(msgs, k)
 	if f > max(0, len(msgs)-k) && msgs[0].Seq > 1 {
 		return msgs[0].Seq, nil
 	}
@@ -147,14 +147,14 @@ func (s *conversations) compactionEnd(ctx context.Context, owner, session string
 
 // lastMessagesMeta reads role and tokens of the newest n messages, in order
 // (as ConversationMessages without content).
-func (s *conversations) lastMessagesMeta(ctx context.Context, owner, session string, n int) ([]ConversationMessage, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
+func (s *Store) lastMessagesMeta(ctx context.Context, owner, session string, n int) ([]Message, error) {
+	rows, err := s.core.Pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
 		WHERE owner_id = $1 AND session_id = $2 ORDER BY seq DESC LIMIT $3`, owner, session, n)
 	if err != nil {
 		return nil, core.DBErr("reading messages", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConversationMessage, error) {
-		var m ConversationMessage
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
+		var m Message
 		var role string
 		err := r.Scan(&m.Seq, &role, &m.Tokens)
 		m.Role = Role(role)
@@ -168,11 +168,11 @@ func (s *conversations) lastMessagesMeta(ctx context.Context, owner, session str
 // chunks [from, to) of at least size messages, each ending before a turn
 // start (or at end, the fresh tail's start). The last, shorter chunk is
 // included only when partial is set.
-func chunkRanges(metas []ConversationMessage, end int64, size int, partial bool) [][2]int64 {
+func chunkRanges(metas []Message, end int64, size int, partial bool) [][2]int64 {
 	var out [][2]int64
 	for i := 0; i < len(metas) && len(out) < maxLeavesPerCompaction; {
 		j := i + size
-		for j < len(metas) && !conversation.IsTurnStart(metas[j]) {
+		for j < len(metas) && !IsTurnStart(metas[j]) {
 			j++
 		}
 		if j >= len(metas) {
@@ -189,8 +189,8 @@ func chunkRanges(metas []ConversationMessage, end int64, size int, partial bool)
 }
 
 // summarizeLeaves creates the leaf summaries of the eligible messages.
-func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, partial bool, res *CompactSessionResult) error {
-	cfg := s.policy.Conversation.Compaction
+func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool, res *CompactSessionResult) error {
+	cfg := s.core.Policy.Conversation.Compaction
 	end, err := s.compactionEnd(ctx, sess.Owner, sess.ID, sess.MessageCount)
 	if err != nil {
 		return err
@@ -200,14 +200,14 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		return nil
 	}
 	limit := int64(maxLeavesPerCompaction*cfg.ChunkSize) * 2
-	rows, err := s.pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
+	rows, err := s.core.Pool.Query(ctx, `SELECT seq, role, tokens FROM `+s.sql.messages+`
 		WHERE owner_id = $1 AND session_id = $2 AND seq >= $3 AND seq < $4 ORDER BY seq LIMIT $5`,
 		sess.Owner, sess.ID, from, end, limit)
 	if err != nil {
 		return core.DBErr("planning compaction", err)
 	}
-	metas, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ConversationMessage, error) {
-		var m ConversationMessage
+	metas, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
+		var m Message
 		var role string
 		err := r.Scan(&m.Seq, &role, &m.Tokens)
 		m.Role = Role(role)
@@ -217,20 +217,20 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 		return core.DBErr("planning compaction", err)
 	}
 	for _, ch := range chunkRanges(metas, end, cfg.ChunkSize, partial) {
-		msgs, err := s.messageRange(ctx, s.pool, sess.Owner, sess.ID, ch[0], ch[1], int(ch[1]-ch[0]))
+		msgs, err := s.messageRange(ctx, s.core.Pool, sess.Owner, sess.ID, ch[0], ch[1], int(ch[1]-ch[0]))
 		if err != nil {
 			return err
 		}
 		lines := make([]string, len(msgs))
 		tokens := 0
 		for i, m := range msgs {
-			lines[i] = s.summaryLine(m)
+			lines[i] = s.SummaryLine(m)
 			tokens += m.Tokens
 		}
-		content, method := s.summarize(ctx, lines)
+		content, method := s.Summarize(ctx, lines)
 		leaf := Summary{ID: core.NewID(), Owner: sess.Owner, SessionID: sess.ID, Depth: 0, Content: content,
 			EarliestSeq: ch[0], LatestSeq: ch[1] - 1, EarliestAt: msgs[0].CreatedAt, LatestAt: msgs[len(msgs)-1].CreatedAt,
-			Tokens: CountTokens(content), DescendantCount: len(msgs), Method: method}
+			Tokens: core.CountTokens(content), DescendantCount: len(msgs), Method: method}
 		leaf.ExpandHint = fmt.Sprintf("messages %d-%d (%d messages); expand this summary for the originals", ch[0], ch[1]-1, len(msgs))
 		ok, err := s.storeLeaf(ctx, leaf, tokens)
 		if err != nil {
@@ -246,11 +246,11 @@ func (s *conversations) summarizeLeaves(ctx context.Context, sess *Session, part
 	return nil
 }
 
-// embedSummary embeds a summary for history search; best effort like messages.
-func (s *conversations) embedSummary(ctx context.Context, content string) *pgv.Vector {
-	vecs, err := s.embedder.Embed(ctx, []string{content})
+// EmbedSummary embeds a summary for history search; best effort like messages.
+func (s *Store) EmbedSummary(ctx context.Context, content string) *pgv.Vector {
+	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
 	if err != nil || len(vecs) != 1 {
-		s.log.Warn("storing a summary without an embedding", "error", err)
+		s.core.Log.Warn("storing a summary without an embedding", "error", err)
 		return nil
 	}
 	v := pgv.NewVector(vecs[0])
@@ -258,7 +258,7 @@ func (s *conversations) embedSummary(ctx context.Context, content string) *pgv.V
 }
 
 // insertSummary writes y (with its embedding) in tx.
-func (s *conversations) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
+func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
 	_, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summaries+` (id, owner_id, session_id, depth, content, expand_hint,
 			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
@@ -269,10 +269,10 @@ func (s *conversations) insertSummary(ctx context.Context, tx pgx.Tx, y Summary,
 
 // storeLeaf stores a leaf if the session's summaries still end right before
 // it (checked under the session's row lock); false when they do not.
-func (s *conversations) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, error) {
-	vec := s.embedSummary(ctx, leaf.Content)
+func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, error) {
+	vec := s.EmbedSummary(ctx, leaf.Content)
 	stored := false
-	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
+	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
 		sess, err := s.getSession(ctx, tx, leaf.Owner, leaf.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
@@ -324,10 +324,10 @@ func condenseGroups(roots []Summary, size, maxDepth int, partial bool) [][]Summa
 // condense condenses roots until no group is left (a fixed point): every
 // round reads the roots again, so summaries made in one round are
 // condensed in the next when they form a group.
-func (s *conversations) condense(ctx context.Context, owner, session string, partial bool, res *CompactSessionResult) error {
-	cfg := s.policy.Conversation.Compaction
-	for round := 0; round <= MaxSummaryDepth; round++ {
-		roots, err := s.rootSummaries(ctx, s.pool, owner, session)
+func (s *Store) condense(ctx context.Context, owner, session string, partial bool, res *CompactSessionResult) error {
+	cfg := s.core.Policy.Conversation.Compaction
+	for round := 0; round <= policy.MaxSummaryDepth; round++ {
+		roots, err := s.rootSummaries(ctx, s.core.Pool, owner, session)
 		if err != nil {
 			return err
 		}
@@ -349,23 +349,23 @@ func (s *conversations) condense(ctx context.Context, owner, session string, par
 }
 
 // condenseGroup summarizes a group of roots into one summary a level deeper.
-func (s *conversations) condenseGroup(ctx context.Context, g []Summary, res *CompactSessionResult) (bool, error) {
+func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSessionResult) (bool, error) {
 	lines := make([]string, len(g))
 	desc := 0
 	for i, c := range g {
 		lines[i] = textguard.PromptText(c.Content)
 		desc += c.DescendantCount
 	}
-	content, method := s.summarize(ctx, lines)
+	content, method := s.Summarize(ctx, lines)
 	first, last := g[0], g[len(g)-1]
 	y := Summary{ID: core.NewID(), Owner: first.Owner, SessionID: first.SessionID, Depth: first.Depth + 1, Content: content,
 		EarliestSeq: first.EarliestSeq, LatestSeq: last.LatestSeq, EarliestAt: first.EarliestAt, LatestAt: last.LatestAt,
-		Tokens: CountTokens(content), DescendantCount: desc + len(g), Method: method}
+		Tokens: core.CountTokens(content), DescendantCount: desc + len(g), Method: method}
 	y.ExpandHint = fmt.Sprintf("messages %d-%d in %d summaries; describe this summary for its children or expand it for the originals",
 		y.EarliestSeq, y.LatestSeq, len(g))
-	vec := s.embedSummary(ctx, content)
+	vec := s.EmbedSummary(ctx, content)
 	stored := false
-	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
+	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := s.getSession(ctx, tx, y.Owner, y.SessionID, " FOR UPDATE"); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package memory
+package conversation_test
 
 // The pure functions of compaction, summaries and history search (the
 // window's are tested in internal/memory/conversation).
@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/conversation/convtest"
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 func TestChunkRanges(t *testing.T) {
@@ -26,7 +28,7 @@ func TestChunkRanges(t *testing.T) {
 		{"the range must reach the end", 14, 5, true, [][2]int64{{1, 7}, {7, 13}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := chunkRanges(msgs, tc.end, tc.size, tc.partial)
+			got := conversation.ChunkRanges(msgs, tc.end, tc.size, tc.partial)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("chunks %v, want %v", got, tc.want)
 			}
@@ -35,14 +37,14 @@ func TestChunkRanges(t *testing.T) {
 }
 
 func TestCondenseGroups(t *testing.T) {
-	mk := func(depths ...int) []Summary {
-		out := make([]Summary, len(depths))
+	mk := func(depths ...int) []conversation.Summary {
+		out := make([]conversation.Summary, len(depths))
 		for i, d := range depths {
-			out[i] = Summary{ID: fmt.Sprint(i), Depth: d}
+			out[i] = conversation.Summary{ID: fmt.Sprint(i), Depth: d}
 		}
 		return out
 	}
-	shape := func(gs [][]Summary) string {
+	shape := func(gs [][]conversation.Summary) string {
 		var parts []string
 		for _, g := range gs {
 			var ids []string
@@ -55,7 +57,7 @@ func TestCondenseGroups(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		roots   []Summary
+		roots   []conversation.Summary
 		size    int
 		max     int
 		partial bool
@@ -68,7 +70,7 @@ func TestCondenseGroups(t *testing.T) {
 		{"a single leftover stays", mk(0, 0, 0), 2, 4, true, "0+1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := shape(condenseGroups(tc.roots, tc.size, tc.max, tc.partial)); got != tc.want {
+			if got := shape(conversation.CondenseGroups(tc.roots, tc.size, tc.max, tc.partial)); got != tc.want {
 				t.Errorf("groups %q, want %q", got, tc.want)
 			}
 		})
@@ -77,11 +79,11 @@ func TestCondenseGroups(t *testing.T) {
 
 func TestExtractiveSummary(t *testing.T) {
 	lines := []string{"USER: I live in Lisbon. I like cats.", "ASSISTANT: " + strings.Repeat("word ", 400), "USER: 我住在东京。我喜欢猫。"}
-	a, b := extractiveSummary(lines, 60), extractiveSummary(lines, 60)
+	a, b := conversation.ExtractiveSummary(lines, 60), conversation.ExtractiveSummary(lines, 60)
 	if a != b {
 		t.Fatal("extractive summary is not deterministic")
 	}
-	if n := CountTokens(a); n > 60+CountTokens(lines[2]) {
+	if n := core.CountTokens(a); n > 60+core.CountTokens(lines[2]) {
 		t.Errorf("summary of %d tokens for a target of 60: %q", n, a)
 	}
 	if !strings.Contains(a, "USER: I live in Lisbon.") || strings.Contains(a, "cats") {
@@ -94,18 +96,18 @@ func TestExtractiveSummary(t *testing.T) {
 
 func TestSnippet(t *testing.T) {
 	long := strings.Repeat("lorem ipsum ", 100) + "the needle is here " + strings.Repeat("dolor sit ", 100)
-	s := snippet(long, "needle")
-	if n := len([]rune(s)); n > MaxSnippetChars {
+	s := conversation.Snippet(long, "needle")
+	if n := len([]rune(s)); n > conversation.MaxSnippetChars {
 		t.Errorf("snippet of %d characters", n)
 	}
 	if !strings.Contains(s, "needle") {
 		t.Errorf("snippet misses the query word: %q", s)
 	}
-	if short := "short text"; snippet(short, "x") != short {
+	if short := "short text"; conversation.Snippet(short, "x") != short {
 		t.Error("a short text is its own snippet")
 	}
 	cjk := strings.Repeat("猫", 800)
-	if n := len([]rune(snippet(cjk, "猫猫猫"))); n > MaxSnippetChars {
+	if n := len([]rune(conversation.Snippet(cjk, "猫猫猫"))); n > conversation.MaxSnippetChars {
 		t.Errorf("CJK snippet of %d characters", n)
 	}
 }

@@ -1,17 +1,16 @@
-package memory
+package conversation
 
 import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Limits of a session and of a turn across appends. A turn is a user or
 // system message and every message after it up to the next one
-// (conversation.IsTurnStart); messages before a session's first user or
+// (IsTurnStart); messages before a session's first user or
 // system message form a turn of their own, so a client that never sends one is bounded as
 // well. Both checks run in AppendTurn's transaction, after the session row
 // is locked: concurrent appends to one session are serialized there, so
@@ -23,16 +22,16 @@ type turnLength struct {
 }
 
 // checkAppendLimits refuses an append that would pass
-// conversation.limits.maxMessagesPerSession, maxTurnMessages or
+// limits.maxMessagesPerSession, maxTurnMessages or
 // maxTurnTokens, with a *QuotaError. sess is the session as locked.
-func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
-	lim := s.policy.Conversation.Limits
-	if err := core.OverQuota(QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
+func (s *Store) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *Session, ms []preparedMessage) error {
+	lim := s.core.Policy.Conversation.Limits
+	if err := core.OverQuota(core.QuotaMessagesPerSession, lim.MaxMessagesPerSession, sess.MessageCount, int64(len(ms)),
 		"messages", "the session", "start a new session"); err != nil {
 		return err
 	}
 	var open turnLength
-	if !conversation.IsTurnStart(ConversationMessage{Role: ms[0].msg.Role}) {
+	if !IsTurnStart(Message{Role: ms[0].msg.Role}) {
 		var err error
 		if open, err = s.openTurn(ctx, tx, sess); err != nil {
 			return err
@@ -45,18 +44,18 @@ func (s *conversations) checkAppendLimits(ctx context.Context, tx pgx.Tx, sess *
 // extends the open turn (stored), every turn start begins a new one. The
 // first turn over a limit is refused, naming what is stored of it and
 // what the append would add to it.
-func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error {
-	lim := s.policy.Conversation.Limits
+func (s *Store) checkTurns(open turnLength, ms []preparedMessage) error {
+	lim := s.core.Policy.Conversation.Limits
 	stored, added := open, turnLength{}
 	check := func() error {
 		const remedy = "start a new turn with a user message"
-		if err := core.OverQuota(QuotaTurnMessages, lim.MaxTurnMessages, stored.messages, added.messages, "messages", "the turn", remedy); err != nil {
+		if err := core.OverQuota(core.QuotaTurnMessages, lim.MaxTurnMessages, stored.messages, added.messages, "messages", "the turn", remedy); err != nil {
 			return err
 		}
-		return core.OverQuota(QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
+		return core.OverQuota(core.QuotaTurnTokens, lim.MaxTurnTokens, stored.tokens, added.tokens, "tokens", "the turn", remedy)
 	}
 	for i, m := range ms {
-		if conversation.IsTurnStart(ConversationMessage{Role: m.msg.Role}) {
+		if IsTurnStart(Message{Role: m.msg.Role}) {
 			if i > 0 {
 				if err := check(); err != nil {
 					return err
@@ -74,8 +73,8 @@ func (s *conversations) checkTurns(open turnLength, ms []preparedMessage) error 
 // maxTurnMessages rows (seq is gap-free: 1..MessageCount). When none of
 // them starts a turn, the turn is at least that long, which is all the
 // check needs to know: it is full.
-func (s *conversations) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) (turnLength, error) {
-	floor := max(0, sess.MessageCount-int64(s.policy.Conversation.Limits.MaxTurnMessages))
+func (s *Store) openTurn(ctx context.Context, tx pgx.Tx, sess *Session) (turnLength, error) {
+	floor := max(0, sess.MessageCount-int64(s.core.Policy.Conversation.Limits.MaxTurnMessages))
 	var start, tokens int64
 	// max(seq) with this WHERE is answered by a backward scan of the
 	// primary key that stops at the newest user or system message.

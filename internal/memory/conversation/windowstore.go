@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
 )
 
 const (
@@ -19,15 +19,15 @@ const (
 )
 
 // windowParams resolves a request's zero fields from the policy.
-func (s *conversations) windowParams(req WindowRequest, fe *core.FieldErrors) conversation.WindowParams {
-	d := s.policy.Conversation.Window
-	p := conversation.WindowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
-		MaxBytes: (*reader)(s).answerCap(req.MaxBytes)}
+func (s *Store) windowParams(req WindowRequest, fe *core.FieldErrors) WindowParams {
+	d := s.core.Policy.Conversation.Window
+	p := WindowParams{Strategy: req.Strategy, Budget: req.Budget, FreshTail: req.FreshTail, BufferSize: req.Last,
+		MaxBytes: s.core.AnswerCap(req.MaxBytes)}
 	if p.Strategy == "" {
 		p.Strategy = d.Strategy
 	}
 	switch p.Strategy {
-	case WindowBuffer, WindowToken, WindowSummary:
+	case policy.WindowBuffer, policy.WindowToken, policy.WindowSummary:
 	default:
 		fe.Add("strategy", "%q must be buffer, token or summary", req.Strategy)
 	}
@@ -39,25 +39,25 @@ func (s *conversations) windowParams(req WindowRequest, fe *core.FieldErrors) co
 			fe.Add(field, "%d must be within 1..%d (0 = the policy's default)", *v, maxV)
 		}
 	}
-	resolve("budget", &p.Budget, d.Budget, MaxWindowBudget)
-	resolve("freshTail", &p.FreshTail, d.FreshTail, MaxFreshTail)
-	resolve("last", &p.BufferSize, d.BufferSize, MaxBufferSize)
+	resolve("budget", &p.Budget, d.Budget, policy.MaxWindowBudget)
+	resolve("freshTail", &p.FreshTail, d.FreshTail, policy.MaxFreshTail)
+	resolve("last", &p.BufferSize, d.BufferSize, policy.MaxBufferSize)
 	return p
 }
 
 // Window builds a context window of a session: it loads the session's
 // newest messages page by page, backwards, only as far as the strategy can
-// use them (conversation.WindowNeedsMore) and never much past the byte
+// use them (WindowNeedsMore) and never much past the byte
 // cap, plus the root summaries for the summary strategy, then assembles
-// the window with the pure conversation.AssembleWindow.
+// the window with the pure AssembleWindow.
 func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) {
 	fe := &core.FieldErrors{}
-	sessionKey(fe, req.Owner, req.SessionID)
-	p := (*conversations)(s).windowParams(req, fe)
+	fe.SessionKey(req.Owner, req.SessionID)
+	p := s.windowParams(req, fe)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.core.Pool.Begin(ctx)
 	if err != nil {
 		return nil, core.DBErr("begin", err)
 	}
@@ -67,27 +67,27 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
 		return nil, core.DBErr("window snapshot", err)
 	}
-	sess, err := (*conversations)(s).getSession(ctx, tx, req.Owner, req.SessionID, "")
+	sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err
 	}
 	var roots []Summary
-	if p.Strategy == WindowSummary && sess.SummaryCount > 0 {
-		if roots, err = (*conversations)(s).rootSummaries(ctx, tx, req.Owner, req.SessionID); err != nil {
+	if p.Strategy == policy.WindowSummary && sess.SummaryCount > 0 {
+		if roots, err = s.rootSummaries(ctx, tx, req.Owner, req.SessionID); err != nil {
 			return nil, err
 		}
 	}
-	msgs, load, err := (*conversations)(s).windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
+	msgs, load, err := s.windowMessages(ctx, tx, req, p, sess.MessageCount, roots)
 	if err != nil {
 		return nil, err
 	}
-	if load.TailSeq, load.TailTokens, err = (*conversations)(s).windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
+	if load.TailSeq, load.TailTokens, err = s.windowTailPrefix(ctx, tx, req, p, msgs, sess.MessageCount); err != nil {
 		return nil, err
 	}
-	return conversation.AssembleWindow(p, msgs, roots, sess.MessageCount, load), nil
+	return AssembleWindow(p, msgs, roots, sess.MessageCount, load), nil
 }
 
-// messageStubColumns are messageColumns without the content.
+// messageStubColumns are MessageColumns without the content.
 const messageStubColumns = `g.seq, g.role, '', g.tool_name, g.tool_call_id, g.tokens, g.created_at, g.flags, g.source`
 
 // windowMessages loads the newest messages a window can use, page by page
@@ -95,23 +95,23 @@ const messageStubColumns = `g.seq, g.role, '', g.tool_name, g.tool_call_id, g.to
 // passes it included), older pages are loaded without content (stubs): the
 // window can give none of them, but its rules see what they would have
 // chosen, so a session of huge messages is never read whole.
-func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p conversation.WindowParams, count int64, roots []Summary) ([]ConversationMessage, conversation.WindowLoad, error) {
-	var msgs []ConversationMessage
-	var load conversation.WindowLoad
+func (s *Store) windowMessages(ctx context.Context, tx pgx.Tx, req WindowRequest, p WindowParams, count int64, roots []Summary) ([]Message, WindowLoad, error) {
+	var msgs []Message
+	var load WindowLoad
 	page := max(firstWindowPage, p.FreshTail, min(p.BufferSize, maxWindowPage))
 	before, loaded := count+1, 0
 	for before > 1 {
 		const query = ` FROM %s AS g WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq < $3 ORDER BY g.seq DESC LIMIT $4`
-		var older []ConversationMessage
+		var older []Message
 		var err error
 		if loaded > p.MaxBytes {
-			older, err = s.queryMessages(ctx, tx, `SELECT `+messageStubColumns+fmt.Sprintf(query, s.sql.messages),
+			older, err = s.QueryMessages(ctx, tx, `SELECT `+messageStubColumns+fmt.Sprintf(query, s.sql.messages),
 				req.Owner, req.SessionID, before, page)
 			load.Stubs += len(older)
 		} else {
-			older, err = s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+messageColumns+fmt.Sprintf(query, s.sql.messages),
+			older, err = s.queryMessagesUntil(ctx, tx, p.MaxBytes-loaded, `SELECT `+MessageColumns+fmt.Sprintf(query, s.sql.messages),
 				req.Owner, req.SessionID, before, page)
-			loaded += conversation.ContentBytes(older)
+			loaded += ContentBytes(older)
 		}
 		if err != nil {
 			return nil, load, err
@@ -122,7 +122,7 @@ func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req Windo
 		slices.Reverse(older)
 		msgs = append(older, msgs...)
 		before = msgs[0].Seq
-		if !conversation.WindowNeedsMore(p, msgs, roots) {
+		if !WindowNeedsMore(p, msgs, roots) {
 			break
 		}
 		page = min(page*2, maxWindowPage)
@@ -135,12 +135,12 @@ func (s *conversations) windowMessages(ctx context.Context, tx pgx.Tx, req Windo
 // first message, and loading stopped at the budget): the
 // latest turn start at or before the tail's first message, else the first
 // after it, and the tokens from there to the first loaded message.
-func (s *conversations) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p conversation.WindowParams, msgs []ConversationMessage, count int64) (int64, int, error) {
+func (s *Store) windowTailPrefix(ctx context.Context, tx pgx.Tx, req WindowRequest, p WindowParams, msgs []Message, count int64) (int64, int, error) {
 	if len(msgs) == 0 || msgs[0].Seq <= 1 {
 		return 0, 0, nil
 	}
 	for i := len(msgs) - p.FreshTail; i >= 0; i-- {
-		if conversation.IsTurnStart(msgs[i]) {
+		if IsTurnStart(msgs[i]) {
 			return 0, 0, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package memory
+package conversation
 
 import (
 	"context"
@@ -32,13 +32,13 @@ func summaryKey(fe *core.FieldErrors, owner, id string) {
 	fe.ID("id", id)
 }
 
-// getSummary reads one summary of owner; another owner's id is ErrNotFound.
-func (s *conversations) getSummary(ctx context.Context, owner, id string) (*Summary, *string, error) {
+// getSummary reads one summary of owner; another owner's id is core.ErrNotFound.
+func (s *Store) getSummary(ctx context.Context, owner, id string) (*Summary, *string, error) {
 	var parent *string
-	y, err := scanSummary(s.pool.QueryRow(ctx, `SELECT `+summaryColumns+`, y.parent_id::text FROM `+s.sql.summaries+` AS y
+	y, err := scanSummary(s.core.Pool.QueryRow(ctx, `SELECT `+summaryColumns+`, y.parent_id::text FROM `+s.sql.summaries+` AS y
 		WHERE y.owner_id = $1 AND y.id = $2`, owner, id), &parent)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fmt.Errorf("summary %q: %w", id, ErrNotFound)
+		return nil, nil, fmt.Errorf("summary %q: %w", id, core.ErrNotFound)
 	}
 	if err != nil {
 		return nil, nil, core.DBErr("reading summary", err)
@@ -55,7 +55,7 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	y, parent, err := (*conversations)(s).getSummary(ctx, owner, id)
+	y, parent, err := s.getSummary(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 		d.MessageRange = &[2]int64{y.EarliestSeq, y.LatestSeq + 1}
 		return d, nil
 	}
-	d.Children, err = (*conversations)(s).querySummaries(ctx, s.pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
+	d.Children, err = s.querySummaries(ctx, s.core.Pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
 		JOIN `+s.sql.summaries+` AS y ON y.id = src.child_id WHERE src.summary_id = $1 ORDER BY src.ord`, id)
 	return d, err
 }
@@ -90,16 +90,16 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	y, _, err := (*conversations)(s).getSummary(ctx, req.Owner, req.ID)
+	y, _, err := s.getSummary(ctx, req.Owner, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	e := &Expansion{Summary: *y, Messages: []ConversationMessage{}}
-	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), e)
+	e := &Expansion{Summary: *y, Messages: []Message{}}
+	b := core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), e)
 	left := maxTokens
 	end := y.LatestSeq + 1
 	for from := y.EarliestSeq; from < end; {
-		page, err := (*conversations)(s).scanMessages(ctx, s.pool, fitting(b, &left), `SELECT `+messageColumns+` FROM `+s.sql.messages+` AS g
+		page, err := s.scanMessages(ctx, s.core.Pool, fitting(b, &left), `SELECT `+MessageColumns+` FROM `+s.sql.messages+` AS g
 			WHERE g.owner_id = $1 AND g.session_id = $2 AND g.seq >= $3 AND g.seq < $4 ORDER BY g.seq LIMIT $5`,
 			req.Owner, y.SessionID, from, end, expandPage)
 		if err != nil {
@@ -131,7 +131,7 @@ func (s *Store) ExpandSummary(ctx context.Context, req ExpandRequest) (*Expansio
 func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*HistorySearchResult, error) {
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
-	fe.Text("query", req.Query, s.policy.Limits.MaxQueryBytes)
+	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 	if req.SessionID != "" && !core.ValidScopeID(req.SessionID) {
 		fe.Add("sessionId", core.ScopeIDRule)
 	}
@@ -139,15 +139,15 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	query := s.redactor.Redacted(req.Query)
-	vecs, err := s.embedder.Embed(ctx, []string{query})
+	query := s.core.Redactor.Redacted(req.Query)
+	vecs, err := s.core.Embedder.Embed(ctx, []string{query})
 	if err != nil {
 		return nil, fmt.Errorf("embedding the query: %w", err)
 	}
 	vec := pgv.NewVector(vecs[0])
 	var hits []HistoryHit
 	for _, kind := range []string{KindMessage, KindSummary} {
-		found, err := (*conversations)(s).searchKind(ctx, kind, req.Owner, req.SessionID, query, vec, limit)
+		found, err := s.searchKind(ctx, kind, req.Owner, req.SessionID, query, vec, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +158,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 		hits = hits[:limit]
 	}
 	res := &HistorySearchResult{Results: []HistoryHit{}}
-	b := core.NewAnswerBytes((*reader)(s).answerCap(req.MaxBytes), res)
+	b := core.NewAnswerBytes(s.core.AnswerCap(req.MaxBytes), res)
 	for i := range hits {
 		hits[i].Snippet = snippet(hits[i].Snippet, query)
 		if !b.Take(hits[i]) {
@@ -171,7 +171,7 @@ func (s *Store) SearchHistory(ctx context.Context, req HistorySearchRequest) (*H
 }
 
 // searchKind ranks one table's rows of the owner.
-func (s *conversations) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
+func (s *Store) searchKind(ctx context.Context, kind, owner, session, query string, vec pgv.Vector, limit int) ([]HistoryHit, error) {
 	a := &core.Args{}
 	table, cols := s.sql.messages, `t.session_id, t.seq, '' AS summary_id, t.source`
 	if kind == KindSummary {
@@ -183,7 +183,7 @@ func (s *conversations) searchKind(ctx context.Context, kind, owner, session, qu
 	}
 	tq := `websearch_to_tsquery('english', ` + a.Add(query) + `)`
 	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
+	rows, err := s.core.Pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
 		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
 		ORDER BY score DESC, t.created_at DESC LIMIT `+a.Add(limit), a.List...)
 	if err != nil {
@@ -193,7 +193,7 @@ func (s *conversations) searchKind(ctx context.Context, kind, owner, session, qu
 		h := HistoryHit{Kind: kind}
 		var src string
 		err := r.Scan(&h.SessionID, &h.Seq, &h.SummaryID, &src, &h.Snippet, &h.CreatedAt, &h.Score)
-		h.Source = Source(src)
+		h.Source = core.Source(src)
 		h.CreatedAt = h.CreatedAt.UTC()
 		return h, err
 	})
