@@ -92,8 +92,10 @@ func serverOf(addr string) string {
 
 // runtimeOfOwner returns the MemoryRuntime an ownership marker names, if it
 // exists and carries the marker's UID.
+// Without a reader (a node job started without the cluster, as tests of
+// the database side do) there is no runtime to tell.
 func runtimeOfOwner(ctx context.Context, c client.Reader, o tenant.Owner) *memoryv1alpha1.MemoryRuntime {
-	if o.Namespace == "" || o.Name == "" {
+	if c == nil || o.Namespace == "" || o.Name == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
