@@ -311,6 +311,7 @@ func (r *nodeRunner) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Con
 	// What a look writes (a quarantine) survives a crash of the server.
 	cfg.RuntimeParams["synchronous_commit"] = "on"
 	cfg.ConnectTimeout = r.connectTimeout()
+	tenant.BoundMessages(&cfg.Config)
 	ctx, cancel := context.WithTimeout(ctx, r.connectTimeout())
 	defer cancel()
 	return pgx.ConnectConfig(ctx, cfg)

@@ -47,6 +47,7 @@ func operatorScenarios() []scenario {
 		{name: "Samples", run: scenarioSamples},
 		{name: "TenantBoundary", run: scenarioTenantBoundary},
 		{name: "MultiHostSecretRefused", run: scenarioMultiHostSecretRefused},
+		{name: "TenantURLFileRefused", run: scenarioTenantURLFileRefused},
 		{name: "LegacyClaimNeedsStatus", run: scenarioReviewLegacyClaimWithoutStatus},
 		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
 		{name: "Databases", run: scenarioDatabases},
