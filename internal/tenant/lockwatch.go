@@ -169,8 +169,8 @@ const (
 		GROUP BY l.pid, s.usesysid`
 	endSQL = `SELECT coalesce(array_agg(s.pid) FILTER (WHERE pg_terminate_backend(s.pid)), '{}')::int[]
 		FROM pg_stat_get_activity(NULL) s WHERE s.usesysid = $1::oid AND s.pid <> pg_backend_pid()`
-	warmSQL  = `SELECT count(pg_get_userbyid(o)) FROM unnest($1::oid[]) o`
-	// rolesSQL is bounded (maxMarkerBytes, maxWatchedRoles): the
+	warmSQL = `SELECT count(pg_get_userbyid(o)) FROM unnest($1::oid[]) o`
+	// rolesSQL is bounded (maxMarkerBytesSQL, maxWatchedRolesSQL): the
 	// watchdog also looks at servers a tenant runs, whose superuser
 	// writes any comment (up to 1 GB) on any number of roles.
 	rolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
