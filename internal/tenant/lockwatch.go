@@ -152,9 +152,10 @@ func (r watchedRole) group() string {
 
 // Bounds of the watchdog's read of the marked roles. An operator's marker
 // is under 512 bytes (a UID, a namespace and a name, the quarantine
-// fields); a longer one is not the operator's and is not watched. The
-// roles beyond maxWatchedRoles (by OID, the oldest first) are not watched
-// either: a server with that many runtimes needs a second server first.
+// fields); a longer one is not the operator's and is not watched. Past
+// maxWatchedRolesSQL roles (by OID, the oldest first), the newer ones are
+// not watched either: a server with that many runtimes needs a second
+// server first.
 const (
 	maxMarkerBytesSQL  = "1024"
 	maxWatchedRolesSQL = "10000"
