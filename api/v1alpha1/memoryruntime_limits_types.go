@@ -6,7 +6,7 @@ package v1alpha1
 // +kubebuilder:validation:XValidation:rule="!has(self.llmRateLimit) || self.llmRateLimit.requestsPerMinute <= (has(self.rateLimit) ? self.rateLimit.requestsPerMinute : 6000)",message="service.limits.llmRateLimit.requestsPerMinute must not exceed service.limits.rateLimit.requestsPerMinute (default 6000): every LLM-backed request also counts against rateLimit"
 type ServiceLimits struct {
 	// RateLimit is the token bucket of each credential (a static token's
-	// name, a signed token's subject) for every API request (/v1 and /mcp):
+	// name, a signed token's role, owner and subject) for every API request (/v1 and /mcp):
 	// past it the service answers 429 with Retry-After. Default 6000 a
 	// minute (100 a second) with bursts of 200: generous on purpose, to stop
 	// one credential from taking the whole service, not normal use.
@@ -33,7 +33,7 @@ type ServiceLimits struct {
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 
 	// MaxInflightPerCredential is how many API requests one credential (a
-	// static token's name, a signed token's subject) may have in flight at
+	// static token's name, a signed token's role, owner and subject) may have in flight at
 	// once in each replica, reading its body included: past it the service
 	// answers 429 rate-limited with Retry-After 1. The rate limit bounds how
 	// many requests a credential starts, this how many it holds at once, so

@@ -62,10 +62,11 @@ func adminURL(ctx context.Context, c client.Reader, rt *memoryv1alpha1.MemoryRun
 	}
 	url, err := tenant.ConnectionURL(s.Data, ref.KeyOr(memoryv1alpha1.DefaultConnectionKey))
 	if err == nil {
-		// The tenant wrote this Secret: the operator's events and node
-		// runners know a server by the URL's host, so it must be the one
-		// the connection reaches.
-		err = tenant.CheckSingleServer(url)
+		// The tenant wrote this Secret: it may set only the parameters
+		// that touch no file of the operator's, and the operator's events
+		// and node runners know a server by the URL's host, so it must be
+		// the one the connection reaches.
+		err = tenant.CheckTenantURL(url)
 	}
 	if err != nil {
 		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %q: %v", ref.Name, err)

@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -232,12 +234,37 @@ func (r *nodeRunner) lookKey(ctx context.Context, st *nodeState) {
 	if time.Now().Before(st.next) || ctx.Err() != nil {
 		return
 	}
-	if r.lookAt(ctx, st) {
+	if r.lookSafely(ctx, st) {
 		st.failures, st.next = 0, time.Time{}
 		return
 	}
 	st.failures++
 	st.next = time.Now().Add(min(r.interval<<min(st.failures, 16), maxKeyBackoff))
+}
+
+// lookSafely is lookAt, with a panic of the job taken as a failed look:
+// logged, the node's connection closed and the node paused like after any
+// failure. A job reads what the server says, and a server a tenant runs
+// says anything: a forged quarantine marker made the lock watchdog panic,
+// and with nothing recovering in this goroutine the operator exited, every
+// tenant's watchdog and reaper with it (issue 26's sixth review,
+// MEDIUM 1). Called with st.mu held.
+func (r *nodeRunner) lookSafely(ctx context.Context, st *nodeState) (ok bool) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		ok = false
+		r.looks.WithLabelValues("error").Inc()
+		r.log.Error(fmt.Errorf("panic: %v", p), "a look panicked; the node is paused like after a failure",
+			"database", st.n.key, "stack", string(debug.Stack()))
+		if st.conn != nil {
+			_ = st.conn.conn.Close(context.Background())
+			st.conn = nil
+		}
+	}()
+	return r.lookAt(ctx, st)
 }
 
 // lookAt runs the job on the node, opening its connection if need be; it
@@ -311,6 +338,7 @@ func (r *nodeRunner) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Con
 	// What a look writes (a quarantine) survives a crash of the server.
 	cfg.RuntimeParams["synchronous_commit"] = "on"
 	cfg.ConnectTimeout = r.connectTimeout()
+	tenant.BoundMessages(&cfg.Config)
 	ctx, cancel := context.WithTimeout(ctx, r.connectTimeout())
 	defer cancel()
 	return pgx.ConnectConfig(ctx, cfg)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // poolCache keeps one pgx pool per admin connection (a connection Secret),
@@ -87,6 +88,14 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 		go p.pool.Close()
 		delete(c.pools, id)
 	}
+	if !platformConnection(id) {
+		// A tenant's Secret: parsed with the allow-list first, so that
+		// no parameter of it makes pgx read a file of the operator's
+		// (adminURL checked it too; a pool is never opened without).
+		if err := tenant.CheckTenantURL(url); err != nil {
+			return nil, fmt.Errorf("the admin connection: %w", err)
+		}
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// The parse error could quote the URL, password included; say less.
@@ -96,6 +105,7 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = 2 * time.Minute
 	cfg.ConnConfig.ConnectTimeout = c.connectTimeout
+	tenant.BoundMessages(&cfg.ConnConfig.Config)
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}

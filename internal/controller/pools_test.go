@@ -23,7 +23,8 @@ func TestAdminSessionsHaveTimeouts(t *testing.T) {
 	q.Set("synchronous_commit", "off")
 	u.RawQuery = q.Encode()
 	c := newPoolCache(Options{LockTimeout: 3 * time.Second, DatabaseTimeout: 45 * time.Second}.withDefaults())
-	pool, err := c.get("test", u.String())
+	// A platform connection: a tenant's URL may not set synchronous_commit.
+	pool, err := c.get("database/test", u.String())
 	if err != nil {
 		t.Fatal(err)
 	}

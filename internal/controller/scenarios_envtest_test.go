@@ -48,6 +48,7 @@ func operatorScenarios() []scenario {
 		{name: "TenantBoundary", run: scenarioTenantBoundary},
 		{name: "MultiHostSecretRefused", run: scenarioMultiHostSecretRefused},
 		{name: "SilentTenantServer", run: scenarioSilentTenantServer},
+		{name: "TenantURLFileRefused", run: scenarioTenantURLFileRefused},
 		{name: "LegacyClaimNeedsStatus", run: scenarioReviewLegacyClaimWithoutStatus},
 		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
 		{name: "Databases", run: scenarioDatabases},

@@ -55,13 +55,17 @@ const (
 // of a signed token's key: an app that mints the user's and the agent's
 // tokens with one subject (a natural choice) must not let the agent's
 // LLM-heavy requests put the user's bucket into debt (issue 26's fifth
-// review, LOW). Nothing a caller can vary per request (the owner in the
-// path, a header) is part of it.
+// review, LOW). So is the owner the token is bound to: an app that mints
+// {owner: alice, sub: support-bot} and {owner: bob, sub: support-bot} must
+// not let one owner's agent spend the other's buckets and in-flight count
+// (issue 26's sixth review, L2). An owner id holds no '/', so
+// "<owner>/<subject>" cannot be read two ways. Nothing a caller can vary
+// per request (the owner in the path, a header) is part of it.
 func bucketKey(c auth.Credential) string {
 	if c.Expires.IsZero() {
 		return "static:" + c.ID
 	}
-	return "signed:" + string(c.Role) + ":" + c.ID
+	return "signed:" + string(c.Role) + ":" + c.Owner + "/" + c.ID
 }
 
 // admit takes a token of the request's credential for any API request.

@@ -375,22 +375,6 @@ func TestLLMBucketChargesEachModelCall(t *testing.T) {
 	srv.do(t, extract).want(t, 200)
 }
 
-// TestLLMBucketKeyedByRoleAndSubject (issue 26's fifth review, LOW): the
-// bucket was keyed by a signed token's subject alone, so an agent's token
-// minted with the user's subject spent the user's LLM bucket. The role is
-// part of the key now.
-func TestLLMBucketKeyedByRoleAndSubject(t *testing.T) {
-	exp := time.Unix(1_800_000_000, 0)
-	agent := auth.Credential{Role: auth.RoleAgent, ID: "alice", Expires: exp}
-	app := auth.Credential{Role: auth.RoleApp, ID: "alice", Expires: exp}
-	if bucketKey(agent) == bucketKey(app) {
-		t.Fatalf("an agent's and an app's token of subject alice share the bucket %q", bucketKey(agent))
-	}
-	if static := (auth.Credential{Role: auth.RoleAgent, ID: "alice"}); bucketKey(static) == bucketKey(agent) {
-		t.Fatalf("a static token named alice shares a signed token's bucket %q", bucketKey(static))
-	}
-}
-
 // TestLLMDebtIsCappedAtOneBurst (issue 26's fifth review, LOW): the
 // further model calls of an admitted request were charged without bound,
 // so one request could put its credential's bucket hours into debt. The

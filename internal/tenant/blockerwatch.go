@@ -57,6 +57,7 @@ func startBlockerWatch(ctx context.Context, cfg *pgx.ConnConfig, pid int, self O
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["application_name"] = "engram-operator-blocker-watch"
+	BoundMessages(&cfg.Config)
 	w := &blockerWatch{cfg: cfg, pid: pid, self: self, policy: p, seen: map[blockerKey]*seenBlocker{},
 		unresolved: map[blockerKey]Blocker{}, cancel: cancel, done: make(chan struct{})}
 	go w.run(ctx)

@@ -100,10 +100,21 @@ func (w *LockWatchdog) startQuarantine(oid uint32, name string, now time.Time) *
 	case now.Sub(q.until) > w.policy.MaxQuarantine:
 		q.strikes = 0
 	}
-	q.strikes++
-	d := w.policy.Quarantine << min(q.strikes-1, 20)
-	q.until, q.set = now.Add(min(d, w.policy.MaxQuarantine)), false
+	q.strikes = min(max(q.strikes, 0)+1, maxStrikes)
+	q.until, q.set = now.Add(w.policy.backoff(q.strikes)), false
 	return q
+}
+
+// backoff is the quarantine of a role's strikes-th flood within the cap:
+// the first back-off doubled strikes-1 times, at most MaxQuarantine. It
+// doubles in a loop, not by a shift: strikes may come from a marker a
+// tenant wrote, and a large shift overflows.
+func (p LockPolicy) backoff(strikes int) time.Duration {
+	d := p.Quarantine
+	for i := 1; i < strikes && d < p.MaxQuarantine; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxQuarantine)
 }
 
 // applyQuarantine writes the quarantine into the role's marker and sets

@@ -150,6 +150,17 @@ func (r watchedRole) group() string {
 	return "role " + r.name
 }
 
+// Bounds of the watchdog's read of the marked roles. An operator's marker
+// is under 512 bytes (a UID, a namespace and a name, the quarantine
+// fields); a longer one is not the operator's and is not watched. Past
+// maxWatchedRolesSQL roles (by OID, the oldest first), the newer ones are
+// not watched either: a server with that many runtimes needs a second
+// server first.
+const (
+	maxMarkerBytesSQL  = "1024"
+	maxWatchedRolesSQL = "10000"
+)
+
 // Statements of the watchdog. locksSQL and endSQL read no relation: they
 // run while the lock table is full.
 const (
@@ -159,11 +170,16 @@ const (
 		GROUP BY l.pid, s.usesysid`
 	endSQL = `SELECT coalesce(array_agg(s.pid) FILTER (WHERE pg_terminate_backend(s.pid)), '{}')::int[]
 		FROM pg_stat_get_activity(NULL) s WHERE s.usesysid = $1::oid AND s.pid <> pg_backend_pid()`
-	warmSQL  = `SELECT count(pg_get_userbyid(o)) FROM unnest($1::oid[]) o`
+	warmSQL = `SELECT count(pg_get_userbyid(o)) FROM unnest($1::oid[]) o`
+	// rolesSQL is bounded (maxMarkerBytesSQL, maxWatchedRolesSQL): the
+	// watchdog also looks at servers a tenant runs, whose superuser
+	// writes any comment (up to 1 GB) on any number of roles.
 	rolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
 		FROM pg_roles r
 		WHERE r.rolcanlogin AND NOT r.rolsuper AND r.rolname <> current_user
-			AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'`
+			AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'
+			AND octet_length(shobj_description(r.oid, 'pg_authid')) <= ` + maxMarkerBytesSQL + `
+		ORDER BY r.oid LIMIT ` + maxWatchedRolesSQL
 	// tableSizeSQL is about the number of entries of the shared lock
 	// table: max_locks_per_transaction × every process that may hold
 	// locks (PostgreSQL sizes it so, plus some slack).
@@ -187,6 +203,7 @@ func OpenLockWatchdog(ctx context.Context, cfg *pgx.ConnConfig, p LockPolicy) (*
 	cfg.RuntimeParams["application_name"] = "engram-lock-watchdog"
 	// A quarantine it wrote (the limit 0 and the marker) survives a crash.
 	cfg.RuntimeParams["synchronous_commit"] = "on"
+	BoundMessages(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening the lock watchdog's connection: %w", err)

@@ -27,6 +27,13 @@ const (
 	markerStrikes          = "strikes"
 )
 
+// maxStrikes caps the strikes a marker or a watchdog counts. On a server a
+// tenant runs (a proven connectionSecretRef), the tenant is superuser and
+// writes any marker: strikes=MaxInt64 wrapped the watchdog's increment to
+// a negative shift, a panic that took the operator down (issue 26's sixth
+// review, MEDIUM 1). Past a few strikes the back-off is at its cap anyway.
+const maxStrikes = 64
+
 // quarantineMark is the quarantine state of a marker.
 type quarantineMark struct {
 	// until: logins refused until then (zero: no quarantine running or
@@ -56,7 +63,7 @@ func (q *quarantineMark) parse(k, v string) {
 		}
 	case markerStrikes:
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			q.strikes = n
+			q.strikes = min(n, maxStrikes)
 		}
 	}
 }

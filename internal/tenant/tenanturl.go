@@ -1,0 +1,161 @@
+package tenant
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrMultiHost: a tenant's connection Secret names more than one server.
+var ErrMultiHost = errors.New("the connection names more than one server")
+
+// RefusedKeyError: a tenant's connection URL sets a parameter the operator
+// does not take from a tenant (issue 26's sixth review, HIGH 1).
+type RefusedKeyError struct {
+	Key string
+	Why string
+}
+
+func (e *RefusedKeyError) Error() string {
+	return fmt.Sprintf("the connection URL may not set %q (%s); a connection Secret in a runtime's namespace may set only %s",
+		e.Key, e.Why, strings.Join(tenantURLQueryKeys, ", "))
+}
+
+// tenantURLQueryKeys are the query parameters a tenant's URL may carry.
+// sslrootcert only as "system" (the operator's own trust store).
+var tenantURLQueryKeys = []string{
+	"dbname", "user", "password", "sslmode", "sslrootcert=system", "sslsni", "connect_timeout", "application_name",
+}
+
+// tenantURLAllowedKeys is the allow-list pgconn applies itself (fail
+// closed: a key it learns to parse later is refused too). host and port
+// are there for the URL's authority; the query's are refused before.
+var tenantURLAllowedKeys = []string{
+	"host", "port", "database", "user", "password", "sslmode", "sslsni", "connect_timeout", "application_name",
+}
+
+// refusedWhy says why a query key is refused, for the ones a tenant may
+// try on purpose; any other key gets the generic reason.
+var refusedWhy = map[string]string{
+	"sslrootcert":    "it names a file on the operator's filesystem; only sslrootcert=system is taken",
+	"sslcert":        "it names a file on the operator's filesystem",
+	"sslkey":         "it names a file on the operator's filesystem",
+	"sslpassword":    "it unlocks a key file on the operator's filesystem",
+	"passfile":       "it names a file on the operator's filesystem",
+	"service":        "it reads a service file on the operator's filesystem",
+	"servicefile":    "it names a file on the operator's filesystem",
+	"options":        "it sets server options the operator chooses itself",
+	"host":           "a host in the query overrides the URL's; name the server before the path",
+	"port":           "a port in the query overrides the URL's; name it before the path",
+	"hostaddr":       "it overrides the address the URL's host resolves to",
+	"ssl":            "write sslmode instead",
+	"pool_max_conns": "the operator sizes its own pools",
+}
+
+// CheckTenantURL checks a connection URL from a Secret of a runtime's
+// namespace (connectionSecretRef), which the tenant writes: it must be a
+// postgres:// URL, set only the parameters of tenantURLQueryKeys, and name
+// exactly one server. It reads no file and resolves no name.
+//
+// Parameters: libpq's sslrootcert, sslcert, sslkey, passfile and
+// servicefile make pgconn read files of the operator's filesystem
+// (sslrootcert=/dev/zero grows the operator's memory until it is killed,
+// at every reconcile; other paths are an oracle on its files), so they are
+// refused before pgconn sees them, and pgconn parses with an allow-list of
+// its own. A host or port in the query overrides the URL's for pgconn but
+// not for the login URL the memory service gets (LoginURL copies the URL's
+// host): refused too.
+//
+// One server: pgx connects to the next host whenever the first refuses
+// with almost any error, "too many connections for role" included, which
+// a tenant causes at will: a Secret naming the shared server first and
+// its own server next is provisioned on its own server but known to the
+// operator by the first host's address, and the operator's events about
+// roles on the tenant's server (where it may forge any marker) landed on
+// another tenant's runtime (issue 26's fifth review, MEDIUM 3b). A Secret
+// the platform team writes may name a standby list and any parameter.
+func CheckTenantURL(raw string) error {
+	cfg, err := ParseTenantURL(raw)
+	if err != nil {
+		return err
+	}
+	for _, fb := range cfg.Fallbacks {
+		if fb.Host != cfg.Host || fb.Port != cfg.Port {
+			return fmt.Errorf("%w: it lists %s:%d and %s:%d; a connection Secret in a runtime's namespace must name exactly one host and port",
+				ErrMultiHost, cfg.Host, cfg.Port, fb.Host, fb.Port)
+		}
+	}
+	return nil
+}
+
+// ParseTenantURL parses a tenant's connection URL with the allow-list of
+// CheckTenantURL, before any file is touched.
+func ParseTenantURL(raw string) (*pgconn.Config, error) {
+	systemRoots, err := checkTenantQuery(raw)
+	if err != nil {
+		return nil, err
+	}
+	allowed := tenantURLAllowedKeys
+	if systemRoots {
+		allowed = append(allowed[:len(allowed):len(allowed)], "sslrootcert")
+	}
+	cfg, err := pgconn.ParseConfigWithOptions(raw, pgconn.ParseConfigOptions{ConnStringAllowedKeys: allowed})
+	if err != nil {
+		// The parse error could quote the URL, password included.
+		return nil, errors.New("not a valid PostgreSQL URL (or it sets a parameter a tenant's connection may not set)")
+	}
+	return cfg, nil
+}
+
+// checkTenantQuery refuses a query parameter a tenant may not set, naming
+// it; it reports whether sslrootcert=system is set (every occurrence).
+//
+// It reads the query as pgconn does (libpq's rules): from the first '?',
+// pairs split on '&' with exactly one '=', each half trimmed of raw spaces
+// then percent-decoded, no '+' rule. A '?' or '@' inside the query is
+// refused: there pgconn's and this reading could start the query at
+// different places (pgconn takes the text up to an '@' before any '/' as
+// the user name). pgconn's own allow-list then refuses whatever this
+// reading might still miss, except sslrootcert, allowed only when every
+// occurrence here is exactly "system".
+func checkTenantQuery(raw string) (systemRoots bool, err error) {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return false, errors.New("not a postgres:// URL")
+	}
+	_, query, ok := strings.Cut(raw, "?")
+	if !ok || query == "" {
+		return false, nil
+	}
+	if strings.ContainsAny(query, "?@") {
+		return false, errors.New(`the URL's query holds a raw "?" or "@": percent-encode them`)
+	}
+	for pair := range strings.SplitSeq(query, "&") {
+		rawKey, rawValue, found := strings.Cut(pair, "=")
+		if !found || strings.Contains(rawValue, "=") {
+			return false, errors.New("the URL's query is not key=value pairs joined by &")
+		}
+		key, kerr := url.PathUnescape(strings.Trim(rawKey, " "))
+		value, verr := url.PathUnescape(strings.Trim(rawValue, " "))
+		if kerr != nil || verr != nil {
+			return false, errors.New("the URL's query has an invalid percent escape")
+		}
+		switch key {
+		case "dbname", "database", "user", "password", "sslmode", "sslsni", "connect_timeout", "application_name":
+			continue
+		case "sslrootcert":
+			if value == "system" {
+				systemRoots = true
+				continue
+			}
+		}
+		why, known := refusedWhy[key]
+		if !known {
+			why = "not a parameter the operator takes from a tenant"
+		}
+		return false, &RefusedKeyError{Key: key, Why: why}
+	}
+	return systemRoots, nil
+}

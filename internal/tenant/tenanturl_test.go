@@ -1,0 +1,123 @@
+package tenant
+
+import (
+	"errors"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCheckSingleServer (issue 26's fifth review, MEDIUM 3b): a URL naming
+// more than one server, in its authority or in host=, is refused; one
+// server is accepted, with sslmode=prefer too (pgx's fallback without TLS
+// is the same server).
+func TestCheckSingleServer(t *testing.T) {
+	for _, c := range []struct {
+		url     string
+		refused bool
+	}{
+		{"postgres://u:p@db:5432/engram", false},
+		{"postgres://u:p@db:5432/engram?sslmode=prefer", false},
+		{"postgres://u:p@db:5432/engram?sslmode=disable", false},
+		{"postgres://u:p@shared:5432,own:5432/engram?sslmode=disable", true},
+		{"postgres://u:p@db:5432,db:5433/engram", true},
+		{"postgres://u:p@db:5432/engram?host=shared,own", true},
+	} {
+		err := CheckTenantURL(c.url)
+		var rk *RefusedKeyError
+		if got := errors.Is(err, ErrMultiHost) || errors.As(err, &rk); got != c.refused {
+			t.Errorf("CheckTenantURL(%q) = %v; want refused %v", c.url, err, c.refused)
+		}
+		if !c.refused && err != nil {
+			t.Errorf("CheckTenantURL(%q) = %v; want accepted", c.url, err)
+		}
+	}
+}
+
+// checkWithin runs CheckTenantURL(url) and returns its error, failing the
+// test if it takes more than a few seconds (a parse that opens a FIFO
+// nobody writes never returns) or if the heap grows past 256 MiB while it
+// runs (a parse that reads /dev/zero never stops growing: panic, so that
+// the process stops before the machine does).
+func checkWithin(t *testing.T, url string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- CheckTenantURL(url) }()
+	deadline := time.After(5 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-deadline:
+			t.Fatalf("CheckTenantURL(%q) did not return within 5 s: it reads a file the URL names", url)
+		case <-tick.C:
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > 256<<20 {
+				panic("CheckTenantURL(" + url + ") holds more than 256 MiB: it reads a file the URL names")
+			}
+		}
+	}
+}
+
+// TestTenantURLTouchesNoOperatorFile (issue 26's sixth review, HIGH 1): a
+// tenant's connection URL naming a file of the operator's filesystem
+// (sslrootcert=/dev/zero grew the operator's heap past its 512Mi limit in
+// under a second; a FIFO nobody writes blocked the parse for ever; other
+// paths were an oracle on the operator's files) is refused at once, naming
+// the key, whatever the file; so are the other parameters outside the
+// allow-list, and a host or port in the query.
+func TestTenantURLTouchesNoOperatorFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "never-written")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const base = "postgres://u:p@127.0.0.1:5432/engram?sslmode=verify-ca&"
+	for _, c := range []struct{ query, key string }{
+		{"sslrootcert=" + fifo, "sslrootcert"},
+		{"sslrootcert=/dev/zero", "sslrootcert"},
+		{"sslrootcert=/etc/ssl/certs/ca-certificates.crt", "sslrootcert"},
+		{"sslrootcert=system&sslrootcert=/dev/zero", "sslrootcert"},
+		{"sslrootcert=%20system", "sslrootcert"},
+		{"%73slrootcert=/dev/zero", "sslrootcert"},
+		{"sslcert=" + fifo, "sslcert"},
+		{"sslkey=/dev/zero", "sslkey"},
+		{"sslpassword=x", "sslpassword"},
+		{"passfile=" + fifo, "passfile"},
+		{"service=x&servicefile=" + fifo, "service"},
+		{"servicefile=" + fifo, "servicefile"},
+		{"options=-c%20statement_timeout%3D0", "options"},
+		{"host=10.0.0.2", "host"},
+		{"port=5433", "port"},
+		{"hostaddr=10.0.0.2", "hostaddr"},
+		{"pool_max_conns=1000", "pool_max_conns"},
+	} {
+		err := checkWithin(t, base+c.query)
+		var rk *RefusedKeyError
+		if !errors.As(err, &rk) || rk.Key != c.key {
+			t.Errorf("?%s: CheckTenantURL = %v; want the key %q refused", c.query, err, c.key)
+		}
+	}
+	// A raw '?' or '@' in the query could move where pgconn reads it from.
+	for _, u := range []string{
+		"postgres://h?x=y@127.0.0.1/engram?sslrootcert=/dev/zero",
+		"postgres://127.0.0.1/engram?sslmode=disable?sslrootcert=/dev/zero",
+		"host=127.0.0.1 sslrootcert=/dev/zero",
+	} {
+		if err := checkWithin(t, u); err == nil {
+			t.Errorf("CheckTenantURL(%q) accepted it", u)
+		}
+	}
+	for _, q := range []string{
+		"sslrootcert=system",
+		"sslsni=1&connect_timeout=5&application_name=team-a&dbname=other&user=v&password=w",
+	} {
+		if err := checkWithin(t, base+q); err != nil {
+			t.Errorf("?%s: CheckTenantURL = %v; want accepted", q, err)
+		}
+	}
+}
