@@ -50,6 +50,13 @@ const (
 	fullOwner = "full-owner"
 )
 
+// serverFaults are what the suite does to its PostgreSQL under load: the
+// subtest's name and the action of testenv.Instance.Fault.
+var serverFaults = []struct{ name, action string }{
+	{"clean restart", "stop"},
+	{"kill -9 of the postmaster", "kill"},
+}
+
 func TestNoAcknowledgedWriteIsLost(t *testing.T) {
 	bin := buildManager(t)
 	in := testenv.NewInstance(t, "faults")
@@ -58,10 +65,7 @@ func TestNoAcknowledgedWriteIsLost(t *testing.T) {
 	if perOwner >= capacity {
 		t.Fatalf("perOwner %d must stay under the per-owner cap %d", perOwner, capacity)
 	}
-	for _, fault := range []struct{ name, action string }{
-		{"clean restart", "stop"},
-		{"kill -9 of the postmaster", "kill"},
-	} {
+	for _, fault := range serverFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()

@@ -26,10 +26,7 @@ func TestOutageAnswers503(t *testing.T) {
 	bin := buildManager(t)
 	in := testenv.NewInstance(t, "faults")
 	adminURL := in.Start(t)
-	for _, fault := range []struct{ name, action string }{
-		{"clean restart", "stop"},
-		{"kill -9 of the postmaster", "kill"},
-	} {
+	for _, fault := range serverFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
