@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/engram-dev/engram/internal/controller"
 	"github.com/engram-dev/engram/internal/localpod"
 )
 
@@ -76,15 +75,11 @@ func (h *harness) runOperator(ctx context.Context) (*OperatorReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, cfg, err := h.controlPlane()
+	env, cfg, c, err := h.controlPlane()
 	if err != nil {
 		return nil, err
 	}
 	defer h.cleanup("control plane", func() error { return stopControlPlane(env) })
-	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		return nil, err
-	}
 	if err := prepareNamespaces(ctx, c, rep.Namespaces, db.URL); err != nil {
 		return nil, err
 	}

@@ -39,8 +39,22 @@ func repoRoot() (string, error) {
 }
 
 // controlPlane starts kube-apiserver + etcd from KUBEBUILDER_ASSETS with the
-// CRDs installed, as internal/testenv does for tests.
-func (h *harness) controlPlane() (*envtest.Environment, *rest.Config, error) {
+// CRDs installed, as internal/testenv does for tests, and returns it with
+// the harness's client of it; the caller stops it (stopControlPlane).
+func (h *harness) controlPlane() (*envtest.Environment, *rest.Config, client.Client, error) {
+	env, cfg, err := h.startControlPlane()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		h.cleanup("control plane", func() error { return stopControlPlane(env) })
+		return nil, nil, nil, fmt.Errorf("a client of the control plane: %w", err)
+	}
+	return env, cfg, c, nil
+}
+
+func (h *harness) startControlPlane() (*envtest.Environment, *rest.Config, error) {
 	if h.assets == "" {
 		return nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
 	}

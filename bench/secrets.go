@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/engram-dev/engram/internal/controller"
 )
 
 // The secrets part (--parts=secrets, not in the default parts) measures
@@ -54,15 +52,11 @@ func (h *harness) runSecrets(ctx context.Context) (*SecretsReport, error) {
 	rep := &SecretsReport{Secrets: secretsCount, SecretBytes: secretBytes, Namespaces: secretNamespaces,
 		Process: fmt.Sprintf("%s as a separate process, no MemoryRuntime; VmRSS %s after /readyz, VmHWM; %d starts per state",
 			h.managerBin, secretsSettleTime, secretsStarts)}
-	env, cfg, err := h.controlPlane()
+	env, _, c, err := h.controlPlane()
 	if err != nil {
 		return nil, err
 	}
 	defer h.cleanup("control plane", func() error { return stopControlPlane(env) })
-	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
-	if err != nil {
-		return nil, err
-	}
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
 		return nil, fmt.Errorf("creating namespace %s: %w", operatorNamespace, err)
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/engram-dev/engram/internal/jobrun"
 )
@@ -13,7 +11,7 @@ import (
 // Job's activeDeadlineSeconds) cancels the running statement, so a Failed
 // summary is still written before the kubelet kills the container.
 func runJob(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return jobrun.Main(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+	return untilSignalled(func(ctx context.Context) int {
+		return jobrun.Main(ctx, args, os.Getenv, os.Stdout, os.Stderr)
+	})
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/engram-dev/engram/internal/server"
 )
@@ -12,7 +10,7 @@ import (
 // runServe is `manager serve`: the memory service of one tenant. SIGTERM
 // (the kubelet) and SIGINT start a graceful shutdown.
 func runServe(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return server.Main(ctx, args, os.Getenv, os.Stderr)
+	return untilSignalled(func(ctx context.Context) int {
+		return server.Main(ctx, args, os.Getenv, os.Stderr)
+	})
 }

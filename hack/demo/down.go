@@ -65,26 +65,7 @@ func down(cfg config) error {
 		fmt.Println("no demo environment is running")
 	}
 	killOrphans(cfg)
-	if _, err := os.Stat(cfg.path("postgres-started-by-demo")); err == nil {
-		fmt.Println("stopping the PostgreSQL the demo started")
-		cmd := exec.Command(filepath.Join(cfg.repoRoot, "hack/pgvector.sh"), "stop")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			errs = append(errs, fmt.Errorf("stopping PostgreSQL: %w", err))
-		} else {
-			_ = os.Remove(cfg.path("postgres-started-by-demo"))
-		}
-	}
-	if _, err := os.Stat(cfg.path("citus-started-by-demo")); err == nil {
-		fmt.Println("stopping the Citus cluster the demo started")
-		cmd := exec.Command(filepath.Join(cfg.repoRoot, "hack/citus.sh"), "stop")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			errs = append(errs, fmt.Errorf("stopping Citus: %w", err))
-		} else {
-			_ = os.Remove(cfg.path("citus-started-by-demo"))
-		}
-	}
+	errs = append(errs, postgresServer.stop(cfg), citusServer.stop(cfg))
 	for _, f := range []string{"supervisor.pid", "state.json", "kubeconfig"} {
 		_ = os.Remove(cfg.path(f))
 	}

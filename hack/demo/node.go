@@ -46,10 +46,8 @@ func upNode(ctx context.Context, cfg config) error {
 	if pid, alive := supervisorPID(cfg); alive {
 		return fmt.Errorf("the local demo runs (supervisor pid %d): stop it with make demo-down first", pid)
 	}
-	if exec.Command(filepath.Join(cfg.repoRoot, "hack/cluster.sh"), "status").Run() != nil {
-		if err := os.WriteFile(cfg.path("node-started-by-demo"), nil, 0o600); err != nil {
-			return err
-		}
+	if err := markIfStopped(cfg, "hack/cluster.sh", "node-started-by-demo"); err != nil {
+		return err
 	}
 	fmt.Println(">> the node: hack/cluster.sh up (kubelet & co. built from Go modules once, then cached)")
 	kubeconfig, err := runScript(cfg, "hack/cluster.sh", "up")
@@ -165,16 +163,9 @@ func clusterIPURL(ctx context.Context, c client.Client, ns, name string) string 
 // and PostgreSQL (likewise).
 func downNode(cfg config) error {
 	var errs []error
-	if _, err := os.Stat(cfg.path("node-started-by-demo")); err == nil {
-		fmt.Println("stopping the node (hack/cluster.sh down)")
-		cmd := exec.Command(filepath.Join(cfg.repoRoot, "hack/cluster.sh"), "down")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			errs = append(errs, fmt.Errorf("stopping the node: %w", err))
-		} else {
-			_ = os.Remove(cfg.path("node-started-by-demo"))
-		}
-	} else {
+	started, err := stopIfStarted(cfg, "node-started-by-demo", "hack/cluster.sh", "down", "the node")
+	errs = append(errs, err)
+	if !started {
 		fmt.Println("the node was running before the demo: left running (hack/cluster.sh down stops it)")
 	}
 	_ = os.Remove(cfg.path(nodeMarker))

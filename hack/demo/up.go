@@ -142,41 +142,18 @@ func ensureSupervisor(cfg config) (*state, error) {
 	return nil, fmt.Errorf("the supervisor was not ready within 2 minutes (log %s)", cfg.path("supervisor.log"))
 }
 
-// databaseURL returns DATABASE_URL, or starts the local PostgreSQL and
-// remembers that the demo started it (so demo-down stops it again).
-func databaseURL(cfg config) (string, error) {
-	if u := os.Getenv("DATABASE_URL"); u != "" {
-		fmt.Println(">> PostgreSQL: using DATABASE_URL")
-		return u, nil
-	}
-	fmt.Println(">> PostgreSQL 17 + pgvector (hack/pgvector.sh)")
-	if err := exec.Command(filepath.Join(cfg.repoRoot, "hack/pgvector.sh"), "status").Run(); err != nil {
-		if err := os.WriteFile(cfg.path("postgres-started-by-demo"), nil, 0o600); err != nil {
-			return "", err
-		}
-	}
-	return runScript(cfg, "hack/pgvector.sh", "start")
-}
+// databaseURL returns DATABASE_URL, or starts the local PostgreSQL.
+func databaseURL(cfg config) (string, error) { return postgresServer.url(cfg) }
 
 // citusURL returns CITUS_URL, or starts the local Citus cluster (a
-// coordinator and two workers; built once into the cache) and remembers
-// that the demo started it, so demo-down stops it again. "" with --citus=false.
+// coordinator and two workers; built once into the cache); "" with
+// --citus=false.
 func citusURL(cfg config) (string, error) {
 	if !cfg.citus {
 		fmt.Println(">> Citus: left out (--citus=false)")
 		return "", nil
 	}
-	if u := os.Getenv("CITUS_URL"); u != "" {
-		fmt.Println(">> Citus: using CITUS_URL")
-		return u, nil
-	}
-	fmt.Println(">> Citus 13 + pgvector, a coordinator and two workers (hack/citus.sh; the first run builds it, then cached)")
-	if err := exec.Command(filepath.Join(cfg.repoRoot, "hack/citus.sh"), "status").Run(); err != nil {
-		if err := os.WriteFile(cfg.path("citus-started-by-demo"), nil, 0o600); err != nil {
-			return "", err
-		}
-	}
-	return runScript(cfg, "hack/citus.sh", "start")
+	return citusServer.url(cfg)
 }
 
 // runScript runs a hack/ script, streaming its stderr, and returns the last

@@ -174,14 +174,7 @@ func scenarioKStatus(e *operatorEnv, t *testing.T) {
 
 	// RetentionJob: InProgress while its runtime does not exist, Current
 	// once its CronJob is in place.
-	rj := &memoryv1alpha1.RetentionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
-		Spec: memoryv1alpha1.RetentionJobSpec{
-			RuntimeRef: &memoryv1alpha1.LocalObjectReference{Name: "later"},
-			Schedule:   "0 3 * * *",
-			Operations: []memoryv1alpha1.Operation{"purge"},
-		},
-	}
+	rj := newRetentionJob(ns, "nightly", "later", "0 3 * * *", "purge")
 	mustCreate(t, e.c, rj)
 	e.waitKStatus(t, rj, status.InProgressStatus, memoryv1alpha1.ReasonRuntimeNotFound)
 	update(t, e, rj, func(r *memoryv1alpha1.RetentionJob) { r.Spec.RuntimeRef.Name = "bot" })

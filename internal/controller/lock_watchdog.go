@@ -35,8 +35,9 @@ type lockWatchdog struct {
 	policy tenant.LockPolicy
 	log    logr.Logger
 
-	mu   sync.Mutex                      // guards dogs: each node runs in a goroutine of its own
-	dogs map[string]*tenant.LockWatchdog // by node key, on the node's connection
+	dogs perNode[*tenant.LockWatchdog] // on the node's connection
+
+	mu sync.Mutex // guards logged: each node runs in a goroutine of its own
 	// logged: when a session that could not be ended was last logged, by
 	// node key and pid (firstInAWhile).
 	logged map[string]time.Time
@@ -49,8 +50,8 @@ func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder
 			Threshold: o.TenantLockThreshold, TableShare: o.TenantLockTableShare, Quarantine: o.TenantLockQuarantine,
 			Connections: tenant.ConnectionPolicy{Share: o.TenantConnectionShare},
 		},
-		log:  ctrl.Log.WithName("lock-watchdog"),
-		dogs: map[string]*tenant.LockWatchdog{}, logged: map[string]time.Time{},
+		log:    ctrl.Log.WithName("lock-watchdog"),
+		logged: map[string]time.Time{},
 	}
 	w.nodeRunner = newNodeRunner("engram-lock-watchdog", pools, o.TenantLockWatchInterval, w, lockWatchLooks, w.log)
 	return w
@@ -63,17 +64,13 @@ func (w *lockWatchdog) open(ctx context.Context, n node, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
-	w.mu.Lock()
-	w.dogs[n.key] = d
-	w.mu.Unlock()
+	w.dogs.set(n.key, d)
 	return nil
 }
 
 // look implements nodeJob.
 func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
-	w.mu.Lock()
-	d := w.dogs[n.key]
-	w.mu.Unlock()
+	d := w.dogs.get(n.key, nil)
 	if d == nil {
 		return fmt.Errorf("no lock watchdog opened on %s", n.key)
 	}
@@ -88,11 +85,7 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 }
 
 // forget implements nodeJob (the runner closes the connection).
-func (w *lockWatchdog) forget(key string) {
-	w.mu.Lock()
-	delete(w.dogs, key)
-	w.mu.Unlock()
-}
+func (w *lockWatchdog) forget(key string) { w.dogs.forget(key) }
 
 // report records one role ended on node n: ended, a Warning event
 // LocksExceeded on the runtime that owns the role (eventRuntime, as for

@@ -32,11 +32,7 @@ import (
 func scenarioLocksExceeded(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "locks")
 	e.readyRuntime(t, newRuntime(ns, "a", ""))
-	var creds corev1.Secret
-	if err := e.get(t, ns, "a-db", &creds); err != nil {
-		t.Fatal(err)
-	}
-	uri, role := string(creds.Data["uri"]), string(creds.Data["user"])
+	uri, role := e.tenantLogin(t, ns, "a")
 	ended := testutil.ToFloat64(lockHogs.WithLabelValues("ended"))
 
 	o := Options{TenantLockThreshold: 20, TenantLockWatchInterval: 250 * time.Millisecond}.withDefaults()

@@ -200,33 +200,31 @@ func listDatabases(ctx context.Context, c client.Reader, opts ...client.ListOpti
 // reachabilityChanged passes the database events after which the runtimes
 // placed there must look again: the check's verdict flipped, the spec
 // (Secret, database name) changed, or the database appeared or went.
-var reachabilityChanged = predicate.Funcs{
-	UpdateFunc: func(ev event.UpdateEvent) bool {
-		a, ok1 := ev.ObjectOld.(*memoryv1alpha1.MemoryDatabase)
-		b, ok2 := ev.ObjectNew.(*memoryv1alpha1.MemoryDatabase)
-		if !ok1 || !ok2 {
-			return true
-		}
-		ca, cb := meta.FindStatusCondition(a.Status.Conditions, memoryv1alpha1.ConditionReachable), meta.FindStatusCondition(b.Status.Conditions, memoryv1alpha1.ConditionReachable)
-		return a.Generation != b.Generation || (ca == nil) != (cb == nil) ||
-			ca != nil && cb != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason || ca.ObservedGeneration != cb.ObservedGeneration)
-	},
-	GenericFunc: func(event.GenericEvent) bool { return false },
-}
+var reachabilityChanged = databaseUpdates(func(a, b *memoryv1alpha1.MemoryDatabase) bool {
+	ca, cb := meta.FindStatusCondition(a.Status.Conditions, memoryv1alpha1.ConditionReachable), meta.FindStatusCondition(b.Status.Conditions, memoryv1alpha1.ConditionReachable)
+	return a.Generation != b.Generation || (ca == nil) != (cb == nil) ||
+		ca != nil && cb != nil && (ca.Status != cb.Status || ca.Reason != cb.Reason || ca.ObservedGeneration != cb.ObservedGeneration)
+})
 
 // placementRelevant passes the database events that may let a waiting
 // runtime be placed: anything but a status that changed only its
 // lastCheck (which changes with every other field anyway).
-var placementRelevant = predicate.Funcs{
-	UpdateFunc: func(ev event.UpdateEvent) bool {
-		a, ok1 := ev.ObjectOld.(*memoryv1alpha1.MemoryDatabase)
-		b, ok2 := ev.ObjectNew.(*memoryv1alpha1.MemoryDatabase)
-		if !ok1 || !ok2 {
-			return true
-		}
-		sa, sb := a.Status.DeepCopy(), b.Status.DeepCopy()
-		sa.LastCheck, sb.LastCheck = nil, nil
-		return a.Generation != b.Generation || !equality.Semantic.DeepEqual(a.Labels, b.Labels) || !equality.Semantic.DeepEqual(sa, sb)
-	},
-	GenericFunc: func(event.GenericEvent) bool { return false },
+var placementRelevant = databaseUpdates(func(a, b *memoryv1alpha1.MemoryDatabase) bool {
+	sa, sb := a.Status.DeepCopy(), b.Status.DeepCopy()
+	sa.LastCheck, sb.LastCheck = nil, nil
+	return a.Generation != b.Generation || !equality.Semantic.DeepEqual(a.Labels, b.Labels) || !equality.Semantic.DeepEqual(sa, sb)
+})
+
+// databaseUpdates passes the updates of a MemoryDatabase that changed
+// reports (an update of any other object too), every create and delete,
+// and no generic event.
+func databaseUpdates(changed func(before, after *memoryv1alpha1.MemoryDatabase) bool) predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(ev event.UpdateEvent) bool {
+			a, ok1 := ev.ObjectOld.(*memoryv1alpha1.MemoryDatabase)
+			b, ok2 := ev.ObjectNew.(*memoryv1alpha1.MemoryDatabase)
+			return !ok1 || !ok2 || changed(a, b)
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

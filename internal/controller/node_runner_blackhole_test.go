@@ -18,6 +18,14 @@ import (
 // answers; it counts the connections.
 func blackhole(t *testing.T) (addr string, accepted *atomic.Int64) {
 	t.Helper()
+	return countingListener(t, true)
+}
+
+// countingListener listens on 127.0.0.1, accepts every connection, never
+// answers and counts them; hold keeps each one open until the test ends
+// (a server that hangs), else it is closed at once (one that hangs up).
+func countingListener(t *testing.T, hold bool) (addr string, accepted *atomic.Int64) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +46,10 @@ func blackhole(t *testing.T) (addr string, accepted *atomic.Int64) {
 				return
 			}
 			accepted.Add(1)
+			if !hold {
+				_ = c.Close()
+				continue
+			}
 			select {
 			case held <- c:
 			default:
@@ -111,10 +123,7 @@ func TestNodeRunnerBlackholeKeysDelayNoOne(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	good := "engram@" + pools.address("database/shared")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		dog.mu.Lock()
-		open := dog.dogs[strings.Replace(good, "engram@", userOf(t, url)+"@", 1)] != nil
-		dog.mu.Unlock()
-		if open {
+		if dog.dogs.get(strings.Replace(good, "engram@", userOf(t, url)+"@", 1), nil) != nil {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -21,23 +21,8 @@ func fakeCoordinator(t *testing.T, instance string, n int) (string, *atomic.Int6
 	in := testenv.NewInstance(t, instance)
 	in.Start(t)
 	url := in.NewDatabase(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	var dialled atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			_ = c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr, dialled := countingListener(t, false)
+	_, port, _ := net.SplitHostPort(addr)
 	admin := testenv.NewPool(t, url, 1)
 	for _, stmt := range []string{
 		`INSERT INTO pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion) VALUES (987654, 'citus', 10, 2200, false, '12.1')`,
@@ -53,7 +38,7 @@ func fakeCoordinator(t *testing.T, instance string, n int) (string, *atomic.Int6
 	}
 	// The fake catalog rows go with the database; the instance is this
 	// test's.
-	return url, &dialled
+	return url, dialled
 }
 
 // workerNodes counts the runner's worker nodes after two rounds (the

@@ -123,14 +123,7 @@ func scenarioForeignCronJobAndJob(e *operatorEnv, t *testing.T) {
 		},
 	}
 	mustCreate(t, e.c, theirs)
-	rj := &memoryv1alpha1.RetentionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
-		Spec: memoryv1alpha1.RetentionJobSpec{
-			RuntimeRef: &memoryv1alpha1.LocalObjectReference{Name: "bot"},
-			Schedule:   "0 3 * * *",
-			Operations: []memoryv1alpha1.Operation{"expire"},
-		},
-	}
+	rj := newRetentionJob(ns, "nightly", "bot", "0 3 * * *", "expire")
 	mustCreate(t, e.c, rj)
 	eventually(t, "the RetentionJob reports the foreign CronJob", 20*time.Second, func() error {
 		got := e.retentionJob(t, ns, "nightly")

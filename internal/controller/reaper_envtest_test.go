@@ -32,11 +32,7 @@ import (
 func scenarioTenantTransactionReaped(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "reap")
 	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
-	var creds corev1.Secret
-	if err := e.get(t, ns, "a-db", &creds); err != nil {
-		t.Fatal(err)
-	}
-	uri, role := string(creds.Data["uri"]), string(creds.Data["user"])
+	uri, role := e.tenantLogin(t, ns, "a")
 	snap := testenv.HoldSnapshot(t, uri, "SELECT count(*) FROM memories")
 	ended := testutil.ToFloat64(oldTransactions.WithLabelValues("ended"))
 

@@ -52,17 +52,7 @@ func scenarioRestartAndMetrics(e *operatorEnv, t *testing.T) {
 	e.waitKStatus(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, status.CurrentStatus, "")
 	e.settle(t, ns)
 
-	var secretBefore corev1.Secret
-	var deployBefore appsv1.Deployment
-	rtBefore := &memoryv1alpha1.MemoryRuntime{}
-	for name, obj := range map[string]client.Object{"bot-db": &secretBefore, "bot": &deployBefore} {
-		if err := e.get(t, ns, name, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.get(t, ns, "bot", rtBefore); err != nil {
-		t.Fatal(err)
-	}
+	before := e.botObjects(t, ns)
 	// Successful provisionings only: a runtime of an earlier subtest whose
 	// admin password is wrong (TenantBoundary's badpw) keeps failing in the
 	// background operator, and each failure is observed in the same histogram.
@@ -87,31 +77,21 @@ func scenarioRestartAndMetrics(e *operatorEnv, t *testing.T) {
 	if len(writes) > 0 {
 		t.Errorf("a restarted operator wrote to a Ready runtime's namespace: %v", writes)
 	}
-	var secretAfter corev1.Secret
-	var deployAfter appsv1.Deployment
-	rtAfter := &memoryv1alpha1.MemoryRuntime{}
-	for name, obj := range map[string]client.Object{"bot-db": &secretAfter, "bot": &deployAfter} {
-		if err := e.get(t, ns, name, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.get(t, ns, "bot", rtAfter); err != nil {
-		t.Fatal(err)
-	}
-	if secretAfter.ResourceVersion != secretBefore.ResourceVersion || string(secretAfter.Data["password"]) != string(secretBefore.Data["password"]) {
+	after := e.botObjects(t, ns)
+	if after.secret.ResourceVersion != before.secret.ResourceVersion || string(after.secret.Data["password"]) != string(before.secret.Data["password"]) {
 		t.Error("the restarted operator rewrote the credentials Secret")
 	}
-	if deployAfter.Generation != deployBefore.Generation || deployAfter.Spec.Template.Annotations[naming.AnnotationConfigHash] != deployBefore.Spec.Template.Annotations[naming.AnnotationConfigHash] {
+	if after.deploy.Generation != before.deploy.Generation || after.deploy.Spec.Template.Annotations[naming.AnnotationConfigHash] != before.deploy.Spec.Template.Annotations[naming.AnnotationConfigHash] {
 		t.Error("the restarted operator rolled the Deployment out")
 	}
-	if rtAfter.ResourceVersion != rtBefore.ResourceVersion {
-		t.Errorf("the restarted operator changed the runtime: status %+v", rtAfter.Status)
+	if after.rt.ResourceVersion != before.rt.ResourceVersion {
+		t.Errorf("the restarted operator changed the runtime: status %+v", after.rt.Status)
 	}
 	if got := testutil.ToFloat64(passwordRotations.WithLabelValues("requested")); got != rotations+1 {
 		t.Errorf("the restarted operator rotated the password again (%v rotations)", got-rotations)
 	}
 	ctx := testContext(t)
-	conn, err := pgx.Connect(ctx, string(secretAfter.Data["uri"]))
+	conn, err := pgx.Connect(ctx, string(after.secret.Data["uri"]))
 	if err != nil {
 		t.Fatalf("the credentials Secret no longer logs in: %v", err)
 	}
@@ -122,7 +102,7 @@ func scenarioRestartAndMetrics(e *operatorEnv, t *testing.T) {
 	// Ready runtime's reconcile ends in requeue_after (the grant check).
 	reconciles := counterValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": "memoryruntime"})
 	durations := histogramCountWith(t, "controller_runtime_reconcile_time_seconds", map[string]string{"controller": "memoryruntime"})
-	update(t, e, rtAfter, func(r *memoryv1alpha1.MemoryRuntime) { metav1.SetMetaDataLabel(&r.ObjectMeta, "touched", "yes") })
+	update(t, e, after.rt, func(r *memoryv1alpha1.MemoryRuntime) { metav1.SetMetaDataLabel(&r.ObjectMeta, "touched", "yes") })
 	eventually(t, "the reconcile is counted", 20*time.Second, func() error {
 		if got := counterValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": "memoryruntime"}); got <= reconciles {
 			return fmt.Errorf("reconcile_total %v, before %v", got, reconciles)
@@ -201,26 +181,49 @@ func metricsWith(t *testing.T, name string, want map[string]string) []*dto.Metri
 	return out
 }
 
-func counterValue(t *testing.T, name string, labels map[string]string) float64 {
+// metricSum adds value over the series of name that carry labels.
+func metricSum(t *testing.T, name string, labels map[string]string, value func(*dto.Metric) float64) float64 {
+	t.Helper()
 	var sum float64
 	for _, m := range metricsWith(t, name, labels) {
-		sum += m.GetCounter().GetValue()
+		sum += value(m)
 	}
 	return sum
+}
+
+func counterValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	return metricSum(t, name, labels, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
 }
 
 func gaugeValue(t *testing.T, name string, labels map[string]string) float64 {
-	var sum float64
-	for _, m := range metricsWith(t, name, labels) {
-		sum += m.GetGauge().GetValue()
-	}
-	return sum
+	t.Helper()
+	return metricSum(t, name, labels, func(m *dto.Metric) float64 { return m.GetGauge().GetValue() })
 }
 
 func histogramCountWith(t *testing.T, name string, labels map[string]string) uint64 {
-	var n uint64
-	for _, m := range metricsWith(t, name, labels) {
-		n += m.GetHistogram().GetSampleCount()
+	t.Helper()
+	return uint64(metricSum(t, name, labels, func(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) }))
+}
+
+// botObjects are what runtime "bot" of ns is made of and a restarted
+// operator must not write: its credentials Secret, its Deployment, itself.
+type botObjects struct {
+	secret corev1.Secret
+	deploy appsv1.Deployment
+	rt     *memoryv1alpha1.MemoryRuntime
+}
+
+func (e *operatorEnv) botObjects(t *testing.T, ns string) *botObjects {
+	t.Helper()
+	o := &botObjects{rt: &memoryv1alpha1.MemoryRuntime{}}
+	for _, g := range []struct {
+		name string
+		obj  client.Object
+	}{{"bot-db", &o.secret}, {"bot", &o.deploy}, {"bot", o.rt}} {
+		if err := e.get(t, ns, g.name, g.obj); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return n
+	return o
 }

@@ -46,19 +46,26 @@ func (e *operatorEnv) cronJobNames(t *testing.T, ns, rj string) []string {
 	return names
 }
 
-// nightly is a RetentionJob of runtime "bot" with every setting given.
-func nightly(ns string) *memoryv1alpha1.RetentionJob {
+// newRetentionJob is a RetentionJob named name of one runtime, the rest
+// of its settings the defaults.
+func newRetentionJob(ns, name, runtime, schedule string, ops ...memoryv1alpha1.Operation) *memoryv1alpha1.RetentionJob {
 	return &memoryv1alpha1.RetentionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: memoryv1alpha1.RetentionJobSpec{
-			RuntimeRef:                 &memoryv1alpha1.LocalObjectReference{Name: "bot"},
-			Schedule:                   "0 3 * * *",
-			TimeZone:                   ptr.To("Europe/Berlin"),
-			Operations:                 []memoryv1alpha1.Operation{"purge", "decay", "expire"},
-			SuccessfulJobsHistoryLimit: ptr.To[int32](5),
-			ActiveDeadlineSeconds:      ptr.To[int64](900),
+			RuntimeRef: &memoryv1alpha1.LocalObjectReference{Name: runtime},
+			Schedule:   schedule,
+			Operations: ops,
 		},
 	}
+}
+
+// nightly is a RetentionJob of runtime "bot" with every setting given.
+func nightly(ns string) *memoryv1alpha1.RetentionJob {
+	rj := newRetentionJob(ns, "nightly", "bot", "0 3 * * *", "purge", "decay", "expire")
+	rj.Spec.TimeZone = ptr.To("Europe/Berlin")
+	rj.Spec.SuccessfulJobsHistoryLimit = ptr.To[int32](5)
+	rj.Spec.ActiveDeadlineSeconds = ptr.To[int64](900)
+	return rj
 }
 
 // scenarioRetentionJob: a RetentionJob becomes one CronJob per target runtime,
@@ -155,14 +162,9 @@ func scenarioRetentionJob(e *operatorEnv, t *testing.T) {
 	})
 
 	// A time zone CEL lets through but no tz database knows.
-	mustCreate(t, e.c, &memoryv1alpha1.RetentionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "mars", Namespace: sel},
-		Spec: memoryv1alpha1.RetentionJobSpec{
-			RuntimeRef: &memoryv1alpha1.LocalObjectReference{Name: "c"},
-			Schedule:   "0 3 * * *", TimeZone: ptr.To("Mars/Olympus_Mons"),
-			Operations: []memoryv1alpha1.Operation{"expire"},
-		},
-	})
+	mars := newRetentionJob(sel, "mars", "c", "0 3 * * *", "expire")
+	mars.Spec.TimeZone = ptr.To("Mars/Olympus_Mons")
+	mustCreate(t, e.c, mars)
 	eventually(t, "an unknown time zone is reported", 20*time.Second, func() error {
 		c := e.retentionJob(t, sel, "mars").GetCondition(memoryv1alpha1.ConditionScheduled)
 		if c == nil || c.Reason != memoryv1alpha1.ReasonInvalidSchedule || !strings.Contains(c.Message, "Mars/Olympus_Mons") {

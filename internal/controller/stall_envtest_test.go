@@ -24,11 +24,7 @@ import (
 func scenarioTenantSnapshot(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "stall")
 	a := e.readyRuntime(t, newRuntime(ns, "a", ""))
-	var creds corev1.Secret
-	if err := e.get(t, ns, "a-db", &creds); err != nil {
-		t.Fatal(err)
-	}
-	uri, role := string(creds.Data["uri"]), string(creds.Data["user"])
+	uri, role := e.tenantLogin(t, ns, "a")
 	conn, err := pgx.Connect(testContext(t), uri)
 	if err != nil {
 		t.Fatal(err)

@@ -280,6 +280,17 @@ func newRuntime(ns, name, policy string) *memoryv1alpha1.MemoryRuntime {
 	return rt
 }
 
+// tenantLogin is the login of runtime name: the URI and role of its
+// <name>-db Secret, as a tenant's pods have them.
+func (e *operatorEnv) tenantLogin(t *testing.T, ns, name string) (uri, role string) {
+	t.Helper()
+	var creds corev1.Secret
+	if err := e.get(t, ns, name+"-db", &creds); err != nil {
+		t.Fatal(err)
+	}
+	return string(creds.Data["uri"]), string(creds.Data["user"])
+}
+
 func (e *operatorEnv) createRuntime(t *testing.T, rt *memoryv1alpha1.MemoryRuntime) {
 	t.Helper()
 	mustCreate(t, e.c, rt)

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,20 +35,17 @@ type transactionReaper struct {
 	maxAge time.Duration
 	log    logr.Logger
 
-	mu sync.Mutex // guards reapers and citus: each node runs in a goroutine of its own
 	// reapers remember, per node, when each transaction was first seen and
 	// what was reported.
-	reapers map[string]*tenant.Reaper
+	reapers perNode[*tenant.Reaper]
 	// citus: coordinators, said once in the log.
-	citus map[string]bool
+	citus perNode[bool]
 }
 
 func newTransactionReaper(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *transactionReaper {
 	r := &transactionReaper{
 		client: c, events: eventer{rec: rec}, maxAge: o.TenantBlockerMaxAge,
-		log:     ctrl.Log.WithName("transaction-reaper"),
-		reapers: map[string]*tenant.Reaper{},
-		citus:   map[string]bool{},
+		log: ctrl.Log.WithName("transaction-reaper"),
 	}
 	r.nodeRunner = newNodeRunner("engram-transaction-reaper", pools, o.TenantReaperInterval, r, reaperLooks, r.log)
 	return r
@@ -61,20 +57,10 @@ func (r *transactionReaper) open(context.Context, node, *pgx.Conn) error { retur
 // look implements nodeJob. A look that failed has ended nothing
 // (tenant.Reaper.Look fails only before it acts).
 func (r *transactionReaper) look(ctx context.Context, n node, conn *pgx.Conn) error {
-	r.mu.Lock()
-	rp := r.reapers[n.key]
-	if rp == nil {
-		rp = &tenant.Reaper{MaxAge: r.maxAge}
-		r.reapers[n.key] = rp
-	}
-	r.mu.Unlock()
+	rp := r.reapers.get(n.key, func() *tenant.Reaper { return &tenant.Reaper{MaxAge: r.maxAge} })
 	held, err := rp.Look(ctx, conn)
 	if errors.Is(err, tenant.ErrReaperOnCitus) {
-		r.mu.Lock()
-		said := r.citus[n.key]
-		r.citus[n.key] = true
-		r.mu.Unlock()
-		if !said {
+		if said := r.citus.swap(n.key, true); !said {
 			r.log.Info("not looking for old tenant transactions on a Citus coordinator: its workers are looked at instead", "database", n.key)
 		}
 		return nil
@@ -90,10 +76,8 @@ func (r *transactionReaper) look(ctx context.Context, n node, conn *pgx.Conn) er
 
 // forget implements nodeJob.
 func (r *transactionReaper) forget(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.reapers, key)
-	delete(r.citus, key)
+	r.reapers.forget(key)
+	r.citus.forget(key)
 }
 
 // report records one session found on node n: ended, a Warning event TransactionEnded on the runtime

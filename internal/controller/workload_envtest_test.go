@@ -51,14 +51,7 @@ func scenarioScheduling(e *operatorEnv, t *testing.T) {
 		t.Errorf("resources %+v: no ephemeral storage", res)
 	}
 
-	rj := &memoryv1alpha1.RetentionJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: ns},
-		Spec: memoryv1alpha1.RetentionJobSpec{
-			RuntimeRef: &memoryv1alpha1.LocalObjectReference{Name: "bot"},
-			Schedule:   "*/15 * * * *",
-			Operations: []memoryv1alpha1.Operation{"decay"},
-		},
-	}
+	rj := newRetentionJob(ns, "nightly", "bot", "*/15 * * * *", "decay")
 	mustCreate(t, e.c, rj)
 	var cj batchv1.CronJob
 	eventually(t, "the CronJob exists", 20*time.Second, func() error { return e.get(t, ns, "nightly-bot", &cj) })

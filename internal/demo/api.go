@@ -42,22 +42,11 @@ func (e *StatusError) Error() string {
 // Do sends method path with body (JSON, when not nil) and decodes a 2xx
 // answer into out; other statuses return a *StatusError.
 func (a *API) Do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.Base+path, rd)
+	req, err := JSONRequest(ctx, method, a.Base+path, body)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+a.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	hc := a.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
@@ -67,7 +56,7 @@ func (a *API) Do(ctx context.Context, method, path string, body, out any) error 
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	raw, err := ReadAnswer(resp)
 	if err != nil {
 		return err
 	}
@@ -82,4 +71,38 @@ func (a *API) Do(ctx context.Context, method, path string, body, out any) error 
 		}
 	}
 	return nil
+}
+
+// JSONRequest is a request of method to url carrying body as JSON (no
+// body when nil); the caller adds its credentials.
+func JSONRequest(ctx context.Context, method, url string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the %s %s body: %w", method, url, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+// maxAnswer bounds what ReadAnswer reads: no answer of the API is near it,
+// and a wrong server cannot make a client hold more.
+const maxAnswer = 8 << 20
+
+// ReadAnswer reads resp's body, at most maxAnswer bytes.
+func ReadAnswer(resp *http.Response) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer of %s %s: %w", resp.Request.Method, resp.Request.URL.Path, err)
+	}
+	return raw, nil
 }

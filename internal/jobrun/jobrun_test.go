@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -316,17 +315,5 @@ func TestJobFlagsDocumented(t *testing.T) {
 	if _, err := ParseFlags([]string{"-h"}, func(string) string { return "" }, &usage); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	flags := regexp.MustCompile(`(?m)^\s+-([a-z-]+)`).FindAllStringSubmatch(usage.String(), -1)
-	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "configuration.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(flags) < 6 {
-		t.Fatalf("found %d flags in:\n%s", len(flags), usage.String())
-	}
-	for _, f := range flags {
-		if !strings.Contains(string(doc), "`--"+f[1]) {
-			t.Errorf("docs/configuration.md does not document --%s of manager job", f[1])
-		}
-	}
+	testenv.FlagsDocumented(t, "manager job", usage.String(), 6)
 }

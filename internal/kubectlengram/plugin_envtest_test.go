@@ -157,13 +157,7 @@ func (cl *cluster) fails(t *testing.T, kubeconfig string, want string, args ...s
 
 func (cl *cluster) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testenv.EventuallyTrue(t, what, 2*time.Minute, cond)
 }
 
 func (cl *cluster) runtime(t *testing.T, name string) *memoryv1alpha1.MemoryRuntime {

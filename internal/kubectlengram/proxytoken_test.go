@@ -1,7 +1,6 @@
 package kubectlengram
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestServiceTokenNeverInDebugOutput: with client-go's most verbose debug
@@ -79,11 +80,11 @@ current-context: c
 
 // captureKlog sets klog's verbosity to v and collects its output until the
 // test ends, when the defaults come back.
-func captureKlog(t *testing.T, v int) *syncBuffer {
+func captureKlog(t *testing.T, v int) *testenv.SyncBuffer {
 	t.Helper()
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
-	buf := &syncBuffer{}
+	buf := &testenv.SyncBuffer{} // klog writes from goroutines of its own
 	for name, value := range map[string]string{"v": strconv.Itoa(v), "logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
 		if err := fs.Set(name, value); err != nil {
 			t.Fatal(err)
@@ -97,24 +98,6 @@ func captureKlog(t *testing.T, v int) *syncBuffer {
 		klog.SetOutput(os.Stderr)
 	})
 	return buf
-}
-
-// syncBuffer is a bytes.Buffer safe for klog's writer goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // recordingTransport keeps the last request it was given.

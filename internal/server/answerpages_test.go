@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -43,11 +42,7 @@ func readAllPages(t *testing.T, srv *testServer, token, path string, capBytes in
 	var keys []string
 	cursor := ""
 	for pages := 0; ; pages++ {
-		p := path
-		if cursor != "" {
-			p += "&cursor=" + url.QueryEscape(cursor)
-		}
-		r := srv.do(t, req{method: "GET", path: p, token: token}).want(t, http.StatusOK)
+		r := srv.do(t, req{method: "GET", path: withCursor(path, cursor), token: token}).want(t, http.StatusOK)
 		if len(r.body) > capBytes {
 			t.Fatalf("GET %s: page %d is %d bytes, over the cap of %d", path, pages, len(r.body), capBytes)
 		}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,20 +21,7 @@ import (
 // cluster of CITUS_URL (its schema a distributed schema on one worker).
 func newCitusTenant(t *testing.T) (*testTenant, *tenant.Result) {
 	t.Helper()
-	adminURL := testenv.NewCitusDatabase(t)
-	admin := testenv.NewPool(t, adminURL, 4)
-	schema := fmt.Sprintf("engram_move_%d", time.Now().UnixNano()%1e12)
-	res, err := tenant.Provision(testCtx(t), admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
-	if err != nil {
-		t.Fatalf("provisioning on Citus: %v", err)
-	}
-	t.Cleanup(func() {
-		if _, err := tenant.Drop(context.Background(), admin, schema, testOwner(schema)); err != nil {
-			t.Logf("dropping tenant: %v", err)
-		}
-	})
-	return &testTenant{adminURL: adminURL, admin: admin, schema: schema,
-		loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password)}, res
+	return provisionTenant(t, testenv.NewCitusDatabase(t), "engram_move")
 }
 
 // loadClient sends the load's requests; unlike testServer.do it is safe in

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,13 +48,19 @@ type testTenant struct {
 // the tenant's roles are dropped when the test ends (the database too).
 func newTenant(t *testing.T) *testTenant {
 	t.Helper()
-	adminURL := testenv.NewDatabase(t)
+	tn, _ := provisionTenant(t, testenv.NewDatabase(t), "engram_srv")
+	return tn
+}
+
+// provisionTenant provisions a tenant of a fresh schema named after prefix
+// on the database of adminURL; its roles are dropped when the test ends.
+func provisionTenant(t *testing.T, adminURL, prefix string) (*testTenant, *tenant.Result) {
+	t.Helper()
 	admin := testenv.NewPool(t, adminURL, 4)
-	schema := fmt.Sprintf("engram_srv_%d", time.Now().UnixNano()%1e12)
-	ctx := testCtx(t)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
+	schema := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1e12)
+	res, err := tenant.Provision(testCtx(t), admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
 	if err != nil {
-		t.Fatalf("provisioning: %v", err)
+		t.Fatalf("provisioning %s: %v", schema, err)
 	}
 	t.Cleanup(func() {
 		if _, err := tenant.Drop(context.Background(), admin, schema, testOwner(schema)); err != nil {
@@ -63,7 +68,7 @@ func newTenant(t *testing.T) *testTenant {
 		}
 	})
 	return &testTenant{adminURL: adminURL, admin: admin, schema: schema,
-		loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password)}
+		loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password)}, res
 }
 
 // testConfig is the service config of the tests: the default policy with
@@ -93,25 +98,6 @@ func writeConfig(t *testing.T, cfg memory.ServiceConfig) string {
 	return path
 }
 
-// logBuffer collects the server's log lines; they are printed when the
-// test fails and searched by the tests that check what is (not) logged.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testServer is a memory service started in-process through the same path
 // as `manager serve` (flags, environment, config file, Start).
 type testServer struct {
@@ -127,7 +113,7 @@ type testServer struct {
 	signingKeyFile string
 	signingKey     []byte
 	client         *http.Client
-	logs           *logBuffer
+	logs           *testenv.SyncBuffer
 	cancel         context.CancelFunc
 	stopped        bool
 }
@@ -186,7 +172,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 		t.Fatalf("ParseFlags(%q): %v", args, err)
 	}
 	opts.clock = s.clock
-	logs := &logBuffer{}
+	logs := &testenv.SyncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	proc, err := Start(ctx, *opts, logger)

@@ -43,11 +43,7 @@ func TestMCPOwnerBinding(t *testing.T) {
 
 	for name, token := range map[string]string{"static bound token": srv.agentAlice, "signed bound token": srv.signedAlice} {
 		t.Run(name, func(t *testing.T) {
-			session, err := connectMCP(t, srv.testServer, token)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer session.Close()
+			session := mcpSession(t, srv.testServer, token)
 
 			var added memory.AddResult
 			callTool(t, session, "add_memory", map[string]any{"content": "Alice likes night trains " + name, "category": "preference"}, &added)
@@ -89,11 +85,7 @@ func TestMCPOwnerBinding(t *testing.T) {
 	}
 
 	// An unbound agent token must name the owner.
-	session, err := connectMCP(t, srv.testServer, srv.agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close()
+	session := mcpSession(t, srv.testServer, srv.agent)
 	if res := callToolRaw(t, session, "list_memories", map[string]any{}); !res.IsError || !strings.Contains(text(res), "owner") {
 		t.Fatalf("list_memories without owner on an unbound token: %s", text(res))
 	}

@@ -15,11 +15,7 @@ import (
 // of a summary back verbatim; another owner is refused whatever the model asks.
 func TestMCPConversation(t *testing.T) {
 	srv := startCredentialServer(t, testConfig)
-	session, err := connectMCP(t, srv.testServer, srv.agentAlice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close()
+	session := mcpSession(t, srv.testServer, srv.agentAlice)
 
 	const id = "mcp-chat"
 	var first memory.AppendResult

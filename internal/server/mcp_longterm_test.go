@@ -15,11 +15,7 @@ import (
 func TestMCPLongTerm(t *testing.T) {
 	chat := ltmChat(t)
 	srv := startCredentialServer(t, ltmConfig(chat))
-	session, err := connectMCP(t, srv.testServer, srv.agentAlice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close()
+	session := mcpSession(t, srv.testServer, srv.agentAlice)
 	for _, c := range ltmExisting {
 		srv.do(t, req{method: "POST", path: memPath("alice", "memories"), body: map[string]any{"content": c, "source": "user"}}).want(t, 201)
 	}
@@ -68,11 +64,7 @@ func TestMCPLongTerm(t *testing.T) {
 	}
 
 	// An app token's session still writes the profile as agent.
-	appSession, err := connectMCP(t, srv.testServer, srv.app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer appSession.Close()
+	appSession := mcpSession(t, srv.testServer, srv.app)
 	callTool(t, appSession, "update_profile", map[string]any{"owner": "bob", "content": "Bob flies."}, &d)
 	if d.Source != memory.SourceAgent || d.Owner != "bob" {
 		t.Fatalf("update_profile with an app token = %+v, want source agent", d)

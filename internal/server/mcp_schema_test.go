@@ -54,10 +54,6 @@ func startMCP(t *testing.T) (*testServer, *mcp.ClientSession) {
 	t.Helper()
 	tn := newTenant(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
-	session, err := connectMCP(t, srv, srv.token)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	t.Cleanup(func() { _ = session.Close() })
+	session := mcpSession(t, srv, srv.token)
 	return srv, session
 }

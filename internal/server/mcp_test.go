@@ -36,6 +36,18 @@ func connectMCP(t *testing.T, srv *testServer, token string) (*mcp.ClientSession
 	return client.Connect(testCtx(t), transport, nil)
 }
 
+// mcpSession connects to srv's /mcp with token, failing the test when it
+// cannot; the session is closed when the test ends.
+func mcpSession(t *testing.T, srv *testServer, token string) *mcp.ClientSession {
+	t.Helper()
+	session, err := connectMCP(t, srv, token)
+	if err != nil {
+		t.Fatalf("connecting to /mcp: %v", err)
+	}
+	t.Cleanup(func() { _ = session.Close() })
+	return session
+}
+
 // TestMCP: the official SDK's client connects to /mcp with the bearer
 // token, lists the fifteen tools with their argument schemas and calls each
 // against the running server; without a token it cannot connect.
@@ -48,11 +60,7 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("connecting with a wrong token: %v, want a 401 failure", err)
 	}
 
-	session, err := connectMCP(t, srv, srv.token)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	defer session.Close()
+	session := mcpSession(t, srv, srv.token)
 
 	tools, err := session.ListTools(ctx, nil)
 	if err != nil {

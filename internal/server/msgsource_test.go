@@ -92,11 +92,7 @@ func TestAgentCannotLaunderUserFactsThroughMessages(t *testing.T) {
 	srv.do(t, req{method: "POST", path: sessPath("alice", "relay", "messages"), token: srv.agentAlice, body: map[string]any{
 		"messages": []map[string]any{{"role": "user", "content": "Also, I am allergic to penicillin."}},
 	}}).want(t, 201)
-	session, err := connectMCP(t, srv.testServer, srv.appAlice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close()
+	session := mcpSession(t, srv.testServer, srv.appAlice)
 	// An MCP session asserts no source, whatever its token (mcpSource).
 	if res := callToolRaw(t, session, "extract_session", map[string]any{"session": "relay", "source": "user"}); !res.IsError {
 		t.Fatalf("extract_session as user on an app token's MCP session: %s, want a tool error", text(res))

@@ -112,34 +112,27 @@ func (d *openAPIDoc) resolve(v map[string]any) (map[string]any, string) {
 func (d *openAPIDoc) schema(s map[string]any) (*jsonschema.Schema, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	loc := ""
+	// A reference is compiled by its location and cached by it; an inline
+	// schema becomes a resource of its own, cached by its text.
+	key, loc := fmt.Sprint(s), ""
 	if ref, ok := s["$ref"].(string); ok && len(s) == 1 {
-		loc = openAPIURL + ref
-	} else {
-		key := fmt.Sprint(s)
-		if sch, ok := d.schemas[key]; ok {
-			return sch, nil
-		}
+		key, loc = openAPIURL+ref, openAPIURL+ref
+	}
+	if sch, ok := d.schemas[key]; ok {
+		return sch, nil
+	}
+	if loc == "" {
 		d.inline++
 		loc = fmt.Sprintf("mem://engram/inline-%d.json", d.inline)
 		if err := d.compiler.AddResource(loc, s); err != nil {
 			return nil, err
 		}
-		sch, err := d.compiler.Compile(loc)
-		if err != nil {
-			return nil, err
-		}
-		d.schemas[key] = sch
-		return sch, nil
-	}
-	if sch, ok := d.schemas[loc]; ok {
-		return sch, nil
 	}
 	sch, err := d.compiler.Compile(loc)
 	if err != nil {
 		return nil, err
 	}
-	d.schemas[loc] = sch
+	d.schemas[key] = sch
 	return sch, nil
 }
 

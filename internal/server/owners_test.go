@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net/url"
 	"slices"
 	"testing"
 
@@ -31,12 +30,8 @@ func TestListOwners(t *testing.T) {
 	var seen []memory.OwnerSummary
 	cursor := ""
 	for range 5 {
-		path := "/v1/owners?limit=3"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
 		var page memory.OwnersPage
-		srv.do(t, req{method: "GET", path: path, token: app}).want(t, 200).decode(t, &page)
+		srv.do(t, req{method: "GET", path: withCursor("/v1/owners?limit=3", cursor), token: app}).want(t, 200).decode(t, &page)
 		seen = append(seen, page.Items...)
 		if cursor = page.NextCursor; cursor == "" {
 			break

@@ -95,11 +95,7 @@ func TestQuotaProblems(t *testing.T) {
 // errors naming the quota and the counts.
 func TestMCPQuotaErrors(t *testing.T) {
 	srv := startCredentialServer(t, quotaConfig)
-	session, err := connectMCP(t, srv.testServer, srv.agentAlice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer session.Close()
+	session := mcpSession(t, srv.testServer, srv.agentAlice)
 	turn := func(user bool, n int) []map[string]any {
 		return messages(user, n)["messages"].([]map[string]any)
 	}

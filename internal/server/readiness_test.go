@@ -5,12 +5,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestReadyzCache: /readyz answers from its last database check for about
 // a second: a change of the database is not seen within that window, and
 // is seen (failure, then recovery) soon after.
 func TestReadyzCache(t *testing.T) {
+	const readyWindows = 5 * time.Second // five cache windows
 	tn := newTenant(t)
 	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
 	ready := func() *response { return srv.do(t, req{method: "GET", path: "/readyz", noAuth: true}) }
@@ -46,22 +49,10 @@ func TestReadyzCache(t *testing.T) {
 	}
 
 	exec(breakSQL)
-	eventually(t, "/readyz sees the outdated schema", func() bool {
+	testenv.EventuallyTrue(t, "/readyz sees the outdated schema", readyWindows, func() bool {
 		r := ready()
 		return r.status == 503 && strings.Contains(string(r.body), "version 999")
 	})
 	exec(fixSQL)
-	eventually(t, "/readyz sees the recovery", func() bool { return ready().status == 200 })
-}
-
-// eventually polls cond for up to 5 s (five cache windows).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.EventuallyTrue(t, "/readyz sees the recovery", readyWindows, func() bool { return ready().status == 200 })
 }

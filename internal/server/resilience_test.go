@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestUnavailableDatabase: a server whose database URL points at a closed
@@ -173,13 +174,7 @@ func TestTokenRotation(t *testing.T) {
 	}
 	eventually := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10 s", what)
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
+		testenv.EventuallyTrue(t, what, 10*time.Second, cond)
 	}
 
 	if status(oldTok) != 200 || status(newTok) != 401 {

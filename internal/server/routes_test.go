@@ -88,12 +88,8 @@ func TestRoutes(t *testing.T) {
 		seen := map[string]bool{}
 		cursor := ""
 		for range 10 {
-			p := memPath(alice, "memories") + "?limit=1"
-			if cursor != "" {
-				p += "&cursor=" + url.QueryEscape(cursor)
-			}
 			var pg memory.ListPage
-			srv.do(t, req{method: "GET", path: p}).want(t, 200).decode(t, &pg)
+			srv.do(t, req{method: "GET", path: withCursor(memPath(alice, "memories")+"?limit=1", cursor)}).want(t, 200).decode(t, &pg)
 			for _, m := range pg.Items {
 				if seen[m.ID] {
 					t.Fatalf("memory %s listed twice", m.ID)
@@ -382,18 +378,23 @@ func TestRoutes(t *testing.T) {
 	})
 }
 
+// withCursor is path (with its query) asking for the page after cursor,
+// the previous page's nextCursor ("" for the first page).
+func withCursor(path, cursor string) string {
+	if cursor == "" {
+		return path
+	}
+	return path + "&cursor=" + url.QueryEscape(cursor)
+}
+
 // listAll lists every memory of owner, inactive ones included.
 func listAll(t *testing.T, srv *testServer, owner string) []memory.Memory {
 	t.Helper()
 	var all []memory.Memory
 	cursor := ""
 	for range 100 {
-		p := memPath(owner, "memories") + "?includeInactive=true&limit=500"
-		if cursor != "" {
-			p += "&cursor=" + url.QueryEscape(cursor)
-		}
 		var page memory.ListPage
-		srv.do(t, req{method: "GET", path: p}).want(t, 200).decode(t, &page)
+		srv.do(t, req{method: "GET", path: withCursor(memPath(owner, "memories")+"?includeInactive=true&limit=500", cursor)}).want(t, 200).decode(t, &page)
 		all = append(all, page.Items...)
 		if cursor = page.NextCursor; cursor == "" {
 			return all

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestTokensFile: the service loads static tokens with their roles and
@@ -29,7 +30,7 @@ func TestTokensFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs := &logBuffer{}
+	logs := &testenv.SyncBuffer{}
 	tk := NewTokens(tokensPath, keyPath, slog.New(slog.NewJSONHandler(logs, nil)), NewMetrics())
 
 	if tk.Count() != 2 || tk.SigningKeys().Len() != 1 {

@@ -56,6 +56,16 @@ func restrictedAdmin(t *testing.T, signal bool) (pool *pgxpool.Pool, url, superU
 	return testenv.NewPool(t, url, 4), url, superURL
 }
 
+// mustProvisionRestricted is mustProvision through a restricted admin
+// (restrictedAdmin's pool and url); the superuser drops the roles when the
+// test ends, as the restricted admin may not.
+func mustProvisionRestricted(t *testing.T, pool *pgxpool.Pool, url, superURL string, spec Spec) *Result {
+	t.Helper()
+	res := mustProvision(t, pool, url, spec)
+	dropRolesAfter(t, superURL, spec.Schema)
+	return res
+}
+
 // grantSignalBackend grants pg_signal_backend, as the superuser of
 // superURL, to the role pool logs in as: a restrictedAdmin given the
 // privilege halfway through a test.
@@ -115,8 +125,7 @@ func TestCreateroleAdminProvisionsAndDrops(t *testing.T) {
 	pool, url, superURL := restrictedAdmin(t, false)
 	ctx := testCtx(t)
 	spec := newSpec(uniqueSchema(t, "engram_createrole"), 3)
-	res := mustProvision(t, pool, url, spec)
-	dropRolesAfter(t, superURL, spec.Schema)
+	res := mustProvisionRestricted(t, pool, url, superURL, spec)
 	if res.Version != LatestVersion {
 		t.Fatalf("provisioned at version %d, want %d", res.Version, LatestVersion)
 	}

@@ -38,14 +38,11 @@ type ConnectionPolicy struct {
 // a server with slots connection slots open to non-superusers: the share
 // divided among them, at least 1; -1 means none.
 func (p ConnectionPolicy) connectionLimit(slots, n int) int {
-	share := p.Share
-	switch {
-	case share < 0:
+	capacity := p.shareCapacity(slots)
+	if capacity < 0 {
 		return -1
-	case share == 0:
-		share = DefaultConnectionShare
 	}
-	return max(slots*min(share, 100)/100/max(n, 1), 1)
+	return max(capacity/max(n, 1), 1)
 }
 
 // quarantinedLimit is the CONNECTION LIMIT the lock watchdog sets while a

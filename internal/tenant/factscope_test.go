@@ -14,12 +14,7 @@ import (
 func TestFactOwnerScopeMigrationMovesExtractedFacts(t *testing.T) {
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
-	v := migrationVersion(t, "0013_fact_owner_scope")
-	spec := newSpec(uniqueSchema(t, "engram_factscope"), 8)
-	dropRolesAfter(t, url, spec.Schema)
-	if old, err := provisionTo(ctx, pool, spec, v-1); err != nil || old.Version != v-1 {
-		t.Fatalf("provisioning to version %d: %+v, %v", v-1, old, err)
-	}
+	spec := provisionedBefore(t, pool, url, "0013_fact_owner_scope", "engram_factscope")
 	sessions, memories := pgx.Identifier{spec.Schema, "sessions"}.Sanitize(), pgx.Identifier{spec.Schema, "memories"}.Sanitize()
 	history := pgx.Identifier{spec.Schema, "memory_history"}.Sanitize()
 	if _, err := pool.Exec(ctx, `INSERT INTO `+sessions+` (owner_id, id, agent_id, extracted_through, created_at) VALUES

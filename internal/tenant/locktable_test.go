@@ -118,10 +118,9 @@ func advisoryLockCalls(t *testing.T, url string) []string {
 	return calls
 }
 
-// wantAdvisoryRefused runs every call on conn and wants each refused with
-// permission denied, and then no advisory lock held by the session. A
-// call that succeeds takes one lock, which the session gives back.
-func wantAdvisoryRefused(t *testing.T, who string, conn *pgx.Conn, calls []string) {
+// wantEachRefused runs every call on conn (as who) and wants each refused
+// with permission denied (42501).
+func wantEachRefused(t *testing.T, who string, conn *pgx.Conn, calls []string) {
 	t.Helper()
 	ctx := testCtx(t)
 	for _, call := range calls {
@@ -131,6 +130,15 @@ func wantAdvisoryRefused(t *testing.T, who string, conn *pgx.Conn, calls []strin
 			t.Errorf("%s: %s: %v; want permission denied (42501)", who, call, err)
 		}
 	}
+}
+
+// wantAdvisoryRefused runs every call on conn and wants each refused with
+// permission denied, and then no advisory lock held by the session. A
+// call that succeeds takes one lock, which the session gives back.
+func wantAdvisoryRefused(t *testing.T, who string, conn *pgx.Conn, calls []string) {
+	t.Helper()
+	ctx := testCtx(t)
+	wantEachRefused(t, who, conn, calls)
 	var held int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`).Scan(&held); err != nil {
 		t.Fatal(err)

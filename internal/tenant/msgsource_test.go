@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // migrationVersion is the version of the migration named name (its file
@@ -23,6 +24,20 @@ func migrationVersion(t *testing.T, name string) int {
 	return 0
 }
 
+// provisionedBefore provisions a tenant of a fresh schema named after base
+// to the version before migration (8 dimensions) and returns its spec:
+// the schema a test of that migration upgrades.
+func provisionedBefore(t *testing.T, pool *pgxpool.Pool, url, migration, base string) Spec {
+	t.Helper()
+	v := migrationVersion(t, migration)
+	spec := newSpec(uniqueSchema(t, base), 8)
+	dropRolesAfter(t, url, spec.Schema)
+	if old, err := provisionTo(testCtx(t), pool, spec, v-1); err != nil || old.Version != v-1 {
+		t.Fatalf("provisioning to version %d: %+v, %v", v-1, old, err)
+	}
+	return spec
+}
+
 // TestMessageSourceMigrationMarksOldMessagesAgent upgrades a schema whose
 // messages were stored before sources were recorded: they read agent (who
 // appended them is unknown, so the least trusted source a caller may
@@ -30,13 +45,7 @@ func migrationVersion(t *testing.T, name string) int {
 func TestMessageSourceMigrationMarksOldMessagesAgent(t *testing.T) {
 	pool, url := adminPool(t)
 	ctx := testCtx(t)
-	v := migrationVersion(t, "0011_message_source")
-	spec := newSpec(uniqueSchema(t, "engram_msgsrc"), 8)
-	dropRolesAfter(t, url, spec.Schema)
-	old, err := provisionTo(ctx, pool, spec, v-1)
-	if err != nil || old.Version != v-1 {
-		t.Fatalf("provisioning to version %d: %+v, %v", v-1, old, err)
-	}
+	spec := provisionedBefore(t, pool, url, "0011_message_source", "engram_msgsrc")
 	sessions, messages := pgx.Identifier{spec.Schema, "sessions"}.Sanitize(), pgx.Identifier{spec.Schema, "messages"}.Sanitize()
 	if _, err := pool.Exec(ctx, `INSERT INTO `+sessions+` (owner_id, id, message_count, next_seq) VALUES ('alice', 's', 3, 4)`); err != nil {
 		t.Fatal(err)

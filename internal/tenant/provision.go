@@ -349,15 +349,7 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 }
 
 func roleState(ctx context.Context, conn *pgx.Conn, name string) (bool, marker, error) {
-	var comment *string
-	err := conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, name).Scan(&comment)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, marker{}, nil
-	}
-	if err != nil {
-		return false, marker{}, fmt.Errorf("reading role %q: %w", name, err)
-	}
-	return true, parseMarker(comment), nil
+	return catalogMarker(ctx, conn, "role", `SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, name)
 }
 
 // ensureSchema creates the schema owned by the owner role, or re-marks a
@@ -390,13 +382,20 @@ func ensureSchema(ctx context.Context, conn *pgx.Conn, spec Spec, names roleName
 }
 
 func schemaState(ctx context.Context, conn *pgx.Conn, schema string) (bool, marker, error) {
+	return catalogMarker(ctx, conn, "schema", `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema)
+}
+
+// catalogMarker reports whether the catalog object named name (a kind,
+// said in errors) exists, by query (its comment, by name), and its
+// ownership marker.
+func catalogMarker(ctx context.Context, conn *pgx.Conn, kind, query, name string) (bool, marker, error) {
 	var comment *string
-	err := conn.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	err := conn.QueryRow(ctx, query, name).Scan(&comment)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, marker{}, nil
 	}
 	if err != nil {
-		return false, marker{}, fmt.Errorf("reading schema %q: %w", schema, err)
+		return false, marker{}, fmt.Errorf("reading %s %q: %w", kind, name, err)
 	}
 	return true, parseMarker(comment), nil
 }

@@ -76,6 +76,20 @@ func loginConn(t *testing.T, adminURL string, res *Result, password string) *pgx
 	return conn
 }
 
+// mustRefuseLogin fails the test unless the login attempt that gave conn
+// and err was refused by the role's CONNECTION LIMIT; what names the
+// attempt.
+func mustRefuseLogin(t *testing.T, what string, conn *pgx.Conn, err error) {
+	t.Helper()
+	if err == nil {
+		_ = conn.Close(context.Background())
+		t.Fatalf("%s: logged in; want the login refused by the role's CONNECTION LIMIT", what)
+	}
+	if !strings.Contains(err.Error(), "too many connections for role") {
+		t.Fatalf("%s: %v; want \"too many connections for role\"", what, err)
+	}
+}
+
 func TestProvisionIsIdempotent(t *testing.T) {
 	pool, url := adminPool(t)
 	spec := newSpec(uniqueSchema(t, "engram_idem"), 8)

@@ -85,13 +85,7 @@ func (f *quarantineFixture) setLimit(n int) {
 func (f *quarantineFixture) refused(when string) {
 	f.t.Helper()
 	c, err := f.login()
-	if err == nil {
-		_ = c.Close(context.Background())
-		f.t.Fatalf("%s: the tenant logs in (CONNECTION LIMIT %d); want its logins refused", when, f.limit())
-	}
-	if !strings.Contains(err.Error(), "too many connections for role") {
-		f.t.Fatalf("%s: the tenant's login failed with %v; want \"too many connections for role\"", when, err)
-	}
+	mustRefuseLogin(f.t, fmt.Sprintf("%s: the tenant's login (CONNECTION LIMIT %d)", when, f.limit()), c, err)
 }
 
 // lookFor runs the watchdog's look every 200 ms for d.

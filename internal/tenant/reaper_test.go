@@ -50,13 +50,11 @@ func TestTenantSnapshotCannotHoldBackAnotherTenantsCleanup(t *testing.T) {
 func testSnapshotReaped(t *testing.T, pool *pgxpool.Pool, url, superURL string) {
 	ctx := testCtx(t)
 	a := newSpec(uniqueSchema(t, "engram_hz_a"), 3)
-	resA := mustProvision(t, pool, url, a)
-	dropRolesAfter(t, superURL, a.Schema)
+	resA := mustProvisionRestricted(t, pool, url, superURL, a)
 	loginA := testenv.WithUser(url, resA.LoginRole, resA.Password)
 	committed := seedMemories(t, loginConn(t, url, resA, resA.Password), 100)
 	b := newSpec(uniqueSchema(t, "engram_hz_b"), 3)
-	resB := mustProvision(t, pool, url, b)
-	dropRolesAfter(t, superURL, b.Schema)
+	resB := mustProvisionRestricted(t, pool, url, superURL, b)
 
 	snap := testenv.HoldSnapshot(t, loginA, "SELECT count(*) FROM memories")
 	connB := loginConn(t, url, resB, resB.Password)
@@ -271,8 +269,7 @@ func TestReaperEndRefusedNamesThePrivilege(t *testing.T) {
 	pool, url, superURL := restrictedAdmin(t, false)
 	ctx := testCtx(t)
 	a := newSpec(uniqueSchema(t, "engram_reap_priv"), 3)
-	resA := mustProvision(t, pool, url, a)
-	dropRolesAfter(t, superURL, a.Schema)
+	resA := mustProvisionRestricted(t, pool, url, superURL, a)
 	snap := testenv.HoldSnapshot(t, testenv.WithUser(url, resA.LoginRole, resA.Password), "SELECT 1")
 
 	r := &Reaper{MaxAge: reapMaxAge}

@@ -200,8 +200,7 @@ func TestBlockerEndRefusedNamesThePrivilege(t *testing.T) {
 	pool, url, superURL := restrictedAdmin(t, false)
 	ctx := testCtx(t)
 	a := newSpec(uniqueSchema(t, "engram_priv_a"), 3)
-	resA := mustProvision(t, pool, url, a)
-	dropRolesAfter(t, superURL, a.Schema)
+	resA := mustProvisionRestricted(t, pool, url, superURL, a)
 	snap := testenv.HoldSnapshot(t, testenv.WithUser(url, resA.LoginRole, resA.Password), "SELECT count(*) FROM memories")
 
 	// A statement of the restricted admin that waits for A's snapshot.

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -24,4 +25,15 @@ func Eventually(t testing.TB, what string, timeout time.Duration, check func() e
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// EventuallyTrue is Eventually for a condition with no error to tell.
+func EventuallyTrue(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	Eventually(t, what, timeout, func() error {
+		if !cond() {
+			return errors.New("still false")
+		}
+		return nil
+	})
 }

@@ -49,6 +49,14 @@ func (in *Instance) Stop(t testing.TB) {
 	in.run(t, "stop")
 }
 
+// Fault applies the script's action "stop" (a clean shutdown) or "kill"
+// (SIGKILL of the postmaster: no checkpoint, backends cut off
+// mid-statement) to the running server.
+func (in *Instance) Fault(t testing.TB, action string) {
+	t.Helper()
+	in.run(t, action)
+}
+
 // NewDatabase creates a fresh database with the vector extension on the
 // started instance and returns its admin URL; it is dropped when the test
 // ends (if the instance runs then).

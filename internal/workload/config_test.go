@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -15,10 +14,7 @@ import (
 // TestDocumentedConfigParses keeps the example of docs/configuration.md
 // valid: it must load, and equal the defaults it claims to show.
 func TestDocumentedConfigParses(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "configuration.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := testenv.ReadRepoFile(t, "docs/configuration.md")
 	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindSubmatch(doc)
 	if m == nil {
 		t.Fatal("no yaml block in docs/configuration.md")

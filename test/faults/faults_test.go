@@ -11,11 +11,14 @@
 // the plain writers gets near the per-owner cap. One writer writes into an
 // owner that is full on purpose: its writes evict, and the verifier tells
 // an evicted write (gone, with an eviction in its history) from a lost one.
+//
+// The PostgreSQL is testenv's throw-away instance "faults": its server
+// default is synchronous_commit=off (the fast settings), so what survives
+// a kill is what Engram's own sessions asked to be durable.
 package faults
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -47,31 +50,34 @@ const (
 	fullOwner = "full-owner"
 )
 
+// serverFaults are what the suite does to its PostgreSQL under load: the
+// subtest's name and the action of testenv.Instance.Fault.
+var serverFaults = []struct{ name, action string }{
+	{"clean restart", "stop"},
+	{"kill -9 of the postmaster", "kill"},
+}
+
 func TestNoAcknowledgedWriteIsLost(t *testing.T) {
 	bin := buildManager(t)
-	in := newInstance(t, "faults")
-	adminURL := in.run(t, "start")
+	in := testenv.NewInstance(t, "faults")
+	adminURL := in.Start(t)
 	capacity := memory.DefaultPolicy().Limits.MaxMemoriesPerOwner
 	if perOwner >= capacity {
 		t.Fatalf("perOwner %d must stay under the per-owner cap %d", perOwner, capacity)
 	}
-	for _, fault := range []struct{ name, action string }{
-		{"clean restart", "stop"},
-		{"kill -9 of the postmaster", "kill"},
-	} {
+	for _, fault := range serverFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			schema := fmt.Sprintf("engram_faults_%d", time.Now().UnixNano()%1e9)
-			svc := startService(t, bin, provision(t, ctx, adminURL, schema), schema)
-			t.Cleanup(func() { dropTenant(t, adminURL, schema) })
+			schema, login := provision(t, ctx, adminURL, "engram_faults")
+			svc := startService(t, bin, login, schema)
 			fillOwner(ctx, t, svc, fullOwner, capacity)
 
 			load := startLoad(ctx, svc)
 			load.waitAcked(t, ackedBeforeFault)
-			in.run(t, fault.action)
+			in.Fault(t, fault.action)
 			time.Sleep(outage)
-			in.run(t, "start")
+			in.Start(t)
 			ready := svc.waitReady(t, 60*time.Second)
 			load.waitRecovered(t, time.Now(), ackedAfterRecovery)
 			res := load.stop()

@@ -2,10 +2,13 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestInstanceStartsAfterKillWithBusyBackend: after a kill -9 of the
@@ -16,8 +19,8 @@ import (
 // a kill while the machine is busy does not fail the suite on its own
 // restart (it did: "pre-existing shared memory block is still in use").
 func TestInstanceStartsAfterKillWithBusyBackend(t *testing.T) {
-	in := newInstance(t, "faults")
-	adminURL := in.run(t, "start")
+	in := testenv.NewInstance(t, "faults")
+	adminURL := in.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, adminURL)
@@ -32,33 +35,15 @@ func TestInstanceStartsAfterKillWithBusyBackend(t *testing.T) {
 		busy <- err
 	}()
 	waitForActive(ctx, t, adminURL, "generate_series")
-	in.run(t, "kill")
+	in.Fault(t, "kill")
 	start := time.Now()
-	in.run(t, "start") // fails the test if the new postmaster does not start
+	in.Start(t) // fails the test if the new postmaster does not start
 	t.Logf("the instance started %s after the kill; the busy statement ended with: %v", time.Since(start).Round(time.Millisecond), <-busy)
 }
 
 // waitForActive waits until a backend runs a statement containing text.
 func waitForActive(ctx context.Context, t *testing.T, adminURL, text string) {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid()
-			AND strpos(query, $1) > 0`, text).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no backend runs %q after 30 s", text)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForBackends(ctx, t, adminURL, 1, fmt.Sprintf("backend(s) running %q", text),
+		`state = 'active' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, text)
 }

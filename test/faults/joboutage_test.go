@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/engram-dev/engram/internal/jobrun"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // jobLimit bounds one `manager job` run of this test.
@@ -30,13 +30,11 @@ const jobLimit = 2 * time.Minute
 // after that purges exactly what is left.
 func TestJobThroughAnOutage(t *testing.T) {
 	bin := buildManager(t)
-	in := newInstance(t, "faults")
-	adminURL := in.run(t, "start")
+	in := testenv.NewInstance(t, "faults")
+	adminURL := in.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	schema := fmt.Sprintf("engram_joboutage_%d", time.Now().UnixNano()%1e9)
-	login := provision(t, ctx, adminURL, schema)
-	t.Cleanup(func() { dropTenant(t, adminURL, schema) })
+	schema, login := provision(t, ctx, adminURL, "engram_joboutage")
 	const total = 30000
 	memories := pgx.Identifier{schema, "memories"}.Sanitize()
 	admin := func() *pgx.Conn {
@@ -63,8 +61,8 @@ func TestJobThroughAnOutage(t *testing.T) {
 	}
 
 	t.Run("started while PostgreSQL is down", func(t *testing.T) {
-		in.run(t, "stop")
-		defer in.run(t, "start")
+		in.Fault(t, "stop")
+		defer in.Start(t)
 		wantUnavailable(t, runJob(t, job()))
 	})
 
@@ -91,10 +89,10 @@ func TestJobThroughAnOutage(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		in.run(t, "kill")
+		in.Fault(t, "kill")
 		wantUnavailable(t, waitJob(t, cmd, &out, &stderr))
 		time.Sleep(outage)
-		in.run(t, "start")
+		in.Start(t)
 
 		next := runJob(t, job())
 		if next.code != 0 || next.sum.Result != memory.RunSkipped || next.sum.Message != jobrun.MessageSkippedLocked {

@@ -1,30 +1,15 @@
 package faults
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // syncBuffer collects a process's output; the suite reads it while the
 // process still writes (to quote the log lines of a request it reports).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer struct{ testenv.SyncBuffer }
 
 // linesOf returns the log lines that name requestID (the suite sends its
 // own X-Request-Id, and the service logs every failed request with it), or

@@ -27,8 +27,8 @@ import (
 // back the operator finishes the work by itself (here a credentials
 // rotation) and the runtime is DatabaseReady again.
 func TestOperatorRetriesThroughAnOutage(t *testing.T) {
-	in := newInstance(t, "faults")
-	adminURL := in.run(t, "start")
+	in := testenv.NewInstance(t, "faults")
+	adminURL := in.Start(t)
 	_, cfg := testenv.ControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -93,13 +93,13 @@ func TestOperatorRetriesThroughAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitForLockWaiters(ctx, t, adminURL, 1)
-	in.run(t, "kill")
+	in.Fault(t, "kill")
 	waitRuntime(ctx, t, c, rt, "DatabaseUnreachable while PostgreSQL is down", func(r *memoryv1alpha1.MemoryRuntime) bool {
 		cond := r.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == memoryv1alpha1.ReasonDatabaseUnreachable
 	})
 	time.Sleep(outage)
-	in.run(t, "start")
+	in.Start(t)
 	waitRuntime(ctx, t, c, rt, "the rotation done and DatabaseReady after the restart", func(r *memoryv1alpha1.MemoryRuntime) bool {
 		cond := r.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
 		return r.Status.RotatedCredentials == "outage" && cond != nil && cond.Status == metav1.ConditionTrue

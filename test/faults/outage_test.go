@@ -3,13 +3,14 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestOutageAnswers503: requests caught by the outage while their
@@ -23,19 +24,14 @@ import (
 // load (issue 26).
 func TestOutageAnswers503(t *testing.T) {
 	bin := buildManager(t)
-	in := newInstance(t, "faults")
-	adminURL := in.run(t, "start")
-	for _, fault := range []struct{ name, action string }{
-		{"clean restart", "stop"},
-		{"kill -9 of the postmaster", "kill"},
-	} {
+	in := testenv.NewInstance(t, "faults")
+	adminURL := in.Start(t)
+	for _, fault := range serverFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			schema := fmt.Sprintf("engram_outage_%d", time.Now().UnixNano()%1e9)
-			login := provision(t, ctx, adminURL, schema)
+			schema, login := provision(t, ctx, adminURL, "engram_outage")
 			svc := startService(t, bin, login, schema)
-			t.Cleanup(func() { dropTenant(t, adminURL, schema) })
 
 			seed := svc.call(ctx, "POST", "/v1/owners/waiter/memories", map[string]any{"content": randomSentence(), "source": "user"})
 			var added struct {
@@ -60,7 +56,7 @@ func TestOutageAnswers503(t *testing.T) {
 				go func() { answer <- call() }()
 			}
 			waitForLockWaiters(ctx, t, adminURL, len(calls))
-			in.run(t, fault.action)
+			in.Fault(t, fault.action)
 			for name, ch := range answers {
 				o := <-ch
 				if o.err == nil && o.status/100 == 2 {
@@ -75,7 +71,7 @@ func TestOutageAnswers503(t *testing.T) {
 						name, fault.name, o.status, o.problem, o.retryAfter, o.err, o.body, o.requestID, svc.logs.linesOf(o.requestID))
 				}
 			}
-			in.run(t, "start")
+			in.Start(t)
 			svc.waitReady(t, 60*time.Second)
 			for name, call := range calls {
 				if o := call(); o.status/100 != 2 {
@@ -113,6 +109,13 @@ func holdLocks(ctx context.Context, t *testing.T, adminURL, schema, owner, id st
 // waitForLockWaiters waits until n backends wait for a lock.
 func waitForLockWaiters(ctx context.Context, t *testing.T, adminURL string, n int) {
 	t.Helper()
+	waitForBackends(ctx, t, adminURL, n, "request(s) waiting for a lock", `wait_event_type = 'Lock'`)
+}
+
+// waitForBackends waits, 30 s at the most, until at least n rows of
+// pg_stat_activity match where (with args); what names them in the failure.
+func waitForBackends(ctx context.Context, t *testing.T, adminURL string, n int, what, where string, args ...any) {
+	t.Helper()
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		t.Fatal(err)
@@ -120,15 +123,15 @@ func waitForLockWaiters(ctx context.Context, t *testing.T, adminURL string, n in
 	defer conn.Close(context.Background())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var waiting int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+		var found int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE `+where, args...).Scan(&found); err != nil {
 			t.Fatal(err)
 		}
-		if waiting >= n {
+		if found >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d requests wait for a lock after 30 s", waiting, n)
+			t.Fatalf("%d of %d %s after 30 s", found, n, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -53,10 +53,14 @@ func writeConfig(t *testing.T, schema string, dims int) string {
 	return path
 }
 
-// provision creates a tenant on the instance as the operator would and
-// returns the login role's URL.
-func provision(t *testing.T, ctx context.Context, adminURL, schema string) string {
+// provision creates a tenant of a fresh schema named after prefix on the
+// instance as the operator would, dropped when the test ends (after the
+// services the test starts later have stopped), and returns the schema and
+// the login role's URL.
+func provision(t *testing.T, ctx context.Context, adminURL, prefix string) (schema, login string) {
 	t.Helper()
+	schema = fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { dropTenant(t, adminURL, schema) })
 	admin := testenv.NewPool(t, adminURL, 2)
 	res, err := tenant.Provision(ctx, admin, tenant.Spec{
 		Schema: schema, Dimensions: 384,
@@ -65,11 +69,11 @@ func provision(t *testing.T, ctx context.Context, adminURL, schema string) strin
 	if err != nil {
 		t.Fatalf("provisioning: %v", err)
 	}
-	login, err := tenant.LoginURL(adminURL, res.LoginRole, res.Password)
+	login, err = tenant.LoginURL(adminURL, res.LoginRole, res.Password)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return login
+	return schema, login
 }
 
 func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...string) *service {

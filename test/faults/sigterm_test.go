@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestSIGTERMUnderLoad: on SIGTERM `manager serve` fails /readyz first,
@@ -19,14 +21,12 @@ import (
 // of their requests fails.
 func TestSIGTERMUnderLoad(t *testing.T) {
 	bin := buildManager(t)
-	in := newInstance(t, "faults")
-	adminURL := in.run(t, "start")
+	adminURL := testenv.NewInstance(t, "faults").Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	schema := fmt.Sprintf("engram_sigterm_%d", time.Now().UnixNano()%1e9)
+	schema, login := provision(t, ctx, adminURL, "engram_sigterm")
 	const delay = 2 * time.Second
-	svc := startService(t, bin, provision(t, ctx, adminURL, schema), schema, "--shutdown-delay="+delay.String(), "--shutdown-timeout=10s")
-	t.Cleanup(func() { dropTenant(t, adminURL, schema) })
+	svc := startService(t, bin, login, schema, "--shutdown-delay="+delay.String(), "--shutdown-timeout=10s")
 
 	var routed atomic.Bool // the "endpoints": true while the pod is ready
 	routed.Store(true)

@@ -27,8 +27,7 @@ const drainTimeout = "20s"
 // (no call fails), and after uncordon both replicas are back with no
 // acknowledged write lost.
 func (e *env) testDrain(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 6*time.Minute)
 	ns := e.namespace(t, "drain")
 	rt := newRuntime(ns, "drained", 2, "256Mi")
 	if err := e.cl.c.Create(ctx, rt); err != nil {

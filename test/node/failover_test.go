@@ -28,8 +28,7 @@ import (
 // kubelet sends SIGTERM, the service drains) while a client writes through
 // the Service; every write it acknowledged is there afterwards.
 func (e *env) testServicePodDeleted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 5*time.Minute)
 	ns := e.samplesNS
 	e.ensureSamples(t)
 	s := e.service(t, ns, sampleRuntime)
@@ -75,8 +74,7 @@ func (e *env) testServicePodDeleted(t *testing.T) {
 // audit log) the operator's account sends no write but leader election's
 // (the Lease and its "became leader" Event).
 func (e *env) testOperatorPodDeleted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 6*time.Minute)
 	ns := e.samplesNS
 	e.ensureSamples(t)
 	// Idle means nothing scheduled either: the samples' nightly run at

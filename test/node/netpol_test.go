@@ -30,8 +30,7 @@ func (cl *cluster) enforcesNetworkPolicies() bool {
 // support-bot's) answer Pods of the monitoring namespace only: a Pod of
 // another namespace, or an API client of the runtime's, gets no answer.
 func (e *env) testNetworkPolicy(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 5*time.Minute)
 	e.ensureSamples(t)
 	var np networkingv1.NetworkPolicy
 	if err := e.cl.c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: operatorDeployment}, &np); err != nil {

@@ -157,3 +157,11 @@ func (tn *tenants) drop(t *testing.T) {
 		cancel()
 	}
 }
+
+// scenarioCtx is the context of one scenario: cancelled when it ends, or
+// after timeout.
+func scenarioCtx(t *testing.T, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +21,7 @@ const oomLimit = "8Mi"
 // and restarted by the kubelet; the Pod's status says OOMKilled, and so
 // does the runtime's ServiceAvailable condition. Raising the limit heals it.
 func (e *env) testOOM(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 5*time.Minute)
 	ns := e.namespace(t, "oom")
 	rt := newRuntime(ns, "tight", 1, oomLimit)
 	if err := e.cl.c.Create(ctx, rt); err != nil {

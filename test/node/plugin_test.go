@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,7 @@ import (
 // status, memories (through the API server's service proxy to the real
 // Pods) and run-now (its Job runs on the node) work against the cluster.
 func (e *env) testPlugin(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 5*time.Minute)
 	dir := t.TempDir()
 	// The flags of make build (GOBUILD), so a cold run compiles nothing twice.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "kubectl-engram"), "./cmd/kubectl-engram")

@@ -23,8 +23,7 @@ import (
 // summary to its termination message; the operator copies it into
 // status.lastRun. The run-now annotation starts a run at once.
 func (e *env) testRetention(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 6*time.Minute)
 	ns := e.samplesNS
 	e.ensureSamples(t)
 

@@ -52,8 +52,7 @@ func newRuntime(ns, name string, replicas int32, memLimit string) *memoryv1alpha
 // are available, then Current. Then a change of the Pod template rolls
 // all three Pods under the same client, again without a failed call.
 func (e *env) testRollout(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 8*time.Minute)
 	ns := e.namespace(t, "rollout")
 	rt := newRuntime(ns, "scale", 1, "256Mi")
 	if err := e.cl.c.Create(ctx, rt); err != nil {

@@ -31,8 +31,7 @@ const sampleRuntime = "support-bot"
 // mounted; REST and MCP answer through the Service, from the host at the
 // ClusterIP and from a Pod.
 func (e *env) testSamples(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 8*time.Minute)
 	ns := e.samplesNS
 	start := time.Now()
 	rt := e.ensureSamples(t)

@@ -28,8 +28,7 @@ import (
 // the old one serving, and the runtime's ServiceAvailable condition names
 // the Pod and the scheduler's reason.
 func (e *env) testScheduling(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 5*time.Minute)
 	ns := e.namespace(t, "scheduling")
 	pc := e.priorityClass(t, ctx, 1000)
 

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/engram-dev/engram/internal/auth"
+	"github.com/engram-dev/engram/internal/demo"
 	"github.com/engram-dev/engram/internal/kubectlengram"
 	"github.com/engram-dev/engram/internal/naming"
 )
@@ -103,28 +102,17 @@ func (e *statusError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.
 
 // do sends method path with a JSON body and decodes a 2xx answer into out.
 func (s *svc) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	req, err := demo.JSONRequest(ctx, method, s.base+path, body)
 	if err != nil {
 		return err
 	}
 	s.authorize(req)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	raw, err := demo.ReadAnswer(resp)
 	if err != nil {
 		return err
 	}

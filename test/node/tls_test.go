@@ -1,17 +1,10 @@
 package node
 
 import (
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,6 +15,7 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // testTLS: a runtime whose spec.service.tls names a kubernetes.io/tls
@@ -32,8 +26,7 @@ import (
 // does not trust the CA is refused by its own verification; status.endpoint
 // is https.
 func (e *env) testTLS(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := scenarioCtx(t, 5*time.Minute)
 	ns := e.namespace(t, "tls")
 	const name = "secure"
 	serverName := naming.ServiceName(name) + "." + ns + ".svc"
@@ -108,43 +101,7 @@ func (e *env) testTLS(t *testing.T) {
 // to inside the cluster (dnsName and its cluster.local form), as PEM.
 func issue(t *testing.T, dnsName string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "engram node suite CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: dnsName},
-		DNSNames:  []string{dnsName, dnsName + ".cluster.local"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	ca := testenv.NewTestCA(t)
+	certPEM, keyPEM = ca.ServerCert(t, time.Now().Add(24*time.Hour), dnsName, dnsName+".cluster.local")
+	return ca.PEM, certPEM, keyPEM
 }

@@ -101,7 +101,7 @@ func dashboardExprs(t *testing.T) []namedExpr {
 			} `json:"list"`
 		} `json:"templating"`
 	}
-	if err := json.Unmarshal(readRepoFile(t, "config/grafana/engram-dashboard.json"), &d); err != nil {
+	if err := json.Unmarshal(testenv.ReadRepoFile(t, "config/grafana/engram-dashboard.json"), &d); err != nil {
 		t.Fatalf("config/grafana/engram-dashboard.json: %v", err)
 	}
 	var out []namedExpr
@@ -152,10 +152,10 @@ type ruleFile struct {
 func ruleExprs(t *testing.T) []namedExpr {
 	t.Helper()
 	var f ruleFile
-	if err := yaml.UnmarshalStrict(readRepoFile(t, "config/prometheus/engram-rules.yaml"), &f); err != nil {
+	if err := yaml.UnmarshalStrict(testenv.ReadRepoFile(t, "config/prometheus/engram-rules.yaml"), &f); err != nil {
 		t.Fatalf("config/prometheus/engram-rules.yaml: %v", err)
 	}
-	ops := strings.ToLower(string(readRepoFile(t, "docs/operations.md")))
+	ops := strings.ToLower(string(testenv.ReadRepoFile(t, "docs/operations.md")))
 	var out []namedExpr
 	seen := map[string]bool{}
 	for _, g := range f.Groups {
@@ -198,19 +198,10 @@ func TestChartCarriesTheSameFiles(t *testing.T) {
 		"config/grafana/engram-dashboard.json": "charts/engram/files/engram-dashboard.json",
 		"config/prometheus/engram-rules.yaml":  "charts/engram/files/engram-rules.yaml",
 	} {
-		if !bytes.Equal(readRepoFile(t, src), readRepoFile(t, dst)) {
+		if !bytes.Equal(testenv.ReadRepoFile(t, src), testenv.ReadRepoFile(t, dst)) {
 			t.Errorf("%s differs from %s: copy it (make manifests does)", dst, src)
 		}
 	}
-}
-
-func readRepoFile(t *testing.T, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // scrapeService starts `manager serve` as a process on a provisioned tenant,
