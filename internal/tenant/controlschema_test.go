@@ -42,3 +42,35 @@ func TestControlSchemaCreatedConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestControlSchemaTakesNoLockATenantCanHold (issue 26's seventh review,
+// MEDIUM 1): the control schema's creation took an advisory lock with a
+// fixed key; any role with CONNECT to a fresh database (a tenant's login
+// role, by default) could hold that key and stall every first
+// provisioning of the database. A session holding the old key, or any
+// advisory lock, does not stop it now.
+func TestControlSchemaTakesNoLockATenantCanHold(t *testing.T) {
+	url := testenv.NewDatabase(t)
+	holder, err := pgx.Connect(testCtx(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	const oldKey = 0x656e6772616d // the key of the advisory lock it used to take
+	if _, err := holder.Exec(testCtx(t), "SELECT pg_advisory_lock($1)", int64(oldKey)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["lock_timeout"] = "2s" // as the operator's sessions have one
+	conn, err := pgx.ConnectConfig(testCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if err := ensureControlSchema(testCtx(t), conn); err != nil {
+		t.Fatalf("creating the control schema while a session holds an advisory lock: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -114,20 +115,41 @@ func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, erro
 }
 
 // ensureControlSchema creates ControlSchema and its lease table once. Nobody
-// but the admin has any privilege on it.
-// controlSchemaLockKey is the advisory lock the creation of the control
-// schema takes ("engram" in ASCII): any constant other sessions of the
-// server do not use.
-const controlSchemaLockKey = 0x656e6772616d
-
+// but the admin has any privilege on it. Passes that start together on a
+// fresh server (an operator's first reconciles) race: CREATE ... IF NOT
+// EXISTS lets one win, and the others' REVOKE or COMMENT on the new schema
+// may fail with "tuple concurrently updated"; such a pass looks again. No
+// advisory lock: any role with CONNECT may take one (a tenant held the
+// key and stalled every first provisioning of a database: issue 26's
+// seventh review).
 func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
+	var err error
+	for range controlSchemaAttempts {
+		var done bool
+		if done, err = createControlSchema(ctx, conn); done || err != nil && !concurrentlyUpdated(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("creating schema %s: %w", ControlSchema, err)
+	}
+	return nil
+}
+
+// controlSchemaAttempts: a pass that lost the race finds the schema there
+// on its second look; a few more cover a crowd.
+const controlSchemaAttempts = 5
+
+// createControlSchema creates the control schema unless it is complete;
+// done when it is there after the call.
+func createControlSchema(ctx context.Context, conn *pgx.Conn) (done bool, err error) {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
 		WHERE attrelid = to_regclass($1) AND attname = 'holder_started' AND NOT attisdropped)`, locksTable()).Scan(&exists); err != nil {
-		return fmt.Errorf("looking for %s: %w", locksTable(), err)
+		return false, fmt.Errorf("looking for %s: %w", locksTable(), err)
 	}
 	if exists {
-		return nil
+		return true, nil
 	}
 	schema := pgx.Identifier{ControlSchema}.Sanitize()
 	stmts := []string{
@@ -135,10 +157,6 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 		// where schema-based sharding is on for every new schema (a
 		// placeholder setting, harmless on plain PostgreSQL).
 		"SET LOCAL citus.enable_schema_based_sharding = off",
-		// Passes that start together on a fresh server (an operator's
-		// first reconciles) take turns: concurrent REVOKE or COMMENT on
-		// one new schema fail with "tuple concurrently updated".
-		fmt.Sprintf("SELECT pg_catalog.pg_advisory_xact_lock(%d)", controlSchemaLockKey),
 		"CREATE SCHEMA IF NOT EXISTS " + schema,
 		"REVOKE ALL ON SCHEMA " + schema + " FROM PUBLIC",
 		"COMMENT ON SCHEMA " + schema + " IS 'Engram operator bookkeeping (provisioning leases); not a tenant schema'",
@@ -146,7 +164,7 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 		"ALTER TABLE " + locksTable() + " ADD COLUMN IF NOT EXISTS holder text, ADD COLUMN IF NOT EXISTS expires_at timestamptz," +
 			" ADD COLUMN IF NOT EXISTS holder_pid integer, ADD COLUMN IF NOT EXISTS holder_started timestamptz",
 	}
-	err := inTx(ctx, conn, "", func(tx pgx.Tx) error {
+	err = inTx(ctx, conn, "", func(tx pgx.Tx) error {
 		for _, s := range stmts {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return err
@@ -156,10 +174,14 @@ func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P06" || pgErr.Code == "42P07") {
-		return nil // another operator created it at the same moment
+		return false, nil // another pass created a part at the same moment: look again
 	}
-	if err != nil {
-		return fmt.Errorf("creating schema %s: %w", ControlSchema, err)
-	}
-	return nil
+	return err == nil, err
+}
+
+// concurrentlyUpdated: the catalog row the statement changed was changed
+// by a concurrent transaction (an internal error, XX000, told by its text).
+func concurrentlyUpdated(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "XX000" && strings.Contains(pgErr.Message, "tuple concurrently updated")
 }
