@@ -77,12 +77,26 @@ var refusedWhy = map[string]string{
 // roles on the tenant's server (where it may forge any marker) landed on
 // another tenant's runtime (issue 26's fifth review, MEDIUM 3b). A Secret
 // the platform team writes may name a standby list and any parameter.
+// ErrUnixSocket: a tenant's URL names no host, or a socket directory,
+// which would reach the operator's own filesystem.
+var ErrUnixSocket = errors.New("the connection names a Unix socket (no host, or a path as host): a connection Secret in a runtime's namespace must name a host reached over TCP")
+
 func CheckTenantURL(raw string) error {
 	cfg, err := ParseTenantURL(raw)
 	if err != nil {
 		return err
 	}
+	// An empty host (postgres://u:p@/db) or a path as host means a Unix
+	// socket on the operator's own filesystem: its errors told the tenant
+	// which directories the operator's pod has (issue 26's seventh
+	// review, L3).
+	if u, perr := url.Parse(raw); perr == nil && u.Host == "" || strings.HasPrefix(cfg.Host, "/") {
+		return ErrUnixSocket
+	}
 	for _, fb := range cfg.Fallbacks {
+		if strings.HasPrefix(fb.Host, "/") {
+			return ErrUnixSocket
+		}
 		if fb.Host != cfg.Host || fb.Port != cfg.Port {
 			return fmt.Errorf("%w: it lists %s:%d and %s:%d; a connection Secret in a runtime's namespace must name exactly one host and port",
 				ErrMultiHost, cfg.Host, cfg.Port, fb.Host, fb.Port)

@@ -121,3 +121,23 @@ func TestTenantURLTouchesNoOperatorFile(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantURLReachesNoOperatorSocket (issue 26's seventh review, L3): a
+// URL without a host, or with a path as host, connected to a Unix socket
+// on the operator's filesystem, and the error told which directories its
+// pod has. Refused now, before any dial.
+func TestTenantURLReachesNoOperatorSocket(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://u:p@/engram",
+		"postgres://u:p@%2Ftmp/engram",
+		"postgres://u:p@%2Fvar%2Frun%2Fpostgresql:5432/engram",
+		"postgres://u:p@127.0.0.1,%2Ftmp/engram",
+	} {
+		if err := CheckTenantURL(raw); !errors.Is(err, ErrUnixSocket) {
+			t.Errorf("CheckTenantURL(%q) = %v, want ErrUnixSocket", raw, err)
+		}
+	}
+	if err := CheckTenantURL("postgres://u:p@db.example:5432/engram?sslmode=require"); err != nil {
+		t.Errorf("a TCP host is refused: %v", err)
+	}
+}
