@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	corev1 "k8s.io/api/core/v1"
@@ -201,5 +202,27 @@ func scrubAdmin(msg, adminURL string) string {
 var localAddr = regexp.MustCompile(`\b((?:read|write) (?:tcp|udp)[46]?) \S+->`)
 
 // stableMessage drops what differs between two attempts that failed for the
-// same reason, so retrying does not rewrite the condition every time.
-func stableMessage(msg string) string { return localAddr.ReplaceAllString(msg, "$1 ") }
+// same reason, so retrying does not rewrite the condition every time, and
+// cuts the message to maxErrorDetail: an error text comes from the server,
+// and a tenant's own server sent 8 MiB of it, which the CRD (32,768
+// characters a message) refused, so the runtime kept a stale status
+// (issue 26's eighth review, LOW).
+func stableMessage(msg string) string {
+	return cutMessage(localAddr.ReplaceAllString(msg, "$1 "), maxErrorDetail)
+}
+
+// maxErrorDetail bounds a database error in a condition or event: the
+// operator's own context and PostgreSQL's message fit with room to spare.
+const maxErrorDetail = 1024
+
+// cutMessage cuts msg to at most n bytes on a character boundary, saying so.
+func cutMessage(msg string, n int) string {
+	if len(msg) <= n {
+		return msg
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(msg[i]) {
+		i--
+	}
+	return msg[:i] + " …(cut)"
+}

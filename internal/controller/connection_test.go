@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // Two attempts that failed the same way must give the same condition
@@ -27,5 +28,21 @@ func TestNoteFitsTheAPILimit(t *testing.T) {
 	}
 	if short := note("a %d", 1); short != "a 1" {
 		t.Errorf("short note = %q", short)
+	}
+}
+
+// TestStableMessageIsCut (issue 26's eighth review, LOW): a tenant's own
+// server answered with an 8 MiB error text, which went whole into the
+// runtime's condition; the CRD refused the status write (32,768
+// characters a message) and the runtime kept a stale status. The message
+// is cut now, on a character boundary.
+func TestStableMessageIsCut(t *testing.T) {
+	long := "provisioning schema \"x\": ERROR: " + strings.Repeat("é", 4<<20)
+	got := stableMessage(long)
+	if len(got) > maxErrorDetail+len(" …(cut)") || !strings.HasSuffix(got, " …(cut)") || !utf8.ValidString(got) {
+		t.Fatalf("cut message: %d bytes, suffix %q, valid UTF-8 %v; want at most %d bytes, cut on a character", len(got), got[max(0, len(got)-12):], utf8.ValidString(got), maxErrorDetail+len(" …(cut)"))
+	}
+	if short := "connection refused"; stableMessage(short) != short {
+		t.Fatalf("a short message changed: %q", stableMessage(short))
 	}
 }
