@@ -18,13 +18,13 @@ func Chromium(t testing.TB) string {
 	const how = "run hack/chromium.sh (apt-get install chromium) or set CHROME_PATH"
 	if p := os.Getenv(ChromePathEnv); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			missing(t, ChromePathEnv+"="+p, how)
+			Missing(t, ChromePathEnv+"="+p, how)
 		}
 		return p
 	}
 	p, err := exec.LookPath("chromium")
 	if err != nil {
-		missing(t, "chromium", how)
+		Missing(t, "chromium", how)
 	}
 	return p
 }

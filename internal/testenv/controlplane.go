@@ -16,7 +16,7 @@ func ControlPlane(t testing.TB) (*envtest.Environment, *rest.Config) {
 	assets := requiredEnv(t, "KUBEBUILDER_ASSETS", "the envtest control plane", "export KUBEBUILDER_ASSETS=$(hack/envtest.sh)")
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
-			missing(t, "the envtest control plane ("+bin+")", "KUBEBUILDER_ASSETS="+assets+" has no "+bin+"; run hack/envtest.sh")
+			Missing(t, "the envtest control plane ("+bin+")", "KUBEBUILDER_ASSETS="+assets+" has no "+bin+"; run hack/envtest.sh")
 		}
 	}
 	env := &envtest.Environment{

@@ -28,7 +28,7 @@ type Instance struct {
 func NewInstance(t testing.TB, name string) *Instance {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		missing(t, "a second PostgreSQL server (hack/pgvector.sh instance "+name+")", "it needs root: run the tests as root, as make test does")
+		Missing(t, "a second PostgreSQL server (hack/pgvector.sh instance "+name+")", "it needs root: run the tests as root, as make test does")
 	}
 	in := &Instance{name: name, script: filepath.Join(RepoRoot(), "hack", "pgvector.sh")}
 	t.Cleanup(func() { in.run(t, "stop") })

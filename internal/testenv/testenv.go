@@ -20,8 +20,9 @@ const RequireInfraEnv = "ENGRAM_TEST_REQUIRE_INFRA"
 // Required reports whether missing infrastructure must fail tests.
 func Required() bool { return os.Getenv(RequireInfraEnv) == "1" }
 
-// missing fails the test under `make test` and skips it otherwise.
-func missing(t testing.TB, what, how string) {
+// Missing fails the test under `make test` and skips it otherwise: what is
+// the piece of infrastructure the test cannot find, how says how to get it.
+func Missing(t testing.TB, what, how string) {
 	t.Helper()
 	if Required() {
 		t.Fatalf("%s is missing but %s=1 (make test): %s", what, RequireInfraEnv, how)
@@ -36,7 +37,7 @@ func requiredEnv(t testing.TB, name, what, how string) string {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
-		missing(t, what+" ("+name+")", how)
+		Missing(t, what+" ("+name+")", how)
 	}
 	return v
 }
@@ -54,11 +55,11 @@ func Binary(t testing.TB, env, how string) string {
 	t.Helper()
 	path := os.Getenv(env)
 	if path == "" {
-		missing(t, env, how)
+		Missing(t, env, how)
 		return ""
 	}
 	if _, err := os.Stat(path); err != nil {
-		missing(t, env+"="+path, how)
+		Missing(t, env+"="+path, how)
 	}
 	return path
 }
