@@ -15,8 +15,8 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/testenv/tenanttest"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -34,13 +34,8 @@ func newJobTenant(t *testing.T) *jobTenant {
 	ctx := context.Background()
 	adminURL := testenv.NewDatabase(t)
 	admin := testenv.NewPool(t, adminURL, 4)
-	schema := fmt.Sprintf("engram_job_%d", time.Now().UnixNano()%1e12)
-	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test-" + schema, Name: schema}
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: dims, Owner: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
+	prov := tenanttest.Provision(t, ctx, adminURL, "engram_job", dims)
+	schema := prov.Schema
 	policy := memory.DefaultPolicy()
 	policy.Conversation.SessionIdleTTL = memory.Duration(30 * 24 * time.Hour)
 	cfg := memory.ServiceConfig{Schema: schema, Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: dims}, Policy: policy}
@@ -48,7 +43,7 @@ func newJobTenant(t *testing.T) *jobTenant {
 	if err := workload.WriteServiceConfig(path, cfg); err != nil {
 		t.Fatal(err)
 	}
-	jt := &jobTenant{admin: admin, schema: schema, loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password), config: path}
+	jt := &jobTenant{admin: admin, schema: schema, loginURL: prov.LoginURL, config: path}
 	loaded, err := workload.LoadServiceConfig(path)
 	if err != nil {
 		t.Fatal(err)

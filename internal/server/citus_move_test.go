@@ -157,7 +157,7 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 	time.Sleep(2 * time.Second) // load before the move
 	var progress []tenant.MoveProgress
 	moveStart := time.Now()
-	mv, err := tenant.MoveSchema(ctx, tn.admin, tenant.MoveSpec{Schema: tn.schema, Owner: testOwner(tn.schema), To: target,
+	mv, err := tenant.MoveSchema(ctx, tn.admin, tenant.MoveSpec{Schema: tn.schema, Owner: tn.owner, To: target,
 		Progress: func(p tenant.MoveProgress) { progress = append(progress, p) }})
 	moveEnd := time.Now()
 	time.Sleep(2 * time.Second) // load after the move

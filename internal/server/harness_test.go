@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/testenv/tenanttest"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -41,6 +41,8 @@ type testTenant struct {
 	adminURL string
 	admin    *pgxpool.Pool
 	schema   string
+	// owner is the runtime the tenant belongs to.
+	owner    tenant.Owner
 	loginURL string
 }
 
@@ -57,18 +59,8 @@ func newTenant(t *testing.T) *testTenant {
 func provisionTenant(t *testing.T, adminURL, prefix string) (*testTenant, *tenant.Result) {
 	t.Helper()
 	admin := testenv.NewPool(t, adminURL, 4)
-	schema := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1e12)
-	res, err := tenant.Provision(testCtx(t), admin, tenant.Spec{Schema: schema, Dimensions: testDims, Owner: testOwner(schema)})
-	if err != nil {
-		t.Fatalf("provisioning %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		if _, err := tenant.Drop(context.Background(), admin, schema, testOwner(schema)); err != nil {
-			t.Logf("dropping tenant: %v", err)
-		}
-	})
-	return &testTenant{adminURL: adminURL, admin: admin, schema: schema,
-		loginURL: testenv.WithUser(adminURL, res.LoginRole, res.Password)}, res
+	tn := tenanttest.Provision(t, testCtx(t), adminURL, prefix, testDims)
+	return &testTenant{adminURL: adminURL, admin: admin, schema: tn.Schema, owner: tn.Owner, loginURL: tn.LoginURL}, tn.Result
 }
 
 // testConfig is the service config of the tests: the default policy with
@@ -333,9 +325,4 @@ func closedPortURL(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return "postgres://nobody:secret@" + addr + "/engram?sslmode=disable&connect_timeout=2"
-}
-
-// testOwner is the runtime a test tenant belongs to.
-func testOwner(schema string) tenant.Owner {
-	return tenant.Owner{UID: "test-" + schema, Namespace: "test-" + schema, Name: schema}
 }

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -162,13 +161,4 @@ func randomSentence() string {
 		words[i] = string(b)
 	}
 	return strings.Join(words, " ")
-}
-
-func dropTenant(t *testing.T, adminURL, schema string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin := testenv.NewPool(t, adminURL, 1)
-	if _, err := tenant.Drop(ctx, admin, schema, tenant.Owner{UID: "faults-" + schema, Namespace: "faults-" + schema, Name: schema}); err != nil {
-		t.Logf("dropping %s: %v", schema, err)
-	}
 }

@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/testenv/tenanttest"
 )
 
 // TestJobKilledMidBatch: a `manager job` purging 30,000 memories is killed
@@ -29,17 +28,8 @@ func TestJobKilledMidBatch(t *testing.T) {
 	admin := testenv.NewPool(t, adminURL, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	schema := fmt.Sprintf("engram_jobkill_%d", time.Now().UnixNano()%1e9)
-	owner := tenant.Owner{UID: "faults-" + schema, Namespace: "faults-" + schema, Name: schema}
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: 64, Owner: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
-	login, err := tenant.LoginURL(adminURL, res.LoginRole, res.Password)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tn := tenanttest.Provision(t, ctx, adminURL, "engram_jobkill", 64)
+	schema, login := tn.Schema, tn.LoginURL
 	const total = 30000
 	memories := pgx.Identifier{schema, "memories"}.Sanitize()
 	if _, err := admin.Exec(ctx, `INSERT INTO `+memories+` (id, owner_id, source, category, content, embedding, active, deactivated_at)
@@ -83,7 +73,7 @@ func TestJobKilledMidBatch(t *testing.T) {
 	// its backend: count once that backend is gone.
 	for {
 		var n int
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, res.LoginRole).Scan(&n); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = $1`, tn.Result.LoginRole).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {

@@ -20,8 +20,8 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/testenv/tenanttest"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -59,21 +59,8 @@ func writeConfig(t *testing.T, schema string, dims int) string {
 // the login role's URL.
 func provision(t *testing.T, ctx context.Context, adminURL, prefix string) (schema, login string) {
 	t.Helper()
-	schema = fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { dropTenant(t, adminURL, schema) })
-	admin := testenv.NewPool(t, adminURL, 2)
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{
-		Schema: schema, Dimensions: 384,
-		Owner: tenant.Owner{UID: "faults-" + schema, Namespace: "faults-" + schema, Name: schema},
-	})
-	if err != nil {
-		t.Fatalf("provisioning: %v", err)
-	}
-	login, err = tenant.LoginURL(adminURL, res.LoginRole, res.Password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return schema, login
+	tn := tenanttest.Provision(t, ctx, adminURL, prefix, 384)
+	return tn.Schema, tn.LoginURL
 }
 
 func startService(t *testing.T, bin, databaseURL, schema string, extraArgs ...string) *service {

@@ -33,8 +33,8 @@ import (
 	"github.com/engram-dev/engram/internal/localpod"
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
+	"github.com/engram-dev/engram/internal/testenv/tenanttest"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -212,16 +212,10 @@ func scrapeService(t *testing.T) []string {
 	t.Helper()
 	binary := testenv.BuildManager(t)
 	adminURL := testenv.NewDatabase(t)
-	admin := testenv.NewPool(t, adminURL, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	schema := fmt.Sprintf("engram_obs_%d", time.Now().UnixNano()%1e9)
-	owner := tenant.Owner{UID: "obs-" + schema, Namespace: "obs-" + schema, Name: schema}
-	res, err := tenant.Provision(ctx, admin, tenant.Spec{Schema: schema, Dimensions: 384, Owner: owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = tenant.Drop(context.Background(), admin, schema, owner) })
+	tn := tenanttest.Provision(t, ctx, adminURL, "engram_obs", 384)
+	schema := tn.Schema
 
 	dir := t.TempDir()
 	policy := memory.DefaultPolicy()
@@ -250,7 +244,7 @@ func scrapeService(t *testing.T) []string {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd := exec.Command(binary, "serve", "--config="+cfgPath, "--tokens-file="+tokensPath, fmt.Sprintf("--listen=127.0.0.1:%d", port),
 		fmt.Sprintf("--metrics-listen=127.0.0.1:%d", metricsPort), "--shutdown-delay=0")
-	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+testenv.WithUser(adminURL, res.LoginRole, res.Password))
+	cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+tn.LoginURL)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
