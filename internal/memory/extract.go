@@ -8,6 +8,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 const (
@@ -39,13 +40,13 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 	if s.core.LLM == nil {
 		return nil, ErrNoLLM
 	}
-	facts, err := (*writer)(s).askFacts(ctx, req.Messages)
+	facts, err := (*longTerm)(s).askFacts(ctx, req.Messages)
 	if err != nil {
 		return nil, err
 	}
-	var prepared []*preparedAdd
+	var prepared []*write.Prepared
 	for _, f := range facts {
-		p, err := (*writer)(s).prepareAdd(AddRequest{Owner: req.Owner, Agent: req.Agent, Session: req.Session, Source: src,
+		p, err := s.w.Prepare(AddRequest{Owner: req.Owner, Agent: req.Agent, Session: req.Session, Source: src,
 			Content: f.Content, Category: f.Category, Importance: f.Importance, OwnerOnly: true}, &core.FieldErrors{})
 		if err != nil {
 			s.core.Log.Debug("dropping an extracted fact", "reason", err)
@@ -59,10 +60,10 @@ func (s *Store) Extract(ctx context.Context, req ExtractRequest) ([]AddResult, e
 	if len(prepared) == 0 {
 		return []AddResult{}, nil
 	}
-	if err := (*writer)(s).embedAll(ctx, prepared); err != nil {
+	if err := s.w.EmbedAll(ctx, prepared); err != nil {
 		return nil, err
 	}
-	return (*writer)(s).storeGroup(ctx, prepared)
+	return s.w.StoreGroup(ctx, prepared)
 }
 
 func validateMessages(fe *core.FieldErrors, msgs []Message) {
@@ -96,7 +97,7 @@ type extractedFact struct {
 }
 
 // askFacts sends the conversation to the LLM and parses its facts.
-func (s *writer) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, error) {
+func (s *longTerm) askFacts(ctx context.Context, msgs []Message) ([]extractedFact, error) {
 	actx, cancel := context.WithTimeout(ctx, s.core.LLMTimeout)
 	defer cancel()
 	system := fmt.Sprintf(extractSystem, strings.Join(s.ownerCategoryNames(), ", "), s.core.Policy.Limits.MaxFactsPerExtraction)
@@ -135,7 +136,7 @@ func (s *writer) askFacts(ctx context.Context, msgs []Message) ([]extractedFact,
 // ownerCategoryNames are the categories an extraction may write: not the
 // global ones (a conversation of one owner never writes what every owner's
 // prompt shows).
-func (s *writer) ownerCategoryNames() []string {
+func (s *longTerm) ownerCategoryNames() []string {
 	var names []string
 	for _, c := range s.core.Policy.Categories {
 		if !c.Global {

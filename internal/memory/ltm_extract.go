@@ -13,6 +13,7 @@ import (
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 const (
@@ -114,7 +115,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 	}
 	conv, truncated := core.NewestWithin(lines, maxExtractPromptChars)
 	res.Truncated = truncated
-	var prepared []*preparedAdd
+	var prepared []*write.Prepared
 	if conv != "" {
 		facts, err := (*longTerm)(s).askSessionFacts(ctx, src, conv)
 		res.LLMCalls++
@@ -124,7 +125,7 @@ func (s *Store) ExtractSession(ctx context.Context, req SessionExtractRequest) (
 		prepared = (*longTerm)(s).prepareFacts(req.Owner, sess.Agent, req.SessionID, src, facts, res)
 	}
 	if len(prepared) > 0 {
-		if err := (*writer)(s).embedAll(ctx, prepared); err != nil {
+		if err := s.w.EmbedAll(ctx, prepared); err != nil {
 			return nil, err
 		}
 	}
@@ -210,8 +211,8 @@ func (s *longTerm) askJSON(ctx context.Context, what, system, user string, out a
 // prepareFacts validates the model's facts through the add path's
 // preparation; invalid ones are recorded as dropped. At most
 // limits.maxFactsPerExtraction are kept.
-func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts []sessionFact, res *SessionExtractResult) []*preparedAdd {
-	var out []*preparedAdd
+func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts []sessionFact, res *SessionExtractResult) []*write.Prepared {
+	var out []*write.Prepared
 	for _, f := range facts {
 		ef := ExtractedFact{Content: f.Content, Category: f.Category, Importance: f.Importance, ConflictType: f.ConflictType}
 		if ef.Importance < 1 || ef.Importance > 10 {
@@ -226,14 +227,14 @@ func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts 
 		if drop == "" && len(out) == s.core.Policy.Limits.MaxFactsPerExtraction {
 			drop = "over limits.maxFactsPerExtraction"
 		}
-		var p *preparedAdd
+		var p *write.Prepared
 		if drop == "" {
 			var err error
-			p, err = (*writer)(s).prepareAdd(AddRequest{Owner: owner, Agent: agent, Session: s.factScope(session), SourceSession: session,
+			p, err = s.w.Prepare(AddRequest{Owner: owner, Agent: agent, Session: s.factScope(session), SourceSession: session,
 				Source: src, Content: f.Content, Category: f.Category, Importance: ef.Importance, TTL: ttl}, &core.FieldErrors{})
 			if err != nil {
 				drop = err.Error()
-			} else if p.req.Owner != owner {
+			} else if p.Req.Owner != owner {
 				drop = "global categories are not written by extraction"
 			}
 		}
@@ -242,9 +243,9 @@ func (s *longTerm) prepareFacts(owner, agent, session string, src Source, facts 
 			res.Facts = append(res.Facts, ef)
 			continue
 		}
-		ef.Category, ef.Importance, ef.Content, ef.Flags = p.req.Category, p.req.Importance, p.content, p.flags
+		ef.Category, ef.Importance, ef.Content, ef.Flags = p.Req.Category, p.Req.Importance, p.Content, p.Flags
 		res.Facts = append(res.Facts, ef)
-		p.factIndex = len(res.Facts) - 1
+		p.FactIndex = len(res.Facts) - 1
 		out = append(out, p)
 	}
 	return out

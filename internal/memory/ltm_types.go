@@ -1,6 +1,10 @@
 package memory
 
-import "time"
+import (
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory/write"
+)
 
 // Long-term memory from conversations (issue 16): facts extracted from a
 // session's messages, episodes of finished sessions, versioned profile and
@@ -13,7 +17,7 @@ import "time"
 // GlobalOwner is the reserved owner id of tenant-wide memories (categories
 // with global: true). Owner ids must start with a letter or digit, so no
 // request can name it: only the engine reads and writes under it.
-const GlobalOwner = "_global"
+const GlobalOwner = write.GlobalOwner
 
 // Conflict types an extracted fact may carry: how it relates to what the
 // store may already hold about the user.

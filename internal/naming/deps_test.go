@@ -43,12 +43,15 @@ func TestDependencyRule(t *testing.T) {
 // engineIdeas are the packages of the memory engine's ideas, each with the
 // Engram packages it may import: the core imports only the leaves; the
 // ideas import the core (and the leaves), never the façade internal/memory;
+// the write path of memories imports no idea (every idea that writes
+// memories calls it, so there is one dedup and transaction path);
 // conversation memory imports no other idea, and long-term memory only
 // conversation memory (its episodes summarize sessions), so the façade is
 // where they are put together (docs/architecture.md, "Inside
 // internal/memory").
 var engineIdeas = map[string][]string{
 	"../memory/core":         engineLeaves,
+	"../memory/write":        append([]string{"../memory/core"}, engineLeaves...),
 	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
 	"../memory/longterm":     append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
 	// Tests' state of a provisioned tenant, for the ideas' own tests;
