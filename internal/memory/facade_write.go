@@ -28,6 +28,9 @@ const (
 	ActionNoop        = write.ActionNoop
 )
 
+// GlobalOwner is the reserved owner id of tenant-wide memories (write.GlobalOwner).
+const GlobalOwner = write.GlobalOwner
+
 // HistoryEvict is the history action of a memory evicted over the
 // per-owner cap (write.HistoryEvict).
 const HistoryEvict = write.HistoryEvict

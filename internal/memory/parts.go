@@ -5,8 +5,9 @@ package memory
 // every part shares is core.State (s.core: pool, policy, model clients,
 // redactor, byte cap; inTx and lockOwner run on it), so a part moved to a
 // package of its own holds the same pointer: conversation memory is
-// conversation.Store (s.conv, internal/memory/conversation), documents and
-// episodes are longterm.Store (s.lt, internal/memory/longterm), and the one
+// conversation.Store (s.conv, internal/memory/conversation), documents,
+// episodes and extraction are longterm.Store (s.lt,
+// internal/memory/longterm), and the one
 // write path of memories — prepare, dedup, the owner's transaction, merge,
 // arbitration, the Citus worker add, eviction — is write.Store (s.w,
 // internal/memory/write), which Add, AddBatch, Extract and session
@@ -15,8 +16,8 @@ package memory
 // converting between them is free:
 //
 //	reader         search, context, lists and pages, the byte cap (search.go, crud.go, …)
-//	longTerm       what of long-term memory writes or reads memories: global
-//	               memories, session extraction, the context's sections (ltm_*.go)
+//	longTerm       what of long-term memory reads memories: global memories,
+//	               the context's sections (ltm_*.go)
 //	maintenance    the maintenance runs and their lease (jobs.go, compactrun.go, …)
 //
 // A call into another part is written as a conversion, e.g.

@@ -88,8 +88,8 @@ type Store struct {
 	core *core.State
 	// conv is conversation memory (internal/memory/conversation), over core.
 	conv *conversation.Store
-	// lt is long-term memory's documents and episodes
-	// (internal/memory/longterm), over core and conv.
+	// lt is long-term memory's documents, episodes and extraction
+	// (internal/memory/longterm), over core, conv and w.
 	lt *longterm.Store
 	// w is the write path of memories (internal/memory/write), over core.
 	w      *write.Store
@@ -132,10 +132,11 @@ func New(cfg Config) (*Store, error) {
 		leaseTTL: cfg.JobLeaseTTL,
 	}
 	s.decayNames, s.decaySeconds = write.DecayParams(s.core)
-	s.w = write.New(s.core, tenant.OwnerVectorsMaxDims)
 	// Conversation memory first: long-term memory summarizes its sessions.
+	// The write path first: long-term memory's extraction writes through it.
+	s.w = write.New(s.core, tenant.OwnerVectorsMaxDims)
 	s.conv = conversation.New(s.core, longterm.Pins(s.core))
-	s.lt = longterm.New(s.core, s.conv)
+	s.lt = longterm.New(s.core, s.conv, s.w)
 	s.access = newAccessRecorder(s)
 	return s, nil
 }

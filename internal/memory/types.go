@@ -190,22 +190,6 @@ type ContextResult struct {
 	Truncated bool `json:"truncated"`
 }
 
-// Message is one turn of a conversation given to Extract.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
-// ExtractRequest asks the LLM to pull durable facts out of a conversation
-// and adds each one (with dedup).
-type ExtractRequest struct {
-	Owner    string    `json:"owner"`
-	Agent    string    `json:"agent,omitempty"`
-	Session  string    `json:"session,omitempty"`
-	Source   Source    `json:"source,omitempty"`
-	Messages []Message `json:"messages"`
-}
-
 // JobOptions apply to every maintenance operation (core.JobOptions: the
 // parts in packages of their own run their operations with them).
 type JobOptions = core.JobOptions

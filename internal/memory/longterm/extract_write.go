@@ -1,4 +1,4 @@
-package memory
+package longterm
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 	"github.com/engram-dev/engram/internal/memory/write"
 )
 
-// The second half of a session extraction (ltm_extract.go): one batch
+// The second half of a session extraction (extract.go): one batch
 // dedup call for the facts near an existing memory, then the write through
 // the write path (write.Store.WriteInTx) with the watermark in its hooks.
 
@@ -38,9 +39,9 @@ type dedupCandidate struct {
 // inside the owner's transaction, only if the neighbour is unchanged.
 // Facts without such a neighbour get no plan: the add path decides
 // (insert, or merge with an identical or near-identical memory).
-func (s *longTerm) batchDedup(ctx context.Context, ps []*write.Prepared, res *SessionExtractResult) ([]*write.Plan, error) {
+func (s *Store) batchDedup(ctx context.Context, ps []*write.Prepared, res *SessionExtractResult) ([]*write.Plan, error) {
 	plans := make([]*write.Plan, len(ps))
-	if len(ps) == 0 || s.core.Policy.Dedup.Arbitration != ArbitrationLLM {
+	if len(ps) == 0 || s.core.Policy.Dedup.Arbitration != policy.ArbitrationLLM {
 		return plans, nil
 	}
 	var cands []dedupCandidate
@@ -97,7 +98,7 @@ func (s *longTerm) batchDedup(ctx context.Context, ps []*write.Prepared, res *Se
 // to res.ToSeq, in one transaction under the owner's lock (the add path's
 // WriteInTx, the watermark in its hooks); then evicts over the cap like
 // every add.
-func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*write.Prepared, plans []*write.Plan, res *SessionExtractResult) error {
+func (s *Store) storeExtracted(ctx context.Context, req SessionExtractRequest, ps []*write.Prepared, plans []*write.Plan, res *SessionExtractResult) error {
 	raced := false
 	results, err := s.w.WriteInTx(ctx, req.Owner, ps, plans, write.Hooks{
 		Before: func(ctx context.Context, tx core.DBTX) (bool, error) {
@@ -109,7 +110,7 @@ func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest
 			err := tx.QueryRow(ctx, `SELECT extracted_through FROM `+s.sql.sessions+` WHERE owner_id = $1 AND id = $2 FOR UPDATE`,
 				req.Owner, req.SessionID).Scan(&wm)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return false, fmt.Errorf("session %q: %w", req.SessionID, ErrNotFound)
+				return false, fmt.Errorf("session %q: %w", req.SessionID, core.ErrNotFound)
 			}
 			if err != nil {
 				return false, core.DBErr("locking the session", err)
@@ -146,20 +147,20 @@ func (s *longTerm) storeExtracted(ctx context.Context, req SessionExtractRequest
 		ef.TargetID = plans[i].Target()
 	}
 	if len(ps) > 0 {
-		s.w.EvictAfter(ctx, req.Owner, results, ps[0].Req.Source == SourceUser)
+		s.w.EvictAfter(ctx, req.Owner, results, ps[0].Req.Source == core.SourceUser)
 	}
 	return nil
 }
 
 // decisionOf names what happened to a fact: the batch decision when one was
 // applied, else what the add path did.
-func decisionOf(plan *write.Plan, a Action) string {
+func decisionOf(plan *write.Plan, a write.Action) string {
 	switch a {
-	case ActionNoop:
+	case write.ActionNoop:
 		return DecisionNoop
-	case ActionUpdated, ActionMerged, ActionReactivated:
+	case write.ActionUpdated, write.ActionMerged, write.ActionReactivated:
 		return DecisionUpdate
-	case ActionReplaced:
+	case write.ActionReplaced:
 		return DecisionDelete
 	}
 	if plan.Decision() == write.DecideDelete {
