@@ -152,7 +152,7 @@ func (r *rawSQL) contextSQL(ctx context.Context, owner, query string) (string, [
 // above the merge threshold means the generator is broken, not the engine.
 var errUnexpectedDuplicate = errors.New("the nearest neighbour is a near-duplicate; the add workload expects fresh texts")
 
-// add is the engine's add path for a fresh text (internal/memory/addtx.go):
+// add is the engine's add path for a fresh text (internal/memory/write/addtx.go):
 // one transaction of two round trips, each a pipeline of the engine's own
 // statements: BEGIN, the owner's lock (LockOwnerQuery) and the neighbour
 // lookup among all non-superseded rows (NearestQuery); then the insert

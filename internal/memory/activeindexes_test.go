@@ -1,13 +1,17 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/engram-dev/engram/internal/memory/write"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -42,17 +46,24 @@ func TestNearestSplitMatchesOneScan(t *testing.T) {
 	rows := seedInterleaved(t, f, rng, owners, perOwner, dims)
 	seedStates(t, f, rng, rows, owners)
 	f.exec(`VACUUM (ANALYZE) %s`)
-	split := (*writer)(f.store).nearestQuery(dims, false)
-	oneScan := legacyNearestSQL(f.store.sql.memories, (*maintenance)(f.store).purgeDueSQL((*maintenance)(f.store).purgeGuard()), false)
+	split := f.store.NearestQuery(dims)
+	// A write path whose covering index holds no vector size runs the
+	// one-phase lookup over the owner index.
+	oneScan := write.New(f.store.core, 0).NearestQuery(dims)
 	lookup := func(sql, owner, content string, vec []float32) string {
-		n, err := scanNeighbour(f.store.core.Pool.QueryRow(ctx(t), sql, owner, pgv.NewVector(vec), content))
+		var id, text, category, agent, session string
+		var active, exact bool
+		var updated time.Time
+		var sim float64
+		err := f.store.core.Pool.QueryRow(ctx(t), sql, owner, pgv.NewVector(vec), content).
+			Scan(&id, &text, &category, &agent, &session, &active, &updated, &sim, &exact)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "none"
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == nil {
-			return "none"
-		}
-		return fmt.Sprintf("%s exact=%v active=%v", n.id, n.exact, n.active)
+		return fmt.Sprintf("%s exact=%v active=%v", id, exact, active)
 	}
 	checked, exact := 0, 0
 	for i := range 400 {
@@ -161,7 +172,7 @@ func TestNearestPlanAfterDeactivationBurst(t *testing.T) {
 	if n := f.exec(`UPDATE %s SET active = false, deactivated_at = now() WHERE active AND md5(content) >= 'b'`); n < 1000 {
 		t.Fatalf("burst deactivated %d rows, want over 1,000", n)
 	}
-	plan := explain(t, f, (*writer)(f.store).nearestQuery(dims, false), "owner-07", pgv.NewVector(randomUnit(rng, dims)), "memory 23 of owner-07")
+	plan := explain(t, f, f.store.NearestQuery(dims), "owner-07", pgv.NewVector(randomUnit(rng, dims)), "memory 23 of owner-07")
 	if strings.Contains(plan, "memories_inactive_idx") || !strings.Contains(plan, "memories_inactive_owner_idx") {
 		t.Fatalf("add's lookup does not read the owner's inactive rows through the inactive-owner index:\n%s", plan)
 	}

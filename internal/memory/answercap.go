@@ -38,20 +38,7 @@ func (s *Store) MaxResponseBytes() int { return s.core.MaxBytes }
 // caller asks for (the MCP tools, whose results carry the answer twice).
 func (s *reader) answerCap(asked int) int { return s.core.AnswerCap(asked) }
 
-func memoryBound(m *Memory) int {
-	n := 2*core.ListFixedBound + core.TextBound(m.ID) + core.TextBound(m.Owner) + core.TextBound(m.Agent) + core.TextBound(m.Session) +
-		core.TextBound(m.SourceSession) + core.TextBound(string(m.Source)) + core.TextBound(m.Category) + core.TextBound(m.Content) +
-		core.TextBound(m.SupersededBy)
-	for _, f := range m.Flags {
-		n += core.TextBound(f) + 3
-	}
-	return n
-}
-
-// JSONBound bounds the JSON of x as an item of an answer (core.Bounded).
-func (x Memory) JSONBound() int {
-	return memoryBound(&x)
-}
+func memoryBound(m *Memory) int { return m.JSONBound() }
 
 // JSONBound bounds the JSON of x as an item of an answer (core.Bounded).
 func (x SearchHit) JSONBound() int {

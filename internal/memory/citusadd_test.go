@@ -84,8 +84,8 @@ func TestCitusAddIsOneCallOnTheWorker(t *testing.T) {
 	if len(sent) != 1 || !strings.Contains(sent[0], "add_memory(") {
 		t.Fatalf("an add sent %d commands to the workers, want 1 (the call of add_memory):\n%s", len(sent), strings.Join(sent, "\n"))
 	}
-	if r.Action != ActionAdded || r.ownerRows != 2 || r.Similarity <= 0 || r.Similarity >= 1 {
-		t.Errorf("add: action %s, owner rows %d, similarity %v; want added, 2, the neighbour's", r.Action, r.ownerRows, r.Similarity)
+	if r.Action != ActionAdded || r.OwnerRows() != 2 || r.Similarity <= 0 || r.Similarity >= 1 {
+		t.Errorf("add: action %s, owner rows %d, similarity %v; want added, 2, the neighbour's", r.Action, r.OwnerRows(), r.Similarity)
 	}
 	var action, actor, content string
 	var sim float64

@@ -11,6 +11,7 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // Get returns one memory of owner, or ErrNotFound when owner has no memory
@@ -158,7 +159,7 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	var flags []string
 	var vec []float32
 	if req.Content != nil {
-		c, err := (*writer)(s).clean("content", *req.Content, fe)
+		c, err := s.w.Clean("content", *req.Content, fe)
 		if err != nil {
 			return nil, err
 		}
@@ -217,15 +218,15 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 				content = coalesce($2, m.content), embedding = coalesce($3, m.embedding),
 				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
 				category = $5, importance = $6, source = $7,
-				expires_at = ` + expiry("$8") + `, updated_at = now()
+				expires_at = ` + write.Expiry("$8") + `, updated_at = now()
 			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			VALUES ($1::uuid, $12, 'update', $7, $11, $9, coalesce($2, $9),
 				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text)))
 		SELECT * FROM upd`
-	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, flagsOrEmpty(flags), category,
-		importance, string(src), (*writer)(s).expirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner)
+	m, err := s.w.UpdateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, write.FlagsOrEmpty(flags), category,
+		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner)
 	if err != nil {
 		return Memory{}, core.DBErr("updating memory "+cur.ID, err)
 	}
@@ -312,8 +313,8 @@ func (s *Store) Supersede(ctx context.Context, owner, oldID, newID string, sourc
 		if err := (*reader)(s).checkNoCycle(ctx, tx, oldID, newID); err != nil {
 			return err
 		}
-		if err := (*writer)(s).supersedeRow(ctx, tx, supersede{oldID: oldID, newID: newID, owner: old.Owner, oldContent: old.Content,
-			actor: src, action: "supersede"}); err != nil {
+		if err := s.w.SupersedeRow(ctx, tx, write.Supersede{OldID: oldID, NewID: newID, Owner: old.Owner, OldContent: old.Content,
+			Actor: src, Action: "supersede"}); err != nil {
 			return err
 		}
 		out, err = (*reader)(s).load(ctx, tx, owner, oldID, false)

@@ -12,10 +12,11 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/textguard"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // fuzzStore is a Store with a policy and a redactor and nothing else:
-// prepareAdd, the whole validation of a write, never reaches the database.
+// write.Store.Prepare, the whole validation of a write, never reaches the database.
 func fuzzStore(t testing.TB, guard string) *Store {
 	t.Helper()
 	p := DefaultPolicy()
@@ -26,7 +27,8 @@ func fuzzStore(t testing.TB, guard string) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Store{core: &core.State{Policy: p, Redactor: r}}
+	st := &core.State{Policy: p, Redactor: r}
+	return &Store{core: st, w: write.New(st, 0)}
 }
 
 // FuzzPrepareAdd: a write is either refused with errors that name their
@@ -45,7 +47,7 @@ func FuzzPrepareAdd(f *testing.F) {
 		s := stores[int(guard)%len(guards)]
 		req := AddRequest{Owner: owner, Agent: agent, Session: session, Source: Source(source),
 			Content: content, Category: category, Importance: importance, TTL: ttl}
-		p, err := (*writer)(s).prepareAdd(req, &core.FieldErrors{})
+		p, err := s.w.Prepare(req, &core.FieldErrors{})
 		if err != nil {
 			if errors.Is(err, ErrProtected) {
 				return
@@ -64,19 +66,19 @@ func FuzzPrepareAdd(f *testing.F) {
 		if !ValidScopeID(owner) || (agent != "" && !ValidScopeID(agent)) || (session != "" && !ValidScopeID(session)) {
 			t.Fatalf("accepted ids owner=%q agent=%q session=%q", owner, agent, session)
 		}
-		if !slices.Contains([]Source{SourceUser, SourceAgent, SourceSystem, SourceJob}, p.req.Source) {
-			t.Fatalf("accepted source %q", p.req.Source)
+		if !slices.Contains([]Source{SourceUser, SourceAgent, SourceSystem, SourceJob}, p.Req.Source) {
+			t.Fatalf("accepted source %q", p.Req.Source)
 		}
-		if _, ok := s.core.Policy.Category(p.req.Category); !ok {
-			t.Fatalf("accepted category %q", p.req.Category)
+		if _, ok := s.core.Policy.Category(p.Req.Category); !ok {
+			t.Fatalf("accepted category %q", p.Req.Category)
 		}
-		if p.req.Importance < 1 || p.req.Importance > 10 {
-			t.Fatalf("accepted importance %d", p.req.Importance)
+		if p.Req.Importance < 1 || p.Req.Importance > 10 {
+			t.Fatalf("accepted importance %d", p.Req.Importance)
 		}
-		if p.ttl != nil && (*p.ttl < 0 || *p.ttl > time.Duration(MaxDuration)) {
-			t.Fatalf("accepted ttl %q as %v", ttl, *p.ttl)
+		if p.TTL() != nil && (*p.TTL() < 0 || *p.TTL() > time.Duration(MaxDuration)) {
+			t.Fatalf("accepted ttl %q as %v", ttl, *p.TTL())
 		}
-		stored := p.content
+		stored := p.Content
 		switch {
 		case !utf8.ValidString(stored):
 			t.Fatalf("stores invalid UTF-8 %q", stored)
@@ -96,8 +98,8 @@ func FuzzPrepareAdd(f *testing.F) {
 		if mode == GuardReject && reason != "" {
 			t.Fatalf("guard Reject stored %q (%s)", stored, reason)
 		}
-		if mode == GuardFlag && (reason != "") != slices.Contains(p.flags, FlagInjection) {
-			t.Fatalf("guard Flag: reason %q, flags %v", reason, p.flags)
+		if mode == GuardFlag && (reason != "") != slices.Contains(p.Flags, FlagInjection) {
+			t.Fatalf("guard Flag: reason %q, flags %v", reason, p.Flags)
 		}
 	})
 }

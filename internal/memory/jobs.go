@@ -144,20 +144,11 @@ func (s *maintenance) purgeEvictions(ctx context.Context, opts JobOptions, res *
 	}
 }
 
-// purgeDueSQL is the condition (on alias m) of the rows purge deletes, or
-// with a margin, of those it will delete within margin.
-func (s *maintenance) purgeDueSQL(margin time.Duration) string {
-	return `NOT m.active AND m.deactivated_at < ` + s.keptSinceSQL(margin)
-}
+// purgeDueSQL is the condition of the rows purge deletes (write.Store.PurgeDueSQL).
+func (s *maintenance) purgeDueSQL(margin time.Duration) string { return s.w.PurgeDueSQL(margin) }
 
-// keptSinceSQL is the earliest deactivation time (SQL) of the inactive rows
-// purge will not delete within margin: an inactive row deactivated at or
-// after it is not purgeDueSQL(margin); one without a deactivation time is
-// neither (purge never deletes it; add's lookup never compares it).
-func (s *maintenance) keptSinceSQL(margin time.Duration) string {
-	retention := time.Duration(s.core.Policy.Retention.PurgeInactiveAfter) - margin
-	return fmt.Sprintf(`now() - make_interval(secs => %f)`, retention.Seconds())
-}
+// keptSinceSQL is the earliest deactivation time purge keeps (write.Store.KeptSinceSQL).
+func (s *maintenance) keptSinceSQL(margin time.Duration) string { return s.w.KeptSinceSQL(margin) }
 
 // purgeBatchSQL deletes one batch of due rows ($1 of them at most) and
 // their history, and returns how many.
@@ -169,14 +160,6 @@ func (s *maintenance) purgeBatchSQL() string {
 		da AS (DELETE FROM ` + s.sql.access + ` AS a USING p WHERE a.memory_id = p.id),
 		d AS (DELETE FROM ` + s.sql.memories + ` AS m USING p WHERE m.id = p.id RETURNING 1)
 		SELECT count(*) FROM d`
-}
-
-// purgeGuard is how long before it is due a row stops being a dedup
-// neighbour (nearest): longer than any add transaction (which reads now()
-// at its start), so a purge batch never holds a row an add waits for; half
-// the retention when that is shorter.
-func (s *maintenance) purgeGuard() time.Duration {
-	return min(time.Hour, time.Duration(s.core.Policy.Retention.PurgeInactiveAfter)/2)
 }
 
 // batches runs sql until a batch is short (core.State.Batches).

@@ -20,24 +20,6 @@ func (s *longTerm) ownerMatch(ph string) string {
 	return `m.owner_id IN (` + ph + `, '` + GlobalOwner + `')`
 }
 
-// routeGlobal moves a write of a global category to GlobalOwner, without
-// agent or session (tenant-wide knowledge belongs to no conversation).
-// Only the user or the system may write it.
-func (s *longTerm) routeGlobal(req *AddRequest) error {
-	c, ok := s.core.Policy.Category(req.Category)
-	if !ok || !c.Global {
-		return nil
-	}
-	if req.OwnerOnly {
-		return ownerOnlyError{category: c.Name}
-	}
-	if req.Source != SourceUser && req.Source != SourceSystem {
-		return &RuleError{Rule: fmt.Sprintf("category %q is global: only source user or system may write it", c.Name)}
-	}
-	req.Owner, req.Agent, req.Session = GlobalOwner, "", ""
-	return nil
-}
-
 // ListGlobal pages through the tenant-wide memories (categories with
 // global: true), most recently written first: active ones that have not
 // expired, at most req.Limit (0 = 50, at most 500) and the byte cap per
@@ -104,14 +86,3 @@ func (s *Store) DeleteGlobal(ctx context.Context, id string, source Source) erro
 		return core.DBErr("deleting global memory "+id, err)
 	})
 }
-
-// ownerOnlyError refuses a global category to a write that may reach its
-// own owner only (AddRequest.OwnerOnly); it is an ErrProtected (403).
-type ownerOnlyError struct{ category string }
-
-func (e ownerOnlyError) Error() string {
-	return fmt.Sprintf("category %q is global (shown to every owner): a token bound to one owner, or an extraction, may not write it", e.category)
-}
-
-// Is makes errors.Is(err, ErrProtected) true.
-func (ownerOnlyError) Is(target error) bool { return target == ErrProtected }

@@ -11,6 +11,16 @@ import (
 	"time"
 )
 
+// sessionFact is one fact as the fake extraction model answers it (the
+// JSON the engine's prompt asks for, internal/memory/longterm).
+type sessionFact struct {
+	Content      string `json:"content"`
+	Category     string `json:"category"`
+	Importance   int    `json:"importance"`
+	ExpiresAt    string `json:"expiresAt"`
+	ConflictType string `json:"conflictType"`
+}
+
 // ltmChat scripts the fake model for session extraction: the extraction
 // call answers facts, the batch-dedup call answers decisions; it keeps the
 // user prompt of every extraction call.

@@ -195,7 +195,7 @@ func TestOwnerLocalPlans(t *testing.T) {
 		t.Fatalf("vector search does not read the covering index only:\n%s", plan)
 	}
 
-	plan = explain(t, f, (*writer)(f.store).nearestQuery(dims, false),
+	plan = explain(t, f, f.store.NearestQuery(dims),
 		"owner-03", pgv.NewVector(randomUnit(rng, dims)), "memory 7 of owner-03")
 	if !strings.Contains(plan, "Index Only Scan using "+ownerVectorsIndex) || !strings.Contains(plan, "Index Scan using "+ownerVectorsIndex) {
 		t.Fatalf("add's neighbour lookup does not use the covering index (index-only for the vector, by md5 for the text):\n%s", plan)

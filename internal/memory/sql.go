@@ -2,11 +2,11 @@ package memory
 
 import (
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // queries holds the quoted table names of one tenant schema; identifiers
@@ -19,11 +19,11 @@ type queries struct {
 	// compactState is "schema"."compaction_state".
 	compactState string
 	access       string // "schema"."memory_access"
-	// columns are memoryColumns with the access statistics read from access.
+	// columns are the memory columns with the access statistics read from
+	// access (write.Columns).
 	columns string
-	// insertColumns are memoryColumns of a row just inserted, which has no
-	// access statistics yet: the same values as columns without its
-	// subqueries, which Citus refuses in an INSERT's RETURNING.
+	// insertColumns are the memory columns of a row just inserted
+	// (write.InsertColumns).
 	insertColumns string
 	// Conversations: "schema"."sessions", "messages", "summaries", "summary_sources".
 	sessions, messages, summaries, summarySources string
@@ -47,68 +47,16 @@ func newQueries(schema string) queries {
 		documents:      pgx.Identifier{schema, "documents"}.Sanitize(),
 		docChanges:     pgx.Identifier{schema, "document_changes"}.Sanitize(),
 	}
-	q.columns = strings.NewReplacer("$LAST", q.lastAccess(), "$COUNT", `coalesce((SELECT a.access_count FROM `+q.access+` AS a WHERE a.memory_id = m.id), 0)`).Replace(memoryColumns)
-	q.insertColumns = strings.NewReplacer("$LAST", "NULL::timestamptz", "$COUNT", "0::bigint").Replace(memoryColumns)
+	q.columns, q.insertColumns = write.Columns(q.access), write.InsertColumns()
 	return q
 }
 
-// lastAccess is the last access of row m (NULL: never returned).
-func (q queries) lastAccess() string {
-	return `(SELECT a.last_accessed_at FROM ` + q.access + ` AS a WHERE a.memory_id = m.id)`
-}
+// scanMemory scans the memory columns, then extra destinations (write.ScanMemory).
+func scanMemory(row pgx.Row, extra ...any) (Memory, error) { return write.ScanMemory(row, extra...) }
 
-// memoryColumns are selected (with alias m) wherever a Memory is returned,
-// as queries.columns (the access statistics come from the memory_access
-// table, $LAST and $COUNT); scanMemory reads them in this order.
-const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source_session, m.source, m.category, m.content,
-	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
-	$LAST, $COUNT`
-
-// scanMemory scans memoryColumns, then extra destinations.
-func scanMemory(row pgx.Row, extra ...any) (Memory, error) {
-	var m Memory
-	var superseded *string
-	var src string
-	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &m.SourceSession, &src, &m.Category, &m.Content,
-		&m.Importance, &m.Flags, &m.Active, &superseded, &m.ExpiresAt, &m.CreatedAt, &m.UpdatedAt,
-		&m.LastAccessedAt, &m.AccessCount}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
-		return Memory{}, err
-	}
-	m.Source = Source(src)
-	if superseded != nil {
-		m.SupersededBy = *superseded
-	}
-	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
-	m.ExpiresAt, m.LastAccessedAt = utcPtr(m.ExpiresAt), utcPtr(m.LastAccessedAt)
-	if len(m.Flags) == 0 {
-		m.Flags = nil
-	}
-	return m, nil
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
-// decayExpr is the decay score of row m at query time:
-// exp(-ln2 / halfLife * age), age counted from the later of the last write
-// and the last access; 1 for categories without a half-life (or unknown to
-// the policy). names and seconds are the placeholders of two array
-// parameters: the category names and their half-lives in seconds. An array
-// lookup keeps it a plain per-row expression (no subquery per row).
+// decayExpr is the decay score of row m at query time (write.DecayExpr).
 func (q queries) decayExpr(names, seconds string) string {
-	halfLife := strings.NewReplacer("$N", names, "$S", seconds).Replace(`($S::float8[])[array_position($N::text[], m.category)]`)
-	// greatest(-700, ...) keeps exp() above float8's underflow, which
-	// PostgreSQL reports as an error rather than rounding to 0. date_part,
-	// not extract: extract returns numeric, and numeric arithmetic on every
-	// row of an owner was a measurable part of context's query (issue 17).
-	return `CASE WHEN ` + halfLife + ` > 0 THEN exp(greatest(-700, -0.6931471805599453 / ` + halfLife + ` *
-		greatest(date_part('epoch', now() - greatest(m.updated_at, coalesce(` + q.lastAccess() + `, m.updated_at))), 0))) ELSE 1 END`
+	return write.DecayExpr(q.access, names, seconds)
 }
 
 // scopeFilter narrows a query on alias m to an agent and a session: the

@@ -17,6 +17,8 @@ import (
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/longterm"
+	"github.com/engram-dev/engram/internal/memory/write"
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // Config is what a Store needs.
@@ -86,9 +88,11 @@ type Store struct {
 	core *core.State
 	// conv is conversation memory (internal/memory/conversation), over core.
 	conv *conversation.Store
-	// lt is long-term memory's documents and episodes
-	// (internal/memory/longterm), over core and conv.
-	lt     *longterm.Store
+	// lt is long-term memory's documents, episodes and extraction
+	// (internal/memory/longterm), over core, conv and w.
+	lt *longterm.Store
+	// w is the write path of memories (internal/memory/write), over core.
+	w      *write.Store
 	access *accessRecorder
 	sql    queries
 	// halfLives are the categories' half-lives in seconds, as SQL array
@@ -99,8 +103,6 @@ type Store struct {
 	// afterCompactBatch, when set (by tests), runs after each batch of
 	// compaction, outside any transaction.
 	afterCompactBatch func(owner string)
-	// workerAdd: whether the schema has add_memory (Citus, citusadd.go).
-	workerAdd workerAddProbe
 }
 
 // New returns a Store for cfg. Close it to flush access statistics.
@@ -129,13 +131,12 @@ func New(cfg Config) (*Store, error) {
 		sql:      newQueries(cfg.Schema),
 		leaseTTL: cfg.JobLeaseTTL,
 	}
-	for _, c := range cfg.Policy.Categories {
-		s.decayNames = append(s.decayNames, c.Name)
-		s.decaySeconds = append(s.decaySeconds, time.Duration(c.HalfLife).Seconds())
-	}
+	s.decayNames, s.decaySeconds = write.DecayParams(s.core)
 	// Conversation memory first: long-term memory summarizes its sessions.
+	// The write path first: long-term memory's extraction writes through it.
+	s.w = write.New(s.core, tenant.OwnerVectorsMaxDims)
 	s.conv = conversation.New(s.core, longterm.Pins(s.core))
-	s.lt = longterm.New(s.core, s.conv)
+	s.lt = longterm.New(s.core, s.conv, s.w)
 	s.access = newAccessRecorder(s)
 	return s, nil
 }

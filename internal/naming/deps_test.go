@@ -43,14 +43,18 @@ func TestDependencyRule(t *testing.T) {
 // engineIdeas are the packages of the memory engine's ideas, each with the
 // Engram packages it may import: the core imports only the leaves; the
 // ideas import the core (and the leaves), never the façade internal/memory;
+// the write path of memories imports no idea (every idea that writes
+// memories calls it, so there is one dedup and transaction path);
 // conversation memory imports no other idea, and long-term memory only
+// the write path (its extraction writes facts through it) and
 // conversation memory (its episodes summarize sessions), so the façade is
 // where they are put together (docs/architecture.md, "Inside
 // internal/memory").
 var engineIdeas = map[string][]string{
 	"../memory/core":         engineLeaves,
+	"../memory/write":        append([]string{"../memory/core"}, engineLeaves...),
 	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
-	"../memory/longterm":     append([]string{"../memory/core", "../memory/conversation"}, engineLeaves...),
+	"../memory/longterm":     append([]string{"../memory/core", "../memory/write", "../memory/conversation"}, engineLeaves...),
 	// Tests' state of a provisioned tenant, for the ideas' own tests;
 	// imported by tests only.
 	"../memory/core/coretest": append([]string{"../memory/core", "../tenant", "../testenv", "../naming"}, engineLeaves...),
@@ -74,6 +78,27 @@ func TestEngineImportRule(t *testing.T) {
 				continue
 			}
 			t.Errorf("%s imports %s; it may import only %v", pkg, d, allowed)
+		}
+	}
+}
+
+// engineWritesThrough are the ideas that write memories, each importing
+// the write path directly: their writes go through write.Store (one dedup
+// and transaction path), since an idea may not import the façade and no
+// other package holds a way to write a memory.
+var engineWritesThrough = []string{"../memory/longterm"}
+
+// TestExtractionWritesThroughTheWritePath pins engineWritesThrough: long-term
+// memory (fact and session extraction) imports internal/memory/write.
+func TestExtractionWritesThroughTheWritePath(t *testing.T) {
+	const write = "github.com/engram-dev/engram/internal/memory/write"
+	for _, pkg := range engineWritesThrough {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		if !slices.Contains(strings.Fields(string(out)), write) {
+			t.Errorf("%s does not import %s; its writes of memories must go through it", pkg, write)
 		}
 	}
 }

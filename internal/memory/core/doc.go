@@ -10,7 +10,8 @@
 // cursors.
 //
 // It sits above the engine's leaves (policy, pg) and below the parts
-// (internal/memory/conversation, and the façade internal/memory), and
+// (internal/memory/write, internal/memory/conversation,
+// internal/memory/longterm, and the façade internal/memory), and
 // imports none of them: TestEngineImportRule in internal/naming pins it
 // (docs/architecture.md, "Inside internal/memory").
 package core

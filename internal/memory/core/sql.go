@@ -29,8 +29,8 @@ type RowsQuerier interface {
 }
 
 // DBTX is what the write paths run their statements on: a pgx.Tx, or the
-// connection of a pipelined transaction (memory's addtx.go) whose BEGIN and COMMIT
-// travel with its statements.
+// connection of a pipelined transaction (internal/memory/write's addtx.go)
+// whose BEGIN and COMMIT travel with its statements.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

@@ -3,6 +3,7 @@ package longterm
 import (
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // Store is the long-term memory of one tenant (documents and episodes)
@@ -10,7 +11,9 @@ import (
 type Store struct {
 	core *core.State
 	conv *conversation.Store
-	sql  tables
+	// w is the write path every extracted fact goes through.
+	w   *write.Store
+	sql tables
 }
 
 // tables are the quoted names of the tables long-term memory reads and
@@ -30,10 +33,10 @@ func newTables(st *core.State) tables {
 	}
 }
 
-// New returns the long-term store over st and conv (whose reads and
-// summarizer write episodes).
-func New(st *core.State, conv *conversation.Store) *Store {
-	return &Store{core: st, conv: conv, sql: newTables(st)}
+// New returns the long-term store over st, conv (whose reads and
+// summarizer write episodes) and w (which extraction writes facts through).
+func New(st *core.State, conv *conversation.Store, w *write.Store) *Store {
+	return &Store{core: st, conv: conv, w: w, sql: newTables(st)}
 }
 
 // Pins gives conversation memory the document versions a new session pins

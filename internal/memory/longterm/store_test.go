@@ -11,6 +11,8 @@ import (
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/core/coretest"
+	"github.com/engram-dev/engram/internal/memory/write"
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // TestLongTermStoreStandsOnCore: documents and episodes run over the
@@ -21,7 +23,7 @@ import (
 func TestLongTermStoreStandsOnCore(t *testing.T) {
 	st := coretest.NewState(t)
 	conv := conversation.New(st, Pins(st))
-	lt := New(st, conv)
+	lt := New(st, conv, write.New(st, tenant.OwnerVectorsMaxDims))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	put := func(content string) {

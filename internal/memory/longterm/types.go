@@ -1,13 +1,17 @@
 // Package longterm is long-term memory from conversations: the versioned
 // profile and constraints documents of an (owner, agent) with their
-// changelog and the snapshots sessions pin, and the episodes of finished
-// sessions. Store holds it over the engine's shared state (core.State)
-// and conversation memory (whose reads and summarizer episodes use); the
-// façade internal/memory holds one Store, delegates to it and re-exports
-// the types (facade_longterm*.go, docs/architecture.md). Fact extraction,
-// global memories and the context rendering stay in the façade for now:
-// they write and read memories through its write path. It imports
-// internal/memory/core, internal/memory/conversation and the engine's
+// changelog and the snapshots sessions pin, the episodes of finished
+// sessions, fact extraction (from given messages, and from a session's
+// new messages up to its watermark, with one batch dedup) and EndSession.
+// Store holds it over the engine's shared state (core.State), the write
+// path (write.Store: every extracted fact is written through it, the
+// session's watermark in the same transaction) and conversation memory
+// (whose reads and summarizer episodes use); the façade internal/memory
+// holds one Store, delegates to it and re-exports the types
+// (facade_longterm.go, facade_extract.go, docs/architecture.md). Global
+// memories and the context rendering stay in the façade for now: they
+// read memories through its read path. It imports internal/memory/core,
+// internal/memory/write, internal/memory/conversation and the engine's
 // leaves, never the façade.
 package longterm
 

@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -16,15 +16,18 @@ import (
 // maxBatch bounds one AddBatch call.
 const maxBatch = 1000
 
-// preparedAdd is a validated, redacted write ready to be embedded and stored.
-type preparedAdd struct {
-	req        AddRequest // normalized: source, category and importance set
-	content    string     // after redaction
+// Prepared is a validated, redacted write ready to be embedded and stored
+// (Store.Prepare, then Store.EmbedAll).
+type Prepared struct {
+	Req        AddRequest // normalized: source, category and importance set
+	Content    string     // after redaction
 	redactions []string
-	flags      []string
+	Flags      []string       // of the injection guard (Flag mode)
 	ttl        *time.Duration // per-memory override of the category ttl
-	vec        []float32
-	factIndex  int // ExtractSession: the fact's index in SessionExtractResult.Facts
+	Vec        []float32
+	// FactIndex is a session extraction's index of the fact in its result
+	// (the caller's; the write path does not read it).
+	FactIndex int
 }
 
 // Add stores one memory with two-threshold dedup: validate, redact, guard,
@@ -35,14 +38,14 @@ type preparedAdd struct {
 // after commit.
 func (s *Store) Add(ctx context.Context, req AddRequest) (*AddResult, error) {
 	fe := &core.FieldErrors{}
-	p, err := (*writer)(s).prepareAdd(req, fe)
+	p, err := s.Prepare(req, fe)
 	if err != nil {
 		return nil, err
 	}
-	if err := (*writer)(s).embedAll(ctx, []*preparedAdd{p}); err != nil {
+	if err := s.EmbedAll(ctx, []*Prepared{p}); err != nil {
 		return nil, err
 	}
-	results, err := (*writer)(s).storeGroup(ctx, []*preparedAdd{p})
+	results, err := s.StoreGroup(ctx, []*Prepared{p})
 	if err != nil {
 		return nil, err
 	}
@@ -60,20 +63,20 @@ func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, e
 	if len(reqs) > maxBatch {
 		return nil, core.Invalid("items", "%d items is more than the limit of %d per batch", len(reqs), maxBatch)
 	}
-	prepared, err := (*writer)(s).prepareAll(reqs)
+	prepared, err := s.prepareAll(reqs)
 	if err != nil {
 		return nil, err
 	}
-	if err := (*writer)(s).embedAll(ctx, prepared); err != nil {
+	if err := s.EmbedAll(ctx, prepared); err != nil {
 		return nil, err
 	}
 	out := make([]AddResult, 0, len(reqs))
 	for start := 0; start < len(prepared); {
 		end := start + 1
-		for end < len(prepared) && prepared[end].req.Owner == prepared[start].req.Owner {
+		for end < len(prepared) && prepared[end].Req.Owner == prepared[start].Req.Owner {
 			end++
 		}
-		results, err := (*writer)(s).storeGroup(ctx, prepared[start:end])
+		results, err := s.StoreGroup(ctx, prepared[start:end])
 		if err != nil {
 			return out, fmt.Errorf("storing item %d: %w", start+len(results), err)
 		}
@@ -83,15 +86,15 @@ func (s *Store) AddBatch(ctx context.Context, reqs []AddRequest) ([]AddResult, e
 	return out, nil
 }
 
-// storeGroup stores writes of one owner in one transaction under the owner's
+// StoreGroup stores embedded writes of one owner in one transaction under the owner's
 // lock (addInTx), then evicts over the cap. Arbiter calls happen before the
 // transaction so no network call holds the lock.
-func (s *writer) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult, error) {
-	plans := make([]*arbiterPlan, len(ps))
+func (s *Store) StoreGroup(ctx context.Context, ps []*Prepared) ([]AddResult, error) {
+	plans := make([]*Plan, len(ps))
 	for i, p := range ps {
 		plans[i] = s.planArbitration(ctx, p)
 	}
-	owner := ps[0].req.Owner
+	owner := ps[0].Req.Owner
 	results, err := s.addOnWorker(ctx, ps, plans)
 	if err == nil && results == nil {
 		results, err = s.addInTx(ctx, owner, ps, plans)
@@ -101,32 +104,33 @@ func (s *writer) storeGroup(ctx context.Context, ps []*preparedAdd) ([]AddResult
 	}
 	byUser := true
 	for _, p := range ps {
-		byUser = byUser && p.req.Source == SourceUser
+		byUser = byUser && p.Req.Source == core.SourceUser
 	}
-	s.evictAfter(ctx, owner, results, byUser)
+	s.EvictAfter(ctx, owner, results, byUser)
 	return results, nil
 }
 
-// neighbour is the owner's memory nearest to a write.
-type neighbour struct {
-	id, content, category string
+// Neighbour is the owner's memory nearest to a write (Store.Nearest): ID,
+// Content, its similarity Sim, and Exact when the text is identical.
+type Neighbour struct {
+	ID, Content, category string
 	agent, session        string
 	active                bool
 	updatedAt             time.Time
-	sim                   float64
-	exact                 bool
+	Sim                   float64
+	Exact                 bool
 	// source of the row; read by lockNeighbour only (the lookup's columns
 	// are fixed: the benchmark's raw side scans them too).
-	source Source
+	source core.Source
 }
 
-// nearest finds the owner's memory most similar to vec among active and
+// Nearest finds the owner's memory most similar to vec among active and
 // inactive rows that are not superseded; an identical text always wins.
 // Inactive rows the purge job will delete within purgeGuard are left out:
 // they are about to go, and the purge may hold their row locks. With lock
 // it also locks the row (FOR UPDATE); add's transaction does not, it locks
-// the neighbour only when it is about to act on it (lockNeighbour).
-func (s *writer) nearest(ctx context.Context, q core.Querier, owner, content string, vec []float32, lock bool) (*neighbour, error) {
+// the Neighbour only when it is about to act on it (lockNeighbour).
+func (s *Store) Nearest(ctx context.Context, q core.Querier, owner, content string, vec []float32, lock bool) (*Neighbour, error) {
 	sql := s.nearestQuery(len(vec), lock)
 	n, err := scanNeighbour(q.QueryRow(ctx, sql, owner, pgv.NewVector(vec), content))
 	if err != nil {
@@ -137,65 +141,65 @@ func (s *writer) nearest(ctx context.Context, q core.Querier, owner, content str
 
 // scanNeighbour reads a row of nearestQuery, then extra destinations; nil
 // when there is none.
-func scanNeighbour(row pgx.Row, extra ...any) (*neighbour, error) {
-	var n neighbour
-	err := row.Scan(append([]any{&n.id, &n.content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.sim, &n.exact}, extra...)...)
+func scanNeighbour(row pgx.Row, extra ...any) (*Neighbour, error) {
+	var n Neighbour
+	err := row.Scan(append([]any{&n.ID, &n.Content, &n.category, &n.agent, &n.session, &n.active, &n.updatedAt, &n.Sim, &n.Exact}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if n.exact {
-		n.sim = 1
+	if n.Exact {
+		n.Sim = 1
 	}
 	return &n, nil
 }
 
-// lockNeighbour locks the neighbour a write is about to merge into, rewrite,
+// lockNeighbour locks the Neighbour a write is about to merge into, rewrite,
 // supersede or return, and reads it again: the lookup did not lock it (an
 // insert, the common case, leaves it alone), and jobs that do not take the
 // owner's lock (decay, expire) may have deactivated it since. nil when it is
-// gone or superseded. Which row is the neighbour cannot have changed: the
+// gone or superseded. Which row is the Neighbour cannot have changed: the
 // owner's lock keeps out every other writer of content, vectors and
 // superseded_by, and the lookup leaves out rows the purge may delete.
-func (s *writer) lockNeighbour(ctx context.Context, tx core.DBTX, nb *neighbour, p *preparedAdd) (*neighbour, error) {
+func (s *Store) lockNeighbour(ctx context.Context, tx core.DBTX, nb *Neighbour, p *Prepared) (*Neighbour, error) {
 	var src string
 	n, err := scanNeighbour(tx.QueryRow(ctx, `SELECT m.id::text, m.content, m.category, m.agent_id, m.session_id, m.active, m.updated_at,
 			1 - (m.embedding <=> $2), m.content = $3, m.source
-		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.id, pgv.NewVector(p.vec), p.content), &src)
+		FROM `+s.sql.memories+` AS m WHERE m.id = $1 AND m.superseded_by IS NULL FOR UPDATE`, nb.ID, pgv.NewVector(p.Vec), p.Content), &src)
 	if err != nil {
-		return nil, core.DBErr("locking memory "+nb.id, err)
+		return nil, core.DBErr("locking memory "+nb.ID, err)
 	}
 	if n != nil {
-		n.source = Source(src)
+		n.source = core.Source(src)
 	}
 	return n, nil
 }
 
 // nearestQuery is nearest's SQL: the owner-local two-phase lookup when the
 // vectors fit the covering index, else the one-phase one.
-func (s *writer) nearestQuery(dims int, lock bool) string {
-	if ownerVectors(dims) {
-		return nearestSQL(s.sql.memories, (*maintenance)(s).keptSinceSQL((*maintenance)(s).purgeGuard()), lock)
+func (s *Store) nearestQuery(dims int, lock bool) string {
+	if s.ownerVectors(dims) {
+		return nearestSQL(s.sql.memories, s.KeptSinceSQL(s.PurgeGuard()), lock)
 	}
-	return legacyNearestSQL(s.sql.memories, (*maintenance)(s).purgeDueSQL((*maintenance)(s).purgeGuard()), lock)
+	return legacyNearestSQL(s.sql.memories, s.PurgeDueSQL(s.PurgeGuard()), lock)
 }
 
-// NearestQuery is the SQL of add's neighbour lookup (in its transaction,
+// NearestQuery is the SQL of add's Neighbour lookup (in its transaction,
 // after LockOwnerQuery) for vectors of dims dimensions, with parameters $1
 // owner, $2 vector, $3 content (the benchmark's raw side runs exactly this).
-func (s *Store) NearestQuery(dims int) string { return (*writer)(s).nearestQuery(dims, false) }
+func (s *Store) NearestQuery(dims int) string { return s.nearestQuery(dims, false) }
 
-// decide performs one write given its neighbour nb. commit, when not nil,
+// decide performs one write given its Neighbour nb. commit, when not nil,
 // asks the write to commit the transaction if it ends with a plain insert
 // (sent in the insert's round trip); *commit tells whether it did.
-func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan *arbiterPlan, nb *neighbour, commit *bool) (*AddResult, error) {
+func (s *Store) decide(ctx context.Context, tx core.DBTX, p *Prepared, plan *Plan, nb *Neighbour, commit *bool) (*AddResult, error) {
 	res := &AddResult{Redactions: p.redactions}
 	d := s.core.Policy.Dedup
-	if nb == nil || !nb.exact && nb.sim < d.ArbitrationThreshold {
+	if nb == nil || !nb.Exact && nb.Sim < d.ArbitrationThreshold {
 		if nb != nil {
-			res.Similarity = nb.sim
+			res.Similarity = nb.Sim
 		}
 		return s.insertCommit(ctx, tx, p, res, commit)
 	}
@@ -206,14 +210,14 @@ func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan 
 	if nb == nil {
 		return s.insert(ctx, tx, p, res)
 	}
-	res.Similarity = nb.sim
+	res.Similarity = nb.Sim
 	switch {
-	case nb.exact || nb.sim >= d.AutoMergeThreshold:
-		if s.protectedFor(nb.category, p.req.Source) {
+	case nb.Exact || nb.Sim >= d.AutoMergeThreshold:
+		if s.protectedFor(nb.category, p.Req.Source) {
 			return s.noop(ctx, tx, nb, res)
 		}
 		return s.merge(ctx, tx, p, nb, res)
-	case nb.sim >= d.ArbitrationThreshold:
+	case nb.Sim >= d.ArbitrationThreshold:
 		return s.applyArbitration(ctx, tx, p, nb, plan, res)
 	default:
 		return s.insert(ctx, tx, p, res)
@@ -223,13 +227,13 @@ func (s *writer) decide(ctx context.Context, tx core.DBTX, p *preparedAdd, plan 
 // protectedFor reports whether a write from src may not change a memory of
 // category. A category the policy no longer has (renamed or removed) counts
 // as protected: what it held may have been a user's hard constraint.
-func (s *writer) protectedFor(category string, src Source) bool {
+func (s *Store) protectedFor(category string, src core.Source) bool {
 	c, ok := s.core.Policy.Category(category)
-	return (!ok || c.Protected) && src != SourceUser
+	return (!ok || c.Protected) && src != core.SourceUser
 }
 
-// expirySeconds is the ttl applied to a write: its own, else its category's; 0 = never.
-func (s *writer) expirySeconds(category string, override *time.Duration) float64 {
+// ExpirySeconds is the ttl applied to a write: its own, else its category's; 0 = never.
+func (s *Store) ExpirySeconds(category string, override *time.Duration) float64 {
 	if override != nil {
 		return override.Seconds()
 	}
@@ -257,7 +261,7 @@ const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN
 func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + expiry("$11") + `, $14)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + Expiry("$11") + `, $14)
 			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
@@ -265,26 +269,26 @@ func (s *Store) InsertQuery() string {
 		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
 }
 
-func (s *writer) insert(ctx context.Context, tx core.DBTX, p *preparedAdd, res *AddResult) (*AddResult, error) {
+func (s *Store) insert(ctx context.Context, tx core.DBTX, p *Prepared, res *AddResult) (*AddResult, error) {
 	return s.insertCommit(ctx, tx, p, res, nil)
 }
 
 // insertCommit inserts; with commit not nil it sends COMMIT in the same
 // round trip and sets *commit once the server has committed.
-func (s *writer) insertCommit(ctx context.Context, tx core.DBTX, p *preparedAdd, res *AddResult, commit *bool) (*AddResult, error) {
+func (s *Store) insertCommit(ctx context.Context, tx core.DBTX, p *Prepared, res *AddResult, commit *bool) (*AddResult, error) {
 	details := map[string]any{"similarity": res.Similarity}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	args := []any{core.NewID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
-		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, core.ActorID(ctx), p.req.SourceSession}
+	args := []any{core.NewID(), p.Req.Owner, p.Req.Agent, p.Req.Session, string(p.Req.Source),
+		p.Req.Category, p.Content, p.Req.Importance, pgv.NewVector(p.Vec), FlagsOrEmpty(p.Flags),
+		s.ExpirySeconds(p.Req.Category, p.ttl), details, core.ActorID(ctx), p.Req.SourceSession}
 	// The count runs in the statement's snapshot, which does not yet hold the
-	// new row: +1. It spares evictAfter a round trip when under the cap.
+	// new row: +1. It spares EvictAfter a round trip when under the cap.
 	var m Memory
 	var err error
 	if commit == nil {
-		m, err = scanMemory(tx.QueryRow(ctx, (*Store)(s).InsertQuery(), args...), &res.ownerRows)
+		m, err = ScanMemory(tx.QueryRow(ctx, s.InsertQuery(), args...), &res.ownerRows)
 	} else {
 		m, err = s.insertAndCommit(ctx, tx, args, &res.ownerRows)
 		*commit = err == nil
@@ -300,13 +304,13 @@ func (s *writer) insertCommit(ctx context.Context, tx core.DBTX, p *preparedAdd,
 }
 
 // insertAndCommit runs InsertQuery and COMMIT in one pipeline.
-func (s *writer) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, ownerRows *int) (Memory, error) {
+func (s *Store) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, ownerRows *int) (Memory, error) {
 	b := &pgx.Batch{}
-	b.Queue((*Store)(s).InsertQuery(), args...)
+	b.Queue(s.InsertQuery(), args...)
 	b.Queue("COMMIT")
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
-	m, err := scanMemory(br.QueryRow(), ownerRows)
+	m, err := ScanMemory(br.QueryRow(), ownerRows)
 	if err != nil {
 		return Memory{}, err
 	}
@@ -317,13 +321,15 @@ func (s *writer) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, 
 	return m, br.Close()
 }
 
-func expiry(param string) string {
+// Expiry is the expires_at expression of a ttl in seconds bound to param
+// ("$11"): NULL (never) for 0.
+func Expiry(param string) string {
 	return strings.ReplaceAll(expirySQL, "$EXP", param)
 }
 
 // mergedCategory keeps the more important of two categories (pinned, then
 // priority) so a duplicate written into a lesser category never demotes a fact.
-func (s *writer) mergedCategory(existing, incoming string) string {
+func (s *Store) mergedCategory(existing, incoming string) string {
 	a, okA := s.core.Policy.Category(existing)
 	b, okB := s.core.Policy.Category(incoming)
 	if !okA {
@@ -335,26 +341,26 @@ func (s *writer) mergedCategory(existing, incoming string) string {
 	return incoming
 }
 
-// merge updates the neighbour in place with the new wording (and
+// merge updates the Neighbour in place with the new wording (and
 // reactivates it); the scope widens to owner level when agents or sessions
 // differ. The row keeps only the new text (the old one is in its history),
 // so it takes the write's source; its category follows mergeCategory.
-func (s *writer) merge(ctx context.Context, tx core.DBTX, p *preparedAdd, nb *neighbour, res *AddResult) (*AddResult, error) {
+func (s *Store) merge(ctx context.Context, tx core.DBTX, p *Prepared, nb *Neighbour, res *AddResult) (*AddResult, error) {
 	action := ActionMerged
 	if !nb.active {
 		action = ActionReactivated
 	}
-	category, ok := s.mergeCategory(nb, p, p.req.Source)
+	category, ok := s.mergeCategory(nb, p, p.Req.Source)
 	if !ok {
 		return s.insert(ctx, tx, p, res)
 	}
 	m, err := s.rewrite(ctx, tx, nb, rewrite{
-		content: p.content, vec: p.vec, category: category, importance: p.req.Importance,
-		source: p.req.Source, actor: p.req.Source, agent: p.req.Agent, session: p.req.Session,
-		sourceSession: p.req.SourceSession, flags: p.flags,
-		expiry: s.expirySeconds(category, p.ttl), action: string(action),
-		details: mergeDetails(map[string]any{"similarity": nb.sim, "wasActive": nb.active}, nb, p),
-		owner:   p.req.Owner,
+		content: p.Content, vec: p.Vec, category: category, importance: p.Req.Importance,
+		source: p.Req.Source, actor: p.Req.Source, agent: p.Req.Agent, session: p.Req.Session,
+		sourceSession: p.Req.SourceSession, flags: p.Flags,
+		expiry: s.ExpirySeconds(category, p.ttl), action: string(action),
+		details: mergeDetails(map[string]any{"similarity": nb.Sim, "wasActive": nb.active}, nb, p),
+		owner:   p.Req.Owner,
 	})
 	if err != nil {
 		return nil, err
@@ -363,7 +369,7 @@ func (s *writer) merge(ctx context.Context, tx core.DBTX, p *preparedAdd, nb *ne
 	return res, nil
 }
 
-// rewrite is an in-place update of a neighbour by a write.
+// rewrite is an in-place update of a Neighbour by a write.
 type rewrite struct {
 	content    string
 	vec        []float32
@@ -371,7 +377,7 @@ type rewrite struct {
 	importance int
 	// source is the row's source after the write, actor the writer's
 	// (history's actor): they differ when a merge keeps the lower trust.
-	source, actor  Source
+	source, actor  core.Source
 	agent, session string
 	sourceSession  string // "" keeps the row's
 	flags          []string
@@ -383,7 +389,7 @@ type rewrite struct {
 
 // rewrite updates the neighbour, which lockNeighbour has locked, and writes
 // its history row from values the caller holds (historyrow.go).
-func (s *writer) rewrite(ctx context.Context, tx core.DBTX, nb *neighbour, w rewrite) (Memory, error) {
+func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewrite) (Memory, error) {
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -391,40 +397,44 @@ func (s *writer) rewrite(ctx context.Context, tx core.DBTX, nb *neighbour, w rew
 				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
 				source_session = CASE WHEN $16::text <> '' THEN $16::text ELSE m.source_session END,
-				active = true, deactivated_at = NULL, expires_at = ` + expiry("$10") + `, updated_at = now()
+				active = true, deactivated_at = NULL, expires_at = ` + Expiry("$10") + `, updated_at = now()
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			VALUES ($1::uuid, $17, $11, $15, $14, $12, $2, $13))
 		SELECT * FROM upd`
-	m, err := (*maintenance)(s).updateAndPrune(ctx, tx, nb.id, sql, nb.id, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), flagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.content, w.details, core.ActorID(ctx),
+	m, err := s.UpdateAndPrune(ctx, tx, nb.ID, sql, nb.ID, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+		string(w.source), FlagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.Content, w.details, core.ActorID(ctx),
 		string(w.actor), w.sourceSession, w.owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// lockNeighbour holds the row: it cannot be gone. Were it, the
 		// history row is written already; fail the transaction.
-		return Memory{}, fmt.Errorf("updating memory %s: the row locked by this write is gone: %w", nb.id, ErrConflict)
+		return Memory{}, fmt.Errorf("updating memory %s: the row locked by this write is gone: %w", nb.ID, core.ErrConflict)
 	}
 	if err != nil {
-		return Memory{}, core.DBErr("updating memory "+nb.id, err)
+		return Memory{}, core.DBErr("updating memory "+nb.ID, err)
 	}
 	return m, nil
 }
 
-// noop returns the neighbour unchanged.
-func (s *writer) noop(ctx context.Context, tx core.DBTX, nb *neighbour, res *AddResult) (*AddResult, error) {
-	m, err := scanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.id))
+// noop returns the Neighbour unchanged.
+func (s *Store) noop(ctx context.Context, tx core.DBTX, nb *Neighbour, res *AddResult) (*AddResult, error) {
+	m, err := ScanMemory(tx.QueryRow(ctx, `SELECT `+s.sql.columns+` FROM `+s.sql.memories+` AS m WHERE m.id = $1`, nb.ID))
 	if err != nil {
-		return nil, core.DBErr("reading memory "+nb.id, err)
+		return nil, core.DBErr("reading memory "+nb.ID, err)
 	}
 	res.Action, res.Memory = ActionNoop, m
 	return res, nil
 }
 
-func flagsOrEmpty(f []string) []string {
+// FlagsOrEmpty is f, or an empty list for the flags column (never NULL).
+func FlagsOrEmpty(f []string) []string {
 	if f == nil {
 		return []string{}
 	}
 	return f
 }
+
+// TTL is the write's own ttl, overriding its category's (nil: the category's).
+func (p *Prepared) TTL() *time.Duration { return p.ttl }

@@ -1,4 +1,8 @@
-package memory
+package write
+
+import (
+	"github.com/engram-dev/engram/internal/memory/core"
+)
 
 // Merges keep the lowest trust. A merge writes one row from two writers'
 // text; the row must not claim more trust than the less trusted of them,
@@ -7,9 +11,9 @@ package memory
 
 // mergeSource is the source of a row whose text the arbiter or the batch
 // dedup merged from the neighbour's and the write's: the less trusted of
-// the two (LeastTrusted; a row stored without a known source counts as agent).
-func mergeSource(nb *neighbour, p *preparedAdd) Source {
-	return LeastTrusted(nb.source, p.req.Source)
+// the two (core.LeastTrusted; a row stored without a known source counts as agent).
+func mergeSource(nb *Neighbour, p *Prepared) core.Source {
+	return core.LeastTrusted(nb.source, p.Req.Source)
 }
 
 // mergeCategory is the category of a row merged from nb and p whose source
@@ -22,30 +26,30 @@ func mergeSource(nb *neighbour, p *preparedAdd) Source {
 // neither category is allowed, or when one of them is protected and src
 // is not user: merging would take a protected fact out of its protection
 // (or put the other writer's words into it); the caller keeps the two apart.
-func (s *writer) mergeCategory(nb *neighbour, p *preparedAdd, src Source) (string, bool) {
-	protected := func(category string) bool { return s.protectedFor(category, SourceAgent) }
-	if src != SourceUser && (protected(nb.category) || protected(p.req.Category)) {
+func (s *Store) mergeCategory(nb *Neighbour, p *Prepared, src core.Source) (string, bool) {
+	protected := func(category string) bool { return s.protectedFor(category, core.SourceAgent) }
+	if src != core.SourceUser && (protected(nb.category) || protected(p.Req.Category)) {
 		return "", false
 	}
-	allowed := func(category string, chooser, other Source) bool {
+	allowed := func(category string, chooser, other core.Source) bool {
 		return !protected(category) || chooser.Trust() >= other.Trust()
 	}
-	existing := allowed(nb.category, nb.source, p.req.Source)
-	incoming := allowed(p.req.Category, p.req.Source, nb.source)
+	existing := allowed(nb.category, nb.source, p.Req.Source)
+	incoming := allowed(p.Req.Category, p.Req.Source, nb.source)
 	switch {
 	case existing && incoming:
-		return s.mergedCategory(nb.category, p.req.Category), true
+		return s.mergedCategory(nb.category, p.Req.Category), true
 	case existing:
 		return nb.category, true
 	case incoming:
-		return p.req.Category, true
+		return p.Req.Category, true
 	}
 	return "", false
 }
 
 // mergeDetails adds both writers' sources to a merge's history details.
-func mergeDetails(details map[string]any, nb *neighbour, p *preparedAdd) map[string]any {
+func mergeDetails(details map[string]any, nb *Neighbour, p *Prepared) map[string]any {
 	details["existingSource"] = string(nb.source)
-	details["incomingSource"] = string(p.req.Source)
+	details["incomingSource"] = string(p.Req.Source)
 	return details
 }

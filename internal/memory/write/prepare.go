@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/modelapi"
 )
 
 // Preparing a write, before any transaction: validation, redaction, the
@@ -13,13 +14,13 @@ import (
 
 // prepareAll validates a batch; protected-category violations become field
 // errors too, so the caller gets every problem at once.
-func (s *writer) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
+func (s *Store) prepareAll(reqs []AddRequest) ([]*Prepared, error) {
 	all := &core.FieldErrors{}
-	prepared := make([]*preparedAdd, len(reqs))
+	prepared := make([]*Prepared, len(reqs))
 	for i, r := range reqs {
 		fe := &core.FieldErrors{Prefix: fmt.Sprintf("items[%d].", i)}
-		p, err := s.prepareAdd(r, fe)
-		if errors.Is(err, ErrProtected) {
+		p, err := s.Prepare(r, fe)
+		if errors.Is(err, core.ErrProtected) {
 			fe.Add("category", "%v", err)
 		} else if err != nil && fe.Len() == 0 {
 			return nil, err
@@ -33,56 +34,56 @@ func (s *writer) prepareAll(reqs []AddRequest) ([]*preparedAdd, error) {
 	return prepared, nil
 }
 
-// prepareAdd validates req, redacts secrets, checks the stored size and
+// Prepare validates req, redacts secrets, checks the stored size and
 // applies the injection guard.
-func (s *writer) prepareAdd(req AddRequest, fe *core.FieldErrors) (*preparedAdd, error) {
-	p := &preparedAdd{req: req}
+func (s *Store) Prepare(req AddRequest, fe *core.FieldErrors) (*Prepared, error) {
+	p := &Prepared{Req: req}
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
-	p.req.Source = fe.Source(req.Source)
-	p.req.Category = fe.Category(&s.core.Policy, req.Category)
-	p.req.Importance = fe.Importance(req.Importance)
+	p.Req.Source = fe.Source(req.Source)
+	p.Req.Category = fe.Category(&s.core.Policy, req.Category)
+	p.Req.Importance = fe.Importance(req.Importance)
 	p.ttl = fe.TTL(req.TTL)
 	fe.Text("content", req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	if err := core.CheckProtected(&s.core.Policy, p.req.Category, p.req.Source); err != nil {
+	if err := core.CheckProtected(&s.core.Policy, p.Req.Category, p.Req.Source); err != nil {
 		return nil, err
 	}
-	if err := (*longTerm)(s).routeGlobal(&p.req); err != nil {
+	if err := s.routeGlobal(&p.Req); err != nil {
 		return nil, err
 	}
-	c, err := s.clean("content", req.Content, fe)
+	c, err := s.Clean("content", req.Content, fe)
 	if err != nil {
 		return nil, err
 	}
-	p.content, p.redactions, p.flags = c.Text, c.Redactions, c.Flags
+	p.Content, p.redactions, p.Flags = c.Text, c.Redactions, c.Flags
 	return p, nil
 }
 
-// clean turns validated input text into what is stored, bounded by
+// Clean turns validated input text into what is stored, bounded by
 // limits.maxContentBytes (core.State.CleanWithin: redaction, the size
 // check, the injection guard).
-func (s *writer) clean(field, raw string, fe *core.FieldErrors) (core.Cleaned, error) {
+func (s *Store) Clean(field, raw string, fe *core.FieldErrors) (core.Cleaned, error) {
 	return s.core.CleanWithin(field, raw, s.core.Policy.Limits.MaxContentBytes, fe)
 }
 
-// embedAll embeds the content of every prepared write in one call.
-func (s *writer) embedAll(ctx context.Context, ps []*preparedAdd) error {
+// EmbedAll embeds the content of every prepared write in one call.
+func (s *Store) EmbedAll(ctx context.Context, ps []*Prepared) error {
 	texts := make([]string, len(ps))
 	for i, p := range ps {
-		texts[i] = p.content
+		texts[i] = p.Content
 	}
 	vecs, err := s.core.Embedder.Embed(ctx, texts)
 	if err != nil {
 		return fmt.Errorf("embedding: %w", err)
 	}
 	if len(vecs) != len(ps) {
-		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", ErrUpstream, len(vecs), len(ps))
+		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", modelapi.ErrUpstream, len(vecs), len(ps))
 	}
 	for i, p := range ps {
-		p.vec = vecs[i]
+		p.Vec = vecs[i]
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
-// evictAfter enforces the per-owner cap after a commit that inserted rows:
+// EvictAfter enforces the per-owner cap after a commit that inserted rows:
 // the owner's inactive memories go first, then active ones of lowest value
 // (importance x decay, oldest first), pinned categories last. Evicted rows
 // are hard-deleted with their history, like an early purge, and leave one
@@ -22,7 +22,7 @@ import (
 // a user's hard constraints by writing until they fall over the cap. An
 // owner whose remaining memories are all protected then stays over the cap
 // until the user or a job removes some.
-func (s *writer) evictAfter(ctx context.Context, owner string, results []AddResult, byUser bool) {
+func (s *Store) EvictAfter(ctx context.Context, owner string, results []AddResult, byUser bool) {
 	var keep []string
 	rows := 0
 	for _, r := range results {
@@ -48,7 +48,7 @@ func (s *writer) evictAfter(ctx context.Context, owner string, results []AddResu
 // per-owner cap: the only history row the memory keeps.
 const HistoryEvict = "evict"
 
-func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
+func (s *Store) evict(ctx context.Context, owner string, keep []string, byUser bool) (int, error) {
 	var count int
 	if err := s.core.Pool.QueryRow(ctx, `SELECT count(*) FROM `+s.sql.memories+` WHERE owner_id = $1`, owner).Scan(&count); err != nil {
 		return 0, core.DBErr("counting memories", err)
@@ -67,8 +67,8 @@ func (s *writer) evict(ctx context.Context, owner string, keep []string, byUser 
 		}
 	}
 	var deleted int
-	err := (*Store)(s).inTx(ctx, func(tx pgx.Tx) error {
-		if err := (*Store)(s).lockOwner(ctx, tx, owner); err != nil {
+	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.core.LockOwner(ctx, tx, owner); err != nil {
 			return err
 		}
 		victims, err := s.evictionVictims(ctx, tx, owner, keep, over, pinned, unprotected, byUser)

@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // rollbackTimeout bounds the ROLLBACK of a failed add.
 const rollbackTimeout = 5 * time.Second
 
-// addInTx runs the writes of one owner (storeGroup) in one transaction of
+// addInTx runs the writes of one owner (StoreGroup) in one transaction of
 // few round trips: BEGIN, the owner's lock and the first write's neighbour
 // lookup go in one pipeline; the last write, when it is an insert (the
 // common case), goes with the COMMIT. A single fresh add is then two round
@@ -22,26 +22,26 @@ const rollbackTimeout = 5 * time.Second
 // statements run one after another on the server as before: the lookup
 // starts, and takes its snapshot, only after the lock is held, so exact
 // dedup is kept; the commit is still acknowledged only once it is durable.
-func (s *writer) addInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
-	return s.writeInTx(ctx, owner, ps, plans, txHooks{})
+func (s *Store) addInTx(ctx context.Context, owner string, ps []*Prepared, plans []*Plan) ([]AddResult, error) {
+	return s.WriteInTx(ctx, owner, ps, plans, Hooks{})
 }
 
-// txHooks let a caller of the write path run its own statements inside the
+// Hooks let a caller of the write path run its own statements inside the
 // owner's transaction: session extraction checks and moves its watermark
 // there, so the facts and the watermark commit together or not at all.
 // Every write of memories, from an add or an extraction, goes through
-// writeInTx; there is no second transaction path to keep in step.
-type txHooks struct {
-	// before runs once the owner's lock is held; skip true drops the
-	// writes (writeInTx returns no results and commits nothing else).
-	before func(ctx context.Context, tx core.DBTX) (skip bool, err error)
-	// after runs after the writes, before the COMMIT.
-	after func(ctx context.Context, tx core.DBTX) error
+// WriteInTx; there is no second transaction path to keep in step.
+type Hooks struct {
+	// Before runs once the owner's lock is held; skip true drops the
+	// writes (WriteInTx returns no results and commits nothing else).
+	Before func(ctx context.Context, tx core.DBTX) (skip bool, err error)
+	// After runs after the writes, before the COMMIT.
+	After func(ctx context.Context, tx core.DBTX) error
 }
 
-// writeInTx is addInTx with hooks; ps may be empty (an extraction that
+// WriteInTx is addInTx with hooks; ps may be empty (an extraction that
 // found no fact still moves its watermark).
-func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd, plans []*arbiterPlan, h txHooks) ([]AddResult, error) {
+func (s *Store) WriteInTx(ctx context.Context, owner string, ps []*Prepared, plans []*Plan, h Hooks) ([]AddResult, error) {
 	conn, err := s.core.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, core.DBErr("begin", err)
@@ -58,7 +58,7 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 			_, _ = conn.Exec(rctx, "ROLLBACK")
 		}
 	}()
-	var first *preparedAdd
+	var first *Prepared
 	if len(ps) > 0 {
 		first = ps[0]
 	}
@@ -66,8 +66,8 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 	if err != nil {
 		return nil, err
 	}
-	if h.before != nil {
-		skip, err := h.before(ctx, conn)
+	if h.Before != nil {
+		skip, err := h.Before(ctx, conn)
 		if err != nil {
 			return nil, err
 		}
@@ -78,12 +78,12 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 	results := make([]AddResult, 0, len(ps))
 	for i, p := range ps {
 		if i > 0 {
-			if nb, err = s.nearest(ctx, conn, p.req.Owner, p.content, p.vec, false); err != nil {
+			if nb, err = s.Nearest(ctx, conn, p.Req.Owner, p.Content, p.Vec, false); err != nil {
 				return nil, err
 			}
 		}
 		var commit *bool
-		if i == len(ps)-1 && h.after == nil {
+		if i == len(ps)-1 && h.After == nil {
 			commit = &committed
 		}
 		r, err := s.decide(ctx, conn, p, plans[i], nb, commit)
@@ -92,8 +92,8 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 		}
 		results = append(results, *r)
 	}
-	if h.after != nil {
-		if err := h.after(ctx, conn); err != nil {
+	if h.After != nil {
+		if err := h.After(ctx, conn); err != nil {
 			return nil, err
 		}
 	}
@@ -109,17 +109,17 @@ func (s *writer) writeInTx(ctx context.Context, owner string, ps []*preparedAdd,
 // BeginAdd starts an add's transaction (the benchmark's raw side sends it too).
 const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
-// beginLockedLookup sends BEGIN, the owner's lock and p's neighbour lookup
-// in one pipeline and returns the neighbour (none when p is nil: no lookup).
-func (s *writer) beginLockedLookup(ctx context.Context, tx core.DBTX, owner string, p *preparedAdd) (*neighbour, error) {
+// beginLockedLookup sends BEGIN, the owner's lock and p's Neighbour lookup
+// in one pipeline and returns the Neighbour (none when p is nil: no lookup).
+func (s *Store) beginLockedLookup(ctx context.Context, tx core.DBTX, owner string, p *Prepared) (*Neighbour, error) {
 	b := &pgx.Batch{}
 	// READ COMMITTED explicitly: the lookup must take its snapshot after
 	// the lock is granted (each statement its own snapshot), whatever
 	// default_transaction_isolation a DBA set on the database or role.
 	b.Queue(BeginAdd)
-	b.Queue((*Store)(s).LockOwnerQuery(), owner)
+	b.Queue(s.core.LockOwnerQuery(), owner)
 	if p != nil {
-		b.Queue(s.nearestQuery(len(p.vec), false), p.req.Owner, pgv.NewVector(p.vec), p.content)
+		b.Queue(s.nearestQuery(len(p.Vec), false), p.Req.Owner, pgv.NewVector(p.Vec), p.Content)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()

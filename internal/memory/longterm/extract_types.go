@@ -1,19 +1,17 @@
-package memory
+package longterm
 
-import "time"
+import (
+	"time"
 
-// Long-term memory from conversations (issue 16): facts extracted from a
-// session's messages, episodes of finished sessions, versioned profile and
-// constraints documents per (owner, agent) with a changelog and per-session
-// snapshots, and tenant-wide (global) knowledge. Documents and episodes
-// are internal/memory/longterm's (facade_longterm.go); the types here are
-// those of extraction, global memories and EndSession, which write
-// memories through the façade's write path.
+	"github.com/engram-dev/engram/internal/memory/conversation"
+	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
+)
 
-// GlobalOwner is the reserved owner id of tenant-wide memories (categories
-// with global: true). Owner ids must start with a letter or digit, so no
-// request can name it: only the engine reads and writes under it.
-const GlobalOwner = "_global"
+// The types of fact extraction (Extract: from given messages), session
+// extraction (ExtractSession: from a session's new messages) and
+// EndSession. Every fact is written through the write path
+// (internal/memory/write), like any add.
 
 // Conflict types an extracted fact may carry: how it relates to what the
 // store may already hold about the user.
@@ -42,7 +40,7 @@ type SessionExtractRequest struct {
 	// Source the memories are written with at most: agent (default), job,
 	// system or user. The run lowers it to the least trusted source of the
 	// messages it reads (SessionExtractResult.EffectiveSource).
-	Source Source `json:"source,omitempty"`
+	Source core.Source `json:"source,omitempty"`
 }
 
 // ExtractedFact is one candidate fact of a session extraction and what
@@ -61,7 +59,7 @@ type ExtractedFact struct {
 	// TargetID is the existing memory an update, delete or noop refers to.
 	TargetID string `json:"targetId,omitempty"`
 	// Result of the write (nil when the fact was dropped).
-	Result *AddResult `json:"result,omitempty"`
+	Result *write.AddResult `json:"result,omitempty"`
 	// Dropped says why the fact was not stored ("" when it was).
 	Dropped string `json:"dropped,omitempty"`
 	// Flags of the fact's text: "injection" when the injection guard
@@ -91,7 +89,7 @@ type SessionExtractResult struct {
 	// trusted of the requested source and the sources of the messages read
 	// (FromSeq..ToSeq). Lower than the request when an agent appended some
 	// of them: protected categories are then refused, as for any agent write.
-	EffectiveSource Source `json:"effectiveSource"`
+	EffectiveSource core.Source `json:"effectiveSource"`
 }
 
 // EndSessionRequest ends a session: it is archived, facts are extracted
@@ -102,12 +100,12 @@ type EndSessionRequest struct {
 	SessionID string `json:"sessionId"`
 	// Source the extracted memories are written with at most (see
 	// SessionExtractRequest.Source): agent (default), job, system or user.
-	Source Source `json:"source,omitempty"`
+	Source core.Source `json:"source,omitempty"`
 }
 
 // EndSessionResult says what EndSession did.
 type EndSessionResult struct {
-	Session Session `json:"session"`
+	Session conversation.Session `json:"session"`
 	// EndedAt is when the session was ended (the first EndSession's time).
 	EndedAt time.Time `json:"endedAt"`
 	// Extraction is the extraction run (nil when none ran; see ExtractionSkipped).
@@ -117,4 +115,20 @@ type EndSessionResult struct {
 	ExtractionSkipped string `json:"extractionSkipped,omitempty"`
 	// Episode written or already existing (nil: fewer than 3 user turns).
 	Episode *Episode `json:"episode,omitempty"`
+}
+
+// Message is one turn of a conversation given to Extract.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ExtractRequest asks the LLM to pull durable facts out of a conversation
+// and adds each one (with dedup).
+type ExtractRequest struct {
+	Owner    string      `json:"owner"`
+	Agent    string      `json:"agent,omitempty"`
+	Session  string      `json:"session,omitempty"`
+	Source   core.Source `json:"source,omitempty"`
+	Messages []Message   `json:"messages"`
 }

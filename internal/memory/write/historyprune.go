@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -27,12 +27,12 @@ import (
 // CTEs of one statement on one snapshot, but Citus may run them one after
 // another, and a prune inside the update's statement would count the new
 // row on one and not on the other.
-func (s *maintenance) updateAndPrune(ctx context.Context, tx core.DBTX, id, sql string, args ...any) (Memory, error) {
+func (s *Store) UpdateAndPrune(ctx context.Context, tx core.DBTX, id, sql string, args ...any) (Memory, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue(s.pruneHistoryQuery(), id, s.core.Policy.Limits.MaxHistoryPerMemory)
 	br := tx.SendBatch(ctx, b)
-	m, err := scanMemory(br.QueryRow())
+	m, err := ScanMemory(br.QueryRow())
 	if err != nil {
 		_ = br.Close()
 		return Memory{}, err
@@ -46,7 +46,7 @@ func (s *maintenance) updateAndPrune(ctx context.Context, tx core.DBTX, id, sql 
 
 // pruneHistoryQuery deletes the history rows of memory $1 but its first
 // and its newest $2, through the (memory_id, id) index.
-func (s *maintenance) pruneHistoryQuery() string {
+func (s *Store) pruneHistoryQuery() string {
 	h := s.sql.history
 	return `DELETE FROM ` + h + ` AS ph
 		WHERE ph.memory_id = $1

@@ -1,4 +1,4 @@
-package memory
+package longterm
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // The episode and the archiving are one transaction: an owner at
 // limits.maxEpisodesPerOwner gets a *QuotaError and nothing is written
 // (the session stays open, no extraction runs). Errors: ValidationError;
-// ErrNotFound; *QuotaError; ErrUpstream from extraction (the session stays
+// core.ErrNotFound; *QuotaError; modelapi.ErrUpstream from extraction (the session stays
 // ended, the episode is written, the watermark unchanged).
 func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSessionResult, error) {
 	fe := &core.FieldErrors{}
@@ -22,7 +22,7 @@ func (s *Store) EndSession(ctx context.Context, req EndSessionRequest) (*EndSess
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	out, err := s.lt.SettleEpisode(ctx, req.Owner, req.SessionID, true)
+	out, err := s.SettleEpisode(ctx, req.Owner, req.SessionID, true)
 	if err != nil {
 		return nil, err
 	}

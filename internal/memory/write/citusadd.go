@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 // the schema: the lock, the lookup and the insert run there in one call.
 //
 // add_memory repeats, in PL/pgSQL, what addInTx does for one write whose
-// neighbour is not close enough to decide on: LockOwnerQuery, the lookup of
+// Neighbour is not close enough to decide on: LockOwnerQuery, the lookup of
 // nearestQuery (kept rows: keptSinceSQL(purgeGuard)), InsertQuery with its
 // history row and the owner's row count. A change to one of those is made
 // to the migration's function too (in a new migration); the memory suite
 // runs on Citus (ENGRAM_TEST_ON_CITUS) and tests every add through it.
-// When the neighbour is identical or at least dedup.arbitrationThreshold
+// When the Neighbour is identical or at least dedup.arbitrationThreshold
 // similar, the function writes nothing and returns no row, and the add runs
 // addInTx as on plain PostgreSQL: merges, arbitration and no-ops have one
 // implementation. Plain PostgreSQL has no add_memory and never calls it.
@@ -48,7 +48,7 @@ const (
 )
 
 // hasWorkerAdd reports whether the tenant's schema has add_memory.
-func (s *writer) hasWorkerAdd(ctx context.Context) (bool, error) {
+func (s *Store) hasWorkerAdd(ctx context.Context) (bool, error) {
 	switch s.workerAdd.state.Load() {
 	case workerAddPresent:
 		return true, nil
@@ -77,21 +77,21 @@ func (s *writer) hasWorkerAdd(ctx context.Context) (bool, error) {
 // addOnWorker stores one write with add_memory when the schema has it:
 // its result, or nil (and no error) when the add must run addInTx — a
 // batch of several writes (one transaction for the owner's run), no
-// add_memory (plain PostgreSQL), or a neighbour to decide on.
-func (s *writer) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*arbiterPlan) ([]AddResult, error) {
+// add_memory (plain PostgreSQL), or a Neighbour to decide on.
+func (s *Store) addOnWorker(ctx context.Context, ps []*Prepared, plans []*Plan) ([]AddResult, error) {
 	if len(ps) != 1 || plans[0] != nil {
 		return nil, nil
 	}
 	if ok, err := s.hasWorkerAdd(ctx); err != nil || !ok {
 		return nil, err
 	}
-	historyID, err := s.workerAdd.ids.take(ctx, (*Store)(s))
+	historyID, err := s.workerAdd.ids.take(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	p := ps[0]
 	res := AddResult{Redactions: p.redactions}
-	m, err := scanMemory(s.core.Pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), &res.ownerRows, &res.Similarity)
+	m, err := ScanMemory(s.core.Pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), &res.ownerRows, &res.Similarity)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -105,7 +105,7 @@ func (s *writer) addOnWorker(ctx context.Context, ps []*preparedAdd, plans []*ar
 // workerAddQuery calls add_memory in the one form Citus delegates to a
 // worker: SELECT ... FROM f(...) with plain parameters, outside a
 // transaction block.
-func (s *writer) workerAddQuery() string {
+func (s *Store) workerAddQuery() string {
 	return `SELECT * FROM ` + pgx.Identifier{s.core.Schema, "add_memory"}.Sanitize() +
 		`($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 }
@@ -113,15 +113,15 @@ func (s *writer) workerAddQuery() string {
 // workerAddArgs are InsertQuery's parameters (the history's details
 // without the similarity, which the function adds), the arbitration
 // threshold and the seconds keptSinceSQL subtracts from now().
-func (s *writer) workerAddArgs(ctx context.Context, p *preparedAdd, historyID int64) []any {
+func (s *Store) workerAddArgs(ctx context.Context, p *Prepared, historyID int64) []any {
 	details := map[string]any{}
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	kept := time.Duration(s.core.Policy.Retention.PurgeInactiveAfter) - (*maintenance)(s).purgeGuard()
-	return []any{core.NewID(), p.req.Owner, p.req.Agent, p.req.Session, string(p.req.Source),
-		p.req.Category, p.content, p.req.Importance, pgv.NewVector(p.vec), flagsOrEmpty(p.flags),
-		s.expirySeconds(p.req.Category, p.ttl), details, core.ActorID(ctx), p.req.SourceSession,
+	kept := time.Duration(s.core.Policy.Retention.PurgeInactiveAfter) - s.PurgeGuard()
+	return []any{core.NewID(), p.Req.Owner, p.Req.Agent, p.Req.Session, string(p.Req.Source),
+		p.Req.Category, p.Content, p.Req.Importance, pgv.NewVector(p.Vec), FlagsOrEmpty(p.Flags),
+		s.ExpirySeconds(p.Req.Category, p.ttl), details, core.ActorID(ctx), p.Req.SourceSession,
 		s.core.Policy.Dedup.ArbitrationThreshold, kept.Seconds(), historyID, s.workerAdd.lockTimeout}
 }
 

@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"context"
@@ -23,11 +23,11 @@ const evictVictimChunk = 1000
 // evictionVictims locks and returns the over memories of owner of least
 // value (inactive first, then not pinned, then by decayed importance and
 // age), none of keep, only of unprotected categories unless byUser.
-func (s *writer) evictionVictims(ctx context.Context, tx pgx.Tx, owner string, keep []string, over int,
+func (s *Store) evictionVictims(ctx context.Context, tx pgx.Tx, owner string, keep []string, over int,
 	pinned, unprotected []string, byUser bool) ([]victim, error) {
 	rows, err := tx.Query(ctx, `SELECT m.id::text, m.category, m.active FROM `+s.sql.memories+` AS m
 		WHERE m.owner_id = $1 AND m.id <> ALL($2::uuid[]) AND ($7 OR m.category = ANY($8))
-		ORDER BY m.active, m.category = ANY($4), m.importance * `+s.sql.decayExpr("$5", "$6")+`, m.updated_at
+		ORDER BY m.active, m.category = ANY($4), m.importance * `+DecayExpr(s.sql.access, "$5", "$6")+`, m.updated_at
 		LIMIT $3 FOR UPDATE SKIP LOCKED`, owner, keep, over, pinned, s.decayNames, s.decaySeconds, byUser, unprotected)
 	if err != nil {
 		return nil, core.DBErr("choosing memories to evict", err)
@@ -49,7 +49,7 @@ func (s *writer) evictionVictims(ctx context.Context, tx pgx.Tx, owner string, k
 // evictionVictims read, not an INSERT ... SELECT of the deleted rows,
 // which Citus would run through the coordinator with a two-phase commit
 // (historyrow.go); on plain PostgreSQL the rows are the same.
-func (s *writer) deleteVictims(ctx context.Context, tx pgx.Tx, owner string, victims []victim) (int, error) {
+func (s *Store) deleteVictims(ctx context.Context, tx pgx.Tx, owner string, victims []victim) (int, error) {
 	deleted := 0
 	for start := 0; start < len(victims); start += evictVictimChunk {
 		chunk := victims[start:min(start+evictVictimChunk, len(victims))]

@@ -1,4 +1,4 @@
-package memory
+package write
 
 import (
 	"go/ast"
@@ -14,7 +14,7 @@ import (
 // prepared add — by Add, AddBatch, Extract or ExtractSession — is decided
 // (insert, merge, arbitration, noop) by decide, and decide is called from
 // one function only, the one that opens the owner's transaction
-// (writeInTx, with beginLockedLookup). A second caller would be a second
+// (WriteInTx, with beginLockedLookup). A second caller would be a second
 // copy of the dedup/transaction path to keep in step with the first.
 func TestOneWritePath(t *testing.T) {
 	callers := map[string][]string{} // callee -> functions calling it
