@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -112,10 +114,11 @@ type answerBound struct {
 	header   [5]byte
 	headerN  int
 	bodyLeft uint32
-	// A ParameterStatus body being read (at most maxParameterStatus),
-	// and the names seen.
-	param      []byte
-	inParam    bool
+	// The body of a message admit wants to see whole (kept, of type
+	// keeping; at most maxSmallMessage), and the ParameterStatus names
+	// seen.
+	kept       []byte
+	keeping    byte
 	paramNames map[string]struct{}
 
 	mu  sync.Mutex
@@ -162,12 +165,12 @@ func (c *answerBound) follow(b []byte) error {
 	for len(b) > 0 {
 		if c.bodyLeft > 0 {
 			skip := min(uint32(len(b)), c.bodyLeft)
-			if c.inParam {
-				c.param = append(c.param, b[:skip]...)
+			if c.keeping != 0 {
+				c.kept = append(c.kept, b[:skip]...)
 			}
 			c.bodyLeft -= skip
 			b = b[skip:]
-			if err := c.paramEnd(); err != nil {
+			if err := c.bodyEnd(); err != nil {
 				return err
 			}
 			continue
@@ -184,7 +187,7 @@ func (c *answerBound) follow(b []byte) error {
 			return err
 		}
 		c.bodyLeft = body
-		if err := c.paramEnd(); err != nil { // an empty body
+		if err := c.bodyEnd(); err != nil { // an empty body
 			return err
 		}
 	}
@@ -202,7 +205,7 @@ func (c *answerBound) admit(typ byte, body uint32) error {
 		if body > maxParameterStatus {
 			return fmt.Errorf("%w: a ParameterStatus of %d bytes (at most %d)", ErrServerMessageRefused, body, maxParameterStatus)
 		}
-		c.inParam, c.param = true, c.param[:0]
+		c.keeping, c.kept = typ, c.kept[:0]
 	case 'T': // RowDescription
 		if body > maxRowDescription {
 			return fmt.Errorf("%w: a row description of %d KiB (at most %d)", ErrServerMessageRefused, body>>10, maxRowDescription>>10)
@@ -215,17 +218,29 @@ func (c *answerBound) admit(typ byte, body uint32) error {
 		if body > maxSmallMessage {
 			return fmt.Errorf("%w: a message of type %q of %d KiB (at most %d)", ErrServerMessageRefused, typ, body>>10, maxSmallMessage>>10)
 		}
+		if typ == 'R' { // authentication: the SCRAM iterations are in it
+			c.keeping, c.kept = typ, c.kept[:0]
+		}
 	}
 	return nil
 }
 
-// paramEnd counts the name of a ParameterStatus whose body is all read.
-func (c *answerBound) paramEnd() error {
-	if !c.inParam || c.bodyLeft > 0 {
+// bodyEnd checks a kept body once it is all read.
+func (c *answerBound) bodyEnd() error {
+	if c.keeping == 0 || c.bodyLeft > 0 {
 		return nil
 	}
-	c.inParam = false
-	name, _, _ := bytes.Cut(c.param, []byte{0})
+	typ := c.keeping
+	c.keeping = 0
+	if typ == 'R' {
+		return checkSCRAMIterations(c.kept)
+	}
+	return c.paramName(c.kept)
+}
+
+// paramName counts the name of a ParameterStatus.
+func (c *answerBound) paramName(body []byte) error {
+	name, _, _ := bytes.Cut(body, []byte{0})
 	if _, seen := c.paramNames[string(name)]; seen {
 		return nil
 	}
@@ -237,6 +252,39 @@ func (c *answerBound) paramEnd() error {
 	}
 	c.paramNames[string(name)] = struct{}{}
 	return nil
+}
+
+// maxSCRAMIterations bounds the iteration count a server asks of SCRAM
+// (PostgreSQL's scram_iterations, 4,096 by default). pgx computes the
+// PBKDF2 of the password with it before it looks at a deadline and takes
+// up to 10,000,000: 2.4 s of one core a connection, and a tenant's server
+// can ask it at every connection (issue 26's ninth review, L3).
+const maxSCRAMIterations = 100_000
+
+// checkSCRAMIterations refuses an AuthenticationSASLContinue (an 'R' of type
+// 11) whose server-first-message asks more than maxSCRAMIterations.
+func checkSCRAMIterations(body []byte) error {
+	if len(body) < 4 || binary.BigEndian.Uint32(body) != 11 {
+		return nil
+	}
+	for attr := range strings.SplitSeq(string(body[4:]), ",") {
+		v, ok := strings.CutPrefix(attr, "i=")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err != nil || n > maxSCRAMIterations {
+			return fmt.Errorf("%w: SCRAM with %s iterations (at most %d)", ErrServerMessageRefused, cutForError(v), maxSCRAMIterations)
+		}
+	}
+	return nil
+}
+
+// cutForError is s, or its first 32 bytes and "…".
+func cutForError(s string) string {
+	if len(s) <= 32 {
+		return s
+	}
+	return s[:32] + "…"
 }
 
 // withRefusal adds to err, when conn's answer bound closed it, why: the

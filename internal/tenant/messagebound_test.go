@@ -210,3 +210,80 @@ func TestParameterStatusBoundedByName(t *testing.T) {
 		}
 	}
 }
+
+// TestSCRAMIterationsAreBounded (issue 26's ninth review, L3): pgx takes
+// up to 10,000,000 SCRAM iterations from the server and computes them
+// before it looks at a deadline: 2.4 s of one core a connection, asked by
+// a tenant's server at every connection. Over 100,000 (PostgreSQL's
+// default is 4,096) the connection ends before pgx computes anything.
+func TestSCRAMIterationsAreBounded(t *testing.T) {
+	if err := connectSCRAM(t, "4096"); errors.Is(err, ErrServerMessageRefused) {
+		t.Fatalf("SCRAM with 4,096 iterations: %v", err)
+	}
+	for _, iterations := range []string{"10000000", "100001", strings.Repeat("9", 100)} {
+		start := time.Now()
+		err := connectSCRAM(t, iterations)
+		if !errors.Is(err, ErrServerMessageRefused) {
+			t.Fatalf("SCRAM with %s iterations: %v; want ErrServerMessageRefused", iterations, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("SCRAM with %s iterations: refused after %s", iterations, took)
+		}
+	}
+}
+
+// connectSCRAM connects as the operator does to a server on 127.0.0.1
+// that asks SCRAM-SHA-256 with the given iterations, then ends the
+// connection after the client's proof.
+func connectSCRAM(t *testing.T, iterations string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var hdr [8]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(hdr[:4]))-8); err != nil {
+			return
+		}
+		sasl := binary.BigEndian.AppendUint32(nil, 10)
+		if _, err := c.Write(serverMessage('R', append(sasl, "SCRAM-SHA-256\x00\x00"...))); err != nil {
+			return
+		}
+		var h [5]byte // SASLInitialResponse: "n,,n=,r=<client nonce>"
+		if _, err := io.ReadFull(c, h[:]); err != nil {
+			return
+		}
+		first := make([]byte, binary.BigEndian.Uint32(h[1:])-4)
+		if _, err := io.ReadFull(c, first); err != nil {
+			return
+		}
+		_, nonce, _ := strings.Cut(string(first), ",r=")
+		cont := binary.BigEndian.AppendUint32(nil, 11)
+		cont = append(cont, "r="+nonce+"server,s=c2FsdHNhbHRzYWx0c2FsdA==,i="+iterations...)
+		if _, err := c.Write(serverMessage('R', cont)); err != nil {
+			return
+		}
+		_, _ = io.CopyN(io.Discard, c, 1) // the client's proof, or its going
+	}()
+	cfg, err := pgconn.ParseConfig("postgres://evil:pw@" + ln.Addr().String() + "/engram?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	BoundMessages(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
