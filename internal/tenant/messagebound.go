@@ -233,7 +233,9 @@ func (c *answerBound) bodyEnd() error {
 	typ := c.keeping
 	c.keeping = 0
 	if typ == 'R' {
-		return checkSCRAMIterations(c.kept)
+		err := checkSCRAMIterations(c.kept)
+		c.kept = nil // authentication is over soon: keep no buffer of up to maxSmallMessage
+		return err
 	}
 	return c.paramName(c.kept)
 }
