@@ -122,7 +122,54 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("opening the admin connection pool: %w", err)
 	}
 	c.pools[id] = &cachedPool{pool: pool, urlHash: h, usedAt: time.Now()}
+	c.capNamespacePools(id)
 	return pool, nil
+}
+
+// MaxTenantPoolsPerNamespace bounds the admin pools of one namespace's
+// connection Secrets the operator keeps open: each pool keeps idle
+// connections for MaxConnIdleTime, and each connection to a server a
+// tenant runs may keep up to tenant.MaxServerMessage of read buffer. A
+// namespace of 64 runtimes, each naming its own Secret, had 64 pools open
+// at once (issue 26's ninth review, MEDIUM 1). Honest namespaces share a
+// Secret or have a few: past the cap, a pool is opened again at its
+// runtime's next pass.
+const MaxTenantPoolsPerNamespace = 8
+
+// capNamespacePools closes the least recently used pools of the namespace
+// of tenant connection id beyond MaxTenantPoolsPerNamespace. One reconcile
+// of a namespace runs at a time, and it asked for id just now: the pools
+// closed are the namespace's idle ones. Called with c.mu held.
+func (c *poolCache) capNamespacePools(id string) {
+	ns, ok := secretNamespace(id)
+	if !ok {
+		return
+	}
+	var same []string
+	for other := range c.pools {
+		if n, ok := secretNamespace(other); ok && n == ns && other != id {
+			same = append(same, other)
+		}
+	}
+	if len(same) < MaxTenantPoolsPerNamespace {
+		return
+	}
+	slices.SortFunc(same, func(a, b string) int { return c.pools[a].usedAt.Compare(c.pools[b].usedAt) })
+	for _, old := range same[:len(same)-(MaxTenantPoolsPerNamespace-1)] {
+		go c.pools[old].pool.Close() // waits for connections still in use
+		delete(c.pools, old)
+	}
+}
+
+// secretNamespace is the namespace of a tenant's connection id
+// ("secret/<namespace>/<name>/<key>", connectionID).
+func secretNamespace(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "secret/")
+	if !ok {
+		return "", false
+	}
+	ns, _, ok := strings.Cut(rest, "/")
+	return ns, ok
 }
 
 // peek returns the pool of id if one is open (used by the finalizer when the

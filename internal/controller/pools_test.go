@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -39,5 +42,67 @@ func TestAdminSessionsHaveTimeouts(t *testing.T) {
 	if lock != "3s" || stmt != "45s" || app != "engram-operator" || sync != "on" {
 		t.Fatalf("admin session: lock_timeout=%s statement_timeout=%s application_name=%s synchronous_commit=%s; want 3s, 45s, engram-operator, on",
 			lock, stmt, app, sync)
+	}
+}
+
+// TestTenantPoolsPerNamespaceAreCapped (issue 26's ninth review, MEDIUM 1):
+// every connection Secret has a pool of its own, and a namespace of many
+// runtimes, each naming its own Secret, kept a pool and its idle
+// connections open for each (each connection to a server the tenant runs
+// may keep up to 8 MiB of read buffer). The operator keeps at most
+// MaxTenantPoolsPerNamespace pools of one namespace, closing the least
+// recently used; other namespaces' and the platform's pools stay.
+func TestTenantPoolsPerNamespaceAreCapped(t *testing.T) {
+	dbURL := testenv.AdminURL(t)
+	c := newPoolCache(Options{}.withDefaults())
+	t.Cleanup(func() {
+		for _, p := range c.pools {
+			p.pool.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func(id string) *pgxpool.Pool {
+		pool, err := c.get(id, dbURL)
+		if err != nil {
+			t.Fatalf("pool %s: %v", id, err)
+		}
+		if err := pool.Ping(ctx); err != nil { // leaves an idle connection
+			t.Fatalf("pool %s: %v", id, err)
+		}
+		return pool
+	}
+	platform := open("database/shared")
+	other := open("secret/other/s/url")
+	var pools []*pgxpool.Pool
+	const secrets = 3 * MaxTenantPoolsPerNamespace
+	for i := range secrets {
+		pools = append(pools, open(fmt.Sprintf("secret/evil/s%d/url", i)))
+	}
+	var kept []string
+	for id := range c.pools {
+		if ns, _ := secretNamespace(id); ns == "evil" {
+			kept = append(kept, id)
+		}
+	}
+	if len(kept) != MaxTenantPoolsPerNamespace {
+		t.Fatalf("%d Secrets of one namespace: %d pools open; want %d", secrets, len(kept), MaxTenantPoolsPerNamespace)
+	}
+	for i := secrets - MaxTenantPoolsPerNamespace; i < secrets; i++ {
+		if c.peek(fmt.Sprintf("secret/evil/s%d/url", i)) != pools[i] {
+			t.Fatalf("the pool of Secret s%d, among the newest, was closed", i)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, p := range pools[:secrets-MaxTenantPoolsPerNamespace] {
+		for p.Stat().TotalConns() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := p.Stat().TotalConns(); n > 0 {
+			t.Fatalf("a pool over the cap still holds %d connections", n)
+		}
+	}
+	if c.peek("database/shared") != platform || c.peek("secret/other/s/url") != other {
+		t.Fatal("the platform's or another namespace's pool was closed")
 	}
 }

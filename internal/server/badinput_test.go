@@ -97,6 +97,10 @@ func TestBadInput(t *testing.T) {
 		{"repeated query parameter", "GET", mems + "?category=a&category=b", nil, nil, 422, invalid, "category", "category: given more than once"},
 		{"invalid UTF-8 in the query", "GET", mems + "?category=%FF", nil, nil, 422, invalid, "category", "category: must be valid UTF-8"},
 		{"forged cursor", "GET", mems + "?cursor=%27%20OR%201%3D1--", nil, nil, 422, invalid, "cursor", "cursor: is not a cursor returned by a previous page"},
+		// A time before PostgreSQL's first timestamp failed the query with
+		// "timestamp out of range": 500 (issue 26's ninth review, L2).
+		{"cursor before 4714 BC", "GET", mems + "?cursor=LTIxMTgxMzQ4ODAwMDAwMDAwMC8wMDAwMDAwMC0wMDAwLTQwMDAtODAwMC0wMDAwMDAwMDAwMDA", nil, nil, 422, invalid, "cursor", "cursor: is not a cursor returned by a previous page"},
+		{"session cursor before 4714 BC", "GET", sessions + "?cursor=LTIxMTgxMzQ4ODAwMDAwMDAwMC9jaGF0", nil, nil, 422, invalid, "cursor", "cursor: is not a cursor returned by a previous page"},
 		{"id not a UUID", "GET", mems + "/not-a-uuid", nil, nil, 422, invalid, "id", "id: must be a UUID such as"},
 		{"SQL in the id", "DELETE", mems + "/1%27%20OR%20%271%27%3D%271", nil, nil, 422, invalid, "id", "id: must be a UUID"},
 		{"bad delete source", "DELETE", mems + "/" + id + "?source=root", nil, nil, 422, invalid, "source", "source: \"root\" must be user, system or agent"},

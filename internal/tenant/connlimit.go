@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -68,7 +69,8 @@ const namespaceRolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_descri
 	WHERE r.rolcanlogin AND NOT r.rolsuper AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'`
 
 // rolesOfNamespace lists the marked login roles of namespace ns, sorted by
-// name.
+// name; more than maxNamespaceRoles is a *TooManyRowsError (one ALTER ROLE
+// each follows).
 func rolesOfNamespace(ctx context.Context, conn *pgx.Conn, ns string) ([]namespaceRole, error) {
 	rows, err := conn.Query(ctx, namespaceRolesSQL)
 	if err != nil {
@@ -79,6 +81,9 @@ func rolesOfNamespace(ctx context.Context, conn *pgx.Conn, ns string) ([]namespa
 	var comment *string
 	_, err = pgx.ForEachRow(rows, []any{&r.oid, &r.name, &r.limit, &comment}, func() error {
 		if m := parseMarker(comment); m.managed && m.uid != "" && markedOwner(m).Namespace == ns {
+			if len(out) == maxNamespaceRoles {
+				return &TooManyRowsError{What: "login roles of namespace " + ns, Limit: maxNamespaceRoles}
+			}
 			r.quarantined = m.quarantine.active()
 			out = append(out, r)
 		}
@@ -138,13 +143,20 @@ func ensureConnectionLimit(ctx context.Context, conn *pgx.Conn, p ConnectionPoli
 			"--tenant-connection-share or the server's max_connections",
 			p.Need, servicePoolSize, names.login, want, shareOf(p), slots, len(roles), owner.Namespace)
 	}
+	var others siblingLog
 	for _, r := range roles {
-		if err := setConnectionLimit(ctx, conn, r, want, r.name == names.login, res); err != nil {
+		if err := setConnectionLimit(ctx, conn, r, want, r.name == names.login, res, &others); err != nil {
 			return err
 		}
 	}
+	res.Changes = others.changes.into(res.Changes, "roles of namespace "+owner.Namespace+" set to "+strconv.Itoa(want))
+	res.Warnings = others.warnings.into(res.Warnings, "roles of namespace "+owner.Namespace+" whose connection limit could not be set")
 	return nil
 }
+
+// siblingLog holds what setConnectionLimit says about the other runtimes'
+// roles of the namespace: the first lines and a count.
+type siblingLog struct{ changes, warnings lineLog }
 
 // servicePoolSize is the memory service's pool, for the shortfall's
 // message (the controller's servicePoolConns).
@@ -160,7 +172,7 @@ func shareOf(p ConnectionPolicy) int {
 // setConnectionLimit sets r's limit to want unless it is there already or
 // quarantined (a limit of 0, the watchdog's or a DBA's, or a quarantine
 // in the marker). An error on another runtime's role is a warning.
-func setConnectionLimit(ctx context.Context, conn *pgx.Conn, r namespaceRole, want int, own bool, res *Result) error {
+func setConnectionLimit(ctx context.Context, conn *pgx.Conn, r namespaceRole, want int, own bool, res *Result, others *siblingLog) error {
 	switch {
 	case r.limit == want && !r.quarantined:
 		return nil
@@ -177,12 +189,17 @@ func setConnectionLimit(ctx context.Context, conn *pgx.Conn, r namespaceRole, wa
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("could not set the connection limit of role %s, of another runtime of the same namespace, to %d: %v", r.name, want, err))
+			others.warnings.add(fmt.Sprintf("could not set the connection limit of role %s, of another runtime of the same namespace, to %d: %v", r.name, want, err))
 		}
 		return nil // anything else (a concurrent update): the next pass of either runtime sets it
 	}
-	if r.limit != -2 {
-		res.Changes = append(res.Changes, fmt.Sprintf("set the connection limit of role %s to %d (was %d)", r.name, want, r.limit))
+	line := fmt.Sprintf("set the connection limit of role %s to %d (was %d)", r.name, want, r.limit)
+	switch {
+	case r.limit == -2: // created just now: "created role" says it
+	case own:
+		res.Changes = append(res.Changes, line)
+	default:
+		others.changes.add(line)
 	}
 	return nil
 }

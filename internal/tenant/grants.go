@@ -259,8 +259,12 @@ func revokeAdvisoryOnWorkers(ctx context.Context, conn *pgx.Conn, names roleName
 		return err
 	}
 	if len(nodes) > 0 {
+		var l lineLog // the list is the server's: its first lines name the problem
+		for _, n := range nodes {
+			l.add(n)
+		}
 		return fmt.Errorf("revoking the advisory-lock functions on the Citus workers: the login role may still take advisory locks on %s",
-			strings.Join(nodes, "; "))
+			strings.Join(l.into(nil, "workers"), "; "))
 	}
 	res.Changes = append(res.Changes, "revoked EXECUTE on the advisory-lock and large-object functions from PUBLIC on the Citus workers")
 	return nil

@@ -46,13 +46,14 @@ type CitusInfo struct {
 // Inspect reads the version, the extensions, Citus's worker nodes and the
 // size of the database of admin, on one connection of the pool: a few
 // catalogue reads, cheap enough to run every minute for every database.
-func Inspect(ctx context.Context, admin *pgxpool.Pool) (*ServerInfo, error) {
+func Inspect(ctx context.Context, admin *pgxpool.Pool) (_ *ServerInfo, err error) {
 	c, err := admin.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting as admin: %w", err)
 	}
 	defer c.Release()
 	conn := c.Conn()
+	defer func() { err = withRefusal(conn, err) }()
 	info := &ServerInfo{}
 	var version string
 	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), pg_database_size(current_database())`).Scan(&version, &info.Bytes); err != nil {

@@ -41,13 +41,14 @@ const defaultLease = 5 * time.Minute
 // its session ends with it: a lease whose session no longer exists is taken
 // over at once, instead of after its expiry (which covers the longest
 // migration, 30 minutes by default).
-func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn func(*pgx.Conn) error) error {
+func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn func(*pgx.Conn) error) (err error) {
 	c, err := admin.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("connecting as admin: %w", err)
 	}
 	defer c.Release()
 	conn := c.Conn()
+	defer func() { err = withRefusal(conn, err) }()
 	// A Citus node Engram cannot use (a worker, no workers) is refused
 	// before anything is written, the lease table included.
 	citus, err := DetectCitus(ctx, conn)

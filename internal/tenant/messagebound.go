@@ -1,13 +1,18 @@
 package tenant
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -55,16 +60,36 @@ func BoundMessages(cfg *pgconn.Config) {
 // What pgx keeps of a connection beyond one answer, bounded per
 // connection (issue 26's eighth review, HIGH 1: a tenant's server held
 // 601 MiB of the operator's heap in 2.7 s with notifications, 555 MiB
-// with ParameterStatus messages, 163 MiB with padded column names in
-// pgx's statement cache).
+// with ParameterStatus messages of new names, and 163 MiB with padded
+// column names in pgx's statement cache).
 const (
-	// maxParameterStatus: the bytes of every ParameterStatus message of
-	// one connection together (an honest server sends about 15, under
-	// 1 KiB in all, and a few more when a setting changes).
-	maxParameterStatus = 64 << 10
+	// maxParameterNames: the distinct names of ParameterStatus of one
+	// connection (pgconn keeps the last value of each). PostgreSQL 17
+	// reports 15; Citus and extensions add few. Counted by name, not by
+	// message: an honest server re-sends is_superuser at every SET ROLE,
+	// and a lifetime count of 64 KiB refused an honest pooled connection
+	// after about 94 first provisionings (issue 26's ninth review, L1).
+	maxParameterNames = 64
+	// maxParameterStatus: one ParameterStatus message (a name and a
+	// setting's value: an honest server's are under 100 bytes, a long
+	// search_path a few hundred).
+	maxParameterStatus = 4 << 10
 	// maxRowDescription: one RowDescription (the operator's widest
 	// statements have a dozen columns of short names: under 1 KiB).
 	maxRowDescription = 64 << 10
+	// maxBackendKeyData: BackendKeyData, the process id and the secret
+	// key pgconn keeps for the connection's life: 4 bytes in protocol
+	// 3.0, at most 256 in 3.2. pgx took 8 MiB, and 16 connections to a
+	// tenant's server kept 129 MiB (issue 26's ninth review, MEDIUM 1).
+	maxBackendKeyData = 4 + 256
+	// maxSmallMessage: every other message the operator reads (the
+	// authentication exchange, ReadyForQuery, CommandComplete, the
+	// parse/bind/close acknowledgements, ParameterDescription, which
+	// pgx's statement cache keeps, and the rest) is small on an honest
+	// server; only rows, errors, notices and copy data ('D', 'E', 'N',
+	// 'd') are large, and pgx keeps none of them past the answer, which
+	// MaxServerAnswer bounds.
+	maxSmallMessage = 64 << 10
 )
 
 // ErrServerMessageRefused: a server sent what the operator never asks for
@@ -77,19 +102,27 @@ var ErrServerMessageRefused = errors.New("the server sent a message the operator
 // reads past limit closes the connection. Above TLS, so a server cannot
 // make it write (a TLS key update) to restart the count. It also follows
 // the server's messages (type byte, length) and closes the connection on
-// what pgx would keep beyond the answer: any NotificationResponse, more
-// than maxParameterStatus of ParameterStatus, a RowDescription over
-// maxRowDescription.
+// what pgx would keep beyond the answer (admit). It remembers why it
+// closed the connection (refusal): pgx reports the read error to the
+// statement that met it, and "conn closed" to the ones after.
 type answerBound struct {
 	net.Conn
 	limit int64
 	read  atomic.Int64 // bytes read since the last write
 
 	// The message framing, touched by the one goroutine that reads.
-	header     [5]byte
-	headerN    int
-	bodyLeft   uint32
-	paramBytes int
+	header   [5]byte
+	headerN  int
+	bodyLeft uint32
+	// The body of a message admit wants to see whole (kept, of type
+	// keeping; at most maxSmallMessage), and the ParameterStatus names
+	// seen.
+	kept       []byte
+	keeping    byte
+	paramNames map[string]struct{}
+
+	mu  sync.Mutex
+	err error // why the connection was closed
 }
 
 func (c *answerBound) Write(p []byte) (int, error) {
@@ -100,14 +133,31 @@ func (c *answerBound) Write(p []byte) (int, error) {
 func (c *answerBound) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if c.read.Add(int64(n)) > c.limit {
-		_ = c.Close()
-		return 0, fmt.Errorf("%w (%d MiB)", ErrServerAnswerTooLarge, c.limit>>20)
+		return 0, c.refuse(fmt.Errorf("%w (%d MiB)", ErrServerAnswerTooLarge, c.limit>>20))
 	}
 	if ferr := c.follow(p[:n]); ferr != nil {
-		_ = c.Close()
-		return 0, ferr
+		return 0, c.refuse(ferr)
 	}
 	return n, err
+}
+
+// refuse closes the connection, remembers why and returns it.
+func (c *answerBound) refuse(err error) error {
+	_ = c.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+	}
+	return c.err
+}
+
+// refusal is why the connection was closed; nil while it is open, or when
+// something else closed it.
+func (c *answerBound) refusal() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // follow walks the message headers in b, which continues the stream.
@@ -115,8 +165,14 @@ func (c *answerBound) follow(b []byte) error {
 	for len(b) > 0 {
 		if c.bodyLeft > 0 {
 			skip := min(uint32(len(b)), c.bodyLeft)
+			if c.keeping != 0 {
+				c.kept = append(c.kept, b[:skip]...)
+			}
 			c.bodyLeft -= skip
 			b = b[skip:]
+			if err := c.bodyEnd(); err != nil {
+				return err
+			}
 			continue
 		}
 		k := copy(c.header[c.headerN:], b)
@@ -131,6 +187,9 @@ func (c *answerBound) follow(b []byte) error {
 			return err
 		}
 		c.bodyLeft = body
+		if err := c.bodyEnd(); err != nil { // an empty body
+			return err
+		}
 	}
 	return nil
 }
@@ -138,17 +197,110 @@ func (c *answerBound) follow(b []byte) error {
 // admit checks one message by its type and body length.
 func (c *answerBound) admit(typ byte, body uint32) error {
 	switch typ {
+	case 'D', 'E', 'N', 'd': // rows, errors, notices, copy data: bounded by the answer
+		return nil
 	case 'A': // NotificationResponse
 		return fmt.Errorf("%w: a notification (the operator listens on no channel)", ErrServerMessageRefused)
 	case 'S': // ParameterStatus
-		c.paramBytes += int(body)
-		if c.paramBytes > maxParameterStatus {
-			return fmt.Errorf("%w: more than %d KiB of ParameterStatus", ErrServerMessageRefused, maxParameterStatus>>10)
+		if body > maxParameterStatus {
+			return fmt.Errorf("%w: a ParameterStatus of %d bytes (at most %d)", ErrServerMessageRefused, body, maxParameterStatus)
 		}
+		c.keeping, c.kept = typ, c.kept[:0]
 	case 'T': // RowDescription
 		if body > maxRowDescription {
 			return fmt.Errorf("%w: a row description of %d KiB (at most %d)", ErrServerMessageRefused, body>>10, maxRowDescription>>10)
 		}
+	case 'K': // BackendKeyData
+		if body > maxBackendKeyData {
+			return fmt.Errorf("%w: a BackendKeyData of %d bytes (at most %d)", ErrServerMessageRefused, body, maxBackendKeyData)
+		}
+	default:
+		if body > maxSmallMessage {
+			return fmt.Errorf("%w: a message of type %q of %d KiB (at most %d)", ErrServerMessageRefused, typ, body>>10, maxSmallMessage>>10)
+		}
+		if typ == 'R' { // authentication: the SCRAM iterations are in it
+			c.keeping, c.kept = typ, c.kept[:0]
+		}
 	}
 	return nil
+}
+
+// bodyEnd checks a kept body once it is all read.
+func (c *answerBound) bodyEnd() error {
+	if c.keeping == 0 || c.bodyLeft > 0 {
+		return nil
+	}
+	typ := c.keeping
+	c.keeping = 0
+	if typ == 'R' {
+		err := checkSCRAMIterations(c.kept)
+		c.kept = nil // authentication is over soon: keep no buffer of up to maxSmallMessage
+		return err
+	}
+	return c.paramName(c.kept)
+}
+
+// paramName counts the name of a ParameterStatus.
+func (c *answerBound) paramName(body []byte) error {
+	name, _, _ := bytes.Cut(body, []byte{0})
+	if _, seen := c.paramNames[string(name)]; seen {
+		return nil
+	}
+	if len(c.paramNames) == maxParameterNames {
+		return fmt.Errorf("%w: ParameterStatus of more than %d names", ErrServerMessageRefused, maxParameterNames)
+	}
+	if c.paramNames == nil {
+		c.paramNames = map[string]struct{}{}
+	}
+	c.paramNames[string(name)] = struct{}{}
+	return nil
+}
+
+// maxSCRAMIterations bounds the iteration count a server asks of SCRAM
+// (PostgreSQL's scram_iterations, 4,096 by default). pgx computes the
+// PBKDF2 of the password with it before it looks at a deadline and takes
+// up to 10,000,000: 2.4 s of one core a connection, and a tenant's server
+// can ask it at every connection (issue 26's ninth review, L3).
+const maxSCRAMIterations = 100_000
+
+// checkSCRAMIterations refuses an AuthenticationSASLContinue (an 'R' of type
+// 11) whose server-first-message asks more than maxSCRAMIterations.
+func checkSCRAMIterations(body []byte) error {
+	if len(body) < 4 || binary.BigEndian.Uint32(body) != 11 {
+		return nil
+	}
+	for attr := range strings.SplitSeq(string(body[4:]), ",") {
+		v, ok := strings.CutPrefix(attr, "i=")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err != nil || n > maxSCRAMIterations {
+			return fmt.Errorf("%w: SCRAM with %s iterations (at most %d)", ErrServerMessageRefused, cutForError(v), maxSCRAMIterations)
+		}
+	}
+	return nil
+}
+
+// cutForError is s, or its first 32 bytes and "…".
+func cutForError(s string) string {
+	if len(s) <= 32 {
+		return s
+	}
+	return s[:32] + "…"
+}
+
+// withRefusal adds to err, when conn's answer bound closed it, why: the
+// statements after the one that met the refusal see "conn closed" only.
+func withRefusal(conn *pgx.Conn, err error) error {
+	if err == nil || errors.Is(err, ErrServerMessageRefused) || errors.Is(err, ErrServerAnswerTooLarge) {
+		return err
+	}
+	b, ok := conn.PgConn().Conn().(*answerBound)
+	if !ok {
+		return err
+	}
+	if why := b.refusal(); why != nil {
+		return fmt.Errorf("%w (the operator closed the connection: %w)", err, why)
+	}
+	return err
 }

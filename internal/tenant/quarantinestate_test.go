@@ -209,7 +209,7 @@ func TestProvisioningRacingAQuarantineKeepsIt(t *testing.T) {
 	if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(marked)+"; ALTER ROLE "+ident+" CONNECTION LIMIT 0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := setConnectionLimit(ctx, conn.Conn(), stale, res.ConnectionLimit+1, true, &Result{}); err != nil {
+	if err := setConnectionLimit(ctx, conn.Conn(), stale, res.ConnectionLimit+1, true, &Result{}, &siblingLog{}); err != nil {
 		t.Fatal(err)
 	}
 	var limit int

@@ -212,11 +212,20 @@ func horizonHolders(ctx context.Context, db querier) ([]horizonHolder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looking for tenant transactions that hold back cleanup: %w", err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (horizonHolder, error) {
-		var h horizonHolder
-		err := row.Scan(&h.pid, &h.roleOID, &h.role, &h.comment, &h.vxid, &h.xactAge)
-		return h, err
+	// Bounded: Look keeps an entry and may end a session for each.
+	var out []horizonHolder
+	var h horizonHolder
+	_, err = pgx.ForEachRow(rows, []any{&h.pid, &h.roleOID, &h.role, &h.comment, &h.vxid, &h.xactAge}, func() error {
+		if len(out) == maxHorizonHolders {
+			return &TooManyRowsError{What: "tenant sessions holding back cleanup", Limit: maxHorizonHolders}
+		}
+		out = append(out, h)
+		return nil
 	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for tenant transactions that hold back cleanup: %w", err)
+	}
+	return out, nil
 }
 
 // terminateTransaction ends the session of key if it is still in that very

@@ -28,8 +28,17 @@ func DecodeTimeCursor(c string, validID func(string) bool) (time.Time, string, e
 	if !ok || err != nil || !validID(id) {
 		return time.Time{}, "", errors.New("malformed cursor")
 	}
+	if us < minTimestampMicros {
+		return time.Time{}, "", errors.New("malformed cursor: its time is before PostgreSQL's first timestamp")
+	}
 	return time.UnixMicro(us).UTC(), id, nil
 }
+
+// minTimestampMicros is PostgreSQL's first timestamptz (4714-11-24 00:00
+// UTC BC) in microseconds since 1970: a cursor before it made the query
+// fail with "timestamp out of range", a 500 (issue 26's ninth review, L2).
+// Its last (294276 AD) is past what int64 microseconds since 1970 reach.
+const minTimestampMicros = -210866803200000000
 
 // EncodeSerialCursor makes an opaque cursor from the id of a page's last
 // row, in a list ordered by a serial id.
