@@ -38,8 +38,11 @@ func watchdogServer(t *testing.T, hostile, hostileMarker int) string {
 	})
 }
 
+// retainedHeap is the heap in use after two collections: the second frees
+// what sync.Pool (pgx's buffer pool) kept through the first.
 func retainedHeap() uint64 {
 	var m runtime.MemStats
+	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
@@ -49,8 +52,9 @@ func retainedHeap() uint64 {
 // rolesSQL's LIMIT and length test makes each node's watchdog keep nothing
 // of its oversized markers between looks (issue 26's eighth review,
 // HIGH 1 c: 16 nodes of one server kept 540 MiB, 36 MiB each). What a
-// watchdog keeps past its roles is pgx's read buffer, sized by the last
-// answer's largest message and so bounded by MaxServerMessage.
+// watchdog keeps past its roles is one read buffer of pgx's, which the
+// decoded values of the last DataRow of the connection point into: sized
+// by the largest message of that answer, so at most MaxServerMessage.
 func TestWatchdogKeepsBoundedRolesPerNode(t *testing.T) {
 	url := watchdogServer(t, 4, 7<<20) // 4 × 7 MiB: 28 MiB, under MaxServerAnswer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
