@@ -90,8 +90,11 @@ func TestWatchdogKeepsBoundedRolesPerNode(t *testing.T) {
 	}
 	perNode := grew / nodes
 	t.Logf("%d watchdogs on one hostile server: retained heap grew %d MiB (%d MiB per node)", nodes, grew>>20, perNode>>20)
-	if limit := uint64(MaxServerMessage + 1<<20); perNode > limit {
-		t.Errorf("each node's watchdog keeps %d MiB between looks, want at most %d MiB (pgx's read buffer: MaxServerMessage)", perNode>>20, limit>>20)
+	// One read buffer is at most MaxServerMessage; twice that leaves room
+	// for what the rest of the test binary allocates meanwhile (before
+	// the fix: 31 to 36 MiB a node).
+	if limit := uint64(2 * MaxServerMessage); perNode > limit {
+		t.Errorf("each node's watchdog keeps %d MiB between looks, want at most %d MiB (one read buffer of pgx's: MaxServerMessage, with room)", perNode>>20, limit>>20)
 	}
 }
 
