@@ -31,9 +31,10 @@ const wakeBuffer = 1024
 // it, one namespace holds one worker and the others stay free.
 //
 // A reconcile that finds its namespace busy does not wait (that would hold
-// the worker all the same): it returns, is remembered as a waiter, and is
-// queued again when the holder gives the slot back (through wake, a
-// source of the controller), or after namespaceBusyRetry at the latest.
+// the worker all the same): it returns, is remembered as a waiter, and one
+// waiter is queued again when the holder gives the slot back (through
+// wake, a source of the controller), each after namespaceBusyRetry at the
+// latest.
 // controller-runtime's queue keeps one entry per runtime and brings it
 // forward on any event, so nothing is lost; the holder gives the slot
 // back when its reconcile returns, however it returns.
@@ -67,11 +68,18 @@ func (n *namespaceSlots) take(key types.NamespacedName) bool {
 		return false
 	}
 	n.held[key.Namespace] = key
+	delete(n.waiting[key.Namespace], key) // it waits no more
 	return true
 }
 
-// give releases the slot key took and queues the namespace's waiters.
-// The first of them to run takes the slot; the others wait again.
+// give releases the slot key took and queues one of the namespace's
+// waiters, the one to take the slot next; the others stay waiters, each
+// queued by a later give (or after namespaceBusyRetry). Queuing them all
+// let one namespace with more waiters than wakeBuffer fill the channel
+// every namespace shares, and another namespace's wake-up was dropped at
+// that moment (issue 26's seventh review, L1): now a give queues at most
+// one, and the channel fills only if more than wakeBuffer namespaces give
+// their slots back before the controller reads it.
 func (n *namespaceSlots) give(key types.NamespacedName) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -82,10 +90,14 @@ func (n *namespaceSlots) give(key types.NamespacedName) {
 	for w := range n.waiting[key.Namespace] {
 		select {
 		case n.wake <- event.TypedGenericEvent[types.NamespacedName]{Object: w}:
+			delete(n.waiting[key.Namespace], w)
 		default: // full: namespaceBusyRetry brings it back
 		}
+		break
 	}
-	delete(n.waiting, key.Namespace)
+	if len(n.waiting[key.Namespace]) == 0 {
+		delete(n.waiting, key.Namespace)
+	}
 }
 
 // source queues the runtimes give wakes.

@@ -83,6 +83,9 @@ type nodeRunner struct {
 	// key), with the config that reaches each, and when they were read.
 	workers   map[string][]*pgx.ConnConfig
 	workersAt map[string]time.Time
+	// overCap are the tenant-run databases not followed for a cap
+	// (followedDatabases), already logged.
+	overCap map[string]bool
 }
 
 // nodeState is one node's connection and pause. Its mutex serializes the
@@ -107,6 +110,7 @@ func newNodeRunner(name string, pools *poolCache, interval time.Duration, job no
 	return &nodeRunner{
 		name: name, pools: pools, interval: interval, job: job, looks: looks, log: log,
 		nodes: map[string]*nodeState{}, workers: map[string][]*pgx.ConnConfig{}, workersAt: map[string]time.Time{},
+		overCap: map[string]bool{},
 	}
 }
 
@@ -168,11 +172,15 @@ func (r *nodeRunner) round(ctx context.Context) {
 
 // sync learns the nodes: it records new ones (returned, for Start to run)
 // with the configs that may reach them, updates the configs of known ones,
-// and stops (or, without a goroutine, releases) those no longer managed.
+// and stops (or, without a goroutine, releases) those no longer managed or
+// now over a cap on tenant-run databases (followedDatabases).
 func (r *nodeRunner) sync() []*nodeState {
 	dbs := r.pools.databases()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	follow, over := followedDatabases(dbs, MaxTenantNodesPerNamespace, MaxTenantNodes)
+	r.warnOverCap(over)
+	maps.DeleteFunc(dbs, func(key string, _ dbTarget) bool { return !follow[key] })
 	for key := range r.workers {
 		if _, ok := dbs[key]; !ok {
 			delete(r.workers, key)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -89,12 +91,22 @@ func (w *blockerWatch) run(ctx context.Context) {
 	tick := time.NewTicker(w.policy.interval())
 	defer tick.Stop()
 	last := time.Now()
+	var panics int
+	var paused time.Time // no look before, after a panic
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			if err := w.look(ctx, now.Sub(last)); err != nil && w.conn != nil {
+			if now.Before(paused) {
+				continue // last stays: the next look counts the pause as waited
+			}
+			err := w.lookSafely(ctx, now.Sub(last))
+			if errors.Is(err, errLookPanicked) {
+				panics++
+				paused = now.Add(min(w.policy.interval()<<min(panics, 16), maxBlockerWatchBackoff))
+			}
+			if err != nil && w.conn != nil {
 				// A broken or timed-out session is replaced at the next
 				// look; the provisioning itself is not disturbed.
 				_ = w.conn.Close(context.Background())
@@ -103,6 +115,31 @@ func (w *blockerWatch) run(ctx context.Context) {
 			last = now
 		}
 	}
+}
+
+// maxBlockerWatchBackoff caps the pause of a watch whose looks panic.
+const maxBlockerWatchBackoff = 30 * time.Second
+
+// errLookPanicked: a look of the watch panicked (lookSafely).
+var errLookPanicked = errors.New("the blocker watch's look panicked")
+
+// lookSafely is look, with a panic taken as a failed look: logged (with
+// the logger of ctx, the provisioning's), the connection closed and the
+// watch paused, doubling up to maxBlockerWatchBackoff. The watch runs in
+// a goroutine of its own, where nothing else recovers: a panic there (of
+// the Report the controller gave, or of reading what a tenant's server
+// said) ended the operator, every tenant's provisioning, watchdog and
+// reaper with it (issue 26's eighth review; the node runner recovers the
+// same way).
+func (w *blockerWatch) lookSafely(ctx context.Context, elapsed time.Duration) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errLookPanicked, p)
+			logr.FromContextOrDiscard(ctx).Error(err, "the look pauses and tries again; the provisioning is not disturbed",
+				"pid", w.pid, "stack", string(debug.Stack()))
+		}
+	}()
+	return w.look(ctx, elapsed)
 }
 
 // blockingSession is one row of blockingSessions.

@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -72,5 +73,33 @@ func TestControlSchemaTakesNoLockATenantCanHold(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	if err := ensureControlSchema(testCtx(t), conn); err != nil {
 		t.Fatalf("creating the control schema while a session holds an advisory lock: %v", err)
+	}
+}
+
+// TestControlSchemaLostRacesAreAnError (issue 26's eighth review, L2): a
+// pass that lost the race to create the control schema every time
+// reported success, and the next statement failed with a misleading
+// "relation does not exist". An event trigger makes every CREATE SCHEMA
+// of the database fail as a lost race does (42P06): the creation now says
+// it lost the race, and how often.
+func TestControlSchemaLostRacesAreAnError(t *testing.T) {
+	url := testenv.NewDatabase(t)
+	conn, err := pgx.Connect(testCtx(t), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, stmt := range []string{
+		`CREATE FUNCTION public.lose_the_race() RETURNS event_trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION USING ERRCODE = '42P06', MESSAGE = 'another pass created the schema (test)'; END $$`,
+		`CREATE EVENT TRIGGER lose_the_race ON ddl_command_start WHEN TAG IN ('CREATE SCHEMA') EXECUTE FUNCTION public.lose_the_race()`,
+	} {
+		if _, err := conn.Exec(testCtx(t), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	err = ensureControlSchema(testCtx(t), conn)
+	if err == nil || !strings.Contains(err.Error(), "lost the race to create it 5 times") {
+		t.Fatalf("creating the control schema where every creation loses the race: %v, want an error saying it lost the race 5 times", err)
 	}
 }

@@ -92,7 +92,7 @@ func serveFake(c net.Conn, answer func(string) fakeAnswer) {
 		case 'D':
 			name, _ := cstr(body[1:])
 			if body[0] == 'S' {
-				msg(w, 't', []byte{0, 0})
+				msg(w, 't', paramDescription(stmts[name]))
 				rowDesc(w, answer(stmts[name]).cols, nil)
 			} else {
 				rowDesc(w, answer(portals[name]).cols, formats[name])
@@ -147,6 +147,28 @@ func serveFake(c net.Conn, answer func(string) fakeAnswer) {
 			}
 		}
 	}
+}
+
+// paramDescription describes the $n of q: one type OID each (oid[],
+// oid, int4 by the cast that follows it; text else), as pgx needs to
+// encode its arguments.
+func paramDescription(q string) []byte {
+	var oids []byte
+	n := 0
+	for i := 1; i < 10 && strings.Contains(q, fmt.Sprintf("$%d", i)); i++ {
+		n++
+		oid := uint32(25)
+		switch {
+		case strings.Contains(q, fmt.Sprintf("$%d::oid[]", i)):
+			oid = 1028
+		case strings.Contains(q, fmt.Sprintf("$%d::oid", i)):
+			oid = 26
+		case strings.Contains(q, fmt.Sprintf("$%d::int", i)):
+			oid = 23
+		}
+		oids = binary.BigEndian.AppendUint32(oids, oid)
+	}
+	return append(binary.BigEndian.AppendUint16(nil, uint16(n)), oids...)
 }
 
 func cstr(b []byte) (string, []byte) {

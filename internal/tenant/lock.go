@@ -125,14 +125,18 @@ func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, erro
 // seventh review).
 func ensureControlSchema(ctx context.Context, conn *pgx.Conn) error {
 	var err error
+	var done bool
 	for range controlSchemaAttempts {
-		var done bool
 		if done, err = createControlSchema(ctx, conn); done || err != nil && !concurrentlyUpdated(err) {
 			break
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("creating schema %s: %w", ControlSchema, err)
+	}
+	if !done {
+		// Said here, not by the next statement's "relation does not exist".
+		return fmt.Errorf("creating schema %s: lost the race to create it %d times", ControlSchema, controlSchemaAttempts)
 	}
 	return nil
 }

@@ -150,17 +150,6 @@ func (r watchedRole) group() string {
 	return "role " + r.name
 }
 
-// Bounds of the watchdog's read of the marked roles. An operator's marker
-// is under 512 bytes (a UID, a namespace and a name, the quarantine
-// fields); a longer one is not the operator's and is not watched. Past
-// maxWatchedRolesSQL roles (by OID, the oldest first), the newer ones are
-// not watched either: a server with that many runtimes needs a second
-// server first.
-const (
-	maxMarkerBytesSQL  = "1024"
-	maxWatchedRolesSQL = "10000"
-)
-
 // Statements of the watchdog. locksSQL and endSQL read no relation: they
 // run while the lock table is full.
 const (
@@ -171,15 +160,6 @@ const (
 	endSQL = `SELECT coalesce(array_agg(s.pid) FILTER (WHERE pg_terminate_backend(s.pid)), '{}')::int[]
 		FROM pg_stat_get_activity(NULL) s WHERE s.usesysid = $1::oid AND s.pid <> pg_backend_pid()`
 	warmSQL = `SELECT count(pg_get_userbyid(o)) FROM unnest($1::oid[]) o`
-	// rolesSQL is bounded (maxMarkerBytesSQL, maxWatchedRolesSQL): the
-	// watchdog also looks at servers a tenant runs, whose superuser
-	// writes any comment (up to 1 GB) on any number of roles.
-	rolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
-		FROM pg_roles r
-		WHERE r.rolcanlogin AND NOT r.rolsuper AND r.rolname <> current_user
-			AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'
-			AND octet_length(shobj_description(r.oid, 'pg_authid')) <= ` + maxMarkerBytesSQL + `
-		ORDER BY r.oid LIMIT ` + maxWatchedRolesSQL
 	// tableSizeSQL is about the number of entries of the shared lock
 	// table: max_locks_per_transaction × every process that may hold
 	// locks (PostgreSQL sizes it so, plus some slack).
@@ -269,23 +249,9 @@ func (w *LockWatchdog) Close(ctx context.Context) error { return w.conn.Close(ct
 func (w *LockWatchdog) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
-	rows, err := w.conn.Query(ctx, rolesSQL)
+	roles, err := w.markedRoles(ctx)
 	if err != nil {
-		return fmt.Errorf("listing the tenants' login roles: %w", err)
-	}
-	roles := map[uint32]watchedRole{}
-	var oid uint32
-	var r watchedRole
-	var comment *string
-	_, err = pgx.ForEachRow(rows, []any{&oid, &r.name, &r.limit, &comment}, func() error {
-		if m := parseMarker(comment); m.managed && m.uid != "" {
-			r.owner, r.comment, r.mark = markedOwner(m), *comment, m.quarantine
-			roles[oid] = r
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("listing the tenants' login roles: %w", err)
+		return err
 	}
 	if _, err := w.conn.Exec(ctx, warmSQL, w.oids(roles)); err != nil {
 		return fmt.Errorf("reading the tenants' login roles ahead: %w", err)

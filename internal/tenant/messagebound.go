@@ -22,7 +22,7 @@ import (
 // server the tenant runs: its first answer of 900 MiB held 904 MiB of the
 // operator's heap (limit 512Mi) after 21 ms (issue 26's sixth review,
 // HIGH 1). Nothing the operator reads comes near it: catalog rows, markers
-// (maxMarkerBytesSQL), notices, errors and pg_stat_activity's query text
+// (maxMarkerBytes), notices, errors and pg_stat_activity's query text
 // (track_activity_query_size, at most 1 MiB).
 const MaxServerMessage = 8 << 20
 

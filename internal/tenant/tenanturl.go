@@ -81,6 +81,10 @@ var refusedWhy = map[string]string{
 // which would reach the operator's own filesystem.
 var ErrUnixSocket = errors.New("the connection names a Unix socket (no host, or a path as host): a connection Secret in a runtime's namespace must name a host reached over TCP")
 
+// ErrNoUser: a tenant's URL names no user, so pgx would log in as the
+// operator's own OS user.
+var ErrNoUser = errors.New("the connection names no user (postgres://USER:PASSWORD@host/db, or user= in the query): without one the operator would log in as its own OS user")
+
 func CheckTenantURL(raw string) error {
 	cfg, err := ParseTenantURL(raw)
 	if err != nil {
@@ -102,7 +106,39 @@ func CheckTenantURL(raw string) error {
 				ErrMultiHost, cfg.Host, cfg.Port, fb.Host, fb.Port)
 		}
 	}
+	// Without a user pgx takes the operator's OS user (PGUSER, or a
+	// lookup pgx itself warns may be slow or fail in a container): a
+	// login the tenant did not choose, which tells its server who runs
+	// the operator (issue 26's eighth review, residual of L3).
+	if !namesUser(raw) {
+		return ErrNoUser
+	}
 	return nil
+}
+
+// namesUser reports whether raw names a user: in its authority, or as
+// user= in its query (read as checkTenantQuery reads it). The user of the
+// authority is what comes before its last '@' and the first ':' there,
+// as url.Parse (and so pgconn) takes it.
+func namesUser(raw string) bool {
+	_, rest, _ := strings.Cut(raw, "://")
+	authority := rest[:strings.IndexAny(rest+"/", "/?")]
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		name, _, _ := strings.Cut(authority[:i], ":")
+		if user, err := url.PathUnescape(name); err == nil && user != "" {
+			return true
+		}
+	}
+	_, query, _ := strings.Cut(raw, "?")
+	for pair := range strings.SplitSeq(query, "&") {
+		rawKey, rawValue, _ := strings.Cut(pair, "=")
+		key, _ := url.PathUnescape(strings.Trim(rawKey, " "))
+		value, _ := url.PathUnescape(strings.Trim(rawValue, " "))
+		if key == "user" && value != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseTenantURL parses a tenant's connection URL with the allow-list of

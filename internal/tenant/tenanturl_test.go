@@ -141,3 +141,31 @@ func TestTenantURLReachesNoOperatorSocket(t *testing.T) {
 		t.Errorf("a TCP host is refused: %v", err)
 	}
 }
+
+// TestTenantURLWithoutUserIsRefused (issue 26's eighth review, residual of
+// the seventh's L3): a URL naming no user was accepted, and pgx logged in
+// as the operator's own OS user. Refused now, with ErrNoUser; a user in
+// the authority or in the query is taken.
+func TestTenantURLWithoutUserIsRefused(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://127.0.0.1/engram",
+		"postgres://db.example:5432/engram?sslmode=require",
+		"postgres://:secret@db.example/engram",
+		"postgres://db.example/engram?user=",
+		"postgresql://db.example/engram?password=p",
+	} {
+		if err := CheckTenantURL(raw); !errors.Is(err, ErrNoUser) {
+			t.Errorf("CheckTenantURL(%q) = %v, want ErrNoUser", raw, err)
+		}
+	}
+	for _, raw := range []string{
+		"postgres://u:p@db.example:5432/engram",
+		"postgres://u@db.example/engram",
+		"postgres://db.example/engram?user=u&password=p",
+		"postgres://db.example/engram?user=%75",
+	} {
+		if err := CheckTenantURL(raw); err != nil {
+			t.Errorf("CheckTenantURL(%q) = %v, want accepted", raw, err)
+		}
+	}
+}

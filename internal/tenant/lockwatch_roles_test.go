@@ -1,0 +1,140 @@
+package tenant
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// watchdogServer answers the lock watchdog's statements as a server a
+// tenant runs that ignores rolesSQL's bounds: one honest marked role and
+// hostile ones whose markers are hostileMarker bytes long.
+func watchdogServer(t *testing.T, hostile, hostileMarker int) string {
+	pad := strings.Repeat("z", hostileMarker)
+	return fakePG(t, func(q string) fakeAnswer {
+		switch {
+		case strings.Contains(q, "max_locks_per_transaction"):
+			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+		case strings.Contains(q, "FROM pg_roles r"):
+			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
+				rows: func(emit func(...string) bool) {
+					emit("16399", "engram_ok_login", "5", "managed-by=engram;uid=u0;runtime=team-a/ok")
+					for i := range hostile {
+						emit(fmt.Sprint(16400+i), fmt.Sprintf("engram_%d_login", i), "5",
+							fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/mem;pad=%s", i+1, pad))
+					}
+				}}
+		case strings.Contains(q, "count(pg_get_userbyid"):
+			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
+		case strings.Contains(q, "pg_lock_status()"):
+			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
+		}
+		return fakeAnswer{}
+	})
+}
+
+// retainedHeap is the heap in use after two collections: the second frees
+// what sync.Pool (pgx's buffer pool) kept through the first.
+func retainedHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestWatchdogKeepsBoundedRolesPerNode: a server a tenant runs that ignores
+// rolesSQL's LIMIT and length test makes each node's watchdog keep nothing
+// of its oversized markers between looks (issue 26's eighth review,
+// HIGH 1 c: 16 nodes of one server kept 540 MiB, 36 MiB each). What a
+// watchdog keeps past its roles is one read buffer of pgx's, which the
+// decoded values of the last DataRow of the connection point into: sized
+// by the largest message of that answer, so at most MaxServerMessage.
+func TestWatchdogKeepsBoundedRolesPerNode(t *testing.T) {
+	url := watchdogServer(t, 4, 7<<20) // 4 × 7 MiB: 28 MiB, under MaxServerAnswer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := retainedHeap()
+	const nodes = 16
+	var dogs []*LockWatchdog
+	defer func() {
+		for _, d := range dogs {
+			_ = d.Close(context.Background())
+		}
+	}()
+	for k := range nodes { // one per node key: engram_k on the same server
+		cfg, err := pgx.ParseConfig(strings.Replace(url, "/engram?", fmt.Sprintf("/engram_%d?", k), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
+		if err != nil {
+			t.Fatalf("watchdog %d: %v", k, err)
+		}
+		dogs = append(dogs, d)
+		if _, err := d.Look(ctx); err != nil {
+			t.Fatalf("look %d: %v", k, err)
+		}
+		if len(d.roles) != 1 || d.roles[16399].name != "engram_ok_login" {
+			t.Errorf("watchdog %d watches %d roles, want only the honest one (engram_ok_login): %v", k, len(d.roles), d.oids(d.roles))
+		}
+	}
+	var grew uint64
+	if h := retainedHeap(); h > base {
+		grew = h - base
+	}
+	perNode := grew / nodes
+	t.Logf("%d watchdogs on one hostile server: retained heap grew %d MiB (%d MiB per node)", nodes, grew>>20, perNode>>20)
+	// One read buffer is at most MaxServerMessage; twice that leaves room
+	// for what the rest of the test binary allocates meanwhile (before
+	// the fix: 31 to 36 MiB a node).
+	if limit := uint64(2 * MaxServerMessage); perNode > limit {
+		t.Errorf("each node's watchdog keeps %d MiB between looks, want at most %d MiB (one read buffer of pgx's: MaxServerMessage, with room)", perNode>>20, limit>>20)
+	}
+}
+
+// TestWatchdogReadsAtMostMaxWatchedRoles: past maxWatchedRoles rows the
+// watchdog stops reading roles, whatever the server's LIMIT did.
+func TestWatchdogReadsAtMostMaxWatchedRoles(t *testing.T) {
+	url := fakePG(t, func(q string) fakeAnswer {
+		switch {
+		case strings.Contains(q, "max_locks_per_transaction"):
+			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+		case strings.Contains(q, "FROM pg_roles r"):
+			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
+				rows: func(emit func(...string) bool) {
+					for i := range maxWatchedRoles + 500 {
+						if !emit(fmt.Sprint(20000+i), fmt.Sprintf("engram_%d_login", i), "5",
+							fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m%d", i, i)) {
+							return
+						}
+					}
+				}}
+		case strings.Contains(q, "count(pg_get_userbyid"):
+			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
+		}
+		return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
+	})
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
+	if err != nil {
+		t.Fatalf("opening the watchdog: %v", err)
+	}
+	defer d.Close(context.Background())
+	if len(d.roles) != maxWatchedRoles {
+		t.Errorf("the watchdog keeps %d roles of a server that listed %d, want %d", len(d.roles), maxWatchedRoles+500, maxWatchedRoles)
+	}
+	if _, ok := d.roles[20000+maxWatchedRoles]; ok {
+		t.Errorf("the watchdog keeps role %d, past the first %d", 20000+maxWatchedRoles, maxWatchedRoles)
+	}
+}
