@@ -49,6 +49,12 @@ type credentialsAction struct {
 	password string // when !rotate
 	why      string // for the event
 	metric   string // the reason label of engram_operator_password_rotations_total
+	// action is the event's action. It names the cause because the events
+	// API merges events that differ only in their note into one series that
+	// keeps the first note: a Secret deleted after a hand edit showed
+	// "changed by hand" again when the runtime's resourceVersion had not
+	// moved between the two.
+	action string
 }
 
 // decideCredentials: a new role brings its password; otherwise a requested
@@ -59,11 +65,11 @@ func decideCredentials(o credentialsObserved) credentialsAction {
 	case o.created != "":
 		return credentialsAction{password: o.created}
 	case o.rotateAsked:
-		return credentialsAction{rotate: true, why: "the rotate-credentials annotation changed to " + o.rotateValue, metric: "requested"}
+		return credentialsAction{rotate: true, why: "the rotate-credentials annotation changed to " + o.rotateValue, metric: "requested", action: "RotateRequested"}
 	case !o.found:
-		return credentialsAction{rotate: true, why: "the credentials Secret was missing", metric: "secret_missing"}
+		return credentialsAction{rotate: true, why: "the credentials Secret was missing", metric: "secret_missing", action: "RotateSecretMissing"}
 	case !o.intact:
-		return credentialsAction{rotate: true, why: "the password in the credentials Secret was changed by hand", metric: "secret_edited"}
+		return credentialsAction{rotate: true, why: "the password in the credentials Secret was changed by hand", metric: "secret_edited", action: "RotateSecretEdited"}
 	}
 	return credentialsAction{password: o.stored}
 }

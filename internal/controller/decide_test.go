@@ -49,10 +49,10 @@ func TestDecideCredentials(t *testing.T) {
 		{"valid: keep the stored password", valid, credentialsAction{password: "pw"}},
 		{"new login role: its password", credentialsObserved{created: "new"}, credentialsAction{password: "new"}},
 		{"new login role wins over a requested rotation", credentialsObserved{created: "new", rotateAsked: true, rotateValue: "1"}, credentialsAction{password: "new"}},
-		{"missing", credentialsObserved{}, credentialsAction{rotate: true, why: "the credentials Secret was missing", metric: "secret_missing"}},
-		{"edited by hand", credentialsObserved{found: true, stored: "x"}, credentialsAction{rotate: true, why: "the password in the credentials Secret was changed by hand", metric: "secret_edited"}},
+		{"missing", credentialsObserved{}, credentialsAction{rotate: true, why: "the credentials Secret was missing", metric: "secret_missing", action: "RotateSecretMissing"}},
+		{"edited by hand", credentialsObserved{found: true, stored: "x"}, credentialsAction{rotate: true, why: "the password in the credentials Secret was changed by hand", metric: "secret_edited", action: "RotateSecretEdited"}},
 		{"rotation requested", credentialsObserved{found: true, intact: true, stored: "pw", rotateAsked: true, rotateValue: "2026-01"},
-			credentialsAction{rotate: true, why: "the rotate-credentials annotation changed to 2026-01", metric: "requested"}},
+			credentialsAction{rotate: true, why: "the rotate-credentials annotation changed to 2026-01", metric: "requested", action: "RotateRequested"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -60,6 +60,28 @@ func TestDecideCredentials(t *testing.T) {
 				t.Errorf("decideCredentials = %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestRotationEventsOfDistinctCausesStayDistinct: the events API merges
+// events with one regarding object, reason and action into a series that
+// keeps its first note, so each cause of a rotation has its own action.
+func TestRotationEventsOfDistinctCausesStayDistinct(t *testing.T) {
+	causes := map[string]credentialsObserved{
+		"requested": {found: true, intact: true, stored: "pw", rotateAsked: true, rotateValue: "1"},
+		"missing":   {},
+		"edited":    {found: true, stored: "x"},
+	}
+	seen := map[string]string{}
+	for name, o := range causes {
+		a := decideCredentials(o)
+		if !a.rotate || a.action == "" {
+			t.Fatalf("%s: %+v is no rotation with an action", name, a)
+		}
+		if other, dup := seen[a.action]; dup {
+			t.Errorf("%s and %s share the event action %q: their events would merge into one series", name, other, a.action)
+		}
+		seen[a.action] = name
 	}
 }
 

@@ -247,7 +247,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 		}
 		password = pw
 		passwordRotations.WithLabelValues(act.metric).Inc()
-		r.eventer().normal(rt, memoryv1alpha1.ReasonCredentialsRotated, "Rotate", "new password for role %s: %s", tenant.LoginRole(s.schema), act.why)
+		r.eventer().normal(rt, memoryv1alpha1.ReasonCredentialsRotated, act.action, "new password for role %s: %s", tenant.LoginRole(s.schema), act.why)
 	}
 	if rotateValue != "" {
 		rt.Status.RotatedCredentials = rotateValue
