@@ -7,11 +7,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engram-dev/engram/internal/jobrun"
 	"github.com/engram-dev/engram/internal/memory"
@@ -35,7 +37,7 @@ func TestJobThroughAnOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	schema, login := provision(t, ctx, adminURL, "engram_joboutage")
-	const total = 30000
+	const total, batch = 30000, 100
 	memories := pgx.Identifier{schema, "memories"}.Sanitize()
 	admin := func() *pgx.Conn {
 		t.Helper()
@@ -54,7 +56,7 @@ func TestJobThroughAnOutage(t *testing.T) {
 	}
 	config := writeConfig(t, schema, 384)
 	job := func() *exec.Cmd {
-		cmd := exec.Command(bin, "job", "--config="+config, "--ops=purge", "--batch-size=100", "--db-max-conns=1",
+		cmd := exec.Command(bin, "job", "--config="+config, "--ops=purge", "--batch-size="+strconv.Itoa(batch), "--db-max-conns=1",
 			"--termination-log=", "--log-level=warn")
 		cmd.Env = append(os.Environ(), naming.EnvDatabaseURL+"="+login)
 		return cmd
@@ -67,6 +69,7 @@ func TestJobThroughAnOutage(t *testing.T) {
 	})
 
 	t.Run("PostgreSQL killed mid-purge", func(t *testing.T) {
+		holdThirdBatch(t, ctx, admin(), schema)
 		cmd := job()
 		var out, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -80,19 +83,29 @@ func TestJobThroughAnOutage(t *testing.T) {
 			}
 			return n
 		}
+		// The kill lands mid-purge whatever the machine's speed: the
+		// third batch's DELETE waits in a trigger (after two batches
+		// committed) until PostgreSQL is killed. Polling for the first
+		// deleted row instead raced the whole purge on a busy machine.
 		watch := admin()
 		deadline := time.Now().Add(jobLimit)
-		for remaining(watch) == total {
+		for !inHeldBatch(t, ctx, watch) {
 			if time.Now().After(deadline) {
 				_ = cmd.Process.Kill()
-				t.Fatalf("the run purged nothing within %s", jobLimit)
+				t.Fatalf("the run did not reach its third batch within %s", jobLimit)
 			}
 			time.Sleep(5 * time.Millisecond)
+		}
+		if got := remaining(watch); got != total-2*batch {
+			t.Fatalf("held in the third batch with %d of %d left, want %d", got, total, total-2*batch)
 		}
 		in.Fault(t, "kill")
 		wantUnavailable(t, waitJob(t, cmd, &out, &stderr))
 		time.Sleep(outage)
 		in.Start(t)
+		if _, err := admin().Exec(ctx, `DROP TRIGGER faults_hold ON `+memories); err != nil {
+			t.Fatal(err)
+		}
 
 		next := runJob(t, job())
 		if next.code != 0 || next.sum.Result != memory.RunSkipped || next.sum.Message != jobrun.MessageSkippedLocked {
@@ -118,6 +131,43 @@ func TestJobThroughAnOutage(t *testing.T) {
 			t.Fatalf("the run after the lease lapsed: exit %d %+v; purged %d of %d left", last.code, last.sum, purged, left)
 		}
 	})
+}
+
+// holdThirdBatch makes the third DELETE on schema's memories wait (in a
+// statement trigger, pg_sleep, longer than the test) until the server is
+// killed; inHeldBatch tells when a session waits there.
+func holdThirdBatch(t *testing.T, ctx context.Context, admin session, schema string) {
+	t.Helper()
+	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	for _, stmt := range []string{
+		`CREATE SEQUENCE ` + q("faults_batches"),
+		`CREATE FUNCTION ` + q("faults_hold") + `() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+			SET search_path = pg_catalog AS $$
+			BEGIN
+				IF nextval('` + q("faults_batches") + `') = 3 THEN PERFORM pg_sleep(600); END IF;
+				RETURN NULL;
+			END $$`,
+		`CREATE TRIGGER faults_hold AFTER DELETE ON ` + q("memories") + ` FOR EACH STATEMENT EXECUTE FUNCTION ` + q("faults_hold") + `()`,
+	} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("holding the third purge batch: %v", err)
+		}
+	}
+}
+
+func inHeldBatch(t *testing.T, ctx context.Context, watch session) bool {
+	t.Helper()
+	var n int
+	if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// session is a connection or a pool of the test's admin.
+type session interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // jobOutcome is how a `manager job` process ended.
