@@ -34,7 +34,11 @@ const (
 // platform's are always followed. Tenants' are taken round-robin by
 // namespace (the first of each namespace, then the second, ...), in the
 // order of their keys, so one namespace's many databases never take the
-// place of another's first, and the choice is the same at every sync.
+// place of another's first, and the choice is the same at every sync:
+// not rotated, since a node left out is released with what its runners
+// keep between looks (quarantines to lift, the reaper's clocks). Past
+// MaxTenantNodes namespaces, those whose names sort last are left out
+// (docs/security.md; issue 26's tenth review, L1).
 func followedDatabases(dbs map[string]dbTarget, perNamespace, total int) (follow map[string]bool, over map[string]string) {
 	follow, over = map[string]bool{}, map[string]string{}
 	byNS := map[string][]string{}

@@ -40,6 +40,10 @@ type node struct {
 	followWorkers bool
 }
 
+// tenantRun: the node is a database of a server a tenant runs (neither the
+// platform's database nor one of its workers).
+func (n node) tenantRun() bool { return !n.followWorkers && n.worker == "" }
+
 // nodeJob is what a nodeRunner does on each node.
 type nodeJob interface {
 	// open readies the job for n on a connection just opened (the runner
@@ -51,6 +55,15 @@ type nodeJob interface {
 	// forget drops what the job kept for a node no longer managed.
 	forget(key string)
 }
+
+// maxTenantLooksAtOnce is how many looks at tenant-run nodes a runner runs
+// at once, whatever the number of nodes. What one look reads from a server
+// a tenant runs is bounded (tenant.MaxServerAnswer), but each look in
+// flight holds its own: 16 reaper looks at once on hostile servers went
+// past 900 MiB of heap (issue 26's tenth review, HIGH 1). The platform's
+// nodes are not counted: their answers are the platform's, and a tenant's
+// node that is slow must not delay them.
+const maxTenantLooksAtOnce = 4
 
 // maxKeyBackoff caps the pause of a node whose connection or look keeps
 // failing.
@@ -86,6 +99,9 @@ type nodeRunner struct {
 	// overCap are the tenant-run databases not followed for a cap
 	// (followedDatabases), already logged.
 	overCap map[string]bool
+	// tenantSlots holds one token per look at a tenant-run node in flight
+	// (maxTenantLooksAtOnce).
+	tenantSlots chan struct{}
 }
 
 // nodeState is one node's connection and pause. Its mutex serializes the
@@ -110,7 +126,7 @@ func newNodeRunner(name string, pools *poolCache, interval time.Duration, job no
 	return &nodeRunner{
 		name: name, pools: pools, interval: interval, job: job, looks: looks, log: log,
 		nodes: map[string]*nodeState{}, workers: map[string][]*pgx.ConnConfig{}, workersAt: map[string]time.Time{},
-		overCap: map[string]bool{},
+		overCap: map[string]bool{}, tenantSlots: make(chan struct{}, maxTenantLooksAtOnce),
 	}
 }
 
@@ -292,6 +308,14 @@ func (r *nodeRunner) lookAt(ctx context.Context, st *nodeState) bool {
 		}
 		st.conn = c
 	}
+	if n.tenantRun() {
+		release, ok := r.tenantSlot(ctx)
+		if !ok {
+			log.V(1).Info("no look at a tenant-run node ended within the interval; this node is looked at next round", "atOnce", maxTenantLooksAtOnce)
+			return true // not the node's failure: no pause
+		}
+		defer release()
+	}
 	if err := r.job.look(ctx, n, st.conn.conn); err != nil {
 		// A broken connection is opened anew at the next look.
 		r.looks.WithLabelValues("error").Inc()
@@ -305,6 +329,24 @@ func (r *nodeRunner) lookAt(ctx context.Context, st *nodeState) bool {
 		r.refreshWorkers(ctx, n, st.conn)
 	}
 	return true
+}
+
+// tenantSlot waits, at most one interval, for a look at a tenant-run node
+// to be allowed (maxTenantLooksAtOnce); release gives the slot back. A
+// slot is held for the look only: opening a connection reads little
+// (tenant.BoundMessages), and a node that hangs holds a slot at most for
+// its look's timeouts.
+func (r *nodeRunner) tenantSlot(ctx context.Context) (release func(), ok bool) {
+	wait := time.NewTimer(r.interval)
+	defer wait.Stop()
+	select {
+	case r.tenantSlots <- struct{}{}:
+		return func() { <-r.tenantSlots }, true
+	case <-ctx.Done():
+		return nil, false
+	case <-wait.C:
+		return nil, false
+	}
 }
 
 // open opens the connection of n with the first of configs that connects

@@ -68,7 +68,17 @@ func DetectCitus(ctx context.Context, q interface {
 		return c, fmt.Errorf("reading pg_dist_node: %w", err)
 	}
 	defer rows.Close()
+	// Bounded in rows and in bytes a row: a tenant's server that said
+	// "coordinator" and listed 1.5 million workers made every look of the
+	// transaction reaper keep them all (issue 26's tenth review, HIGH 1).
 	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) != 2 || len(raw[0]) > maxCitusHostBytes {
+			return Citus{}, fmt.Errorf("reading pg_dist_node: a worker's name is longer than %d bytes, longer than any host name", maxCitusHostBytes)
+		}
+		if len(c.Workers) == maxListedCitusWorkers {
+			return Citus{}, fmt.Errorf("reading pg_dist_node: %w", &TooManyRowsError{What: "active Citus workers", Limit: maxListedCitusWorkers})
+		}
 		var host string
 		var port int
 		if err := rows.Scan(&host, &port); err != nil {
@@ -77,6 +87,28 @@ func DetectCitus(ctx context.Context, q interface {
 		c.Workers = append(c.Workers, net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	return c, rows.Err()
+}
+
+// citusCoordinator reports whether q reaches a Citus coordinator, all the
+// reaper needs to know: two booleans, no list of workers nor any string
+// the server chooses (issue 26's tenth review, HIGH 1: the reaper read
+// DetectCitus's list at every look, on every node).
+func citusCoordinator(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
+	var installed bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&installed)
+	if err != nil {
+		return false, fmt.Errorf("reading extension citus: %w", err)
+	}
+	if !installed {
+		return false, nil
+	}
+	var coordinator bool
+	if err := q.QueryRow(ctx, `SELECT groupid = 0 FROM pg_dist_local_group`).Scan(&coordinator); err != nil {
+		return false, fmt.Errorf("reading pg_dist_local_group: %w", err)
+	}
+	return coordinator, nil
 }
 
 // check refuses a Citus cluster Engram cannot place tenants on; a plain

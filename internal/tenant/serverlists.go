@@ -20,11 +20,19 @@ const (
 	// horizon at once; at most max_connections on an honest server, which
 	// is rarely over a few thousand.
 	maxHorizonHolders = 10000
+	// maxListedCitusWorkers: the active workers a Citus coordinator lists
+	// (DetectCitus). The operator follows at most MaxCitusWorkers of the
+	// platform's; the largest real clusters have a few hundred nodes.
+	maxListedCitusWorkers = 1000
 	// maxChangeLines: the lines of Result.Changes or Warnings one step
 	// writes about other runtimes' roles; the rest are counted in one
 	// line.
 	maxChangeLines = 20
 )
+
+// maxCitusHostBytes: the longest worker name DetectCitus keeps; a DNS name
+// has at most 253 bytes.
+const maxCitusHostBytes = 255
 
 // TooManyRowsError: a server listed more rows than the operator acts on
 // from one list (an honest server has far fewer); nothing of the list was
