@@ -105,7 +105,13 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = 2 * time.Minute
 	cfg.ConnConfig.ConnectTimeout = c.connectTimeout
-	tenant.BoundMessages(&cfg.ConnConfig.Config)
+	if platformConnection(id) {
+		tenant.BoundMessages(&cfg.ConnConfig.Config)
+	} else {
+		// The node runners and the blocker watch copy this config: the
+		// smaller bounds follow it to every connection of the server.
+		tenant.BoundTenantServer(cfg.ConnConfig)
+	}
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
