@@ -40,6 +40,11 @@ type node struct {
 	followWorkers bool
 }
 
+// tenantRun reports whether n is a database on a server a tenant runs
+// (reached only through tenants' connection Secrets); the Citus workers
+// followed are the platform's.
+func (n node) tenantRun() bool { return !n.followWorkers && n.worker == "" }
+
 // nodeJob is what a nodeRunner does on each node.
 type nodeJob interface {
 	// open readies the job for n on a connection just opened (the runner

@@ -46,6 +46,10 @@ type LockPolicy struct {
 	// Connections is the provisioning's connection policy, to restore a
 	// role's CONNECTION LIMIT when its quarantine ends.
 	Connections ConnectionPolicy
+	// MaxRoles is the most marked roles the watchdog reads and keeps
+	// between looks; zero means maxWatchedRoles. A server a tenant runs
+	// gets MaxTenantWatchedRoles.
+	MaxRoles int
 }
 
 func (p LockPolicy) withDefaults() LockPolicy {
@@ -57,6 +61,9 @@ func (p LockPolicy) withDefaults() LockPolicy {
 	}
 	if p.MaxQuarantine <= 0 {
 		p.MaxQuarantine = DefaultMaxQuarantine
+	}
+	if p.MaxRoles <= 0 || p.MaxRoles > maxWatchedRoles {
+		p.MaxRoles = maxWatchedRoles
 	}
 	return p
 }
