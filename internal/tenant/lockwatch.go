@@ -296,10 +296,15 @@ func (w *LockWatchdog) Look(ctx context.Context) ([]LockHog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looking for tenant sessions holding many locks: %w", err)
 	}
-	sessions, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (session, error) {
-		var s session
-		err := row.Scan(&s.pid, &s.role, &s.locks)
-		return s, err
+	// Bounded: offenders keeps each and may end a role for each.
+	var sessions []session
+	var s session
+	_, err = pgx.ForEachRow(rows, []any{&s.pid, &s.role, &s.locks}, func() error {
+		if len(sessions) == maxServerSessions {
+			return &TooManyRowsError{What: "tenant sessions holding locks", Limit: maxServerSessions}
+		}
+		sessions = append(sessions, s)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("looking for tenant sessions holding many locks: %w", err)

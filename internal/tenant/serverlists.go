@@ -20,6 +20,11 @@ const (
 	// horizon at once; at most max_connections on an honest server, which
 	// is rarely over a few thousand.
 	maxHorizonHolders = 10000
+	// maxServerSessions: the sessions of one server the lock watchdog
+	// counts (and may end) in one look, and those the blocker watch
+	// keeps (seen) and may end: at most max_connections on an honest
+	// server.
+	maxServerSessions = 10000
 	// maxChangeLines: the lines of Result.Changes or Warnings one step
 	// writes about other runtimes' roles; the rest are counted in one
 	// line.
