@@ -129,6 +129,7 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	}
 	c.pools[id] = &cachedPool{pool: pool, urlHash: h, usedAt: time.Now()}
 	c.capNamespacePools(id)
+	c.capTenantPools(id)
 	return pool, nil
 }
 
@@ -164,6 +165,40 @@ func (c *poolCache) capNamespacePools(id string) {
 	for _, old := range same[:len(same)-(MaxTenantPoolsPerNamespace-1)] {
 		go c.pools[old].pool.Close() // waits for connections still in use
 		delete(c.pools, old)
+	}
+}
+
+// MaxTenantPools bounds the admin pools of tenants' connection Secrets
+// open in all namespaces together: MaxTenantPoolsPerNamespace bounds one
+// namespace, and the namespaces whose passes ran within the idle time had
+// as many as they liked, each connection keeping up to 512 KiB
+// (docs/security.md, "What a tenant-run server can make the operator
+// keep"). Past it the least recently used idle pool is closed; its
+// runtime's next pass opens it again.
+const MaxTenantPools = 32
+
+// capTenantPools closes the least recently used pools of tenants' Secrets
+// beyond MaxTenantPools, except id's (asked for just now) and those with
+// a connection in use (another namespace's pass may be running on it).
+// Called with c.mu held.
+func (c *poolCache) capTenantPools(id string) {
+	var tenants []string
+	for other := range c.pools {
+		if _, ok := secretNamespace(other); ok {
+			tenants = append(tenants, other)
+		}
+	}
+	slices.SortFunc(tenants, func(a, b string) int { return c.pools[a].usedAt.Compare(c.pools[b].usedAt) })
+	open := len(tenants)
+	for _, old := range tenants {
+		if open <= MaxTenantPools {
+			return
+		}
+		if p := c.pools[old]; old != id && p.pool.Stat().AcquiredConns() == 0 {
+			go p.pool.Close()
+			delete(c.pools, old)
+			open--
+		}
 	}
 }
 
