@@ -192,7 +192,9 @@ func TestLockSessionsAreBounded(t *testing.T) {
 			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
 		case strings.Contains(q, "FROM pg_roles r"):
 			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-				rows: func(emit func(...string) bool) { emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a") }}
+				rows: func(emit func(...string) bool) {
+					emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a")
+				}}
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):
