@@ -11,15 +11,18 @@ import "github.com/jackc/pgx/v5"
 // operator's honest messages from such a server are far smaller: a row
 // of the watchdog's marked roles is under 1.2 KiB (a name of 63 bytes, a
 // marker of 1,024), the advisory-lock functions' array under 2 KiB, an
-// error a few KiB; the operator reads no query text there.
+// error a few KiB; the operator reads no query text there. Measured on a
+// real PostgreSQL 17 with 10,000 marked roles (three provisionings, a
+// drop, a watchdog's look): the largest message was a row or notice of
+// 741 bytes, the largest row description 117 bytes.
 const (
 	// MaxTenantServerMessage bounds one message from a tenant's server.
 	MaxTenantServerMessage = 256 << 10
 	// tenantSmallMessage bounds, on such a connection, a row description,
 	// a ParameterDescription (both kept in pgx's statement cache) and the
-	// other small messages: the operator's widest statement has a dozen
-	// columns of short names, under 1 KiB.
-	tenantSmallMessage = 8 << 10
+	// other small messages: the operator's widest row description is
+	// 117 bytes, its largest authentication message 88.
+	tenantSmallMessage = 4 << 10
 	// tenantParameterStatus bounds one ParameterStatus (an honest one is
 	// under a few hundred bytes).
 	tenantParameterStatus = 1 << 10
@@ -27,9 +30,10 @@ const (
 	// description caches on such a connection (512 by default): every
 	// distinct statement text enters them with its descriptions, and the
 	// operator's texts name each tenant's schema and roles, so a pooled
-	// connection serving many tenants filled all 512. A pass sends its
-	// statements in order, so a small cache costs a re-prepare at most.
-	TenantStatementCache = 16
+	// connection serving many tenants filled all 512. Three provisionings
+	// and a drop prepared 35 distinct texts, one provisioning fewer than
+	// 27: a pass fits, and a text evicted is prepared again.
+	TenantStatementCache = 32
 )
 
 // tenantLimits: a connection to a server a tenant names.

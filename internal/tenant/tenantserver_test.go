@@ -24,7 +24,7 @@ const tenantConnKeeps = 384 << 10
 // under tenantSmallMessage and, for "big", a row of rowBytes.
 func hostileTenantServer(t *testing.T, rowBytes int) string {
 	var cols []fakeCol
-	for i := range 80 { // 80 × (80 + 19) bytes: 7.7 KiB of row description
+	for i := range 41 { // 41 × (80 + 19) bytes: just under tenantSmallMessage of row description
 		cols = append(cols, fakeCol{fmt.Sprintf("c%02d%s", i, strings.Repeat("p", 77)), 25})
 	}
 	return fakePG(t, func(q string) fakeAnswer {

@@ -31,7 +31,7 @@ const (
 // other statement described with columns padded to tenantSmallMessage.
 func worstTenantServer(t *testing.T) string {
 	var cols []fakeCol
-	for i := range 80 { // 80 × (80 + 19) bytes: 7.7 KiB of row description
+	for i := range 41 { // 41 × (80 + 19) bytes: just under tenantSmallMessage of row description
 		cols = append(cols, fakeCol{fmt.Sprintf("c%02d%s", i, strings.Repeat("p", 77)), 25})
 	}
 	return fakePG(t, func(q string) fakeAnswer {
