@@ -62,7 +62,7 @@ func boundWith(cfg *pgconn.Config, lim *messageLimits) {
 				return nil, err
 			}
 		}
-		return &answerBound{Conn: conn, limit: MaxServerAnswer, lim: lim}, nil
+		return &answerBound{Conn: conn, limit: lim.answer, lim: lim}, nil
 	}
 }
 
@@ -104,11 +104,12 @@ const (
 // messageLimits are the bounds of one connection's messages by type.
 type messageLimits struct {
 	message                                int    // MaxProtocolMessageBodyLen
+	answer                                 int64  // bytes between two writes
 	parameterStatus, rowDescription, small uint32 // see the constants above
 }
 
 // platformLimits: a connection to a server of the platform team's.
-var platformLimits = &messageLimits{message: MaxServerMessage, parameterStatus: maxParameterStatus,
+var platformLimits = &messageLimits{message: MaxServerMessage, answer: MaxServerAnswer, parameterStatus: maxParameterStatus,
 	rowDescription: maxRowDescription, small: maxSmallMessage}
 
 // ErrServerMessageRefused: a server sent what the operator never asks for

@@ -18,6 +18,14 @@ import "github.com/jackc/pgx/v5"
 const (
 	// MaxTenantServerMessage bounds one message from a tenant's server.
 	MaxTenantServerMessage = 256 << 10
+	// MaxTenantServerAnswer bounds one answer from a tenant's server
+	// (MaxServerAnswer, 32 MiB, for the platform's): up to 40 such
+	// connections read an answer at once (the node runners' two per
+	// followed node, the running passes' and their blocker watches'), and
+	// a list the operator collects may keep it whole until the look ends.
+	// The largest honest one is the watchdog's 1,000 roles
+	// (MaxTenantWatchedRoles), about 1.2 MiB at the longest markers.
+	MaxTenantServerAnswer = 4 << 20
 	// tenantSmallMessage bounds, on such a connection, a row description,
 	// a ParameterDescription (both kept in pgx's statement cache) and the
 	// other small messages: the operator's widest row description is
@@ -37,7 +45,7 @@ const (
 )
 
 // tenantLimits: a connection to a server a tenant names.
-var tenantLimits = &messageLimits{message: MaxTenantServerMessage, parameterStatus: tenantParameterStatus,
+var tenantLimits = &messageLimits{message: MaxTenantServerMessage, answer: MaxTenantServerAnswer, parameterStatus: tenantParameterStatus,
 	rowDescription: tenantSmallMessage, small: tenantSmallMessage}
 
 // BoundTenantServer bounds cfg, a connection to a server a tenant names,

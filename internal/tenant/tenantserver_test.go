@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -105,5 +106,40 @@ func TestTenantServerConnectionKeepsLittle(t *testing.T) {
 	t.Logf("%d idle connections to a tenant's server driven to every bound: retained heap grew %d KiB (%d KiB each)", conns, grew>>10, per>>10)
 	if per > tenantConnKeeps {
 		t.Errorf("an idle connection to a tenant's server keeps %d KiB, want at most %d KiB", per>>10, tenantConnKeeps>>10)
+	}
+}
+
+// TestTenantServerAnswerIsSmaller (issue 26, the worst case under the
+// operator's memory limit): an answer from a tenant's server was read up
+// to MaxServerAnswer (32 MiB) on each of the up to 40 connections that
+// read at once. It now ends at MaxTenantServerAnswer; a platform
+// connection still reads it.
+func TestTenantServerAnswerIsSmaller(t *testing.T) {
+	row := strings.Repeat("r", 1<<10)
+	url := fakePG(t, func(q string) fakeAnswer {
+		return fakeAnswer{cols: []fakeCol{{"r", 25}}, rows: func(emit func(...string) bool) {
+			for range MaxTenantServerAnswer>>10 + 1024 { // 1 MiB over
+				if !emit(row) {
+					return
+				}
+			}
+		}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	count := func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, "SELECT many")
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+		}
+		return rows.Err()
+	}
+	if err := count(tenantServerConn(t, ctx, url)); !errors.Is(err, ErrServerAnswerTooLarge) {
+		t.Fatalf("an answer of %d MiB from a tenant's server: %v; want ErrServerAnswerTooLarge", MaxTenantServerAnswer>>20+1, err)
+	}
+	if err := count(fakeConn(t, url)); err != nil {
+		t.Fatalf("the same answer on a platform connection: %v", err)
 	}
 }
