@@ -136,7 +136,7 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 // MaxTenantPoolsPerNamespace bounds the admin pools of one namespace's
 // connection Secrets the operator keeps open: each pool keeps idle
 // connections for MaxConnIdleTime, and each connection to a server a
-// tenant runs may keep up to tenant.MaxServerMessage of read buffer. A
+// tenant runs keeps up to about 512 KiB (tenant.BoundTenantServer). A
 // namespace of 64 runtimes, each naming its own Secret, had 64 pools open
 // at once (issue 26's ninth review, MEDIUM 1). Honest namespaces share a
 // Secret or have a few: past the cap, a pool is opened again at its
@@ -175,7 +175,7 @@ func (c *poolCache) capNamespacePools(id string) {
 // (docs/security.md, "What a tenant-run server can make the operator
 // keep"). Past it the least recently used idle pool is closed; its
 // runtime's next pass opens it again.
-const MaxTenantPools = 32
+const MaxTenantPools = 24
 
 // capTenantPools closes the least recently used pools of tenants' Secrets
 // beyond MaxTenantPools, except id's (asked for just now) and those with

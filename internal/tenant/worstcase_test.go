@@ -19,7 +19,7 @@ const (
 	// tenantNodeKeeps: a tenant-run node of the node runners, a watchdog
 	// connection keeping MaxTenantWatchedRoles roles of the longest
 	// names and markers, and a reaper connection, both at every bound.
-	tenantNodeKeeps = 3 << 20
+	tenantNodeKeeps = 5 << 19 // 2.5 MiB
 	// tenantPoolKeeps: an admin pool of a tenant's Secret, 4 idle
 	// connections at every bound.
 	tenantPoolKeeps = 4 * tenantConnKeeps
