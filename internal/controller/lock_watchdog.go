@@ -60,12 +60,23 @@ func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder
 // open implements nodeJob: the watchdog learns the roles and prepares its
 // statements on the new connection, before any trouble.
 func (w *lockWatchdog) open(ctx context.Context, n node, conn *pgx.Conn) error {
-	d, err := tenant.NewLockWatchdog(ctx, conn, w.policy)
+	d, err := tenant.NewLockWatchdog(ctx, conn, w.policyFor(n))
 	if err != nil {
 		return err
 	}
 	w.dogs.set(n.key, d)
 	return nil
+}
+
+// policyFor is the watchdog's policy on node n: on a server a tenant runs
+// it keeps at most tenant.MaxTenantWatchedRoles roles, the most one
+// namespace has.
+func (w *lockWatchdog) policyFor(n node) tenant.LockPolicy {
+	p := w.policy
+	if n.tenantRun() {
+		p.MaxRoles = tenant.MaxTenantWatchedRoles
+	}
+	return p
 }
 
 // look implements nodeJob.

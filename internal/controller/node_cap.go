@@ -12,11 +12,13 @@ import (
 // name a server the tenant runs, and each database or user of it that a
 // provisioning pass proves is a node: a connection of each runner, kept
 // for as long as the operator runs, holding what the server last said
-// (pgx's read buffer, up to tenant.MaxServerMessage, and the watchdog's
-// roles, about 10 MiB at most). Nothing capped the nodes, so one
+// (tenant.BoundTenantServer's bounds, and the watchdog's roles, at most
+// tenant.MaxTenantWatchedRoles). Nothing capped the nodes, so one
 // namespace with many such Secrets could fill the operator's memory
 // (issue 26's eighth review, HIGH 1 c). With these caps a tenant-run node
-// costs about 28 MiB at worst, all of them together about 450 MiB.
+// keeps at most about 2.75 MiB, all of them together 44 MiB
+// (docs/security.md, "What a tenant-run server can make the operator
+// keep").
 //
 // The platform team's databases (MemoryDatabases, clusterConnections) are
 // never counted nor left out: a tenant cannot crowd them out.

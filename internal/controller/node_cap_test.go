@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -145,5 +146,25 @@ func TestTenantNodesOverTheCapAreNotFollowed(t *testing.T) {
 	}
 	if warned != 2 {
 		t.Errorf("%d warnings name namespace team-a over two rounds, want 2 (one per database left out, once): %q", warned, logged)
+	}
+}
+
+// TestTenantRunNodeWatchesANamespaceOfRoles (issue 26, what stays per
+// node): the lock watchdog of a tenant-run node keeps at most
+// tenant.MaxTenantWatchedRoles roles; a platform database and its Citus
+// workers keep the default.
+func TestTenantRunNodeWatchesANamespaceOfRoles(t *testing.T) {
+	w := &lockWatchdog{}
+	for _, c := range []struct {
+		n    node
+		want int
+	}{
+		{node{key: "tenant"}, tenant.MaxTenantWatchedRoles},
+		{node{key: "platform", followWorkers: true}, 0},
+		{node{key: "platform worker w:5432", worker: "w:5432"}, 0},
+	} {
+		if got := w.policyFor(c.n).MaxRoles; got != c.want {
+			t.Errorf("node %s: the watchdog keeps at most %d roles, want %d (0: the default)", c.n.key, got, c.want)
+		}
 	}
 }

@@ -40,8 +40,9 @@ type node struct {
 	followWorkers bool
 }
 
-// tenantRun: the node is a database of a server a tenant runs (neither the
-// platform's database nor one of its workers).
+// tenantRun reports whether n is a database on a server a tenant runs
+// (reached only through tenants' connection Secrets); the Citus workers
+// followed are the platform's.
 func (n node) tenantRun() bool { return !n.followWorkers && n.worker == "" }
 
 // nodeJob is what a nodeRunner does on each node.

@@ -105,7 +105,13 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	cfg.MinConns = 0
 	cfg.MaxConnIdleTime = 2 * time.Minute
 	cfg.ConnConfig.ConnectTimeout = c.connectTimeout
-	tenant.BoundMessages(&cfg.ConnConfig.Config)
+	if platformConnection(id) {
+		tenant.BoundMessages(&cfg.ConnConfig.Config)
+	} else {
+		// The node runners and the blocker watch copy this config: the
+		// smaller bounds follow it to every connection of the server.
+		tenant.BoundTenantServer(cfg.ConnConfig)
+	}
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -123,13 +129,14 @@ func (c *poolCache) get(id, url string) (*pgxpool.Pool, error) {
 	}
 	c.pools[id] = &cachedPool{pool: pool, urlHash: h, usedAt: time.Now()}
 	c.capNamespacePools(id)
+	c.capTenantPools(id)
 	return pool, nil
 }
 
 // MaxTenantPoolsPerNamespace bounds the admin pools of one namespace's
 // connection Secrets the operator keeps open: each pool keeps idle
 // connections for MaxConnIdleTime, and each connection to a server a
-// tenant runs may keep up to tenant.MaxServerMessage of read buffer. A
+// tenant runs keeps up to about 512 KiB (tenant.BoundTenantServer). A
 // namespace of 64 runtimes, each naming its own Secret, had 64 pools open
 // at once (issue 26's ninth review, MEDIUM 1). Honest namespaces share a
 // Secret or have a few: past the cap, a pool is opened again at its
@@ -158,6 +165,40 @@ func (c *poolCache) capNamespacePools(id string) {
 	for _, old := range same[:len(same)-(MaxTenantPoolsPerNamespace-1)] {
 		go c.pools[old].pool.Close() // waits for connections still in use
 		delete(c.pools, old)
+	}
+}
+
+// MaxTenantPools bounds the admin pools of tenants' connection Secrets
+// open in all namespaces together: MaxTenantPoolsPerNamespace bounds one
+// namespace, and the namespaces whose passes ran within the idle time had
+// as many as they liked, each connection keeping up to 512 KiB
+// (docs/security.md, "What a tenant-run server can make the operator
+// keep"). Past it the least recently used idle pool is closed; its
+// runtime's next pass opens it again.
+const MaxTenantPools = 24
+
+// capTenantPools closes the least recently used pools of tenants' Secrets
+// beyond MaxTenantPools, except id's (asked for just now) and those with
+// a connection in use (another namespace's pass may be running on it).
+// Called with c.mu held.
+func (c *poolCache) capTenantPools(id string) {
+	var tenants []string
+	for other := range c.pools {
+		if _, ok := secretNamespace(other); ok {
+			tenants = append(tenants, other)
+		}
+	}
+	slices.SortFunc(tenants, func(a, b string) int { return c.pools[a].usedAt.Compare(c.pools[b].usedAt) })
+	open := len(tenants)
+	for _, old := range tenants {
+		if open <= MaxTenantPools {
+			return
+		}
+		if p := c.pools[old]; old != id && p.pool.Stat().AcquiredConns() == 0 {
+			go p.pool.Close()
+			delete(c.pools, old)
+			open--
+		}
 	}
 }
 

@@ -106,3 +106,55 @@ func TestTenantPoolsPerNamespaceAreCapped(t *testing.T) {
 		t.Fatal("the platform's or another namespace's pool was closed")
 	}
 }
+
+// TestTenantPoolsInAllAreCapped (issue 26, what stays per pool): the pools
+// of tenants' Secrets were capped per namespace only, so every namespace
+// whose passes ran within the idle time added its pools and their idle
+// connections. At most MaxTenantPools are open in all; the least recently
+// used idle ones are closed, a pool in use and the platform's never.
+func TestTenantPoolsInAllAreCapped(t *testing.T) {
+	dbURL := testenv.AdminURL(t)
+	c := newPoolCache(Options{}.withDefaults())
+	t.Cleanup(func() {
+		for _, p := range c.pools {
+			p.pool.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	get := func(id string) *pgxpool.Pool {
+		pool, err := c.get(id, dbURL)
+		if err != nil {
+			t.Fatalf("pool %s: %v", id, err)
+		}
+		return pool
+	}
+	platform := get("database/shared")
+	busy, err := get("secret/ns-busy/s/url").Acquire(ctx) // the oldest, and in use
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Release()
+	const namespaces = 2 * MaxTenantPools
+	for i := range namespaces {
+		get(fmt.Sprintf("secret/ns%d/s/url", i))
+	}
+	var open int
+	for id := range c.pools {
+		if _, ok := secretNamespace(id); ok {
+			open++
+		}
+	}
+	if open > MaxTenantPools {
+		t.Fatalf("one Secret in each of %d namespaces: %d tenant pools open; want at most %d", namespaces, open, MaxTenantPools)
+	}
+	if c.peek("secret/ns-busy/s/url") == nil {
+		t.Fatal("a pool with a connection in use was closed")
+	}
+	if c.peek(fmt.Sprintf("secret/ns%d/s/url", namespaces-1)) == nil || c.peek("secret/ns0/s/url") != nil {
+		t.Fatal("the pools closed are not the least recently used")
+	}
+	if c.peek("database/shared") != platform {
+		t.Fatal("the platform's pool was closed")
+	}
+}

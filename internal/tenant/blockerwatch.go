@@ -209,11 +209,20 @@ func blockingSessions(ctx context.Context, conn *pgx.Conn, pid int) ([]blockingS
 	if err != nil {
 		return nil, fmt.Errorf("looking for sessions that block the provisioning: %w", err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (blockingSession, error) {
-		var s blockingSession
-		err := row.Scan(&s.pid, &s.roleOID, &s.role, &s.canBe, &s.admin, &s.comment, &s.xactAge)
-		return s, err
+	// Bounded: the watch keeps each (seen) and may end each.
+	var out []blockingSession
+	var s blockingSession
+	_, err = pgx.ForEachRow(rows, []any{&s.pid, &s.roleOID, &s.role, &s.canBe, &s.admin, &s.comment, &s.xactAge}, func() error {
+		if len(out) == maxServerSessions {
+			return &TooManyRowsError{What: "sessions blocking the provisioning", Limit: maxServerSessions}
+		}
+		out = append(out, s)
+		return nil
 	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for sessions that block the provisioning: %w", err)
+	}
+	return out, nil
 }
 
 // classify says whose session s is: only a login role whose marker carries

@@ -46,6 +46,10 @@ type LockPolicy struct {
 	// Connections is the provisioning's connection policy, to restore a
 	// role's CONNECTION LIMIT when its quarantine ends.
 	Connections ConnectionPolicy
+	// MaxRoles is the most marked roles the watchdog reads and keeps
+	// between looks; zero means maxWatchedRoles. A server a tenant runs
+	// gets MaxTenantWatchedRoles.
+	MaxRoles int
 }
 
 func (p LockPolicy) withDefaults() LockPolicy {
@@ -57,6 +61,9 @@ func (p LockPolicy) withDefaults() LockPolicy {
 	}
 	if p.MaxQuarantine <= 0 {
 		p.MaxQuarantine = DefaultMaxQuarantine
+	}
+	if p.MaxRoles <= 0 || p.MaxRoles > maxWatchedRoles {
+		p.MaxRoles = maxWatchedRoles
 	}
 	return p
 }
@@ -289,10 +296,15 @@ func (w *LockWatchdog) Look(ctx context.Context) ([]LockHog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looking for tenant sessions holding many locks: %w", err)
 	}
-	sessions, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (session, error) {
-		var s session
-		err := row.Scan(&s.pid, &s.role, &s.locks)
-		return s, err
+	// Bounded: offenders keeps each and may end a role for each.
+	var sessions []session
+	var s session
+	_, err = pgx.ForEachRow(rows, []any{&s.pid, &s.role, &s.locks}, func() error {
+		if len(sessions) == maxServerSessions {
+			return &TooManyRowsError{What: "tenant sessions holding locks", Limit: maxServerSessions}
+		}
+		sessions = append(sessions, s)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("looking for tenant sessions holding many locks: %w", err)

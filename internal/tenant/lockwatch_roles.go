@@ -25,6 +25,12 @@ const (
 	maxRoleNameBytes = 63
 )
 
+// MaxTenantWatchedRoles is LockPolicy.MaxRoles for a server a tenant runs:
+// its honest marked roles are its own namespace's runtimes (at most
+// maxNamespaceRoles, which provisioning enforces), and each node of such
+// a server kept up to 10,000 roles, about 10 MiB, between looks.
+const MaxTenantWatchedRoles = maxNamespaceRoles
+
 // rolesSQL lists the tenants' login roles with their markers, within the
 // bounds above (which markedRoles applies again on the client).
 var rolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid, 'pg_authid')
@@ -32,21 +38,22 @@ var rolesSQL = `SELECT r.oid, r.rolname, r.rolconnlimit, shobj_description(r.oid
 		WHERE r.rolcanlogin AND NOT r.rolsuper AND r.rolname <> current_user
 			AND shobj_description(r.oid, 'pg_authid') LIKE 'managed-by=engram%'
 			AND octet_length(shobj_description(r.oid, 'pg_authid')) <= ` + strconv.Itoa(maxMarkerBytes) + `
-		ORDER BY r.oid LIMIT ` + strconv.Itoa(maxWatchedRoles)
+		ORDER BY r.oid LIMIT $1::int`
 
-// markedRoles reads the tenants' login roles. It stops at maxWatchedRoles
-// rows and skips a row whose name or marker is longer than a server of the
-// operator's could hold, before copying anything of it: what it returns is
-// at most maxWatchedRoles × (maxRoleNameBytes + maxMarkerBytes) bytes of
-// text, about 10 MiB, whatever the server answered.
+// markedRoles reads the tenants' login roles. It stops at the policy's
+// MaxRoles rows and skips a row whose name or marker is longer than a
+// server of the operator's could hold, before copying anything of it:
+// what it returns is at most MaxRoles × (maxRoleNameBytes +
+// maxMarkerBytes) bytes of text (about 10 MiB at 10,000 roles, 1 MiB at
+// MaxTenantWatchedRoles), whatever the server answered.
 func (w *LockWatchdog) markedRoles(ctx context.Context) (map[uint32]watchedRole, error) {
-	rows, err := w.conn.Query(ctx, rolesSQL)
+	rows, err := w.conn.Query(ctx, rolesSQL, w.policy.MaxRoles)
 	if err != nil {
 		return nil, fmt.Errorf("listing the tenants' login roles: %w", err)
 	}
 	defer rows.Close()
 	roles := map[uint32]watchedRole{}
-	for n := 0; n < maxWatchedRoles && rows.Next(); n++ {
+	for n := 0; n < w.policy.MaxRoles && rows.Next(); n++ {
 		raw := rows.RawValues()
 		if len(raw) != 4 || len(raw[1]) > maxRoleNameBytes || len(raw[3]) > maxMarkerBytes {
 			continue // not a role of the operator's: not watched, not kept

@@ -98,17 +98,17 @@ func TestWatchdogKeepsBoundedRolesPerNode(t *testing.T) {
 	}
 }
 
-// TestWatchdogReadsAtMostMaxWatchedRoles: past maxWatchedRoles rows the
-// watchdog stops reading roles, whatever the server's LIMIT did.
-func TestWatchdogReadsAtMostMaxWatchedRoles(t *testing.T) {
-	url := fakePG(t, func(q string) fakeAnswer {
+// manyRolesServer lists n honest marked roles, whatever the statement's
+// LIMIT says.
+func manyRolesServer(t *testing.T, n int) string {
+	return fakePG(t, func(q string) fakeAnswer {
 		switch {
 		case strings.Contains(q, "max_locks_per_transaction"):
 			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
 		case strings.Contains(q, "FROM pg_roles r"):
 			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
 				rows: func(emit func(...string) bool) {
-					for i := range maxWatchedRoles + 500 {
+					for i := range n {
 						if !emit(fmt.Sprint(20000+i), fmt.Sprintf("engram_%d_login", i), "5",
 							fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m%d", i, i)) {
 							return
@@ -120,21 +120,41 @@ func TestWatchdogReadsAtMostMaxWatchedRoles(t *testing.T) {
 		}
 		return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
 	})
-	cfg, err := pgx.ParseConfig(url)
+}
+
+// watchdogKeeps opens a watchdog with p on a server listing listed roles
+// and checks it keeps the first want.
+func watchdogKeeps(t *testing.T, p LockPolicy, listed, want int) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(manyRolesServer(t, listed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
+	d, err := OpenLockWatchdog(ctx, cfg, p)
 	if err != nil {
 		t.Fatalf("opening the watchdog: %v", err)
 	}
 	defer d.Close(context.Background())
-	if len(d.roles) != maxWatchedRoles {
-		t.Errorf("the watchdog keeps %d roles of a server that listed %d, want %d", len(d.roles), maxWatchedRoles+500, maxWatchedRoles)
+	if len(d.roles) != want {
+		t.Errorf("the watchdog keeps %d roles of a server that listed %d, want %d", len(d.roles), listed, want)
 	}
-	if _, ok := d.roles[20000+maxWatchedRoles]; ok {
-		t.Errorf("the watchdog keeps role %d, past the first %d", 20000+maxWatchedRoles, maxWatchedRoles)
+	if _, ok := d.roles[uint32(20000+want)]; ok {
+		t.Errorf("the watchdog keeps role %d, past the first %d", 20000+want, want)
 	}
+}
+
+// TestWatchdogReadsAtMostMaxWatchedRoles: past maxWatchedRoles rows the
+// watchdog stops reading roles, whatever the server's LIMIT did.
+func TestWatchdogReadsAtMostMaxWatchedRoles(t *testing.T) {
+	watchdogKeeps(t, LockPolicy{}, maxWatchedRoles+500, maxWatchedRoles)
+}
+
+// TestTenantRunWatchdogKeepsANamespaceOfRoles (issue 26, what stays per
+// node): the watchdog of a node a tenant runs kept up to 10,000 roles
+// (about 10 MiB) between looks; its honest roles are its namespace's
+// runtimes, so it keeps at most MaxTenantWatchedRoles (1,000).
+func TestTenantRunWatchdogKeepsANamespaceOfRoles(t *testing.T) {
+	watchdogKeeps(t, LockPolicy{MaxRoles: MaxTenantWatchedRoles}, maxWatchedRoles+500, MaxTenantWatchedRoles)
 }

@@ -42,9 +42,18 @@ const MaxServerAnswer = 32 << 20
 var ErrServerAnswerTooLarge = errors.New("the server's answer is larger than the operator reads from one statement")
 
 // BoundMessages sets MaxServerMessage on cfg and bounds every answer to
-// MaxServerAnswer (its fallbacks connect with it too).
+// MaxServerAnswer (its fallbacks connect with it too). A smaller message
+// bound already set stays (BoundTenantServer's, on a config copied from a
+// tenant's pool).
 func BoundMessages(cfg *pgconn.Config) {
-	cfg.MaxProtocolMessageBodyLen = MaxServerMessage
+	boundWith(cfg, platformLimits)
+}
+
+// boundWith bounds cfg's connections with lim.
+func boundWith(cfg *pgconn.Config, lim *messageLimits) {
+	if cfg.MaxProtocolMessageBodyLen <= 0 || cfg.MaxProtocolMessageBodyLen > lim.message {
+		cfg.MaxProtocolMessageBodyLen = lim.message
+	}
 	next := cfg.AfterNetConnect
 	cfg.AfterNetConnect = func(ctx context.Context, c *pgconn.Config, conn net.Conn) (net.Conn, error) {
 		if next != nil {
@@ -53,7 +62,7 @@ func BoundMessages(cfg *pgconn.Config) {
 				return nil, err
 			}
 		}
-		return &answerBound{Conn: conn, limit: MaxServerAnswer}, nil
+		return &answerBound{Conn: conn, limit: lim.answer, lim: lim}, nil
 	}
 }
 
@@ -92,6 +101,17 @@ const (
 	maxSmallMessage = 64 << 10
 )
 
+// messageLimits are the bounds of one connection's messages by type.
+type messageLimits struct {
+	message                                int    // MaxProtocolMessageBodyLen
+	answer                                 int64  // bytes between two writes
+	parameterStatus, rowDescription, small uint32 // see the constants above
+}
+
+// platformLimits: a connection to a server of the platform team's.
+var platformLimits = &messageLimits{message: MaxServerMessage, answer: MaxServerAnswer, parameterStatus: maxParameterStatus,
+	rowDescription: maxRowDescription, small: maxSmallMessage}
+
 // ErrServerMessageRefused: a server sent what the operator never asks for
 // (a notification: it listens on no channel) or more of what pgx keeps
 // than the operator ever needs; the operator closed the connection.
@@ -108,6 +128,7 @@ var ErrServerMessageRefused = errors.New("the server sent a message the operator
 type answerBound struct {
 	net.Conn
 	limit int64
+	lim   *messageLimits
 	read  atomic.Int64 // bytes read since the last write
 
 	// The message framing, touched by the one goroutine that reads.
@@ -202,21 +223,21 @@ func (c *answerBound) admit(typ byte, body uint32) error {
 	case 'A': // NotificationResponse
 		return fmt.Errorf("%w: a notification (the operator listens on no channel)", ErrServerMessageRefused)
 	case 'S': // ParameterStatus
-		if body > maxParameterStatus {
-			return fmt.Errorf("%w: a ParameterStatus of %d bytes (at most %d)", ErrServerMessageRefused, body, maxParameterStatus)
+		if body > c.lim.parameterStatus {
+			return fmt.Errorf("%w: a ParameterStatus of %d bytes (at most %d)", ErrServerMessageRefused, body, c.lim.parameterStatus)
 		}
 		c.keeping, c.kept = typ, c.kept[:0]
 	case 'T': // RowDescription
-		if body > maxRowDescription {
-			return fmt.Errorf("%w: a row description of %d KiB (at most %d)", ErrServerMessageRefused, body>>10, maxRowDescription>>10)
+		if body > c.lim.rowDescription {
+			return fmt.Errorf("%w: a row description of %d KiB (at most %d)", ErrServerMessageRefused, body>>10, c.lim.rowDescription>>10)
 		}
 	case 'K': // BackendKeyData
 		if body > maxBackendKeyData {
 			return fmt.Errorf("%w: a BackendKeyData of %d bytes (at most %d)", ErrServerMessageRefused, body, maxBackendKeyData)
 		}
 	default:
-		if body > maxSmallMessage {
-			return fmt.Errorf("%w: a message of type %q of %d KiB (at most %d)", ErrServerMessageRefused, typ, body>>10, maxSmallMessage>>10)
+		if body > c.lim.small {
+			return fmt.Errorf("%w: a message of type %q of %d KiB (at most %d)", ErrServerMessageRefused, typ, body>>10, c.lim.small>>10)
 		}
 		if typ == 'R' { // authentication: the SCRAM iterations are in it
 			c.keeping, c.kept = typ, c.kept[:0]

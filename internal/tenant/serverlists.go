@@ -24,6 +24,11 @@ const (
 	// (DetectCitus). The operator follows at most MaxCitusWorkers of the
 	// platform's; the largest real clusters have a few hundred nodes.
 	maxListedCitusWorkers = 1000
+	// maxServerSessions: the sessions of one server the lock watchdog
+	// counts (and may end) in one look, and those the blocker watch
+	// keeps (seen) and may end: at most max_connections on an honest
+	// server.
+	maxServerSessions = 10000
 	// maxChangeLines: the lines of Result.Changes or Warnings one step
 	// writes about other runtimes' roles; the rest are counted in one
 	// line.

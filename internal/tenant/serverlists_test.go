@@ -178,3 +178,85 @@ func TestHorizonHoldersAreBounded(t *testing.T) {
 		t.Fatalf("a server listing %d sessions holding back cleanup: %v; want a *TooManyRowsError of %d", listed, err, maxHorizonHolders)
 	}
 }
+
+// TestLockSessionsAreBounded (issue 26, the ninth review's HIGH 1 shape):
+// the lock watchdog counted, and could end a role for, every session a
+// server listed in one look. More than maxServerSessions is a
+// *TooManyRowsError, and no session is ended.
+func TestLockSessionsAreBounded(t *testing.T) {
+	const listed = 50_000
+	var ends atomic.Int64
+	url := fakePG(t, func(q string) fakeAnswer {
+		switch {
+		case strings.Contains(q, "max_locks_per_transaction"):
+			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+		case strings.Contains(q, "FROM pg_roles r"):
+			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
+				rows: func(emit func(...string) bool) {
+					emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a")
+				}}
+		case strings.Contains(q, "count(pg_get_userbyid"):
+			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
+		case strings.Contains(q, "pg_lock_status()"):
+			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}, rows: func(emit func(...string) bool) {
+				for i := range listed {
+					if !emit(strconv.Itoa(i+1), "20000", "100000") {
+						return
+					}
+				}
+			}}
+		case strings.Contains(q, "pg_terminate_backend"):
+			ends.Add(1)
+			return fakeAnswer{cols: []fakeCol{{"pids", 1007}}, rows: func(emit func(...string) bool) { emit("{}") }}
+		}
+		return fakeAnswer{}
+	})
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
+	if err != nil {
+		t.Fatalf("opening the watchdog: %v", err)
+	}
+	defer d.Close(context.Background())
+	ends.Store(0) // opening prepared endSQL: the fake answers a Describe too
+	_, err = d.Look(ctx)
+	var tooMany *TooManyRowsError
+	if !errors.As(err, &tooMany) || tooMany.Limit != maxServerSessions {
+		t.Fatalf("a server listing %d sessions holding locks: %v; want a *TooManyRowsError of %d", listed, err, maxServerSessions)
+	}
+	if n := ends.Load(); n != 0 {
+		t.Fatalf("a server listing %d sessions holding locks: %d statements ending sessions ran; want none", listed, n)
+	}
+}
+
+// TestBlockingSessionsAreBounded (issue 26, the same shape): the blocker
+// watch kept an entry (seen) and could end a session for every session a
+// server listed as blocking the provisioning. More than maxServerSessions
+// is a *TooManyRowsError.
+func TestBlockingSessionsAreBounded(t *testing.T) {
+	const listed = 50_000
+	url := fakePG(t, func(q string) fakeAnswer {
+		if !strings.Contains(q, "pg_blocking_pids") {
+			return fakeAnswer{}
+		}
+		return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"rolname", 25}, {"canbe", 16}, {"admin", 16}, {"c", 25}, {"age", 701}},
+			rows: func(emit func(...string) bool) {
+				for i := range listed {
+					if !emit(strconv.Itoa(i+1), "10", "r", "t", "f", markerPrefix+"; uid=u; runtime=team/rt", "99999") {
+						return
+					}
+				}
+			}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := blockingSessions(ctx, fakeConn(t, url), 1)
+	var tooMany *TooManyRowsError
+	if !errors.As(err, &tooMany) || tooMany.Limit != maxServerSessions {
+		t.Fatalf("a server listing %d sessions blocking the provisioning: %v; want a *TooManyRowsError of %d", listed, err, maxServerSessions)
+	}
+}

@@ -61,3 +61,23 @@ preferredDuringSchedulingIgnoredDuringExecution:
         matchLabels:
           {{- include "engram.selectorLabels" . | nindent 10 }}
 {{- end -}}
+
+{{/*
+GOMEMLIMIT of the operator: 90% of its memory limit, so the Go runtime
+collects harder before the kernel kills the container (without it the heap
+may grow to twice the live set). A limit in Mi or Gi is computed here; any
+other form takes the limit itself (resourceFieldRef, in bytes).
+*/}}
+{{- define "engram.goMemLimit" -}}
+{{- $mem := toString (dig "limits" "memory" "" .Values.resources) -}}
+{{- if regexMatch "^[0-9]+Mi$" $mem -}}
+value: "{{ div (mul (trimSuffix "Mi" $mem | int) 9) 10 }}MiB"
+{{- else if regexMatch "^[0-9]+Gi$" $mem -}}
+value: "{{ div (mul (trimSuffix "Gi" $mem | int) 1024 9) 10 }}MiB"
+{{- else -}}
+valueFrom:
+  resourceFieldRef:
+    containerName: manager
+    resource: limits.memory
+{{- end -}}
+{{- end -}}
