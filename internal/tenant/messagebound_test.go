@@ -114,6 +114,21 @@ func TestBackendKeyDataIsBounded(t *testing.T) {
 // connectWithKey connects as the operator does to a server on 127.0.0.1
 // that sends a BackendKeyData of keyLen bytes of secret key.
 func connectWithKey(t *testing.T, keyLen int) error {
+	return connectToOneShot(t, func(c net.Conn) {
+		key := binary.BigEndian.AppendUint32(nil, 4242)
+		key = append(key, make([]byte, keyLen)...)
+		answer := slices.Concat(serverMessage('R', []byte{0, 0, 0, 0}), serverMessage('K', key), serverMessage('Z', []byte("I")))
+		if _, err := c.Write(answer); err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, c) // until the client goes
+	})
+}
+
+// connectToOneShot connects as the operator does (BoundMessages) to a
+// server on 127.0.0.1 that reads one client's startup message and leaves
+// the rest of the conversation to serve.
+func connectToOneShot(t *testing.T, serve func(c net.Conn)) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +147,7 @@ func connectWithKey(t *testing.T, keyLen int) error {
 		if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(hdr[:4]))-8); err != nil {
 			return
 		}
-		key := binary.BigEndian.AppendUint32(nil, 4242)
-		key = append(key, make([]byte, keyLen)...)
-		answer := slices.Concat(serverMessage('R', []byte{0, 0, 0, 0}), serverMessage('K', key), serverMessage('Z', []byte("I")))
-		if _, err := c.Write(answer); err != nil {
-			return
-		}
-		_, _ = io.Copy(io.Discard, c) // until the client goes
+		serve(c)
 	}()
 	cfg, err := pgconn.ParseConfig("postgres://evil:pw@" + ln.Addr().String() + "/engram?sslmode=disable")
 	if err != nil {
@@ -236,24 +245,7 @@ func TestSCRAMIterationsAreBounded(t *testing.T) {
 // that asks SCRAM-SHA-256 with the given iterations, then ends the
 // connection after the client's proof.
 func connectSCRAM(t *testing.T, iterations string) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		var hdr [8]byte
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
-			return
-		}
-		if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(hdr[:4]))-8); err != nil {
-			return
-		}
+	return connectToOneShot(t, func(c net.Conn) {
 		sasl := binary.BigEndian.AppendUint32(nil, 10)
 		if _, err := c.Write(serverMessage('R', append(sasl, "SCRAM-SHA-256\x00\x00"...))); err != nil {
 			return
@@ -273,17 +265,5 @@ func connectSCRAM(t *testing.T, iterations string) error {
 			return
 		}
 		_, _ = io.CopyN(io.Discard, c, 1) // the client's proof, or its going
-	}()
-	cfg, err := pgconn.ParseConfig("postgres://evil:pw@" + ln.Addr().String() + "/engram?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	BoundMessages(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	return conn.Close(ctx)
+	})
 }
