@@ -54,12 +54,7 @@ func TestAdminSessionsHaveTimeouts(t *testing.T) {
 // recently used; other namespaces' and the platform's pools stay.
 func TestTenantPoolsPerNamespaceAreCapped(t *testing.T) {
 	dbURL := testenv.AdminURL(t)
-	c := newPoolCache(Options{}.withDefaults())
-	t.Cleanup(func() {
-		for _, p := range c.pools {
-			p.pool.Close()
-		}
-	})
+	c := newTestPoolCache(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	open := func(id string) *pgxpool.Pool {
@@ -114,12 +109,7 @@ func TestTenantPoolsPerNamespaceAreCapped(t *testing.T) {
 // used idle ones are closed, a pool in use and the platform's never.
 func TestTenantPoolsInAllAreCapped(t *testing.T) {
 	dbURL := testenv.AdminURL(t)
-	c := newPoolCache(Options{}.withDefaults())
-	t.Cleanup(func() {
-		for _, p := range c.pools {
-			p.pool.Close()
-		}
-	})
+	c := newTestPoolCache(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	get := func(id string) *pgxpool.Pool {
@@ -157,4 +147,16 @@ func TestTenantPoolsInAllAreCapped(t *testing.T) {
 	if c.peek("database/shared") != platform {
 		t.Fatal("the platform's pool was closed")
 	}
+}
+
+// newTestPoolCache is the operator's pool cache with default options; the
+// pools still open are closed when the test ends.
+func newTestPoolCache(t *testing.T) *poolCache {
+	c := newPoolCache(Options{}.withDefaults())
+	t.Cleanup(func() {
+		for _, p := range c.pools {
+			p.pool.Close()
+		}
+	})
+	return c
 }
