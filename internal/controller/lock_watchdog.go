@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,10 +36,9 @@ type lockWatchdog struct {
 
 	dogs perNode[*tenant.LockWatchdog] // on the node's connection
 
-	mu sync.Mutex // guards logged: each node runs in a goroutine of its own
-	// logged: when a session that could not be ended was last logged, by
-	// node key and pid (firstInAWhile).
-	logged map[string]time.Time
+	// failures: which sessions that could not be ended were logged lately
+	// (bounded per node, fixed-size keys).
+	failures *failureLog
 }
 
 func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder, o Options) *lockWatchdog {
@@ -50,8 +48,8 @@ func newLockWatchdog(c client.Reader, pools *poolCache, rec events.EventRecorder
 			Threshold: o.TenantLockThreshold, TableShare: o.TenantLockTableShare, Quarantine: o.TenantLockQuarantine,
 			Connections: tenant.ConnectionPolicy{Share: o.TenantConnectionShare},
 		},
-		log:    ctrl.Log.WithName("lock-watchdog"),
-		logged: map[string]time.Time{},
+		log:      ctrl.Log.WithName("lock-watchdog"),
+		failures: newFailureLog(),
 	}
 	w.nodeRunner = newNodeRunner("engram-lock-watchdog", pools, o.TenantLockWatchInterval, w, lockWatchLooks, w.log)
 	return w
@@ -89,14 +87,22 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
+	w.failures.startLook(n.key, time.Now())
 	for _, h := range hogs {
 		w.report(ctx, n, h)
+	}
+	if more := w.failures.endLook(n.key); more > 0 {
+		w.log.Error(nil, "more of a tenant's login roles hold many locks of the server's shared lock table and were not ended (not logged one by one)",
+			"node", n.key, "more", more)
 	}
 	return nil
 }
 
 // forget implements nodeJob (the runner closes the connection).
-func (w *lockWatchdog) forget(key string) { w.dogs.forget(key) }
+func (w *lockWatchdog) forget(key string) {
+	w.dogs.forget(key)
+	w.failures.forget(key)
+}
 
 // report records one role ended on node n: ended, a Warning event
 // LocksExceeded on the runtime that owns the role (eventRuntime, as for
@@ -105,7 +111,7 @@ func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
 	log := w.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
 	if !h.Ended {
 		lockHogs.WithLabelValues("failed").Inc()
-		if w.firstInAWhile(n.key, h.PID) {
+		if w.failures.first(n.key, h.PID, time.Now()) {
 			log.Error(nil, "a tenant's login role holds many locks of the server's shared lock table and was not ended (said once a minute per session)", "problem", h.Problem)
 		}
 		return
@@ -116,32 +122,6 @@ func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
 	if rt := eventRuntimeOnServer(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
 		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate", "%s", lockHogNote(h))
 	}
-}
-
-// failureLogEvery: a session the watchdog cannot end is found again at
-// every look (each second); its error is logged once per this, per
-// session.
-const failureLogEvery = time.Minute
-
-// firstInAWhile reports whether session pid of node key was not logged
-// within failureLogEvery, and records it. A dog whose connection user may
-// not signal (a tenant's own login given as a connection Secret) would
-// otherwise log an error per session per second.
-func (w *lockWatchdog) firstInAWhile(key string, pid int) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	now := time.Now()
-	for k, at := range w.logged {
-		if now.Sub(at) > failureLogEvery {
-			delete(w.logged, k)
-		}
-	}
-	k := fmt.Sprintf("%s|%d", key, pid)
-	if _, ok := w.logged[k]; ok {
-		return false
-	}
-	w.logged[k] = now
-	return true
 }
 
 // lockHogNote is the event's message: what was over which bound, what

@@ -68,10 +68,34 @@ func (r *transactionReaper) look(ctx context.Context, n node, conn *pgx.Conn) er
 	if err != nil {
 		return err
 	}
-	for _, h := range held {
-		r.report(ctx, n, h)
-	}
+	r.reportLook(ctx, n, held)
 	return nil
+}
+
+// reportLook reports the sessions of one look on node n: the first few of
+// each outcome one by one, the rest in one line with their counts.
+func (r *transactionReaper) reportLook(ctx context.Context, n node, held []tenant.HeldTransaction) {
+	var lines reapLines
+	for _, h := range held {
+		r.reportLine(ctx, n, h, &lines)
+	}
+	if lines.endedMore+lines.failedMore > 0 {
+		r.log.Error(nil, "more tenants' transactions held back the cleanup of their database than are logged one by one",
+			"node", n.key, "endedNotLogged", lines.endedMore, "notEndedNotLogged", lines.failedMore)
+	}
+}
+
+// maxReapLinesPerLook is how many sessions of each outcome (ended, not
+// ended) a look logs one by one; the rest go into one line with their
+// counts. A tenant-run server names the sessions, up to 10,000 a look
+// with new pids each time: a line each was up to 10,000 lines a look
+// (issue 26, eleventh review, L1). Metrics and events still count each.
+const maxReapLinesPerLook = 5
+
+// reapLines counts one look's log lines by outcome, and those left out.
+type reapLines struct {
+	ended, failed         int
+	endedMore, failedMore int
 }
 
 // forget implements nodeJob.
@@ -86,15 +110,29 @@ func (r *transactionReaper) forget(key string) {
 // tenants' runtimes); not ended, an error in the operator's log (the
 // tenant cannot fix the admin's privileges).
 func (r *transactionReaper) report(ctx context.Context, n node, h tenant.HeldTransaction) {
+	r.reportLine(ctx, n, h, &reapLines{})
+}
+
+// reportLine is report within a look: past maxReapLinesPerLook of an
+// outcome, the session is counted in lines instead of logged.
+func (r *transactionReaper) reportLine(ctx context.Context, n node, h tenant.HeldTransaction, lines *reapLines) {
 	open := h.OpenFor.Round(100 * time.Millisecond)
 	log := r.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "openFor", open.String())
 	if !h.Ended {
 		oldTransactions.WithLabelValues("failed").Inc()
+		if lines.failed++; lines.failed > maxReapLinesPerLook {
+			lines.failedMore++
+			return
+		}
 		log.Error(nil, "a tenant's transaction holds back the cleanup of its database and was not ended", "problem", h.Problem)
 		return
 	}
 	oldTransactions.WithLabelValues("ended").Inc()
-	log.Info("ended a tenant's session whose transaction held back the cleanup of its database")
+	if lines.ended++; lines.ended > maxReapLinesPerLook {
+		lines.endedMore++
+	} else {
+		log.Info("ended a tenant's session whose transaction held back the cleanup of its database")
+	}
 	if rt := eventRuntime(ctx, r.client, r.pools, h.Tenant, n.addr); rt != nil {
 		r.events.warning(rt, memoryv1alpha1.ReasonTransactionEnded, "Terminate",
 			"the operator ended session %d of this runtime's login role %s: its transaction had been open %s and held back the cleanup (VACUUM) of every tenant's tables in the database; a tenant's transaction may do so for at most %s",

@@ -189,9 +189,11 @@ func (w *blockerWatch) look(ctx context.Context, elapsed time.Duration) error {
 	if others {
 		w.waited += elapsed
 	}
+	ends := newLookEnds(ctx)
+	defer ends.done()
 	for _, s := range sessions {
 		key := blockerKey{s.pid, s.roleOID}
-		w.act(ctx, key, s, w.seen[key], now)
+		w.act(ends, key, s, w.seen[key], now)
 	}
 	return nil
 }
@@ -275,7 +277,10 @@ func decideBlocker(kind BlockerKind, openFor, inWay, waited, maxAge, interval ti
 // act applies decideBlocker to s: it ends another tenant's session (trying
 // again at every look until it is gone) and reports it once ended, or
 // once when it cannot or may not be ended.
-func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSession, st *seenBlocker, now time.Time) {
+//
+// Its terminates share the look's deadline (lookEnds): once it has passed
+// or the watch is stopped, a blocker to end is left for the next look.
+func (w *blockerWatch) act(ends *lookEnds, key blockerKey, s blockingSession, st *seenBlocker, now time.Time) {
 	if st.ended {
 		return
 	}
@@ -293,9 +298,11 @@ func (w *blockerWatch) act(ctx context.Context, key blockerKey, s blockingSessio
 		// Not cancelled by stop: the session ending unblocks the
 		// provisioning, which may then finish and stop the watch while
 		// the answer is on its way; the report must not be lost.
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
-		signalled, err := terminate(tctx, w.conn, s)
-		cancel()
+		if !ends.more() {
+			return
+		}
+		signalled, err := terminate(ends.ctx, w.conn, s)
+		ends.after()
 		switch {
 		case err != nil:
 			b.Problem = endProblem(err)

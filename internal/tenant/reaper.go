@@ -157,6 +157,8 @@ func (r *Reaper) Look(ctx context.Context, db querier) ([]HeldTransaction, error
 	now := time.Now()
 	present := map[heldKey]bool{}
 	var out []HeldTransaction
+	ends := newLookEnds(ctx)
+	defer ends.done()
 	for _, s := range sessions {
 		m := parseMarker(s.comment)
 		if !m.managed || m.uid == "" {
@@ -176,7 +178,10 @@ func (r *Reaper) Look(ctx context.Context, db querier) ([]HeldTransaction, error
 		if h.OpenFor < r.maxAge() {
 			continue
 		}
-		if r.end(ctx, db, key, &h) {
+		if !ends.more() {
+			continue // found again at the next look
+		}
+		if r.end(ends, db, key, &h) {
 			out = append(out, h)
 		}
 	}
@@ -191,8 +196,10 @@ func (r *Reaper) Look(ctx context.Context, db querier) ([]HeldTransaction, error
 
 // end ends the transaction of key and says whether h is to be reported:
 // always once ended, once when it cannot be ended.
-func (r *Reaper) end(ctx context.Context, db querier, key heldKey, h *HeldTransaction) bool {
-	ended, err := terminateTransaction(ctx, db, key)
+// Its terminate shares the look's deadline (lookEnds).
+func (r *Reaper) end(ends *lookEnds, db querier, key heldKey, h *HeldTransaction) bool {
+	ended, err := terminateTransaction(ends.ctx, db, key)
+	ends.after()
 	switch {
 	case err != nil:
 		h.Problem = endProblem(err)
@@ -285,12 +292,11 @@ func horizonHolders(ctx context.Context, db querier) ([]horizonHolder, error) {
 // terminateTransaction ends the session of key if it is still in that very
 // transaction (same pid, role and virtual transaction id): a session that
 // committed meanwhile and began anew is left alone. It reports whether it
-// signalled one.
+// signalled one. ctx is the look's shared, cancel-proof deadline
+// (lookEnds).
 func terminateTransaction(ctx context.Context, db querier, key heldKey) (bool, error) {
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
-	defer cancel()
 	var ended bool
-	err := db.QueryRow(tctx, `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
+	err := db.QueryRow(ctx, `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
 		WHERE a.pid = $1 AND a.usesysid = $2 AND EXISTS (SELECT 1 FROM pg_locks l
 			WHERE l.pid = a.pid AND l.locktype = 'virtualxid' AND l.virtualxid = $3 AND l.mode = 'ExclusiveLock' AND l.granted)`,
 		key.pid, key.role, key.vxid.String()).Scan(&ended)

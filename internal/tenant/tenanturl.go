@@ -113,6 +113,34 @@ func CheckTenantURL(raw string) error {
 	if !namesUser(raw) {
 		return ErrNoUser
 	}
+	return checkNameLengths(cfg)
+}
+
+// maxHostBytes is the longest DNS name.
+const maxHostBytes = 253
+
+// ErrNameTooLong: a tenant's URL names a user, database or host longer than
+// a server keeps.
+var ErrNameTooLong = errors.New("the connection names a user or database longer than PostgreSQL keeps")
+
+// checkNameLengths refuses a user or database name over
+// MaxIdentifierBytes and a host over maxHostBytes. The operator keys what
+// it keeps per server, and logs, by user@host:port/database: unbounded, a
+// tenant's URL made every such key (and each copy of it) as long as the
+// Secret (issue 26's eleventh review, L2).
+func checkNameLengths(cfg *pgconn.Config) error {
+	for _, name := range []struct {
+		what, value string
+		most        int
+	}{
+		{"user", cfg.User, MaxIdentifierBytes},
+		{"database", cfg.Database, MaxIdentifierBytes},
+		{"host", cfg.Host, maxHostBytes},
+	} {
+		if len(name.value) > name.most {
+			return fmt.Errorf("%w: its %s name has %d bytes, the most is %d", ErrNameTooLong, name.what, len(name.value), name.most)
+		}
+	}
 	return nil
 }
 

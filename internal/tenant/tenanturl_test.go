@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -166,6 +167,31 @@ func TestTenantURLWithoutUserIsRefused(t *testing.T) {
 	} {
 		if err := CheckTenantURL(raw); err != nil {
 			t.Errorf("CheckTenantURL(%q) = %v, want accepted", raw, err)
+		}
+	}
+}
+
+// TestTenantURLRefusesLongNames (issue 26, eleventh review, L2 with HIGH 1):
+// a user or database name as long as the Secret made every key the
+// operator keeps per server (and each log line) that long; PostgreSQL
+// keeps 63 bytes of either anyway. Refused now, tenant URLs only.
+func TestTenantURLRefusesLongNames(t *testing.T) {
+	long, name63 := strings.Repeat("u", 64), strings.Repeat("n", 63)
+	for _, c := range []struct {
+		raw     string
+		refused bool
+	}{
+		{"postgres://" + name63 + ":p@db.example:5432/" + name63, false},
+		{"postgres://" + long + ":p@db.example:5432/engram", true},
+		{"postgres://u:p@db.example:5432/" + long, true},
+		{"postgres://u:p@db.example:5432/engram?user=" + long, true},
+		{"postgres://u:p@db.example:5432/engram?dbname=" + long, true},
+		{"postgres://u:p@" + strings.Repeat("h", 254) + ":5432/engram", true},
+		{"postgres://" + strings.Repeat("u", 4500) + ":p@db.example:5432/" + strings.Repeat("d", 4500), true},
+	} {
+		err := CheckTenantURL(c.raw)
+		if got := errors.Is(err, ErrNameTooLong); got != c.refused {
+			t.Errorf("CheckTenantURL(%.60q…) = %v, want refused %v", c.raw, err, c.refused)
 		}
 	}
 }
