@@ -86,6 +86,12 @@ var ErrUnixSocket = errors.New("the connection names a Unix socket (no host, or 
 var ErrNoUser = errors.New("the connection names no user (postgres://USER:PASSWORD@host/db, or user= in the query): without one the operator would log in as its own OS user")
 
 func CheckTenantURL(raw string) error {
+	// Before parsing: pgx keeps a copy of the parsed config per pool and
+	// per connection, so a Secret's 1 MiB made each of them that large
+	// (issue 26's twelfth review, HIGH 3).
+	if len(raw) > MaxTenantURLBytes {
+		return fmt.Errorf("%w: it has %d bytes, the most is %d", ErrURLTooLong, len(raw), MaxTenantURLBytes)
+	}
 	cfg, err := ParseTenantURL(raw)
 	if err != nil {
 		return err
@@ -106,6 +112,9 @@ func CheckTenantURL(raw string) error {
 				ErrMultiHost, cfg.Host, cfg.Port, fb.Host, fb.Port)
 		}
 	}
+	if err := checkOneHostEntry(raw, cfg); err != nil {
+		return err
+	}
 	// Without a user pgx takes the operator's OS user (PGUSER, or a
 	// lookup pgx itself warns may be slow or fail in a container): a
 	// login the tenant did not choose, which tells its server who runs
@@ -114,6 +123,30 @@ func CheckTenantURL(raw string) error {
 		return ErrNoUser
 	}
 	return checkNameLengths(cfg)
+}
+
+// MaxTenantURLBytes bounds a tenant's connection URL: a user and a
+// database of 63 bytes, a host of 253, a long password and every allowed
+// parameter fit many times over.
+const MaxTenantURLBytes = 4096
+
+// ErrURLTooLong: a tenant's connection URL is longer than MaxTenantURLBytes.
+var ErrURLTooLong = errors.New("the connection URL is too long")
+
+// checkOneHostEntry refuses a host list, even one naming the same host
+// again and again: pgconn makes one fallback config (two with
+// sslmode=prefer or allow, each with its own TLS config) per entry, and
+// pgx copies all of them into every pool and connection, so 100,000
+// entries of one host kept about 36 MiB per connection, and a DNS name
+// listed so was resolved once per entry at every connect (issue 26's
+// twelfth review, HIGH 3). One host gives at most one fallback (the same
+// host without TLS).
+func checkOneHostEntry(raw string, cfg *pgconn.Config) error {
+	u, err := url.Parse(raw)
+	if err == nil && strings.Contains(u.Host, ",") || len(cfg.Fallbacks) > 1 {
+		return fmt.Errorf("%w: it lists more than one host entry; a connection Secret in a runtime's namespace must name exactly one host and port, once", ErrMultiHost)
+	}
+	return nil
 }
 
 // maxHostBytes is the longest DNS name.

@@ -26,14 +26,56 @@ func TestCheckSingleServer(t *testing.T) {
 		{"postgres://u:p@db:5432,db:5433/engram", true},
 		{"postgres://u:p@db:5432/engram?host=shared,own", true},
 	} {
-		err := CheckTenantURL(c.url)
-		var rk *RefusedKeyError
-		if got := errors.Is(err, ErrMultiHost) || errors.As(err, &rk); got != c.refused {
-			t.Errorf("CheckTenantURL(%q) = %v; want refused %v", c.url, err, c.refused)
+		checkSingleServerRow(t, c.url, c.refused)
+	}
+}
+
+// TestTenantURLRefusesRepeatedHostsAndLength (issue 26's twelfth review,
+// HIGH 3): the same host listed again and again passed, and pgx kept a
+// fallback config per entry in every pool and connection; a URL as long
+// as a Secret's 1 MiB is refused before parsing.
+func TestTenantURLRefusesRepeatedHostsAndLength(t *testing.T) {
+	many := func(entry string, n int) string {
+		return "postgres://u:p@" + strings.TrimSuffix(strings.Repeat(entry+",", n), ",") + "/engram"
+	}
+	for _, c := range []struct {
+		url     string
+		refused bool
+	}{
+		{"postgres://u:p@db:5432/engram?sslmode=allow", false},
+		{"postgres://u:p@[::1]:5432/engram?sslmode=prefer", false},
+		{many("db:5432", 2), true},
+		{many("db:5432", 2) + "?sslmode=require", true},
+		{many("db", 2), true},
+		{many("10.1.2.3:5432", 200), true},
+		{"postgres://u:p@db:5432/engram?host=db,db", true},
+	} {
+		checkSingleServerRow(t, c.url, c.refused)
+	}
+	for _, raw := range []string{
+		many("10.1.2.3:5432", 70000),
+		"postgres://u:" + strings.Repeat("p", MaxTenantURLBytes) + "@db:5432/engram",
+	} {
+		if err := CheckTenantURL(raw); !errors.Is(err, ErrURLTooLong) || len(err.Error()) > 200 {
+			t.Errorf("CheckTenantURL(%d bytes) = %.200v, want ErrURLTooLong with a short message", len(raw), err)
 		}
-		if !c.refused && err != nil {
-			t.Errorf("CheckTenantURL(%q) = %v; want accepted", c.url, err)
-		}
+	}
+	if err := CheckTenantURL("postgres://u:" + strings.Repeat("p", 1000) + "@db:5432/engram"); err != nil {
+		t.Errorf("a 1,000-byte password: %v, want accepted", err)
+	}
+}
+
+// checkSingleServerRow checks that raw is refused as naming more than one
+// server (or by its query) when refused, and accepted otherwise.
+func checkSingleServerRow(t *testing.T, raw string, refused bool) {
+	t.Helper()
+	err := CheckTenantURL(raw)
+	var rk *RefusedKeyError
+	if got := errors.Is(err, ErrMultiHost) || errors.As(err, &rk); got != refused {
+		t.Errorf("CheckTenantURL(%.80q) = %.200v; want refused %v", raw, err, refused)
+	}
+	if !refused && err != nil {
+		t.Errorf("CheckTenantURL(%.80q) = %v; want accepted", raw, err)
 	}
 }
 
@@ -187,7 +229,7 @@ func TestTenantURLRefusesLongNames(t *testing.T) {
 		{"postgres://u:p@db.example:5432/engram?user=" + long, true},
 		{"postgres://u:p@db.example:5432/engram?dbname=" + long, true},
 		{"postgres://u:p@" + strings.Repeat("h", 254) + ":5432/engram", true},
-		{"postgres://" + strings.Repeat("u", 4500) + ":p@db.example:5432/" + strings.Repeat("d", 4500), true},
+		{"postgres://" + strings.Repeat("u", 1900) + ":p@db.example:5432/" + strings.Repeat("d", 1900), true},
 	} {
 		err := CheckTenantURL(c.raw)
 		if got := errors.Is(err, ErrNameTooLong); got != c.refused {
