@@ -90,7 +90,7 @@ func (w *LockWatchdog) startQuarantine(oid uint32, name string, now time.Time) *
 		m := w.roles[oid].mark
 		q = &quarantine{name: name, until: m.ended, strikes: m.strikes}
 		if m.active() {
-			q.until = m.until
+			q.until = w.clampUntil(m.until, now)
 		}
 		w.quarantined[oid] = q
 	}
@@ -197,14 +197,40 @@ func (w *LockWatchdog) syncQuarantines(now time.Time) {
 			}
 			continue
 		}
+		until := w.clampUntil(r.mark.until, now)
 		if q == nil {
-			q = &quarantine{name: r.name, until: r.mark.until, strikes: r.mark.strikes}
+			q = &quarantine{name: r.name, until: until, strikes: r.mark.strikes}
 			w.quarantined[oid] = q
 		}
-		if r.mark.until.After(q.until) {
-			q.until, q.strikes = r.mark.until, max(q.strikes, r.mark.strikes)
+		if until.After(q.until) {
+			q.until, q.strikes = until, max(q.strikes, r.mark.strikes)
 		}
 		q.set = r.limit == quarantinedLimit && r.mark.until.Equal(q.until)
+	}
+}
+
+// clampUntil takes a marker's end of quarantine at most MaxQuarantine from
+// now: the marker is on a server a tenant may run, and a date years ahead
+// kept the watchdog's copy (and its per-look ends) that long (issue 26's
+// twelfth review, HIGH 1).
+func (w *LockWatchdog) clampUntil(until, now time.Time) time.Time {
+	if most := now.Add(w.policy.MaxQuarantine); until.After(most) {
+		return most
+	}
+	return until
+}
+
+// pruneQuarantines forgets the quarantines of roles the last Refresh did
+// not list: such a role is gone, or past MaxRoles and not watched, and a
+// listed role's state is in its marker. Without it a server listing new
+// OIDs at every look grew the map by MaxRoles entries a look, for as long
+// as the node was followed (issue 26's twelfth review, HIGH 1). So the map
+// never holds more than MaxRoles entries.
+func (w *LockWatchdog) pruneQuarantines() {
+	for oid := range w.quarantined {
+		if _, listed := w.roles[oid]; !listed {
+			delete(w.quarantined, oid)
+		}
 	}
 }
 

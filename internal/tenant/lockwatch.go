@@ -264,6 +264,7 @@ func (w *LockWatchdog) Refresh(ctx context.Context) error {
 		return fmt.Errorf("reading the tenants' login roles ahead: %w", err)
 	}
 	w.roles = roles
+	w.pruneQuarantines()
 	w.syncQuarantines(time.Now())
 	return nil
 }
