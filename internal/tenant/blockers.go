@@ -112,19 +112,27 @@ func (b Blocker) String() string {
 // BlockedError is a provisioning error of a statement that waited for
 // sessions it could not end: the message names them (and, when ending them
 // was refused, the missing privilege), so the condition says who to ask.
+// It names at most maxUnresolvedBlockers of them, and counts the rest
+// (More, and any past that many in Blockers).
 type BlockedError struct {
 	Err      error
 	Blockers []Blocker
+	// More: blockers reported and not ended that Blockers does not hold.
+	More int
 }
 
 func (e *BlockedError) Error() string {
-	parts := make([]string, 0, len(e.Blockers))
-	for _, b := range e.Blockers {
+	named := e.Blockers[:min(len(e.Blockers), maxUnresolvedBlockers)]
+	parts := make([]string, 0, len(named)+1)
+	for _, b := range named {
 		p := b.String()
 		if b.Problem != "" {
 			p += ": " + b.Problem
 		}
 		parts = append(parts, p)
+	}
+	if more := e.More + len(e.Blockers) - len(named); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more (each reported as an event)", more))
 	}
 	return fmt.Sprintf("%v (it waited for %s)", e.Err, strings.Join(parts, "; "))
 }

@@ -33,9 +33,19 @@ type blockerWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
-	// unresolved: blockers reported and not ended, for the error message.
+	// unresolved: blockers reported and not ended, for the error message;
+	// at most maxUnresolvedBlockers, the others only counted (notKept).
 	unresolved map[blockerKey]Blocker
+	notKept    int
 }
+
+// maxUnresolvedBlockers bounds the blockers a watch keeps for the error
+// of its provisioning: the keys are the (pid, role) a server names, and a
+// tenant-run server naming 10,000 new blockers a look, each failing its
+// terminate, made the watch keep all of them for the whole pass, then join
+// them into one error string (issue 26's twelfth review, HIGH 2; about
+// 450 MiB for one 60 s pass). Each one was reported as it came.
+const maxUnresolvedBlockers = 16
 
 // blockerKey tells sessions apart even when a pid is reused.
 type blockerKey struct {
@@ -67,7 +77,8 @@ func startBlockerWatch(ctx context.Context, cfg *pgx.ConnConfig, pid int, self O
 }
 
 // stop ends the watch and returns the blockers it reported and did not
-// end, ordered by pid.
+// end, ordered by pid: at most maxUnresolvedBlockers of them (notKept
+// counts the others).
 func (w *blockerWatch) stop() []Blocker {
 	w.cancel()
 	<-w.done
@@ -79,6 +90,15 @@ func (w *blockerWatch) stop() []Blocker {
 	}
 	slices.SortFunc(out, func(a, b Blocker) int { return a.PID - b.PID })
 	return out
+}
+
+// notKeptCount is how many blockers were reported and not ended beyond
+// those stop returns (some may have ended since: a blocker not kept is
+// not followed).
+func (w *blockerWatch) notKeptCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.notKept
 }
 
 func (w *blockerWatch) run(ctx context.Context) {
@@ -318,15 +338,25 @@ func (w *blockerWatch) act(ends *lookEnds, key blockerKey, s blockingSession, st
 		return
 	}
 	st.reported = st.reported || !b.Ended
-	w.mu.Lock()
-	if b.Ended {
-		delete(w.unresolved, key)
-	} else {
-		w.unresolved[key] = b
-	}
-	w.mu.Unlock()
+	w.keepUnresolved(key, b)
 	if w.policy.Report != nil {
 		w.policy.Report(b)
+	}
+}
+
+// keepUnresolved records b for the error of the provisioning: dropped once
+// ended, kept while fewer than maxUnresolvedBlockers are, counted else.
+func (w *blockerWatch) keepUnresolved(key blockerKey, b Blocker) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, kept := w.unresolved[key]
+	switch {
+	case b.Ended:
+		delete(w.unresolved, key)
+	case kept || len(w.unresolved) < maxUnresolvedBlockers:
+		w.unresolved[key] = b
+	default:
+		w.notKept++
 	}
 }
 

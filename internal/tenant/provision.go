@@ -142,7 +142,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		watch := startBlockerWatch(ctx, admin.Config().ConnConfig, int(conn.PgConn().PID()), spec.Owner, spec.Blockers)
 		defer func() {
 			if blockers := watch.stop(); err != nil && len(blockers) > 0 {
-				err = &BlockedError{Err: err, Blockers: blockers}
+				err = &BlockedError{Err: err, Blockers: blockers, More: watch.notKeptCount()}
 			}
 		}()
 		extSchema, err := ensureExtension(ctx, conn, res)
