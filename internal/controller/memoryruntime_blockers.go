@@ -21,9 +21,27 @@ func (r *MemoryRuntimeReconciler) blockerPolicy(ctx context.Context, s *runtimeS
 	// building s.rt's status: events are recorded on a copy.
 	regarding := s.rt.DeepCopy()
 	schema, admin := s.schema, s.admin
-	return tenant.BlockerPolicy{MaxAge: r.opts.TenantBlockerMaxAge, Report: func(b tenant.Blocker) {
-		r.reportBlocker(ctx, regarding, schema, admin, b)
-	}}
+	lines := &reapLines{} // the watcher's goroutine alone uses it
+	return tenant.BlockerPolicy{MaxAge: r.opts.TenantBlockerMaxAge,
+		Report: func(b tenant.Blocker) {
+			r.reportBlockerLine(ctx, regarding, schema, admin, b, lines)
+		},
+		LookDone: func() {
+			blockerLookDone(ctx, schema, lines)
+		}}
+}
+
+// blockerLookDone logs in one line the blockers of a look past
+// maxReapLinesPerLook of an outcome, and starts the next look's count. A
+// tenant-run server names up to 10,000 blockers a look with new pids each
+// time: a line (and a Warning) each was up to 10,000 a look (issue 26,
+// twelfth review, L2).
+func blockerLookDone(ctx context.Context, schema string, lines *reapLines) {
+	if lines.endedMore > 0 || lines.failedMore > 0 {
+		ctrl.LoggerFrom(ctx).Info("more sessions in the way of the provisioning than logged one by one",
+			"schema", schema, "endedNotLogged", lines.endedMore, "keptNotLogged", lines.failedMore)
+	}
+	*lines = reapLines{}
 }
 
 // reportBlocker records a blocker: a Warning on the runtime being
@@ -31,21 +49,38 @@ func (r *MemoryRuntimeReconciler) blockerPolicy(ctx context.Context, s *runtimeS
 // tenant's login role, a Warning on that tenant's runtime too (found by the
 // namespace/name of the role's marker, and only if its UID matches).
 func (r *MemoryRuntimeReconciler) reportBlocker(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema, admin string, b tenant.Blocker) {
+	r.reportBlockerLine(ctx, rt, schema, admin, b, &reapLines{})
+}
+
+// reportBlockerLine is reportBlocker within a look: past
+// maxReapLinesPerLook of an outcome, the blocker is counted in lines
+// instead of logged (and, kept, instead of a Warning on the runtime being
+// provisioned); the metric and the Warning on the ended session's runtime
+// still count each.
+func (r *MemoryRuntimeReconciler) reportBlockerLine(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, schema, admin string, b tenant.Blocker, lines *reapLines) {
 	log := ctrl.LoggerFrom(ctx).WithValues("schema", schema, "pid", b.PID, "openFor", b.OpenFor.String())
 	who := scrubAdmin(b.String(), admin)
 	open := b.OpenFor.Round(100 * time.Millisecond)
 	if !b.Ended {
 		tenantBlockers.WithLabelValues("kept").Inc()
+		if lines.failed++; lines.failed > maxReapLinesPerLook {
+			lines.failedMore++
+			return
+		}
 		log.Info("provisioning waits for a session it does not end", "blocker", who, "problem", b.Problem)
 		r.eventer().warning(rt, memoryv1alpha1.ReasonProvisioningBlocked, "Provision",
 			"provisioning schema %s waits for %s, in the way for %s: %s", schema, who, open, b.Problem)
 		return
 	}
 	tenantBlockers.WithLabelValues("ended").Inc()
-	log.Info("ended another tenant's session that blocked provisioning", "blocker", who)
-	r.eventer().warning(rt, memoryv1alpha1.ReasonTenantBlockerEnded, "Provision",
-		"ended %s: its transaction had been open %s and blocked the provisioning of schema %s (--tenant-blocker-max-age %s)",
-		who, open, schema, r.opts.TenantBlockerMaxAge)
+	if lines.ended++; lines.ended > maxReapLinesPerLook {
+		lines.endedMore++
+	} else {
+		log.Info("ended another tenant's session that blocked provisioning", "blocker", who)
+		r.eventer().warning(rt, memoryv1alpha1.ReasonTenantBlockerEnded, "Provision",
+			"ended %s: its transaction had been open %s and blocked the provisioning of schema %s (--tenant-blocker-max-age %s)",
+			who, open, schema, r.opts.TenantBlockerMaxAge)
+	}
 	if other := eventRuntime(ctx, r.client, r.pools, b.Tenant, r.pools.address(connectionID(rt))); other != nil {
 		r.eventer().warning(other, memoryv1alpha1.ReasonTransactionEnded, "Terminate",
 			"the operator ended session %d of this runtime's login role %s: its transaction had been open %s and blocked the provisioning of MemoryRuntime %s/%s; a tenant's transaction may block another tenant's provisioning for at most %s",

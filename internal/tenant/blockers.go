@@ -41,6 +41,9 @@ type BlockerPolicy struct {
 	// each blocker ended, and once for each blocker that has been in the
 	// way for MaxAge and that the watcher may not or could not end.
 	Report func(Blocker)
+	// LookDone, when set, is called (from the watcher's goroutine) after
+	// each look, so that the reports of one look can be summed up.
+	LookDone func()
 }
 
 func (p BlockerPolicy) maxAge() time.Duration {

@@ -215,6 +215,9 @@ func (w *blockerWatch) look(ctx context.Context, elapsed time.Duration) error {
 		key := blockerKey{s.pid, s.roleOID}
 		w.act(ends, key, s, w.seen[key], now)
 	}
+	if w.policy.LookDone != nil {
+		w.policy.LookDone()
+	}
 	return nil
 }
 
