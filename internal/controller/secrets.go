@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // The operator must not hold every Secret of the cluster in memory: that
@@ -25,9 +27,9 @@ import (
 //     apiKeySecretRefs) are read from the API server by secretReader;
 //   - changes to those Secrets still trigger reconciles, through a
 //     metadata-only watch (PartialObjectMetadata) in a cache of its own: it
-//     keeps name, namespace, labels and resourceVersion of each Secret, never
-//     its data (nor its annotations, where kubectl apply keeps a copy of the
-//     data in last-applied-configuration).
+//     keeps name, namespace, resourceVersion and the clusterConnection label
+//     of each Secret, never its data, its other labels or its annotations
+//     (where kubectl apply keeps a copy of the data).
 //
 // The manager's cache cannot do both: its settings (the label selector)
 // apply per kind, to typed and metadata informers alike.
@@ -42,7 +44,11 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 
 // keepIdentityOnly is the transform of the metadata cache: it keeps what the
 // watch's mapping (runtimesOfSecret), the clusterConnection label lookup
-// and secretReader need, and drops the rest before it is stored.
+// and secretReader need, and drops the rest before it is stored. Of the
+// labels it keeps only the clusterConnection one: this cache covers every
+// Secret the operator may see, and whoever can create a Secret there can
+// give it about a megabyte of labels, which the operator would otherwise
+// keep for as long as the Secret exists.
 func keepIdentityOnly(in any) (any, error) {
 	m, ok := in.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -53,10 +59,20 @@ func keepIdentityOnly(in any) (any, error) {
 		Namespace:         m.Namespace,
 		UID:               m.UID,
 		ResourceVersion:   m.ResourceVersion,
-		Labels:            m.Labels,
+		Labels:            connectionLabelOnly(m.Labels),
 		DeletionTimestamp: m.DeletionTimestamp,
 	}
 	return m, nil
+}
+
+// connectionLabelOnly keeps the one label the operator reads from the
+// metadata cache (a label value is at most 63 bytes), or nil.
+func connectionLabelOnly(l map[string]string) map[string]string {
+	v, ok := l[naming.LabelConnection]
+	if !ok {
+		return nil
+	}
+	return map[string]string{naming.LabelConnection: v}
 }
 
 // secretMetadataCache is the metadata-only Secret cache. GetCache makes the

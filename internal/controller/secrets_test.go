@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,5 +38,29 @@ func TestKeepIdentityOnly(t *testing.T) {
 	s := &corev1.Secret{Data: map[string][]byte{"k": []byte("v")}}
 	if out, _ := keepIdentityOnly(s); out != s {
 		t.Error("a non-metadata object was changed")
+	}
+}
+
+// HIGH 2 of issue 26's thirteenth review: whoever may create a Secret
+// anywhere the operator watches could give it about a megabyte of labels,
+// and the metadata cache kept them all. It keeps only the clusterConnection
+// label now.
+func TestKeepIdentityOnlyKeepsOnlyTheConnectionLabel(t *testing.T) {
+	many := map[string]string{"memory.engram.dev/connection": "main"}
+	for i := range 1000 {
+		many[fmt.Sprintf("l%08d", i)] = strings.Repeat("v", 63)
+	}
+	m := secretMetadata()
+	m.ObjectMeta = metav1.ObjectMeta{Name: "pg", Namespace: "team-a", Labels: many}
+	out, _ := keepIdentityOnly(m)
+	got := out.(*metav1.PartialObjectMetadata).Labels
+	if len(got) != 1 || got["memory.engram.dev/connection"] != "main" {
+		t.Errorf("kept %d labels, want only the connection label", len(got))
+	}
+	m = secretMetadata()
+	m.ObjectMeta = metav1.ObjectMeta{Name: "tags", Namespace: "team-evil", Labels: map[string]string{"a": "b", "c": "d"}}
+	out, _ = keepIdentityOnly(m)
+	if got := out.(*metav1.PartialObjectMetadata).Labels; got != nil {
+		t.Errorf("a Secret without the connection label kept labels %v", got)
 	}
 }
