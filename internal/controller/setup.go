@@ -37,8 +37,9 @@ func NewScheme() *runtime.Scheme {
 // ManagerOptions completes manager options for the operator: the scheme and
 // a cache that holds only what the operator needs — owned kinds (Secrets
 // included) only when they carry app.kubernetes.io/managed-by=engram-operator,
-// and with WatchNamespaces set, only those namespaces. The Secrets users
-// name are not in it: see secrets.go.
+// and with WatchNamespaces set, only those namespaces; of those, only the
+// objects the operator wrote are kept whole, the others as stubs (see
+// cache_transform.go). The Secrets users name are not in it: see secrets.go.
 func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 	if base.Scheme == nil {
 		base.Scheme = NewScheme()
@@ -51,14 +52,15 @@ func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 func CacheOptions(o Options) cache.Options {
 	managed := labels.SelectorFromSet(naming.ManagedLabels())
 	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:            {Label: managed},
-		&corev1.Service{}:               {Label: managed},
-		&corev1.ConfigMap{}:             {Label: managed},
-		&corev1.Secret{}:                {Label: managed},
-		&networkingv1.NetworkPolicy{}:   {Label: managed},
-		&policyv1.PodDisruptionBudget{}: {Label: managed},
-		&batchv1.CronJob{}:              {Label: managed},
-		&batchv1.Job{}:                  {Label: managed},
+		// keepOwnedWhole (cache_transform.go): the label alone proves nothing.
+		&appsv1.Deployment{}:            {Label: managed, Transform: keepOwnedWhole},
+		&corev1.Service{}:               {Label: managed, Transform: keepOwnedWhole},
+		&corev1.ConfigMap{}:             {Label: managed, Transform: keepOwnedWhole},
+		&corev1.Secret{}:                {Label: managed, Transform: keepOwnedWhole},
+		&networkingv1.NetworkPolicy{}:   {Label: managed, Transform: keepOwnedWhole},
+		&policyv1.PodDisruptionBudget{}: {Label: managed, Transform: keepOwnedWhole},
+		&batchv1.CronJob{}:              {Label: managed, Transform: keepOwnedWhole},
+		&batchv1.Job{}:                  {Label: managed, Transform: keepOwnedWhole},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

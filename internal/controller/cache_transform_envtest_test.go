@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+func heapBytes() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// HIGH 1 of issue 26's thirteenth review: a team labels its own Secrets
+// app.kubernetes.io/managed-by=engram-operator and the operator's cache kept
+// every byte of them (+63 MiB for 32 of 1 MB). Now it keeps a stub of each,
+// and the Secret the operator wrote for a runtime whole.
+func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
+	const secrets, size = 32, 1_000_000 // bounded: 32 MB in all
+	_, cfg := testenv.ControlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	scheme := NewScheme()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-evil"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	for i := range secrets {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("junk-%d", i),
+			Labels: naming.ManagedLabels(), Annotations: map[string]string{"a": "b"}}, Data: map[string][]byte{"x": data}}
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatalf("creating Secret %d: %v", i, err)
+		}
+	}
+	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns.Name, UID: "rt-uid"}}
+	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: naming.CredentialsSecretName(rt.Name),
+		Labels: naming.ManagedLabels(), OwnerReferences: []metav1.OwnerReference{runtimeOwnerRef(rt)}},
+		Data: map[string][]byte{"password": []byte("kept")}}
+	if err := c.Create(ctx, owned); err != nil {
+		t.Fatal(err)
+	}
+	data = nil
+
+	before := heapBytes()
+	o := CacheOptions(Options{})
+	o.Scheme = scheme
+	ca, err := cache.New(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.GetInformer(ctx, &corev1.Secret{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	var list corev1.SecretList
+	if err := ca.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
+		t.Fatal(err)
+	}
+	grew := int64(heapBytes()) - int64(before)
+	t.Logf("%d labelled Secrets of %d bytes not owned: the cache holds %d objects, heap %+d KiB (2 shared cores)", secrets, size, len(list.Items), grew/1024)
+	if len(list.Items) != secrets+1 {
+		t.Fatalf("the cache holds %d Secrets, want %d", len(list.Items), secrets+1)
+	}
+	// The heap also holds the cache's own start (clients, informer): a
+	// bound of an eighth of the data is far from both outcomes (before the
+	// fix: about twice the data).
+	if grew > secrets*size/8 {
+		t.Errorf("the cache grew %d KiB for %d labelled Secrets not owned: it keeps their data", grew/1024, secrets)
+	}
+	for _, s := range list.Items {
+		if s.Name == owned.Name {
+			if string(s.Data["password"]) != "kept" {
+				t.Errorf("the operator's own Secret lost its data: %v", s.Data)
+			}
+			continue
+		}
+		if s.Data != nil || s.Annotations != nil || s.Labels[naming.LabelManagedBy] != naming.ManagedBy {
+			t.Errorf("Secret %s: kept data %d keys, annotations %v, labels %v", s.Name, len(s.Data), s.Annotations, s.Labels)
+		}
+		if b, _ := json.Marshal(&s); len(b) > 1024 {
+			t.Errorf("Secret %s: the cache keeps %d bytes of it, want a stub under 1 KiB", s.Name, len(b))
+		}
+	}
+	runtime.KeepAlive(list)
+}

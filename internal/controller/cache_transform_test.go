@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/controller/specs"
+	"github.com/engram-dev/engram/internal/naming"
+)
+
+// Every object the operator writes stays whole in its cache (the applier
+// compares it with what it wants, the reconciles read the Secrets' data):
+// a stub of one would cost an apply on every reconcile.
+func TestCacheKeepsWholeEveryObjectTheOperatorWrites(t *testing.T) {
+	rt := testRuntime()
+	rj := testRetentionJob()
+	cj := specs.CronJob(rj, rt, "registry.example/engram:v1")
+	creds, err := specs.LoginCredentials("postgres://admin:secret@db.example:5432/app", "engram_team_a_bot", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, obj := range map[string]client.Object{
+		"deployment":  specs.Deployment(rt, "registry.example/engram:v1", "hash"),
+		"service":     specs.Service(rt),
+		"configmap":   specs.ConfigMap(rt, []byte("a: b")),
+		"credentials": specs.CredentialsSecret(rt, creds),
+		"api-token":   specs.APITokenSecret(rt, "admin:digest", "key"),
+		"netpol":      specs.NetworkPolicy(rt, nil),
+		"pdb":         specs.PodDisruptionBudget(rt),
+		"cronjob":     cj,
+	} {
+		want := obj.DeepCopyObject()
+		got, _ := keepOwnedWhole(obj)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the operator's own object was changed in the cache", name)
+		}
+	}
+	job := specs.RunNowJob(cj, "now")
+	got, _ := keepOwnedWhole(job.DeepCopy())
+	if j := got.(client.Object); j.GetAnnotations() != nil || j.GetName() != job.Name ||
+		!reflect.DeepEqual(j.GetOwnerReferences(), job.OwnerReferences) || j.GetLabels()[naming.LabelRetentionJob] != rj.Name {
+		t.Errorf("a CronJob's Job: kept %+v", j)
+	}
+}
+
+// HIGH 1 of issue 26's thirteenth review, by object: the label and even a
+// controller reference to a runtime prove nothing unless the name is the
+// one the operator gives that runtime's object of that kind.
+func TestCacheKeepsStubsOfObjectsTheOperatorDidNotWrite(t *testing.T) {
+	rt := testRuntime()
+	big := strings.Repeat("x", 1<<20)
+	forged := func(name string, owners ...metav1.OwnerReference) *corev1.Secret {
+		labels := naming.ManagedLabels()
+		labels["junk"] = "y"
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rt.Namespace, UID: "u", ResourceVersion: "7",
+				Labels: labels, Annotations: map[string]string{"a": big}, OwnerReferences: owners,
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+			Data: map[string][]byte{"x": []byte(big)}, StringData: map[string]string{"y": big},
+		}
+	}
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "c", Controller: ptr.To(true)}
+	for name, s := range map[string]*corev1.Secret{
+		"no owner":              forged("junk"),
+		"runtime, another name": forged("junk", runtimeOwnerRef(rt)),
+		"another owner":         forged(naming.CredentialsSecretName(rt.Name), other),
+	} {
+		got, _ := keepOwnedWhole(s)
+		stub := got.(*corev1.Secret)
+		if stub.Data != nil || stub.StringData != nil || stub.Annotations != nil || stub.ManagedFields != nil {
+			t.Errorf("%s: the cache keeps data or annotations", name)
+		}
+		if stub.Name != s.Name || stub.Namespace != s.Namespace || stub.UID != "u" || stub.ResourceVersion != "7" ||
+			len(stub.Labels) != len(naming.ManagedLabels()) || len(stub.OwnerReferences) != len(s.OwnerReferences) {
+			t.Errorf("%s: the stub lost what the ownership check reads: %+v", name, stub.ObjectMeta)
+		}
+		if len(s.OwnerReferences) > 0 {
+			if err := checkOwned("Secret", stub, runtimeOwnerRef(rt)); err == nil && name != "runtime, another name" {
+				t.Errorf("%s: the stub passes the ownership check", name)
+			}
+		}
+	}
+}
