@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -128,7 +129,7 @@ type secretReader struct {
 }
 
 type knownSecret struct {
-	secret *corev1.Secret // as read, at secret.ResourceVersion
+	secret *corev1.Secret // what keptOfSecret keeps of it, at secret.ResourceVersion
 	usedAt time.Time
 }
 
@@ -160,10 +161,54 @@ func (r *secretReader) Get(ctx context.Context, key client.ObjectKey, obj client
 		}
 		return err
 	}
-	fresh.ManagedFields = nil
-	r.remember(key, &fresh)
-	fresh.DeepCopyInto(out)
+	kept := keptOfSecret(&fresh)
+	r.remember(key, kept)
+	kept.DeepCopyInto(out)
 	return nil
+}
+
+// The operator reads a connection URL (at most 4 KiB, tenant.MaxTenantURLBytes),
+// API keys, a TLS certificate and key, and the few small keys of a
+// CloudNativePG Secret. A Secret a runtime names may hold up to 1 MiB, and
+// the reader remembers it for two grant-check intervals: it keeps only what
+// fits these bounds, in key order. A value over them reads as absent (the
+// runtime's condition names the missing key), the same at every read.
+const (
+	maxSecretValueBytes = 16 << 10 // a TLS chain with its intermediates fits
+	maxSecretKeptBytes  = 64 << 10 // all the values kept of one Secret
+)
+
+// keptOfSecret is what the reader keeps of s and hands out: its identity,
+// its type, the clusterConnection label and the values within the bounds
+// above, never its annotations (kubectl apply copies the data there) or its
+// other labels.
+func keptOfSecret(s *corev1.Secret) *corev1.Secret {
+	kept := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
+			CreationTimestamp: s.CreationTimestamp, DeletionTimestamp: s.DeletionTimestamp,
+			Labels: connectionLabelOnly(s.Labels),
+		},
+		Type: s.Type,
+	}
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	total := 0
+	for _, k := range keys {
+		v := s.Data[k]
+		if len(v) > maxSecretValueBytes || total+len(k)+len(v) > maxSecretKeptBytes {
+			continue
+		}
+		if kept.Data == nil {
+			kept.Data = map[string][]byte{}
+		}
+		kept.Data[k] = v
+		total += len(k) + len(v)
+	}
+	return kept
 }
 
 // List lists Secrets (namespace and label selector options, as the cache
@@ -214,7 +259,7 @@ func (r *secretReader) remember(key client.ObjectKey, s *corev1.Secret) {
 			delete(r.known, k)
 		}
 	}
-	r.known[key] = knownSecret{secret: s.DeepCopy(), usedAt: now}
+	r.known[key] = knownSecret{secret: s, usedAt: now}
 }
 
 func (r *secretReader) forget(key client.ObjectKey) {

@@ -64,3 +64,27 @@ func TestKeepIdentityOnlyKeepsOnlyTheConnectionLabel(t *testing.T) {
 		t.Errorf("a Secret without the connection label kept labels %v", got)
 	}
 }
+
+// What the Secret reader keeps of a Secret: each value at most
+// maxSecretValueBytes, all of them at most maxSecretKeptBytes, in key order.
+func TestKeptOfSecretBoundsTheValues(t *testing.T) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "n", ResourceVersion: "3"}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{}}
+	for i := range 8 {
+		s.Data[fmt.Sprintf("k%d", i)] = []byte(strings.Repeat("v", 15<<10))
+	}
+	s.Data["a-too-big"] = []byte(strings.Repeat("v", maxSecretValueBytes+1))
+	got := keptOfSecret(s)
+	if _, ok := got.Data["a-too-big"]; ok {
+		t.Error("a value over the cap was kept")
+	}
+	total := 0
+	for k, v := range got.Data {
+		total += len(k) + len(v)
+	}
+	if total > maxSecretKeptBytes || len(got.Data) != 4 || got.Data["k0"] == nil || got.Data["k3"] == nil {
+		t.Errorf("kept %d values, %d bytes", len(got.Data), total)
+	}
+	if got.Type != corev1.SecretTypeTLS || got.ResourceVersion != "3" {
+		t.Errorf("identity lost: %+v", got.ObjectMeta)
+	}
+}

@@ -1,0 +1,78 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// MEDIUM 1 of issue 26's thirteenth review: the Secret reader remembered a
+// whole copy of each Secret a runtime names (up to 1 MiB of data, plus the
+// copy kubectl apply keeps in an annotation) for two grant-check intervals.
+// It keeps the values the operator can use now, each capped, and nothing else.
+func TestSecretReaderRemembersOnlyBoundedValues(t *testing.T) {
+	_, cfg := testenv.ControlPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	scheme := NewScheme()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 900_000)
+	uri := "postgres://u:p@db.example:5432/app"
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns.Name,
+			Labels:      map[string]string{naming.LabelConnection: "main", "other": "label"},
+			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big[:200_000]}},
+		Data: map[string][]byte{"uri": []byte(uri), "junk": []byte(big)},
+	}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: keepIdentityOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.GetInformer(ctx, secretMetadata()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = meta.Start(ctx) }()
+	if !meta.WaitForCacheSync(ctx) {
+		t.Fatal("the metadata cache did not sync")
+	}
+	r := newSecretReader(meta, c, time.Minute)
+	for range 2 { // the second read is from memory: the same answer
+		var got corev1.Secret
+		if err := r.Get(ctx, client.ObjectKeyFromObject(s), &got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Data["uri"]) != uri || got.Labels[naming.LabelConnection] != "main" {
+			t.Errorf("the reader lost what the operator reads: uri %q, labels %v", got.Data["uri"], got.Labels)
+		}
+		if _, ok := got.Data["junk"]; ok || got.Annotations != nil || len(got.Labels) != 1 {
+			t.Errorf("the reader hands out more than it needs: keys %d, annotations %d, labels %v", len(got.Data), len(got.Annotations), got.Labels)
+		}
+	}
+	kept := 0
+	for _, k := range r.known {
+		kept += k.secret.Size()
+	}
+	if kept > maxSecretKeptBytes+4096 {
+		t.Errorf("the reader remembers %d bytes of one Secret, the most is %d and its identity", kept, maxSecretKeptBytes)
+	}
+	t.Logf("a Secret of %d bytes of data and %d of annotations: the reader remembers %d bytes", len(big)+len(uri), 200_000, kept)
+}
