@@ -45,15 +45,7 @@ func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	for i := range secrets {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("junk-%d", i),
-			Labels: naming.ManagedLabels(), Annotations: map[string]string{"a": "b"}}, Data: map[string][]byte{"x": data}}
-		if err := c.Create(ctx, s); err != nil {
-			t.Fatalf("creating Secret %d: %v", i, err)
-		}
-	}
+	createLabelledSecrets(ctx, t, c, ns.Name, secrets, size)
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns.Name, UID: "rt-uid"}}
 	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: naming.CredentialsSecretName(rt.Name),
 		Labels: naming.ManagedLabels(), OwnerReferences: []metav1.OwnerReference{runtimeOwnerRef(rt)}},
@@ -61,7 +53,6 @@ func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
 	if err := c.Create(ctx, owned); err != nil {
 		t.Fatal(err)
 	}
-	data = nil
 
 	before := heapBytes()
 	o := CacheOptions(Options{})
@@ -107,4 +98,20 @@ func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(list)
+}
+
+// createLabelledSecrets creates n Secrets of size random bytes in ns,
+// labelled as Engram's and owned by nobody (the data is not kept past it,
+// so the test's heap figure counts the cache only).
+func createLabelledSecrets(ctx context.Context, t *testing.T, c client.Client, ns string, n, size int) {
+	t.Helper()
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	for i := range n {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("junk-%d", i),
+			Labels: naming.ManagedLabels(), Annotations: map[string]string{"a": "b"}}, Data: map[string][]byte{"x": data}}
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatalf("creating Secret %d: %v", i, err)
+		}
+	}
 }
