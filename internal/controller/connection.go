@@ -70,7 +70,7 @@ func adminURL(ctx context.Context, c client.Reader, rt *memoryv1alpha1.MemoryRun
 		err = tenant.CheckTenantURL(url)
 	}
 	if err != nil {
-		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %q: %v", ref.Name, err)
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %q: %v%s", ref.Name, err, overBoundNote(&s))
 	}
 	return url, nil
 }
@@ -96,7 +96,7 @@ func clusterConnectionURL(ctx context.Context, c client.Reader, name, operatorNa
 	s := list.Items[0]
 	url, err := tenant.ConnectionURL(s.Data, memoryv1alpha1.DefaultConnectionKey)
 	if err != nil {
-		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %s/%s: %v", operatorNamespace, s.Name, err)
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the connection Secret %s/%s: %v%s", operatorNamespace, s.Name, err, overBoundNote(&s))
 	}
 	return url, nil
 }
@@ -124,7 +124,7 @@ func databaseURL(ctx context.Context, c client.Reader, db *memoryv1alpha1.Memory
 		url, err = tenant.WithDatabase(url, db.Spec.DatabaseName)
 	}
 	if err != nil {
-		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the Secret %s/%s: %v", operatorNamespace, ref.Name, err)
+		return "", withReason(memoryv1alpha1.ReasonConnectionInvalid, "the Secret %s/%s: %v%s", operatorNamespace, ref.Name, err, overBoundNote(&s))
 	}
 	return url, nil
 }

@@ -360,7 +360,7 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, s *runtimeS
 		key := x.ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey)
 		if !found || len(sec.Data[key]) == 0 {
 			s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-				"%s: Secret %q in namespace %q has no key %q", x.field, x.ref.Name, rt.Namespace, key))
+				"%s: Secret %q in namespace %q has no key %q%s", x.field, x.ref.Name, rt.Namespace, key, overBoundNote(&sec)))
 			return nil, true, nil
 		}
 		digests = append(digests, naming.SHA256Hex(sec.Data[key]))

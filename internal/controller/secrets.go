@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,10 +173,14 @@ func (r *secretReader) Get(ctx context.Context, key client.ObjectKey, obj client
 // CloudNativePG Secret. A Secret a runtime names may hold up to 1 MiB, and
 // the reader remembers it for two grant-check intervals: it keeps only what
 // fits these bounds, in key order. A value over them reads as absent (the
-// runtime's condition names the missing key), the same at every read.
+// runtime's condition names the key and says it is too big), the same at
+// every read.
 const (
 	maxSecretValueBytes = 16 << 10 // a TLS chain with its intermediates fits
 	maxSecretKeptBytes  = 64 << 10 // all the values kept of one Secret
+	// maxOverBoundNamed keys over the bounds are named on the kept copy
+	// (a Secret key is at most 253 bytes), the others only counted.
+	maxOverBoundNamed = 4
 )
 
 // keptOfSecret is what the reader keeps of s and hands out: its identity,
@@ -197,9 +202,11 @@ func keptOfSecret(s *corev1.Secret) *corev1.Secret {
 	}
 	sort.Strings(keys)
 	total := 0
+	var over []string
 	for _, k := range keys {
 		v := s.Data[k]
 		if len(v) > maxSecretValueBytes || total+len(k)+len(v) > maxSecretKeptBytes {
+			over = append(over, k)
 			continue
 		}
 		if kept.Data == nil {
@@ -208,7 +215,25 @@ func keptOfSecret(s *corev1.Secret) *corev1.Secret {
 		kept.Data[k] = v
 		total += len(k) + len(v)
 	}
+	if len(over) > maxOverBoundNamed {
+		over = over[:maxOverBoundNamed]
+	}
+	if len(over) > 0 {
+		kept.Annotations = map[string]string{naming.AnnotationValuesOverBound: strings.Join(over, ",")}
+	}
 	return kept
+}
+
+// overBoundNote names the keys of s whose values the Secret reader did not
+// keep for their size ("" when there are none), to add to a condition that
+// finds a key missing or a value unusable: "too big" is then the reason.
+func overBoundNote(s *corev1.Secret) string {
+	over := s.Annotations[naming.AnnotationValuesOverBound]
+	if over == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (the values of key(s) %s are too big and read as absent: the operator reads at most %d KiB a value and %d KiB a Secret)",
+		over, maxSecretValueBytes>>10, maxSecretKeptBytes>>10)
 }
 
 // List lists Secrets (namespace and label selector options, as the cache

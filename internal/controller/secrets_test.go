@@ -88,3 +88,26 @@ func TestKeptOfSecretBoundsTheValues(t *testing.T) {
 		t.Errorf("identity lost: %+v", got.ObjectMeta)
 	}
 }
+
+// A value the reader did not keep for its size reads as absent; the kept
+// copy names it so the condition says "too big", not only "missing".
+func TestOverBoundValueIsNamedAsTooBig(t *testing.T) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "n"}, Data: map[string][]byte{
+		"api-key": []byte(strings.Repeat("k", maxSecretValueBytes+1)),
+		"small":   []byte("x"),
+	}}
+	for i := range 10 {
+		s.Data[fmt.Sprintf("z%d", i)] = []byte(strings.Repeat("v", maxSecretValueBytes+1))
+	}
+	got := keptOfSecret(s)
+	note := overBoundNote(got)
+	if !strings.Contains(note, `api-key`) || !strings.Contains(note, "too big") {
+		t.Errorf("note %q does not name api-key as too big", note)
+	}
+	if n := strings.Count(got.Annotations["memory.engram.dev/reader-values-over-bound"], ",") + 1; n != maxOverBoundNamed {
+		t.Errorf("named %d keys over the bound, want at most %d", n, maxOverBoundNamed)
+	}
+	if overBoundNote(keptOfSecret(&corev1.Secret{Data: map[string][]byte{"small": []byte("x")}})) != "" {
+		t.Error("a Secret with every value kept has a note")
+	}
+}

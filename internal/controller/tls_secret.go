@@ -39,7 +39,7 @@ func (r *MemoryRuntimeReconciler) checkTLSSecret(ctx context.Context, s *runtime
 	}
 	if err := ValidateTLSSecret(&sec, time.Now()); err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonTLSSecretInvalid, fmt.Sprintf(
-			"spec.service.tls.secretName: Secret %q: %v; the service is not changed until it is fixed", name, err))
+			"spec.service.tls.secretName: Secret %q: %v%s; the service is not changed until it is fixed", name, err, overBoundNote(&sec)))
 		return true, nil
 	}
 	return false, nil

@@ -23,6 +23,12 @@ const (
 	AnnotationInstantiate = "cronjob.kubernetes.io/instantiate"
 )
 
+// AnnotationValuesOverBound is never written to the API server: the
+// operator's Secret reader sets it on its own kept copy of a Secret to name
+// (a few of) the keys whose values it did not keep because they are over its
+// bounds, so a condition can say "too big" rather than "missing".
+const AnnotationValuesOverBound = "memory.engram.dev/reader-values-over-bound"
+
 // Annotations users set to ask for one-off actions (docs/crds.md).
 const (
 	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
