@@ -62,6 +62,15 @@ func boundWith(cfg *pgconn.Config, lim *messageLimits) {
 				return nil, err
 			}
 		}
+		// Bound once: a config bounded for a tenant's server and then by
+		// BoundMessages keeps the tenant's (smaller) bounds in one
+		// wrapper, which withRefusal then reads for the reason.
+		if inner, ok := conn.(*answerBound); ok {
+			if inner.lim.answer <= lim.answer {
+				return inner, nil
+			}
+			conn = inner.Conn
+		}
 		return &answerBound{Conn: conn, limit: lim.answer, lim: lim}, nil
 	}
 }

@@ -143,3 +143,60 @@ func TestTenantServerAnswerIsSmaller(t *testing.T) {
 		t.Fatalf("the same answer on a platform connection: %v", err)
 	}
 }
+
+// TestBoundTwiceKeepsOneWrapper: a config copied from a tenant's pool
+// (BoundTenantServer) and bounded again with BoundMessages wrapped the
+// connection twice, and withRefusal read the outer (platform) wrapper,
+// which had refused nothing: the reason was lost. One wrapper, with the
+// tenant's bounds, now reads the answer and names the refusal.
+func TestBoundTwiceKeepsOneWrapper(t *testing.T) {
+	row := strings.Repeat("r", 1<<10)
+	url := fakePG(t, func(q string) fakeAnswer {
+		return fakeAnswer{cols: []fakeCol{{"r", 25}}, rows: func(emit func(...string) bool) {
+			for range MaxTenantServerAnswer>>10 + 1024 {
+				if !emit(row) {
+					return
+				}
+			}
+		}}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, order := range []string{"tenant then platform", "platform then tenant"} {
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if order == "tenant then platform" {
+			BoundTenantServer(cfg)
+			BoundMessages(&cfg.Config)
+		} else {
+			BoundMessages(&cfg.Config)
+			BoundTenantServer(cfg)
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, ok := conn.PgConn().Conn().(*answerBound)
+		if !ok || b.lim != tenantLimits {
+			t.Fatalf("%s: the connection is %T, want one wrapper with the tenant's bounds", order, conn.PgConn().Conn())
+		}
+		if _, twice := b.Conn.(*answerBound); twice {
+			t.Fatalf("%s: the connection is bounded twice", order)
+		}
+		rows, err := conn.Query(ctx, "SELECT many")
+		if err == nil {
+			for rows.Next() {
+			}
+			err = rows.Err()
+		}
+		if !errors.Is(err, ErrServerAnswerTooLarge) {
+			t.Fatalf("%s: %v; want ErrServerAnswerTooLarge", order, err)
+		}
+		if why := withRefusal(conn, errors.New("conn closed")); !errors.Is(why, ErrServerAnswerTooLarge) {
+			t.Errorf("%s: withRefusal says %v; want the refusal's reason", order, why)
+		}
+		_ = conn.Close(context.Background())
+	}
+}
