@@ -2,13 +2,10 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -350,51 +347,6 @@ func (r *nodeRunner) tenantSlot(ctx context.Context) (release func(), ok bool) {
 	}
 }
 
-// open opens the connection of n with the first of configs that connects
-// (one connection Secret may hold a wrong password).
-func (r *nodeRunner) open(ctx context.Context, n node, configs []*pgx.ConnConfig) (*nodeConn, error) {
-	err := errors.New("no connection reaches it")
-	for _, cfg := range configs {
-		var conn *pgx.Conn
-		if conn, err = r.connect(ctx, cfg); err != nil {
-			continue
-		}
-		if err = r.job.open(ctx, n, conn); err != nil {
-			_ = conn.Close(context.Background())
-			continue
-		}
-		return &nodeConn{conn: conn, cfg: cfg}, nil
-	}
-	return nil, err
-}
-
-// connectTimeout bounds opening a node's connection: about the interval
-// (at least 1 s, at most 10 s), so a node that does not answer costs its
-// own goroutine one interval, never another node's look.
-func (r *nodeRunner) connectTimeout() time.Duration {
-	return min(max(r.interval, time.Second), 10*time.Second)
-}
-
-// connect opens a connection of cfg's user with timeouts of its own: every
-// statement of a look is short, and no lock a tenant holds may stall it.
-func (r *nodeRunner) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
-	cfg = cfg.Copy()
-	cfg.RuntimeParams = maps.Clone(cfg.RuntimeParams)
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = r.name
-	cfg.RuntimeParams["statement_timeout"] = "5s"
-	cfg.RuntimeParams["lock_timeout"] = "1s"
-	// What a look writes (a quarantine) survives a crash of the server.
-	cfg.RuntimeParams["synchronous_commit"] = "on"
-	cfg.ConnectTimeout = r.connectTimeout()
-	tenant.BoundMessages(&cfg.Config)
-	ctx, cancel := context.WithTimeout(ctx, r.connectTimeout())
-	defer cancel()
-	return pgx.ConnectConfig(ctx, cfg)
-}
-
 // refreshWorkers reads the Citus workers of database n, at most every
 // workerRefresh. A failure keeps the workers known (the look may run while
 // a tenant fills the lock table, when catalog reads fail).
@@ -443,9 +395,4 @@ func (r *nodeRunner) closeAll() {
 	for _, st := range nodes {
 		r.release(st)
 	}
-}
-
-// hostPort is host:port of cfg.
-func hostPort(cfg *pgx.ConnConfig) string {
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 }
