@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
@@ -85,5 +86,32 @@ func TestCacheKeepsStubsOfObjectsTheOperatorDidNotWrite(t *testing.T) {
 				t.Errorf("%s: the stub passes the ownership check", name)
 			}
 		}
+	}
+}
+
+// Engram's own kinds are cached without their managed fields and others'
+// annotations (kubectl apply's copy of the object, a tool's notes), which
+// whoever writes the object sizes; the operator's annotations and the
+// labels and spec it reads stay.
+func TestEngramKindsCachedWithoutOthersAnnotations(t *testing.T) {
+	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{
+		Name: "r", Namespace: "team-a", Labels: map[string]string{"team": "a"},
+		Annotations: map[string]string{
+			"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 200<<10),
+			naming.AnnotationRunNow:                            "now",
+		},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}}
+	rt.Spec.Embedding.Dimensions = 8
+	out, err := keepEngramAnnotations(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*memoryv1alpha1.MemoryRuntime)
+	if len(got.Annotations) != 1 || got.Annotations[naming.AnnotationRunNow] != "now" {
+		t.Errorf("kept annotations %d, want only the operator's", len(got.Annotations))
+	}
+	if got.ManagedFields != nil || got.Labels["team"] != "a" || got.Spec.Embedding.Dimensions != 8 {
+		t.Errorf("kept managed fields %v, labels %v, dimensions %d", got.ManagedFields, got.Labels, got.Spec.Embedding.Dimensions)
 	}
 }

@@ -61,6 +61,11 @@ func CacheOptions(o Options) cache.Options {
 		&policyv1.PodDisruptionBudget{}: {Label: managed, Transform: keepOwnedWhole},
 		&batchv1.CronJob{}:              {Label: managed, Transform: keepOwnedWhole},
 		&batchv1.Job{}:                  {Label: managed, Transform: keepOwnedWhole},
+		// Engram's kinds, without managed fields and others' annotations.
+		&memoryv1alpha1.MemoryRuntime{}:  {Transform: keepEngramAnnotations},
+		&memoryv1alpha1.MemoryPolicy{}:   {Transform: keepEngramAnnotations},
+		&memoryv1alpha1.RetentionJob{}:   {Transform: keepEngramAnnotations},
+		&memoryv1alpha1.MemoryDatabase{}: {Transform: keepEngramAnnotations},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

@@ -3,6 +3,9 @@ package naming
 // FieldOwner is the server-side apply field manager of every write of the operator.
 const FieldOwner = "engram-operator"
 
+// AnnotationPrefix begins every annotation the operator reads or writes.
+const AnnotationPrefix = "memory.engram.dev/"
+
 // Finalizer keeps a MemoryRuntime until its reclaim policy has been carried out.
 const Finalizer = "memory.engram.dev/reclaim"
 
