@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"reflect"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -94,31 +93,6 @@ func keepOwnedWhole(in any) (any, error) {
 		obj.SetLabels(engramLabelsOnly(obj.GetLabels()))
 	}
 	return obj, nil
-}
-
-// ownershipStub is an empty object of obj's type with what the ownership
-// check reads and reports: identity, Engram's labels, the controller
-// reference. A stub of a Job keeps its status and selector too, which the
-// retention job's status reads.
-func ownershipStub(obj client.Object) client.Object {
-	stub := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
-	stub.SetName(obj.GetName())
-	stub.SetNamespace(obj.GetNamespace())
-	stub.SetUID(obj.GetUID())
-	stub.SetResourceVersion(obj.GetResourceVersion())
-	stub.SetGeneration(obj.GetGeneration())
-	stub.SetCreationTimestamp(obj.GetCreationTimestamp())
-	stub.SetDeletionTimestamp(obj.GetDeletionTimestamp())
-	stub.SetLabels(engramLabelsOnly(obj.GetLabels()))
-	if ctrl := metav1.GetControllerOfNoCopy(obj); ctrl != nil {
-		stub.SetOwnerReferences([]metav1.OwnerReference{*ctrl})
-	}
-	if j, ok := obj.(*batchv1.Job); ok {
-		s := stub.(*batchv1.Job)
-		s.Spec.Selector = j.Spec.Selector
-		s.Status = j.Status
-	}
-	return stub
 }
 
 // engramLabels are the label keys the operator writes and reads.

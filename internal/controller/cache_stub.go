@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"reflect"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A stub is what the cache keeps of an object it does not keep whole. It
+// must cost a fixed, small number of bytes whoever wrote the object: every
+// field it copies is bounded either by the API server (name, namespace,
+// Engram's label values, the UID and resource version it assigns) or here.
+
+// Kubernetes' own bounds of the fields an owner reference names: a
+// group/version (a DNS subdomain, a slash and a DNS label), a kind (a DNS
+// label), an object name (a DNS subdomain) and a UID. The API server checks
+// none of them in an owner reference, so a stub checks them itself.
+const (
+	maxRefAPIVersion = 253 + 1 + 63
+	maxRefKind       = 63
+	maxRefName       = 253
+	maxRefUID        = 128
+)
+
+// ownershipStub is an empty object of obj's type with what the ownership
+// check reads and reports: identity, Engram's labels, the controller
+// reference (when within bounds; without it the object reads as not owned
+// and is refused, as it would be anyway). A Job's stub keeps its status,
+// which the retention job's status reads, and not its selector: a manual
+// one may hold any number of values, and the Job's pods are found by the
+// Job's name label.
+func ownershipStub(obj client.Object) client.Object {
+	stub := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	stub.SetName(obj.GetName())
+	stub.SetNamespace(obj.GetNamespace())
+	stub.SetUID(obj.GetUID())
+	stub.SetResourceVersion(obj.GetResourceVersion())
+	stub.SetGeneration(obj.GetGeneration())
+	stub.SetCreationTimestamp(obj.GetCreationTimestamp())
+	stub.SetDeletionTimestamp(obj.GetDeletionTimestamp())
+	stub.SetLabels(engramLabelsOnly(obj.GetLabels()))
+	stub.SetOwnerReferences(boundedControllerRef(obj))
+	if j, ok := obj.(*batchv1.Job); ok {
+		s := stub.(*batchv1.Job)
+		s.Status = j.Status
+	}
+	return stub
+}
+
+// boundedControllerRef is obj's controller reference as a list of one, or
+// none when a field is over Kubernetes' bounds (no real owner has such a
+// reference).
+func boundedControllerRef(obj client.Object) []metav1.OwnerReference {
+	ctrl := metav1.GetControllerOfNoCopy(obj)
+	if ctrl == nil || len(ctrl.APIVersion) > maxRefAPIVersion || len(ctrl.Kind) > maxRefKind ||
+		len(ctrl.Name) > maxRefName || len(ctrl.UID) > maxRefUID {
+		return nil
+	}
+	return []metav1.OwnerReference{*ctrl}
+}

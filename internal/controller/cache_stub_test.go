@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/naming"
+)
+
+// maxStubBytes is what a stub may cost, encoded, whoever wrote the object.
+const maxStubBytes = 4 << 10
+
+// encodedSizeOf is the protobuf size of a Kubernetes object.
+func encodedSizeOf(t *testing.T, obj client.Object) int {
+	t.Helper()
+	s, ok := obj.(interface{ Size() int })
+	if !ok {
+		t.Fatalf("%T has no protobuf size", obj)
+	}
+	return s.Size()
+}
+
+// adversarialMeta fills obj's metadata the way a tenant can: the longest
+// names, a label of Engram's next to thousands of others, big annotations,
+// managed fields, and a controller reference of unbounded fields plus
+// owners of any number.
+func adversarialMeta(obj client.Object, ctrl metav1.OwnerReference) {
+	big := strings.Repeat("x", 200<<10)
+	obj.SetName(strings.Repeat("n", 253))
+	obj.SetNamespace(strings.Repeat("s", 63))
+	labels := naming.ManagedLabels()
+	labels[naming.LabelRuntime] = strings.Repeat("r", 63)
+	for i := range 2000 {
+		labels[fmt.Sprintf("l%06d", i)] = strings.Repeat("v", 63)
+	}
+	obj.SetLabels(labels)
+	obj.SetAnnotations(map[string]string{"a": big, naming.AnnotationAppliedHash: big})
+	obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: big}})
+	owners := []metav1.OwnerReference{ctrl}
+	for i := range 100 {
+		owners = append(owners, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: fmt.Sprintf("%s%d", big[:2000], i), UID: "u"})
+	}
+	obj.SetOwnerReferences(owners)
+}
+
+// adversarialObjects is one object of every kind the cache transforms,
+// with its kind's own room filled too (data, pod templates, a manual
+// selector of many values).
+func adversarialObjects() []client.Object {
+	big := strings.Repeat("x", 300<<10)
+	pod := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i",
+		Env: []corev1.EnvVar{{Name: "E", Value: big}}}}}}
+	values := make([]string, 5000)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%062d", i)
+	}
+	return []client.Object{
+		&corev1.Secret{Data: map[string][]byte{"x": []byte(big)}, StringData: map[string]string{"y": big}},
+		&corev1.ConfigMap{Data: map[string]string{"x": big}},
+		&corev1.Service{Spec: corev1.ServiceSpec{ExternalIPs: []string{big}}},
+		&appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: pod}},
+		&networkingv1.NetworkPolicy{Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"x": big}}}},
+		&policyv1.PodDisruptionBudget{Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": big}}}},
+		&batchv1.CronJob{Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: pod}}}},
+		&batchv1.Job{Spec: batchv1.JobSpec{Template: pod, ManualSelector: ptr.To(true), Selector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpNotIn, Values: values}}}}},
+	}
+}
+
+// HIGH 3 of issue 26's fourteenth review: a stub kept the controller
+// reference as written (the API server bounds none of its fields: a 1 MB
+// kind) and a Job's manual selector (any number of values), so a "stub"
+// could cost a megabyte. Now a stub of any owned kind is under a constant.
+func TestCacheStubIsBoundedWhoeverWroteTheObject(t *testing.T) {
+	huge := strings.Repeat("k", 900_000)
+	refs := map[string]metav1.OwnerReference{
+		"huge kind":        {APIVersion: "nowhere.example/v1", Kind: huge, Name: "n", UID: "u", Controller: ptr.To(true)},
+		"huge name":        {APIVersion: "memory.engram.dev/v1alpha1", Kind: "MemoryRuntime", Name: huge, UID: "u", Controller: ptr.To(true)},
+		"huge uid":         {APIVersion: "batch/v1", Kind: "CronJob", Name: "n", UID: types.UID("u"+huge), Controller: ptr.To(true)},
+		"huge api version": {APIVersion: "g" + huge + "/v1", Kind: "K", Name: "n", UID: "u", Controller: ptr.To(true)},
+	}
+	for what, ref := range refs {
+		for _, obj := range adversarialObjects() {
+			adversarialMeta(obj, ref)
+			stub := ownershipStub(obj)
+			if n := encodedSizeOf(t, stub); n > maxStubBytes {
+				t.Errorf("%s, %T: the stub costs %d bytes, want at most %d", what, obj, n, maxStubBytes)
+			}
+			if len(stub.GetOwnerReferences()) != 0 {
+				t.Errorf("%s, %T: the stub keeps a controller reference over Kubernetes' bounds", what, obj)
+			}
+			if err := checkOwned("Object", stub, ref); err == nil {
+				t.Errorf("%s, %T: the stub passes the ownership check", what, obj)
+			}
+		}
+	}
+}
+
+// The stub of an object of Engram's keeps what the ownership check reads:
+// a controller reference within Kubernetes' bounds passes it.
+func TestCacheStubKeepsAControllerReferenceWithinBounds(t *testing.T) {
+	rt := testRuntime()
+	for _, obj := range adversarialObjects() {
+		adversarialMeta(obj, runtimeOwnerRef(rt))
+		stub := ownershipStub(obj)
+		if n := encodedSizeOf(t, stub); n > maxStubBytes {
+			t.Errorf("%T: the stub costs %d bytes, want at most %d", obj, n, maxStubBytes)
+		}
+		if err := checkOwned("Object", stub, runtimeOwnerRef(rt)); err != nil {
+			t.Errorf("%T: the stub of an owned object fails the ownership check: %v", obj, err)
+		}
+		if stub.GetLabels()[naming.LabelRuntime] != strings.Repeat("r", 63) {
+			t.Errorf("%T: the stub lost Engram's labels: %v", obj, stub.GetLabels())
+		}
+	}
+}
