@@ -87,7 +87,7 @@ func TestCacheStubIsBoundedWhoeverWroteTheObject(t *testing.T) {
 	refs := map[string]metav1.OwnerReference{
 		"huge kind":        {APIVersion: "nowhere.example/v1", Kind: huge, Name: "n", UID: "u", Controller: ptr.To(true)},
 		"huge name":        {APIVersion: "memory.engram.dev/v1alpha1", Kind: "MemoryRuntime", Name: huge, UID: "u", Controller: ptr.To(true)},
-		"huge uid":         {APIVersion: "batch/v1", Kind: "CronJob", Name: "n", UID: types.UID("u"+huge), Controller: ptr.To(true)},
+		"huge uid":         {APIVersion: "batch/v1", Kind: "CronJob", Name: "n", UID: types.UID("u" + huge), Controller: ptr.To(true)},
 		"huge api version": {APIVersion: "g" + huge + "/v1", Kind: "K", Name: "n", UID: "u", Controller: ptr.To(true)},
 	}
 	for what, ref := range refs {
