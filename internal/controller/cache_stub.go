@@ -27,8 +27,8 @@ const (
 // ownershipStub is an empty object of obj's type with what the ownership
 // check reads and reports: identity, Engram's labels, the controller
 // reference (when within bounds; without it the object reads as not owned
-// and is refused, as it would be anyway). A Job's stub keeps its status,
-// which the retention job's status reads, and not its selector: a manual
+// and is refused, as it would be anyway). A Job's stub keeps what the
+// retention job's status reads of its status, bounded, and not its selector: a manual
 // one may hold any number of values, and the Job's pods are found by the
 // Job's name label.
 func ownershipStub(obj client.Object) client.Object {
@@ -44,9 +44,30 @@ func ownershipStub(obj client.Object) client.Object {
 	stub.SetOwnerReferences(boundedControllerRef(obj))
 	if j, ok := obj.(*batchv1.Job); ok {
 		s := stub.(*batchv1.Job)
-		s.Status = j.Status
+		s.Status = jobStatusKept(j.Status)
 	}
 	return stub
+}
+
+// Bounds of a Job condition's reason (a CamelCase word) as kept.
+const maxConditionReason = 128
+
+// jobStatusKept is what the retention job's status reads of a Job's
+// status (times, counts, the Complete and Failed conditions), with the
+// conditions' text cut to the length the status reports anyway.
+func jobStatusKept(st batchv1.JobStatus) batchv1.JobStatus {
+	kept := batchv1.JobStatus{StartTime: st.StartTime, CompletionTime: st.CompletionTime,
+		Active: st.Active, Succeeded: st.Succeeded, Failed: st.Failed}
+	seen := map[batchv1.JobConditionType]bool{}
+	for _, c := range st.Conditions {
+		if (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) || seen[c.Type] {
+			continue
+		}
+		seen[c.Type] = true
+		c.Reason, c.Message = truncate(c.Reason, maxConditionReason), truncate(c.Message, maxMessage)
+		kept.Conditions = append(kept.Conditions, c)
+	}
+	return kept
 }
 
 // boundedControllerRef is obj's controller reference as a list of one, or

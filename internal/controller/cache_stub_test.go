@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -74,8 +75,22 @@ func adversarialObjects() []client.Object {
 		&policyv1.PodDisruptionBudget{Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": big}}}},
 		&batchv1.CronJob{Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: pod}}}},
 		&batchv1.Job{Spec: batchv1.JobSpec{Template: pod, ManualSelector: ptr.To(true), Selector: &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpNotIn, Values: values}}}}},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpNotIn, Values: values}}}},
+			Status: adversarialJobStatus(big)},
 	}
+}
+
+// adversarialJobStatus is a Job status with every condition, list and
+// string at a size whoever writes it chooses.
+func adversarialJobStatus(big string) batchv1.JobStatus {
+	st := batchv1.JobStatus{StartTime: &metav1.Time{}, Succeeded: 1, FailedIndexes: ptr.To(big), CompletedIndexes: big,
+		UncountedTerminatedPods: &batchv1.UncountedTerminatedPods{Failed: []types.UID{types.UID(big)}}}
+	for range 10 {
+		for _, ty := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuspended, batchv1.JobConditionType(big)} {
+			st.Conditions = append(st.Conditions, batchv1.JobCondition{Type: ty, Status: corev1.ConditionTrue, Reason: big, Message: big})
+		}
+	}
+	return st
 }
 
 // HIGH 3 of issue 26's fourteenth review: a stub kept the controller
@@ -123,5 +138,43 @@ func TestCacheStubKeepsAControllerReferenceWithinBounds(t *testing.T) {
 		if stub.GetLabels()[naming.LabelRuntime] != strings.Repeat("r", 63) {
 			t.Errorf("%T: the stub lost Engram's labels: %v", obj, stub.GetLabels())
 		}
+	}
+}
+
+// HIGH 1 of issue 26's fourteenth review: a Job whose controller was any
+// CronJob (the team's own will do) was kept whole, its pod template of a
+// megabyte included. Every Job is now a stub with the bounded part of its
+// status the retention job reads; the operator's own run-now Job keeps
+// what observeRuns and lastRun read of it.
+func TestCacheKeepsEveryJobAsAStub(t *testing.T) {
+	rj := testRetentionJob()
+	cj := specs.CronJob(rj, testRuntime(), "registry.example/engram:v1")
+	cj.UID = "cj-uid"
+	own := specs.RunNowJob(cj, "now")
+	done := metav1.Now()
+	own.Status = batchv1.JobStatus{StartTime: &done, CompletionTime: &done, Failed: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", Message: "too slow", LastTransitionTime: done}}}
+	big := strings.Repeat("x", 900_000)
+	foreign := own.DeepCopy()
+	foreign.Name = "fake-0"
+	foreign.Spec.Template.Spec.Containers[0].Env = append(foreign.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: "P", Value: big})
+	foreign.Status = adversarialJobStatus(big)
+
+	got, _ := keepOwnedWhole(foreign)
+	if n := encodedSizeOf(t, got.(client.Object)); n > maxStubBytes {
+		t.Errorf("a Job of a CronJob with a %d-byte pod template: the cache keeps %d bytes, want at most %d", len(big), n, maxStubBytes)
+	}
+	got, _ = keepOwnedWhole(own.DeepCopy())
+	j := got.(*batchv1.Job)
+	if len(j.Spec.Template.Spec.Containers) != 0 || j.Annotations != nil {
+		t.Errorf("the operator's Job is kept whole: %+v", j.ObjectMeta)
+	}
+	finished, succeeded, _ := jobOutcome(j)
+	if !finished || succeeded || j.Status.Conditions[0].Message != "too slow" || !j.Status.StartTime.Equal(&done) ||
+		j.Labels[naming.LabelRetentionJob] != rj.Name || j.Labels[naming.LabelRuntime] != "bot" {
+		t.Errorf("the stub of the operator's Job lost what the retention job's status reads: %+v %+v", j.ObjectMeta, j.Status)
+	}
+	if err := checkOwned("Job", j, *metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))); err != nil {
+		t.Errorf("the stub of the operator's Job is not owned: %v", err)
 	}
 }

@@ -53,12 +53,6 @@ func writtenByOperator(obj client.Object) bool {
 	if ctrl == nil {
 		return false
 	}
-	if ctrl.APIVersion == batchv1.SchemeGroupVersion.String() && ctrl.Kind == "CronJob" {
-		// A CronJob's Jobs: the operator reads their status; their names
-		// are the CronJob's (scheduled) or derived from it (run now).
-		_, isJob := obj.(*batchv1.Job)
-		return isJob
-	}
 	if ctrl.APIVersion != memoryv1alpha1.GroupVersion.String() {
 		return false
 	}
@@ -76,21 +70,17 @@ func writtenByOperator(obj client.Object) bool {
 	return false
 }
 
-// keepOwnedWhole is the transform described above. A Job the operator's
-// CronJob made is kept without its annotations and managed fields, which
-// nothing reads and anyone who may create Jobs could fill.
+// keepOwnedWhole is the transform described above. Every Job is a stub:
+// the operator reads only a Job's labels, owner and status, and whether a
+// Job is one of its CronJobs' cannot be told from the Job (any CronJob of
+// the team can own it, and its name is the team's to choose).
 func keepOwnedWhole(in any) (any, error) {
 	obj, ok := in.(client.Object)
 	if !ok {
 		return in, nil
 	}
-	if !writtenByOperator(obj) {
+	if _, isJob := obj.(*batchv1.Job); isJob || !writtenByOperator(obj) {
 		return ownershipStub(obj), nil
-	}
-	if _, isJob := obj.(*batchv1.Job); isJob {
-		obj.SetAnnotations(nil)
-		obj.SetManagedFields(nil)
-		obj.SetLabels(engramLabelsOnly(obj.GetLabels()))
 	}
 	return obj, nil
 }
