@@ -63,6 +63,12 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 	if err != nil {
 		return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
 	}
+	if found && isCacheStub(live) && a.reader != nil && checkOwned(gvk.Kind, live, owner) == nil {
+		// Engram's, over the cache's size cap: compare with the whole object.
+		if found, err = getWhole(ctx, a.reader, live); err != nil {
+			return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
+		}
+	}
 	outcome := applyCreated
 	if found {
 		if err := checkOwned(gvk.Kind, live, owner); err != nil {

@@ -1,11 +1,14 @@
 package controller
 
 import (
+	"context"
 	"reflect"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // A stub is what the cache keeps of an object it does not keep whole. It
@@ -41,6 +44,7 @@ func ownershipStub(obj client.Object) client.Object {
 	stub.SetCreationTimestamp(obj.GetCreationTimestamp())
 	stub.SetDeletionTimestamp(obj.GetDeletionTimestamp())
 	stub.SetLabels(engramLabelsOnly(obj.GetLabels()))
+	stub.SetAnnotations(map[string]string{naming.AnnotationCacheStub: "true"})
 	stub.SetOwnerReferences(boundedControllerRef(obj))
 	if j, ok := obj.(*batchv1.Job); ok {
 		s := stub.(*batchv1.Job)
@@ -80,4 +84,21 @@ func boundedControllerRef(obj client.Object) []metav1.OwnerReference {
 		return nil
 	}
 	return []metav1.OwnerReference{*ctrl}
+}
+
+// isCacheStub reports whether obj is a stub of the cache.
+func isCacheStub(obj client.Object) bool {
+	_, ok := obj.GetAnnotations()[naming.AnnotationCacheStub]
+	return ok
+}
+
+// getWhole reads obj (a stub read from the cache) again from the API
+// server, whole. That happens for an object of the operator's that is over
+// the cache's size cap (someone added to it), at the one read that needs
+// its content. found is false when it is gone meanwhile.
+func getWhole(ctx context.Context, uncached client.Reader, obj client.Object) (found bool, err error) {
+	key := client.ObjectKeyFromObject(obj)
+	v := reflect.ValueOf(obj).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	return getOptional(ctx, uncached, key, obj)
 }

@@ -17,14 +17,18 @@ import (
 )
 
 // The manager's cache selects the owned kinds by the managed-by label, and
-// anyone who may create objects in a namespace can set that label: a team
-// could make the operator keep hundreds of 1 MB Secrets. keepOwnedWhole is
-// the cache's transform for those kinds: an object is kept whole only when
-// the operator can tell it wrote it (its controller is a MemoryRuntime or a
-// RetentionJob, and its name is the one the operator derives for that
-// owner and kind, so at most a few objects per owner); anything else is
-// cut to a stub (identity, Engram's labels, the controller reference),
-// which is all the ownership check needs to refuse it, as it always did.
+// anyone who may create objects in a namespace can set that label, and
+// forge a name and a controller reference too: a name check cannot prove
+// who wrote an object. So every object the cache keeps costs at most a
+// fixed number of bytes, whoever wrote it. keepOwnedWhole is the cache's
+// transform for those kinds: an object is kept whole only when it looks
+// written by the operator (its controller is a MemoryRuntime or a
+// RetentionJob, and its name and labels are the ones the operator gives
+// that owner's object of that kind), without managed fields and others'
+// annotations, and only below maxWholeObjectBytes. Anything else, and
+// every Job, is cut to a stub (cache_stub.go), which is all the ownership
+// check needs to refuse it, as it always did; how many objects a team may
+// create is a ResourceQuota's to bound (docs/security.md).
 
 // ownedNamesOf are the names the operator gives an object of this type
 // owned by runtime: what a forged owner reference can claim.
@@ -64,8 +68,11 @@ func writtenByOperator(obj client.Object) bool {
 			}
 		}
 	case "RetentionJob":
+		// The retention-job label makes a CronJob pruneCronJobs' to delete
+		// when it is not one of the RetentionJob's targets.
 		cj, ok := obj.(*batchv1.CronJob)
-		return ok && cj.Name == naming.CronJobName(ctrl.Name, cj.Labels[naming.LabelRuntime])
+		return ok && cj.Labels[naming.LabelRetentionJob] == ctrl.Name &&
+			cj.Name == naming.CronJobName(ctrl.Name, cj.Labels[naming.LabelRuntime])
 	}
 	return false
 }
@@ -82,7 +89,46 @@ func keepOwnedWhole(in any) (any, error) {
 	if _, isJob := obj.(*batchv1.Job); isJob || !writtenByOperator(obj) {
 		return ownershipStub(obj), nil
 	}
+	obj.SetManagedFields(nil)
+	if a := obj.GetAnnotations(); len(operatorAnnotationsOnly(a)) != len(a) {
+		obj.SetAnnotations(operatorAnnotationsOnly(a))
+	}
+	if encodedSize(obj) > maxWholeObjectBytes {
+		return ownershipStub(obj), nil
+	}
 	return obj, nil
+}
+
+// maxWholeObjectBytes is the most an object kept whole may cost, encoded:
+// the operator's own objects are a few KiB (5 KiB at most in
+// testdata/golden), so this leaves room for a large policy in a ConfigMap
+// while a name and owner, which a team can forge, buy at most this much.
+// An object over it (one of the operator's that someone added to) is kept
+// as a stub, and the applier reads it from the API server (getWhole).
+const maxWholeObjectBytes = 64 << 10
+
+// encodedSize is obj's protobuf size; every kind the cache transforms has one.
+func encodedSize(obj client.Object) int {
+	if s, ok := obj.(interface{ Size() int }); ok {
+		return s.Size()
+	}
+	return maxWholeObjectBytes + 1
+}
+
+// operatorAnnotationsOnly keeps the annotations the operator writes
+// (memory.engram.dev/...; the applier compares applied-hash, the
+// credentials check password-sha256), not the cache's own stub mark.
+func operatorAnnotationsOnly(a map[string]string) map[string]string {
+	var kept map[string]string
+	for k, v := range a {
+		if strings.HasPrefix(k, naming.AnnotationPrefix) && k != naming.AnnotationCacheStub {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	return kept
 }
 
 // engramLabels are the label keys the operator writes and reads.

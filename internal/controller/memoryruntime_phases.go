@@ -276,7 +276,13 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	var live corev1.Secret
-	if _, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: naming.APITokenSecretName(rt.Name)}, &live); err != nil {
+	found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: naming.APITokenSecretName(rt.Name)}, &live)
+	if err == nil && found && isCacheStub(&live) {
+		// Over the cache's size cap: its tokens are read whole, or the
+		// operator would take them for missing and write new ones.
+		_, err = getWhole(ctx, r.reader, &live)
+	}
+	if err != nil {
 		return false, fmt.Errorf("reading the API token Secret: %w", err)
 	}
 	tokens, key, err := specs.APITokenContent(live.Data)

@@ -38,8 +38,8 @@ func NewScheme() *runtime.Scheme {
 // a cache that holds only what the operator needs — owned kinds (Secrets
 // included) only when they carry app.kubernetes.io/managed-by=engram-operator,
 // and with WatchNamespaces set, only those namespaces; of those, only the
-// objects the operator wrote are kept whole, the others as stubs (see
-// cache_transform.go). The Secrets users name are not in it: see secrets.go.
+// objects the operator wrote are kept whole, and only below a size cap, the
+// others as stubs (see cache_transform.go). The Secrets users name are not in it: see secrets.go.
 func ManagerOptions(base ctrl.Options, o Options) ctrl.Options {
 	if base.Scheme == nil {
 		base.Scheme = NewScheme()

@@ -32,6 +32,13 @@ const (
 // bounds, so a condition can say "too big" rather than "missing".
 const AnnotationValuesOverBound = "memory.engram.dev/reader-values-over-bound"
 
+// AnnotationCacheStub is never written to the API server: the operator's
+// cache sets it on the stub it keeps in place of an object it does not keep
+// whole (internal/controller/cache_stub.go), so a reader that needs the
+// whole object reads it from the API server. The cache removes it from
+// every object it keeps whole, so no one can set it.
+const AnnotationCacheStub = "memory.engram.dev/cache-stub"
+
 // Annotations users set to ask for one-off actions (docs/crds.md).
 const (
 	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
