@@ -52,7 +52,7 @@ help: ## Show this help.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and internal/controller/.
 	$(CONTROLLER_GEN) rbac:roleName=engram-manager crd:allowDangerousTypes=true webhook paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@mkdir -p charts/engram/crds charts/engram/files && cp config/crd/bases/*.yaml charts/engram/crds/ && cp config/rbac/role.yaml charts/engram/files/role.yaml
-	@cp config/grafana/engram-dashboard.json config/prometheus/engram-rules.yaml charts/engram/files/
+	@cp config/grafana/engram-dashboard.json config/prometheus/engram-rules.yaml config/admission/metadata-bounds.yaml charts/engram/files/
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.

@@ -78,10 +78,14 @@ func TestChartAndKustomizeApply(t *testing.T) {
 }
 
 // TestChartMatchesConfig: the chart ships copies of the generated CRDs and
-// ClusterRole (make manifests writes both); a stale copy fails here.
+// ClusterRole and of the admission policy (make manifests writes them); a
+// stale copy fails here.
 func TestChartMatchesConfig(t *testing.T) {
 	root := testenv.RepoRoot()
-	pairs := map[string]string{filepath.Join("config", "rbac", "role.yaml"): filepath.Join("charts", "engram", "files", "role.yaml")}
+	pairs := map[string]string{
+		filepath.Join("config", "rbac", "role.yaml"):                 filepath.Join("charts", "engram", "files", "role.yaml"),
+		filepath.Join("config", "admission", "metadata-bounds.yaml"): filepath.Join("charts", "engram", "files", "metadata-bounds.yaml"),
+	}
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(crds) != 4 {
 		t.Fatalf("config/crd/bases holds %d CRDs (%v), want 4", len(crds), err)
