@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"strings"
-
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -117,11 +115,11 @@ func encodedSize(obj client.Object) int {
 
 // operatorAnnotationsOnly keeps the annotations the operator writes
 // (memory.engram.dev/...; the applier compares applied-hash, the
-// credentials check password-sha256), not the cache's own stub mark.
+// credentials check password-sha256), not the cache's own marks.
 func operatorAnnotationsOnly(a map[string]string) map[string]string {
 	var kept map[string]string
 	for k, v := range a {
-		if strings.HasPrefix(k, naming.AnnotationPrefix) && k != naming.AnnotationCacheStub {
+		if isOperatorAnnotation(k) {
 			if kept == nil {
 				kept = map[string]string{}
 			}
@@ -149,33 +147,4 @@ func engramLabelsOnly(l map[string]string) map[string]string {
 		return nil
 	}
 	return out
-}
-
-// keepEngramAnnotations is the cache's transform for Engram's own kinds
-// (MemoryRuntime, MemoryPolicy, RetentionJob, MemoryDatabase): the
-// operator reads their spec, labels (selectors) and its own annotations
-// (memory.engram.dev/...), never their managed fields or another tool's
-// annotations, which their writer sizes (kubectl apply alone copies the
-// whole object into one). Cutting them keeps a cached object near its
-// spec; how many of them a team may create is a ResourceQuota's to bound
-// (docs/security.md). Every write of these objects is a patch computed
-// against a copy of the cached object (status.go), so what is cut here is
-// never written back.
-func keepEngramAnnotations(in any) (any, error) {
-	obj, ok := in.(client.Object)
-	if !ok {
-		return in, nil
-	}
-	obj.SetManagedFields(nil)
-	var kept map[string]string
-	for k, v := range obj.GetAnnotations() {
-		if strings.HasPrefix(k, naming.AnnotationPrefix) {
-			if kept == nil {
-				kept = map[string]string{}
-			}
-			kept[k] = v
-		}
-	}
-	obj.SetAnnotations(kept)
-	return obj, nil
 }

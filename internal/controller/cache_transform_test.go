@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,5 +118,41 @@ func TestEngramKindsCachedWithoutOthersAnnotations(t *testing.T) {
 	}
 	if got.ManagedFields != nil || got.Labels["team"] != "a" || got.Spec.Embedding.Dimensions != 8 {
 		t.Errorf("kept managed fields %v, labels %v, dimensions %d", got.ManagedFields, got.Labels, got.Spec.Embedding.Dimensions)
+	}
+}
+
+// HIGH 5 of issue 26's fourteenth review, where the admission policy is
+// not installed: a RetentionJob with 12,000 labels was cached with every
+// one of them. The cache keeps at most 64 labels and 16 KiB of labels and
+// memory.engram.dev/ annotations, marks what it did not keep, and the
+// Ready condition says so; a mark someone wrote is not kept.
+func TestEngramKindsCachedWithBoundedLabels(t *testing.T) {
+	rj := testRetentionJob()
+	rj.Labels = map[string]string{}
+	for i := range 12_000 {
+		rj.Labels[fmt.Sprintf("l%08d", i)] = strings.Repeat("v", 63)
+	}
+	rj.Annotations = map[string]string{naming.AnnotationRunNow: "now", naming.AnnotationMetadataOverBound: "forged"}
+	out, _ := keepEngramAnnotations(rj)
+	got := out.(*memoryv1alpha1.RetentionJob)
+	if b, _ := json.Marshal(got); len(got.Labels) > maxEngramLabels || len(b) > 2*maxEngramMetadataBytes {
+		t.Errorf("kept %d labels, %d bytes encoded", len(got.Labels), len(b))
+	}
+	note := got.Annotations[naming.AnnotationMetadataOverBound]
+	if !strings.Contains(note, "11936 labels") || got.Annotations[naming.AnnotationRunNow] != "now" {
+		t.Errorf("annotations kept: %v", got.Annotations)
+	}
+	got.SetCondition(memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonCronJobsReady, "CronJob nightly-bot")
+	noteMetadataOverBound(got)
+	if msg := got.GetCondition(memoryv1alpha1.ConditionReady).Message; !strings.HasSuffix(msg, note) {
+		t.Errorf("Ready says %q, want the note", msg)
+	}
+
+	fine := testRetentionJob()
+	fine.Labels = map[string]string{"team": "a"}
+	fine.Annotations = map[string]string{naming.AnnotationMetadataOverBound: "forged", naming.AnnotationCacheStub: "true"}
+	out, _ = keepEngramAnnotations(fine)
+	if got := out.(*memoryv1alpha1.RetentionJob); len(got.Annotations) != 0 || got.Labels["team"] != "a" {
+		t.Errorf("an object within bounds: kept labels %v, annotations %v", got.Labels, got.Annotations)
 	}
 }

@@ -55,6 +55,7 @@ func (r *MemoryDatabaseReconciler) Reconcile(ctx context.Context, req reconcile.
 	defer func() {
 		f.err = retErr
 		deriveDatabaseStatus(db, f)
+		noteMetadataOverBound(db)
 		stampLastCheck(orig, db, time.Now())
 		r.reportTransition(orig, db)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, db, func(o *memoryv1alpha1.MemoryDatabase) any { return o.Status }))

@@ -35,6 +35,7 @@ func (r *MemoryPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	defer func() {
 		f.err = retErr
 		derivePolicyStatus(p, f)
+		noteMetadataOverBound(p)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, p, func(o *memoryv1alpha1.MemoryPolicy) any { return o.Status }))
 	}()
 	f.problem, f.categories = r.validate(p)

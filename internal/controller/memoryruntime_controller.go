@@ -174,6 +174,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		}
 		s.facts.err = retErr
 		deriveRuntimeStatus(rt, s.facts)
+		noteMetadataOverBound(rt)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
 

@@ -65,6 +65,7 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	s := &retentionScope{rj: rj}
 	defer func() {
 		deriveRetentionStatus(rj, s, retErr)
+		noteMetadataOverBound(rj)
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rj, func(o *memoryv1alpha1.RetentionJob) any { return o.Status }))
 	}()
 

@@ -39,6 +39,13 @@ const AnnotationValuesOverBound = "memory.engram.dev/reader-values-over-bound"
 // every object it keeps whole, so no one can set it.
 const AnnotationCacheStub = "memory.engram.dev/cache-stub"
 
+// AnnotationMetadataOverBound is never written to the API server: the
+// operator's cache sets it on its copy of an Engram object whose labels or
+// memory.engram.dev/ annotations are over the bounds it keeps (what the
+// admission policy config/admission/metadata-bounds.yaml refuses), to say
+// what it did not keep; the object's Ready condition repeats it.
+const AnnotationMetadataOverBound = "memory.engram.dev/cache-metadata-over-bound"
+
 // Annotations users set to ask for one-off actions (docs/crds.md).
 const (
 	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
