@@ -229,8 +229,10 @@ func scenarioRunNowAndLastRun(e *operatorEnv, t *testing.T) {
 		},
 	}
 	msg, _ := json.Marshal(summary)
+	// The job controller's pods carry the template's labels, which the API
+	// server completes with the Job's name and uid labels.
 	podLabels := map[string]string{}
-	for k, v := range job.Spec.Selector.MatchLabels {
+	for k, v := range job.Spec.Template.Labels {
 		podLabels[k] = v
 	}
 	pod := &corev1.Pod{
