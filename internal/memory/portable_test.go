@@ -2,6 +2,8 @@ package memory
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -294,6 +296,54 @@ func TestImportDryRunWritesNothing(t *testing.T) {
 	for _, table := range []string{b.store.sql.memories, b.store.sql.sessions, b.store.sql.messages, b.store.sql.history} {
 		if n := rowsOf(t, b, table); n != 0 {
 			t.Errorf("%s holds %d rows after a dry run", table, n)
+		}
+	}
+}
+
+// retrailer rebuilds the trailer of a one-part export whose lines were
+// edited, so only the edit is wrong.
+func retrailer(t *testing.T, lines []string) []byte {
+	t.Helper()
+	sum := sha256.New()
+	counts := map[string]int64{}
+	for _, k := range portable.RecordKinds {
+		counts[k] = 0
+	}
+	for _, l := range lines {
+		sum.Write([]byte(l + "\n"))
+		var env struct{ Kind string }
+		_ = json.Unmarshal([]byte(l), &env)
+		if _, ok := counts[env.Kind]; ok {
+			counts[env.Kind]++
+		}
+	}
+	tr, _ := json.Marshal(portable.Trailer{Kind: portable.KindTrailer, Counts: counts, Lines: int64(len(lines)),
+		SHA256: hex.EncodeToString(sum.Sum(nil)), Complete: true})
+	return []byte(strings.Join(lines, "\n") + "\n" + string(tr) + "\n")
+}
+
+// TestImportOrphanRecordIsRefused: a message whose session neither the
+// file nor the tenant holds is a 422-class ValidationError naming the
+// owner (not a 500), and nothing of that owner is written.
+func TestImportOrphanRecordIsRefused(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	body := exportAll(t, a, "alice", false, 0)
+	var kept []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
+		if !strings.HasPrefix(l, `{"kind" : "session"`) && !strings.HasPrefix(l, `{"kind":"trailer"`) {
+			kept = append(kept, l)
+		}
+	}
+	b := newFixture(t, withGlobalCategory(), inDatabaseOf(a))
+	_, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, kept), Embedder: testExportInfo.Embedder})
+	v, ok := IsValidation(err)
+	if !ok || v.Fields[0].Field != "owners[alice]" {
+		t.Fatalf("import of messages without their session: %v", err)
+	}
+	for _, table := range []string{b.store.sql.memories, b.store.sql.messages, b.store.sql.history} {
+		if n := rowsOf(t, b, table); n != 0 {
+			t.Errorf("%s holds %d rows after a refused owner", table, n)
 		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 )
@@ -83,7 +85,7 @@ func (s *Store) importOwner(ctx context.Context, g *ownerRecords, req ImportRequ
 		return nil
 	})
 	if err != nil && !errors.Is(err, errDryRun) {
-		return err
+		return refused(g.owner, err)
 	}
 	for k := range counts.inserted {
 		res.Inserted[k] += counts.inserted[k]
@@ -91,6 +93,19 @@ func (s *Store) importOwner(ctx context.Context, g *ownerRecords, req ImportRequ
 	}
 	res.Embedded += n
 	return nil
+}
+
+// refused turns a rule of the schema the owner's records break (a message
+// of a session neither the file nor the tenant holds, a summary whose range
+// does not fit: SQLSTATE class 23) into a ValidationError naming the owner:
+// the file is at fault, not the service. Nothing of the owner was written.
+func refused(owner string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "23") {
+		return core.Invalid("owners["+owner+"]", "the owner's records break a rule of the schema (%s: %s); "+
+			"a record may refer to a row neither the file nor this tenant holds", pe.ConstraintName, pe.Message)
+	}
+	return err
 }
 
 // ownerCounts are one owner's counts, added to the result once its
