@@ -14,11 +14,8 @@ import (
 	"strings"
 
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/memory/portable"
 )
-
-// maxExportLine bounds one line the plugin reads of an export: a record
-// is at most a few contents and one vector (4,096 dimensions).
-const maxExportLine = 16 << 20
 
 // ExportSummary is what `export` reports on stderr (or -o json|yaml).
 type ExportSummary struct {
@@ -78,7 +75,7 @@ func exportPart(ctx context.Context, s *service, path string, q url.Values, out 
 	}
 	defer body.Close()
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxExportLine)
+	sc.Buffer(make([]byte, 0, 64<<10), portable.MaxLineBytes)
 	var last []byte
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -124,7 +121,7 @@ func runImport(ctx context.Context, a *app, args []string) error {
 		q.Set("dryRun", "true")
 	}
 	requests := 0
-	err = chunkExport(in, a.maxRequestBytes, func(chunk []byte) error {
+	err = portable.Chunk(in, a.maxRequestBytes, func(chunk []byte) error {
 		status, raw, err := s.sendAs(ctx, http.MethodPost, "/v1/import", q, chunk, "application/x-ndjson")
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package kubectlengram
+package portable
 
 import (
 	"bufio"
@@ -10,20 +10,22 @@ import (
 	"fmt"
 	"hash"
 	"io"
-
-	"github.com/engram-dev/engram/internal/memory/portable"
 )
 
-// chunkExport reads an export file and calls send with import bodies of
+// MaxLineBytes bounds one line a reader of an export accepts: a record is
+// at most a few contents and one vector (4,096 dimensions).
+const MaxLineBytes = 16 << 20
+
+// Chunk reads an export file and calls send with import bodies of
 // at most max bytes, each made of whole owners: the part's header, the
 // owners' records, and a trailer recomputed for them (the format lets an
 // import body be any parts, each header to trailer). Each part of the
 // file is checked against its own trailer first, so a damaged file is
 // refused here rather than half sent; checkpoint lines are left out.
-func chunkExport(r io.Reader, max int64, send func([]byte) error) error {
+func Chunk(r io.Reader, max int64, send func([]byte) error) error {
 	c := &chunker{max: max, send: send}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxExportLine)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
 	for sc.Scan() {
 		c.n++
 		if err := c.line(sc.Bytes()); err != nil {
@@ -62,7 +64,7 @@ func (c *chunker) line(b []byte) error {
 		return fmt.Errorf("not a JSON object: %w", err)
 	}
 	switch {
-	case env.Kind == portable.KindHeader:
+	case env.Kind == KindHeader:
 		if c.header != nil {
 			return errors.New("a header inside a part (the trailer before it is missing)")
 		}
@@ -71,11 +73,11 @@ func (c *chunker) line(b []byte) error {
 		return nil
 	case c.header == nil:
 		return fmt.Errorf("%q outside a part: a part starts with a header", env.Kind)
-	case env.Kind == portable.KindTrailer:
+	case env.Kind == KindTrailer:
 		return c.endPart(b)
 	}
 	c.hash(b)
-	if env.Kind == portable.KindCheckpoint {
+	if env.Kind == KindCheckpoint {
 		return nil
 	}
 	if env.Owner != c.owner {
@@ -108,7 +110,7 @@ func (c *chunker) endOwner() error {
 		}
 	}
 	if int64(c.ownerBuf.Len()) > room {
-		return fmt.Errorf("the records of owner %q are %d bytes, more than --max-request-bytes %d allows (an owner is imported in one request); raise it, and the service's --max-import-bytes", c.owner, c.ownerBuf.Len(), c.max)
+		return fmt.Errorf("the records of owner %q are %d bytes, more than the %d bytes a request may hold (an owner is imported in one request)", c.owner, c.ownerBuf.Len(), c.max)
 	}
 	c.chunk.Write(c.ownerBuf.Bytes())
 	c.ownerBuf.Reset()
@@ -117,7 +119,7 @@ func (c *chunker) endOwner() error {
 
 // endPart checks the part against its trailer and sends what remains.
 func (c *chunker) endPart(b []byte) error {
-	var t portable.Trailer
+	var t Trailer
 	if err := json.Unmarshal(b, &t); err != nil {
 		return fmt.Errorf("trailer: %w", err)
 	}
@@ -140,7 +142,7 @@ func (c *chunker) flush() error {
 	var body bytes.Buffer
 	sum := sha256.New()
 	counts := map[string]int64{}
-	for _, k := range portable.RecordKinds {
+	for _, k := range RecordKinds {
 		counts[k] = 0
 	}
 	lines := int64(0)
@@ -156,7 +158,7 @@ func (c *chunker) flush() error {
 			counts[env.Kind]++
 		}
 	}
-	tr, err := json.Marshal(portable.Trailer{Kind: portable.KindTrailer, Counts: counts, Lines: lines,
+	tr, err := json.Marshal(Trailer{Kind: KindTrailer, Counts: counts, Lines: lines,
 		SHA256: hex.EncodeToString(sum.Sum(nil)), Complete: true})
 	if err != nil {
 		return fmt.Errorf("encoding a trailer: %w", err)
