@@ -347,3 +347,22 @@ func TestImportOrphanRecordIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestImportKeepsGlobalMemoriesGlobal: a tenant-wide memory goes only into
+// a runtime where its category is global too; elsewhere its line is a
+// ValidationError naming the category, and nothing is written.
+func TestImportKeepsGlobalMemoriesGlobal(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	b := newFixture(t, inDatabaseOf(a), withPolicy(func(p *Policy) {
+		p.Categories = append(p.Categories, Category{Name: "org", Priority: 1}) // not global here
+	}))
+	_, err := b.store.Import(ctx(t), ImportRequest{Body: exportAll(t, a, "", false, 0), Embedder: testExportInfo.Embedder})
+	v, ok := IsValidation(err)
+	if !ok || len(v.Fields) != 1 || !strings.HasSuffix(v.Fields[0].Field, "].category") || !strings.Contains(v.Fields[0].Message, "not a global category") {
+		t.Fatalf("import of a global memory into a runtime where its category is not global: %v", err)
+	}
+	if n := rowsOf(t, b, b.store.sql.memories); n != 0 {
+		t.Errorf("%d memories written", n)
+	}
+}

@@ -43,7 +43,7 @@ type parser struct {
 	check  checker
 	out    parsed
 	byOwn  map[string]*ownerRecords
-	seen   map[string]bool // exact lines already read, per owner and line (a resumed part may repeat a page)
+	seen   map[[32]byte]bool // SHA-256 of the lines already read, with their owner (parts may overlap)
 	// The part being read (header nil: between parts).
 	header *Header
 	start  int
@@ -55,7 +55,7 @@ type parser struct {
 
 // parse validates body; errors are a ValidationError naming lines[N].field.
 func (p *parser) parse(body []byte) (*parsed, error) {
-	p.out.counts, p.byOwn, p.seen = zeroCounts(), map[string]*ownerRecords{}, map[string]bool{}
+	p.out.counts, p.byOwn, p.seen = zeroCounts(), map[string]*ownerRecords{}, map[[32]byte]bool{}
 	n := 0
 	for len(body) > 0 && p.check.fe.Len() < maxLineErrors {
 		n++
@@ -172,7 +172,7 @@ func (p *parser) data(n int, env envelope, line []byte, c checker) {
 	if p.header.Scope == "owner" && env.Owner != p.header.Owner {
 		c.add("owner", "%q is not the owner of this part's header (%q)", env.Owner, p.header.Owner)
 	}
-	key := env.Owner + "\x00" + string(line)
+	key := sha256.Sum256(append([]byte(env.Owner+"\x00"), line...))
 	if p.seen[key] {
 		return // a page a resumed export sent again
 	}
@@ -241,6 +241,7 @@ func (p *parser) decodeRecord(r *record, line []byte, c checker) bool {
 		v := &memoryRec{}
 		if ok = decodeStrict(line, v, c); ok {
 			c.memory(v)
+			c.globalScope(v)
 			r.embed = p.vectorIn(&v.Embedding, c, dims) || v.Embedding == nil
 		}
 		r.value = v

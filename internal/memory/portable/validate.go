@@ -196,6 +196,20 @@ func (c checker) memory(r *memoryRec) {
 	}
 }
 
+// globalScope keeps the tenant-wide memories and the owners' apart: a
+// memory of the global owner has a global category of this runtime's
+// policy, an owner's memory does not.
+func (c checker) globalScope(r *memoryRec) {
+	cat, ok := c.policy.Category(r.Category)
+	switch {
+	case !ok:
+	case r.Owner == write.GlobalOwner && !cat.Global:
+		c.add("category", "%q is not a global category of this runtime's policy, and owner %s holds the tenant-wide memories", r.Category, write.GlobalOwner)
+	case r.Owner != write.GlobalOwner && cat.Global:
+		c.add("category", "%q is a global category of this runtime's policy: only owner %s holds its memories", r.Category, write.GlobalOwner)
+	}
+}
+
 func (c checker) history(r *historyRec) {
 	c.uuid("memoryId", r.MemoryID)
 	c.text("action", r.Action, true)
