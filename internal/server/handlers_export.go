@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/engram-dev/engram/internal/auth"
@@ -73,8 +74,7 @@ func (a rest) importExport(c *call, _ *noBody) (reply, error) {
 	if err := c.q.err(); err != nil {
 		return reply{}, err
 	}
-	// Read already (requestbody.go), at most one byte past --max-import-bytes.
-	body, err := io.ReadAll(io.LimitReader(c.r.Body, a.maxImport+1))
+	body, err := importBody(c.r, a.maxImport)
 	if err != nil {
 		return reply{}, problemError{newProblem(probMalformed, "reading the request body failed")}
 	}
@@ -86,4 +86,14 @@ func (a rest) importExport(c *call, _ *noBody) (reply, error) {
 		return reply{}, err
 	}
 	return ok(res), nil
+}
+
+// importBody is the body of an import, read already (requestbody.go) to
+// at most one byte past --max-import-bytes: the buffer itself, not a copy
+// (it may be tens of MiB).
+func importBody(r *http.Request, limit int64) ([]byte, error) {
+	if bb, ok := r.Body.(*bufferedBody); ok {
+		return bb.data, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, limit+1)) // no body at all (http.NoBody)
 }
