@@ -14,6 +14,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/portable"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // withGlobalCategory adds a tenant-wide category "org" to the policy.
@@ -364,5 +365,20 @@ func TestImportKeepsGlobalMemoriesGlobal(t *testing.T) {
 	}
 	if n := rowsOf(t, b, b.store.sql.memories); n != 0 {
 		t.Errorf("%d memories written", n)
+	}
+}
+
+// TestExportImportIntoCitus: a tenant of plain PostgreSQL exported and
+// imported into a tenant on Citus (a distributed schema), then exported
+// from Citus: the same records.
+func TestExportImportIntoCitus(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 100)
+	body := exportAll(t, a, "", true, 0)
+	b := newFixture(t, withGlobalCategory(), func(s *fixtureSettings) { s.adminURL = testenv.NewCitusDatabase(t) })
+	importInto(t, b, body, false)
+	sameLines(t, "plain vs Citus", dataLines(t, body), dataLines(t, exportAll(t, b, "", true, 40)))
+	if again := importInto(t, b, body, false); again.Inserted[portable.KindMemory] != 0 || again.Inserted[portable.KindHistory] != 0 {
+		t.Errorf("second import into Citus inserted %+v", again.Inserted)
 	}
 }
