@@ -246,3 +246,20 @@ func transferMarkdown(p func(string, ...any), t *TransferReport) {
 	p("| export | %.1f | %.0f | %.0f MiB |\n", t.ExportSec, t.ExportRate, t.ExportPeakRSSMiB)
 	p("| import | %.1f | %.0f | %.0f MiB |\n\n", t.ImportSec, t.ImportRate, t.ImportPeakRSSMiB)
 }
+
+// goalExportRSSMiB is issue 29's bound of the service exporting the 200k
+// tenant: the export streams, so its memory does not follow the tenant.
+const goalExportRSSMiB = 128.0
+
+func transferTarget(t *TransferReport) Target {
+	note := ""
+	if t.Memories < goalMemories {
+		note = fmt.Sprintf("measured at %d memories (short mode); the goal is for 200,000", t.Memories)
+	}
+	tg := Target{Name: "service peak RSS exporting the tenant", Goal: fmt.Sprintf("< %g MiB", goalExportRSSMiB),
+		Measured: fmt.Sprintf("%.0f MiB", t.ExportPeakRSSMiB), Met: t.ExportPeakRSSMiB < goalExportRSSMiB, Note: note}
+	if !tg.Met {
+		tg.Gap = round3((t.ExportPeakRSSMiB - goalExportRSSMiB) / goalExportRSSMiB)
+	}
+	return tg
+}
