@@ -3,9 +3,11 @@ package memory
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +382,40 @@ func TestExportImportIntoCitus(t *testing.T) {
 	sameLines(t, "plain vs Citus", dataLines(t, body), dataLines(t, exportAll(t, b, "", true, 40)))
 	if again := importInto(t, b, body, false); again.Inserted[portable.KindMemory] != 0 || again.Inserted[portable.KindHistory] != 0 {
 		t.Errorf("second import into Citus inserted %+v", again.Inserted)
+	}
+}
+
+// forgedCursor is a cursor of kind k (an index of RecordKinds) at key.
+func forgedCursor(owner string, k int, key ...string) string {
+	b, _ := json.Marshal(map[string]any{"o": owner, "k": k, "a": key})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// TestExportRefusesForgedCursors: a cursor whose key does not fit its
+// kind's key types (a memory key that is no UUID, a seq that is no number,
+// an owner with NUL) is a ValidationError naming `after`, with nothing
+// written; before, the key reached the query and failed it after the
+// header, which cut the stream.
+func TestExportRefusesForgedCursors(t *testing.T) {
+	f := newFixture(t, withGlobalCategory())
+	seedRich(t, f, 20)
+	memoryKind := slices.Index(portable.RecordKinds, portable.KindMemory)
+	messageKind := slices.Index(portable.RecordKinds, portable.KindMessage)
+	for _, after := range []string{
+		forgedCursor("alice", memoryKind, "not-a-uuid"),
+		forgedCursor("alice", messageKind, "long", "seven"),
+		forgedCursor("alice", messageKind, "long"),
+		forgedCursor("al\x00ice", memoryKind),
+		forgedCursor("alice", messageKind, "lo\x00ng", "1"),
+	} {
+		var out bytes.Buffer
+		_, err := f.store.Export(ctx(t), ExportRequest{After: after, Info: testExportInfo}, &out, func() error { return nil })
+		if v, ok := IsValidation(err); !ok || v.Fields[0].Field != "after" || out.Len() != 0 {
+			t.Errorf("cursor %s: %v, %d bytes written", after, err, out.Len())
+		}
+	}
+	// A real cursor still resumes.
+	if body := exportAll(t, f, "", false, 7); !bytes.Contains(body, []byte(`"complete":true`)) {
+		t.Error("resumed export incomplete")
 	}
 }

@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // cursor is a position in an export: the owner being written, the index
@@ -39,6 +44,42 @@ func decodeCursor(s string) (cursor, error) {
 		return cursor{}, errCursor
 	}
 	return c, nil
+}
+
+// validFor checks the cursor's owner and key against the key types of
+// its kind, so a forged cursor is refused before the export starts rather
+// than failing a query halfway (a cast error cuts the stream).
+func (c cursor) validFor(k *kindSpec) bool {
+	if c.Owner != write.GlobalOwner && !core.ValidScopeID(c.Owner) {
+		return false
+	}
+	if c.Key == nil {
+		return true
+	}
+	if len(c.Key) != len(k.keyTypes) {
+		return false
+	}
+	for i, v := range c.Key {
+		switch k.keyTypes[i] {
+		case "uuid":
+			if !core.ValidID(v) {
+				return false
+			}
+		case "bigint":
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				return false
+			}
+		case "integer":
+			if _, err := strconv.ParseInt(v, 10, 32); err != nil {
+				return false
+			}
+		default: // text: ids of the scope and document types, never NUL
+			if len(v) > 256 || strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

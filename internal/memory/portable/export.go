@@ -61,7 +61,7 @@ func New(st *core.State) *Store {
 // a trailer, which a reader takes as a cut part.
 func (s *Store) Export(ctx context.Context, req ExportRequest, w io.Writer, flush func() error) (*Trailer, error) {
 	c, err := decodeCursor(req.After)
-	if err == nil && c.Key != nil && len(c.Key) != len(s.kinds[c.Kind].keyCols) {
+	if err == nil && c.Owner != "" && !c.validFor(&s.kinds[c.Kind]) {
 		err = errCursor
 	}
 	if err == nil && req.Owner != "" && c.Owner != "" && c.Owner != req.Owner {
