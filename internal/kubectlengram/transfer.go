@@ -163,7 +163,7 @@ func importRefusal(status int, raw []byte, n int) error {
 	if json.Unmarshal(raw, &p) != nil || p.Type == "" {
 		p.Detail = clip(string(raw), 300)
 	}
-	msg := p.ServiceError.Error()
+	msg := p.Error()
 	for _, fe := range p.Errors {
 		msg += fmt.Sprintf("\n  %s: %s", fe.Field, fe.Message)
 	}

@@ -1,7 +1,5 @@
 package portable
 
-import "encoding/json"
-
 // FormatVersion is the version of the format a header declares. A reader
 // refuses other versions: a change of the meaning of a field is a new one.
 const FormatVersion = 1
@@ -73,6 +71,3 @@ type envelope struct {
 	Kind  string `json:"kind"`
 	Owner string `json:"owner"`
 }
-
-// rawVector is an optional vector of a record (present with ?vectors=true).
-type rawVector = json.RawMessage

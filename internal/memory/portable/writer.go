@@ -2,7 +2,6 @@ package portable
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
@@ -280,7 +279,7 @@ func (w *ownerWriter) history(ctx context.Context) error {
 			actor_id, old_content, new_content, details, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			v.MemoryID, w.g.owner, v.Action, v.Actor, v.ActorID, v.OldContent, v.NewContent,
-			json.RawMessage(v.Details), v.CreatedAt); err != nil {
+			v.Details, v.CreatedAt); err != nil {
 			return err
 		}
 	}
