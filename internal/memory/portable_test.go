@@ -419,3 +419,37 @@ func TestExportRefusesForgedCursors(t *testing.T) {
 		t.Error("resumed export incomplete")
 	}
 }
+
+// TestImportLeavesHeldUnitsWhole: a session (with its messages, summaries
+// and episode) or a document (with its changelog) the tenant holds already
+// is left exactly as it is, so its counters and versions still match what
+// hangs from it; the rest of the owner is imported.
+func TestImportLeavesHeldUnitsWhole(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	body := exportAll(t, a, "alice", false, 0)
+	b := newFixture(t, withGlobalCategory(), inDatabaseOf(a))
+	b.newSession("alice", "chat")
+	b.appendTurn("alice", "chat", TurnMessage{Role: RoleUser, Content: "B's own first message"})
+	if _, err := b.store.PutDocument(ctx(t), PutDocumentRequest{Owner: "alice", Kind: DocProfile, Content: "B's own profile", Source: SourceUser}); err != nil {
+		t.Fatal(err)
+	}
+	res := importInto(t, b, body, false)
+	sess, err := b.store.GetSession(ctx(t), "alice", "chat")
+	if err != nil || sess.MessageCount != 1 {
+		t.Fatalf("B's session after the import: %+v, %v", sess, err)
+	}
+	var msgs, changes int64
+	if err := b.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+b.store.sql.messages+` WHERE session_id = 'chat'`).Scan(&msgs); err != nil || msgs != 1 {
+		t.Errorf("B's session holds %d messages (%v), want its own 1", msgs, err)
+	}
+	if err := b.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+b.store.core.Table("document_changes")+` WHERE kind = 'profile'`).Scan(&changes); err != nil || changes != 1 {
+		t.Errorf("B's profile has %d changelog versions (%v), want its own 1", changes, err)
+	}
+	if res.Existing[portable.KindMessage] != 6 || res.Existing[portable.KindEpisode] != 1 || res.Existing[portable.KindDocumentChange] != 2 {
+		t.Errorf("existing %+v: want the chat session's 6 messages and episode, the profile's 2 changes", res.Existing)
+	}
+	if res.Inserted[portable.KindMessage] != 1500 || res.Inserted[portable.KindSummary] == 0 || res.Inserted[portable.KindMemory] == 0 {
+		t.Errorf("inserted %+v: want the long session and the memories", res.Inserted)
+	}
+}

@@ -22,11 +22,21 @@ type ownerWriter struct {
 	c     *ownerCounts
 	batch pgx.Batch
 	kinds []string // the kind of each queued statement
+	// heldSessions are the sessions the tenant held before this import,
+	// heldSummaries the file's summaries of those sessions, heldDocs the
+	// documents ("agent type": agent ids hold no space) it held: each is a unit with what hangs
+	// from it (messages, summaries and their sources, the episode; the
+	// changelog), left whole as the tenant has it, so a session's
+	// counters always match its messages and a document its changelog.
+	heldSessions, heldSummaries, heldDocs map[string]bool
 }
 
 func (w *ownerWriter) t(name string) string { return w.s.core.Table(name) }
 
 func (w *ownerWriter) write(ctx context.Context) error {
+	if err := w.held(ctx); err != nil {
+		return err
+	}
 	steps := []func(context.Context) error{w.sessions, w.messages, w.summaries, w.summarySources, w.episodes,
 		w.documents, w.documentChanges, w.memories, w.history}
 	for _, step := range steps {
@@ -90,6 +100,37 @@ func flags(f []string) []string {
 	return f
 }
 
+// held reads which of the file's sessions and documents the tenant holds.
+func (w *ownerWriter) held(ctx context.Context) error {
+	var ids, docs []string
+	for _, r := range w.g.byKind[KindSession] {
+		ids = append(ids, r.value.(*sessionRec).ID)
+	}
+	for _, r := range w.g.byKind[KindDocument] {
+		v := r.value.(*documentRec)
+		docs = append(docs, v.AgentID+" "+v.Type)
+	}
+	var err error
+	if w.heldSessions, err = w.existingIDs(ctx, `SELECT id FROM `+w.t("sessions")+`
+		WHERE owner_id = $2 AND id = ANY($1::text[])`, ids, w.g.owner); err != nil {
+		return err
+	}
+	if w.heldDocs, err = w.existingIDs(ctx, `SELECT agent_id || ' ' || kind FROM `+w.t("documents")+`
+		WHERE owner_id = $2 AND agent_id || ' ' || kind = ANY($1::text[])`, docs, w.g.owner); err != nil {
+		return err
+	}
+	w.heldSummaries = map[string]bool{}
+	for _, r := range w.g.byKind[KindSummary] {
+		if v := r.value.(*summaryRec); w.heldSessions[v.SessionID] {
+			w.heldSummaries[v.ID] = true
+		}
+	}
+	return nil
+}
+
+// skip counts a record left out because the tenant holds its unit.
+func (w *ownerWriter) skip(kind string) { w.c.existing[kind]++ }
+
 func (w *ownerWriter) sessions(ctx context.Context) error {
 	for _, r := range w.g.byKind[KindSession] {
 		v := r.value.(*sessionRec)
@@ -109,6 +150,10 @@ func (w *ownerWriter) sessions(ctx context.Context) error {
 func (w *ownerWriter) messages(ctx context.Context) error {
 	for _, r := range w.g.byKind[KindMessage] {
 		v := r.value.(*messageRec)
+		if w.heldSessions[v.SessionID] {
+			w.skip(KindMessage)
+			continue
+		}
 		if err := w.queue(ctx, KindMessage, `INSERT INTO `+w.t("messages")+` (owner_id, session_id, seq, role, source,
 			content, tool_name, tool_call_id, tokens, flags, embedding, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING`,
@@ -123,6 +168,10 @@ func (w *ownerWriter) messages(ctx context.Context) error {
 func (w *ownerWriter) summaries(ctx context.Context) error {
 	for _, r := range w.g.byKind[KindSummary] {
 		v := r.value.(*summaryRec)
+		if w.heldSessions[v.SessionID] {
+			w.skip(KindSummary)
+			continue
+		}
 		if err := w.queue(ctx, KindSummary, `INSERT INTO `+w.t("summaries")+` (id, owner_id, session_id, depth, content,
 			expand_hint, earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method,
 			parent_id, embedding, created_at)
@@ -142,6 +191,10 @@ func (w *ownerWriter) summarySources(ctx context.Context) error {
 	sums := w.t("summaries")
 	for _, r := range w.g.byKind[KindSummarySource] {
 		v := r.value.(*summarySourceRec)
+		if w.heldSummaries[v.SummaryID] {
+			w.skip(KindSummarySource)
+			continue
+		}
 		if err := w.queue(ctx, KindSummarySource, `INSERT INTO `+w.t("summary_sources")+` (summary_id, ord, child_id, from_seq, to_seq)
 			SELECT $1, $2, $3, $4, $5
 			WHERE EXISTS (SELECT 1 FROM `+sums+` WHERE id = $1 AND owner_id = $6)
@@ -157,6 +210,10 @@ func (w *ownerWriter) summarySources(ctx context.Context) error {
 func (w *ownerWriter) episodes(ctx context.Context) error {
 	for _, r := range w.g.byKind[KindEpisode] {
 		v := r.value.(*episodeRec)
+		if w.heldSessions[v.SessionID] {
+			w.skip(KindEpisode)
+			continue
+		}
 		if err := w.queue(ctx, KindEpisode, `INSERT INTO `+w.t("episodes")+` (id, owner_id, session_id, agent_id, summary,
 			method, user_turns, started_at, ended_at, embedding, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
@@ -183,6 +240,10 @@ func (w *ownerWriter) documents(ctx context.Context) error {
 func (w *ownerWriter) documentChanges(ctx context.Context) error {
 	for _, r := range w.g.byKind[KindDocumentChange] {
 		v := r.value.(*documentChangeRec)
+		if w.heldDocs[v.AgentID+" "+v.Type] {
+			w.skip(KindDocumentChange)
+			continue
+		}
 		if err := w.queue(ctx, KindDocumentChange, `INSERT INTO `+w.t("document_changes")+` (owner_id, agent_id, kind,
 			version, source, actor_id, before, after, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
