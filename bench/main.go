@@ -9,6 +9,8 @@
 //     10,000-message session;
 //   - the maintenance jobs on a bulk-loaded tenant;
 //   - the operator (the real `manager` binary) on an envtest control plane;
+//   - export and import (transfer.go): a tenant of the service part's size
+//     exported through GET /v1/export and imported into another;
 //   - on request (--parts=secrets), the operator's memory with 1,000
 //     unrelated Secrets in the cluster.
 //
@@ -84,7 +86,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, about 11 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
+	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator,transfer", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default; make bench-full N=1000)")
@@ -214,8 +216,10 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 			rep.Operator, err = h.runOperator(ctx)
 		case "secrets":
 			rep.Secrets, err = h.runSecrets(ctx)
+		case "transfer":
+			rep.Transfer, err = h.runTransfer(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator or secrets)")
+			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets or transfer)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

@@ -31,6 +31,9 @@ func markdown(rep *Report) string {
 	if sec := rep.Secrets; sec != nil {
 		secretsMarkdown(p, sec)
 	}
+	if t := rep.Transfer; t != nil {
+		transferMarkdown(p, t)
+	}
 	if len(rep.Targets) > 0 {
 		p("## Targets\n\n| target | goal | measured | met | note |\n|---|---|---|---|---|\n")
 		for _, t := range rep.Targets {

@@ -23,7 +23,9 @@ type Report struct {
 	Jobs         *JobsReport         `json:"jobs,omitempty"`
 	Operator     *OperatorReport     `json:"operator,omitempty"`
 	Secrets      *SecretsReport      `json:"secrets,omitempty"`
-	Targets      []Target            `json:"targets"`
+	// Transfer is the export and import part (transfer.go).
+	Transfer *TransferReport `json:"transfer,omitempty"`
+	Targets  []Target        `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`
 	Errors     []string `json:"errors,omitempty"`

@@ -43,6 +43,9 @@ func targets(rep *Report) []Target {
 	if o := rep.Operator; o != nil {
 		out = append(out, operatorTargets(o)...)
 	}
+	if t := rep.Transfer; t != nil {
+		out = append(out, transferTarget(t))
+	}
 	rep.LargestGap = largestGap(out)
 	return out
 }

@@ -26,6 +26,12 @@ Usage:
   kubectl engram memories RUNTIME OWNER [--search Q] [--limit N]
   kubectl engram context RUNTIME OWNER --query Q
   kubectl engram erase RUNTIME OWNER --yes
+  kubectl engram export RUNTIME [--owner OWNER] [--vectors] > FILE
+                                                    the tenant's (or one owner's) data as JSON
+                                                    Lines (docs/export.md); summary on stderr
+  kubectl engram import RUNTIME [-f FILE] [--dry-run]
+                                                    write an export into RUNTIME (idempotent; from
+                                                    stdin without -f), whole owners a request
 
 Flags of every command:
   -o, --output json|yaml     machine-readable output (default: human tables)
@@ -62,6 +68,7 @@ type command struct {
 type app struct {
 	globals
 	out, errOut io.Writer
+	in          io.Reader // stdin: the export `import` reads without --file
 	// per-command flags
 	allNamespaces bool
 	dryRun, wait  bool
@@ -69,6 +76,11 @@ type app struct {
 	search, query string
 	limit         int
 	waitTimeout   time.Duration
+	// export and import
+	owner           string
+	vectors         bool
+	file            string
+	maxRequestBytes int64
 
 	kube *kube // opened lazily: --url with --service-token needs no cluster
 }
@@ -83,7 +95,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	a := &app{out: stdout, errOut: stderr}
+	a := &app{out: stdout, errOut: stderr, in: os.Stdin}
 	cmds := a.commands()
 	name := args[0]
 	cmd, ok := cmds[name]
@@ -194,6 +206,15 @@ func (a *app) commands() map[string]command {
 		}},
 		"erase": {args: []string{"runtime", "owner"}, run: runErase, flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&a.yes, "yes", false, "confirm: erase every memory and all history of OWNER")
+		}},
+		"export": {args: []string{"runtime"}, run: runExport, flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&a.owner, "owner", "", "export this owner only (default: the whole tenant)")
+			fs.BoolVar(&a.vectors, "vectors", false, "include the embeddings (an import into a runtime of the same embedder keeps them)")
+		}},
+		"import": {args: []string{"runtime"}, run: runImport, flags: func(fs *pflag.FlagSet) {
+			fs.StringVarP(&a.file, "file", "f", "-", "the export to import (- = stdin)")
+			fs.BoolVar(&a.dryRun, "dry-run", false, "validate and count, write nothing")
+			fs.Int64Var(&a.maxRequestBytes, "max-request-bytes", 16<<20, "largest body of one import request (whole owners; at most the service's --max-import-bytes)")
 		}},
 	}
 }

@@ -174,10 +174,15 @@ func (s *service) call(ctx context.Context, method, path string, query url.Value
 	return nil
 }
 
-// send is one exchange, direct or through the proxy.
+// send is one exchange of a JSON body, direct or through the proxy.
 func (s *service) send(ctx context.Context, method, path string, query url.Values, payload []byte) (int, []byte, error) {
+	return s.sendAs(ctx, method, path, query, payload, "application/json")
+}
+
+// sendAs is one exchange of a body of media type contentType.
+func (s *service) sendAs(ctx context.Context, method, path string, query url.Values, payload []byte, contentType string) (int, []byte, error) {
 	if s.direct != "" {
-		return s.sendDirect(ctx, method, path, query, payload)
+		return s.sendDirect(ctx, method, path, query, payload, contentType)
 	}
 	// The token goes in through the context, not SetHeader: see proxytoken.go.
 	// Timeout(0): client-go would add its request timeout as a "timeout"
@@ -193,7 +198,7 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 		}
 	}
 	if payload != nil {
-		req = req.SetHeader("Content-Type", "application/json").Body(payload)
+		req = req.SetHeader("Content-Type", contentType).Body(payload)
 	}
 	res := req.Do(ctx)
 	var status int
@@ -217,7 +222,7 @@ func (s *service) send(ctx context.Context, method, path string, query url.Value
 	return status, raw, nil
 }
 
-func (s *service) sendDirect(ctx context.Context, method, path string, query url.Values, payload []byte) (int, []byte, error) {
+func (s *service) sendDirect(ctx context.Context, method, path string, query url.Values, payload []byte, contentType string) (int, []byte, error) {
 	u := s.direct + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -232,7 +237,7 @@ func (s *service) sendDirect(ctx context.Context, method, path string, query url
 	}
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	if payload != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := s.httpc.Do(req)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 type rest struct {
 	ops    *ops
 	tokens *Tokens
+	// maxImport is --max-import-bytes, the bound of an import's body.
+	maxImport int64
 }
 
 // addMemory: POST /v1/owners/{owner}/memories. 201 when the write created a

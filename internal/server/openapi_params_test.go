@@ -71,6 +71,11 @@ func TestBodyFieldsMatchOpenAPI(t *testing.T) {
 		op, _ := paths[path].(map[string]any)[strings.ToLower(method)].(map[string]any)
 		rb, _ := op["requestBody"].(map[string]any)
 		switch {
+		case rt.rawBody != "":
+			content, _ := rb["content"].(map[string]any)
+			if _, ok := content[rt.rawBody]; !ok {
+				t.Errorf("%s: reads a %s body, openapi.yaml documents %v", rt.pattern, rt.rawBody, rb)
+			}
 		case rt.body == nil && rb != nil:
 			t.Errorf("%s: documents a request body, the route reads none", rt.pattern)
 		case rt.body != nil && rb == nil:

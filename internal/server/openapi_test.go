@@ -282,8 +282,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			t.Errorf("operation %q is in openapi.yaml but not served", r)
 		}
 	}
-	if len(routes) != 43 { // GET /metrics is on the metrics listener, not a route
-		t.Errorf("%d routes, want 43: %v", len(routes), routes)
+	if len(routes) != 46 { // GET /metrics is on the metrics listener, not a route
+		t.Errorf("%d routes, want 46: %v", len(routes), routes)
 	}
 
 	for name, sch := range d.doc["components"].(map[string]any)["schemas"].(map[string]any) {

@@ -38,6 +38,9 @@ type reply struct {
 	status   int
 	value    any
 	location string
+	// stream, when set, writes the answer itself as it reads it
+	// (streaming.go): the one variant of the adapter, for exports.
+	stream *stream
 }
 
 func ok(v any) reply { return reply{status: http.StatusOK, value: v} }
@@ -82,6 +85,9 @@ type route struct {
 	// tenantWide: the route is about the whole tenant, so a credential
 	// bound to one owner is refused (unbound).
 	tenantWide bool
+	// rawBody is the media type of a body the operation reads itself
+	// (an import's JSON Lines), not decoded by the adapter.
+	rawBody string
 }
 
 // routeOption sets one part of a route's contract in the route table.
@@ -92,6 +98,9 @@ func withID(id pathID) routeOption   { return func(r *route) { r.id = id } }
 func optionalBody() routeOption      { return func(r *route) { r.optionalBody = true } }
 func callsLLM() routeOption          { return func(r *route) { r.llm = true } }
 func tenantWideRoute() routeOption   { return func(r *route) { r.tenantWide = true } }
+func withRawBody(mediaType string) routeOption {
+	return func(r *route) { r.rawBody = mediaType }
+}
 
 // handleOp registers op under pattern for credentials of role min and up.
 func handleOp[B any](s *Server, pattern string, min auth.Role, op operation[B], opts ...routeOption) {
@@ -118,6 +127,10 @@ func serveOperation[B any](s *Server, w http.ResponseWriter, r *http.Request, rt
 	rep, err := runOperation(s, w, r, rt, op)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if rep.stream != nil {
+		s.serveStream(w, r, rep.stream)
 		return
 	}
 	if rep.location != "" {

@@ -16,6 +16,7 @@ import (
 type ops struct {
 	store   *memory.Store
 	metrics *Metrics
+	export  memory.ExportInfo
 }
 
 // bound reports whether the request's credential is bound to one owner:

@@ -33,7 +33,10 @@ type Options struct {
 	LLMAPIKey       string
 
 	MaxBodyBytes int64
-	MaxInflight  int
+	// MaxImportBytes bounds the body of POST /v1/import (an export file,
+	// read whole and validated before any owner is written).
+	MaxImportBytes int64
+	MaxInflight    int
 	// MaxInflightPerCredential bounds the API requests of one credential
 	// in flight at once, body reading included (inflight.go); 0 = no bound.
 	MaxInflightPerCredential int
@@ -68,6 +71,7 @@ const (
 	DefaultListen             = ":8080"
 	DefaultMetricsListen      = ":9090"
 	DefaultMaxBodyBytes       = 1 << 20
+	DefaultMaxImportBytes     = 32 << 20
 	DefaultMaxInflight        = 64
 	DefaultRequestTimeout     = 30 * time.Second
 	DefaultShutdownTimeout    = 25 * time.Second
@@ -119,6 +123,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain), e.g. a kubernetes.io/tls Secret's tls.crt; reloaded on change; with --tls-key-file")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file (tls.key); reloaded on change")
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
+	fs.Int64Var(&o.MaxImportBytes, "max-import-bytes", DefaultMaxImportBytes, "largest body of POST /v1/import (admin), an export file read whole before anything is written; larger ones get 413")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", DefaultMetricsListen, "address of GET /metrics, host:port, apart from the API's; \"0\" turns it off")
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
 	fs.IntVar(&o.MaxInflightPerCredential, "max-inflight-per-credential", DefaultMaxInflightPerCredential,
@@ -163,6 +168,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1024", o.MaxBodyBytes))
+	}
+	if o.MaxImportBytes < 1024 {
+		errs = append(errs, fmt.Errorf("--max-import-bytes %d: must be at least 1024", o.MaxImportBytes))
 	}
 	if o.MaxInflight < 0 {
 		errs = append(errs, fmt.Errorf("--max-inflight %d: must not be negative", o.MaxInflight))
@@ -213,6 +221,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxImportBytes == 0 {
+		o.MaxImportBytes = DefaultMaxImportBytes
 	}
 	if o.TokensPollInterval == 0 {
 		o.TokensPollInterval = DefaultTokensPollInterval

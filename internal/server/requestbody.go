@@ -53,8 +53,9 @@ func (s *Server) readBodyFirst(w http.ResponseWriter, r *http.Request) (*http.Re
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return r, nil
 	}
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		return r, tooLarge(s.opts.MaxBodyBytes) // answered by refuseUnread: the connection is closed
+	limit := s.bodyLimit(r)
+	if r.ContentLength > limit {
+		return r, tooLarge(limit) // answered by refuseUnread: the connection is closed
 	}
 	if !s.takeReader() {
 		return r, s.shedProblem()
@@ -62,7 +63,7 @@ func (s *Server) readBodyFirst(w http.ResponseWriter, r *http.Request) (*http.Re
 	defer s.releaseReader()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // ErrNotSupported only off a real connection (tests)
-	data, err := io.ReadAll(io.LimitReader(r.Body, s.opts.MaxBodyBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	// Past the body, the connection's reads only watch for the client
 	// going away while the handler runs: the deadline must not cut that.
 	_ = rc.SetReadDeadline(s.requestEnd())
@@ -75,6 +76,15 @@ func (s *Server) readBodyFirst(w http.ResponseWriter, r *http.Request) (*http.Re
 	r2 := *r
 	r2.Body = &bufferedBody{Reader: bytes.NewReader(data), data: data}
 	return &r2, nil
+}
+
+// bodyLimit is the largest body of r: --max-body-bytes, or
+// --max-import-bytes for an import (an export file).
+func (s *Server) bodyLimit(r *http.Request) int64 {
+	if r.Method == http.MethodPost && r.URL.Path == importPath {
+		return s.opts.MaxImportBytes
+	}
+	return s.opts.MaxBodyBytes
 }
 
 // requestEnd is the read deadline of a request whose body is read: the

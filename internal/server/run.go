@@ -79,7 +79,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		}
 	}
 	srv := New(Deps{Store: tn.Store, Pool: tn.Pool, Schema: cfg.Schema, Tokens: tokens, Metrics: metrics, Logger: logger, Options: o,
-		HasLLM: tn.HasLLM, Limits: limits})
+		HasLLM: tn.HasLLM, Limits: limits, Export: exportInfo(cfg)})
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -203,4 +203,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return 1
 	}
 	return 0
+}
+
+// exportInfo is what the service's exports say about it.
+func exportInfo(cfg *memory.ServiceConfig) memory.ExportInfo {
+	return memory.ExportInfo{
+		EngramVersion: Version,
+		Embedder:      memory.ExportEmbedder{Provider: cfg.Embedding.Provider, Model: cfg.Embedding.Model, Dimensions: cfg.Embedding.Dimensions},
+		Policy:        cfg.PolicyName,
+	}
 }

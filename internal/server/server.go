@@ -27,6 +27,10 @@ type Deps struct {
 	// HasLLM says whether the store has an LLM: only then do the LLM-backed
 	// routes take a token of the LLM rate limit.
 	HasLLM bool
+	// Export is what an export's header says about this service (Engram
+	// version, embedder, policy); an import reuses the vectors of a file
+	// whose embedder equals Export.Embedder.
+	Export memory.ExportInfo
 	// Limits are the rate limits per credential; nil: built from Options
 	// (Start builds them first, to put the LLM limit in front of the model).
 	Limits *limits
@@ -79,7 +83,7 @@ func New(d Deps) *Server {
 		limits:  d.Limits,
 		hasLLM:  d.HasLLM,
 	}
-	s.ops = &ops{store: d.Store, metrics: d.Metrics}
+	s.ops = &ops{store: d.Store, metrics: d.Metrics, export: d.Export}
 	if s.limits == nil {
 		s.limits = newLimits(s.opts, s.metrics)
 	}
@@ -123,7 +127,7 @@ func (s *Server) handleAPI(pattern string, min auth.Role, h http.HandlerFunc) {
 // listener of its own (metrics_listener.go).
 func (s *Server) registerRoutes() {
 	const owner = "/v1/owners/{owner}"
-	a := rest{ops: s.ops, tokens: s.tokens}
+	a := rest{ops: s.ops, tokens: s.tokens, maxImport: s.opts.MaxImportBytes}
 	handleOp(s, "POST "+owner+"/memories", auth.RoleAgent, a.addMemory)
 	handleOp(s, "POST "+owner+"/memories/batch", auth.RoleAgent, a.addBatch)
 	handleOp(s, "POST "+owner+"/extract", auth.RoleAgent, a.extract, callsLLM())
@@ -141,6 +145,7 @@ func (s *Server) registerRoutes() {
 	s.registerLongTermRoutes(owner, a)
 	handleOp(s, "POST /v1/tokens", auth.RoleApp, a.mintToken)
 	handleOp(s, "GET /v1/stats", auth.RoleAdmin, a.stats, tenantWideRoute()) // tenant-wide counts: not for a token bound to one owner
+	s.registerExportRoutes(owner, a)
 	// MCP tools check the owner binding per call (the owner is an argument).
 	s.handleAPI("POST /mcp", auth.RoleAgent, s.mcpHandler().ServeHTTP)
 

@@ -1,0 +1,234 @@
+package portable
+
+import (
+	"strings"
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
+	"github.com/engram-dev/engram/internal/memory/write"
+)
+
+// checker validates the fields of one line; its FieldErrors prefix names
+// the line ("lines[12].content").
+type checker struct {
+	fe     *core.FieldErrors
+	policy *policy.Policy
+}
+
+func (c checker) add(field, format string, args ...any) { c.fe.Add(field, format, args...) }
+
+func (c checker) owner(owner string) {
+	if owner != write.GlobalOwner && !core.ValidScopeID(owner) {
+		c.add("owner", core.ScopeIDRule)
+	}
+}
+
+func (c checker) scopeID(field, v string, required bool) {
+	if (required || v != "") && !core.ValidScopeID(v) {
+		c.add(field, core.ScopeIDRule)
+	}
+}
+
+func (c checker) uuid(field, v string) {
+	if !core.ValidID(v) {
+		c.add(field, "must be a UUID")
+	}
+}
+
+func (c checker) optUUID(field string, v *string) {
+	if v != nil {
+		c.uuid(field, *v)
+	}
+}
+
+func (c checker) time(field string, t time.Time) {
+	if t.IsZero() {
+		c.add(field, "is required (an RFC 3339 time)")
+	}
+}
+
+// text refuses what PostgreSQL text cannot hold (NUL); JSON strings are
+// valid UTF-8 already.
+func (c checker) text(field, s string, required bool) {
+	if required && strings.TrimSpace(s) == "" {
+		c.add(field, "is required and must not be blank")
+	}
+	if strings.ContainsRune(s, 0) {
+		c.add(field, "contains NUL, which PostgreSQL text cannot hold")
+	}
+}
+
+func (c checker) oneOf(field, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	c.add(field, "%q must be one of %s", v, strings.Join(allowed, ", "))
+}
+
+func (c checker) atLeast(field string, v, min int64) {
+	if v < min {
+		c.add(field, "must be at least %d", min)
+	}
+}
+
+var sources = []string{"user", "agent", "system", "job"}
+var methods = []string{"llm", "llm-aggressive", "extractive"}
+
+func (c checker) session(r *sessionRec) {
+	c.scopeID("id", r.ID, true)
+	c.scopeID("agentId", r.AgentID, false)
+	c.text("title", r.Title, false)
+	c.time("createdAt", r.CreatedAt)
+	c.time("lastActiveAt", r.LastActiveAt)
+	c.atLeast("messageCount", r.MessageCount, 0)
+	if r.NextSeq != r.MessageCount+1 {
+		c.add("nextSeq", "must be messageCount + 1")
+	}
+	if r.SummarizedThrough < 0 || r.SummarizedThrough >= r.NextSeq {
+		c.add("summarizedThrough", "must be within 0..nextSeq-1")
+	}
+}
+
+func (c checker) message(r *messageRec) {
+	c.scopeID("sessionId", r.SessionID, true)
+	c.atLeast("seq", r.Seq, 1)
+	c.oneOf("role", r.Role, "user", "assistant", "system", "tool")
+	c.oneOf("source", r.Source, sources...)
+	c.text("content", r.Content, false)
+	c.text("toolName", r.ToolName, false)
+	c.text("toolCallId", r.ToolCallID, r.Role == "tool")
+	c.atLeast("tokens", r.Tokens, 0)
+	c.time("createdAt", r.CreatedAt)
+}
+
+func (c checker) summary(r *summaryRec) {
+	c.uuid("id", r.ID)
+	c.scopeID("sessionId", r.SessionID, true)
+	if r.Depth < 0 || r.Depth > 8 {
+		c.add("depth", "must be within 0..8")
+	}
+	c.text("content", r.Content, true)
+	c.text("expandHint", r.ExpandHint, false)
+	c.atLeast("earliestSeq", r.EarliestSeq, 1)
+	if r.LatestSeq < r.EarliestSeq {
+		c.add("latestSeq", "must be at least earliestSeq")
+	}
+	c.time("earliestAt", r.EarliestAt)
+	c.time("latestAt", r.LatestAt)
+	c.atLeast("tokens", r.Tokens, 0)
+	c.atLeast("descendantCount", r.DescendantCount, 1)
+	c.oneOf("method", r.Method, methods...)
+	c.optUUID("parentId", r.ParentID)
+	c.time("createdAt", r.CreatedAt)
+}
+
+func (c checker) summarySource(r *summarySourceRec) {
+	c.uuid("summaryId", r.SummaryID)
+	c.atLeast("ord", r.Ord, 0)
+	c.optUUID("childId", r.ChildID)
+	child, rng := r.ChildID != nil && r.FromSeq == nil && r.ToSeq == nil,
+		r.ChildID == nil && r.FromSeq != nil && r.ToSeq != nil && *r.ToSeq > *r.FromSeq
+	if !child && !rng {
+		c.add("childId", "a source is either a childId or a fromSeq < toSeq range, not both")
+	}
+}
+
+func (c checker) episode(r *episodeRec) {
+	c.uuid("id", r.ID)
+	c.scopeID("sessionId", r.SessionID, true)
+	c.scopeID("agentId", r.AgentID, false)
+	c.text("summary", r.Summary, true)
+	c.oneOf("method", r.Method, methods...)
+	c.atLeast("userTurns", r.UserTurns, 0)
+	c.time("startedAt", r.StartedAt)
+	c.time("endedAt", r.EndedAt)
+	c.time("createdAt", r.CreatedAt)
+}
+
+func (c checker) document(r *documentRec) {
+	c.scopeID("agentId", r.AgentID, false)
+	c.oneOf("type", r.Type, "profile", "constraints")
+	c.atLeast("version", r.Version, 1)
+	c.text("content", r.Content, false)
+	c.text("source", r.Source, true)
+	c.time("updatedAt", r.UpdatedAt)
+}
+
+func (c checker) documentChange(r *documentChangeRec) {
+	c.scopeID("agentId", r.AgentID, false)
+	c.oneOf("type", r.Type, "profile", "constraints")
+	c.atLeast("version", r.Version, 1)
+	c.text("source", r.Source, true)
+	c.text("before", r.Before, false)
+	c.text("after", r.After, false)
+	c.time("createdAt", r.CreatedAt)
+}
+
+func (c checker) memory(r *memoryRec) {
+	c.uuid("id", r.ID)
+	c.scopeID("agentId", r.AgentID, false)
+	c.scopeID("sessionId", r.SessionID, false)
+	c.scopeID("sourceSession", r.SourceSession, false)
+	c.oneOf("source", r.Source, sources...)
+	if _, ok := c.policy.Category(r.Category); !ok {
+		c.add("category", "%q is not a category of this runtime's policy (one of: %s)", r.Category, strings.Join(c.policy.CategoryNames(), ", "))
+	}
+	c.text("content", r.Content, true)
+	if r.Importance < 1 || r.Importance > 10 {
+		c.add("importance", "must be within 1..10")
+	}
+	c.optUUID("supersededBy", r.SupersededBy)
+	if r.SupersededBy != nil && *r.SupersededBy == r.ID {
+		c.add("supersededBy", "must not be the memory itself")
+	}
+	if !r.Active && r.DeactivatedAt == nil {
+		c.add("deactivatedAt", "is required when active is false")
+	}
+	c.time("createdAt", r.CreatedAt)
+	c.time("updatedAt", r.UpdatedAt)
+	c.atLeast("accessCount", r.AccessCount, 0)
+	if r.Access != nil {
+		c.atLeast("access.count", r.Access.Count, 0)
+		c.time("access.lastAccessedAt", r.Access.LastAccessedAt)
+	}
+}
+
+// globalScope keeps the tenant-wide memories and the owners' apart: a
+// memory of the global owner has a global category of this runtime's
+// policy, an owner's memory does not.
+func (c checker) globalScope(r *memoryRec) {
+	cat, ok := c.policy.Category(r.Category)
+	switch {
+	case !ok:
+	case r.Owner == write.GlobalOwner && !cat.Global:
+		c.add("category", "%q is not a global category of this runtime's policy, and owner %s holds the tenant-wide memories", r.Category, write.GlobalOwner)
+	case r.Owner != write.GlobalOwner && cat.Global:
+		c.add("category", "%q is a global category of this runtime's policy: only owner %s holds its memories", r.Category, write.GlobalOwner)
+	}
+}
+
+func (c checker) history(r *historyRec) {
+	c.uuid("memoryId", r.MemoryID)
+	c.text("action", r.Action, true)
+	c.oneOf("actor", r.Actor, sources...)
+	if r.OldContent != nil {
+		c.text("oldContent", *r.OldContent, false)
+	}
+	if r.NewContent != nil {
+		c.text("newContent", *r.NewContent, false)
+	}
+	if len(r.Details) == 0 || r.Details[0] != '{' {
+		c.add("details", "must be a JSON object")
+	}
+	c.time("createdAt", r.CreatedAt)
+}
+
+// vector checks a record's vector against the dimensions it is stored in.
+func (c checker) vector(v []float32, dims int) {
+	if v != nil && len(v) != dims {
+		c.add("embedding", "has %d dimensions; this runtime stores %d", len(v), dims)
+	}
+}

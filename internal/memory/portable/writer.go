@@ -1,0 +1,369 @@
+package portable
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+)
+
+// batchRows is how many statements one round trip of an import carries.
+const batchRows = 500
+
+// ownerWriter writes one owner's records in its transaction: parents
+// first, each row with INSERT ... ON CONFLICT DO NOTHING, so a row the
+// tenant holds already is counted as existing and left as it is.
+type ownerWriter struct {
+	s     *Store
+	tx    pgx.Tx
+	g     *ownerRecords
+	c     *ownerCounts
+	batch pgx.Batch
+	kinds []string // the kind of each queued statement
+	// heldSessions are the sessions the tenant held before this import,
+	// heldSummaries the file's summaries of those sessions, heldDocs the
+	// documents ("agent type": agent ids hold no space) it held: each is a unit with what hangs
+	// from it (messages, summaries and their sources, the episode; the
+	// changelog), left whole as the tenant has it, so a session's
+	// counters always match its messages and a document its changelog.
+	heldSessions, heldSummaries, heldDocs map[string]bool
+}
+
+func (w *ownerWriter) t(name string) string { return w.s.core.Table(name) }
+
+func (w *ownerWriter) write(ctx context.Context) error {
+	if err := w.held(ctx); err != nil {
+		return err
+	}
+	steps := []func(context.Context) error{w.sessions, w.messages, w.summaries, w.summarySources, w.episodes,
+		w.documents, w.documentChanges, w.memories, w.history}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return w.send(ctx)
+}
+
+// queue adds one insert of kind; counted when its batch is sent.
+func (w *ownerWriter) queue(ctx context.Context, kind, sql string, args ...any) error {
+	w.batch.Queue(sql, args...)
+	w.kinds = append(w.kinds, kind)
+	if w.batch.Len() >= batchRows {
+		return w.send(ctx)
+	}
+	return nil
+}
+
+// send runs the queued statements and counts rows inserted and skipped.
+func (w *ownerWriter) send(ctx context.Context) error {
+	if w.batch.Len() == 0 {
+		return nil
+	}
+	br := w.tx.SendBatch(ctx, &w.batch)
+	for _, kind := range w.kinds {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return core.DBErr("writing "+kind+" records", err)
+		}
+		if kind == "" {
+			continue // not a record of its own (a supersede link)
+		}
+		if tag.RowsAffected() > 0 {
+			w.c.inserted[kind]++
+		} else {
+			w.c.existing[kind]++
+		}
+	}
+	w.batch, w.kinds = pgx.Batch{}, nil
+	if err := br.Close(); err != nil {
+		return core.DBErr("writing records", err)
+	}
+	return nil
+}
+
+// vec is a record's vector as a parameter (nil: NULL).
+func vec(v []float32) any {
+	if v == nil {
+		return nil
+	}
+	return pgv.NewVector(v)
+}
+
+func flags(f []string) []string {
+	if f == nil {
+		return []string{}
+	}
+	return f
+}
+
+// held reads which of the file's sessions and documents the tenant holds.
+func (w *ownerWriter) held(ctx context.Context) error {
+	var ids, docs []string
+	for _, r := range w.g.byKind[KindSession] {
+		ids = append(ids, r.value.(*sessionRec).ID)
+	}
+	for _, r := range w.g.byKind[KindDocument] {
+		v := r.value.(*documentRec)
+		docs = append(docs, v.AgentID+" "+v.Type)
+	}
+	var err error
+	if w.heldSessions, err = w.existingIDs(ctx, `SELECT id FROM `+w.t("sessions")+`
+		WHERE owner_id = $2 AND id = ANY($1::text[])`, ids, w.g.owner); err != nil {
+		return err
+	}
+	if w.heldDocs, err = w.existingIDs(ctx, `SELECT agent_id || ' ' || kind FROM `+w.t("documents")+`
+		WHERE owner_id = $2 AND agent_id || ' ' || kind = ANY($1::text[])`, docs, w.g.owner); err != nil {
+		return err
+	}
+	w.heldSummaries = map[string]bool{}
+	for _, r := range w.g.byKind[KindSummary] {
+		if v := r.value.(*summaryRec); w.heldSessions[v.SessionID] {
+			w.heldSummaries[v.ID] = true
+		}
+	}
+	return nil
+}
+
+// skip counts a record left out because the tenant holds its unit.
+func (w *ownerWriter) skip(kind string) { w.c.existing[kind]++ }
+
+func (w *ownerWriter) sessions(ctx context.Context) error {
+	for _, r := range w.g.byKind[KindSession] {
+		v := r.value.(*sessionRec)
+		if err := w.queue(ctx, KindSession, `INSERT INTO `+w.t("sessions")+` (owner_id, id, agent_id, title, archived,
+			created_at, last_active_at, ended_at, message_count, token_count, next_seq, summarized_through,
+			summarized_tokens, summary_count, extracted_through, profile_version, constraints_version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
+			w.g.owner, v.ID, v.AgentID, v.Title, v.Archived, v.CreatedAt, v.LastActiveAt, v.EndedAt, v.MessageCount,
+			v.TokenCount, v.NextSeq, v.SummarizedThrough, v.SummarizedTokens, v.SummaryCount, v.ExtractedThrough,
+			v.ProfileVersion, v.ConstraintsVersion); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ownerWriter) messages(ctx context.Context) error {
+	for _, r := range w.g.byKind[KindMessage] {
+		v := r.value.(*messageRec)
+		if w.heldSessions[v.SessionID] {
+			w.skip(KindMessage)
+			continue
+		}
+		if err := w.queue(ctx, KindMessage, `INSERT INTO `+w.t("messages")+` (owner_id, session_id, seq, role, source,
+			content, tool_name, tool_call_id, tokens, flags, embedding, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING`,
+			w.g.owner, v.SessionID, v.Seq, v.Role, v.Source, v.Content, v.ToolName, v.ToolCallID, v.Tokens,
+			flags(v.Flags), vec(v.Embedding), v.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ownerWriter) summaries(ctx context.Context) error {
+	for _, r := range w.g.byKind[KindSummary] {
+		v := r.value.(*summaryRec)
+		if w.heldSessions[v.SessionID] {
+			w.skip(KindSummary)
+			continue
+		}
+		if err := w.queue(ctx, KindSummary, `INSERT INTO `+w.t("summaries")+` (id, owner_id, session_id, depth, content,
+			expand_hint, earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method,
+			parent_id, embedding, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING`,
+			v.ID, w.g.owner, v.SessionID, v.Depth, v.Content, v.ExpandHint, v.EarliestSeq, v.LatestSeq,
+			v.EarliestAt, v.LatestAt, v.Tokens, v.DescendantCount, v.Method, v.ParentID, vec(v.Embedding),
+			v.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// summarySources links only summaries of this owner: a source naming
+// another owner's summary is skipped (counted as existing), never written.
+func (w *ownerWriter) summarySources(ctx context.Context) error {
+	sums := w.t("summaries")
+	for _, r := range w.g.byKind[KindSummarySource] {
+		v := r.value.(*summarySourceRec)
+		if w.heldSummaries[v.SummaryID] {
+			w.skip(KindSummarySource)
+			continue
+		}
+		if err := w.queue(ctx, KindSummarySource, `INSERT INTO `+w.t("summary_sources")+` (summary_id, ord, child_id, from_seq, to_seq)
+			SELECT $1, $2, $3, $4, $5
+			WHERE EXISTS (SELECT 1 FROM `+sums+` WHERE id = $1 AND owner_id = $6)
+			AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM `+sums+` WHERE id = $3 AND owner_id = $6))
+			ON CONFLICT DO NOTHING`,
+			v.SummaryID, v.Ord, v.ChildID, v.FromSeq, v.ToSeq, w.g.owner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ownerWriter) episodes(ctx context.Context) error {
+	for _, r := range w.g.byKind[KindEpisode] {
+		v := r.value.(*episodeRec)
+		if w.heldSessions[v.SessionID] {
+			w.skip(KindEpisode)
+			continue
+		}
+		if err := w.queue(ctx, KindEpisode, `INSERT INTO `+w.t("episodes")+` (id, owner_id, session_id, agent_id, summary,
+			method, user_turns, started_at, ended_at, embedding, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
+			v.ID, w.g.owner, v.SessionID, v.AgentID, v.Summary, v.Method, v.UserTurns, v.StartedAt, v.EndedAt,
+			vec(v.Embedding), v.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ownerWriter) documents(ctx context.Context) error {
+	for _, r := range w.g.byKind[KindDocument] {
+		v := r.value.(*documentRec)
+		if err := w.queue(ctx, KindDocument, `INSERT INTO `+w.t("documents")+` (owner_id, agent_id, kind, version, content,
+			source, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+			w.g.owner, v.AgentID, v.Type, v.Version, v.Content, v.Source, v.UpdatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *ownerWriter) documentChanges(ctx context.Context) error {
+	for _, r := range w.g.byKind[KindDocumentChange] {
+		v := r.value.(*documentChangeRec)
+		if w.heldDocs[v.AgentID+" "+v.Type] {
+			w.skip(KindDocumentChange)
+			continue
+		}
+		if err := w.queue(ctx, KindDocumentChange, `INSERT INTO `+w.t("document_changes")+` (owner_id, agent_id, kind,
+			version, source, actor_id, before, after, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
+			w.g.owner, v.AgentID, v.Type, v.Version, v.Source, v.ActorID, v.Before, v.After, v.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memories inserts the memories without their supersede links, then
+// links them (a chain may point forward in the file), then their access
+// statistics; links and statistics only of memories this import inserted.
+func (w *ownerWriter) memories(ctx context.Context) error {
+	recs := w.g.byKind[KindMemory]
+	if len(recs) == 0 {
+		return nil
+	}
+	have, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("memories")+` WHERE id = ANY($1::uuid[])`, memoryIDs(recs))
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		v := r.value.(*memoryRec)
+		if err := w.queue(ctx, KindMemory, `INSERT INTO `+w.t("memories")+` (id, owner_id, agent_id, session_id,
+			source_session, source, category, content, importance, embedding, flags, active, expires_at,
+			created_at, updated_at, deactivated_at, access_count, last_accessed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+			ON CONFLICT DO NOTHING`,
+			v.ID, w.g.owner, v.AgentID, v.SessionID, v.SourceSession, v.Source, v.Category, v.Content,
+			v.Importance, vec(v.Embedding), flags(v.Flags), v.Active, v.ExpiresAt, v.CreatedAt, v.UpdatedAt,
+			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt); err != nil {
+			return err
+		}
+	}
+	for _, r := range recs {
+		v := r.value.(*memoryRec)
+		if have[v.ID] {
+			continue
+		}
+		if v.SupersededBy != nil {
+			if err := w.queue(ctx, "", `UPDATE `+w.t("memories")+` SET superseded_by = $2
+				WHERE id = $1 AND owner_id = $3
+				AND EXISTS (SELECT 1 FROM `+w.t("memories")+` WHERE id = $2 AND owner_id = $3)`,
+				v.ID, *v.SupersededBy, w.g.owner); err != nil {
+				return err
+			}
+		}
+		if v.Access != nil {
+			if err := w.queue(ctx, "", `INSERT INTO `+w.t("memory_access")+` (memory_id, owner_id, access_count, last_accessed_at)
+				VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, v.ID, w.g.owner, v.Access.Count, v.Access.LastAccessedAt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func memoryIDs(recs []record) []string {
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.value.(*memoryRec).ID
+	}
+	return ids
+}
+
+// history writes the history of each memory the tenant holds no history
+// of: a memory's history is imported whole or not at all, so a second
+// import adds nothing (history rows have no id of their own in the format).
+func (w *ownerWriter) history(ctx context.Context) error {
+	recs := w.g.byKind[KindHistory]
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := w.send(ctx); err != nil {
+		return err
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.value.(*historyRec).MemoryID
+	}
+	have, err := w.existingIDs(ctx, `SELECT DISTINCT memory_id::text FROM `+w.t("memory_history")+`
+		WHERE owner_id = $2 AND memory_id = ANY($1::uuid[])`, ids, w.g.owner)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		v := r.value.(*historyRec)
+		if have[v.MemoryID] {
+			w.c.existing[KindHistory]++
+			continue
+		}
+		if err := w.queue(ctx, KindHistory, `INSERT INTO `+w.t("memory_history")+` (memory_id, owner_id, action, actor,
+			actor_id, old_content, new_content, details, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			v.MemoryID, w.g.owner, v.Action, v.Actor, v.ActorID, v.OldContent, v.NewContent,
+			v.Details, v.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// existingIDs runs sql (ids in $1, more args after) and returns the set
+// of ids it answers.
+func (w *ownerWriter) existingIDs(ctx context.Context, sql string, ids []string, args ...any) (map[string]bool, error) {
+	if err := w.send(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := w.tx.Query(ctx, sql, append([]any{ids}, args...)...)
+	if err != nil {
+		return nil, core.DBErr("reading the rows an import would repeat", err)
+	}
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, core.DBErr("reading the rows an import would repeat", err)
+	}
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set, nil
+}
