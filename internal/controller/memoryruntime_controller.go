@@ -152,7 +152,7 @@ func (r *MemoryRuntimeReconciler) failAfter(s *runtimeScope, step string) error 
 type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err error)
 
 // Reconcile brings one MemoryRuntime to its declared state.
-func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
 	rt := &memoryv1alpha1.MemoryRuntime{}
 	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
 		return doneResult(), client.IgnoreNotFound(err)
@@ -174,6 +174,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		}
 		s.facts.err = retErr
 		deriveRuntimeStatus(rt, s.facts)
+		res = withPriority(res, queuePriority(rt, s.facts)) // queue_priority.go
 		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
 	}()
 
