@@ -113,6 +113,9 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }
 	}
+	if r.opts.ReplayMigrations != nil {
+		spec.Replay = r.opts.ReplayMigrations(client.ObjectKeyFromObject(rt))
+	}
 	started := time.Now()
 	res, err := tenant.Provision(dbctx, s.pool, spec)
 	err = r.explainPassTimeout(ctx, dbctx, s, err)
