@@ -25,6 +25,8 @@ const holdLimit = time.Minute
 type holds struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]*hold
+	// seen counts the steps each runtime passed (every one, held or not).
+	seen map[types.NamespacedName]map[string]int
 }
 
 type hold struct {
@@ -50,6 +52,13 @@ func (h *holds) add(key types.NamespacedName, step string) *hold {
 // key's reconcile at its step until the hold is freed (at most holdLimit).
 func (h *holds) wait(key types.NamespacedName, step string) {
 	h.mu.Lock()
+	if h.seen == nil {
+		h.seen = map[types.NamespacedName]map[string]int{}
+	}
+	if h.seen[key] == nil {
+		h.seen[key] = map[string]int{}
+	}
+	h.seen[key][step]++
 	x := h.m[key]
 	if x == nil || x.step != step {
 		h.mu.Unlock()
@@ -62,6 +71,13 @@ func (h *holds) wait(key types.NamespacedName, step string) {
 	case <-x.release:
 	case <-time.After(holdLimit):
 	}
+}
+
+// passed is how many times key's reconciles passed step.
+func (h *holds) passed(key types.NamespacedName, step string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[key][step]
 }
 
 func (x *hold) free() { x.once.Do(func() { close(x.release) }) }
@@ -141,6 +157,11 @@ func scenarioBegunRuntimeFirst(e *operatorEnv, t *testing.T) {
 		begun += len(list.Items)
 	}
 	t.Logf("when the first runtime was Ready, %d of the %d queued behind it had begun", begun, others)
+	// Its second reconcile came at once, often before the cache had its
+	// first one's status: it must not provision the tenant again.
+	if n := e.faults.holds.passed(client.ObjectKey{Namespace: nsFirst, Name: "first"}, "granted"); n != 1 {
+		t.Errorf("the first runtime was provisioned %d times until Ready, want 1", n)
+	}
 	if begun >= others/2 {
 		t.Errorf("%d of the %d runtimes queued behind the first had begun when it was Ready, want fewer than %d: its second reconcile waited behind their first", begun, others, others/2)
 	}

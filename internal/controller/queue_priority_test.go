@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
 
@@ -33,6 +35,33 @@ func TestQueuePriority(t *testing.T) {
 	for _, c := range cases {
 		if got := queuePriority(rt, c.facts); got != c.want {
 			t.Errorf("%s: priority %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestObservedDBReady: what this process last wrote wins over a cache that
+// has not seen it yet; a restarted process (nothing remembered) reads the cache.
+func TestObservedDBReady(t *testing.T) {
+	withCond := func(st metav1.ConditionStatus) *memoryv1alpha1.MemoryRuntime {
+		rt := &memoryv1alpha1.MemoryRuntime{}
+		rt.Status.Conditions = []metav1.Condition{{Type: memoryv1alpha1.ConditionDatabaseReady, Status: st}}
+		return rt
+	}
+	cases := []struct {
+		name string
+		rt   *memoryv1alpha1.MemoryRuntime
+		mem  runtimeState
+		want bool
+	}{
+		{"cache without the condition, True written", &memoryv1alpha1.MemoryRuntime{}, runtimeState{dbReady: metav1.ConditionTrue}, true},
+		{"cache says False, True written since", withCond(metav1.ConditionFalse), runtimeState{dbReady: metav1.ConditionTrue}, true},
+		{"cache says True, False written since", withCond(metav1.ConditionTrue), runtimeState{dbReady: metav1.ConditionFalse}, false},
+		{"restarted: the cache says True", withCond(metav1.ConditionTrue), runtimeState{}, true},
+		{"restarted: no condition", &memoryv1alpha1.MemoryRuntime{}, runtimeState{}, false},
+	}
+	for _, c := range cases {
+		if got := observedDBReady(c.rt, c.mem); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }
