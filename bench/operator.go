@@ -78,10 +78,11 @@ type OperatorReport struct {
 }
 
 // dbConnectionBound says what bounds the operator's sessions on one
-// database: its admin pool (--pool-max-conns per connection, default 4)
-// and one session per provisioning pass that watches for blockers, at most
-// one pass per reconcile worker.
-const dbConnectionBound = "pool size (4) + one blocker-watch session per reconcile worker"
+// database: a pool of 4 per admin connection (each namespace of the
+// harness has a connection Secret of its own), one blocker-watch session
+// per provisioning that waits longer than a look, and the lock watchdog's
+// session.
+const dbConnectionBound = "4 per admin connection (one per namespace here) + 1 per provisioning waiting > 1 s + 1 for the lock watchdog"
 
 const benchImage = "ghcr.io/engram-dev/engram:bench"
 

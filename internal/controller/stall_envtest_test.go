@@ -65,7 +65,8 @@ func scenarioTenantSnapshot(e *operatorEnv, t *testing.T) {
 }
 
 // scenarioDBASnapshotIsKept: a snapshot held by a role that is no tenant's (a
-// DBA's) is never ended: the new runtime's provisioning waits for it, says
+// DBA's) is never ended: the new runtime's provisioning (replayed as an
+// upgrade, whose concurrent index builds wait for snapshots) waits for it, says
 // so in a ProvisioningBlocked event and, once its index build gives up, in
 // its DatabaseReady condition (naming the session); it becomes Ready once
 // the DBA's transaction ends.
