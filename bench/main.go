@@ -51,6 +51,9 @@ type harness struct {
 	corpus     *corpus
 	start      time.Time
 	keepDB     bool
+	// operatorConcurrency is passed to the operator as
+	// --max-concurrent-reconciles-runtime (0: its default).
+	operatorConcurrency int
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -76,6 +79,7 @@ func (h *harness) cleanup(what string, fn func() error) {
 type options struct {
 	mode, parts, out, manager string
 	runtimes, owners, jobRows int
+	operatorConcurrency       int
 	convMessages              int
 	runDuration               time.Duration
 	timeout, idle             time.Duration
@@ -89,7 +93,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator,transfer", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
-	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default; make bench-full N=1000)")
+	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default: 200 short, 1,000 full; up to 5,000: make bench-full N=5000)")
+	fs.IntVar(&o.operatorConcurrency, "operator-concurrency", 0, "the operator's --max-concurrent-reconciles-runtime (0 = its default)")
 	fs.IntVar(&o.owners, "owners", 0, "large owners of the service part (0 = the mode's default)")
 	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
 	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
@@ -177,7 +182,7 @@ func newHarness(o *options) (*harness, error) {
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
-	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB}
+	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency}
 	if h.serverURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -156,6 +157,10 @@ func operatorMarkdown(p printer, o *OperatorReport) {
 	p("| created in | %.1f s |\n", o.CreateSec)
 	p("| all Ready after (from the first create) | **%.1f s** (%d of %d Ready) |\n", o.ReadySec, o.Ready, o.Runtimes)
 	p("| per runtime, create to Ready | p50 %.1f s, p95 %.1f s, max %.1f s |\n", o.ReadyLatency.P50/1000, o.ReadyLatency.P95/1000, o.ReadyLatency.Max/1000)
+	p("| Ready at each 10-s look | %s |\n", joinInts(o.ReadyTimeline))
+	p("| operator CPU from the first create to the last Ready | %.1f s (%.1f ms per reconcile) |\n", o.OperatorCPUSec, o.CPUPerReconcileMs)
+	p("| provisionings until all Ready, mean time in PostgreSQL | %d, %.0f ms |\n", o.Provisionings, o.ProvisionMeanMs)
+	p("| database sessions at most (bound) | %d (%s) |\n", o.PeakDBConnections, o.DBConnectionBound)
 	p("| reconciles per runtime (at Ready / at the end) | %.1f / %.1f %s |\n", o.ReconcilesPerRuntimeAtReady, o.ReconcilesPerRuntime, sortedMap(o.ReconcilesByResult))
 	p("| settle after Ready | %.0f s, %d operator writes |\n", o.SettleSec, o.SettleWrites)
 	p("| operator writes in %.0f s idle | **%d** %s (reconciles %d) |\n", o.IdleWindowSec, o.IdleWrites, sortedMap(o.IdleWritesByMethod), o.IdleReconciles)
@@ -164,6 +169,14 @@ func operatorMarkdown(p printer, o *OperatorReport) {
 	}
 	p("| API server writes in the idle window, all clients | %d %s |\n", o.IdleAPIServerWritesAll, sortedMap(o.IdleAPIServerWrites))
 	p("| operator peak RSS (VmHWM) / RSS at the end | **%.0f MiB** / %.0f MiB |\n\n", o.ManagerPeakRSSMiB, o.ManagerRSSMiB)
+}
+
+func joinInts(xs []int) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = strconv.Itoa(x)
+	}
+	return strings.Join(out, ", ")
 }
 
 func sortedMap(m map[string]int) string {

@@ -57,7 +57,32 @@ type OperatorReport struct {
 	// Peak (VmHWM) and final (VmRSS) resident memory of the operator process.
 	ManagerPeakRSSMiB float64 `json:"managerPeakRssMiB"`
 	ManagerRSSMiB     float64 `json:"managerRssMiB"`
+	// Concurrency is the operator's --max-concurrent-reconciles-runtime
+	// (0: the operator's default).
+	Concurrency int `json:"concurrency"`
+	// ReadyTimeline is how many runtimes were Ready at each 10-s look.
+	ReadyTimeline []int `json:"readyTimeline"`
+	// OperatorCPUSec is the operator process's CPU (user + system) from
+	// the first create to the last Ready, and per reconcile in that time.
+	OperatorCPUSec    float64 `json:"operatorCpuSec"`
+	CPUPerReconcileMs float64 `json:"cpuPerReconcileMs"`
+	// Provisionings that succeeded until all were Ready, and their mean time
+	// in PostgreSQL (engram_operator_provision_duration_seconds).
+	Provisionings   int     `json:"provisionings"`
+	ProvisionMeanMs float64 `json:"provisionMeanMs"`
+	// PeakDBConnections is the most sessions the operator's database had
+	// at once while the runtimes were provisioned (pg_stat_activity, read
+	// every 500 ms), against DBConnectionBound.
+	PeakDBConnections int    `json:"peakDbConnections"`
+	DBConnectionBound string `json:"dbConnectionBound"`
 }
+
+// dbConnectionBound says what bounds the operator's sessions on one
+// database: a pool of 4 per admin connection (each namespace of the
+// harness has a connection Secret of its own), one blocker-watch session
+// per provisioning that waits longer than a look, and the lock watchdog's
+// session.
+const dbConnectionBound = "4 per admin connection (one per namespace here) + 1 per provisioning waiting > 1 s + 1 for the lock watchdog"
 
 const benchImage = "ghcr.io/engram-dev/engram:bench"
 
@@ -66,8 +91,9 @@ const benchImage = "ghcr.io/engram-dev/engram:bench"
 // fast they get Ready and how quiet the operator is afterwards.
 func (h *harness) runOperator(ctx context.Context) (*OperatorReport, error) {
 	n := h.scale.Runtimes
-	rep := &OperatorReport{Runtimes: n, Namespaces: namespacesFor(n),
-		Process: "bin/manager as a separate process (default flags: 4 MemoryRuntime reconciles at once); memory from /proc/<pid>/status VmHWM and VmRSS"}
+	rep := &OperatorReport{Runtimes: n, Namespaces: namespacesFor(n), Concurrency: h.operatorConcurrency,
+		Process:           "bin/manager as a separate process (" + concurrencyNote(h.operatorConcurrency) + "); memory from /proc/<pid>/status VmHWM and VmRSS",
+		DBConnectionBound: dbConnectionBound}
 	db, err := createDatabase(ctx, h.serverURL, "op")
 	if db != nil {
 		defer h.dropDatabase("operator database", db)
@@ -97,12 +123,18 @@ func (h *harness) runOperator(ctx context.Context) (*OperatorReport, error) {
 	}
 
 	h.logf("operator: creating %d MemoryRuntimes in %d namespaces", n, rep.Namespaces)
+	conns := sampleConnections(ctx, h.serverURL, db.name, 500*time.Millisecond)
+	cpuBefore, _ := procCPU(op.pid())
 	start := time.Now()
 	if err := createRuntimes(ctx, c, db, tracker, n, rep.Namespaces); err != nil {
+		conns.finish()
 		return nil, err
 	}
 	rep.CreateSec = round3(time.Since(start).Seconds())
-	if err := h.waitReady(ctx, op, tracker, rep); err != nil {
+	err = h.waitReady(ctx, op, tracker, rep)
+	cpuAfter, _ := procCPU(op.pid())
+	rep.PeakDBConnections = conns.finish()
+	if err != nil {
 		return nil, err
 	}
 	ready, lats, last := tracker.latencies()
@@ -115,6 +147,13 @@ func (h *harness) runOperator(ctx context.Context) (*OperatorReport, error) {
 		return nil, err
 	}
 	rep.ReconcilesPerRuntimeAtReady = round3(reconciles(atReady) / float64(n))
+	rep.OperatorCPUSec = round3(cpuAfter - cpuBefore)
+	if r := reconciles(atReady); r > 0 {
+		rep.CPUPerReconcileMs = round3(rep.OperatorCPUSec / r * 1000)
+	}
+	rep.Provisionings, rep.ProvisionMeanMs = provisionings(atReady)
+	h.logf("operator: %.1f s CPU (%.1f ms per reconcile), %d provisionings of %.0f ms mean, at most %d database sessions",
+		rep.OperatorCPUSec, rep.CPUPerReconcileMs, rep.Provisionings, rep.ProvisionMeanMs, rep.PeakDBConnections)
 
 	if err := h.idle(ctx, op, cfg, c, metricsURL, standIn, rep); err != nil {
 		return nil, err
@@ -143,10 +182,13 @@ func (h *harness) startOperator(ctx context.Context, env *envtest.Environment) (
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := startProcess("manager (operator)", h.managerBin, []string{"controller", "--kubeconfig=" + kc,
+	args := []string{"controller", "--kubeconfig=" + kc,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", mport), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", pport),
-		"--service-image=" + benchImage, "--operator-namespace=" + operatorNamespace},
-		nil, filepath.Join(h.workDir, "operator.log"))
+		"--service-image=" + benchImage, "--operator-namespace=" + operatorNamespace}
+	if h.operatorConcurrency > 0 {
+		args = append(args, fmt.Sprintf("--max-concurrent-reconciles-runtime=%d", h.operatorConcurrency))
+	}
+	p, err := startProcess("manager (operator)", h.managerBin, args, nil, filepath.Join(h.workDir, "operator.log"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -155,6 +197,14 @@ func (h *harness) startOperator(ctx context.Context, env *envtest.Environment) (
 		return nil, "", err
 	}
 	return p, fmt.Sprintf("http://127.0.0.1:%d/metrics", mport), nil
+}
+
+// concurrencyNote says how many MemoryRuntimes the operator reconciled at once.
+func concurrencyNote(n int) string {
+	if n > 0 {
+		return fmt.Sprintf("--max-concurrent-reconciles-runtime=%d", n)
+	}
+	return "default flags"
 }
 
 // reconciles is the MemoryRuntime controller's reconcile count.
@@ -235,6 +285,7 @@ func (h *harness) waitReady(ctx context.Context, op *process, tracker *readyTrac
 				return err
 			}
 			ready, _, _ := tracker.latencies()
+			rep.ReadyTimeline = append(rep.ReadyTimeline, ready)
 			h.logf("operator: %d of %d Ready", ready, rep.Runtimes)
 		}
 	}

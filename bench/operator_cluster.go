@@ -117,8 +117,19 @@ func namespaceName(i int) string { return fmt.Sprintf("bench-%02d", i) }
 func runtimeName(i int) string   { return fmt.Sprintf("rt-%04d", i) }
 
 // namespacesFor spreads the runtimes over up to 10 namespaces, as tenants
-// of several teams would be.
-func namespacesFor(runtimes int) int { return min(10, max(1, runtimes/20)) }
+// of several teams would be, and over more when a namespace would hold more
+// than maxRuntimesPerNamespace.
+func namespacesFor(runtimes int) int {
+	return max(min(10, max(1, runtimes/20)), (runtimes+maxRuntimesPerNamespace-1)/maxRuntimesPerNamespace)
+}
+
+// maxRuntimesPerNamespace keeps a namespace within its connection share:
+// each login role needs one connection of the namespace's share
+// (--tenant-connection-share, 25 % of the server's slots), which is 74 on
+// the 300-connection server of hack/pgvector.sh. With 100 runtimes in a
+// namespace (1,000 in 10), the 75th and later were refused
+// ConnectionShareExhausted, as the operator must.
+const maxRuntimesPerNamespace = 50
 
 // prepareNamespaces creates the namespaces and, in each, the admin
 // connection Secret the runtimes reference.

@@ -48,7 +48,7 @@ func scaleFor(mode string) (Scale, error) {
 			RunDuration: 20 * time.Second, Rounds: 20, MaxOpsPerRun: 200_000, Concurrency: []int{1, 4},
 			RecallQueries: 1000, LoadConcurrency: 4, ConvMessages: 10_000,
 			JobRows: 1_000_000, JobAddDuration: 20 * time.Second, JobAddMaxOps: 100_000,
-			Runtimes: 200, ReadyLimit: 15 * time.Minute, IdleWindow: 60 * time.Second, Settle: 15 * time.Second,
+			Runtimes: 1000, ReadyLimit: 15 * time.Minute, IdleWindow: 60 * time.Second, Settle: 15 * time.Second,
 		}, nil
 	case "short":
 		return Scale{

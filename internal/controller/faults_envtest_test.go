@@ -24,6 +24,7 @@ var errInjected = errors.New("operator killed (injected by the test)")
 type faultInjector struct {
 	mu    sync.Mutex
 	armed map[types.NamespacedName]*armedFault
+	holds holds // queue_envtest_test.go
 }
 
 type armedFault struct {
@@ -53,6 +54,7 @@ func (f *faultInjector) fired(key types.NamespacedName) bool {
 }
 
 func (f *faultInjector) failAfter(key types.NamespacedName, step string) error {
+	f.holds.wait(key, step)
 	f.mu.Lock()
 	a := f.armed[key]
 	if a == nil || a.fired || a.step != step {

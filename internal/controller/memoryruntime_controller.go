@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -75,6 +76,9 @@ type runtimeState struct {
 	// failure that persists is reported once, not on every retry (the
 	// condition in the cache may lag behind this reconciler's last write).
 	warned string
+	// dbReady is the status of DatabaseReady this process last wrote (or
+	// found already written), "" when unknown: see observedDBReady.
+	dbReady metav1.ConditionStatus
 }
 
 type runtimeMemory struct {
@@ -152,7 +156,7 @@ func (r *MemoryRuntimeReconciler) failAfter(s *runtimeScope, step string) error 
 type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err error)
 
 // Reconcile brings one MemoryRuntime to its declared state.
-func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
 	rt := &memoryv1alpha1.MemoryRuntime{}
 	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
 		return doneResult(), client.IgnoreNotFound(err)
@@ -175,7 +179,10 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		s.facts.err = retErr
 		deriveRuntimeStatus(rt, s.facts)
 		noteMetadataOverBound(rt)
-		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }))
+		res = withPriority(res, queuePriority(rt, s.facts)) // queue_priority.go
+		perr := patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status })
+		r.rememberDBReady(rt, perr)
+		retErr = errors.Join(retErr, perr)
 	}()
 
 	if !rt.DeletionTimestamp.IsZero() {

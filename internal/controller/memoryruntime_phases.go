@@ -85,10 +85,9 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	rt := s.rt
 	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8))
 	mem := r.memory.get(rt.UID)
-	dbReady := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
 	now, dueIn := decideProvision(provisionObserved{
 		fingerprint: fingerprint, last: mem.fingerprint,
-		dbReady:     dbReady != nil && dbReady.Status == "True",
+		dbReady:     observedDBReady(rt, mem),
 		rotateAsked: rotationAsked(rt, mem),
 		sinceCheck:  time.Since(mem.checkedAt), interval: r.opts.GrantCheckInterval,
 	})
@@ -112,6 +111,9 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }
+	}
+	if r.opts.ReplayMigrations != nil {
+		spec.Replay = r.opts.ReplayMigrations(client.ObjectKeyFromObject(rt))
 	}
 	started := time.Now()
 	res, err := tenant.Provision(dbctx, s.pool, spec)

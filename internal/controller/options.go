@@ -119,6 +119,12 @@ type Options struct {
 	// writes no status and forgets what it remembered about the runtime,
 	// and the next reconcile starts as a freshly started operator would.
 	FailAfter func(runtime types.NamespacedName, step string) error
+	// ReplayMigrations is a test seam, nil in production: a runtime for
+	// which it returns true has a new schema built by replaying every
+	// migration, as an upgrade does (tenant.Spec.Replay), instead of in one
+	// step. The scenarios of the blocker watch use it: a new tenant's
+	// install builds no index concurrently and waits for no snapshot.
+	ReplayMigrations func(runtime types.NamespacedName) bool
 }
 
 // Defaults of Options.

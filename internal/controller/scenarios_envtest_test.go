@@ -72,5 +72,7 @@ func operatorScenarios() []scenario {
 		{name: "LocksExceeded", run: scenarioLocksExceeded, serial: true},
 		{name: "LocksExceededOtherDatabase", run: scenarioLocksExceededOtherDatabase, serial: true},
 		{name: "BlockerEventOwnDatabase", run: scenarioBlockerEventOwnDatabase, serial: true},
+		// It holds every worker of the operator and judges the queue's order.
+		{name: "BegunRuntimeFirst", run: scenarioBegunRuntimeFirst, serial: true},
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -38,7 +39,12 @@ func scenarioTenantSnapshot(e *operatorEnv, t *testing.T) {
 	}
 	snap := testenv.HoldSnapshot(t, uri, "SELECT count(*) FROM memories")
 
-	e.readyRuntime(t, newRuntime(ns, "b", ""))
+	// B's schema is replayed as an upgrade would be: a new tenant's
+	// one-step install builds no index concurrently and waits for no
+	// snapshot (tenant/install.go).
+	b := newRuntime(ns, "b", "")
+	e.replay.add(client.ObjectKeyFromObject(b))
+	e.readyRuntime(t, b)
 	blocker := fmt.Sprintf("session %d of role %s", snap.PID, role)
 	e.waitEvent(t, ns, "b", memoryv1alpha1.ReasonTenantBlockerEnded, blocker+" (MemoryRuntime "+ns+"/a, another tenant)")
 	e.waitEvent(t, ns, "a", memoryv1alpha1.ReasonTransactionEnded, fmt.Sprintf("session %d of this runtime's login role %s", snap.PID, role))
@@ -59,7 +65,8 @@ func scenarioTenantSnapshot(e *operatorEnv, t *testing.T) {
 }
 
 // scenarioDBASnapshotIsKept: a snapshot held by a role that is no tenant's (a
-// DBA's) is never ended: the new runtime's provisioning waits for it, says
+// DBA's) is never ended: the new runtime's provisioning (replayed as an
+// upgrade, whose concurrent index builds wait for snapshots) waits for it, says
 // so in a ProvisioningBlocked event and, once its index build gives up, in
 // its DatabaseReady condition (naming the session); it becomes Ready once
 // the DBA's transaction ends.
@@ -76,7 +83,9 @@ func scenarioDBASnapshotIsKept(e *operatorEnv, t *testing.T, ns string) {
 	u.User = url.UserPassword(dba, "dba")
 	snap := testenv.HoldSnapshot(t, u.String(), "SELECT 1")
 
-	e.createRuntime(t, newRuntime(ns, "c", ""))
+	c := newRuntime(ns, "c", "")
+	e.replay.add(client.ObjectKeyFromObject(c)) // as B above: an upgrade's concurrent build
+	e.createRuntime(t, c)
 	session := fmt.Sprintf("session %d of role %s (not a tenant)", snap.PID, dba)
 	e.waitEvent(t, ns, "c", memoryv1alpha1.ReasonProvisioningBlocked, session)
 	got := e.waitCondition(t, ns, "c", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonProvisioningBlocked)

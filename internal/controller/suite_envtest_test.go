@@ -46,6 +46,7 @@ type operatorEnv struct {
 	writes   *writeCounter // write requests of the operator
 	mgr      manager.Manager
 	faults   *faultInjector           // the operator's Options.FailAfter
+	replay   *replaySet               // the operator's Options.ReplayMigrations
 	runtimes *MemoryRuntimeReconciler // the operator's own, for the restart test
 
 	mu      sync.Mutex
@@ -95,7 +96,7 @@ func startOperator(t *testing.T) *operatorEnv {
 	start := time.Now()
 	_, cfg := testenv.ControlPlane(t)
 	adminURL := testenv.NewDatabase(t)
-	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}, faults: newFaultInjector()}
+	e := &operatorEnv{adminURL: adminURL, opNS: "engram-system", writes: &writeCounter{}, faults: newFaultInjector(), replay: &replaySet{}}
 	t.Cleanup(func() { e.dropTenants(t) }) // before the database is dropped: roles are cluster-wide
 	e.pool = testenv.NewPool(t, adminURL, 4)
 
@@ -132,6 +133,7 @@ func startOperator(t *testing.T) *operatorEnv {
 		// end. scenarioTenantTransactionReaped runs one of its own.
 		TenantReaperInterval: -1,
 		FailAfter:            e.faults.failAfter,
+		ReplayMigrations:     e.replay.has,
 		// Databases are checked every second here (default 1 min), so a
 		// server that stops is noticed at once (scenarioDatabaseServerDown);
 		// the idle check proves the checks write nothing.

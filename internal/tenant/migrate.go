@@ -53,11 +53,21 @@ type migrationVars struct {
 	Citus bool
 }
 
+// newMigrationVars are the template values of schema's migrations.
+func newMigrationVars(schema string, dims int, on migrationTarget) migrationVars {
+	return migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: on.vectorType,
+		OwnerVectors: dims <= OwnerVectorsMaxDims, OwnerVectorsMaxDims: OwnerVectorsMaxDims,
+		ExtSchema: pgx.Identifier{on.extSchema}.Sanitize(), Citus: on.citus}
+}
+
 // migrationTarget is where migrate applies migrations, beside the schema.
 type migrationTarget struct {
 	vectorType string // as migrationVars.Vector
 	extSchema  string // unquoted
 	citus      bool
+	// replay: a new schema replays every migration (install.go says when
+	// it is installed in one step instead).
+	replay bool
 }
 
 // OwnerVectorsMaxDims is the largest vector size the covering index
@@ -133,6 +143,13 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`
+	current, err := currentVersion(ctx, conn, schema)
+	if err != nil {
+		return nil, err
+	}
+	if current == 0 && !on.citus && !on.replay {
+		return installFresh(ctx, conn, names.owner, table, create, newMigrationVars(schema, dims, on), target)
+	}
 	if err := inTx(ctx, conn, names.owner, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
@@ -147,10 +164,6 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 		return nil, fmt.Errorf("creating %s: %w", table, err)
 	}
 
-	current, err := currentVersion(ctx, conn, schema)
-	if err != nil {
-		return nil, err
-	}
 	if current > 0 {
 		// The table's own size decides, not the spec's (a mismatch is
 		// refused after migrating, by checkDimensions).
@@ -158,9 +171,7 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 			return nil, err
 		}
 	}
-	vars := migrationVars{Schema: pgx.Identifier{schema}.Sanitize(), Vector: on.vectorType,
-		OwnerVectors: dims <= OwnerVectorsMaxDims, OwnerVectorsMaxDims: OwnerVectorsMaxDims,
-		ExtSchema: pgx.Identifier{on.extSchema}.Sanitize(), Citus: on.citus}
+	vars := newMigrationVars(schema, dims, on)
 	var applied []int
 	for _, m := range migrations {
 		if m.Version <= current || m.Version > target {

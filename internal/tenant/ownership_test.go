@@ -155,9 +155,10 @@ func TestAdoptAfterRestore(t *testing.T) {
 }
 
 // TestTenantLocksCannotStallProvisioning: tenant A's login role holds
-// every lock it can take and a snapshot, and B's provisioning (a fresh
-// tenant: migrations 7, 10 and 12 build indexes concurrently) and drop
-// complete anyway. The operator runs as a non-superuser admin, as it does
+// every lock it can take and a snapshot, and B's provisioning (replayed
+// as an upgrade would: migrations 7, 10 and 12 build indexes
+// concurrently) and drop complete anyway; a new tenant C, installed in
+// one step, does not even wait for the snapshot. The operator runs as a non-superuser admin, as it does
 // in production, in a database where advisory locks are trapped:
 //
 //   - Advisory locks: A may take any key (it holds those of the earlier
@@ -196,6 +197,18 @@ func TestTenantLocksCannotStallProvisioning(t *testing.T) {
 	snap := testenv.HoldSnapshot(t, testenv.WithUser(url, a.LoginRole, a.Password), "SELECT count(*) FROM memories")
 
 	var log blockerLog
+	// A new tenant is installed in one transaction (install.go) whose
+	// index builds are not concurrent: it waits for no snapshot at all.
+	c := newSpec(uniqueSchema(t, "engram_lock_c"), 3)
+	dropRolesAfter(t, superURL, c.Schema)
+	c.Blockers = log.policy(2 * time.Second)
+	mustProvision(t, pool, url, c)
+	if got, ok := log.find(snap.PID); ok && got.Ended {
+		t.Fatalf("a new tenant's install ended A's snapshot: %s", log.String())
+	}
+	// B replays the migrations, as an upgrade does: 7, 10 and 12 build
+	// indexes concurrently and wait for A's snapshot.
+	b.Replay = true
 	b.Blockers = log.policy(2 * time.Second)
 	b.IndexTimeout = time.Minute // without the watcher: fails here
 	mustProvision(t, pool, url, b)

@@ -54,6 +54,12 @@ type Spec struct {
 	// as if the operator had died between two steps. Tests use it to prove
 	// that every partial state converges on the next run.
 	FailAfter func(step string) error
+	// Replay is a test seam, false in production: a new schema replays
+	// every migration one by one, as an upgrade does, instead of being
+	// installed in one step (install.go). Tests use it to build a schema
+	// both ways and compare them, and to exercise what only upgrades do
+	// since (concurrent index builds and the blocker watch behind them).
+	Replay bool
 }
 
 // after calls the FailAfter test seam, if any, after step.
@@ -195,7 +201,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		}
 		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
 		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions,
-			migrationTarget{vectorType: vectorType, extSchema: extSchema, citus: citus.Installed}, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
+			migrationTarget{vectorType: vectorType, extSchema: extSchema, citus: citus.Installed, replay: spec.Replay}, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
