@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -147,33 +146,42 @@ func (r *RetentionJobReconciler) lastRun(ctx context.Context, job *batchv1.Job, 
 
 // terminationMessage returns the termination message of the job container of
 // the Job's newest pod that has one. Pods are read from the API server (not
-// cached: the operator would otherwise watch every pod of the cluster), and
-// only when a new run finished.
+// cached: the operator would otherwise watch every pod of the cluster), a
+// few at a time (visitPods), only when a new run finished, and selected by
+// the controller-uid label the API server gives a Job's pods (the Job's
+// UID), never by the Job's own selector, which its writer may choose. The
+// kubelet bounds a message (4 KiB).
 func (r *RetentionJobReconciler) terminationMessage(ctx context.Context, job *batchv1.Job) (string, error) {
-	sel := labels.SelectorFromSet(labels.Set{batchv1.JobNameLabel: job.Name})
-	if job.Spec.Selector != nil {
-		if s, err := metav1.LabelSelectorAsSelector(job.Spec.Selector); err == nil {
-			sel = s
+	sel := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)})
+	var newest *metav1.Time
+	message := ""
+	err := visitPods(ctx, r.reader, job.Namespace, sel, func(p *corev1.Pod) bool {
+		if m := jobContainerMessage(p); m != "" && (newest == nil || newest.Before(&p.CreationTimestamp)) {
+			at := p.CreationTimestamp
+			newest, message = &at, m
+		}
+		return true
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the pods of Job %s: %w", job.Name, err)
+	}
+	return message, nil
+}
+
+// jobContainerMessage is the termination message of p's job container, of
+// its current or its last termination ("" when it has none).
+func jobContainerMessage(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != naming.ContainerJob {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.Message != "" {
+				return t.Message
+			}
 		}
 	}
-	var pods corev1.PodList
-	if err := r.reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
-	}
-	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
-	for _, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name != naming.ContainerJob {
-				continue
-			}
-			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil && t.Message != "" {
-					return t.Message, nil
-				}
-			}
-		}
-	}
-	return "", nil
+	return ""
 }
 
 // later returns the later of two optional times.

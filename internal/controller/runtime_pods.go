@@ -8,7 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/labels"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
@@ -25,13 +25,20 @@ const podCheckInterval = 15 * time.Second
 var waitingTrouble = []string{"CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "CreateContainerConfigError", "InvalidImageName"}
 
 // podTrouble reads the runtime's service Pods (uncached, like the job Pods:
-// the operator does not watch Pods) and describes why they do not serve.
+// the operator does not watch Pods, and a few at a time: visitPods) and
+// describes why they do not serve: the first Pod, in name order, that has
+// trouble.
 func (r *MemoryRuntimeReconciler) podTrouble(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime) (string, error) {
-	var pods corev1.PodList
-	if err := r.reader.List(ctx, &pods, client.InNamespace(rt.Namespace), client.MatchingLabels(naming.SelectorLabels(rt.Name))); err != nil {
-		return "", fmt.Errorf("listing the memory service pods: %w", err)
+	msg := ""
+	sel := labels.SelectorFromSet(naming.SelectorLabels(rt.Name))
+	err := visitPods(ctx, r.reader, rt.Namespace, sel, func(p *corev1.Pod) bool {
+		msg = describePodTrouble(rt, []corev1.Pod{*p})
+		return msg == ""
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the memory service pods: %w", err)
 	}
-	return describePodTrouble(rt, pods.Items), nil
+	return msg, nil
 }
 
 // describePodTrouble names the first Pod (by name, so the text stays the
