@@ -96,15 +96,21 @@ func (s *Server) admitAPI(w http.ResponseWriter, r *http.Request) (*http.Request
 	if p != nil {
 		return r, nil, p
 	}
+	releaseImport, p := s.admitImport(r)
+	if p != nil {
+		releaseCredential()
+		return r, nil, p
+	}
 	r, p = s.readBodyFirst(w, r)
 	if p == nil && !tryTake(s.slots) {
 		p = s.shedProblem()
 	}
 	if p != nil {
+		releaseImport()
 		releaseCredential()
 		return r, nil, p
 	}
-	return r, func() { give(s.slots); releaseCredential() }, nil
+	return r, func() { give(s.slots); releaseImport(); releaseCredential() }, nil
 }
 
 // routeLabel for requests that match no route (bounded metric cardinality).

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/engram-dev/engram/internal/auth"
 )
 
 // Request bodies are read whole, under --body-timeout, after the request's
@@ -79,12 +81,41 @@ func (s *Server) readBodyFirst(w http.ResponseWriter, r *http.Request) (*http.Re
 }
 
 // bodyLimit is the largest body of r: --max-body-bytes, or
-// --max-import-bytes for an import (an export file).
+// --max-import-bytes for an import (an export file) by a credential that
+// may import. The body is read before the route's role check, so the
+// credential decides here: an agent's or an app's upload to the import
+// path is held to --max-body-bytes like any other body (issue 26's
+// fifteenth review, HIGH 1: eight agent uploads of 24 MiB held 222 MiB).
 func (s *Server) bodyLimit(r *http.Request) int64 {
-	if r.Method == http.MethodPost && r.URL.Path == importPath {
+	if isImport(r) && mayImport(credential(r)) {
 		return s.opts.MaxImportBytes
 	}
 	return s.opts.MaxBodyBytes
+}
+
+func isImport(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == importPath
+}
+
+// mayImport: the import route's credential, an admin not bound to an owner.
+func mayImport(c auth.Credential) bool {
+	return c.Role == auth.RoleAdmin && c.Owner == ""
+}
+
+// admitImport takes the one import slot for a request whose body may be
+// --max-import-bytes: an import holds its body and its decoded records
+// until it ends, so imports run one at a time (a second is refused with
+// the overloaded problem, as a service out of slots refuses). release gives the
+// slot back; it is a no-op for every other request.
+func (s *Server) admitImport(r *http.Request) (release func(), p *Problem) {
+	if s.bodyLimit(r) <= s.opts.MaxBodyBytes {
+		return func() {}, nil
+	}
+	if !tryTake(s.imports) {
+		s.metrics.shed.Inc()
+		return nil, newProblem(probOverloaded, "an import is running already: imports run one at a time; retry when it has finished")
+	}
+	return func() { give(s.imports) }, nil
 }
 
 // requestEnd is the read deadline of a request whose body is read: the

@@ -56,6 +56,8 @@ type Server struct {
 	// slots bounds the API requests running their handler, readers those
 	// reading their body before (nil = unbounded; shedding.go).
 	slots, readers chan struct{}
+	// imports is the one slot of a request with an import's body (admitImport).
+	imports chan struct{}
 	// credentialSlots bounds the requests in flight of each credential
 	// (nil = unbounded; inflight.go).
 	credentialSlots *credentialSlots
@@ -91,6 +93,7 @@ func New(d Deps) *Server {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
 	s.slots, s.readers = newSlots(s.opts.MaxInflight), newSlots(s.opts.MaxInflight)
+	s.imports = newSlots(1)
 	s.credentialSlots = newCredentialSlots(s.opts.MaxInflightPerCredential)
 	s.registerRoutes()
 	return s
