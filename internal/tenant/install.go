@@ -20,7 +20,7 @@ import (
 // per statement, and each CREATE INDEX CONCURRENTLY waited for every
 // transaction older than it in the whole database — other tenants'
 // provisionings included — although the table it indexed was empty
-// (docs/performance.md, "Operator: where a provisioning's time goes").
+// (docs/performance.md, "Operator: why Ready came in one jump").
 //
 // The migrations are the same files either way, so the two cannot drift:
 // a concurrent migration's CREATE/DROP INDEX CONCURRENTLY runs here as

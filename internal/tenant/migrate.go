@@ -135,8 +135,10 @@ func currentVersion(ctx context.Context, q interface {
 }
 
 // migrate applies every pending migration to schema, each in its own
-// transaction running as the owner role (so the owner owns what it creates).
-// The caller holds the tenant's provisioning lease. It returns the versions applied.
+// transaction running as the owner role (so the owner owns what it creates);
+// a schema with none applied yet gets them all in one step instead
+// (installFresh), unless on Citus or on.replay. The caller holds the
+// tenant's provisioning lease. It returns the versions applied.
 func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string, dims int, on migrationTarget, target int, indexTimeout, lockTimeout time.Duration) ([]int, error) {
 	table := pgx.Identifier{schema, migrationsTable}.Sanitize()
 	create := "CREATE TABLE IF NOT EXISTS " + table + ` (
