@@ -192,7 +192,9 @@ func TestOverCapObjectIsReadWholeOnlyWhenItChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := naming.APITokenSecretName(rt.Name)
-		stubOf := func() client.Object { return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rt.Namespace, Name: name}} }
+		stubOf := func() client.Object {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rt.Namespace, Name: name}}
+		}
 		overCap(t, stubOf(), `{"stringData":{"notes":"`+strings.Repeat("n", 200<<10)+`"}}`)
 		r := &MemoryRuntimeReconciler{client: cached, reader: counted, apply: app}
 		path := "/secrets/" + name
