@@ -32,6 +32,11 @@ type applier struct {
 	client client.Client // reads from the manager's cache, writes to the API server
 	reader client.Reader // uncached reads, on a cache miss only (nil: trust the cache)
 	scheme *runtime.Scheme
+	// memo remembers which stubs were found, read whole, to hold what the
+	// operator wants (apply_memo.go, stub_memo.go); tokens does the same
+	// for the API token Secrets, whose want derives from what they hold
+	// (memoryruntime_apitoken.go).
+	memo, tokens stubMemo
 }
 
 // apply makes the live object hold every field of desired (a typed object
@@ -41,6 +46,12 @@ type applier struct {
 // with desired (see compare.go) and writes nothing when they agree. It
 // returns the live object as it is after the call.
 func (a *applier) apply(ctx context.Context, desired client.Object) (client.Object, applyOutcome, error) {
+	return a.applyOver(ctx, desired, nil)
+}
+
+// applyOver is apply with the live object already read whole from the API
+// server by the caller (nil: apply reads it).
+func (a *applier) applyOver(ctx context.Context, desired, whole client.Object) (client.Object, applyOutcome, error) {
 	gvk, err := apiutil.GVKForObject(desired, a.scheme)
 	if err != nil {
 		return nil, applyUnchanged, err
@@ -55,19 +66,26 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 	}
 	what := fmt.Sprintf("%s %s/%s", gvk.Kind, desired.GetNamespace(), desired.GetName())
 
-	live, err := a.newObject(gvk)
-	if err != nil {
-		return nil, applyUnchanged, err
-	}
-	found, err := readLive(ctx, a.client, a.reader, client.ObjectKeyFromObject(desired), live)
-	if err != nil {
-		return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
+	live, found, readWhole := whole, whole != nil, whole != nil
+	if whole == nil {
+		if live, err = a.newObject(gvk); err != nil {
+			return nil, applyUnchanged, err
+		}
+		if found, err = readLive(ctx, a.client, a.reader, client.ObjectKeyFromObject(desired), live); err != nil {
+			return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
+		}
 	}
 	if found && isCacheStub(live) && a.reader != nil && checkOwned(gvk.Kind, live, owner) == nil {
-		// Engram's, over the cache's size cap: compare with the whole object.
+		// Engram's, over the cache's size cap: compare with the whole
+		// object, unless it was found to hold want at this version.
+		kept, ok, err := a.recallWhole(live, want, gvk)
+		if err != nil || ok {
+			return kept, applyUnchanged, err
+		}
 		if found, err = getWhole(ctx, a.reader, live); err != nil {
 			return nil, applyUnchanged, fmt.Errorf("reading %s: %w", what, err)
 		}
+		readWhole = true
 	}
 	outcome := applyCreated
 	if found {
@@ -79,6 +97,9 @@ func (a *applier) apply(ctx context.Context, desired client.Object) (client.Obje
 			return nil, applyUnchanged, fmt.Errorf("comparing %s: %w", what, err)
 		}
 		if upToDate {
+			if readWhole {
+				a.rememberWhole(live, want)
+			}
 			return live, applyUnchanged, nil
 		}
 		outcome = applyUpdated

@@ -272,32 +272,6 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	return false, nil
 }
 
-// reconcileAPIToken writes the <name>-api-token Secret: an admin token and
-// a signing key at first, and afterwards whatever users put there (see
-// APITokenContent for what is ever added).
-func (r *MemoryRuntimeReconciler) reconcileAPIToken(ctx context.Context, s *runtimeScope) (bool, error) {
-	rt := s.rt
-	var live corev1.Secret
-	found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: naming.APITokenSecretName(rt.Name)}, &live)
-	if err == nil && found && isCacheStub(&live) {
-		// Over the cache's size cap: its tokens are read whole, or the
-		// operator would take them for missing and write new ones.
-		_, err = getWhole(ctx, r.reader, &live)
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading the API token Secret: %w", err)
-	}
-	tokens, key, err := specs.APITokenContent(live.Data)
-	if err != nil {
-		return false, err
-	}
-	if err := r.applyOwned(ctx, s, specs.APITokenSecret(rt, tokens, key)); err != nil {
-		return false, err
-	}
-	rt.Status.APITokenSecret = naming.APITokenSecretName(rt.Name)
-	return false, nil
-}
-
 // reconcileConfig resolves the policy and the API keys into the
 // <name>-config ConfigMap and the pod template hash.
 func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtimeScope) (bool, error) {
