@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,6 +150,10 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	if req.Content != nil {
 		fe.Text("content", *req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
 	}
+	if req.Embedding != nil && req.Content == nil {
+		fe.Add("embedding", "is the vector of new content: send it with content")
+	}
+	fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
 	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
 		fe.Add("request", "nothing to update: set content, category, importance or ttl")
 	}
@@ -164,11 +169,9 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 			return nil, err
 		}
 		content, flags = c.Text, c.Flags
-		vecs, err := s.core.Embedder.Embed(ctx, []string{content})
-		if err != nil {
-			return nil, fmt.Errorf("embedding: %w", err)
+		if vec, err = s.updateVector(ctx, req, content); err != nil {
+			return nil, err
 		}
-		vec = vecs[0]
 	}
 	var out Memory
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -198,6 +201,19 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 		return nil, err
 	}
 	return &out, nil
+}
+
+// updateVector is the vector of an update's new content: the client's
+// own (UpdateRequest.Embedding), else the embedder's.
+func (s *Store) updateVector(ctx context.Context, req UpdateRequest, content string) ([]float32, error) {
+	if req.Embedding != nil {
+		return slices.Clone(req.Embedding), nil
+	}
+	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
+	if err != nil {
+		return nil, fmt.Errorf("embedding: %w", err)
+	}
+	return vecs[0], nil
 }
 
 // applyUpdate updates cur, which the caller has locked, and writes its

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 
 	pgv "github.com/pgvector/pgvector-go"
 
@@ -47,7 +46,6 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
-	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 	k := fe.TopK(&s.core.Policy, req.TopK)
 	fe.Categories(&s.core.Policy, req.Categories)
 	fe.Finite("minScore", req.MinScore)
@@ -59,19 +57,16 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	default:
 		fe.Add("mode", "%q must be vector, hybrid or text", req.Mode)
 	}
+	s.checkQuery(fe, req, mode)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
 	req.Query = s.core.Redactor.Redacted(req.Query)
-	var vec []float32
-	if mode != SearchText {
-		vecs, err := s.core.Embedder.Embed(ctx, []string{req.Query})
-		if err != nil {
-			return nil, fmt.Errorf("embedding the query: %w", err)
-		}
-		vec = vecs[0]
+	vec, err := s.queryVector(ctx, req, mode)
+	if err != nil {
+		return nil, err
 	}
 	hits, err := s.searchSQL(ctx, mode, req, vec, k)
 	if err != nil {

@@ -24,6 +24,10 @@ type SearchRequest struct {
 	Agent   string `json:"agent,omitempty"`
 	Session string `json:"session,omitempty"`
 	Query   string `json:"query"`
+	// Vector is the client's own embedding of the query (the runtime's
+	// dimensions): the embedder is then not called. Vector and hybrid
+	// modes use it; in vector mode Query may then be left out.
+	Vector []float32 `json:"vector,omitempty"`
 	// Mode: vector, hybrid (default) or text.
 	Mode SearchMode `json:"mode,omitempty"`
 	// TopK: 0 means the policy's defaultTopK.
@@ -96,6 +100,9 @@ type UpdateRequest struct {
 	Category   *string `json:"category,omitempty"`
 	Importance *int    `json:"importance,omitempty"`
 	TTL        *string `json:"ttl,omitempty"`
+	// Embedding is the client's own vector of the new Content (only with
+	// Content): the embedder is then not called.
+	Embedding []float32 `json:"embedding,omitempty"`
 }
 
 // HistoryEntry is one mutation of a memory.

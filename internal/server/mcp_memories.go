@@ -38,24 +38,26 @@ func (t tools) addMemoryTools(s *Server, srv *mcp.Server) {
 }
 
 type mcpAddArgs struct {
-	Owner      string `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
-	Content    string `json:"content" jsonschema:"the fact to remember, one short sentence"`
-	Category   string `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
-	Importance int    `json:"importance,omitempty" jsonschema:"1..10, default 5"`
-	Agent      string `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
-	Session    string `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
-	TTL        string `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
-	Source     string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
+	Owner      string    `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
+	Content    string    `json:"content" jsonschema:"the fact to remember, one short sentence"`
+	Category   string    `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
+	Importance int       `json:"importance,omitempty" jsonschema:"1..10, default 5"`
+	Agent      string    `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
+	Session    string    `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
+	TTL        string    `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
+	Source     string    `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
+	Embedding  []float32 `json:"embedding,omitempty" jsonschema:"your own embedding of content, of the runtime's dimensions; Engram then calls no embedder"`
 }
 
 type mcpSearchArgs struct {
-	Owner      string   `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
-	Query      string   `json:"query" jsonschema:"what to look for, in natural language"`
-	TopK       int      `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
-	Mode       string   `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
-	Categories []string `json:"categories,omitempty" jsonschema:"only these categories"`
-	Agent      string   `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
-	Session    string   `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
+	Owner      string    `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
+	Query      string    `json:"query,omitempty" jsonschema:"what to look for, in natural language; may be left out in vector mode when vector is given"`
+	Vector     []float32 `json:"vector,omitempty" jsonschema:"your own embedding of the query, of the runtime's dimensions (vector and hybrid modes); Engram then calls no embedder"`
+	TopK       int       `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
+	Mode       string    `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
+	Categories []string  `json:"categories,omitempty" jsonschema:"only these categories"`
+	Agent      string    `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
+	Session    string    `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
 }
 
 type mcpListArgs struct {
@@ -101,7 +103,7 @@ func (t tools) add(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error)
 		return nil, err
 	}
 	return t.ops.add(ctx, memory.AddRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL})
+		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL, Embedding: a.Embedding})
 }
 
 func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, error) {
@@ -110,7 +112,7 @@ func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, er
 		return nil, err
 	}
 	return t.ops.search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
+		Query: a.Query, Vector: a.Vector, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
 }
 
 func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {

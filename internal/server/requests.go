@@ -19,11 +19,13 @@ type addBody struct {
 	Category   string        `json:"category,omitempty"`
 	Importance int           `json:"importance,omitempty"`
 	TTL        string        `json:"ttl,omitempty"`
+	// Embedding is the client's own vector of Content (clientvectors.go).
+	Embedding []float32 `json:"embedding,omitempty"`
 }
 
 func (b addBody) request(owner string) memory.AddRequest {
 	return memory.AddRequest{Owner: owner, Agent: b.Agent, Session: b.Session, Source: b.Source,
-		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL}
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL, Embedding: b.Embedding}
 }
 
 // maxBatchItems bounds one batch: large enough for an import in pages, small
@@ -53,6 +55,7 @@ type updateBody struct {
 	Category   *string       `json:"category,omitempty"`
 	Importance *int          `json:"importance,omitempty"`
 	TTL        *string       `json:"ttl,omitempty"`
+	Embedding  []float32     `json:"embedding,omitempty"`
 }
 
 type supersedeBody struct {
@@ -65,6 +68,7 @@ type searchBody struct {
 	Agent      string            `json:"agent,omitempty"`
 	Session    string            `json:"session,omitempty"`
 	Query      string            `json:"query"`
+	Vector     []float32         `json:"vector,omitempty"`
 	Mode       memory.SearchMode `json:"mode,omitempty"`
 	TopK       int               `json:"topK,omitempty"`
 	Categories []string          `json:"categories,omitempty"`

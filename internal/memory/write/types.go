@@ -48,6 +48,10 @@ type AddRequest struct {
 	Importance int `json:"importance,omitempty"`
 	// TTL overrides the category's ttl for this memory ("7d"; "0" = never).
 	TTL string `json:"ttl,omitempty"`
+	// Embedding is the client's own vector of Content (the runtime's
+	// dimensions, finite, not all zeros): when set, the embedder is not
+	// called for this write, and dedup compares this vector.
+	Embedding []float32 `json:"embedding,omitempty"`
 	// OwnerOnly: the write may reach this owner only, never the tenant-wide
 	// (global) memories every owner's prompt shows — set for a credential
 	// bound to one owner and for facts extracted from a conversation. A
