@@ -153,9 +153,14 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	if req.Embedding != nil && req.Content == nil {
 		fe.Add("embedding", "is the vector of new content: send it with content")
 	}
-	fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
-	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
-		fe.Add("request", "nothing to update: set content, category, importance or ttl")
+	if req.Embedding != nil {
+		fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
+	}
+	errs := fe.Len()
+	req.Metadata = fe.Metadata("metadata", req.Metadata)
+	fe.Tags("tags", req.Tags)
+	if fe.Len() == errs && req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil && req.Metadata == nil && req.Tags == nil {
+		fe.Add("request", "nothing to update: set content, category, importance, ttl, metadata or tags")
 	}
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -234,15 +239,17 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 				content = coalesce($2, m.content), embedding = coalesce($3, m.embedding),
 				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
 				category = $5, importance = $6, source = $7,
+				metadata = coalesce($13::jsonb, m.metadata), tags = coalesce($14::text[], m.tags),
 				expires_at = ` + write.Expiry("$8") + `, updated_at = now()
 			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			VALUES ($1::uuid, $12, 'update', $7, $11, $9, coalesce($2, $9),
-				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text)))
+				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) || $15::jsonb))
 		SELECT * FROM upd`
 	m, err := s.w.UpdateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, write.FlagsOrEmpty(flags), category,
-		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner)
+		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner,
+		write.MetadataParam(req.Metadata), write.TagsParam(req.Tags), updateLabelDetails(cur, req))
 	if err != nil {
 		return Memory{}, core.DBErr("updating memory "+cur.ID, err)
 	}

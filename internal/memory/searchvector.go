@@ -20,9 +20,11 @@ func (s *reader) checkQuery(fe *core.FieldErrors, req SearchRequest, mode Search
 		fe.Add("vector", "is not used by text search: use mode vector or hybrid")
 		return
 	}
-	fe.Vector("vector", req.Vector, s.core.Embedder.Dimensions())
-	if req.Vector != nil && mode == SearchVector && req.Query == "" {
-		return
+	if req.Vector != nil {
+		fe.Vector("vector", req.Vector, s.core.Embedder.Dimensions())
+		if mode == SearchVector && req.Query == "" {
+			return
+		}
 	}
 	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 }

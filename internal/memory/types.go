@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -103,6 +104,10 @@ type UpdateRequest struct {
 	// Embedding is the client's own vector of the new Content (only with
 	// Content): the embedder is then not called.
 	Embedding []float32 `json:"embedding,omitempty"`
+	// Metadata replaces the memory's (nil: unchanged; {} clears it), Tags
+	// its tags (nil: unchanged; an empty list clears them).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 }
 
 // HistoryEntry is one mutation of a memory.

@@ -146,6 +146,7 @@ func (a rest) updateMemory(c *call, b *updateBody) (reply, error) {
 	return replyOf(a.ops.update(c.ctx(), memory.UpdateRequest{
 		Owner: c.owner(), ID: c.id(), Source: src,
 		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL, Embedding: b.Embedding,
+		Metadata: b.Metadata, Tags: b.Tags,
 	}))
 }
 

@@ -38,15 +38,17 @@ func (t tools) addMemoryTools(s *Server, srv *mcp.Server) {
 }
 
 type mcpAddArgs struct {
-	Owner      string    `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
-	Content    string    `json:"content" jsonschema:"the fact to remember, one short sentence"`
-	Category   string    `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
-	Importance int       `json:"importance,omitempty" jsonschema:"1..10, default 5"`
-	Agent      string    `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
-	Session    string    `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
-	TTL        string    `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
-	Source     string    `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
-	Embedding  []float32 `json:"embedding,omitempty" jsonschema:"your own embedding of content, of the runtime's dimensions; Engram then calls no embedder"`
+	Owner      string         `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
+	Content    string         `json:"content" jsonschema:"the fact to remember, one short sentence"`
+	Category   string         `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
+	Importance int            `json:"importance,omitempty" jsonschema:"1..10, default 5"`
+	Agent      string         `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
+	Session    string         `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
+	TTL        string         `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
+	Source     string         `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
+	Embedding  []float32      `json:"embedding,omitempty" jsonschema:"your own embedding of content, of the runtime's dimensions; Engram then calls no embedder"`
+	Metadata   map[string]any `json:"metadata,omitempty" jsonschema:"a JSON object about the fact (e.g. its source or project); at most 64 keys, 4 levels, 4096 bytes"`
+	Tags       []string       `json:"tags,omitempty" jsonschema:"labels of the fact, at most 20 distinct strings of 1-64 bytes"`
 }
 
 type mcpSearchArgs struct {
@@ -102,7 +104,11 @@ func (t tools) add(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error)
 	if err != nil {
 		return nil, err
 	}
-	return t.ops.add(ctx, memory.AddRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
+	metadata, err := mcpMetadata(a.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return t.ops.add(ctx, memory.AddRequest{Owner: owner, Metadata: metadata, Tags: a.Tags, Agent: a.Agent, Session: a.Session,
 		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL, Embedding: a.Embedding})
 }
 

@@ -19,13 +19,17 @@ type addBody struct {
 	Category   string        `json:"category,omitempty"`
 	Importance int           `json:"importance,omitempty"`
 	TTL        string        `json:"ttl,omitempty"`
-	// Embedding is the client's own vector of Content (clientvectors.go).
+	// Embedding is the client's own vector of Content.
 	Embedding []float32 `json:"embedding,omitempty"`
+	// Metadata (a JSON object, kept as sent: numbers exact) and Tags.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 }
 
 func (b addBody) request(owner string) memory.AddRequest {
 	return memory.AddRequest{Owner: owner, Agent: b.Agent, Session: b.Session, Source: b.Source,
-		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL, Embedding: b.Embedding}
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL, Embedding: b.Embedding,
+		Metadata: b.Metadata, Tags: b.Tags}
 }
 
 // maxBatchItems bounds one batch: large enough for an import in pages, small
@@ -56,6 +60,10 @@ type updateBody struct {
 	Importance *int          `json:"importance,omitempty"`
 	TTL        *string       `json:"ttl,omitempty"`
 	Embedding  []float32     `json:"embedding,omitempty"`
+	// Metadata replaces the memory's ({} clears it), Tags its tags ([]
+	// clears them).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 }
 
 type supersedeBody struct {

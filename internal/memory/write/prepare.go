@@ -46,7 +46,11 @@ func (s *Store) Prepare(req AddRequest, fe *core.FieldErrors) (*Prepared, error)
 	p.Req.Importance = fe.Importance(req.Importance)
 	p.ttl = fe.TTL(req.TTL)
 	fe.Text("content", req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
-	fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
+	if req.Embedding != nil {
+		fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
+	}
+	p.Req.Metadata = fe.Metadata("metadata", req.Metadata)
+	fe.Tags("tags", req.Tags)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
