@@ -69,12 +69,16 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
 	after, afterID, err := decodeCursor(req.Cursor)
 	fe.Cursor(err)
+	a := &core.Args{}
+	filter := filterSQL(fe, a, req.Filter)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &core.Args{}
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.Add(req.Owner) +
 		scopeFilter(a, req.Agent, req.Session)
+	if filter != "" {
+		sql += ` AND ` + filter
+	}
 	if req.Category != "" {
 		sql += ` AND m.category = ` + a.Add(req.Category)
 	}

@@ -158,6 +158,9 @@ func (s *reader) searchFilter(a *core.Args, req SearchRequest) (owner, filter st
 	if len(req.Categories) > 0 {
 		filter += ` AND m.category = ANY(` + a.Add(req.Categories) + `)`
 	}
+	if f := filterSQL(&core.FieldErrors{}, a, req.Filter); f != "" { // checked by search
+		filter += ` AND ` + f
+	}
 	return owner, filter
 }
 
@@ -199,6 +202,14 @@ func (s *reader) searchSQL(ctx context.Context, mode SearchMode, req SearchReque
 // searchIn is searchSQL on db (tests compare two paths in one transaction,
 // where now() and so the decay scores are the same).
 func (s *reader) searchIn(ctx context.Context, db core.RowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+	if req.Filter != nil {
+		// A metadata or tags filter is often selective: the owner-local
+		// attempts would read candidates it mostly rejects before the
+		// one-phase query answered anyway. That query ranks only the rows
+		// the filter keeps, which the GIN indexes of migration 17 find.
+		hits, _, err := s.runSearch(ctx, db, mode, s.buildSearch(mode, req, vec, k, true))
+		return hits, err
+	}
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
 		hits, _, err := s.hybridAttempts(ctx, db, req, vec, k)
 		return hits, err

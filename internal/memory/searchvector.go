@@ -16,6 +16,7 @@ import (
 // mode: a vector search with a vector needs no text; text search ranks by
 // words only, so a vector there is refused rather than silently ignored.
 func (s *reader) checkQuery(fe *core.FieldErrors, req SearchRequest, mode SearchMode) {
+	filterSQL(fe, &core.Args{}, req.Filter)
 	if req.Vector != nil && mode == SearchText {
 		fe.Add("vector", "is not used by text search: use mode vector or hybrid")
 		return

@@ -36,6 +36,9 @@ type SearchRequest struct {
 	Categories []string `json:"categories,omitempty"`
 	// MinScore, when not 0, drops results scoring below it.
 	MinScore float64 `json:"minScore,omitempty"`
+	// Filter keeps only memories whose metadata and tags match it
+	// (filter.go); the result stays the exact top-K of those.
+	Filter *Filter `json:"filter,omitempty"`
 	// ExcludeFlagged leaves out memories the injection guard flagged, for
 	// results an agent reads (they are data a model could take as orders).
 	ExcludeFlagged bool `json:"-"`
@@ -76,6 +79,8 @@ type ListRequest struct {
 	// expire job has not deactivated yet; without it (and without
 	// IncludeInactive) List shows what search and context can return.
 	IncludeExpired bool `json:"includeExpired,omitempty"`
+	// Filter keeps only memories whose metadata and tags match it (filter.go).
+	Filter *Filter `json:"filter,omitempty"`
 	// Limit: 1..maxTopK... 0 means 50; at most 500.
 	Limit int `json:"limit,omitempty"`
 	// Cursor from a previous page's NextCursor.

@@ -125,6 +125,7 @@ func (a rest) listMemories(c *call, _ *noBody) (reply, error) {
 		IncludeExpired:  include["expired"],
 		Limit:           q.integer("limit"),
 		Cursor:          q.str("cursor"),
+		Filter:          q.filter("filter"),
 	}
 	if err := q.err(); err != nil {
 		return reply{}, err

@@ -52,25 +52,27 @@ type mcpAddArgs struct {
 }
 
 type mcpSearchArgs struct {
-	Owner      string    `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
-	Query      string    `json:"query,omitempty" jsonschema:"what to look for, in natural language; may be left out in vector mode when vector is given"`
-	Vector     []float32 `json:"vector,omitempty" jsonschema:"your own embedding of the query, of the runtime's dimensions (vector and hybrid modes); Engram then calls no embedder"`
-	TopK       int       `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
-	Mode       string    `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
-	Categories []string  `json:"categories,omitempty" jsonschema:"only these categories"`
-	Agent      string    `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
-	Session    string    `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
+	Owner      string         `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
+	Query      string         `json:"query,omitempty" jsonschema:"what to look for, in natural language; may be left out in vector mode when vector is given"`
+	Vector     []float32      `json:"vector,omitempty" jsonschema:"your own embedding of the query, of the runtime's dimensions (vector and hybrid modes); Engram then calls no embedder"`
+	TopK       int            `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
+	Mode       string         `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
+	Categories []string       `json:"categories,omitempty" jsonschema:"only these categories"`
+	Filter     map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata and tags match: {\"metadata\": {\"key\": K, \"eq\"|\"in\"|\"exists\": ...}}, {\"tags\": {\"eq\"|\"in\"|\"exists\": ...}}, combined with and/or/not"`
+	Agent      string         `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
+	Session    string         `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
 }
 
 type mcpListArgs struct {
-	Owner           string `json:"owner,omitempty" jsonschema:"the end user whose memories are listed; leave out when the token is bound to one owner"`
-	Category        string `json:"category,omitempty" jsonschema:"only this category"`
-	Agent           string `json:"agent,omitempty" jsonschema:"only this agent's memories"`
-	Session         string `json:"session,omitempty" jsonschema:"only this session's memories"`
-	IncludeInactive bool   `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
-	IncludeExpired  bool   `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
-	Limit           int    `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
-	Cursor          string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+	Owner           string         `json:"owner,omitempty" jsonschema:"the end user whose memories are listed; leave out when the token is bound to one owner"`
+	Category        string         `json:"category,omitempty" jsonschema:"only this category"`
+	Agent           string         `json:"agent,omitempty" jsonschema:"only this agent's memories"`
+	Session         string         `json:"session,omitempty" jsonschema:"only this session's memories"`
+	IncludeInactive bool           `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
+	IncludeExpired  bool           `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
+	Limit           int            `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
+	Cursor          string         `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+	Filter          map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata and tags match (the grammar of search_memory's filter)"`
 }
 
 type mcpDeleteArgs struct {
@@ -117,8 +119,12 @@ func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, er
 	if err != nil {
 		return nil, err
 	}
+	filter, err := mcpFilter(a.Filter)
+	if err != nil {
+		return nil, err
+	}
 	return t.ops.search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Vector: a.Vector, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
+		Query: a.Query, Vector: a.Vector, Filter: filter, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
 }
 
 func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {
@@ -126,8 +132,12 @@ func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error
 	if err != nil {
 		return nil, err
 	}
+	filter, err := mcpFilter(a.Filter)
+	if err != nil {
+		return nil, err
+	}
 	return t.ops.list(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
+		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor, Filter: filter,
 		MaxBytes: t.answerBytes()})
 }
 

@@ -81,6 +81,7 @@ type searchBody struct {
 	TopK       int               `json:"topK,omitempty"`
 	Categories []string          `json:"categories,omitempty"`
 	MinScore   float64           `json:"minScore,omitempty"`
+	Filter     *memory.Filter    `json:"filter,omitempty"`
 }
 
 // searchResponse is the answer of a search: its results within the byte
