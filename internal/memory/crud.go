@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,12 +69,16 @@ func (s *Store) List(ctx context.Context, req ListRequest) (*ListPage, error) {
 	limit := fe.Limit(req.Limit, defaultListLimit, maxListLimit)
 	after, afterID, err := decodeCursor(req.Cursor)
 	fe.Cursor(err)
+	a := &core.Args{}
+	filter := filterSQL(fe, a, req.Filter)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	a := &core.Args{}
 	sql := `SELECT ` + s.sql.columns + ` FROM ` + s.sql.memories + ` AS m WHERE m.owner_id = ` + a.Add(req.Owner) +
 		scopeFilter(a, req.Agent, req.Session)
+	if filter != "" {
+		sql += ` AND ` + filter
+	}
 	if req.Category != "" {
 		sql += ` AND m.category = ` + a.Add(req.Category)
 	}
@@ -149,8 +154,17 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	if req.Content != nil {
 		fe.Text("content", *req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
 	}
-	if req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil {
-		fe.Add("request", "nothing to update: set content, category, importance or ttl")
+	if req.Embedding != nil && req.Content == nil {
+		fe.Add("embedding", "is the vector of new content: send it with content")
+	}
+	if req.Embedding != nil {
+		fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
+	}
+	errs := fe.Len()
+	req.Metadata = fe.Metadata("metadata", req.Metadata)
+	fe.Tags("tags", req.Tags)
+	if fe.Len() == errs && req.Content == nil && req.Category == nil && req.Importance == nil && req.TTL == nil && req.Metadata == nil && req.Tags == nil {
+		fe.Add("request", "nothing to update: set content, category, importance, ttl, metadata or tags")
 	}
 	if err := fe.Err(); err != nil {
 		return nil, err
@@ -164,11 +178,9 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 			return nil, err
 		}
 		content, flags = c.Text, c.Flags
-		vecs, err := s.core.Embedder.Embed(ctx, []string{content})
-		if err != nil {
-			return nil, fmt.Errorf("embedding: %w", err)
+		if vec, err = s.updateVector(ctx, req, content); err != nil {
+			return nil, err
 		}
-		vec = vecs[0]
 	}
 	var out Memory
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -200,6 +212,19 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	return &out, nil
 }
 
+// updateVector is the vector of an update's new content: the client's
+// own (UpdateRequest.Embedding), else the embedder's.
+func (s *Store) updateVector(ctx context.Context, req UpdateRequest, content string) ([]float32, error) {
+	if req.Embedding != nil {
+		return slices.Clone(req.Embedding), nil
+	}
+	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
+	if err != nil {
+		return nil, fmt.Errorf("embedding: %w", err)
+	}
+	return vecs[0], nil
+}
+
 // applyUpdate updates cur, which the caller has locked, and writes its
 // history row from cur and the request (historyrow.go).
 func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
@@ -218,15 +243,17 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 				content = coalesce($2, m.content), embedding = coalesce($3, m.embedding),
 				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
 				category = $5, importance = $6, source = $7,
+				metadata = coalesce($13::jsonb, m.metadata), tags = coalesce($14::text[], m.tags),
 				expires_at = ` + write.Expiry("$8") + `, updated_at = now()
 			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			VALUES ($1::uuid, $12, 'update', $7, $11, $9, coalesce($2, $9),
-				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text)))
+				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) || $15::jsonb))
 		SELECT * FROM upd`
 	m, err := s.w.UpdateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, write.FlagsOrEmpty(flags), category,
-		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner)
+		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner,
+		write.MetadataParam(req.Metadata), write.TagsParam(req.Tags), updateLabelDetails(cur, req))
 	if err != nil {
 		return Memory{}, core.DBErr("updating memory "+cur.ID, err)
 	}

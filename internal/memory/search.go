@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"fmt"
 
 	pgv "github.com/pgvector/pgvector-go"
 
@@ -47,7 +46,6 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	fe := &core.FieldErrors{}
 	fe.Owner(req.Owner)
 	fe.Scope(req.Agent, req.Session)
-	fe.Text("query", req.Query, s.core.Policy.Limits.MaxQueryBytes)
 	k := fe.TopK(&s.core.Policy, req.TopK)
 	fe.Categories(&s.core.Policy, req.Categories)
 	fe.Finite("minScore", req.MinScore)
@@ -59,19 +57,16 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	default:
 		fe.Add("mode", "%q must be vector, hybrid or text", req.Mode)
 	}
+	s.checkQuery(fe, req, mode)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
 	req.Query = s.core.Redactor.Redacted(req.Query)
-	var vec []float32
-	if mode != SearchText {
-		vecs, err := s.core.Embedder.Embed(ctx, []string{req.Query})
-		if err != nil {
-			return nil, fmt.Errorf("embedding the query: %w", err)
-		}
-		vec = vecs[0]
+	vec, err := s.queryVector(ctx, req, mode)
+	if err != nil {
+		return nil, err
 	}
 	hits, err := s.searchSQL(ctx, mode, req, vec, k)
 	if err != nil {
@@ -163,6 +158,9 @@ func (s *reader) searchFilter(a *core.Args, req SearchRequest) (owner, filter st
 	if len(req.Categories) > 0 {
 		filter += ` AND m.category = ANY(` + a.Add(req.Categories) + `)`
 	}
+	if f := filterSQL(&core.FieldErrors{}, a, req.Filter); f != "" { // checked by search
+		filter += ` AND ` + f
+	}
 	return owner, filter
 }
 
@@ -204,6 +202,14 @@ func (s *reader) searchSQL(ctx context.Context, mode SearchMode, req SearchReque
 // searchIn is searchSQL on db (tests compare two paths in one transaction,
 // where now() and so the decay scores are the same).
 func (s *reader) searchIn(ctx context.Context, db core.RowsQuerier, mode SearchMode, req SearchRequest, vec []float32, k int) ([]SearchHit, error) {
+	if req.Filter != nil {
+		// A metadata or tags filter is often selective: the owner-local
+		// attempts would read candidates it mostly rejects before the
+		// one-phase query answered anyway. That query ranks only the rows
+		// the filter keeps, which the GIN indexes of migration 17 find.
+		hits, _, err := s.runSearch(ctx, db, mode, s.buildSearch(mode, req, vec, k, true))
+		return hits, err
+	}
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
 		hits, _, err := s.hybridAttempts(ctx, db, req, vec, k)
 		return hits, err

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -24,6 +25,10 @@ type SearchRequest struct {
 	Agent   string `json:"agent,omitempty"`
 	Session string `json:"session,omitempty"`
 	Query   string `json:"query"`
+	// Vector is the client's own embedding of the query (the runtime's
+	// dimensions): the embedder is then not called. Vector and hybrid
+	// modes use it; in vector mode Query may then be left out.
+	Vector []float32 `json:"vector,omitempty"`
 	// Mode: vector, hybrid (default) or text.
 	Mode SearchMode `json:"mode,omitempty"`
 	// TopK: 0 means the policy's defaultTopK.
@@ -31,6 +36,9 @@ type SearchRequest struct {
 	Categories []string `json:"categories,omitempty"`
 	// MinScore, when not 0, drops results scoring below it.
 	MinScore float64 `json:"minScore,omitempty"`
+	// Filter keeps only memories whose metadata and tags match it
+	// (filter.go); the result stays the exact top-K of those.
+	Filter *Filter `json:"filter,omitempty"`
 	// ExcludeFlagged leaves out memories the injection guard flagged, for
 	// results an agent reads (they are data a model could take as orders).
 	ExcludeFlagged bool `json:"-"`
@@ -71,6 +79,8 @@ type ListRequest struct {
 	// expire job has not deactivated yet; without it (and without
 	// IncludeInactive) List shows what search and context can return.
 	IncludeExpired bool `json:"includeExpired,omitempty"`
+	// Filter keeps only memories whose metadata and tags match it (filter.go).
+	Filter *Filter `json:"filter,omitempty"`
 	// Limit: 1..maxTopK... 0 means 50; at most 500.
 	Limit int `json:"limit,omitempty"`
 	// Cursor from a previous page's NextCursor.
@@ -96,6 +106,13 @@ type UpdateRequest struct {
 	Category   *string `json:"category,omitempty"`
 	Importance *int    `json:"importance,omitempty"`
 	TTL        *string `json:"ttl,omitempty"`
+	// Embedding is the client's own vector of the new Content (only with
+	// Content): the embedder is then not called.
+	Embedding []float32 `json:"embedding,omitempty"`
+	// Metadata replaces the memory's (nil: unchanged; {} clears it), Tags
+	// its tags (nil: unchanged; an empty list clears them).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 }
 
 // HistoryEntry is one mutation of a memory.

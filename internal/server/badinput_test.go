@@ -93,7 +93,7 @@ func TestBadInput(t *testing.T) {
 		{"limit overflow", "GET", mems + "?limit=99999999999999999999", nil, nil, 422, invalid, "limit", "limit: must be an integer within range"},
 		{"limit too large", "GET", mems + "?limit=501", nil, nil, 422, invalid, "limit", "limit: 501 must be within 1..500"},
 		{"includeInactive not a bool", "GET", mems + "?includeInactive=maybe", nil, nil, 422, invalid, "includeInactive", "includeInactive: must be true or false"},
-		{"misspelt query parameter", "GET", mems + "?categroy=project", nil, nil, 422, invalid, "categroy", "categroy: unknown query parameter; this route takes agent, session, category, include, includeInactive, limit, cursor"},
+		{"misspelt query parameter", "GET", mems + "?categroy=project", nil, nil, 422, invalid, "categroy", "categroy: unknown query parameter; this route takes agent, session, category, include, includeInactive, filter, limit, cursor"},
 		{"repeated query parameter", "GET", mems + "?category=a&category=b", nil, nil, 422, invalid, "category", "category: given more than once"},
 		{"invalid UTF-8 in the query", "GET", mems + "?category=%FF", nil, nil, 422, invalid, "category", "category: must be valid UTF-8"},
 		{"forged cursor", "GET", mems + "?cursor=%27%20OR%201%3D1--", nil, nil, 422, invalid, "cursor", "cursor: is not a cursor returned by a previous page"},

@@ -139,6 +139,10 @@ func typeMessage(e *json.UnmarshalTypeError) string {
 		}
 	case "float32", "float64":
 		want = "a number"
+		if strings.HasPrefix(e.Value, "number") {
+			// A client vector's value beyond float32 (1e39) lands here.
+			return "must be a number within the range of " + e.Type.String() + ", got " + e.Value
+		}
 	case "string":
 		want = "a string"
 	case "bool":

@@ -27,6 +27,8 @@ type fakeEmbeddings struct {
 	arrived chan struct{}
 	// fail answers 400 (not retried by clients) instead of vectors.
 	fail bool
+	// calls counts the requests that reached /v1/embeddings.
+	calls atomic.Int64
 }
 
 func newFakeEmbeddings(t *testing.T) *fakeEmbeddings {
@@ -69,6 +71,7 @@ func (f *fakeEmbeddings) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	f.calls.Add(1)
 	var in struct {
 		Input []string `json:"input"`
 		Model string   `json:"model"`

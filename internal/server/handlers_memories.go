@@ -127,6 +127,7 @@ func (a rest) listMemories(c *call, _ *noBody) (reply, error) {
 		IncludeExpired:  include["expired"],
 		Limit:           q.integer("limit"),
 		Cursor:          q.str("cursor"),
+		Filter:          q.filter("filter"),
 	}
 	if err := q.err(); err != nil {
 		return reply{}, err
@@ -147,7 +148,8 @@ func (a rest) updateMemory(c *call, b *updateBody) (reply, error) {
 	}
 	return replyOf(a.ops.update(c.ctx(), memory.UpdateRequest{
 		Owner: c.owner(), ID: c.id(), Source: src,
-		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL,
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL, Embedding: b.Embedding,
+		Metadata: b.Metadata, Tags: b.Tags,
 	}))
 }
 

@@ -38,35 +38,41 @@ func (t tools) addMemoryTools(s *Server, srv *mcp.Server) {
 }
 
 type mcpAddArgs struct {
-	Owner      string `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
-	Content    string `json:"content" jsonschema:"the fact to remember, one short sentence"`
-	Category   string `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
-	Importance int    `json:"importance,omitempty" jsonschema:"1..10, default 5"`
-	Agent      string `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
-	Session    string `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
-	TTL        string `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
-	Source     string `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
+	Owner      string         `json:"owner,omitempty" jsonschema:"the end user the memory is about; leave out when the token is bound to one owner"`
+	Content    string         `json:"content" jsonschema:"the fact to remember, one short sentence"`
+	Category   string         `json:"category,omitempty" jsonschema:"category of the policy, e.g. identity, preference, project, contextual"`
+	Importance int            `json:"importance,omitempty" jsonschema:"1..10, default 5"`
+	Agent      string         `json:"agent,omitempty" jsonschema:"agent id, to scope the memory to one agent"`
+	Session    string         `json:"session,omitempty" jsonschema:"session id, to scope the memory to one session"`
+	TTL        string         `json:"ttl,omitempty" jsonschema:"lifetime overriding the category's, e.g. 7d; 0 = never"`
+	Source     string         `json:"source,omitempty" jsonschema:"agent, the only source of MCP writes (the default); user and system are refused whatever the token"`
+	Embedding  []float32      `json:"embedding,omitempty" jsonschema:"your own embedding of content, of the runtime's dimensions; Engram then calls no embedder"`
+	Metadata   map[string]any `json:"metadata,omitempty" jsonschema:"a JSON object about the fact (e.g. its source or project); at most 64 keys, 4 levels, 4096 bytes"`
+	Tags       []string       `json:"tags,omitempty" jsonschema:"labels of the fact, at most 20 distinct strings of 1-64 bytes"`
 }
 
 type mcpSearchArgs struct {
-	Owner      string   `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
-	Query      string   `json:"query" jsonschema:"what to look for, in natural language"`
-	TopK       int      `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
-	Mode       string   `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
-	Categories []string `json:"categories,omitempty" jsonschema:"only these categories"`
-	Agent      string   `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
-	Session    string   `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
+	Owner      string         `json:"owner,omitempty" jsonschema:"the end user whose memories are searched; leave out when the token is bound to one owner"`
+	Query      string         `json:"query,omitempty" jsonschema:"what to look for, in natural language; may be left out in vector mode when vector is given"`
+	Vector     []float32      `json:"vector,omitempty" jsonschema:"your own embedding of the query, of the runtime's dimensions (vector and hybrid modes); Engram then calls no embedder"`
+	TopK       int            `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
+	Mode       string         `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
+	Categories []string       `json:"categories,omitempty" jsonschema:"only these categories"`
+	Filter     map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata and tags match: {\"metadata\": {\"key\": K, \"eq\"|\"in\"|\"exists\": ...}}, {\"tags\": {\"eq\"|\"in\"|\"exists\": ...}}, combined with and/or/not"`
+	Agent      string         `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
+	Session    string         `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
 }
 
 type mcpListArgs struct {
-	Owner           string `json:"owner,omitempty" jsonschema:"the end user whose memories are listed; leave out when the token is bound to one owner"`
-	Category        string `json:"category,omitempty" jsonschema:"only this category"`
-	Agent           string `json:"agent,omitempty" jsonschema:"only this agent's memories"`
-	Session         string `json:"session,omitempty" jsonschema:"only this session's memories"`
-	IncludeInactive bool   `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
-	IncludeExpired  bool   `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
-	Limit           int    `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
-	Cursor          string `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+	Owner           string         `json:"owner,omitempty" jsonschema:"the end user whose memories are listed; leave out when the token is bound to one owner"`
+	Category        string         `json:"category,omitempty" jsonschema:"only this category"`
+	Agent           string         `json:"agent,omitempty" jsonschema:"only this agent's memories"`
+	Session         string         `json:"session,omitempty" jsonschema:"only this session's memories"`
+	IncludeInactive bool           `json:"includeInactive,omitempty" jsonschema:"also deleted, expired and superseded memories"`
+	IncludeExpired  bool           `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
+	Limit           int            `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
+	Cursor          string         `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
+	Filter          map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata and tags match (the grammar of search_memory's filter)"`
 }
 
 type mcpDeleteArgs struct {
@@ -100,8 +106,12 @@ func (t tools) add(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error)
 	if err != nil {
 		return nil, err
 	}
-	return t.ops.add(ctx, memory.AddRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL})
+	metadata, err := mcpMetadata(a.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return t.ops.add(ctx, memory.AddRequest{Owner: owner, Metadata: metadata, Tags: a.Tags, Agent: a.Agent, Session: a.Session,
+		Source: src, Content: a.Content, Category: a.Category, Importance: a.Importance, TTL: a.TTL, Embedding: a.Embedding})
 }
 
 func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, error) {
@@ -109,8 +119,12 @@ func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, er
 	if err != nil {
 		return nil, err
 	}
+	filter, err := mcpFilter(a.Filter)
+	if err != nil {
+		return nil, err
+	}
 	return t.ops.search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
+		Query: a.Query, Vector: a.Vector, Filter: filter, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
 }
 
 func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {
@@ -118,8 +132,12 @@ func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error
 	if err != nil {
 		return nil, err
 	}
+	filter, err := mcpFilter(a.Filter)
+	if err != nil {
+		return nil, err
+	}
 	return t.ops.list(ctx, memory.ListRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor,
+		Category: a.Category, IncludeInactive: a.IncludeInactive, IncludeExpired: a.IncludeExpired, Limit: a.Limit, Cursor: a.Cursor, Filter: filter,
 		MaxBytes: t.answerBytes()})
 }
 

@@ -19,11 +19,17 @@ type addBody struct {
 	Category   string        `json:"category,omitempty"`
 	Importance int           `json:"importance,omitempty"`
 	TTL        string        `json:"ttl,omitempty"`
+	// Embedding is the client's own vector of Content.
+	Embedding []float32 `json:"embedding,omitempty"`
+	// Metadata (a JSON object, kept as sent: numbers exact) and Tags.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 }
 
 func (b addBody) request(owner string) memory.AddRequest {
 	return memory.AddRequest{Owner: owner, Agent: b.Agent, Session: b.Session, Source: b.Source,
-		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL}
+		Content: b.Content, Category: b.Category, Importance: b.Importance, TTL: b.TTL, Embedding: b.Embedding,
+		Metadata: b.Metadata, Tags: b.Tags}
 }
 
 // maxBatchItems bounds one batch: large enough for an import in pages, small
@@ -53,6 +59,11 @@ type updateBody struct {
 	Category   *string       `json:"category,omitempty"`
 	Importance *int          `json:"importance,omitempty"`
 	TTL        *string       `json:"ttl,omitempty"`
+	Embedding  []float32     `json:"embedding,omitempty"`
+	// Metadata replaces the memory's ({} clears it), Tags its tags ([]
+	// clears them).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 }
 
 type supersedeBody struct {
@@ -65,10 +76,12 @@ type searchBody struct {
 	Agent      string            `json:"agent,omitempty"`
 	Session    string            `json:"session,omitempty"`
 	Query      string            `json:"query"`
+	Vector     []float32         `json:"vector,omitempty"`
 	Mode       memory.SearchMode `json:"mode,omitempty"`
 	TopK       int               `json:"topK,omitempty"`
 	Categories []string          `json:"categories,omitempty"`
 	MinScore   float64           `json:"minScore,omitempty"`
+	Filter     *memory.Filter    `json:"filter,omitempty"`
 }
 
 // searchResponse is the answer of a search: its results within the byte

@@ -2,6 +2,7 @@ package write
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -250,7 +251,8 @@ const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN
 // the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,
 // $4 session, $5 source, $6 category, $7 content, $8 importance, $9 vector,
 // $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id,
-// $14 source session (the benchmark's raw side runs exactly this).
+// $14 source session, $15 metadata (jsonb; NULL: none), $16 tags (text[];
+// NULL: none) (the benchmark's raw side runs exactly this).
 //
 // The history row takes its values from the parameters, not from ins: on
 // Citus a CTE is run as a statement of its own, and an INSERT ... SELECT
@@ -260,8 +262,10 @@ const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN
 // runs on the transaction's one connection to the tenant's worker.
 func (s *Store) InsertQuery() string {
 	return `WITH ins AS (
-			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + Expiry("$11") + `, $14)
+			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session,
+				metadata, tags)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + Expiry("$11") + `, $14,
+				coalesce($15::jsonb, '{}'::jsonb), coalesce($16::text[], '{}'::text[]))
 			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
@@ -276,13 +280,14 @@ func (s *Store) insert(ctx context.Context, tx core.DBTX, p *Prepared, res *AddR
 // insertCommit inserts; with commit not nil it sends COMMIT in the same
 // round trip and sets *commit once the server has committed.
 func (s *Store) insertCommit(ctx context.Context, tx core.DBTX, p *Prepared, res *AddResult, commit *bool) (*AddResult, error) {
-	details := map[string]any{"similarity": res.Similarity}
+	details := labelDetails(map[string]any{"similarity": res.Similarity}, p)
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
 	args := []any{core.NewID(), p.Req.Owner, p.Req.Agent, p.Req.Session, string(p.Req.Source),
 		p.Req.Category, p.Content, p.Req.Importance, pgv.NewVector(p.Vec), FlagsOrEmpty(p.Flags),
-		s.ExpirySeconds(p.Req.Category, p.ttl), details, core.ActorID(ctx), p.Req.SourceSession}
+		s.ExpirySeconds(p.Req.Category, p.ttl), details, core.ActorID(ctx), p.Req.SourceSession,
+		MetadataParam(p.Req.Metadata), TagsParam(p.Req.Tags)}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares EvictAfter a round trip when under the cap.
 	var m Memory
@@ -359,8 +364,9 @@ func (s *Store) merge(ctx context.Context, tx core.DBTX, p *Prepared, nb *Neighb
 		source: p.Req.Source, actor: p.Req.Source, agent: p.Req.Agent, session: p.Req.Session,
 		sourceSession: p.Req.SourceSession, flags: p.Flags,
 		expiry: s.ExpirySeconds(category, p.ttl), action: string(action),
-		details: mergeDetails(map[string]any{"similarity": nb.Sim, "wasActive": nb.active}, nb, p),
-		owner:   p.Req.Owner,
+		details:  labelDetails(mergeDetails(map[string]any{"similarity": nb.Sim, "wasActive": nb.active}, nb, p), p),
+		owner:    p.Req.Owner,
+		metadata: p.Req.Metadata, tags: p.Req.Tags,
 	})
 	if err != nil {
 		return nil, err
@@ -385,6 +391,9 @@ type rewrite struct {
 	action         string
 	details        map[string]any
 	owner          string // the neighbour's, for its history row
+	// metadata and tags replace the row's when not nil (the write's).
+	metadata json.RawMessage
+	tags     []string
 }
 
 // rewrite updates the neighbour, which lockNeighbour has locked, and writes
@@ -397,6 +406,7 @@ func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewr
 				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
 				source_session = CASE WHEN $16::text <> '' THEN $16::text ELSE m.source_session END,
+				metadata = coalesce($18::jsonb, m.metadata), tags = coalesce($19::text[], m.tags),
 				active = true, deactivated_at = NULL, expires_at = ` + Expiry("$10") + `, updated_at = now()
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + s.sql.columns + `),
@@ -406,7 +416,7 @@ func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewr
 		SELECT * FROM upd`
 	m, err := s.UpdateAndPrune(ctx, tx, nb.ID, sql, nb.ID, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), FlagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.Content, w.details, core.ActorID(ctx),
-		string(w.actor), w.sourceSession, w.owner)
+		string(w.actor), w.sourceSession, w.owner, MetadataParam(w.metadata), TagsParam(w.tags))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// lockNeighbour holds the row: it cannot be gone. Were it, the
 		// history row is written already; fail the transaction.

@@ -206,8 +206,9 @@ func (s *Store) applyArbitration(ctx context.Context, tx core.DBTX, p *Prepared,
 			source: src, actor: p.Req.Source, agent: p.Req.Agent, session: p.Req.Session,
 			sourceSession: p.Req.SourceSession, flags: p.Flags,
 			expiry: s.ExpirySeconds(category, p.ttl), action: "arbiter-update",
-			details: mergeDetails(map[string]any{"similarity": nb.Sim, "incoming": p.Content}, nb, p),
-			owner:   p.Req.Owner,
+			details:  labelDetails(mergeDetails(map[string]any{"similarity": nb.Sim, "incoming": p.Content}, nb, p), p),
+			owner:    p.Req.Owner,
+			metadata: p.Req.Metadata, tags: p.Req.Tags,
 		})
 		if err != nil {
 			return nil, err

@@ -79,7 +79,9 @@ func (s *Store) hasWorkerAdd(ctx context.Context) (bool, error) {
 // batch of several writes (one transaction for the owner's run), no
 // add_memory (plain PostgreSQL), or a Neighbour to decide on.
 func (s *Store) addOnWorker(ctx context.Context, ps []*Prepared, plans []*Plan) ([]AddResult, error) {
-	if len(ps) != 1 || plans[0] != nil {
+	// add_memory (migration 15) predates metadata and tags: a write with
+	// either runs addInTx.
+	if len(ps) != 1 || plans[0] != nil || len(ps[0].Req.Metadata) > 0 || ps[0].Req.Tags != nil {
 		return nil, nil
 	}
 	if ok, err := s.hasWorkerAdd(ctx); err != nil || !ok {
@@ -91,7 +93,7 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*Prepared, plans []*Plan) 
 	}
 	p := ps[0]
 	res := AddResult{Redactions: p.redactions}
-	m, err := ScanMemory(s.core.Pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), &res.ownerRows, &res.Similarity)
+	m, err := scanMemory(s.core.Pool.QueryRow(ctx, s.workerAddQuery(), s.workerAddArgs(ctx, p, historyID)...), false, &res.ownerRows, &res.Similarity)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

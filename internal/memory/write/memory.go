@@ -14,7 +14,7 @@ import (
 // $LAST and $COUNT); ScanMemory reads them in this order.
 const memoryColumns = `m.id::text, m.owner_id, m.agent_id, m.session_id, m.source_session, m.source, m.category, m.content,
 	m.importance, m.flags, m.active, m.superseded_by::text, m.expires_at, m.created_at, m.updated_at,
-	$LAST, $COUNT`
+	$LAST, $COUNT, m.metadata, m.tags`
 
 // Columns are memoryColumns with the access statistics read from access
 // (the quoted memory_access table).
@@ -37,14 +37,31 @@ func LastAccess(access string) string {
 
 // ScanMemory scans Columns, then extra destinations.
 func ScanMemory(row pgx.Row, extra ...any) (Memory, error) {
+	return scanMemory(row, true, extra...)
+}
+
+// scanMemory scans Columns, without metadata and tags unless labels (the
+// columns of Citus's add_memory of migration 15, which predates them: its
+// rows have none), then extra destinations.
+func scanMemory(row pgx.Row, labels bool, extra ...any) (Memory, error) {
 	var m Memory
 	var superseded *string
 	var src string
+	var metadata []byte
 	dest := []any{&m.ID, &m.Owner, &m.Agent, &m.Session, &m.SourceSession, &src, &m.Category, &m.Content,
 		&m.Importance, &m.Flags, &m.Active, &superseded, &m.ExpiresAt, &m.CreatedAt, &m.UpdatedAt,
 		&m.LastAccessedAt, &m.AccessCount}
+	if labels {
+		dest = append(dest, &metadata, &m.Tags)
+	}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return Memory{}, err
+	}
+	if len(metadata) > 0 && string(metadata) != "{}" {
+		m.Metadata = metadata
+	}
+	if len(m.Tags) == 0 {
+		m.Tags = nil
 	}
 	m.Source = core.Source(src)
 	if superseded != nil {
@@ -90,6 +107,12 @@ func (m Memory) JSONBound() int {
 		core.TextBound(m.SupersededBy)
 	for _, f := range m.Flags {
 		n += core.TextBound(f) + 3
+	}
+	// The metadata is written as it is stored, HTML characters escaped:
+	// at most 6 bytes a byte, as a text.
+	n += core.TextBound(string(m.Metadata))
+	for _, t := range m.Tags {
+		n += core.TextBound(t) + 3
 	}
 	return n
 }

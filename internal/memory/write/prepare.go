@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/modelapi"
@@ -45,6 +46,11 @@ func (s *Store) Prepare(req AddRequest, fe *core.FieldErrors) (*Prepared, error)
 	p.Req.Importance = fe.Importance(req.Importance)
 	p.ttl = fe.TTL(req.TTL)
 	fe.Text("content", req.Content, core.RawContentLimit(s.core.Policy.Limits.MaxContentBytes))
+	if req.Embedding != nil {
+		fe.Vector("embedding", req.Embedding, s.core.Embedder.Dimensions())
+	}
+	p.Req.Metadata = fe.Metadata("metadata", req.Metadata)
+	fe.Tags("tags", req.Tags)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
@@ -59,6 +65,9 @@ func (s *Store) Prepare(req AddRequest, fe *core.FieldErrors) (*Prepared, error)
 		return nil, err
 	}
 	p.Content, p.redactions, p.Flags = c.Text, c.Redactions, c.Flags
+	if req.Embedding != nil {
+		p.Vec = slices.Clone(req.Embedding) // the caller's slice stays the caller's
+	}
 	return p, nil
 }
 
@@ -69,20 +78,32 @@ func (s *Store) Clean(field, raw string, fe *core.FieldErrors) (core.Cleaned, er
 	return s.core.CleanWithin(field, raw, s.core.Policy.Limits.MaxContentBytes, fe)
 }
 
-// EmbedAll embeds the content of every prepared write in one call.
+// EmbedAll embeds, in one call, the content of every prepared write that
+// has no vector yet: a write whose client sent its own embedding
+// (AddRequest.Embedding) keeps it, and when every write has one the
+// embedder is not called at all.
 func (s *Store) EmbedAll(ctx context.Context, ps []*Prepared) error {
-	texts := make([]string, len(ps))
-	for i, p := range ps {
+	var need []*Prepared
+	for _, p := range ps {
+		if p.Vec == nil {
+			need = append(need, p)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	texts := make([]string, len(need))
+	for i, p := range need {
 		texts[i] = p.Content
 	}
 	vecs, err := s.core.Embedder.Embed(ctx, texts)
 	if err != nil {
 		return fmt.Errorf("embedding: %w", err)
 	}
-	if len(vecs) != len(ps) {
-		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", modelapi.ErrUpstream, len(vecs), len(ps))
+	if len(vecs) != len(need) {
+		return fmt.Errorf("%w: embedder returned %d vectors for %d texts", modelapi.ErrUpstream, len(vecs), len(need))
 	}
-	for i, p := range ps {
+	for i, p := range need {
 		p.Vec = vecs[i]
 	}
 	return nil

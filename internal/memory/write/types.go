@@ -1,6 +1,7 @@
 package write
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -28,6 +29,11 @@ type Memory struct {
 	UpdatedAt      time.Time   `json:"updatedAt"`
 	LastAccessedAt *time.Time  `json:"lastAccessedAt,omitempty"`
 	AccessCount    int64       `json:"accessCount"`
+	// Metadata is the client's JSON object about the memory (nil: none);
+	// Tags its set of labels (nil: none). Both are data, never shown to
+	// another owner.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 	// Withheld: the injection guard flagged the memory and the caller is
 	// agent-facing (an agent token, or MCP), so its content is left out
 	// (empty); everything else is as stored. Set by the API only.
@@ -48,6 +54,15 @@ type AddRequest struct {
 	Importance int `json:"importance,omitempty"`
 	// TTL overrides the category's ttl for this memory ("7d"; "0" = never).
 	TTL string `json:"ttl,omitempty"`
+	// Embedding is the client's own vector of Content (the runtime's
+	// dimensions, finite, not all zeros): when set, the embedder is not
+	// called for this write, and dedup compares this vector.
+	Embedding []float32 `json:"embedding,omitempty"`
+	// Metadata (a JSON object) and Tags (a set of strings) of the memory,
+	// within the limits of core/labels.go. A write that merges into an
+	// existing memory replaces its metadata (tags) when it has any.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Tags     []string        `json:"tags,omitempty"`
 	// OwnerOnly: the write may reach this owner only, never the tenant-wide
 	// (global) memories every owner's prompt shows — set for a credential
 	// bound to one owner and for facts extracted from a conversation. A

@@ -59,12 +59,21 @@ function memoryRow(owner, m, reload) {
   const del = h('button', { type: 'button', class: 'danger', 'data-id': m.id, 'aria-label': 'Delete memory: ' + m.content.slice(0, 60) }, 'Delete');
   del.addEventListener('click', () => deleteMemory(owner, m, reload));
   return h('tr', { 'data-id': m.id },
-    h('td', { class: 'content' }, m.content, m.flags ? h('span', { class: 'flag' }, ' [' + m.flags.join(', ') + ']') : null),
+    h('td', { class: 'content' }, m.content, m.flags ? h('span', { class: 'flag' }, ' [' + m.flags.join(', ') + ']') : null,
+      labels(m)),
     h('td', {}, m.category), h('td', {}, m.agent || ''), h('td', {}, m.session || ''), h('td', {}, m.source),
     h('td', { class: 'num' }, m.importance), h('td', {}, stateText), h('td', {}, when(m.createdAt)),
     h('td', { class: 'actions' },
       h('a', { href: ownerHash(owner, 'm', m.id), 'aria-label': 'History of: ' + m.content.slice(0, 60) }, 'History'),
       m.active ? del : null));
+}
+
+// labels shows a memory's tags and metadata (client data: set as text).
+function labels(m) {
+  if (!m.tags && !m.metadata) return null;
+  return h('div', { class: 'labels' },
+    m.tags ? m.tags.map((t) => h('span', { class: 'tag' }, t)) : null,
+    m.metadata ? h('code', { class: 'metadata', title: 'metadata' }, JSON.stringify(m.metadata)) : null);
 }
 
 // deleteMemory asks for confirmation, then soft-deletes through the API;

@@ -1,0 +1,181 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of a memory's metadata and tags (docs/api.md, "Metadata and
+// tags"). Both are tenant and agent input: bounded here, stored through
+// parameters only, and read back as data.
+const (
+	// MaxMetadataBytes bounds the metadata's compact JSON.
+	MaxMetadataBytes = 4096
+	// MaxMetadataKeys bounds the keys of all its objects together.
+	MaxMetadataKeys = 64
+	// MaxMetadataDepth bounds the nesting: the metadata object itself is
+	// depth 1, an object or array in it depth 2, and so on.
+	MaxMetadataDepth = 4
+	// MaxMetadataKeyBytes bounds one key.
+	MaxMetadataKeyBytes = 128
+	// MaxTags bounds the tags of one memory; MaxTagBytes one tag.
+	MaxTags     = 20
+	MaxTagBytes = 64
+)
+
+// Metadata checks a memory's metadata (a JSON object) and returns its
+// compact form; nil when absent or JSON null (an update then leaves the
+// metadata as it is; {} clears it). Refused: anything but an object, more than the limits, a
+// NUL character (PostgreSQL's jsonb cannot hold it) or a control
+// character in a key, and a number beyond float64.
+func (f *FieldErrors) Metadata(field string, raw json.RawMessage) json.RawMessage {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return nil
+	}
+	// The raw text may hold whitespace the compact form drops; past this
+	// it is not parsed at all.
+	if len(trimmed) > 4*MaxMetadataBytes {
+		f.Add(field, "is %d bytes, more than the limit of %d", len(trimmed), MaxMetadataBytes)
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		f.Add(field, "must be a JSON object")
+		return nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		f.Add(field, "must be a JSON object, not %s", jsonKind(v))
+		return nil
+	}
+	w := metadataWalk{f: f, field: field}
+	if !w.walk(obj, 1) {
+		return nil
+	}
+	if w.keys > MaxMetadataKeys {
+		f.Add(field, "has %d keys, more than the limit of %d", w.keys, MaxMetadataKeys)
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		f.Add(field, "must be a JSON object")
+		return nil
+	}
+	if buf.Len() > MaxMetadataBytes {
+		f.Add(field, "is %d bytes, more than the limit of %d", buf.Len(), MaxMetadataBytes)
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// metadataWalk checks the values of a metadata object and counts its keys.
+type metadataWalk struct {
+	f     *FieldErrors
+	field string
+	keys  int
+}
+
+// walk checks v at depth and below; false once it added an error.
+func (w *metadataWalk) walk(v any, depth int) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth > MaxMetadataDepth {
+			w.f.Add(w.field, "nests deeper than the limit of %d levels", MaxMetadataDepth)
+			return false
+		}
+		w.keys += len(x)
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if !w.key(k) || !w.walk(x[k], depth+1) {
+				return false
+			}
+		}
+	case []any:
+		if depth > MaxMetadataDepth {
+			w.f.Add(w.field, "nests deeper than the limit of %d levels", MaxMetadataDepth)
+			return false
+		}
+		for _, e := range x {
+			if !w.walk(e, depth+1) {
+				return false
+			}
+		}
+	case string:
+		if strings.ContainsRune(x, 0) {
+			w.f.Add(w.field, "holds a string with the NUL character (\\u0000), which cannot be stored")
+			return false
+		}
+	case json.Number:
+		if fl, err := strconv.ParseFloat(string(x), 64); err != nil || math.IsInf(fl, 0) {
+			w.f.Add(w.field, "holds the number %.20s, beyond the range of a float64", string(x))
+			return false
+		}
+	}
+	return true
+}
+
+// key checks one object key.
+func (w *metadataWalk) key(k string) bool {
+	switch {
+	case k == "":
+		w.f.Add(w.field, "has an empty key")
+	case len(k) > MaxMetadataKeyBytes:
+		w.f.Add(w.field, "has a key of %d bytes, more than the limit of %d", len(k), MaxMetadataKeyBytes)
+	case strings.IndexFunc(k, unicodeControl) >= 0:
+		w.f.Add(w.field, "has a key with a control character")
+	default:
+		return true
+	}
+	return false
+}
+
+func unicodeControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
+}
+
+// Tags checks a memory's tags: at most MaxTags distinct strings of 1 to
+// MaxTagBytes bytes of valid UTF-8 without control characters or
+// surrounding spaces. nil (absent) and the empty list pass and mean none.
+func (f *FieldErrors) Tags(field string, tags []string) {
+	if len(tags) > MaxTags {
+		f.Add(field, "has %d tags, more than the limit of %d", len(tags), MaxTags)
+		return
+	}
+	for i, t := range tags {
+		name := field + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case strings.TrimSpace(t) == "":
+			f.Add(name, "must not be blank")
+		case t != strings.TrimSpace(t):
+			f.Add(name, "must not start or end with a space")
+		case !utf8.ValidString(t):
+			f.Add(name, "must be valid UTF-8")
+		case len(t) > MaxTagBytes:
+			f.Add(name, "is %d bytes, more than the limit of %d", len(t), MaxTagBytes)
+		case strings.IndexFunc(t, unicodeControl) >= 0:
+			f.Add(name, "must not hold control characters")
+		case slices.Index(tags, t) < i:
+			f.Add(name, "%q is given twice: tags are a set", t)
+		}
+	}
+}
