@@ -63,7 +63,8 @@ func seedRich(t *testing.T, f *fixture, n int) {
 		t.Fatal(err)
 	}
 	f.add(AddRequest{Owner: "bob", Content: "Bob is allergic to peanuts", Category: "identity", Source: SourceUser})
-	f.add(AddRequest{Owner: "bob", Content: "Bob works on the billing service", Category: "project"})
+	f.add(AddRequest{Owner: "bob", Content: "Bob works on the billing service", Category: "project",
+		Metadata: json.RawMessage(`{"team":"billing","since":2021}`), Tags: []string{"work", "billing"}})
 	f.add(AddRequest{Owner: "alice", Content: "The company holiday is on 1 May", Category: "org", Source: SourceSystem})
 
 	f.seedMessages("alice", "long", 1500)
@@ -203,6 +204,9 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	if kinds[portable.KindMemory] < 2000+3 { // alice's 2,000, bob's 2, the tenant-wide one
 		t.Errorf("%d memories exported", kinds[portable.KindMemory])
+	}
+	if !strings.Contains(string(one), `"metadata" : {"team": "billing", "since": 2021}, "tags" : ["work","billing"]`) {
+		t.Error("the export lost a memory's metadata and tags")
 	}
 
 	b := newFixture(t, withGlobalCategory(), inDatabaseOf(a))

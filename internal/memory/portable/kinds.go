@@ -67,7 +67,8 @@ func specs(schema string) []kindSpec {
 			ownerCol: `x.owner_id`, keyCols: []string{`x.id`}, keyTypes: []string{`uuid`},
 			fields: `'id', x.id, 'agentId', x.agent_id, 'sessionId', x.session_id, 'sourceSession', x.source_session,
 				'source', x.source, 'category', x.category, 'content', x.content, 'importance', x.importance,
-				'flags', x.flags, 'active', x.active, 'supersededBy', x.superseded_by, 'expiresAt', x.expires_at,
+				'flags', x.flags, 'metadata', x.metadata, 'tags', x.tags,
+				'active', x.active, 'supersededBy', x.superseded_by, 'expiresAt', x.expires_at,
 				'createdAt', x.created_at, 'updatedAt', x.updated_at, 'deactivatedAt', x.deactivated_at,
 				'accessCount', x.access_count, 'lastAccessedAt', x.last_accessed_at,
 				'access', CASE WHEN a.memory_id IS NULL THEN NULL

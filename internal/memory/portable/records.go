@@ -121,27 +121,31 @@ type accessRec struct {
 }
 
 type memoryRec struct {
-	Kind           string     `json:"kind"`
-	Owner          string     `json:"owner"`
-	ID             string     `json:"id"`
-	AgentID        string     `json:"agentId"`
-	SessionID      string     `json:"sessionId"`
-	SourceSession  string     `json:"sourceSession"`
-	Source         string     `json:"source"`
-	Category       string     `json:"category"`
-	Content        string     `json:"content"`
-	Importance     int64      `json:"importance"`
-	Flags          []string   `json:"flags"`
-	Active         bool       `json:"active"`
-	SupersededBy   *string    `json:"supersededBy"`
-	ExpiresAt      *time.Time `json:"expiresAt"`
-	CreatedAt      time.Time  `json:"createdAt"`
-	UpdatedAt      time.Time  `json:"updatedAt"`
-	DeactivatedAt  *time.Time `json:"deactivatedAt"`
-	AccessCount    int64      `json:"accessCount"`
-	LastAccessedAt *time.Time `json:"lastAccessedAt"`
-	Access         *accessRec `json:"access"`
-	Embedding      []float32  `json:"embedding,omitempty"`
+	Kind          string   `json:"kind"`
+	Owner         string   `json:"owner"`
+	ID            string   `json:"id"`
+	AgentID       string   `json:"agentId"`
+	SessionID     string   `json:"sessionId"`
+	SourceSession string   `json:"sourceSession"`
+	Source        string   `json:"source"`
+	Category      string   `json:"category"`
+	Content       string   `json:"content"`
+	Importance    int64    `json:"importance"`
+	Flags         []string `json:"flags"`
+	// Metadata and Tags are absent in files written before they existed
+	// (issue 31): they then import as none.
+	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	Tags           []string        `json:"tags,omitempty"`
+	Active         bool            `json:"active"`
+	SupersededBy   *string         `json:"supersededBy"`
+	ExpiresAt      *time.Time      `json:"expiresAt"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	UpdatedAt      time.Time       `json:"updatedAt"`
+	DeactivatedAt  *time.Time      `json:"deactivatedAt"`
+	AccessCount    int64           `json:"accessCount"`
+	LastAccessedAt *time.Time      `json:"lastAccessedAt"`
+	Access         *accessRec      `json:"access"`
+	Embedding      []float32       `json:"embedding,omitempty"`
 }
 
 type historyRec struct {

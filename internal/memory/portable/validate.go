@@ -180,6 +180,8 @@ func (c checker) memory(r *memoryRec) {
 	if r.Importance < 1 || r.Importance > 10 {
 		c.add("importance", "must be within 1..10")
 	}
+	r.Metadata = c.fe.Metadata("metadata", r.Metadata) // its compact form, the engine's limits
+	c.fe.Tags("tags", r.Tags)
 	c.optUUID("supersededBy", r.SupersededBy)
 	if r.SupersededBy != nil && *r.SupersededBy == r.ID {
 		c.add("supersededBy", "must not be the memory itself")

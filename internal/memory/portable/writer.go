@@ -7,6 +7,7 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // batchRows is how many statements one round trip of an import carries.
@@ -270,12 +271,13 @@ func (w *ownerWriter) memories(ctx context.Context) error {
 		v := r.value.(*memoryRec)
 		if err := w.queue(ctx, KindMemory, `INSERT INTO `+w.t("memories")+` (id, owner_id, agent_id, session_id,
 			source_session, source, category, content, importance, embedding, flags, active, expires_at,
-			created_at, updated_at, deactivated_at, access_count, last_accessed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+			created_at, updated_at, deactivated_at, access_count, last_accessed_at, metadata, tags)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+				COALESCE($19::jsonb, '{}'::jsonb), COALESCE($20::text[], '{}'::text[]))
 			ON CONFLICT DO NOTHING`,
 			v.ID, w.g.owner, v.AgentID, v.SessionID, v.SourceSession, v.Source, v.Category, v.Content,
 			v.Importance, vec(v.Embedding), flags(v.Flags), v.Active, v.ExpiresAt, v.CreatedAt, v.UpdatedAt,
-			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt); err != nil {
+			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt, write.MetadataParam(v.Metadata), write.TagsParam(v.Tags)); err != nil {
 			return err
 		}
 	}
