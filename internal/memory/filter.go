@@ -179,12 +179,12 @@ func (b *filterBuilder) metadataValues(field, key string, values []json.RawMessa
 	parts := make([]string, 0, len(values))
 	for i, v := range values {
 		if !scalar(v) {
-			b.fe.Add(elem(field, i, len(values)), "must be a string, number or boolean")
+			b.fe.Add(elem(field, i), "must be a string, number or boolean")
 			return ""
 		}
 		doc, err := json.Marshal(map[string]json.RawMessage{key: bytes.TrimSpace(v)})
 		if err != nil {
-			b.fe.Add(elem(field, i, len(values)), "must be a string, number or boolean")
+			b.fe.Add(elem(field, i), "must be a string, number or boolean")
 			return ""
 		}
 		parts = append(parts, "m.metadata @> "+b.a.Add(string(doc))+"::jsonb")
@@ -198,7 +198,7 @@ func (b *filterBuilder) tagValues(field string, values []json.RawMessage) string
 	for i, v := range values {
 		var t string
 		if err := json.Unmarshal(v, &t); err != nil || t == "" || len(t) > core.MaxTagBytes {
-			b.fe.Add(elem(field, i, len(values)), "must be a tag: a string of 1 to %d bytes", core.MaxTagBytes)
+			b.fe.Add(elem(field, i), "must be a tag: a string of 1 to %d bytes", core.MaxTagBytes)
 			return ""
 		}
 		tags = append(tags, t)
@@ -234,7 +234,7 @@ func scalar(v json.RawMessage) bool {
 }
 
 // elem names value i of field: field itself for an eq, field[i] for an in.
-func elem(field string, i, n int) string {
+func elem(field string, i int) string {
 	if strings.HasSuffix(field, ".eq") {
 		return field
 	}

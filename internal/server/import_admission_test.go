@@ -21,22 +21,22 @@ func TestImportBodyLimitIsTheImportersOnly(t *testing.T) {
 		args:   []string{"--max-body-bytes=65536", "--max-import-bytes=4194304", "--body-timeout=3s", "--request-timeout=5s"},
 		tokens: []string{agent + " role=agent owner=mallory name=mallory", ops + " role=admin name=ops"}})
 	answers := make(chan *http.Response, 4)
-	wait := func(what string) *http.Response {
+	wait := func(what string) int { // readAnswer closed the body
 		t.Helper()
 		select {
 		case resp := <-answers:
-			return resp
+			return resp.StatusCode
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%s: no answer after 20 s", what)
-			return nil
+			return 0
 		}
 	}
 
 	// An agent's upload of 2 MB to the import path: refused unread, as any
 	// body over --max-body-bytes.
 	oversizeRequest(t, srv, agent, importPath, nil, answers)
-	if resp := wait("the agent's upload"); resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("an agent's 2 MB upload to %s: %d, want 413 (its limit is --max-body-bytes)", importPath, resp.StatusCode)
+	if status := wait("the agent's upload"); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("an agent's 2 MB upload to %s: %d, want 413 (its limit is --max-body-bytes)", importPath, status)
 	}
 
 	// The admin's import of 2 MB is read (its limit is 4 MiB); while its
@@ -49,7 +49,7 @@ func TestImportBodyLimitIsTheImportersOnly(t *testing.T) {
 	if second.status != http.StatusTooManyRequests || !strings.Contains(string(second.body), "problems/overloaded") {
 		t.Fatalf("a second import while one is read: %d %s, want the overloaded problem", second.status, second.body)
 	}
-	if resp := wait("the held import"); resp.StatusCode == http.StatusRequestEntityTooLarge {
+	if status := wait("the held import"); status == http.StatusRequestEntityTooLarge {
 		t.Fatalf("the admin's 2 MB import was refused as too large: its limit is --max-import-bytes")
 	}
 	// Its body timed out: the slot is free again.
