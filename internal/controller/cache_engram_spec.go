@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -10,7 +8,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -60,31 +57,4 @@ func specOverBound(obj client.Object) (held int, over bool) {
 	}
 	held, _ = strconv.Atoi(v)
 	return held, true
-}
-
-// specOverBoundMessage is what Ready says of an object over the bound.
-func specOverBoundMessage(held int) string {
-	return fmt.Sprintf("the object holds about %d KiB; the operator reads at most %d KiB of one and changes nothing for it until it is shortened: shorten spec.service.affinity, tolerations, nodeSelector or the selectors (docs/security.md)",
-		held>>10, maxEngramHeldBytes>>10)
-}
-
-// readyConditioned is an Engram object whose Ready condition a reconciler sets.
-type readyConditioned interface {
-	conditioned
-	SetCondition(condType string, ok bool, reason, message string)
-}
-
-// refuseSpecOverBound, at the start of a reconcile, sets Ready=False on an
-// object the cache keeps without its spec (specOverBoundCopy), and reports
-// whether it did: the reconcile then ends without touching anything the
-// object owns (never applying defaults from the empty spec, never
-// deleting), until a shorter spec brings the whole object back.
-func refuseSpecOverBound[T readyConditioned](ctx context.Context, c client.Client, obj T, status func(T) any) (bool, error) {
-	held, over := specOverBound(obj)
-	if !over {
-		return false, nil
-	}
-	orig := obj.DeepCopyObject().(T)
-	obj.SetCondition(memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonSpecTooLarge, specOverBoundMessage(held))
-	return true, patchStatus(ctx, c, orig, obj, status)
 }
