@@ -63,6 +63,9 @@ const (
 	ReasonNotPaused = "NotPaused"
 	// ReasonDeleting: the object is being deleted and the finalizer runs.
 	ReasonDeleting = "Deleting"
+	// ReasonSpecTooLarge: the object is larger than the operator reads
+	// (docs/security.md); it changes nothing for it until it is shortened.
+	ReasonSpecTooLarge = "SpecTooLarge"
 
 	// ReasonConnectionSecretNotFound: the admin connection Secret does not exist.
 	ReasonConnectionSecretNotFound = "ConnectionSecretNotFound"

@@ -102,6 +102,9 @@ type DatabaseSpec struct {
 	// never moves it. An empty selector selects every MemoryDatabase.
 	// Changing the selector later does not move a placed tenant.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="spec.database.databaseSelector.matchLabels may hold at most 64 labels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="spec.database.databaseSelector.matchExpressions may hold at most 16 expressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="each spec.database.databaseSelector.matchExpressions entry may list at most 64 values"
 	DatabaseSelector *metav1.LabelSelector `json:"databaseSelector,omitempty"`
 
 	// Schema is the PostgreSQL schema of the tenant. Default: derived from
@@ -223,6 +226,7 @@ type ServiceSpec struct {
 
 	// Resources of the memory service container.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16) && (!has(self.claims) || size(self.claims) <= 16)",message="spec.service.resources may name at most 16 limits, 16 requests and 16 claims"
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// Port the memory service listens on and the Service exposes.
@@ -246,6 +250,7 @@ type ServiceSpec struct {
 	// NodeSelector of the memory service pods and of the maintenance job
 	// pods of this runtime.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
 	// Tolerations of the memory service pods and of the maintenance job

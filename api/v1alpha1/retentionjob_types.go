@@ -52,6 +52,9 @@ type RetentionJobSpec struct {
 	// RuntimeSelector selects MemoryRuntimes in the same namespace by label;
 	// each gets its own CronJob.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="spec.runtimeSelector.matchLabels may hold at most 64 labels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="spec.runtimeSelector.matchExpressions may hold at most 16 expressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="each spec.runtimeSelector.matchExpressions entry may list at most 64 values"
 	RuntimeSelector *metav1.LabelSelector `json:"runtimeSelector,omitempty"`
 
 	// Schedule in 5-field cron format ("minute hour day-of-month month
@@ -124,6 +127,7 @@ type RetentionJobSpec struct {
 	// 128Mi memory, limit 512Mi memory (no CPU limit). Given here, they
 	// replace the default as a whole.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16) && (!has(self.claims) || size(self.claims) <= 16)",message="spec.resources may name at most 16 limits, 16 requests and 16 claims"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 

@@ -23,13 +23,13 @@ func cachedSize(t *testing.T, obj client.Object) (int, client.Object) {
 		t.Fatal(err)
 	}
 	kept := got.(client.Object)
-	return encodedSizeOf(t, kept), kept
+	return heldSizeOf(t, kept), kept
 }
 
 // MEDIUM 2 of issue 26's fourteenth review: a team can add to the
 // operator's own objects (a key, labels, annotations, field managers), and
 // the cache kept them whole with every addition. Now what the operator
-// does not write is cut (others' annotations, managed fields), and an
+// does not write is cut (others' annotations and labels, managed fields), and an
 // object still over the cap is a stub.
 func TestCacheKeepsTheOperatorsObjectsWithinTheCapWhateverIsAdded(t *testing.T) {
 	big := strings.Repeat("x", 256<<10)
@@ -47,8 +47,8 @@ func TestCacheKeepsTheOperatorsObjectsWithinTheCapWhateverIsAdded(t *testing.T) 
 		for i := range 12_000 {
 			labels[fmt.Sprintf("l%08d", i)] = strings.Repeat("v", 63)
 		}
-		if n, kept := cachedSize(t, labelled); !isCacheStub(kept) || n > maxStubBytes {
-			t.Errorf("%s with 12000 labels: kept %d bytes (stub %v), want a stub", name, n, isCacheStub(kept))
+		if n, kept := cachedSize(t, labelled); n > maxWholeObjectBytes || len(kept.GetLabels()) != len(obj.GetLabels()) {
+			t.Errorf("%s with 12000 labels: kept %d bytes and %d labels, want Engram's %d", name, n, len(kept.GetLabels()), len(obj.GetLabels()))
 		}
 	}
 }

@@ -51,14 +51,17 @@ func keepEngramAnnotations(in any) (any, error) {
 			droppedLabels, droppedAnnotations, maxEngramLabels, maxEngramMetadataBytes)
 	}
 	obj.SetAnnotations(annotations)
+	if heldBytes(obj, maxEngramHeldBytes) > maxEngramHeldBytes {
+		return specOverBoundCopy(obj), nil
+	}
 	return obj, nil
 }
 
 // isOperatorAnnotation: the operator's annotations, not the marks only its
 // cache sets (which no one may set for it).
 func isOperatorAnnotation(k string) bool {
-	return strings.HasPrefix(k, naming.AnnotationPrefix) &&
-		k != naming.AnnotationCacheStub && k != naming.AnnotationMetadataOverBound
+	return strings.HasPrefix(k, naming.AnnotationPrefix) && k != naming.AnnotationCacheStub &&
+		k != naming.AnnotationMetadataOverBound && k != naming.AnnotationSpecOverBound
 }
 
 // keepWithin keeps, in key order, the entries of m that pass keep, at most

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -19,17 +20,14 @@ import (
 	"github.com/engram-dev/engram/internal/naming"
 )
 
-// maxStubBytes is what a stub may cost, encoded, whoever wrote the object.
-const maxStubBytes = 4 << 10
+// maxStubBytes is what a stub may hold in memory (heldBytes), whoever
+// wrote the object.
+const maxStubBytes = 8 << 10 // a Job's struct alone is about 4 KiB
 
-// encodedSizeOf is the protobuf size of a Kubernetes object.
-func encodedSizeOf(t *testing.T, obj client.Object) int {
+// heldSizeOf is the memory obj holds, as the cache estimates it.
+func heldSizeOf(t *testing.T, obj client.Object) int {
 	t.Helper()
-	s, ok := obj.(interface{ Size() int })
-	if !ok {
-		t.Fatalf("%T has no protobuf size", obj)
-	}
-	return s.Size()
+	return heldBytes(obj, math.MaxInt)
 }
 
 // adversarialMeta fills obj's metadata the way a tenant can: the longest
@@ -109,7 +107,7 @@ func TestCacheStubIsBoundedWhoeverWroteTheObject(t *testing.T) {
 		for _, obj := range adversarialObjects() {
 			adversarialMeta(obj, ref)
 			stub := ownershipStub(obj)
-			if n := encodedSizeOf(t, stub); n > maxStubBytes {
+			if n := heldSizeOf(t, stub); n > maxStubBytes {
 				t.Errorf("%s, %T: the stub costs %d bytes, want at most %d", what, obj, n, maxStubBytes)
 			}
 			if len(stub.GetOwnerReferences()) != 0 {
@@ -129,7 +127,7 @@ func TestCacheStubKeepsAControllerReferenceWithinBounds(t *testing.T) {
 	for _, obj := range adversarialObjects() {
 		adversarialMeta(obj, runtimeOwnerRef(rt))
 		stub := ownershipStub(obj)
-		if n := encodedSizeOf(t, stub); n > maxStubBytes {
+		if n := heldSizeOf(t, stub); n > maxStubBytes {
 			t.Errorf("%T: the stub costs %d bytes, want at most %d", obj, n, maxStubBytes)
 		}
 		if err := checkOwned("Object", stub, runtimeOwnerRef(rt)); err != nil {
@@ -161,7 +159,7 @@ func TestCacheKeepsEveryJobAsAStub(t *testing.T) {
 	foreign.Status = adversarialJobStatus(big)
 
 	got, _ := keepOwnedWhole(foreign)
-	if n := encodedSizeOf(t, got.(client.Object)); n > maxStubBytes {
+	if n := heldSizeOf(t, got.(client.Object)); n > maxStubBytes {
 		t.Errorf("a Job of a CronJob with a %d-byte pod template: the cache keeps %d bytes, want at most %d", len(big), n, maxStubBytes)
 	}
 	got, _ = keepOwnedWhole(own.DeepCopy())

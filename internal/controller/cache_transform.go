@@ -22,8 +22,8 @@ import (
 // transform for those kinds: an object is kept whole only when it looks
 // written by the operator (its controller is a MemoryRuntime or a
 // RetentionJob, and its name and labels are the ones the operator gives
-// that owner's object of that kind), without managed fields and others'
-// annotations, and only below maxWholeObjectBytes. Anything else, and
+// that owner's object of that kind), without managed fields, others'
+// annotations and others' labels, and only below maxWholeObjectBytes. Anything else, and
 // every Job, is cut to a stub (cache_stub.go), which is all the ownership
 // check needs to refuse it, as it always did; how many objects a team may
 // create is a ResourceQuota's to bound (docs/security.md).
@@ -91,27 +91,24 @@ func keepOwnedWhole(in any) (any, error) {
 	if a := obj.GetAnnotations(); len(operatorAnnotationsOnly(a)) != len(a) {
 		obj.SetAnnotations(operatorAnnotationsOnly(a))
 	}
-	if encodedSize(obj) > maxWholeObjectBytes {
+	// The operator writes and compares (matches) only Engram's labels.
+	if l := obj.GetLabels(); len(engramLabelsOnly(l)) != len(l) {
+		obj.SetLabels(engramLabelsOnly(l))
+	}
+	if heldBytes(obj, maxWholeObjectBytes) > maxWholeObjectBytes {
 		return ownershipStub(obj), nil
 	}
 	return obj, nil
 }
 
-// maxWholeObjectBytes is the most an object kept whole may cost, encoded:
-// the operator's own objects are a few KiB (5 KiB at most in
-// testdata/golden), so this leaves room for a large policy in a ConfigMap
-// while a name and owner, which a team can forge, buy at most this much.
+// maxWholeObjectBytes is the most an object kept whole may hold in memory
+// (heldBytes, cache_held.go; not its encoding, which a map of many empty
+// entries makes 6–10 times smaller): the operator's own objects hold a few
+// KiB, so this leaves room for a large policy in a ConfigMap while a name
+// and owner, which a team can forge, buy at most this much.
 // An object over it (one of the operator's that someone added to) is kept
 // as a stub, and the applier reads it from the API server (getWhole).
 const maxWholeObjectBytes = 64 << 10
-
-// encodedSize is obj's protobuf size; every kind the cache transforms has one.
-func encodedSize(obj client.Object) int {
-	if s, ok := obj.(interface{ Size() int }); ok {
-		return s.Size()
-	}
-	return maxWholeObjectBytes + 1
-}
 
 // operatorAnnotationsOnly keeps the annotations the operator writes
 // (memory.engram.dev/...; the applier compares applied-hash, the

@@ -28,7 +28,7 @@ func TestCacheKeepsWholeEveryObjectTheOperatorWrites(t *testing.T) {
 		if !equality.Semantic.DeepEqual(got, want) {
 			t.Errorf("%s: the operator's own object was changed in the cache", name)
 		}
-		if n := encodedSize(obj); n > maxWholeObjectBytes/8 {
+		if n := heldSizeOf(t, obj); n > maxWholeObjectBytes/4 {
 			t.Errorf("%s: %d bytes, too close to the cache's cap of %d", name, n, maxWholeObjectBytes)
 		}
 	}

@@ -50,6 +50,9 @@ func (r *MemoryDatabaseReconciler) Reconcile(ctx context.Context, req reconcile.
 	if !db.DeletionTimestamp.IsZero() {
 		return doneResult(), nil
 	}
+	if over, err := refuseSpecOverBound(ctx, r.client, db, func(o *memoryv1alpha1.MemoryDatabase) any { return o.Status }); over {
+		return doneResult(), err
+	}
 	orig := db.DeepCopy()
 	var f databaseFacts
 	defer func() {

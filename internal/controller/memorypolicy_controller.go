@@ -30,6 +30,9 @@ func (r *MemoryPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
 		return doneResult(), client.IgnoreNotFound(err)
 	}
+	if over, err := refuseSpecOverBound(ctx, r.client, p, func(o *memoryv1alpha1.MemoryPolicy) any { return o.Status }); over {
+		return doneResult(), err
+	}
 	orig := p.DeepCopy()
 	var f policyFacts
 	defer func() {

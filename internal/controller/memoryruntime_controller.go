@@ -161,6 +161,9 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
 		return doneResult(), client.IgnoreNotFound(err)
 	}
+	if over, err := refuseSpecOverBound(ctx, r.client, rt, runtimeStatus); over {
+		return doneResult(), err
+	}
 	// Before anything is written (the status patch below): a namespace
 	// whose other runtime holds a worker waits for it without holding one.
 	if !r.slots.take(req.NamespacedName) {
@@ -180,7 +183,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		deriveRuntimeStatus(rt, s.facts)
 		noteMetadataOverBound(rt)
 		res = withPriority(res, queuePriority(rt, s.facts)) // queue_priority.go
-		perr := patchStatus(ctx, r.client, orig, rt, func(o *memoryv1alpha1.MemoryRuntime) any { return o.Status })
+		perr := patchStatus(ctx, r.client, orig, rt, runtimeStatus)
 		r.rememberDBReady(rt, perr)
 		retErr = errors.Join(retErr, perr)
 	}()
@@ -327,3 +330,6 @@ func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj
 	}
 	return err == nil, err
 }
+
+// runtimeStatus is what a status patch of a runtime compares.
+func runtimeStatus(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }

@@ -58,6 +58,9 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	if err := r.client.Get(ctx, req.NamespacedName, rj); err != nil {
 		return doneResult(), client.IgnoreNotFound(err)
 	}
+	if over, err := refuseSpecOverBound(ctx, r.client, rj, retentionStatus); over {
+		return doneResult(), err
+	}
 	if !rj.DeletionTimestamp.IsZero() {
 		return doneResult(), nil // the garbage collector removes the CronJobs
 	}
@@ -66,7 +69,7 @@ func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Re
 	defer func() {
 		deriveRetentionStatus(rj, s, retErr)
 		noteMetadataOverBound(rj)
-		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rj, func(o *memoryv1alpha1.RetentionJob) any { return o.Status }))
+		retErr = errors.Join(retErr, patchStatus(ctx, r.client, orig, rj, retentionStatus))
 	}()
 
 	for _, phase := range []retentionPhase{
@@ -118,6 +121,11 @@ func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentio
 			s.message = fmt.Sprintf("MemoryRuntime %q does not exist in namespace %q", ref.Name, rj.Namespace)
 			return false, nil
 		}
+		if _, over := specOverBound(&rt); over {
+			s.notScheduled = memoryv1alpha1.ReasonSpecTooLarge
+			s.message = fmt.Sprintf("MemoryRuntime %q is larger than the operator reads (see its Ready condition)", ref.Name)
+			return false, nil
+		}
 		s.targets = []memoryv1alpha1.MemoryRuntime{rt}
 		return false, nil
 	}
@@ -131,7 +139,9 @@ func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentio
 		return false, fmt.Errorf("listing MemoryRuntimes: %w", err)
 	}
 	for _, rt := range list.Items {
-		if rt.DeletionTimestamp.IsZero() {
+		// A runtime kept without its spec (too large) is no target: its
+		// CronJob would be built from an empty spec.
+		if _, over := specOverBound(&rt); !over && rt.DeletionTimestamp.IsZero() {
 			s.targets = append(s.targets, rt)
 		}
 	}
@@ -328,3 +338,6 @@ func targets(rj *memoryv1alpha1.RetentionJob, rt client.Object) bool {
 	sel, err := metav1.LabelSelectorAsSelector(rj.Spec.RuntimeSelector)
 	return err == nil && sel.Matches(labels.Set(rt.GetLabels()))
 }
+
+// retentionStatus is what a status patch of a retention job compares.
+func retentionStatus(o *memoryv1alpha1.RetentionJob) any { return o.Status }

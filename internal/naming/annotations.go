@@ -46,6 +46,13 @@ const AnnotationCacheStub = "memory.engram.dev/cache-stub"
 // what it did not keep; the object's Ready condition repeats it.
 const AnnotationMetadataOverBound = "memory.engram.dev/cache-metadata-over-bound"
 
+// AnnotationSpecOverBound is never written to the API server: the
+// operator's cache sets it on the reduced copy (identity, bounded labels,
+// status; no spec) it keeps of an Engram object that holds more than its
+// cap, with the object's estimated size in bytes; every reconciler then
+// leaves the object's owned objects alone and says so in Ready.
+const AnnotationSpecOverBound = "memory.engram.dev/cache-spec-over-bound"
+
 // Annotations users set to ask for one-off actions (docs/crds.md).
 const (
 	// AnnotationRotateCredentials rotates the tenant role password when its value changes.
