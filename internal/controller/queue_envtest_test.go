@@ -104,8 +104,11 @@ func scenarioBegunRuntimeFirst(e *operatorEnv, t *testing.T) {
 		}
 	}
 	defer releaseAll()
+	var created []client.ObjectKey // every runtime of the scenario, to wait for at its end
+	defer func() { releaseAll(); e.waitProvisioned(t, created) }()
 	for range e.runtimes.opts.RuntimeConcurrency {
 		rt := newRuntime(e.newNamespace(t, "holder"), "holder", "")
+		created = append(created, client.ObjectKeyFromObject(rt))
 		held = append(held, e.faults.holds.add(client.ObjectKeyFromObject(rt), "granted"))
 		e.createRuntime(t, rt)
 	}
@@ -124,7 +127,9 @@ func scenarioBegunRuntimeFirst(e *operatorEnv, t *testing.T) {
 		nss = append(nss, e.newNamespace(t, "queued"))
 	}
 	for i := range others {
-		e.createRuntime(t, newRuntime(nss[i%otherNamespaces], fmt.Sprintf("later-%02d", i), ""))
+		rt := newRuntime(nss[i%otherNamespaces], fmt.Sprintf("later-%02d", i), "")
+		created = append(created, client.ObjectKeyFromObject(rt))
+		e.createRuntime(t, rt)
 	}
 	// Every one is queued once the operator's cache holds it (its event
 	// handlers run as the cache takes it in).
@@ -164,5 +169,16 @@ func scenarioBegunRuntimeFirst(e *operatorEnv, t *testing.T) {
 	}
 	if begun >= others/2 {
 		t.Errorf("%d of the %d runtimes queued behind the first had begun when it was Ready, want fewer than %d: its second reconcile waited behind their first", begun, others, others/2)
+	}
+}
+
+// waitProvisioned waits until every runtime of keys has its tenant
+// provisioned (DatabaseReady at its generation): a scenario that leaves
+// runtimes still being provisioned would have the idle check, which runs
+// after it, see their status writes on a busy machine.
+func (e *operatorEnv) waitProvisioned(t *testing.T, keys []client.ObjectKey) {
+	t.Helper()
+	for _, k := range keys {
+		e.waitCondition(t, k.Namespace, k.Name, memoryv1alpha1.ConditionDatabaseReady, true, "")
 	}
 }
