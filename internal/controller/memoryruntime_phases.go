@@ -272,6 +272,27 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	return false, nil
 }
 
+// runtimePolicy resolves the MemoryPolicy name a runtime references, or
+// says why it cannot (a Ready reason and message; the running config is
+// kept). A policy the cache keeps without its spec is refused, never
+// resolved: its empty spec would be the built-in defaults (issue 26's
+// sixteenth review, MEDIUM 1).
+func runtimePolicy(name string, mp *memoryv1alpha1.MemoryPolicy) (memory.Policy, string, string) {
+	if held, over := specOverBound(mp); over {
+		return memory.Policy{}, memoryv1alpha1.ReasonSpecTooLarge, fmt.Sprintf(
+			"MemoryPolicy %q (the running config is kept): %s", name, specOverBoundMessage(held))
+	}
+	policy, err := ResolvePolicy(&mp.Spec)
+	if err == nil {
+		err = policy.Validate()
+	}
+	if err != nil {
+		return memory.Policy{}, memoryv1alpha1.ReasonPolicyInvalid, fmt.Sprintf(
+			"MemoryPolicy %q is invalid (the running config is kept): %s", name, oneLine(err))
+	}
+	return policy, "", ""
+}
+
 // reconcileConfig resolves the policy and the API keys into the
 // <name>-config ConfigMap and the pod template hash.
 func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtimeScope) (bool, error) {
@@ -289,12 +310,9 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 				"MemoryPolicy %q does not exist in namespace %q: create it, or remove spec.policyRef to use the built-in defaults", name, rt.Namespace))
 			return true, nil
 		}
-		if policy, err = ResolvePolicy(&mp.Spec); err == nil {
-			err = policy.Validate()
-		}
-		if err != nil {
-			s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyInvalid, fmt.Sprintf(
-				"MemoryPolicy %q is invalid (the running config is kept): %s", name, oneLine(err)))
+		var reason, msg string
+		if policy, reason, msg = runtimePolicy(name, &mp); reason != "" {
+			s.facts.block(memoryv1alpha1.ConditionReady, reason, msg)
 			return true, nil
 		}
 		applied = &memoryv1alpha1.AppliedPolicy{Name: name, Generation: mp.Generation}

@@ -41,6 +41,13 @@ func unit(i, j int) []float32 {
 	return v
 }
 
+// axis is the vector with x along axis i and nothing else.
+func axis(i int, x float32) []float32 {
+	v := make([]float32, clientDims)
+	v[i] = x
+	return v
+}
+
 func fieldError(t *testing.T, err error, field string) string {
 	t.Helper()
 	var ve *core.ValidationError
@@ -104,6 +111,11 @@ func TestClientVectorWrongDimensionRefusedAndNothingWritten(t *testing.T) {
 		{"nan", nan, "value 3 is not a finite number"},
 		{"inf", inf, "value 4 is not a finite number"},
 		{"zero", make([]float32, clientDims), "must not be all zeros"},
+		// Issue 26's sixteenth review, HIGH 1: pgvector sums the squares in
+		// float32; these made every search of their owner fail with NaN.
+		{"tiny", axis(0, 1e-30), "must not be all zeros"},
+		{"subnormal", axis(0, 1e-20), "too close to zero"},
+		{"huge", axis(0, 1e20), "too long"},
 	}
 	for _, c := range cases {
 		_, err := f.store.Add(ctx(t), AddRequest{Owner: "u1", Content: "fact " + c.name, Embedding: c.vec})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -227,7 +228,13 @@ func scalar(v json.RawMessage) bool {
 	switch s := x.(type) {
 	case string:
 		return !strings.ContainsRune(s, 0)
-	case json.Number, bool:
+	case json.Number:
+		// jsonb holds numbers of PostgreSQL's numeric, which refuses
+		// exponents past about ±131072 (an error, not an answer):
+		// within float64 is what metadata may hold (core.Metadata).
+		f, err := s.Float64()
+		return err == nil && !math.IsInf(f, 0)
+	case bool:
 		return true
 	}
 	return false
