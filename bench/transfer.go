@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/portable"
 )
 
 // TransferReport is the export and import part (docs/export.md): the
@@ -22,7 +21,7 @@ import (
 // rows inactive, one history row each), exported with vectors through
 // GET /v1/export (resumed part after part) into a file, then imported
 // through POST /v1/import into an empty tenant of another service, in
-// bodies of whole owners (portable.Chunk). Each service does nothing
+// bodies of whole owners (memory.ChunkExport). Each service does nothing
 // else, so its peak RSS (VmHWM) is what the export or the import cost.
 type TransferReport struct {
 	Memories int `json:"memories"`
@@ -105,8 +104,8 @@ func (h *harness) measureExport(ctx context.Context, loginURL, file string, rep 
 	if st, err := f.Stat(); err == nil {
 		rep.ExportMiB = round3(float64(st.Size()) / (1 << 20))
 	}
-	if rep.Records[portable.KindMemory] != int64(rep.Memories) {
-		return fmt.Errorf("exported %d memories, the tenant holds %d", rep.Records[portable.KindMemory], rep.Memories)
+	if rep.Records[memory.ExportKindMemory] != int64(rep.Memories) {
+		return fmt.Errorf("exported %d memories, the tenant holds %d", rep.Records[memory.ExportKindMemory], rep.Memories)
 	}
 	rep.ExportRate = round3(float64(rep.Memories) / rep.ExportSec)
 	if peak, _, err := memoryKiB(svc.proc.pid()); err == nil {
@@ -119,7 +118,7 @@ func (h *harness) measureExport(ctx context.Context, loginURL, file string, rep 
 
 // exportPart copies one part of GET /v1/export?vectors=true to w, counting
 // records, and returns its trailer.
-func exportPart(ctx context.Context, api *apiClient, after string, w io.Writer, records map[string]int64) (*portable.Trailer, error) {
+func exportPart(ctx context.Context, api *apiClient, after string, w io.Writer, records map[string]int64) (*memory.ExportTrailer, error) {
 	q := url.Values{"vectors": {"true"}}
 	if after != "" {
 		q.Set("after", after)
@@ -139,8 +138,8 @@ func exportPart(ctx context.Context, api *apiClient, after string, w io.Writer, 
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), portable.MaxLineBytes)
-	var tr portable.Trailer
+	sc.Buffer(make([]byte, 0, 64<<10), memory.ExportMaxLineBytes)
+	var tr memory.ExportTrailer
 	for sc.Scan() {
 		line := sc.Bytes()
 		var env struct{ Kind string }
@@ -148,11 +147,11 @@ func exportPart(ctx context.Context, api *apiClient, after string, w io.Writer, 
 			return nil, err
 		}
 		switch env.Kind {
-		case portable.KindTrailer:
+		case memory.ExportKindTrailer:
 			if err := json.Unmarshal(line, &tr); err != nil {
 				return nil, err
 			}
-		case portable.KindHeader, portable.KindCheckpoint:
+		case memory.ExportKindHeader, memory.ExportKindCheckpoint:
 		default:
 			records[env.Kind]++
 		}
@@ -188,13 +187,13 @@ func (h *harness) measureImport(ctx context.Context, file string, rep *TransferR
 	defer f.Close()
 	var inserted int64
 	t0 := time.Now()
-	err = portable.Chunk(f, transferChunk, func(body []byte) error {
+	err = memory.ChunkExport(f, transferChunk, func(body []byte) error {
 		res, err := importChunk(ctx, svc.api, body)
 		if err != nil {
 			return fmt.Errorf("import request %d: %w", rep.ImportRequests+1, err)
 		}
 		rep.ImportRequests++
-		inserted += res.Inserted[portable.KindMemory]
+		inserted += res.Inserted[memory.ExportKindMemory]
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/portable"
 )
 
 // ExportSummary is what `export` reports on stderr (or -o json|yaml).
@@ -75,7 +74,7 @@ func exportPart(ctx context.Context, s *service, path string, q url.Values, out 
 	}
 	defer body.Close()
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), portable.MaxLineBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), memory.ExportMaxLineBytes)
 	var last []byte
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -121,7 +120,7 @@ func runImport(ctx context.Context, a *app, args []string) error {
 		q.Set("dryRun", "true")
 	}
 	requests := 0
-	err = portable.Chunk(in, a.maxRequestBytes, func(chunk []byte) error {
+	err = memory.ChunkExport(in, a.maxRequestBytes, func(chunk []byte) error {
 		status, raw, err := s.sendAs(ctx, http.MethodPost, "/v1/import", q, chunk, "application/x-ndjson")
 		if err != nil {
 			return err

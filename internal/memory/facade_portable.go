@@ -28,3 +28,20 @@ func (s *Store) Export(ctx context.Context, req ExportRequest, w io.Writer, flus
 func (s *Store) Import(ctx context.Context, req ImportRequest) (*ImportResult, error) {
 	return portable.New(s.core).Import(ctx, req)
 }
+
+// What a client of the format (kubectl engram, the bench) reads of a file:
+// its record kinds, the longest line, and how it is cut into import
+// requests of whole owners.
+const (
+	ExportKindHeader     = portable.KindHeader
+	ExportKindMemory     = portable.KindMemory
+	ExportKindCheckpoint = portable.KindCheckpoint
+	ExportKindTrailer    = portable.KindTrailer
+	ExportMaxLineBytes   = portable.MaxLineBytes
+)
+
+// ChunkExport cuts an export file into import bodies of whole owners of at
+// most max bytes each (portable.Chunk).
+func ChunkExport(r io.Reader, max int64, send func([]byte) error) error {
+	return portable.Chunk(r, max, send)
+}
