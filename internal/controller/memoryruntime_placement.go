@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -145,7 +146,11 @@ func (r *MemoryRuntimeReconciler) reconcilePlacement(ctx context.Context, s *run
 	if got.database == "" {
 		// Wait: a database change (checked, reachable, uncordoned, more
 		// capacity, a new one) reconciles the runtimes waiting for one.
+		// The runtime also looks again every placementRetry: the change
+		// reaches it through another kind's informer, and a wake-up lost
+		// between the two caches must cost a retry, not the placement.
 		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, got.reason, got.message)
+		s.requeue.at(placementRetry)
 		return true, nil
 	}
 	if err := r.recordPlacement(ctx, s, got.database); err != nil {
@@ -157,6 +162,11 @@ func (r *MemoryRuntimeReconciler) reconcilePlacement(ctx context.Context, s *run
 	s.connID = databaseConnID(got.database)
 	return false, nil
 }
+
+// placementRetry is how often a runtime waiting for a database places
+// itself again without a database change (it writes nothing when nothing
+// changed).
+const placementRetry = 30 * time.Second
 
 // placementConflict reports a spec that names another home than the one
 // the tenant has: a databaseRef other than status.database, a connection
