@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -43,8 +45,21 @@ func queuePriority(rt *memoryv1alpha1.MemoryRuntime, f runtimeFacts) int {
 	if roll := rolloutProgress(rt, f.deploy); roll.available || !roll.rolling {
 		return priorityNormal
 	}
+	// Only while it is new: a runtime whose first replica does not come
+	// (a Pod pending for good, an envtest cluster without kubelet) is
+	// reconciled every podCheckInterval, and at priorityFinishing for
+	// ever it went ahead of every new runtime: with a few of them and
+	// slow reconciles, a new one waited without end.
+	if created := f.deploy.CreationTimestamp; !created.IsZero() && time.Since(created.Time) > finishingWindow {
+		return priorityNormal
+	}
 	return priorityFinishing
 }
+
+// finishingWindow is how long after its Deployment was created a runtime
+// keeps priorityFinishing: far more than a replica takes to become
+// available, far less than what a starved new runtime could wait.
+const finishingWindow = time.Minute
 
 // withPriority sets the priority of the key's next reconcile on res.
 func withPriority(res reconcile.Result, p int) reconcile.Result {

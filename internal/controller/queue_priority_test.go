@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,6 +18,8 @@ func TestQueuePriority(t *testing.T) {
 	none := deployment(1, 1, 1, 0, 0)
 	serving := deployment(1, 1, 1, 1, 1)
 	rolling := deployment(2, 2, 1, 0, 1) // a new template, the old replica still serves
+	old := deployment(1, 1, 1, 0, 0)
+	old.CreationTimestamp = metav1.NewTime(time.Now().Add(-finishingWindow - time.Minute))
 	cases := []struct {
 		name  string
 		facts runtimeFacts
@@ -31,6 +34,7 @@ func TestQueuePriority(t *testing.T) {
 		{"not as far as the Deployment", runtimeFacts{}, priorityNormal},
 		{"deleting", runtimeFacts{deleting: true, deploy: none}, priorityNormal},
 		{"paused", runtimeFacts{paused: true, deploy: none}, priorityNormal},
+		{"no replica long after its Deployment was created", runtimeFacts{deploy: old}, priorityNormal},
 	}
 	for _, c := range cases {
 		if got := queuePriority(rt, c.facts); got != c.want {
