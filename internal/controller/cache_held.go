@@ -9,11 +9,12 @@ import (
 // empty map entry with a 3-byte key is about 9 bytes in protobuf and 50–90
 // in a Go map (slot, string headers, the key's allocation). So the cache's
 // caps compare heldBytes, an estimate of the memory an object holds: every
-// value's own size, plus for each string, slice, map entry and pointer
-// what it points to and a fixed overhead for the allocation.
+// value's own size, plus for each string, slice, map and pointer what it
+// points to and a fixed overhead for the allocation.
 const (
 	heldPerAllocation = 16 // allocator rounding and a header's share
-	heldPerMapEntry   = 48 // a map slot's share: control bytes, load factor, growth
+	heldMapHeader     = 48 // a map's own header (internal/runtime/maps.Map)
+	heldGroupSlots    = 8  // slots of a map group, each with one control byte
 )
 
 // heldBytes estimates the memory obj holds, stopping once it is over limit
@@ -71,17 +72,35 @@ func heldIndirect(v reflect.Value, n *int, limit int) {
 	}
 }
 
-// heldMap adds a map's entries: key, value, a slot's share, and what they
-// point to.
+// heldMap adds a map: its header, its groups of slots, and what the keys
+// and values point to. A Go map (swiss table) keeps its entries in groups
+// of eight slots of key and value with eight control bytes, and grows to
+// the next power of two once seven eighths are used: a map of one entry
+// takes a whole group (288 bytes for map[string]string), which charging
+// per entry undercounted about 2x for objects of many small maps
+// (selectors of one label, resource lists of one entry).
 func heldMap(v reflect.Value, n *int, limit int) {
 	if v.IsNil() {
 		return
 	}
-	entry := int(v.Type().Key().Size()+v.Type().Elem().Size()) + heldPerMapEntry
-	*n += heldPerAllocation
+	slot := int(v.Type().Key().Size() + v.Type().Elem().Size())
+	*n += heldMapHeader + heldPerAllocation + heldMapGroups(v.Len())*(heldGroupSlots+heldGroupSlots*slot) + heldPerAllocation
 	for it := v.MapRange(); it.Next() && *n <= limit; {
-		*n += entry
 		heldIndirect(it.Key(), n, limit)
 		heldIndirect(it.Value(), n, limit)
 	}
+}
+
+// heldMapGroups is how many groups of slots a map of entries holds: one
+// for up to eight, else the power-of-two capacity that keeps it at most
+// seven eighths full.
+func heldMapGroups(entries int) int {
+	if entries <= heldGroupSlots {
+		return 1
+	}
+	capacity := heldGroupSlots
+	for capacity*7/8 < entries {
+		capacity *= 2
+	}
+	return capacity / heldGroupSlots
 }
