@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -96,6 +97,28 @@ func scenarioSpecOverBound(e *operatorEnv, t *testing.T) {
 	eventually(t, "the CronJob of the shortened runtime", 20*time.Second, func() error {
 		return e.get(t, ns, naming.CronJobName("nightly", "big"), &batchv1.CronJob{})
 	})
+
+	// Pushed over the bound again, the runtime keeps its CronJob: the
+	// operator deletes nothing for a runtime it cannot read (the
+	// sixteenth review of issue 26 saw the RetentionJob prune it).
+	affinity, err := json.Marshal(longAffinity(2_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	regrow := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"service":{"affinity":`+string(affinity)+`}}}`))
+	if err := e.c.Patch(ctx, rt, regrow); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the RetentionJob is not Scheduled on the regrown runtime", 20*time.Second, func() error {
+		c := e.retentionJob(t, ns, "nightly").GetCondition(memoryv1alpha1.ConditionScheduled)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != memoryv1alpha1.ReasonSpecTooLarge {
+			return fmt.Errorf("Scheduled = %+v", c)
+		}
+		return nil
+	})
+	if err := e.get(t, ns, naming.CronJobName("nightly", "big"), &batchv1.CronJob{}); err != nil {
+		t.Errorf("the CronJob of a runtime pushed over the bound: %v, want it kept", err)
+	}
 }
 
 // ownedNameOf is the name the operator gives its object of obj's kind for

@@ -48,6 +48,18 @@ type retentionScope struct {
 	refusedCronJob, refusedJob *notOwnedError
 	// applied: every target was looked at (status.cronJobs lists the result).
 	applied bool
+	// heldBack names selected runtimes kept without their spec (too large):
+	// no target, but their CronJobs stay as they are, since the operator
+	// creates, changes and deletes nothing for such a runtime.
+	heldBack map[string]bool
+}
+
+// holdBack records a selected runtime kept without its spec.
+func (s *retentionScope) holdBack(runtime string) {
+	if s.heldBack == nil {
+		s.heldBack = map[string]bool{}
+	}
+	s.heldBack[runtime] = true
 }
 
 type retentionPhase func(ctx context.Context, s *retentionScope) (stop bool, err error)
@@ -122,6 +134,7 @@ func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentio
 			return false, nil
 		}
 		if _, over := specOverBound(&rt); over {
+			s.holdBack(rt.Name)
 			s.notScheduled = memoryv1alpha1.ReasonSpecTooLarge
 			s.message = fmt.Sprintf("MemoryRuntime %q is larger than the operator reads (see its Ready condition)", ref.Name)
 			return false, nil
@@ -141,11 +154,20 @@ func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentio
 	for _, rt := range list.Items {
 		// A runtime kept without its spec (too large) is no target: its
 		// CronJob would be built from an empty spec.
-		if _, over := specOverBound(&rt); !over && rt.DeletionTimestamp.IsZero() {
+		_, over := specOverBound(&rt)
+		switch {
+		case over:
+			s.holdBack(rt.Name)
+		case rt.DeletionTimestamp.IsZero():
 			s.targets = append(s.targets, rt)
 		}
 	}
 	slices.SortFunc(s.targets, func(a, b memoryv1alpha1.MemoryRuntime) int { return strings.Compare(a.Name, b.Name) })
+	if len(s.targets) == 0 && len(s.heldBack) > 0 {
+		s.notScheduled = memoryv1alpha1.ReasonSpecTooLarge
+		s.message = fmt.Sprintf("every MemoryRuntime spec.runtimeSelector (%s) matches is larger than the operator reads (see their Ready conditions)", sel)
+		return false, nil
+	}
 	if len(s.targets) == 0 {
 		s.notScheduled = memoryv1alpha1.ReasonNoRuntimesSelected
 		s.message = fmt.Sprintf("spec.runtimeSelector (%s) matches no MemoryRuntime in namespace %q", sel, rj.Namespace)
@@ -202,6 +224,9 @@ func (r *RetentionJobReconciler) pruneCronJobs(ctx context.Context, s *retention
 		}
 		if s.notScheduled == memoryv1alpha1.ReasonImageNotSet {
 			continue // a runtime without image is still a target: keep its CronJob
+		}
+		if s.heldBack[cj.Labels[naming.LabelRuntime]] {
+			continue // its runtime is kept without spec: change nothing for it
 		}
 		err := r.client.Delete(ctx, cj, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cj.UID})
 		if err != nil && !apierrors.IsNotFound(err) {
