@@ -113,7 +113,9 @@ func (r *MemoryRuntimeReconciler) databasePoolForDelete(ctx context.Context, nam
 	if err != nil {
 		return nil, "", fmt.Errorf("reading MemoryDatabase %q: %w", name, err)
 	}
-	if !found {
+	if _, over := specOverBound(&db); !found || over {
+		// Gone, or kept without its spec (its Secret unknown): the pool
+		// cached from before, if any.
 		return r.pools.peek(id), "", nil
 	}
 	url, err := databaseURL(ctx, r.secrets, &db, r.opts.OperatorNamespace)

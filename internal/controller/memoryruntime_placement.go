@@ -88,8 +88,11 @@ func (p *placer) usage(placing types.UID, runtimes []memoryv1alpha1.MemoryRuntim
 
 // candidateOf is a MemoryDatabase as placement sees it.
 func candidateOf(db *memoryv1alpha1.MemoryDatabase, tenants int64) candidate {
+	// A database kept without its spec (too large to read) takes no new
+	// tenant, as if cordoned: its capacity and cordon are unknown.
+	_, unread := specOverBound(db)
 	return candidate{
-		name: db.Name, labels: db.Labels, reach: db.Reachability(), cordoned: db.Spec.Cordoned,
+		name: db.Name, labels: db.Labels, reach: db.Reachability(), cordoned: db.Spec.Cordoned || unread,
 		tenants: tenants, maxTenants: db.MaxTenants(), bytes: db.BytesUsed(), maxBytes: db.MaxBytes(),
 	}
 }
@@ -227,6 +230,12 @@ func (r *MemoryRuntimeReconciler) connectDatabase(ctx context.Context, s *runtim
 	if !found {
 		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonDatabaseNotFound, fmt.Sprintf(
 			"MemoryDatabase %s, where this tenant lives, does not exist: create it again (the operator never moves a tenant to another database)", name))
+		return true, nil
+	}
+	if held, over := specOverBound(&db); over {
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonSpecTooLarge, fmt.Sprintf(
+			"MemoryDatabase %s, where this tenant lives, holds about %d KiB, more than the operator reads (%d KiB): nothing is done for this tenant until it is shortened (see its Ready condition)",
+			name, held>>10, maxEngramHeldBytes>>10))
 		return true, nil
 	}
 	if db.Reachability() == metav1.ConditionFalse {

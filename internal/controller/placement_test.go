@@ -189,3 +189,23 @@ func TestFormatBytes(t *testing.T) {
 		t.Errorf("200Gi is written %s", formatBytes(q.Value()))
 	}
 }
+
+// TestPlacerSkipsADatabaseKeptWithoutSpec: a MemoryDatabase the cache keeps
+// without its spec (too large to read) takes no new tenant, as if cordoned:
+// its spec-less copy reads as uncordoned with no capacity bound (the
+// sixteenth review of issue 26, LOW 3).
+func TestPlacerSkipsADatabaseKeptWithoutSpec(t *testing.T) {
+	whole := testDatabase("a", 100)
+	unread := specOverBoundCopy(&whole).(*memoryv1alpha1.MemoryDatabase)
+	dbs := []memoryv1alpha1.MemoryDatabase{*unread, testDatabase("b", 1)}
+	p := newPlacer()
+	for i := range 3 {
+		got := p.decide(types.UID(fmt.Sprintf("uid-%d", i)), bySelector("tier=std"), dbs, nil)
+		if got.database == "a" {
+			t.Fatalf("runtime %d placed on a database kept without its spec", i)
+		}
+	}
+	if got := p.decide("by-ref", placementRequest{ref: "a", what: "databaseRef a"}, dbs, nil); got.database != "" {
+		t.Errorf("databaseRef to a database kept without its spec placed there: %+v", got)
+	}
+}
