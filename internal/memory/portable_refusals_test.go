@@ -167,3 +167,50 @@ func TestImportLeavesHeldUnitsWhole(t *testing.T) {
 		t.Errorf("inserted %+v: want the long session and the memories", res.Inserted)
 	}
 }
+
+// TestImportHistoryOfAnotherOwnersMemoryIsRefused: a file whose owner
+// mallory lists history for alice's memory (same tenant) is refused naming
+// the line's memoryId, and no history row is hung on alice's memory.
+func TestImportHistoryOfAnotherOwnersMemoryIsRefused(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	var kept []string
+	taken := false
+	for _, l := range strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n") {
+		var env struct{ Kind string }
+		if err := json.Unmarshal([]byte(l), &env); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case env.Kind == portable.KindHistory && !taken:
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(l), &rec); err != nil {
+				t.Fatal(err)
+			}
+			rec["owner"] = "mallory"
+			forged, _ := json.Marshal(rec)
+			kept, taken = append(kept, string(forged)), true
+		case env.Kind == portable.KindHistory, env.Kind == portable.KindTrailer:
+		case env.Kind == portable.KindHeader: // a part of mallory's
+			var h map[string]any
+			if err := json.Unmarshal([]byte(l), &h); err != nil {
+				t.Fatal(err)
+			}
+			h["owner"] = "mallory"
+			header, _ := json.Marshal(h)
+			kept = append(kept, string(header))
+		}
+	}
+	if !taken || !strings.Contains(kept[len(kept)-1], `"owner":"mallory"`) {
+		t.Fatalf("no history line to forge in %d lines", len(kept))
+	}
+	_, err := a.store.Import(ctx(t), ImportRequest{Body: retrailer(t, kept), Embedder: testExportInfo.Embedder})
+	v, ok := IsValidation(err)
+	if !ok || !strings.HasSuffix(v.Fields[0].Field, "].memoryId") || !strings.Contains(v.Fields[0].Message, "another owner's") {
+		t.Fatalf("import of history for another owner's memory: %v", err)
+	}
+	var n int64
+	if err := a.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+a.store.sql.history+` WHERE owner_id = 'mallory'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("history rows of mallory: %d (%v), want none", n, err)
+	}
+}

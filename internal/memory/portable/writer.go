@@ -2,6 +2,7 @@ package portable
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
@@ -327,6 +328,14 @@ func (w *ownerWriter) history(ctx context.Context) error {
 	for i, r := range recs {
 		ids[i] = r.value.(*historyRec).MemoryID
 	}
+	// History goes only with the owner's own memories: a file must not
+	// hang rows on another owner's memory, which that owner's deletions
+	// would then take along (fifteenth review of issue 26).
+	foreign, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("memories")+`
+		WHERE id = ANY($1::uuid[]) AND owner_id IS DISTINCT FROM $2`, ids, w.g.owner)
+	if err != nil {
+		return err
+	}
 	have, err := w.existingIDs(ctx, `SELECT DISTINCT memory_id::text FROM `+w.t("memory_history")+`
 		WHERE owner_id = $2 AND memory_id = ANY($1::uuid[])`, ids, w.g.owner)
 	if err != nil {
@@ -334,6 +343,10 @@ func (w *ownerWriter) history(ctx context.Context) error {
 	}
 	for _, r := range recs {
 		v := r.value.(*historyRec)
+		if foreign[v.MemoryID] {
+			return core.Invalid(fmt.Sprintf("lines[%d].memoryId", r.line),
+				"memory %s is another owner's in this tenant: history is imported only with the owner's own memories", v.MemoryID)
+		}
 		if have[v.MemoryID] {
 			w.c.existing[KindHistory]++
 			continue
