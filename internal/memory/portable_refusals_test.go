@@ -214,3 +214,45 @@ func TestImportHistoryOfAnotherOwnersMemoryIsRefused(t *testing.T) {
 		t.Errorf("history rows of mallory: %d (%v), want none", n, err)
 	}
 }
+
+// TestImportVectorWithoutDirectionIsRefused: an imported vector of zeros
+// (or of values whose squares vanish in float32) would make every search
+// of its owner fail, as a client's would; it is a 422 naming the line's
+// embedding, and nothing of the owner is written.
+func TestImportVectorWithoutDirectionIsRefused(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	for name, value := range map[string]float32{"zeros": 0, "vanishing squares": 1e-30} {
+		t.Run(name, func(t *testing.T) {
+			var lines []string
+			forged := false
+			for _, l := range strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", true, 0)), "\n"), "\n") {
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(l), &rec); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case rec["kind"] == portable.KindTrailer:
+					continue
+				case rec["kind"] == portable.KindMemory && !forged:
+					vec := rec["embedding"].([]any)
+					for i := range vec {
+						vec[i] = value
+					}
+					b, _ := json.Marshal(rec)
+					l, forged = string(b), true
+				}
+				lines = append(lines, l)
+			}
+			b := newFixture(t, withGlobalCategory(), inDatabaseOf(a))
+			_, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, lines), Embedder: testExportInfo.Embedder})
+			v, ok := IsValidation(err)
+			if !ok || !strings.HasSuffix(v.Fields[0].Field, "].embedding") {
+				t.Fatalf("import of a vector without direction: %v", err)
+			}
+			if n := rowsOf(t, b, b.store.sql.memories); n != 0 {
+				t.Errorf("%d memories written", n)
+			}
+		})
+	}
+}

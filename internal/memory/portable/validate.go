@@ -228,9 +228,19 @@ func (c checker) history(r *historyRec) {
 	c.time("createdAt", r.CreatedAt)
 }
 
-// vector checks a record's vector against the dimensions it is stored in.
+// vector checks a record's vector against the dimensions it is stored in,
+// and that it has a direction pgvector can compare: one without would make
+// every search of its owner fail, as a client's vector would
+// (core.VectorDirection).
 func (c checker) vector(v []float32, dims int) {
-	if v != nil && len(v) != dims {
+	if v == nil {
+		return
+	}
+	if len(v) != dims {
 		c.add("embedding", "has %d dimensions; this runtime stores %d", len(v), dims)
+		return
+	}
+	if msg := core.VectorDirection(v); msg != "" {
+		c.add("embedding", "%s", msg)
 	}
 }
