@@ -87,15 +87,36 @@ func (w *lockWatchdog) look(ctx context.Context, n node, _ *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
+	w.reportHogs(ctx, n, hogs)
+	return nil
+}
+
+// reportHogs reports the roles of one look on node n: the ended ones
+// logged one by one up to maxReapLinesPerLook, the rest in one line with
+// their count (a tenant-run server may name 1,000 roles a look, with new
+// pids each time; issue 26, thirteenth review, L3), the failed ones once
+// a minute each (failureLog). Metrics and events still count each.
+func (w *lockWatchdog) reportHogs(ctx context.Context, n node, hogs []tenant.LockHog) {
 	w.failures.startLook(n.key, time.Now())
+	logged, endedMore := 0, 0
 	for _, h := range hogs {
-		w.report(ctx, n, h)
+		logEnded := h.Ended && logged < maxReapLinesPerLook
+		switch {
+		case logEnded:
+			logged++
+		case h.Ended:
+			endedMore++
+		}
+		w.reportLine(ctx, n, h, logEnded)
+	}
+	if endedMore > 0 {
+		w.log.Info("more of a tenant's login roles were ended for holding many locks of the server's shared lock table than are logged one by one",
+			"node", n.key, "endedNotLogged", endedMore)
 	}
 	if more := w.failures.endLook(n.key); more > 0 {
 		w.log.Error(nil, "more of a tenant's login roles hold many locks of the server's shared lock table and were not ended (not logged one by one)",
 			"node", n.key, "more", more)
 	}
-	return nil
 }
 
 // forget implements nodeJob (the runner closes the connection).
@@ -108,6 +129,11 @@ func (w *lockWatchdog) forget(key string) {
 // LocksExceeded on the runtime that owns the role (eventRuntime, as for
 // the transaction reaper); not ended, an error in the operator's log.
 func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
+	w.reportLine(ctx, n, h, true)
+}
+
+// reportLine is report, the ended role logged only when logEnded.
+func (w *lockWatchdog) reportLine(ctx context.Context, n node, h tenant.LockHog, logEnded bool) {
 	log := w.log.WithValues("node", n.key, "pid", h.PID, "role", h.Role, "runtime", h.Tenant.Runtime(), "locks", h.Locks)
 	if !h.Ended {
 		lockHogs.WithLabelValues("failed").Inc()
@@ -117,8 +143,10 @@ func (w *lockWatchdog) report(ctx context.Context, n node, h tenant.LockHog) {
 		return
 	}
 	lockHogs.WithLabelValues("ended").Inc()
-	log.Info("ended the sessions of a tenant's login role that held many locks of the server's shared lock table",
-		"sessions", h.Sessions, "quarantine", h.Quarantine.String(), "why", h.Why)
+	if logEnded {
+		log.Info("ended the sessions of a tenant's login role that held many locks of the server's shared lock table",
+			"sessions", h.Sessions, "quarantine", h.Quarantine.String(), "why", h.Why)
+	}
 	if rt := eventRuntimeOnServer(ctx, w.client, w.pools, h.Tenant, n.addr); rt != nil {
 		w.events.warning(rt, memoryv1alpha1.ReasonLocksExceeded, "Terminate", "%s", lockHogNote(h))
 	}

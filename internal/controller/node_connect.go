@@ -26,13 +26,24 @@ func (r *nodeRunner) open(ctx context.Context, n node, configs []*pgx.ConnConfig
 		if conn, err = r.connect(ctx, cfg); err != nil {
 			continue
 		}
-		if err = r.job.open(ctx, n, conn); err != nil {
+		if err = r.openJob(ctx, n, conn); err != nil {
 			_ = conn.Close(context.Background())
 			continue
 		}
 		return &nodeConn{conn: conn, cfg: cfg}, nil
 	}
 	return nil, err
+}
+
+// openJob readies the job on a connection just opened, within two connect
+// timeouts: the job's first reads (the lock watchdog's roles and table
+// size) go to a server a tenant may run, which may never answer them; the
+// runner's own context only ends when the node is released (issue 26,
+// thirteenth review, L2).
+func (r *nodeRunner) openJob(ctx context.Context, n node, conn *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*r.connectTimeout())
+	defer cancel()
+	return r.job.open(ctx, n, conn)
 }
 
 // connectTimeout bounds opening a node's connection: about the interval

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // countingJob counts the looks in flight at once, by kind of node; each
@@ -83,5 +86,36 @@ func TestTenantLooksAtOnceAreBounded(t *testing.T) {
 	}
 	if job.maxPlatform != 4 {
 		t.Errorf("at most %d of the 4 platform nodes were looked at at once; want 4: the tenant slots hold none of them back", job.maxPlatform)
+	}
+}
+
+// stuckOpenJob's open waits until its context ends, as the lock watchdog's
+// first reads do on a tenant-run server that never answers them.
+type stuckOpenJob struct{ countingJob }
+
+func (j *stuckOpenJob) open(ctx context.Context, _ node, _ *pgx.Conn) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestNodeOpenIsBounded (issue 26's thirteenth review, L2): opening a
+// node ran the job's first reads on the runner's own context, which ends
+// only when the node is released, so a server that never answered them
+// held the node's goroutine that long. Now the open gives up within two
+// connect timeouts and the node is tried again at the next round.
+func TestNodeOpenIsBounded(t *testing.T) {
+	url := testenv.AdminURL(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	looks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_open_looks_total"}, []string{"outcome"})
+	r := newNodeRunner("engram-test-open", nil, time.Second, &stuckOpenJob{}, looks, logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = r.open(ctx, node{key: "admin@" + cfg.Host}, []*pgx.ConnConfig{cfg})
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("open of a node whose first reads never end: %v after %s; want its own deadline, long before the runner's", err, time.Since(start))
 	}
 }
