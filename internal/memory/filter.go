@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -231,9 +230,10 @@ func scalar(v json.RawMessage) bool {
 	case json.Number:
 		// jsonb holds numbers of PostgreSQL's numeric, which refuses
 		// exponents past about ±131072 (an error, not an answer):
-		// within float64 is what metadata may hold (core.Metadata).
-		f, err := s.Float64()
-		return err == nil && !math.IsInf(f, 0)
+		// what metadata may hold is what a filter may compare
+		// (core.Metadata), and no stored number is larger than its
+		// limit.
+		return core.NumberProblem(string(s)) == "" && core.NumberStoredBytes(string(s)) <= core.MaxMetadataBytes
 	case bool:
 		return true
 	}

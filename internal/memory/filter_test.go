@@ -37,6 +37,8 @@ func TestFilterRefusals(t *testing.T) {
 		{`{"metadata": {"key": "k", "in": [1, [2]]}}`, "filter.metadata.in[1]", "string, number or boolean"},
 		// Issue 26's sixteenth review, LOW: a number jsonb cannot hold was a 500.
 		{`{"metadata": {"key": "k", "eq": 1e999999}}`, "filter.metadata.eq", "string, number or boolean"},
+		{`{"metadata": {"key": "k", "eq": -1e-400000}}`, "filter.metadata.eq", "string, number or boolean"},
+		{`{"metadata": {"key": "k", "in": [1, 0e-9000]}}`, "filter.metadata.in[1]", "string, number or boolean"},
 		{`{"metadata": {"key": "k", "in": []}}`, "filter.metadata.in", "1 to 50 values"},
 		{`{"metadata": {"key": "k", "in": ` + in51 + `}}`, "filter.metadata.in", "1 to 50 values"},
 		{`{"metadata": {"key": "k", "eq": "a\u0000"}}`, "filter.metadata.eq", "string, number or boolean"},

@@ -3,9 +3,12 @@ package memory
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // sameJSON reports whether two JSON texts hold the same value, numbers
@@ -147,6 +150,9 @@ func TestMetadataAndTagsLimits(t *testing.T) {
 		{"long key", "metadata", "has a key of 129 bytes", `{"` + strings.Repeat("k", 129) + `": 1}`, nil},
 		{"NUL", "metadata", "NUL character", `{"a": "x\u0000y"}`, nil},
 		{"huge number", "metadata", "beyond the range of a float64", `{"a": 1e400}`, nil},
+		{"number under float64", "metadata", "too close to zero for a float64", `{"a": 1e-16383}`, nil},
+		{"numbers larger stored", "metadata", "as stored, more than the limit of 4096", `{"a": [` + strings.TrimSuffix(strings.Repeat("1e300,", 14), ",") + `]}`, nil},
+		{"zero of a long scale", "metadata", "as stored, more than the limit of 4096", `{"a": 0e-5000}`, nil},
 		{"too many tags", "tags", "has 21 tags, more than the limit of 20", "", make([]string, 21)},
 		{"blank tag", "tags[1]", "must not be blank", "", []string{"a", " "}},
 		{"spaced tag", "tags[0]", "must not start or end with a space", "", []string{" a"}},
@@ -179,5 +185,23 @@ func TestMetadataAndTagsLimits(t *testing.T) {
 	got, _ := f.store.Get(ctx(t), "u1", r.Memory.ID)
 	if !sameJSON(t, got.Metadata, r.Memory.Metadata) {
 		t.Fatalf("a refused update changed the metadata to %s", got.Metadata)
+	}
+}
+
+// TestMetadataNumbersCountAsStored (issue 26, seventeenth review, HIGH 1):
+// PostgreSQL prints a jsonb number in full, so 3.6 KB of metadata sent as
+// 1e-16383 and 1e300 was read back as 6.4 MB. The size a number counts
+// for (core.NumberStoredBytes) is at least what the database prints.
+func TestMetadataNumbersCountAsStored(t *testing.T) {
+	f := newFixture(t)
+	for i, lit := range []string{"1e40", "-1.5e-30", "0e-40", "12.30e1", "100e-1", "0.5e1", "123456789.123456789", "-0", "7E+3"} {
+		r := f.add(AddRequest{Owner: "u1", Content: fmt.Sprintf("number %d", i), Metadata: json.RawMessage(`{"n": ` + lit + `}`)})
+		var printed string
+		if err := f.admin.QueryRow(ctx(t), `SELECT (metadata->'n')::text FROM `+f.store.sql.memories+` WHERE id = $1`, r.Memory.ID).Scan(&printed); err != nil {
+			t.Fatal(err)
+		}
+		if got := core.NumberStoredBytes(lit); got < len(printed) {
+			t.Errorf("%s is stored as %q (%d bytes), counted as %d", lit, printed, len(printed), got)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +32,8 @@ const (
 // compact form; nil when absent or JSON null (an update then leaves the
 // metadata as it is; {} clears it). Refused: anything but an object, more than the limits, a
 // NUL character (PostgreSQL's jsonb cannot hold it) or a control
-// character in a key, and a number beyond float64.
+// character in a key, a number beyond float64 or reading as zero though
+// it is not, and numbers that are larger stored than sent past the limit.
 func (f *FieldErrors) Metadata(field string, raw json.RawMessage) json.RawMessage {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
@@ -74,6 +74,10 @@ func (f *FieldErrors) Metadata(field string, raw json.RawMessage) json.RawMessag
 		f.Add(field, "is %d bytes, more than the limit of %d", buf.Len(), MaxMetadataBytes)
 		return nil
 	}
+	if stored := buf.Len() + w.grown; stored > MaxMetadataBytes {
+		f.Add(field, "is %d bytes as stored, more than the limit of %d: numbers are stored and read back in full, without an exponent (1e40 takes 41 bytes)", stored, MaxMetadataBytes)
+		return nil
+	}
 	return buf.Bytes()
 }
 
@@ -82,6 +86,7 @@ type metadataWalk struct {
 	f     *FieldErrors
 	field string
 	keys  int
+	grown int // bytes the numbers take stored beyond their text (NumberStoredBytes)
 }
 
 // walk checks v at depth and below; false once it added an error.
@@ -114,10 +119,12 @@ func (w *metadataWalk) walk(v any, depth int) bool {
 			return false
 		}
 	case json.Number:
-		if fl, err := strconv.ParseFloat(string(x), 64); err != nil || math.IsInf(fl, 0) {
-			w.f.Add(w.field, "holds the number %.20s, beyond the range of a float64", string(x))
+		if msg := NumberProblem(string(x)); msg != "" {
+			w.f.Add(w.field, "holds the number %.20s, which %s", string(x), msg)
 			return false
 		}
+		// Counted at the size it is stored and read back at.
+		w.grown += max(0, NumberStoredBytes(string(x))-len(x))
 	}
 	return true
 }

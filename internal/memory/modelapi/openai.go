@@ -211,6 +211,12 @@ func (e *openAIEmbedder) embedBatch(ctx context.Context, texts []string) ([][]fl
 			return nil, fmt.Errorf("%w: model %q returned %d dimensions but the runtime's embedding.dimensions is %d; set embedding.dimensions to %d (on a new runtime) or choose a model with %d",
 				ErrUpstream, e.model, len(d.Embedding), e.dims, len(d.Embedding), e.dims)
 		}
+		// A vector without a direction (all zeros, say) would make every
+		// search of its owner fail once stored (issue 26, seventeenth
+		// review, MEDIUM 1): the server's answer is at fault.
+		if msg := VectorDirection(d.Embedding); msg != "" {
+			return nil, fmt.Errorf("%w: model %q returned a vector for text %d that %s", ErrUpstream, e.model, d.Index, msg)
+		}
 		out[d.Index] = d.Embedding
 	}
 	return out, nil
