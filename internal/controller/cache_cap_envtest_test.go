@@ -38,25 +38,8 @@ func TestOperatorsObjectOverTheCacheCapIsNotRewrittenEachReconcile(t *testing.T)
 	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rt.Namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	o := CacheOptions(Options{})
-	o.Scheme = scheme
-	ca, err := cache.New(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
-		if _, err := ca.GetInformer(ctx, kind); err != nil {
-			t.Fatal(err)
-		}
-	}
-	go func() { _ = ca.Start(ctx) }()
-	if !ca.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
-	cached, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: ca}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := startOperatorCache(ctx, t, cfg, &corev1.ConfigMap{}, &corev1.Secret{})
+	cached := cachedClient(t, cfg, ca)
 	app := &applier{client: cached, reader: direct, scheme: scheme}
 	desired := func() client.Object { return specs.ConfigMap(rt, []byte("a: b")) }
 	if _, outcome, err := app.apply(ctx, desired()); err != nil || outcome != applyCreated {

@@ -93,24 +93,46 @@ func forgedSetup(t *testing.T) (context.Context, *rest.Config, client.Client, st
 	return ctx, cfg, c, ns.Name
 }
 
-// heldPerObject starts the operator's cache with obj's informer and
-// returns the heap it grew by once synced, per object of ns.
-func heldPerObject(ctx context.Context, t *testing.T, cfg *rest.Config, obj client.Object, list client.ObjectList, ns string) int {
+// startOperatorCache starts a cache configured as the operator's
+// (CacheOptions) with the informers of kinds, and waits until it synced;
+// it stops with ctx.
+func startOperatorCache(ctx context.Context, t *testing.T, cfg *rest.Config, kinds ...client.Object) cache.Cache {
 	t.Helper()
-	before := heapBytes()
 	o := CacheOptions(Options{})
 	o.Scheme = NewScheme()
 	ca, err := cache.New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.GetInformer(ctx, obj); err != nil {
-		t.Fatal(err)
+	for _, kind := range kinds {
+		if _, err := ca.GetInformer(ctx, kind); err != nil {
+			t.Fatal(err)
+		}
 	}
 	go func() { _ = ca.Start(ctx) }()
 	if !ca.WaitForCacheSync(ctx) {
 		t.Fatal("the cache did not sync")
 	}
+	return ca
+}
+
+// cachedClient reads through ca and writes to cfg's API server, as the
+// operator's client does.
+func cachedClient(t *testing.T, cfg *rest.Config, ca cache.Cache) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme(), Cache: &client.CacheOptions{Reader: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// heldPerObject starts the operator's cache with obj's informer and
+// returns the heap it grew by once synced, per object of ns.
+func heldPerObject(ctx context.Context, t *testing.T, cfg *rest.Config, obj client.Object, list client.ObjectList, ns string) int {
+	t.Helper()
+	before := heapBytes()
+	ca := startOperatorCache(ctx, t, cfg, obj)
 	grew := int(int64(heapBytes()) - int64(before))
 	if err := ca.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)

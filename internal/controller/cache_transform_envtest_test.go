@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -55,19 +54,7 @@ func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
 	}
 
 	before := heapBytes()
-	o := CacheOptions(Options{})
-	o.Scheme = scheme
-	ca, err := cache.New(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ca.GetInformer(ctx, &corev1.Secret{}); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = ca.Start(ctx) }()
-	if !ca.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
+	ca := startOperatorCache(ctx, t, cfg, &corev1.Secret{})
 	var list corev1.SecretList
 	if err := ca.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
 		t.Fatal(err)

@@ -78,25 +78,8 @@ func TestOverCapObjectIsReadWholeOnlyWhenItChanges(t *testing.T) {
 	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rt.Namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	o := CacheOptions(Options{})
-	o.Scheme = scheme
-	ca, err := cache.New(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &appsv1.Deployment{}} {
-		if _, err := ca.GetInformer(ctx, kind); err != nil {
-			t.Fatal(err)
-		}
-	}
-	go func() { _ = ca.Start(ctx) }()
-	if !ca.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
-	cached, err := client.New(cfg, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: ca}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := startOperatorCache(ctx, t, cfg, &corev1.ConfigMap{}, &corev1.Secret{}, &appsv1.Deployment{})
+	cached := cachedClient(t, cfg, ca)
 	app := &applier{client: cached, reader: counted, scheme: scheme}
 	const reconciles = 20
 	overCap := func(t *testing.T, obj client.Object, patch string) {

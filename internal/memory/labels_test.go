@@ -205,3 +205,15 @@ func TestMetadataNumbersCountAsStored(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataLoneSurrogateIsStored (issue 26, eighteenth review, LOW): a
+// lone surrogate escape (\ud800), in a value or a key, made PostgreSQL
+// refuse the jsonb and the add answered 500. The metadata is stored as
+// decoded, with U+FFFD in its place.
+func TestMetadataLoneSurrogateIsStored(t *testing.T) {
+	f := newFixture(t)
+	r := f.add(AddRequest{Owner: "u1", Content: "a surrogate", Metadata: json.RawMessage(`{"a": "x\ud800y", "k\udc00": 1}`)})
+	if !sameJSON(t, r.Memory.Metadata, json.RawMessage(`{"a": "x\ufffdy", "k\ufffd": 1}`)) {
+		t.Fatalf("stored %s", r.Memory.Metadata)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -254,5 +255,111 @@ func TestImportVectorWithoutDirectionIsRefused(t *testing.T) {
 				t.Errorf("%d memories written", n)
 			}
 		})
+	}
+}
+
+// longTurnExport is alice's export of one session: a user message and 30
+// assistant messages, one turn of 31.
+func longTurnExport(t *testing.T, a *fixture) []string {
+	t.Helper()
+	a.newSession("alice", "loop")
+	msgs := []TurnMessage{{Role: RoleUser, Content: "Plan the trip"}}
+	for i := range 30 {
+		msgs = append(msgs, TurnMessage{Role: RoleAssistant, Content: fmt.Sprintf("Step %d of the plan: %s", i, strings.Repeat("walk to the station and take the early train. ", 6))})
+	}
+	a.appendTurn("alice", "loop", msgs...)
+	return strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n")
+}
+
+// TestImportHoldsSessionsToTheConversationLimits (issue 26, eighteenth
+// review, MEDIUM 2): an import took sessions of any length, turns past
+// limits.maxTurnMessages and messages of 0 tokens (a window then loaded a
+// turn of 20,000 messages for a budget of 1). Now a turn or a session past
+// the target policy's limits is a 422 naming the line, and a message's
+// tokens are counted anew, not taken from the file.
+func TestImportHoldsSessionsToTheConversationLimits(t *testing.T) {
+	a := newFixture(t)
+	lines := longTurnExport(t, a)
+	for name, c := range map[string]struct {
+		limit func(*Policy)
+		field string
+	}{
+		"turn messages": {func(p *Policy) {
+			p.Conversation.Limits.MaxMessagesPerTurn, p.Conversation.Limits.MaxTurnMessages = 10, 20
+		}, "].seq"},
+		"turn tokens": {func(p *Policy) { p.Conversation.Limits.MaxTurnTokens = 1000 }, "].seq"},
+		"session":     {func(p *Policy) { p.Conversation.Limits.MaxMessagesPerSession = 10 }, "].messageCount"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newFixture(t, inDatabaseOf(a), withPolicy(c.limit))
+			_, err := b.store.Import(ctx(t), ImportRequest{Body: []byte(strings.Join(lines, "\n") + "\n"), Embedder: testExportInfo.Embedder})
+			v, ok := IsValidation(err)
+			if !ok || !strings.HasSuffix(v.Fields[0].Field, c.field) {
+				t.Fatalf("import past the limit: %v, want a 422 naming %s", err, c.field)
+			}
+			if n := rowsOf(t, b, b.store.sql.messages); n != 0 {
+				t.Errorf("%d messages written", n)
+			}
+		})
+	}
+	t.Run("tokens counted anew", func(t *testing.T) {
+		var forged []string
+		for _, l := range lines {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(l), &rec); err != nil {
+				t.Fatal(err)
+			}
+			switch rec["kind"] {
+			case portable.KindTrailer:
+				continue
+			case portable.KindMessage:
+				rec["tokens"] = 0
+				b, _ := json.Marshal(rec)
+				l = string(b)
+			}
+			forged = append(forged, l)
+		}
+		b := newFixture(t, inDatabaseOf(a))
+		if _, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, forged), Embedder: testExportInfo.Embedder}); err != nil {
+			t.Fatal(err)
+		}
+		var zero int64
+		if err := b.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+b.store.sql.messages+` WHERE tokens = 0`).Scan(&zero); err != nil || zero != 0 {
+			t.Errorf("%d messages kept the file's 0 tokens (%v)", zero, err)
+		}
+	})
+}
+
+// TestImportHistoryDetailsBounded (issue 26, eighteenth review, MEDIUM 1):
+// an import's history details were only asked to start with {, and 19.5
+// KB of numbers read back as 32 MB with the memory's history. Now they
+// are held to metadata's rules within 16 KiB as stored.
+func TestImportHistoryDetailsBounded(t *testing.T) {
+	a := newFixture(t)
+	a.add(AddRequest{Owner: "alice", Content: "Alice prefers tea", Category: "preference", Source: SourceUser})
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		switch rec["kind"] {
+		case portable.KindTrailer:
+			continue
+		case portable.KindHistory:
+			rec["details"] = json.RawMessage(`{"n": [` + strings.TrimSuffix(strings.Repeat("1e300,", 60), ",") + `]}`)
+			b, _ := json.Marshal(rec)
+			l = string(b)
+		}
+		lines = append(lines, l)
+	}
+	b := newFixture(t, inDatabaseOf(a))
+	_, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, lines), Embedder: testExportInfo.Embedder})
+	v, ok := IsValidation(err)
+	if !ok || !strings.HasSuffix(v.Fields[0].Field, "].details") || !strings.Contains(v.Fields[0].Message, "as stored") {
+		t.Fatalf("import of history details that grow stored: %v", err)
+	}
+	if n := rowsOf(t, b, b.store.sql.history); n != 0 {
+		t.Errorf("%d history rows written", n)
 	}
 }

@@ -35,14 +35,41 @@ const (
 // character in a key, a number beyond float64 or reading as zero though
 // it is not, and numbers that are larger stored than sent past the limit.
 func (f *FieldErrors) Metadata(field string, raw json.RawMessage) json.RawMessage {
+	return f.jsonObject(field, raw, objectLimits{bytes: MaxMetadataBytes, keys: MaxMetadataKeys, depth: MaxMetadataDepth})
+}
+
+// Limits of a history record's details as an import brings them (the
+// engine writes a few ids, and at most the old and new metadata and tags).
+const (
+	MaxHistoryDetailsBytes = 16 << 10
+	MaxHistoryDetailsDepth = MaxMetadataDepth + 2
+)
+
+// HistoryDetails checks the details of a history record an import brings
+// as metadata is checked, within MaxHistoryDetailsBytes as stored: they
+// are read back with the memory's history (issue 26, eighteenth review,
+// MEDIUM 1: 19.5 KB of numbers read back as 32 MB).
+func (f *FieldErrors) HistoryDetails(field string, raw json.RawMessage) json.RawMessage {
+	return f.jsonObject(field, raw, objectLimits{bytes: MaxHistoryDetailsBytes, keys: MaxHistoryDetailsBytes, depth: MaxHistoryDetailsDepth})
+}
+
+// objectLimits bound a JSON object: its bytes as stored, its keys over
+// all levels, its nesting.
+type objectLimits struct{ bytes, keys, depth int }
+
+// jsonObject checks raw as a JSON object within lim and returns it
+// encoded anew from what was decoded (so no escape PostgreSQL's jsonb
+// refuses, a lone surrogate such as \ud800, reaches it: the decoder made
+// it U+FFFD), compact; nil when absent or JSON null.
+func (f *FieldErrors) jsonObject(field string, raw json.RawMessage, lim objectLimits) json.RawMessage {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return nil
 	}
 	// The raw text may hold whitespace the compact form drops; past this
 	// it is not parsed at all.
-	if len(trimmed) > 4*MaxMetadataBytes {
-		f.Add(field, "is %d bytes, more than the limit of %d", len(trimmed), MaxMetadataBytes)
+	if len(trimmed) > 4*lim.bytes {
+		f.Add(field, "is %d bytes, more than the limit of %d", len(trimmed), lim.bytes)
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
@@ -57,57 +84,66 @@ func (f *FieldErrors) Metadata(field string, raw json.RawMessage) json.RawMessag
 		f.Add(field, "must be a JSON object, not %s", jsonKind(v))
 		return nil
 	}
-	w := metadataWalk{f: f, field: field}
+	w := metadataWalk{f: f, field: field, maxDepth: lim.depth}
 	if !w.walk(obj, 1) {
 		return nil
 	}
-	if w.keys > MaxMetadataKeys {
-		f.Add(field, "has %d keys, more than the limit of %d", w.keys, MaxMetadataKeys)
+	if w.keys > lim.keys {
+		f.Add(field, "has %d keys, more than the limit of %d", w.keys, lim.keys)
 		return nil
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, trimmed); err != nil {
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(obj); err != nil {
 		f.Add(field, "must be a JSON object")
 		return nil
 	}
-	if buf.Len() > MaxMetadataBytes {
-		f.Add(field, "is %d bytes, more than the limit of %d", buf.Len(), MaxMetadataBytes)
+	compact := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+	if len(compact) > lim.bytes {
+		f.Add(field, "is %d bytes, more than the limit of %d", len(compact), lim.bytes)
 		return nil
 	}
-	if stored := buf.Len() + w.grown; stored > MaxMetadataBytes {
-		f.Add(field, "is %d bytes as stored, more than the limit of %d: numbers are stored and read back in full, without an exponent (1e40 takes 41 bytes)", stored, MaxMetadataBytes)
+	if stored := len(compact) + w.grown; stored > lim.bytes {
+		f.Add(field, "is %d bytes as stored, more than the limit of %d: PostgreSQL stores and reads back numbers in full, without an exponent (1e40 takes 41 bytes), and a space after each colon and comma", stored, lim.bytes)
 		return nil
 	}
-	return buf.Bytes()
+	return compact
 }
 
 // metadataWalk checks the values of a metadata object and counts its keys.
 type metadataWalk struct {
-	f     *FieldErrors
-	field string
-	keys  int
-	grown int // bytes the numbers take stored beyond their text (NumberStoredBytes)
+	f        *FieldErrors
+	field    string
+	maxDepth int
+	keys     int
+	// grown is what the object takes stored beyond its compact text: the
+	// numbers in full (NumberStoredBytes), and the space jsonb prints
+	// after each colon and comma.
+	grown int
 }
 
 // walk checks v at depth and below; false once it added an error.
 func (w *metadataWalk) walk(v any, depth int) bool {
 	switch x := v.(type) {
 	case map[string]any:
-		if depth > MaxMetadataDepth {
-			w.f.Add(w.field, "nests deeper than the limit of %d levels", MaxMetadataDepth)
+		if depth > w.maxDepth {
+			w.f.Add(w.field, "nests deeper than the limit of %d levels", w.maxDepth)
 			return false
 		}
 		w.keys += len(x)
+		w.grown += 2 * len(x)
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if !w.key(k) || !w.walk(x[k], depth+1) {
 				return false
 			}
 		}
 	case []any:
-		if depth > MaxMetadataDepth {
-			w.f.Add(w.field, "nests deeper than the limit of %d levels", MaxMetadataDepth)
+		if depth > w.maxDepth {
+			w.f.Add(w.field, "nests deeper than the limit of %d levels", w.maxDepth)
 			return false
 		}
+		w.grown += len(x)
 		for _, e := range x {
 			if !w.walk(e, depth+1) {
 				return false

@@ -76,6 +76,11 @@ func (p *parser) parse(body []byte) (*parsed, error) {
 	if n == 0 {
 		p.at(1).add("kind", "the body is empty: an import starts with a header line")
 	}
+	if p.check.fe.Len() == 0 {
+		for _, g := range p.out.owners {
+			p.check.checkTurns(g, p.at)
+		}
+	}
 	if err := p.check.fe.Err(); err != nil {
 		return nil, err
 	}

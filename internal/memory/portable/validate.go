@@ -84,6 +84,9 @@ func (c checker) session(r *sessionRec) {
 	c.time("createdAt", r.CreatedAt)
 	c.time("lastActiveAt", r.LastActiveAt)
 	c.atLeast("messageCount", r.MessageCount, 0)
+	if lim := c.policy.Conversation.Limits.MaxMessagesPerSession; lim > 0 && r.MessageCount > int64(lim) {
+		c.add("messageCount", "is %d, more than limits.maxMessagesPerSession (%d) of this runtime's policy", r.MessageCount, lim)
+	}
 	if r.NextSeq != r.MessageCount+1 {
 		c.add("nextSeq", "must be messageCount + 1")
 	}
@@ -100,7 +103,13 @@ func (c checker) message(r *messageRec) {
 	c.text("content", r.Content, false)
 	c.text("toolName", r.ToolName, false)
 	c.text("toolCallId", r.ToolCallID, r.Role == "tool")
-	c.atLeast("tokens", r.Tokens, 0)
+	if lim := c.policy.Conversation.Limits.MaxMessageBytes; lim > 0 && len(r.Content) > lim {
+		c.add("content", "is %d bytes, more than limits.maxMessageBytes (%d) of this runtime's policy", len(r.Content), lim)
+	}
+	// The file's count is not trusted: the turn limits and the windows
+	// add tokens up, and a message of 0 tokens would fit any budget
+	// (issue 26, eighteenth review, MEDIUM 2). Counted as an append counts.
+	r.Tokens = int64(core.CountTokens(r.Content))
 	c.time("createdAt", r.CreatedAt)
 }
 
@@ -213,6 +222,7 @@ func (c checker) globalScope(r *memoryRec) {
 }
 
 func (c checker) history(r *historyRec) {
+	before := c.fe.Len()
 	c.uuid("memoryId", r.MemoryID)
 	c.text("action", r.Action, true)
 	c.oneOf("actor", r.Actor, sources...)
@@ -222,7 +232,9 @@ func (c checker) history(r *historyRec) {
 	if r.NewContent != nil {
 		c.text("newContent", *r.NewContent, false)
 	}
-	if len(r.Details) == 0 || r.Details[0] != '{' {
+	if d := c.fe.HistoryDetails("details", r.Details); d != nil {
+		r.Details = d // its compact form, bounded as stored
+	} else if c.fe.Len() == before {
 		c.add("details", "must be a JSON object")
 	}
 	c.time("createdAt", r.CreatedAt)
