@@ -122,6 +122,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // discard is the sink of a dry run.
 type discard struct{}
 
-func (discard) Write(p []byte) (int, error)              { return len(p), nil }
+func (discard) Write(p []byte) (int, error)            { return len(p), nil }
 func (discard) Commit(context.Context) (string, error) { return "", nil }
 func (discard) Abort(context.Context) error            { return nil }
