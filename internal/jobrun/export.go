@@ -102,7 +102,7 @@ func (e *exportRunner) RunExport(ctx context.Context, dryRun bool) (*memory.JobS
 // open starts the file or the upload.
 func (e *exportRunner) open(ctx context.Context, name string) (sink, error) {
 	if e.dest.S3 != nil {
-		return openS3(ctx, e.dest.S3, name, e.dest.PartSize)
+		return openS3(ctx, e.dest.S3, name, e.dest.PartSize), nil
 	}
 	return openFile(e.dest.Dir, e.dest.Claim, e.dest.SubPath, name)
 }

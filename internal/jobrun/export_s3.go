@@ -63,13 +63,13 @@ type s3Sink struct {
 	parts    []types.CompletedPart
 }
 
-func openS3(ctx context.Context, d *S3Destination, name string, partSize int64) (*s3Sink, error) {
+func openS3(ctx context.Context, d *S3Destination, name string, partSize int64) *s3Sink {
 	if partSize <= 0 {
 		partSize = DefaultPartSize
 	}
 	s := &s3Sink{ctx: ctx, c: newS3Client(d), bucket: d.Bucket, key: d.Prefix + name, partSize: partSize}
 	s.buf.Grow(int(partSize))
-	return s, nil
+	return s
 }
 
 func (s *s3Sink) location() string { return "s3://" + s.bucket + "/" + s.key }
