@@ -102,7 +102,7 @@ openapi-lint: $(REDOCLY) ## Lint internal/server/openapi.yaml with Redocly CLI's
 	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --extends recommended --format summary internal/server/openapi.yaml
 
 .PHONY: test
-test: manifests generate openapi-lint $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision PostgreSQL + Citus + control plane + Chromium, then run every suite with -race.
+test: manifests generate openapi-lint $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Provision PostgreSQL + Citus + control plane + Chromium + an S3 server, then run every suite with -race.
 	@echo ">> PostgreSQL with pgvector (fast, non-durable server settings: tests only; the fault suite runs its own server)"; \
 	DATABASE_URL="$$(ENGRAM_PG_DURABILITY=fast hack/pgvector.sh start)"; \
 	echo ">> Citus: a coordinator and two workers (built once, ~4 min; fast settings)"; \
@@ -111,7 +111,9 @@ test: manifests generate openapi-lint $(HELM) $(KUSTOMIZE) $(KUBE_SCORE) ## Prov
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)"; \
 	echo ">> Chromium for the console's browser test (CHROME_PATH, else Debian's chromium, installed when missing)"; \
 	CHROME_PATH="$$(hack/chromium.sh)"; \
-	export DATABASE_URL CITUS_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE) ENGRAM_KUBE_SCORE=$(KUBE_SCORE); \
+	echo ">> S3-compatible server for the export tests (tools/s3server, built once; ENGRAM_TEST_S3_ENDPOINT uses yours)"; \
+	ENGRAM_S3SERVER="$$(hack/s3server.sh)"; \
+	export DATABASE_URL CITUS_URL KUBEBUILDER_ASSETS CHROME_PATH ENGRAM_S3SERVER ENGRAM_TEST_REQUIRE_INFRA=1 ENGRAM_HELM=$(HELM) ENGRAM_KUSTOMIZE=$(KUSTOMIZE) ENGRAM_KUBE_SCORE=$(KUBE_SCORE); \
 	echo ">> smoke tests of the test infrastructure (must PASS, never SKIP)"; \
 	go test -race -count=1 -v -run '^TestSmoke' ./internal/testenv/ | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL|PASS)'; \
 	echo ">> fault suite: PostgreSQL restarted and killed under load (acknowledged / lost / evicted / failed writes in the log; a reported request with its service log lines)"; \

@@ -10,10 +10,10 @@ import (
 // CanonicalOperations is the order in which a run performs its operations:
 // decay first (it may forget rows), then expire, then purge (which removes
 // what the first two deactivated, once retention allows), then compact;
-// then the conversation operations: summarize, then sessions. It equals
-// memory.Operations.
+// then the conversation operations: summarize, then sessions; export last,
+// so it holds what the others left. It equals memory.RunOperations.
 var CanonicalOperations = []Operation{OperationDecay, OperationExpire, OperationPurge, OperationCompact,
-	OperationSummarize, OperationSessions}
+	OperationSummarize, OperationSessions, OperationExport}
 
 // SetCondition sets a condition of the retention job, stamped with its generation.
 func (j *RetentionJob) SetCondition(condType string, ok bool, reason, message string) {

@@ -6,7 +6,7 @@ import (
 )
 
 // Operation is one maintenance operation of a RetentionJob.
-// +kubebuilder:validation:Enum=decay;expire;purge;compact;summarize;sessions
+// +kubebuilder:validation:Enum=decay;expire;purge;compact;summarize;sessions;export
 type Operation string
 
 const (
@@ -27,6 +27,11 @@ const (
 	// conversation.sessionIdleTTL (with their messages and summaries) and
 	// archives those idle for longer than conversation.archiveAfter.
 	OperationSessions Operation = "sessions"
+	// OperationExport writes an export of the whole tenant (docs/export.md)
+	// to the destination in spec.export: a PersistentVolumeClaim or an
+	// S3-compatible bucket. It runs after the maintenance operations, so
+	// the export holds what they left.
+	OperationExport Operation = "export"
 )
 
 // ConcurrencyPolicy says what happens when a run is due while one still runs.
@@ -44,6 +49,8 @@ const (
 
 // RetentionJobSpec is a maintenance schedule for one runtime or a set of runtimes.
 // +kubebuilder:validation:XValidation:rule="has(self.runtimeRef) != has(self.runtimeSelector)",message="set exactly one of runtimeRef or runtimeSelector"
+// +kubebuilder:validation:XValidation:rule="!self.operations.exists(o, o == 'export') || has(self.export)",message="operations lists export: set spec.export to a pvc or an s3 destination"
+// +kubebuilder:validation:XValidation:rule="!has(self.export) || self.operations.exists(o, o == 'export')",message="spec.export is used by the export operation only: add export to operations, or remove spec.export"
 type RetentionJobSpec struct {
 	// RuntimeRef names one MemoryRuntime in the same namespace.
 	// +optional
@@ -72,11 +79,16 @@ type RetentionJobSpec struct {
 	TimeZone *string `json:"timeZone,omitempty"`
 
 	// Operations to run, in the order decay, expire, purge, compact,
-	// summarize, sessions whatever the order written here. At least one; no repeats.
+	// summarize, sessions, export whatever the order written here. At least one; no repeats.
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:MaxItems=7
 	Operations []Operation `json:"operations"`
+
+	// Export is where the export operation writes the tenant's export;
+	// required when operations lists export.
+	// +optional
+	Export *ExportSpec `json:"export,omitempty"`
 
 	// Suspend stops scheduling new runs; running ones finish.
 	// +optional
@@ -158,6 +170,29 @@ type OperationSummary struct {
 	// DurationMillis is the wall time of the operation.
 	// +optional
 	DurationMillis int64 `json:"durationMillis,omitempty"`
+	// Export is what the export operation wrote.
+	// +optional
+	Export *ExportOutcome `json:"export,omitempty"`
+}
+
+// ExportOutcome is the file or object an export operation wrote.
+type ExportOutcome struct {
+	// Location of the export: s3://bucket/key, or pvc://claim/path for a
+	// file on the claim (path within the claim, subPath included).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Location string `json:"location,omitempty"`
+	// Bytes written.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// Records of each kind written (the trailer's counts).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Records map[string]int64 `json:"records,omitempty"`
+	// SHA256 of the lines before the trailer, as the trailer says.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // LastRun is the summary of the newest finished run.

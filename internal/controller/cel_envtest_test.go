@@ -24,6 +24,12 @@ func validRuntimeSpec() memoryv1alpha1.MemoryRuntimeSpec {
 	return memoryv1alpha1.MemoryRuntimeSpec{Database: memoryv1alpha1.DatabaseSpec{ClusterConnection: "main"}}
 }
 
+// validExportS3 is a valid S3 destination of an export.
+func validExportS3() *memoryv1alpha1.ExportSpec {
+	return &memoryv1alpha1.ExportSpec{S3: &memoryv1alpha1.ExportS3{Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "engram-backups",
+		CredentialsSecretRef: memoryv1alpha1.S3CredentialsSecretRef{Name: "s3-backup"}}}
+}
+
 func validRetentionSpec() memoryv1alpha1.RetentionJobSpec {
 	return memoryv1alpha1.RetentionJobSpec{
 		RuntimeRef: &memoryv1alpha1.LocalObjectReference{Name: "bot"},
@@ -50,6 +56,14 @@ func celCases(ns string) []celCase {
 		s := validRetentionSpec()
 		mutate(&s)
 		return &memoryv1alpha1.RetentionJob{ObjectMeta: m(name), Spec: s}
+	}
+	// exportRJ is a retention job exporting to validExportS3, mutated.
+	exportRJ := func(mutate func(*memoryv1alpha1.ExportSpec)) client.Object {
+		return rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
+			s.Operations = append(s.Operations, memoryv1alpha1.OperationExport)
+			s.Export = validExportS3()
+			mutate(s.Export)
+		})
 	}
 	return []celCase{
 		// MemoryRuntime
@@ -298,11 +312,38 @@ func celCases(ns string) []celCase {
 			"metadata.name must be at most 40 characters so that CronJob and Job names derived from it fit"},
 		{"schedule @reboot", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "@reboot" }), `spec.schedule: Invalid value: "@reboot": schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. "0 3 * * *", or a macro like @daily; put the time zone in timeZone, not in schedule`},
 		{"empty schedule", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "" }), `spec.schedule: Invalid value: "": spec.schedule in body should be at least 1 chars long`},
-		{"seven operations", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
-			s.Operations = []memoryv1alpha1.Operation{"decay", "expire", "purge", "compact", "summarize", "sessions", "decay"}
-		}), "spec.operations: Too many: 7: must have at most 6 items"},
+		{"eight operations", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
+			s.Operations = []memoryv1alpha1.Operation{"decay", "expire", "purge", "compact", "summarize", "sessions", "export", "decay"}
+		}), "spec.operations: Too many: 8: must have at most 7 items"},
 		{"unknown operation", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Operations = []memoryv1alpha1.Operation{"summarise"} }),
-			`spec.operations[0]: Unsupported value: "summarise": supported values: "decay", "expire", "purge", "compact", "summarize", "sessions"`},
+			`spec.operations[0]: Unsupported value: "summarise": supported values: "decay", "expire", "purge", "compact", "summarize", "sessions", "export"`},
+		{"export without a destination", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Operations = []memoryv1alpha1.Operation{"export"} }),
+			"operations lists export: set spec.export to a pvc or an s3 destination"},
+		{"a destination without export", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Export = validExportS3() }),
+			"spec.export is used by the export operation only: add export to operations, or remove spec.export"},
+		{"export to two destinations", exportRJ(func(e *memoryv1alpha1.ExportSpec) {
+			e.PVC = &memoryv1alpha1.ExportPVC{ClaimName: "backups"}
+		}), "spec.export needs exactly one destination: set either pvc or s3"},
+		{"export to no destination", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3 = nil }),
+			"spec.export needs exactly one destination: set either pvc or s3"},
+		{"export bucket name", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3.Bucket = "My_Bucket" }),
+			"spec.export.s3.bucket must be an S3 bucket name: 3 to 63 lower-case letters, digits, '.' and '-'"},
+		{"export endpoint with credentials", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3.Endpoint = "https://key:secret@s3.example" }),
+			"spec.export.s3.endpoint must be an http:// or https:// URL without credentials, query or fragment"},
+		{"export endpoint without scheme", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3.Endpoint = "s3.example" }),
+			"spec.export.s3.endpoint must be an http:// or https:// URL"},
+		{"export prefix from the root", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3.Prefix = "/engram/" }),
+			"spec.export.s3.prefix must not start with '/' nor hold '//'"},
+		{"export bucket too long", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3.Bucket = strings.Repeat("b", 64) }),
+			"spec.export.s3.bucket: Too long: may not be more than 63 bytes"},
+		{"export without a Secret", exportRJ(func(e *memoryv1alpha1.ExportSpec) { e.S3.CredentialsSecretRef.Name = "" }),
+			"spec.export.s3.credentialsSecretRef.name in body should be at least 1 chars long"},
+		{"export claim name", exportRJ(func(e *memoryv1alpha1.ExportSpec) {
+			e.S3, e.PVC = nil, &memoryv1alpha1.ExportPVC{ClaimName: "Backups!"}
+		}), "spec.export.pvc.claimName must be a Kubernetes object name"},
+		{"export subPath out of the claim", exportRJ(func(e *memoryv1alpha1.ExportSpec) {
+			e.S3, e.PVC = nil, &memoryv1alpha1.ExportPVC{ClaimName: "backups", SubPath: "engram/../../etc"}
+		}), "spec.export.pvc.subPath must be a relative path without '..'"},
 		{"deadline of 0 seconds", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.ActiveDeadlineSeconds = ptr.To[int64](0) }),
 			"spec.activeDeadlineSeconds: Invalid value: 0: spec.activeDeadlineSeconds in body should be greater than or equal to 1"},
 		{"history above 100", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.SuccessfulJobsHistoryLimit = ptr.To[int32](101) }),
@@ -330,6 +371,19 @@ func scenarioCEL(e *operatorEnv, t *testing.T) {
 		}()},
 		&memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}, Spec: crdDefaults()},
 		&memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: ns}, Spec: validRetentionSpec()},
+		&memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "export-s3", Namespace: ns}, Spec: func() memoryv1alpha1.RetentionJobSpec {
+			s := validRetentionSpec()
+			s.Operations = append(s.Operations, memoryv1alpha1.OperationExport)
+			s.Export = validExportS3()
+			s.Export.S3.Prefix, s.Export.S3.Region, s.Export.S3.UsePathStyle = "engram/team-a/", "eu-west-1", true
+			return s
+		}()},
+		&memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "export-pvc", Namespace: ns}, Spec: func() memoryv1alpha1.RetentionJobSpec {
+			s := validRetentionSpec()
+			s.Operations = []memoryv1alpha1.Operation{memoryv1alpha1.OperationExport}
+			s.Export = &memoryv1alpha1.ExportSpec{Vectors: true, PVC: &memoryv1alpha1.ExportPVC{ClaimName: "backups", SubPath: "engram/team-a"}}
+			return s
+		}()},
 	} {
 		if err := e.c.Create(ctx, obj, client.DryRunAll); err != nil {
 			t.Fatalf("the valid base %T was refused: %v", obj, err)

@@ -51,6 +51,11 @@ func TestGolden(t *testing.T) {
 		"networkpolicy":      specs.NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
 	}
 	objects["poddisruptionbudget"] = specs.PodDisruptionBudget(rt)
+	objects["cronjob-export-s3"] = specs.CronJob(exportingJob(&memoryv1alpha1.ExportSpec{Vectors: true, S3: &memoryv1alpha1.ExportS3{
+		Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "engram-backups", Prefix: "team-a/", Region: "eu-west-1",
+		CredentialsSecretRef: memoryv1alpha1.S3CredentialsSecretRef{Name: "s3-backup"}}}), rt, "registry.example/engram:v1")
+	objects["cronjob-export-pvc"] = specs.CronJob(exportingJob(&memoryv1alpha1.ExportSpec{
+		PVC: &memoryv1alpha1.ExportPVC{ClaimName: "backups", SubPath: "engram"}}), rt, "registry.example/engram:v1")
 	// Every scheduling knob and TLS (builders_workload_test.go tests them one by one).
 	placed := placedRuntime()
 	placed.Spec.Service.TLS = &memoryv1alpha1.ServiceTLS{SecretName: "bot-tls"}

@@ -62,6 +62,7 @@ func LastRunFromSummary(jobName, runtime string, s *memory.JobSummary, jobSuccee
 		}
 		run.Operations = append(run.Operations, memoryv1alpha1.OperationSummary{
 			Name: name, Scanned: op.Scanned, Affected: op.Affected, DurationMillis: op.DurationMillis,
+			Export: exportOutcome(op.Export),
 		})
 	}
 	return run
@@ -86,3 +87,32 @@ func truncate(s string, n int) string { //nolint:unparam // the cap is the calle
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// maxExportKinds bounds the record kinds copied (the CRD's MaxProperties).
+const maxExportKinds = 32
+
+// exportOutcome is what status says of an export, cut to what the CRD
+// accepts: a summary from a container that breaks a bound would make the
+// status patch fail forever.
+func exportOutcome(e *memory.JobExport) *memoryv1alpha1.ExportOutcome {
+	if e == nil {
+		return nil
+	}
+	out := &memoryv1alpha1.ExportOutcome{Location: e.Location, Bytes: e.Bytes}
+	if len(out.Location) > 1024 {
+		out.Location = ""
+	}
+	if len(e.SHA256) <= 64 {
+		out.SHA256 = e.SHA256
+	}
+	for k, n := range e.Records {
+		if len(out.Records) == maxExportKinds {
+			break
+		}
+		if out.Records == nil {
+			out.Records = map[string]int64{}
+		}
+		out.Records[k] = n
+	}
+	return out
+}

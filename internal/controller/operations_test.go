@@ -16,7 +16,7 @@ import (
 
 // TestOperationsMirrorTheEngine pins the maintenance operations of the API
 // (CanonicalOperations, the +kubebuilder Enum marker and the CRD generated
-// from it) to the engine's (memory.Operations): the same names in the same
+// from it) to the engine's (memory.RunOperations): the same names in the same
 // order. memory cannot import api/, so the two lists are kept apart; a new
 // operation is one line in each list and a word in the marker.
 func TestOperationsMirrorTheEngine(t *testing.T) {
@@ -24,8 +24,8 @@ func TestOperationsMirrorTheEngine(t *testing.T) {
 	for _, op := range memoryv1alpha1.CanonicalOperations {
 		api = append(api, string(op))
 	}
-	if len(api) == 0 || !slices.Equal(api, memory.Operations) {
-		t.Fatalf("api/v1alpha1.CanonicalOperations = %v, internal/memory.Operations = %v: they must be equal, in order", api, memory.Operations)
+	if len(api) == 0 || !slices.Equal(api, memory.RunOperations) {
+		t.Fatalf("api/v1alpha1.CanonicalOperations = %v, internal/memory.RunOperations = %v: they must be equal, in order", api, memory.RunOperations)
 	}
 
 	src, err := os.ReadFile("../../api/v1alpha1/retentionjob_types.go")

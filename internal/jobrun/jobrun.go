@@ -1,5 +1,5 @@
 // Package jobrun is `manager job`: one maintenance run (decay, expire,
-// purge, compact) of one tenant, as the RetentionJob's CronJob starts it.
+// purge, compact, summarize, sessions, export) of one tenant, as the RetentionJob's CronJob starts it.
 // It prints one memory.JobSummary as JSON to stdout and writes the same
 // JSON to the termination-message file, where the operator reads it.
 package jobrun
@@ -22,8 +22,8 @@ type Runner interface {
 }
 
 // ParseOps reads a comma-separated list of operations and returns them in
-// the canonical order of memory.Operations (decay before expire before
-// purge before compact, whatever order they were given in), without repeats.
+// the canonical order of memory.RunOperations (decay before expire before
+// purge before compact, export last, whatever order they were given in), without repeats.
 func ParseOps(s string) ([]string, error) {
 	want := map[string]bool{}
 	for part := range strings.SplitSeq(s, ",") {
@@ -31,16 +31,16 @@ func ParseOps(s string) ([]string, error) {
 		if op == "" {
 			continue
 		}
-		if !slices.Contains(memory.Operations, op) {
-			return nil, fmt.Errorf("unknown operation %q: want a comma-separated list of %s", op, strings.Join(memory.Operations, ", "))
+		if !slices.Contains(memory.RunOperations, op) {
+			return nil, fmt.Errorf("unknown operation %q: want a comma-separated list of %s", op, strings.Join(memory.RunOperations, ", "))
 		}
 		want[op] = true
 	}
 	if len(want) == 0 {
-		return nil, fmt.Errorf("no operation given: want a comma-separated list of %s", strings.Join(memory.Operations, ", "))
+		return nil, fmt.Errorf("no operation given: want a comma-separated list of %s", strings.Join(memory.RunOperations, ", "))
 	}
 	var ops []string
-	for _, op := range memory.Operations {
+	for _, op := range memory.RunOperations {
 		if want[op] {
 			ops = append(ops, op)
 		}
@@ -62,6 +62,14 @@ func Run(ctx context.Context, r Runner, schema string, ops []string, opts memory
 	sum := memory.JobSummary{Schema: schema, DryRun: opts.DryRun, StartTime: time.Now().UTC(), Operations: []memory.JobSummaryOp{}}
 	err := r.WithJobLock(ctx, func(ctx context.Context) error {
 		for _, op := range ops {
+			if op == memory.OpExport {
+				res, err := runExport(ctx, r, opts.DryRun)
+				if err != nil {
+					return err
+				}
+				sum.Operations = append(sum.Operations, *res)
+				continue
+			}
 			start := time.Now()
 			res, err := r.RunJob(ctx, op, opts)
 			if err != nil {
@@ -88,6 +96,15 @@ func Run(ctx context.Context, r Runner, schema string, ops []string, opts memory
 		sum.Result = memory.RunSucceeded
 	}
 	return sum
+}
+
+// runExport runs the export operation of r, which needs a destination.
+func runExport(ctx context.Context, r Runner, dryRun bool) (*memory.JobSummaryOp, error) {
+	ex, ok := r.(Exporter)
+	if !ok {
+		return nil, errors.New("export: no destination given (--export-dir or --export-s3-bucket)")
+	}
+	return ex.RunExport(ctx, dryRun)
 }
 
 // MessageUnavailable starts the message of a run that failed because the

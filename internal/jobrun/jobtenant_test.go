@@ -165,6 +165,12 @@ func dump(t *testing.T, jt *jobTenant) string {
 // summary it printed and the termination-message file's content.
 func runMain(t *testing.T, jt *jobTenant, args ...string) (int, memory.JobSummary, string) {
 	t.Helper()
+	return runMainEnv(t, jt, nil, args...)
+}
+
+// runMainEnv is runMain with more environment variables (an S3 access key).
+func runMainEnv(t *testing.T, jt *jobTenant, env map[string]string, args ...string) (int, memory.JobSummary, string) {
+	t.Helper()
 	term := filepath.Join(t.TempDir(), "termination-log")
 	args = append([]string{"--config=" + jt.config, "--termination-log=" + term, "--log-format=text"}, args...)
 	var stdout, stderr bytes.Buffer
@@ -175,7 +181,7 @@ func runMain(t *testing.T, jt *jobTenant, args ...string) (int, memory.JobSummar
 		if k == naming.EnvDatabaseURL {
 			return jt.loginURL
 		}
-		return ""
+		return env[k]
 	}, &stdout, &stderr)
 	var sum memory.JobSummary
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {

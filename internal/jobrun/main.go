@@ -31,6 +31,8 @@ type Options struct {
 	StatementTimeout time.Duration
 	LogLevel         string
 	LogFormat        string
+	// Export is the destination of the export operation (--export-*).
+	Export ExportDestination
 	// From the environment.
 	DatabaseURL     string
 	EmbeddingAPIKey string
@@ -53,10 +55,15 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.DurationVar(&o.StatementTimeout, "db-statement-timeout", memory.DefaultJobStatementTimeout, "longest database statement, one batch or the VACUUM after compaction (statement_timeout of every session)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
+	exportFlags(fs, &o.Export)
 	err := fs.Parse(args)
 	o.DatabaseURL = getenv(naming.EnvDatabaseURL)
 	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
 	o.LLMAPIKey = getenv(naming.EnvLLMAPIKey)
+	if o.Export.S3 != nil {
+		o.Export.S3.AccessKeyID = getenv(naming.EnvExportS3AccessKeyID)
+		o.Export.S3.SecretAccessKey = getenv(naming.EnvExportS3SecretAccessKey)
+	}
 	if err != nil {
 		return o, err
 	}
@@ -112,6 +119,10 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	if err != nil {
 		return Failed("", o.DryRun, err)
 	}
+	runner, err := withExport(ops, o, cfg)
+	if err != nil {
+		return Failed(cfg.Schema, o.DryRun, err)
+	}
 	sess := memory.SessionSettings{LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
 	tn, err := workload.Open(ctx, workload.StoreParams{
 		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, LLMAPIKey: o.LLMAPIKey,
@@ -123,7 +134,7 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	}
 	defer tn.Close()
 	logger.Info("maintenance run starting", "schema", cfg.Schema, "operations", ops, "dryRun", o.DryRun, "batchSize", o.BatchSize)
-	sum := Run(ctx, tn.Store, cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize, OwnerBudget: o.CompactOwnerBudget})
+	sum := Run(ctx, runner(tn.Store), cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize, OwnerBudget: o.CompactOwnerBudget})
 	logger.Info("maintenance run finished", "schema", cfg.Schema, "result", sum.Result, "message", sum.Message)
 	return sum
 }

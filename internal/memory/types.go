@@ -226,6 +226,16 @@ const (
 // Operations lists the maintenance operations in the order a job runs them.
 var Operations = []string{OpDecay, OpExpire, OpPurge, OpCompact, OpSummarize, OpSessions}
 
+// OpExport writes an export of the tenant to a RetentionJob's destination.
+// It is not a maintenance operation of the engine (Store.RunJob): `manager
+// job` streams Store.Export to a file or a bucket.
+const OpExport = "export"
+
+// RunOperations lists every operation a RetentionJob run may name, in the
+// order it runs them: the maintenance operations, then export (so the
+// export holds what they left).
+var RunOperations = append(append([]string{}, Operations...), OpExport)
+
 // JobResult counts what one maintenance operation did (core.JobResult).
 type JobResult = core.JobResult
 
@@ -261,4 +271,16 @@ type JobSummaryOp struct {
 	DurationMillis int64  `json:"durationMillis"`
 	// Pending: owners whose compaction continues in the next run.
 	Pending int64 `json:"pending,omitempty"`
+	// Export: what the export operation wrote.
+	Export *JobExport `json:"export,omitempty"`
+}
+
+// JobExport is the file or object an export operation wrote: its location
+// (s3://bucket/key or pvc://claim/path), size, records of each kind and
+// the trailer's checksum.
+type JobExport struct {
+	Location string           `json:"location"`
+	Bytes    int64            `json:"bytes"`
+	Records  map[string]int64 `json:"records"`
+	SHA256   string           `json:"sha256"`
 }

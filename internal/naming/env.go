@@ -11,6 +11,10 @@ const (
 	EnvEmbeddingAPIKey = "ENGRAM_EMBEDDING_API_KEY"
 	// EnvLLMAPIKey is the API key of an OpenAI-compatible chat API.
 	EnvLLMAPIKey = "ENGRAM_LLM_API_KEY"
+	// EnvExportS3AccessKeyID and EnvExportS3SecretAccessKey are the access
+	// key of a RetentionJob's S3 export destination (spec.export.s3).
+	EnvExportS3AccessKeyID     = "ENGRAM_EXPORT_S3_ACCESS_KEY_ID"
+	EnvExportS3SecretAccessKey = "ENGRAM_EXPORT_S3_SECRET_ACCESS_KEY"
 )
 
 // Environment variables of the operator (config/manager, the Helm chart).

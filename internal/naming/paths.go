@@ -16,6 +16,9 @@ const (
 	// the job writes its JSON summary there, the operator reads it back
 	// from the pod's status.
 	TerminationLogPath = "/dev/termination-log"
+	// ExportDir is where a RetentionJob's export PVC (spec.export.pvc) is
+	// mounted in the job container.
+	ExportDir = "/var/lib/engram/export"
 	// BinaryPath is the one binary of the image (operator, service, job).
 	BinaryPath = "/manager"
 )

@@ -60,7 +60,7 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 					Image:                    image,
 					Command:                  JobCommand(rj),
 					Resources:                withEphemeralStorage(JobResources(rj)),
-					Env:                      tenantEnv(rt),
+					Env:                      append(tenantEnv(rt), exportEnv(rj)...),
 					SecurityContext:          containerSecurityContext(),
 					TerminationMessagePath:   naming.TerminationLogPath,
 					TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -70,6 +70,7 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 			},
 		},
 	}
+	withExportVolume(rj, &spec.Template.Spec)
 	jobScheduling(rt, &spec.Template.Spec)
 	return spec
 }
@@ -90,7 +91,7 @@ func JobCommand(rj *memoryv1alpha1.RetentionJob) []string {
 	if rj.Spec.DryRun {
 		cmd = append(cmd, "--dry-run")
 	}
-	return cmd
+	return append(cmd, exportArgs(rj)...)
 }
 
 // RunNowJob is the Job a run-now annotation starts: the CronJob's job
