@@ -24,11 +24,33 @@ var abbreviations = map[string]bool{
 // abbreviation or an initial ("J. Silva"), nor before a lower-case word.
 func splitSentences(text string) []string {
 	var out []string
+	for _, p := range splitPieces(text) {
+		out = append(out, p.text)
+	}
+	return out
+}
+
+// piece is a sentence and whether it follows the one before it with
+// nothing in between ("我住在东京。我喜欢猫。"), so the summary joins them
+// so again.
+type piece struct {
+	text  string
+	glued bool
+}
+
+// splitPieces is splitSentences with the glue between the sentences.
+func splitPieces(text string) []piece {
+	var out []piece
 	start := 0
+	tight := false // the text before start ends a sentence with no space after it
 	emit := func(end int) {
-		if s := strings.TrimSpace(text[start:end]); s != "" {
-			out = append(out, s)
+		raw := text[start:end]
+		if s := strings.TrimSpace(raw); s != "" {
+			first, _ := utf8.DecodeRuneInString(raw)
+			out = append(out, piece{text: s, glued: tight && !unicode.IsSpace(first)})
 		}
+		last, _ := utf8.DecodeLastRuneInString(raw)
+		tight = raw != "" && !unicode.IsSpace(last)
 		start = end
 	}
 	for i := 0; i < len(text); {

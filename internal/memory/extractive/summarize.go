@@ -15,6 +15,10 @@ const MaxSentences = 5000
 // only." after "Noted for Lisbon: day trains only.") and is skipped.
 const duplicateSimilarity = 0.8
 
+// groupSpread is how much each sentence a group already has in the summary
+// lowers the weight of its others (see Turn.Group).
+const groupSpread = 0.5
+
 // Turn is one line of the covered conversation: a message, or a child
 // summary when summaries are condensed.
 type Turn struct {
@@ -26,6 +30,11 @@ type Turn struct {
 	Text string
 	// User: the user wrote it; its sentences weigh more.
 	User bool
+	// Group: turns of one group (the lines of one child summary being
+	// condensed) share coverage: each sentence a group has in the summary
+	// already makes its other sentences weigh less, so the summary spreads
+	// over the groups rather than dwelling on the first.
+	Group int
 }
 
 // Counter counts the tokens of a text: the service's one token counter.
@@ -35,6 +44,7 @@ type Counter func(string) int
 type sentence struct {
 	turn, ord int
 	text      string
+	glued     bool // follows sentence ord-1 with no space between
 }
 
 // Summarize picks whole sentences of turns, best first, until no other
@@ -69,12 +79,12 @@ func collect(turns []Turn) ([]sentence, []features) {
 	var sents []sentence
 	var fs []features
 	for t, turn := range turns {
-		for k, s := range splitSentences(turn.Text) {
+		for k, p := range splitPieces(turn.Text) {
 			if len(sents) == MaxSentences {
 				return sents, fs
 			}
-			sents = append(sents, sentence{turn: t, ord: k, text: s})
-			fs = append(fs, sentenceFeatures(s))
+			sents = append(sents, sentence{turn: t, ord: k, text: p.text, glued: p.glued})
+			fs = append(fs, sentenceFeatures(p.text))
 		}
 	}
 	return sents, fs
@@ -93,6 +103,7 @@ type picker struct {
 	count  Counter
 
 	picked []bool
+	groups map[int]int // kept sentences per group
 	opened map[int]bool
 	seen   map[string]bool
 	kept   []int
@@ -101,13 +112,17 @@ type picker struct {
 
 // pick picks from the head by score times novelty (1 - the highest
 // similarity to a kept sentence, so a second sentence on what one kept
-// already says yields to one that adds something), then from the tail in
-// its order; a near-duplicate of a kept sentence (or the same text) is
+// already says yields to one that adds something), divided by 1 +
+// groupSpread × the sentences its group has kept; then from the tail in
+// its order. A near-duplicate of a kept sentence (or the same text) is
 // never kept. It reports whether any sentence was kept.
 func pick(sents []sentence, vs []vector, r ranking, turns []Turn, budget int, count Counter) ([]bool, bool) {
 	p := &picker{sents: sents, vs: vs, turns: turns, budget: budget, count: count,
-		picked: make([]bool, len(sents)), opened: map[int]bool{}, seen: map[string]bool{}}
+		picked: make([]bool, len(sents)), groups: map[int]int{}, opened: map[int]bool{}, seen: map[string]bool{}}
 	simMax := make([]float64, len(r.head))
+	gain := func(j int) float64 {
+		return r.score[j] * (1 - simMax[j]) / (1 + groupSpread*float64(p.groups[turns[sents[r.head[j]].turn].Group]))
+	}
 	open := make([]bool, len(r.head))
 	for k := range open {
 		open[k] = true
@@ -115,7 +130,7 @@ func pick(sents []sentence, vs []vector, r ranking, turns []Turn, budget int, co
 	for {
 		k := -1
 		for j := range r.head {
-			if open[j] && (k < 0 || r.score[j]*(1-simMax[j]) > r.score[k]*(1-simMax[k])) {
+			if open[j] && (k < 0 || gain(j) > gain(k)) {
 				k = j
 			}
 		}
@@ -157,6 +172,7 @@ func (p *picker) keep(i int) bool {
 	}
 	p.used += cost
 	p.picked[i], p.opened[s.turn], p.seen[key] = true, true, true
+	p.groups[p.turns[s.turn].Group]++
 	p.kept = append(p.kept, i)
 	return true
 }
@@ -179,7 +195,9 @@ func prefix(speaker string) string {
 	return speaker + ": "
 }
 
-// render writes the picked sentences in source order, a line per turn.
+// render writes the picked sentences in source order, a line per turn,
+// joined by a space (none between two that the source glued together,
+// as CJK text writes them).
 func render(turns []Turn, sents []sentence, picked []bool) string {
 	var b strings.Builder
 	last := -1
@@ -193,7 +211,7 @@ func render(turns []Turn, sents []sentence, picked []bool) string {
 			fallthrough
 		case s.turn != last:
 			b.WriteString(prefix(turns[s.turn].Speaker))
-		default:
+		case !(s.glued && picked[i-1]):
 			b.WriteByte(' ')
 		}
 		b.WriteString(s.text)

@@ -107,13 +107,15 @@ func checkWholeSentences(t *testing.T, c conv, out string) {
 	}
 }
 
-// joinedOf reports whether body is some of sents, in order, joined by " ".
+// joinedOf reports whether body is some of sents, in order, joined by " "
+// (or nothing, between CJK sentences the source glued).
 func joinedOf(body string, sents []string) bool {
 	if body == "" {
 		return true
 	}
 	for i, s := range sents {
-		if rest, ok := strings.CutPrefix(body, s); ok && (rest == "" || strings.HasPrefix(rest, " ") && joinedOf(rest[1:], sents[i+1:])) {
+		rest, ok := strings.CutPrefix(body, s)
+		if ok && (rest == "" || strings.HasPrefix(rest, " ") && joinedOf(rest[1:], sents[i+1:]) || joinedOf(rest, sents[i+1:])) {
 			return true
 		}
 	}
@@ -185,6 +187,7 @@ func TestSummarizeTable(t *testing.T) {
 		{"a long sentence alone is cut at a word", []Turn{user(strings.Repeat("word ", 100) + "end.")}, 10,
 			"USER: word word word word word word…"},
 		{"CJK is cut between characters", []Turn{user(strings.Repeat("猫", 40) + "。")}, 10, "USER: 猫猫猫猫猫猫猫猫猫猫猫…"},
+		{"glued CJK sentences stay glued", []Turn{user("我住在东京。我喜欢猫。"), asst("好的。 明白了。")}, 100, "USER: 我住在东京。我喜欢猫。\nASSISTANT: 好的。 明白了。"},
 		{"no speaker", []Turn{{Text: "The user asked for day trains. The assistant agreed."}}, 100, "The user asked for day trains. The assistant agreed."},
 		{"nothing to say", []Turn{user(" \n ")}, 100, ""},
 		{"no budget", []Turn{user("Hello.")}, 0, ""},
