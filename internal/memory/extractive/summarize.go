@@ -11,8 +11,8 @@ import (
 const MaxSentences = 5000
 
 // duplicateSimilarity is the cosine similarity of TF-IDF vectors from which
-// a sentence repeats one already picked ("Noted for Porto: day trains
-// only." after "Noted for Lisbon: day trains only.") and is skipped.
+// a sentence repeats one already picked ("Please book the day train to
+// Porto!" after "Book the day train to Porto.") and is skipped.
 const duplicateSimilarity = 0.8
 
 // groupSpread is how much each sentence a group already has in the summary
