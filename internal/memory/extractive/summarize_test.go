@@ -128,8 +128,8 @@ func joinedOf(body string, sents []string) bool {
 // input gives the same summary.
 func TestSummarizeProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 2026))
-	for i := range 300 {
-		c := generate(r, 1+r.IntN(40))
+	for i := range 200 {
+		c := generate(r, 1+r.IntN(30))
 		in := 0
 		for _, x := range c.turns {
 			in += tokens(prefix(x.Speaker) + x.Text)
@@ -226,5 +226,31 @@ func TestSummarizeIsBounded(t *testing.T) {
 	vs := make([]vector, 3*MaxRanked)
 	if got := rank(vs, make([]float64, len(vs))); len(got.head) != MaxRanked || len(got.tail) != 2*MaxRanked {
 		t.Errorf("ranking of %d sentences: head %d, tail %d", len(vs), len(got.head), len(got.tail))
+	}
+}
+
+// TestSummarizeArbitraryText: text of any bytes (marks, spaces, scripts,
+// invalid UTF-8) neither panics nor passes the budget, and gives the same
+// summary twice.
+func TestSummarizeArbitraryText(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []string{"a", "Z", "7", " ", "\n", ".", "!", "?", "…", "。", "猫", "é", "\u0301", "\xff", "Dr.", "e.g.", `"`, ")", "3.5", "\t", "؟", "।"}
+	for i := range 300 {
+		var turns []Turn
+		for range 1 + r.IntN(6) {
+			var b strings.Builder
+			for range r.IntN(200) {
+				b.WriteString(alphabet[r.IntN(len(alphabet))])
+			}
+			turns = append(turns, Turn{Speaker: "USER", User: r.IntN(2) == 0, Text: b.String()})
+		}
+		budget := r.IntN(80)
+		out := Summarize(turns, budget, tokens)
+		if n := tokens(out); n > budget {
+			t.Fatalf("case %d: %d tokens for a budget of %d: %q", i, n, budget, out)
+		}
+		if again := Summarize(turns, budget, tokens); again != out {
+			t.Fatalf("case %d: not deterministic", i)
+		}
 	}
 }
