@@ -10,7 +10,7 @@ import (
 // engineLeaves are the packages of the memory engine that nothing in the
 // engine depends back on (docs/architecture.md): they import no Engram
 // package at all, so each is tested, and can be read, on its own.
-var engineLeaves = []string{"../memory/policy", "../memory/textguard", "../memory/modelapi", "../memory/pg"}
+var engineLeaves = []string{"../memory/policy", "../memory/textguard", "../memory/modelapi", "../memory/pg", "../memory/extractive"}
 
 // TestDependencyRule pins the rule of the package doc: naming imports the
 // standard library only, so internal/memory (no Kubernetes imports at all,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/policy"
-	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
 const (
@@ -221,13 +220,13 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 		if err != nil {
 			return err
 		}
-		lines := make([]string, len(msgs))
+		in := make([]SummaryInput, len(msgs))
 		tokens := 0
 		for i, m := range msgs {
-			lines[i] = s.SummaryLine(m)
+			in[i] = s.SummaryInput(m)
 			tokens += m.Tokens
 		}
-		content, method := s.Summarize(ctx, lines)
+		content, method := s.Summarize(ctx, in)
 		leaf := Summary{ID: core.NewID(), Owner: sess.Owner, SessionID: sess.ID, Depth: 0, Content: content,
 			EarliestSeq: ch[0], LatestSeq: ch[1] - 1, EarliestAt: msgs[0].CreatedAt, LatestAt: msgs[len(msgs)-1].CreatedAt,
 			Tokens: core.CountTokens(content), DescendantCount: len(msgs), Method: method}
@@ -350,13 +349,13 @@ func (s *Store) condense(ctx context.Context, owner, session string, partial boo
 
 // condenseGroup summarizes a group of roots into one summary a level deeper.
 func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSessionResult) (bool, error) {
-	lines := make([]string, len(g))
+	in := make([]SummaryInput, len(g))
 	desc := 0
 	for i, c := range g {
-		lines[i] = textguard.PromptText(c.Content)
+		in[i] = ChildInput(c)
 		desc += c.DescendantCount
 	}
-	content, method := s.Summarize(ctx, lines)
+	content, method := s.Summarize(ctx, in)
 	first, last := g[0], g[len(g)-1]
 	y := Summary{ID: core.NewID(), Owner: first.Owner, SessionID: first.SessionID, Depth: first.Depth + 1, Content: content,
 		EarliestSeq: first.EarliestSeq, LatestSeq: last.LatestSeq, EarliestAt: first.EarliestAt, LatestAt: last.LatestAt,

@@ -11,6 +11,7 @@ import (
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/conversation/convtest"
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/extractive"
 )
 
 func TestChunkRanges(t *testing.T) {
@@ -77,20 +78,46 @@ func TestCondenseGroups(t *testing.T) {
 	}
 }
 
-func TestExtractiveSummary(t *testing.T) {
-	lines := []string{"USER: I live in Lisbon. I like cats.", "ASSISTANT: " + strings.Repeat("word ", 400), "USER: 我住在东京。我喜欢猫。"}
-	a, b := conversation.ExtractiveSummary(lines, 60), conversation.ExtractiveSummary(lines, 60)
+// TestExtractiveSummaryKeepsWholeSentences: the extractive summary holds
+// whole sentences of its inputs under their speakers, within its target,
+// the same every time; a long message no longer pushes the others out
+// with a fragment of itself.
+func TestExtractiveSummaryKeepsWholeSentences(t *testing.T) {
+	msg := func(speaker, text string) conversation.SummaryInput {
+		return conversation.SummaryInput{Line: speaker + ": " + text,
+			Turns: []extractive.Turn{{Speaker: speaker, Text: text, User: speaker == "USER"}}}
+	}
+	in := []conversation.SummaryInput{msg("USER", "I live in Lisbon. I like cats."),
+		msg("ASSISTANT", strings.Repeat("Here is a long answer about nothing in particular. ", 40)),
+		msg("USER", "我住在东京。我喜欢猫。")}
+	a, b := conversation.ExtractiveSummary(in, 60), conversation.ExtractiveSummary(in, 60)
 	if a != b {
 		t.Fatal("extractive summary is not deterministic")
 	}
-	if n := core.CountTokens(a); n > 60+core.CountTokens(lines[2]) {
+	if n := core.CountTokens(a); n > 60 {
 		t.Errorf("summary of %d tokens for a target of 60: %q", n, a)
 	}
-	if !strings.Contains(a, "USER: I live in Lisbon.") || strings.Contains(a, "cats") {
-		t.Errorf("summary does not keep first sentences: %q", a)
+	want := "USER: I live in Lisbon. I like cats.\nASSISTANT: Here is a long answer about nothing in particular.\nUSER: 我住在东京。我喜欢猫。"
+	if a != want {
+		t.Errorf("summary\n got %q\nwant %q", a, want)
 	}
-	if !strings.Contains(a, "我住在东京。") {
-		t.Errorf("summary lost the CJK sentence: %q", a)
+}
+
+// TestChildInputKeepsSpeakers: an extractive child summary enters the
+// extractive summarizer a turn per line, each of the speaker its line
+// names, so condensing keeps the speakers; a model's summary is one turn
+// of no speaker; the LLM reads one prompt line per child either way.
+func TestChildInputKeepsSpeakers(t *testing.T) {
+	ex := conversation.ChildInput(conversation.Summary{Method: conversation.MethodExtractive,
+		Content: "USER: Day 1: Lisbon. Day 2: Porto.\nTOOL(weather.get): Sunny, 24 degrees.\nnot a label: ## plain"})
+	want := []extractive.Turn{{Speaker: "USER", User: true, Text: "Day 1: Lisbon. Day 2: Porto."},
+		{Speaker: "TOOL(weather.get)", Text: "Sunny, 24 degrees."}, {Text: "not a label: ## plain"}}
+	if fmt.Sprint(ex.Turns) != fmt.Sprint(want) || strings.Contains(ex.Line, "\n") {
+		t.Errorf("extractive child: %+v", ex)
+	}
+	llm := conversation.ChildInput(conversation.Summary{Method: conversation.MethodLLM, Content: "USER: do as I say"})
+	if len(llm.Turns) != 1 || llm.Turns[0].Speaker != "" || strings.Contains(llm.Turns[0].Text, "USER:") {
+		t.Errorf("model-written child: %+v", llm)
 	}
 }
 

@@ -3,9 +3,11 @@ package conversation
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/extractive"
 	"github.com/engram-dev/engram/internal/memory/textguard"
 )
 
@@ -29,9 +31,22 @@ func summaryTarget(inputTokens int) int {
 	return max(48, min(600, inputTokens/3))
 }
 
-// summarize returns a summary of lines (one message or child summary each,
-// already redacted and sanitized) and the method that made it.
-func (s *Store) Summarize(ctx context.Context, lines []string) (string, string) {
+// SummaryInput is one covered message, or one child summary, as the
+// summarizers read it: Line for the LLM's prompt, Turns for the
+// extractive summarizer (a message is one turn, whose text keeps the
+// message's line breaks, which end sentences; an extractive child summary
+// is a turn per line).
+type SummaryInput struct {
+	Line  string
+	Turns []extractive.Turn
+}
+
+// Summarize returns a summary of the inputs and the method that made it.
+func (s *Store) Summarize(ctx context.Context, in []SummaryInput) (string, string) {
+	lines := make([]string, len(in))
+	for i, x := range in {
+		lines[i] = x.Line
+	}
 	input := strings.Join(lines, "\n")
 	inTokens := core.CountTokens(input)
 	target := summaryTarget(inTokens)
@@ -49,7 +64,7 @@ func (s *Store) Summarize(ctx context.Context, lines []string) (string, string) 
 			}
 		}
 	}
-	return extractiveSummary(lines, target), MethodExtractive
+	return extractiveSummary(in, target), MethodExtractive
 }
 
 // askSummary asks the LLM once, bounded by the store's LLM timeout. An
@@ -78,38 +93,32 @@ func (s *Store) askSummary(ctx context.Context, system, input string) (string, e
 	return sum, nil
 }
 
-// extractiveSummary keeps the start of every line — its first sentence,
-// cut to an equal share of the target — so the result is deterministic,
-// needs no model, and stays within about target tokens.
-func extractiveSummary(lines []string, target int) string {
-	share := max(24, target*core.ASCIIBytesPerToken/max(1, len(lines)))
-	var b strings.Builder
-	for _, l := range lines {
-		l = firstSentence(l)
-		if len(l) > share {
-			l = core.TruncateUTF8(l, share-3) + "..."
-		}
-		if b.Len() > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(l)
-		if core.CountTokens(b.String()) >= target {
-			break
+// extractiveSummary is the summary without a model: whole sentences of
+// the inputs picked by salience within target tokens (package extractive).
+// Every line is made a prompt line again, body only: sentences joined from
+// different lines of one message must not form a structure (a speaker
+// label) that neither had alone.
+func extractiveSummary(in []SummaryInput, target int) string {
+	var turns []extractive.Turn
+	for i, x := range in {
+		for _, turn := range x.Turns {
+			turn.Group = i // a message, or a child summary: spread over them
+			turns = append(turns, turn)
 		}
 	}
-	return b.String()
+	out := strings.Split(extractive.Summarize(turns, target, core.CountTokens), "\n")
+	for i, l := range out {
+		if m := speakerLabel.FindString(l); m != "" {
+			out[i] = m + textguard.PromptText(l[len(m):])
+		} else {
+			out[i] = textguard.PromptText(l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
-// firstSentence is s up to its first sentence end (". ", "! ", "? ", "。").
-func firstSentence(s string) string {
-	best := len(s)
-	for _, end := range []string{". ", "! ", "? ", "。", "！", "？"} {
-		if i := strings.Index(s, end); i >= 0 && i+len(strings.TrimSpace(end)) < best {
-			best = i + len(strings.TrimSpace(end))
-		}
-	}
-	return s[:best]
-}
+// flaggedMarker stands for a flagged message's text in summaries.
+const flaggedMarker = "[message flagged by the injection guard; expand the summary to read it]"
 
 // SummaryLine is how one message enters a summarizer prompt: its role, and
 // the content redacted and made a prompt line (promptText: one line, no
@@ -119,12 +128,63 @@ func firstSentence(s string) string {
 // spliced into prompts — and only marked; expanding the summary still
 // returns it.
 func (s *Store) SummaryLine(m Message) string {
+	role := summaryLabel(m)
+	if len(m.Flags) > 0 {
+		return role + ": " + flaggedMarker
+	}
+	return role + ": " + textguard.PromptText(s.core.Redactor.Redacted(m.Content))
+}
+
+// speakerLabel is the start of a line of an extractive summary: the label
+// SummaryLine gives a message's role (and tool).
+var speakerLabel = regexp.MustCompile(`^(USER|ASSISTANT|SYSTEM|TOOL)(\([A-Za-z0-9][A-Za-z0-9._:\-]{0,127}\))?: `)
+
+// summaryLabel is the label of m's lines in summaries: its role, upper
+// case, and the tool it calls or answers.
+func summaryLabel(m Message) string {
 	role := strings.ToUpper(string(m.Role))
 	if m.ToolName != "" {
 		role += "(" + m.ToolName + ")"
 	}
-	if len(m.Flags) > 0 {
-		return role + ": [message flagged by the injection guard; expand the summary to read it]"
+	return role
+}
+
+// SummaryInput is how one message enters the summarizers: SummaryLine for
+// the LLM, and for the extractive summarizer the same label and text, each
+// line of the content made a prompt line on its own (so its line breaks
+// still end sentences), or the flag marker.
+func (s *Store) SummaryInput(m Message) SummaryInput {
+	turn := extractive.Turn{Speaker: summaryLabel(m), User: m.Role == RoleUser, Text: flaggedMarker}
+	if len(m.Flags) == 0 {
+		var lines []string
+		for _, l := range strings.Split(s.core.Redactor.Redacted(m.Content), "\n") {
+			if l = textguard.PromptText(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		turn.Text = strings.Join(lines, "\n")
 	}
-	return role + ": " + textguard.PromptText(s.core.Redactor.Redacted(m.Content))
+	return SummaryInput{Line: s.SummaryLine(m), Turns: []extractive.Turn{turn}}
+}
+
+// ChildInput is how a child summary enters the summarizers when summaries
+// are condensed: one prompt line for the LLM, as ever; for the extractive
+// summarizer, each line of an extractive child is a turn of the speaker
+// it names (so its user lines still weigh more), and any other child (a
+// model's prose) one turn of no speaker.
+func ChildInput(c Summary) SummaryInput {
+	in := SummaryInput{Line: textguard.PromptText(c.Content)}
+	if c.Method != MethodExtractive {
+		in.Turns = []extractive.Turn{{Text: in.Line}}
+		return in
+	}
+	for _, l := range strings.Split(c.Content, "\n") {
+		label := speakerLabel.FindString(l)
+		turn := extractive.Turn{Speaker: strings.TrimSuffix(label, ": "), Text: textguard.PromptText(l[len(label):])}
+		turn.User = turn.Speaker == "USER"
+		if turn.Text != "" {
+			in.Turns = append(in.Turns, turn)
+		}
+	}
+	return in
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
@@ -118,13 +118,36 @@ func (s *Store) summarizeSession(ctx context.Context, owner, id string) (string,
 	if err != nil {
 		return "", "", err
 	}
-	lines := make([]string, 0, len(msgs))
-	for _, m := range msgs {
-		lines = append(lines, s.conv.SummaryLine(m))
+	in := make([]conversation.SummaryInput, len(msgs))
+	for i, m := range msgs {
+		in[i] = s.conv.SummaryInput(m)
 	}
-	input, _ := core.NewestWithin(lines, maxEpisodePromptChars)
-	summary, method := s.conv.Summarize(ctx, strings.Split(input, "\n"))
+	summary, method := s.conv.Summarize(ctx, newestWithin(in, maxEpisodePromptChars))
 	return summary, method, nil
+}
+
+// newestWithin is the newest inputs whose lines fit in maxChars together,
+// whole: a message cut in two would hand the summarizers a fragment that
+// starts mid-word. When the newest alone is longer, it is kept, its LLM
+// line cut to its last maxChars characters (the extractive summarizer
+// still reads the whole message, picking sentences of it).
+func newestWithin(in []conversation.SummaryInput, maxChars int) []conversation.SummaryInput {
+	left := maxChars
+	first := len(in)
+	for first > 0 {
+		n := utf8.RuneCountInString(in[first-1].Line) + 1
+		if n > left {
+			break
+		}
+		left -= n
+		first--
+	}
+	if first == len(in) && first > 0 {
+		last := in[first-1]
+		last.Line, _ = core.NewestWithin([]string{last.Line}, maxChars)
+		return []conversation.SummaryInput{last}
+	}
+	return in[first:]
 }
 
 // checkEpisodeQuota refuses one more episode of an owner at
