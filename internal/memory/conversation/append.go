@@ -16,7 +16,6 @@ import (
 // page by page (From = the last seq + 1).
 const maxMessagesRead = 1000
 
-
 // preparedMessage is a validated, redacted message ready to store.
 type preparedMessage struct {
 	msg     TurnMessage // Content redacted

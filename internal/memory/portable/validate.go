@@ -118,6 +118,7 @@ var sources = []string{"user", "agent", "system", "job"}
 
 // flagInjection is the one flag a message carries (textguard.FlagInjection).
 const flagInjection = "injection"
+
 var methods = []string{"llm", "llm-aggressive", "extractive"}
 
 func (c checker) session(r *sessionRec) {
