@@ -3,7 +3,6 @@ package conversation
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -16,12 +15,6 @@ import (
 // maxMessagesRead bounds one Messages call; a client reads a longer range
 // page by page (From = the last seq + 1).
 const maxMessagesRead = 1000
-
-// toolRef is a tool name or a tool-call id: what model APIs generate
-// (call_abc123, toolu_01..., get_weather), never free text.
-var toolRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}$`)
-
-const toolRefRule = "must be 1-128 characters of letters, digits and . _ : -, starting with a letter or digit"
 
 // preparedMessage is a validated, redacted message ready to store.
 type preparedMessage struct {
@@ -154,11 +147,11 @@ func validateTurnMessage(fe *core.FieldErrors, m TurnMessage, maxRaw int) {
 	default:
 		fe.Add("role", "%q must be user, assistant, system or tool", m.Role)
 	}
-	if m.ToolName != "" && !toolRef.MatchString(m.ToolName) {
-		fe.Add("toolName", toolRefRule)
+	if m.ToolName != "" && !core.ValidToolRef(m.ToolName) {
+		fe.Add("toolName", core.ToolRefRule)
 	}
-	if m.ToolCallID != "" && !toolRef.MatchString(m.ToolCallID) {
-		fe.Add("toolCallId", toolRefRule)
+	if m.ToolCallID != "" && !core.ValidToolRef(m.ToolCallID) {
+		fe.Add("toolCallId", core.ToolRefRule)
 	}
 	if m.Role == RoleTool && m.ToolCallID == "" {
 		fe.Add("toolCallId", "is required for a tool message: it links the result to the assistant's call")

@@ -14,7 +14,7 @@ const (
 	defaultSessionPage = 50
 	// MaxSessionPage bounds one page of ListSessions.
 	MaxSessionPage = 500
-	maxTitleBytes  = 500
+	maxTitleBytes  = core.MaxSessionTitleBytes
 )
 
 // SessionColumns are selected (with alias c) wherever a Session is

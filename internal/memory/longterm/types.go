@@ -85,7 +85,7 @@ const (
 )
 
 // MaxDocumentBytes bounds a profile or constraints document (after redaction).
-const MaxDocumentBytes = 8 << 10
+const MaxDocumentBytes = core.MaxDocumentBytes
 
 // Document is the profile or constraints of an owner for one agent ("" =
 // every agent). Content is plain text (Markdown is fine), rendered verbatim

@@ -78,7 +78,7 @@ func (p *parser) parse(body []byte) (*parsed, error) {
 	}
 	if p.check.fe.Len() == 0 {
 		for _, g := range p.out.owners {
-			p.check.checkTurns(g, p.at)
+			p.check.checkSessions(g, p.at)
 		}
 	}
 	if err := p.check.fe.Err(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/engram-dev/engram/internal/memory/policy"
 )
 
 // An import holds sessions to the limits an append is held to: a turn (a
@@ -17,17 +19,92 @@ import (
 // are; a session already in the tenant keeps its messages (they count as
 // existing).
 
-// checkTurns adds an error naming the message that takes a turn of one of
-// g's sessions past a limit.
-func (c checker) checkTurns(g *ownerRecords, at func(line int) checker) {
-	lim := c.policy.Conversation.Limits
-	if lim.MaxTurnMessages <= 0 && lim.MaxTurnTokens <= 0 {
-		return
-	}
+// checkSessions holds g's sessions to the rules above: whole (checkWhole)
+// and within the turn limits.
+func (c checker) checkSessions(g *ownerRecords, at func(line int) checker) {
 	bySession := map[string][]record{}
 	for _, r := range g.byKind[KindMessage] {
 		m := r.value.(*messageRec)
 		bySession[m.SessionID] = append(bySession[m.SessionID], r)
+	}
+	if !c.checkWhole(g, bySession, at) {
+		return
+	}
+	c.checkTurns(bySession, at)
+}
+
+// maxImportedRoots bounds a session's summaries that no other covers: a
+// summary window reads them all. Compaction condenses every complete group
+// of condenseGroupSize roots of a depth (at most 64) one deeper, up to
+// maxDepth (at most 8), so it leaves fewer than a group at each depth
+// (nineteenth review of issue 26: 2,000 imported roots cost a window of
+// budget 100 +7 MiB).
+const maxImportedRoots = (policy.MaxSummaryDepth + 1) * policy.MaxCondenseGroupSize
+
+// checkWhole: an import brings whole sessions. Every message and summary
+// comes with its session's line, so a second import cannot add messages
+// to a session the tenant holds (the writer skips a session it has, with
+// everything of it; issue 26, nineteenth review, MEDIUM 1); a session's
+// messages have distinct seqs within 1..messageCount, and it has no more
+// summaries than a compaction of its messages can make (each leaf covers
+// a message or more, each condensed summary two or more summaries).
+func (c checker) checkWhole(g *ownerRecords, bySession map[string][]record, at func(line int) checker) bool {
+	sessions := map[string]*sessionRec{}
+	for _, r := range g.byKind[KindSession] {
+		v := r.value.(*sessionRec)
+		sessions[v.ID] = v
+	}
+	ok := true
+	refuse := func(line int, field, format string, args ...any) {
+		at(line).add(field, format, args...)
+		ok = false
+	}
+	for _, id := range slices.Sorted(maps.Keys(bySession)) {
+		sess := sessions[id]
+		seen := map[int64]bool{}
+		for _, r := range bySession[id] {
+			m := r.value.(*messageRec)
+			switch {
+			case sess == nil:
+				refuse(r.line, "sessionId", "session %q is not in the import: an import brings whole sessions, each with its session line", id)
+			case m.Seq > sess.MessageCount || seen[m.Seq]:
+				refuse(r.line, "seq", "%d is past the session's messageCount (%d) or given twice", m.Seq, sess.MessageCount)
+			}
+			seen[m.Seq] = true
+			if !ok {
+				return false
+			}
+		}
+	}
+	summaries, roots := map[string]int64{}, map[string]int{}
+	for _, r := range g.byKind[KindSummary] {
+		v := r.value.(*summaryRec)
+		sess := sessions[v.SessionID]
+		if v.ParentID == nil {
+			roots[v.SessionID]++
+		}
+		summaries[v.SessionID]++
+		switch {
+		case sess == nil:
+			refuse(r.line, "sessionId", "session %q is not in the import: an import brings whole sessions, each with its session line", v.SessionID)
+		case summaries[v.SessionID] > 2*sess.MessageCount:
+			refuse(r.line, "sessionId", "session %q has more summaries than a compaction of its %d messages makes", v.SessionID, sess.MessageCount)
+		case roots[v.SessionID] > maxImportedRoots:
+			refuse(r.line, "parentId", "session %q has more than %d summaries no other covers; a compaction leaves fewer than a group at each depth", v.SessionID, maxImportedRoots)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTurns adds an error naming the message that takes a turn of a
+// session past a limit.
+func (c checker) checkTurns(bySession map[string][]record, at func(line int) checker) {
+	lim := c.policy.Conversation.Limits
+	if lim.MaxTurnMessages <= 0 && lim.MaxTurnTokens <= 0 {
+		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(bySession)) {
 		msgs := bySession[id]

@@ -42,10 +42,50 @@ func (c checker) optUUID(field string, v *string) {
 	}
 }
 
+// clockSkew is how far in the future an imported time may be.
+const clockSkew = time.Hour
+
+// time checks a time of the past (when something happened): a time far in
+// the future would keep a memory from ever ranking down or being evicted.
 func (c checker) time(field string, t time.Time) {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		c.add(field, "is required (an RFC 3339 time)")
+	case t.After(time.Now().Add(clockSkew)):
+		c.add(field, "is in the future (%s)", t.UTC().Format(time.RFC3339))
 	}
+}
+
+// within refuses a text longer than the write path allows: an import is
+// held to the bounds every other write is held to, so no read of what it
+// brings costs more than theirs (issue 26, nineteenth review, MEDIUM 2).
+func (c checker) within(field, s string, limit int, what string) {
+	if len(s) > limit {
+		c.add(field, "is %d bytes, more than %s (%d)", len(s), what, limit)
+	}
+}
+
+// toolRef checks a tool name or call id as an append does.
+func (c checker) toolRef(field, s string) {
+	if s != "" && !core.ValidToolRef(s) {
+		c.add(field, "%s", core.ToolRefRule)
+	}
+}
+
+// maxImportedCount bounds counters an import brings (access counts):
+// far past any real count, far from bigint's end, so adding to them never
+// overflows (issue 26, nineteenth review, LOW 2).
+const maxImportedCount = 1 << 40
+
+func (c checker) count(field string, v int64) {
+	if v < 0 || v > maxImportedCount {
+		c.add(field, "must be within 0..%d", int64(maxImportedCount))
+	}
+}
+
+// summaryBound is the most a summary or an episode may hold.
+func (c checker) summaryBound() int {
+	return max(core.MinSummaryBoundBytes, c.policy.Conversation.Limits.MaxMessageBytes)
 }
 
 // text refuses what PostgreSQL text cannot hold (NUL); JSON strings are
@@ -75,12 +115,17 @@ func (c checker) atLeast(field string, v, min int64) {
 }
 
 var sources = []string{"user", "agent", "system", "job"}
+
+// flagInjection is the one flag a message carries (textguard.FlagInjection).
+const flagInjection = "injection"
+
 var methods = []string{"llm", "llm-aggressive", "extractive"}
 
 func (c checker) session(r *sessionRec) {
 	c.scopeID("id", r.ID, true)
 	c.scopeID("agentId", r.AgentID, false)
 	c.text("title", r.Title, false)
+	c.within("title", r.Title, core.MaxSessionTitleBytes, "a session title's bound")
 	c.time("createdAt", r.CreatedAt)
 	c.time("lastActiveAt", r.LastActiveAt)
 	c.atLeast("messageCount", r.MessageCount, 0)
@@ -101,8 +146,14 @@ func (c checker) message(r *messageRec) {
 	c.oneOf("role", r.Role, "user", "assistant", "system", "tool")
 	c.oneOf("source", r.Source, sources...)
 	c.text("content", r.Content, false)
-	c.text("toolName", r.ToolName, false)
-	c.text("toolCallId", r.ToolCallID, r.Role == "tool")
+	c.toolRef("toolName", r.ToolName)
+	c.toolRef("toolCallId", r.ToolCallID)
+	if r.Role == "tool" && r.ToolCallID == "" {
+		c.add("toolCallId", "is required of a tool message")
+	}
+	if len(r.Flags) > 1 || (len(r.Flags) == 1 && r.Flags[0] != flagInjection) {
+		c.add("flags", "may only be [%q] (the injection guard's flag)", flagInjection)
+	}
 	if lim := c.policy.Conversation.Limits.MaxMessageBytes; lim > 0 && len(r.Content) > lim {
 		c.add("content", "is %d bytes, more than limits.maxMessageBytes (%d) of this runtime's policy", len(r.Content), lim)
 	}
@@ -120,14 +171,16 @@ func (c checker) summary(r *summaryRec) {
 		c.add("depth", "must be within 0..8")
 	}
 	c.text("content", r.Content, true)
+	c.within("content", r.Content, c.summaryBound(), "a summary's bound, limits.maxMessageBytes or 64 KiB")
 	c.text("expandHint", r.ExpandHint, false)
+	c.within("expandHint", r.ExpandHint, core.MaxSessionTitleBytes, "an expand hint's bound")
 	c.atLeast("earliestSeq", r.EarliestSeq, 1)
 	if r.LatestSeq < r.EarliestSeq {
 		c.add("latestSeq", "must be at least earliestSeq")
 	}
 	c.time("earliestAt", r.EarliestAt)
 	c.time("latestAt", r.LatestAt)
-	c.atLeast("tokens", r.Tokens, 0)
+	r.Tokens = int64(core.CountTokens(r.Content)) // counted anew, as for messages
 	c.atLeast("descendantCount", r.DescendantCount, 1)
 	c.oneOf("method", r.Method, methods...)
 	c.optUUID("parentId", r.ParentID)
@@ -150,6 +203,7 @@ func (c checker) episode(r *episodeRec) {
 	c.scopeID("sessionId", r.SessionID, true)
 	c.scopeID("agentId", r.AgentID, false)
 	c.text("summary", r.Summary, true)
+	c.within("summary", r.Summary, c.summaryBound(), "an episode's bound, limits.maxMessageBytes or 64 KiB")
 	c.oneOf("method", r.Method, methods...)
 	c.atLeast("userTurns", r.UserTurns, 0)
 	c.time("startedAt", r.StartedAt)
@@ -162,6 +216,7 @@ func (c checker) document(r *documentRec) {
 	c.oneOf("type", r.Type, "profile", "constraints")
 	c.atLeast("version", r.Version, 1)
 	c.text("content", r.Content, false)
+	c.within("content", r.Content, core.MaxDocumentBytes, "a document's bound")
 	c.text("source", r.Source, true)
 	c.time("updatedAt", r.UpdatedAt)
 }
@@ -173,6 +228,8 @@ func (c checker) documentChange(r *documentChangeRec) {
 	c.text("source", r.Source, true)
 	c.text("before", r.Before, false)
 	c.text("after", r.After, false)
+	c.within("before", r.Before, core.MaxDocumentBytes, "a document's bound")
+	c.within("after", r.After, core.MaxDocumentBytes, "a document's bound")
 	c.time("createdAt", r.CreatedAt)
 }
 
@@ -186,6 +243,7 @@ func (c checker) memory(r *memoryRec) {
 		c.add("category", "%q is not a category of this runtime's policy (one of: %s)", r.Category, strings.Join(c.policy.CategoryNames(), ", "))
 	}
 	c.text("content", r.Content, true)
+	c.within("content", r.Content, c.policy.Limits.MaxContentBytes, "limits.maxContentBytes of this runtime's policy")
 	if r.Importance < 1 || r.Importance > 10 {
 		c.add("importance", "must be within 1..10")
 	}
@@ -200,9 +258,9 @@ func (c checker) memory(r *memoryRec) {
 	}
 	c.time("createdAt", r.CreatedAt)
 	c.time("updatedAt", r.UpdatedAt)
-	c.atLeast("accessCount", r.AccessCount, 0)
+	c.count("accessCount", r.AccessCount)
 	if r.Access != nil {
-		c.atLeast("access.count", r.Access.Count, 0)
+		c.count("access.count", r.Access.Count)
 		c.time("access.lastAccessedAt", r.Access.LastAccessedAt)
 	}
 }
@@ -228,9 +286,11 @@ func (c checker) history(r *historyRec) {
 	c.oneOf("actor", r.Actor, sources...)
 	if r.OldContent != nil {
 		c.text("oldContent", *r.OldContent, false)
+		c.within("oldContent", *r.OldContent, c.policy.Limits.MaxContentBytes, "limits.maxContentBytes of this runtime's policy")
 	}
 	if r.NewContent != nil {
 		c.text("newContent", *r.NewContent, false)
+		c.within("newContent", *r.NewContent, c.policy.Limits.MaxContentBytes, "limits.maxContentBytes of this runtime's policy")
 	}
 	if d := c.fe.HistoryDetails("details", r.Details); d != nil {
 		r.Details = d // its compact form, bounded as stored
