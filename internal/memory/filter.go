@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -274,24 +272,11 @@ func scalar(v json.RawMessage) bool {
 		// jsonb holds numbers of PostgreSQL's numeric, which refuses
 		// exponents past about ±131072 (an error, not an answer):
 		// within float64 is what metadata may hold (core.Metadata).
-		return jsonbNumber(s)
+		return core.Float64Number(string(s))
 	case bool:
 		return true
 	}
 	return false
-}
-
-// jsonbNumber reports whether n is within float64 (what metadata may
-// hold, core.Metadata) and so a number jsonb takes: not infinite and not
-// so small it underflows to 0 (PostgreSQL's numeric refuses exponents
-// below about -16383, an error rather than an answer).
-func jsonbNumber(n json.Number) bool {
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return false
-	}
-	mantissa, _, _ := strings.Cut(strings.ToLower(string(n)), "e")
-	return f != 0 || !strings.ContainsAny(mantissa, "123456789")
 }
 
 // elem names value i of field: field itself for an eq, field[i] for an in.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // Ranges of a filter (docs/api.md "Filters"): gt, gte, lt, lte on a
@@ -133,7 +135,7 @@ func rangeNumber(v json.RawMessage) (string, bool) {
 		return "", false
 	}
 	n, ok := x.(json.Number) // not a string holding digits
-	if !ok || !jsonbNumber(n) {
+	if !ok || !core.Float64Number(string(n)) {
 		return "", false
 	}
 	return n.String(), true

@@ -147,6 +147,8 @@ func TestMetadataAndTagsLimits(t *testing.T) {
 		{"long key", "metadata", "has a key of 129 bytes", `{"` + strings.Repeat("k", 129) + `": 1}`, nil},
 		{"NUL", "metadata", "NUL character", `{"a": "x\u0000y"}`, nil},
 		{"huge number", "metadata", "beyond the range of a float64", `{"a": 1e400}`, nil},
+		// A number that underflows numeric was an error of the insert (a 500).
+		{"tiny number", "metadata", "beyond the range of a float64", `{"a": {"b": 1e-20000}}`, nil},
 		{"too many tags", "tags", "has 21 tags, more than the limit of 20", "", make([]string, 21)},
 		{"blank tag", "tags[1]", "must not be blank", "", []string{"a", " "}},
 		{"spaced tag", "tags[0]", "must not start or end with a space", "", []string{" a"}},

@@ -114,7 +114,7 @@ func (w *metadataWalk) walk(v any, depth int) bool {
 			return false
 		}
 	case json.Number:
-		if fl, err := strconv.ParseFloat(string(x), 64); err != nil || math.IsInf(fl, 0) {
+		if !Float64Number(string(x)) {
 			w.f.Add(w.field, "holds the number %.20s, beyond the range of a float64", string(x))
 			return false
 		}
@@ -178,4 +178,17 @@ func (f *FieldErrors) Tags(field string, tags []string) {
 			f.Add(name, "%q is given twice: tags are a set", t)
 		}
 	}
+}
+
+// Float64Number reports whether the JSON number n is within float64: not
+// infinite, and not so small that it underflows to 0 — PostgreSQL's
+// numeric refuses exponents below about -16383, so 1e-20000 in a jsonb
+// value was an error of the insert (a 500), not a refusal naming the field.
+func Float64Number(n string) bool {
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return false
+	}
+	mantissa, _, _ := strings.Cut(strings.ToLower(n), "e")
+	return f != 0 || !strings.ContainsAny(mantissa, "123456789")
 }
