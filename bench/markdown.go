@@ -20,6 +20,9 @@ func markdown(rep *Report) string {
 		serviceMarkdown(p, rep.Scale, s)
 		citusMarkdown(p, rep.Scale, s)
 	}
+	if f := rep.Filters; f != nil {
+		filtersMarkdown(p, f)
+	}
 	if c := rep.Conversation; c != nil {
 		conversationMarkdown(p, rep.Scale, c)
 	}

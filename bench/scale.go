@@ -24,6 +24,9 @@ type Scale struct {
 	RecallQueries   int           `json:"recallQueries"`   // service searches checked against brute force
 	LoadConcurrency int           `json:"loadConcurrency"` // parallel batch requests while loading
 
+	// Filtered search: owners of PerOwner memories with metadata and tags.
+	FilterOwners int `json:"filterOwners"`
+
 	// Conversation memory.
 	ConvMessages int `json:"convMessages"` // messages of the long session the windows read
 
@@ -46,7 +49,7 @@ func scaleFor(mode string) (Scale, error) {
 		return Scale{
 			Mode: mode, Owners: 200, PerOwner: 1000, SmallOwners: []int{1, 3, 5, 7, 9},
 			RunDuration: 20 * time.Second, Rounds: 20, MaxOpsPerRun: 200_000, Concurrency: []int{1, 4},
-			RecallQueries: 1000, LoadConcurrency: 4, ConvMessages: 10_000,
+			RecallQueries: 1000, LoadConcurrency: 4, ConvMessages: 10_000, FilterOwners: 20,
 			JobRows: 1_000_000, JobAddDuration: 20 * time.Second, JobAddMaxOps: 100_000,
 			Runtimes: 1000, ReadyLimit: 15 * time.Minute, IdleWindow: 60 * time.Second, Settle: 15 * time.Second,
 		}, nil
@@ -54,7 +57,7 @@ func scaleFor(mode string) (Scale, error) {
 		return Scale{
 			Mode: mode, Owners: 40, PerOwner: 1000, SmallOwners: []int{1, 3, 5, 7, 9},
 			RunDuration: 4 * time.Second, Rounds: 8, MaxOpsPerRun: 50_000, Concurrency: []int{1, 4},
-			RecallQueries: 200, LoadConcurrency: 4, ConvMessages: 10_000,
+			RecallQueries: 200, LoadConcurrency: 4, ConvMessages: 10_000, FilterOwners: 4,
 			JobRows: 100_000, JobAddDuration: 8 * time.Second, JobAddMaxOps: 20_000,
 			Runtimes: 200, ReadyLimit: 5 * time.Minute, IdleWindow: 60 * time.Second, Settle: 10 * time.Second,
 		}, nil
@@ -74,6 +77,8 @@ func (s Scale) Memories() int {
 // validate rejects sizes the harness cannot run.
 func (s Scale) validate() error {
 	switch {
+	case s.FilterOwners < 1:
+		return fmt.Errorf("filterOwners %d: need at least 1", s.FilterOwners)
 	case s.Owners < 1 || s.PerOwner < 10:
 		return fmt.Errorf("owners %d x perOwner %d: need at least 1 x 10", s.Owners, s.PerOwner)
 	case s.JobRows < 2000 || s.JobRows%1000 != 0:

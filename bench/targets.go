@@ -52,6 +52,9 @@ func targets(rep *Report) []Target {
 	if t := rep.Transfer; t != nil {
 		out = append(out, transferTarget(t))
 	}
+	if f := rep.Filters; f != nil {
+		out = append(out, filterTargets(f)...)
+	}
 	rep.LargestGap = largestGap(out)
 	return out
 }

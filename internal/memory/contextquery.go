@@ -14,6 +14,9 @@ func (s *Store) ContextQuery(req ContextRequest, vec []float32, budget int) (str
 	a := &core.Args{}
 	where := (*longTerm)(s).ownerMatch(a.Add(req.Owner)) + ` AND m.active AND (m.expires_at IS NULL OR m.expires_at > now())` + notFlagged
 	where += scopeFilter(a, req.Agent, req.Session)
+	if f := filterSQL(&core.FieldErrors{}, a, req.Filter); f != "" { // checked by Context
+		where += ` AND ` + f
+	}
 	pinned := a.Add((*reader)(s).pinnedCategories()) + `::text[]`
 	// float8 arithmetic (m.importance / 10.0 would be numeric, slow per
 	// row); importance/10 and 0.25*importance/10 round to the same doubles.

@@ -46,6 +46,7 @@ func (s *Store) Context(ctx context.Context, req ContextRequest) (*ContextResult
 	if req.MaxEpisodes < 0 || req.MaxEpisodes > maxContextEpisodes {
 		fe.Add("maxEpisodes", "%d must be within 0..%d", req.MaxEpisodes, maxContextEpisodes)
 	}
+	filterSQL(fe, &core.Args{}, req.Filter)
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}

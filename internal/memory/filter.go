@@ -16,12 +16,15 @@ import (
 //	{"metadata": {"key": K, "eq": V}}  {"metadata": {"key": K, "in": [V, ...]}}
 //	{"metadata": {"key": K, "exists": true|false}}
 //	{"tags": {"eq": T}}  {"tags": {"in": [T, ...]}}  {"tags": {"exists": true|false}}
+//	{"metadata": {"key": K, "gt"|"gte"|"lt"|"lte": B, ...}}
+//	{"createdAt"|"updatedAt": {"gt"|"gte"|"lt"|"lte": TS, ...}}
 //
 // K is a top-level key of the memory's metadata, V a string, number or
 // boolean (compared as JSON: 1 equals 1.0), T a tag. Every value becomes a
 // parameter; the SQL is built from the shape only. Metadata conditions are
 // jsonb containment and key tests and tag conditions array containment
-// and overlap, which the GIN indexes of migration 17 serve.
+// and overlap, which the GIN indexes of migration 17 serve. Ranges are in
+// filter_range.go.
 
 // Bounds of a filter.
 const (
@@ -37,15 +40,23 @@ type Filter struct {
 	Not      *Filter    `json:"not,omitempty"`
 	Metadata *Condition `json:"metadata,omitempty"`
 	Tags     *Condition `json:"tags,omitempty"`
+	// CreatedAt and UpdatedAt are ranges on the memory's own timestamps.
+	CreatedAt *Condition `json:"createdAt,omitempty"`
+	UpdatedAt *Condition `json:"updatedAt,omitempty"`
 }
 
-// Condition tests a metadata key (Key set) or the tags (Key empty): Eq, In
-// or Exists, exactly one.
+// Condition tests a metadata key (Key set), the tags (Key empty) or a
+// timestamp of the memory: exactly one of Eq, In, Exists, or a range (a
+// lower bound Gt or Gte, an upper bound Lt or Lte, or one of each).
 type Condition struct {
 	Key    string            `json:"key,omitempty"`
 	Eq     json.RawMessage   `json:"eq,omitempty"`
 	In     []json.RawMessage `json:"in,omitempty"`
 	Exists *bool             `json:"exists,omitempty"`
+	Gt     json.RawMessage   `json:"gt,omitempty"`
+	Gte    json.RawMessage   `json:"gte,omitempty"`
+	Lt     json.RawMessage   `json:"lt,omitempty"`
+	Lte    json.RawMessage   `json:"lte,omitempty"`
 }
 
 // filterSQL checks f and translates it into a condition on alias m with
@@ -73,13 +84,14 @@ type filterBuilder struct {
 // node translates one node at depth (0 for the root).
 func (b *filterBuilder) node(path string, f *Filter, depth int) string {
 	set := 0
-	for _, ok := range []bool{f.And != nil, f.Or != nil, f.Not != nil, f.Metadata != nil, f.Tags != nil} {
+	for _, ok := range []bool{f.And != nil, f.Or != nil, f.Not != nil, f.Metadata != nil, f.Tags != nil,
+		f.CreatedAt != nil, f.UpdatedAt != nil} {
 		if ok {
 			set++
 		}
 	}
 	if set != 1 {
-		b.fe.Add(path, "must have exactly one of and, or, not, metadata, tags (has %d)", set)
+		b.fe.Add(path, "must have exactly one of and, or, not, metadata, tags, createdAt, updatedAt (has %d)", set)
 		return ""
 	}
 	if (f.And != nil || f.Or != nil || f.Not != nil) && depth >= maxFilterDepth {
@@ -98,6 +110,10 @@ func (b *filterBuilder) node(path string, f *Filter, depth int) string {
 		return ""
 	case f.Metadata != nil:
 		return b.condition(path+".metadata", f.Metadata, true)
+	case f.CreatedAt != nil:
+		return b.timestamp(path+".createdAt", f.CreatedAt, "m.created_at")
+	case f.UpdatedAt != nil:
+		return b.timestamp(path+".updatedAt", f.UpdatedAt, "m.updated_at")
 	default:
 		return b.condition(path+".tags", f.Tags, false)
 	}
@@ -119,20 +135,38 @@ func (b *filterBuilder) list(path string, fs []Filter, op string, depth int) str
 	return "(" + strings.Join(parts, op) + ")"
 }
 
-// condition translates a metadata (onMetadata) or tags condition.
-func (b *filterBuilder) condition(path string, c *Condition, onMetadata bool) string {
+// count counts one more condition against the limit.
+func (b *filterBuilder) count(path string) bool {
 	if b.conditions++; b.conditions > maxFilterConditions {
 		b.fe.Add(path, "is one condition more than the limit of %d in a filter", maxFilterConditions)
-		return ""
+		return false
 	}
+	return true
+}
+
+// operators checks that c has exactly one of eq, in, exists or a range
+// (isRange).
+func (b *filterBuilder) operators(path string, c *Condition) (isRange, ok bool) {
 	ops := 0
-	for _, ok := range []bool{c.Eq != nil, c.In != nil, c.Exists != nil} {
+	for _, ok := range []bool{c.Eq != nil, c.In != nil, c.Exists != nil, c.hasRange()} {
 		if ok {
 			ops++
 		}
 	}
 	if ops != 1 {
-		b.fe.Add(path, "must have exactly one of eq, in, exists")
+		b.fe.Add(path, "must have exactly one of eq, in, exists, or a range (gt or gte, lt or lte)")
+		return false, false
+	}
+	return c.hasRange(), true
+}
+
+// condition translates a metadata (onMetadata) or tags condition.
+func (b *filterBuilder) condition(path string, c *Condition, onMetadata bool) string {
+	if !b.count(path) {
+		return ""
+	}
+	isRange, ok := b.operators(path, c)
+	if !ok {
 		return ""
 	}
 	if onMetadata && !b.key(path+".key", c.Key) {
@@ -141,6 +175,13 @@ func (b *filterBuilder) condition(path string, c *Condition, onMetadata bool) st
 	if !onMetadata && c.Key != "" {
 		b.fe.Add(path+".key", "is for metadata conditions; a tags condition tests the memory's tags")
 		return ""
+	}
+	if isRange && !onMetadata {
+		b.fe.Add(path, "has a range, which tags have not: use eq, in or exists")
+		return ""
+	}
+	if isRange {
+		return b.metadataRange(path, c)
 	}
 	if c.Exists != nil {
 		return b.exists(c, onMetadata)

@@ -27,7 +27,7 @@ func TestFilterRefusals(t *testing.T) {
 	deep := `{"not": {"not": {"not": {"not": {"not": {"tags": {"exists": true}}}}}}}`
 	many := `{"or": [` + strings.TrimSuffix(strings.Repeat(`{"tags": {"eq": "a"}},`, 33), ",") + `]}`
 	cases := []struct{ filter, field, want string }{
-		{`{}`, "filter", "exactly one of and, or, not, metadata, tags (has 0)"},
+		{`{}`, "filter", "exactly one of and, or, not, metadata, tags, createdAt, updatedAt (has 0)"},
 		{`{"tags": {"eq": "a"}, "metadata": {"key": "k", "exists": true}}`, "filter", "(has 2)"},
 		{`{"and": []}`, "filter.and", "must not be empty"},
 		{`{"and": [{"tags": {"eq": "a"}}, {"metadata": {"key": "", "eq": 1}}]}`, "filter.and[1].metadata.key", "metadata key of 1 to 128 bytes"},

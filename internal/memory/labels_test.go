@@ -153,6 +153,8 @@ func TestMetadataAndTagsLimits(t *testing.T) {
 		{"number under float64", "metadata", "too close to zero for a float64", `{"a": 1e-16383}`, nil},
 		{"numbers larger stored", "metadata", "as stored, more than the limit of 4096", `{"a": [` + strings.TrimSuffix(strings.Repeat("1e300,", 14), ",") + `]}`, nil},
 		{"zero of a long scale", "metadata", "as stored, more than the limit of 4096", `{"a": 0e-5000}`, nil},
+		// A number that underflows numeric was an error of the insert (a 500).
+		{"tiny number", "metadata", "too close to zero for a float64", `{"a": {"b": 1e-20000}}`, nil},
 		{"too many tags", "tags", "has 21 tags, more than the limit of 20", "", make([]string, 21)},
 		{"blank tag", "tags[1]", "must not be blank", "", []string{"a", " "}},
 		{"spaced tag", "tags[0]", "must not start or end with a space", "", []string{" a"}},

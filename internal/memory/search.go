@@ -177,11 +177,16 @@ func (s *reader) buildVectorSearch(req SearchRequest, vec []float32, k, n int) s
 // SearchQuery is the SQL and arguments the store runs for req with the
 // query embedding vec (the benchmark's raw side runs exactly this): for
 // hybrid search and filtered vector search on the owner-local path, the
-// first attempt, which answers unless its bound check fails.
+// first attempt, which answers unless its bound check fails; with a
+// Filter (metadata, tags, timestamps), the one-phase query searchIn runs.
 func (s *Store) SearchQuery(req SearchRequest, vec []float32) (string, []any) {
 	mode := req.Mode
 	if mode == "" {
 		mode = SearchHybrid
+	}
+	if req.Filter != nil { // searchIn: a filtered search runs the one-phase query
+		q := (*reader)(s).buildSearch(mode, req, vec, req.TopK, true)
+		return q.sql, q.args
 	}
 	if mode == SearchHybrid && ownerVectors(len(vec)) {
 		q := (*reader)(s).hybridSQL(req, vec, req.TopK, hybridFirstCandidates(req.TopK))

@@ -182,6 +182,10 @@ type ContextRequest struct {
 	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
 	// MaxEpisodes bounds them: 0 means 3; at most 10.
 	MaxEpisodes int `json:"maxEpisodes,omitempty"`
+	// Filter keeps only the memories whose metadata, tags and timestamps
+	// match it (filter.go) among those context picks from; episodes and
+	// the profile and constraints documents are not memories it tests.
+	Filter *Filter `json:"filter,omitempty"`
 	// MaxBytes lowers the runtime's byte cap for this answer (0 = the cap).
 	MaxBytes int `json:"-"`
 }

@@ -162,6 +162,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal("markup in a memory's content was rendered as markup, not shown as text")
 	}
 	b.screenshot("memories")
+	consoleFilters(t, b, srv, seed.owner)
 	b.do("filter inactive",
 		chromedp.SetValue(chromedp.CSS(`#filters select[name="state"]`), "inactive"),
 		chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)))
@@ -202,6 +203,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("best hit for coffee: vector %.3f text %.3f decay %.3f, want all three above 0", parts[1], parts[2], parts[3])
 	}
 	b.screenshot("search")
+	b.do("search with a filter",
+		chromedp.SetValue(chromedp.CSS(`#search-form textarea[name="filter"]`), `{"metadata": {"key": "price", "gte": 100}}`),
+		chromedp.Click(chromedp.CSS(`#search-form button[type="submit"]`)))
+	b.until("the search filter applies", `(() => { const r = [...document.querySelectorAll('#results tr.hit')]; return r.length === 1 && r[0].textContent.includes('120 euros'); })()`)
 
 	// History: the updated memory's timeline says who wrote what, before and after.
 	b.do("history", chromedp.Evaluate[chromedp.Void](`location.hash = '`+aliceHash+`/m/`+seed.updated+`'`),

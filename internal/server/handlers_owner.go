@@ -31,7 +31,7 @@ func (a rest) search(c *call, b *searchBody) (reply, error) {
 func (a rest) context(c *call, b *contextBody) (reply, error) {
 	return replyOf(a.ops.context(c.ctx(), memory.ContextRequest{
 		Owner: c.owner(), Agent: b.Agent, Session: b.Session, Query: b.Query, MaxTokens: b.MaxTokens,
-		IncludeEpisodes: b.IncludeEpisodes, MaxEpisodes: b.MaxEpisodes,
+		IncludeEpisodes: b.IncludeEpisodes, MaxEpisodes: b.MaxEpisodes, Filter: b.Filter,
 	}))
 }
 

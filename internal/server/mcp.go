@@ -46,7 +46,7 @@ func (s *Server) mcpHandler() http.Handler {
 // addTool registers fn as the tool name: the name is written once, for the
 // SDK and for the call counter alike.
 func addTool[In, Out any](s *Server, srv *mcp.Server, name string, fn func(context.Context, In) (Out, error), description string) {
-	mcp.AddTool(srv, &mcp.Tool{Name: name, Description: description, OutputSchema: outputSchema[Out]()}, toolHandler(s, name, fn))
+	mcp.AddTool(srv, &mcp.Tool{Name: name, Description: description, InputSchema: inputSchema[In](), OutputSchema: outputSchema[Out]()}, toolHandler(s, name, fn))
 }
 
 // toolHandler adapts fn to the SDK, counts the call and turns engine

@@ -58,7 +58,7 @@ type mcpSearchArgs struct {
 	TopK       int            `json:"topK,omitempty" jsonschema:"number of results; default from the policy"`
 	Mode       string         `json:"mode,omitempty" jsonschema:"hybrid (default), vector or text"`
 	Categories []string       `json:"categories,omitempty" jsonschema:"only these categories"`
-	Filter     map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata and tags match: {\"metadata\": {\"key\": K, \"eq\"|\"in\"|\"exists\": ...}}, {\"tags\": {\"eq\"|\"in\"|\"exists\": ...}}, combined with and/or/not"`
+	Filter     map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata, tags and timestamps match (the schema spells out the grammar)"`
 	Agent      string         `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
 	Session    string         `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
 }
@@ -72,7 +72,7 @@ type mcpListArgs struct {
 	IncludeExpired  bool           `json:"includeExpired,omitempty" jsonschema:"also memories past their expiry that are not deactivated yet"`
 	Limit           int            `json:"limit,omitempty" jsonschema:"page size, default 50, at most 500"`
 	Cursor          string         `json:"cursor,omitempty" jsonschema:"nextCursor of the previous page"`
-	Filter          map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata and tags match (the grammar of search_memory's filter)"`
+	Filter          map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata, tags and timestamps match (the grammar of search_memory's filter)"`
 }
 
 type mcpDeleteArgs struct {
@@ -94,11 +94,12 @@ type mcpSupersedeArgs struct {
 }
 
 type mcpContextArgs struct {
-	Owner     string `json:"owner,omitempty" jsonschema:"the end user whose memories are rendered; leave out when the token is bound to one owner"`
-	Query     string `json:"query,omitempty" jsonschema:"the current task or message, to put relevant memories first"`
-	MaxTokens int    `json:"maxTokens,omitempty" jsonschema:"token budget, default 1000"`
-	Agent     string `json:"agent,omitempty" jsonschema:"agent id"`
-	Session   string `json:"session,omitempty" jsonschema:"session id"`
+	Owner     string         `json:"owner,omitempty" jsonschema:"the end user whose memories are rendered; leave out when the token is bound to one owner"`
+	Query     string         `json:"query,omitempty" jsonschema:"the current task or message, to put relevant memories first"`
+	MaxTokens int            `json:"maxTokens,omitempty" jsonschema:"token budget, default 1000"`
+	Agent     string         `json:"agent,omitempty" jsonschema:"agent id"`
+	Session   string         `json:"session,omitempty" jsonschema:"session id"`
+	Filter    map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata, tags and timestamps match are rendered (the grammar of search_memory's filter)"`
 }
 
 func (t tools) add(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error) {
@@ -179,6 +180,10 @@ func (t tools) context(ctx context.Context, a mcpContextArgs) (*memory.ContextRe
 	if err != nil {
 		return nil, err
 	}
+	filter, err := mcpFilter(a.Filter)
+	if err != nil {
+		return nil, err
+	}
 	return t.ops.context(ctx, memory.ContextRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, MaxTokens: a.MaxTokens, MaxBytes: t.answerBytes()})
+		Query: a.Query, MaxTokens: a.MaxTokens, Filter: filter, MaxBytes: t.answerBytes()})
 }

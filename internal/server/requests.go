@@ -98,6 +98,8 @@ type contextBody struct {
 	// MaxEpisodes: 0 means 3, at most 10) in their own section.
 	IncludeEpisodes bool `json:"includeEpisodes,omitempty"`
 	MaxEpisodes     int  `json:"maxEpisodes,omitempty"`
+	// Filter keeps only the memories it matches (search's grammar).
+	Filter *memory.Filter `json:"filter,omitempty"`
 }
 
 // historyResponse is one page of a memory's history.

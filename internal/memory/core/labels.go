@@ -222,3 +222,9 @@ func (f *FieldErrors) Tags(field string, tags []string) {
 		}
 	}
 }
+
+// Float64Number reports whether the JSON number n is within float64: not
+// infinite, and not so small that it underflows to 0 — PostgreSQL's
+// numeric refuses exponents below about -16383, so 1e-20000 in a jsonb
+// value was an error of the insert (a 500), not a refusal naming the field.
+func Float64Number(n string) bool { return NumberProblem(n) == "" }

@@ -1,6 +1,7 @@
 import { api, ownerPath } from './api.js';
 import { h, replace, field, status } from './dom.js';
 import { pageTitle, ownerNav, errorBox } from './common.js';
+import { filterBox } from './filter.js';
 
 // contextPage previews what POST /context renders for a prompt, with the
 // token budget on a slider (re-rendered as it moves, debounced).
@@ -9,13 +10,14 @@ export async function contextPage({ owner }) {
   const budgetOut = h('output', { for: budget.id || '', id: 'budget-value' }, '1000 tokens');
   const q = h('input', { type: 'text', name: 'query', autocomplete: 'off' });
   const out = h('div', { id: 'context-out' });
+  const filter = filterBox();
   let timer = 0;
   let seq = 0;
 
   async function load() {
     const mine = ++seq;
     try {
-      const res = await api('POST', ownerPath(owner, 'context'), { maxTokens: Number(budget.value), query: q.value.trim() || undefined });
+      const res = await api('POST', ownerPath(owner, 'context'), { maxTokens: Number(budget.value), query: q.value.trim() || undefined, filter: filter.value() });
       if (mine !== seq) return;
       replace(out,
         h('p', { id: 'context-summary' }, res.tokens + ' of ' + budget.value + ' tokens, ' + res.ids.length + ' memories, ' + res.omitted + ' left out.'),
@@ -33,7 +35,7 @@ export async function contextPage({ owner }) {
   });
   budgetOut.setAttribute('for', budget.id);
   budgetField.append(budgetOut);
-  const form = h('form', { class: 'filters', id: 'context-form' }, budgetField, field('Query (optional)', q), h('button', { type: 'submit' }, 'Render'));
+  const form = h('form', { class: 'filters', id: 'context-form' }, budgetField, field('Query (optional)', q), filter.field, h('button', { type: 'submit' }, 'Render'));
   form.addEventListener('submit', (ev) => { ev.preventDefault(); load(); });
   await load();
   return [pageTitle('Context preview ' + owner), ownerNav(owner, 'context'), form, out];

@@ -1,6 +1,7 @@
 import { api, ownerPath, query } from './api.js';
 import { h, replace, when, field, table, status, confirmDialog } from './dom.js';
 import { pageTitle, ownerHash, ownerNav, errorBox } from './common.js';
+import { filterBox } from './filter.js';
 
 // The default policy's categories; a runtime's policy may have others
 // (type them: the API answers 422 for a category its policy does not have).
@@ -14,9 +15,10 @@ export async function memoriesPage({ owner }) {
   const sess = h('input', { type: 'text', name: 'session', autocomplete: 'off' });
   const state = h('select', { name: 'state' },
     h('option', { value: 'active' }, 'Active'), h('option', { value: 'inactive' }, 'Inactive'), h('option', { value: 'all' }, 'All'));
+  const filter = filterBox();
   const filters = h('form', { class: 'filters', id: 'filters', 'aria-label': 'Filters' },
     h('datalist', { id: 'categories' }, knownCategories.map((c) => h('option', { value: c }))),
-    field('Category', category), field('Agent', agent), field('Session', sess), field('State', state),
+    field('Category', category), field('Agent', agent), field('Session', sess), field('State', state), filter.field,
     h('button', { type: 'submit' }, 'Apply filters'));
   const region = h('div', { id: 'memories' });
   const cursors = [''];
@@ -25,8 +27,10 @@ export async function memoriesPage({ owner }) {
   async function load(announce = true) {
     const inactive = state.value !== 'active';
     try {
+      const f = filter.value();
       const page = await api('GET', ownerPath(owner, 'memories') + query({
         category: category.value.trim(), agent: agent.value.trim(), session: sess.value.trim(),
+        filter: f === undefined ? '' : JSON.stringify(f),
         include: inactive ? 'inactive' : '', limit: 50, cursor: cursors[pageNo],
       }));
       if (page.nextCursor) cursors[pageNo + 1] = page.nextCursor;

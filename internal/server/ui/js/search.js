@@ -1,6 +1,7 @@
 import { api, ownerPath } from './api.js';
 import { h, replace, field, table, status } from './dom.js';
 import { pageTitle, ownerHash, ownerNav, errorBox } from './common.js';
+import { filterBox } from './filter.js';
 
 // searchPage runs a search and shows each result's score with its parts:
 // vector (cosine similarity), text (full-text rank) and decay (freshness),
@@ -11,8 +12,9 @@ export async function searchPage({ owner }) {
     h('option', { value: 'hybrid' }, 'Hybrid (vector + text + decay)'), h('option', { value: 'vector' }, 'Vector'), h('option', { value: 'text' }, 'Text'));
   const topK = h('input', { type: 'number', name: 'topK', min: 1, max: 100, value: 10 });
   const region = h('div', { id: 'results' }); // the status line announces the count
+  const filter = filterBox();
   const form = h('form', { class: 'filters', id: 'search-form', role: 'search' },
-    field('Query', q), field('Mode', mode), field('Results', topK), h('button', { type: 'submit' }, 'Search'));
+    field('Query', q), field('Mode', mode), field('Results', topK), filter.field, h('button', { type: 'submit' }, 'Search'));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (!q.value.trim()) {
@@ -21,7 +23,7 @@ export async function searchPage({ owner }) {
       return;
     }
     try {
-      const res = await api('POST', ownerPath(owner, 'search'), { query: q.value, mode: mode.value, topK: Number(topK.value) || 10 });
+      const res = await api('POST', ownerPath(owner, 'search'), { query: q.value, mode: mode.value, topK: Number(topK.value) || 10, filter: filter.value() });
       replace(region, res.results.length === 0 ? h('p', {}, 'No memory matches.')
         : table('Results for \u201c' + q.value + '\u201d, best first', ['Memory', 'Score', 'Vector', 'Text', 'Decay', ''],
           res.results.map((r) => h('tr', { class: 'hit' },
