@@ -219,11 +219,15 @@ func (b *filterBuilder) exists(c *Condition, onMetadata bool) string {
 func (b *filterBuilder) metadataValues(field, key string, values []json.RawMessage) string {
 	parts := make([]string, 0, len(values))
 	for i, v := range values {
-		if !scalar(v) {
+		x, ok := scalarValue(v)
+		if !ok {
 			b.fe.Add(elem(field, i), "must be a string, number or boolean")
 			return ""
 		}
-		doc, err := json.Marshal(map[string]json.RawMessage{key: bytes.TrimSpace(v)})
+		// Encoded anew from the decoded value: an escape jsonb refuses (a
+		// lone surrogate, \ud800) was a 500 as sent (issue 26, eighteenth
+		// review, LOW); decoded, it is U+FFFD, as metadata stores it.
+		doc, err := json.Marshal(map[string]any{key: x})
 		if err != nil {
 			b.fe.Add(elem(field, i), "must be a string, number or boolean")
 			return ""
@@ -238,7 +242,7 @@ func (b *filterBuilder) tagValues(field string, values []json.RawMessage) string
 	tags := make([]string, 0, len(values))
 	for i, v := range values {
 		var t string
-		if err := json.Unmarshal(v, &t); err != nil || t == "" || len(t) > core.MaxTagBytes {
+		if err := json.Unmarshal(v, &t); err != nil || t == "" || len(t) > core.MaxTagBytes || strings.ContainsRune(t, 0) {
 			b.fe.Add(elem(field, i), "must be a tag: a string of 1 to %d bytes", core.MaxTagBytes)
 			return ""
 		}
@@ -256,15 +260,21 @@ func (b *filterBuilder) key(field, k string) bool {
 	return true
 }
 
-// scalar reports whether v is a JSON string, number or boolean without a
-// NUL (which jsonb cannot hold).
-func scalar(v json.RawMessage) bool {
+// scalarValue decodes v (numbers kept as written) and reports whether it
+// is a scalar a filter compares: a string without NUL (which jsonb cannot
+// hold), a number metadata may hold, or a boolean.
+func scalarValue(v json.RawMessage) (any, bool) {
 	var x any
 	d := json.NewDecoder(bytes.NewReader(v))
 	d.UseNumber()
 	if err := d.Decode(&x); err != nil {
-		return false
+		return nil, false
 	}
+	return x, scalarOK(x)
+}
+
+// scalarOK is scalarValue's test of a decoded value.
+func scalarOK(x any) bool {
 	switch s := x.(type) {
 	case string:
 		return !strings.ContainsRune(s, 0)

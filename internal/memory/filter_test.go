@@ -44,6 +44,8 @@ func TestFilterRefusals(t *testing.T) {
 		{`{"metadata": {"key": "k", "eq": "a\u0000"}}`, "filter.metadata.eq", "string, number or boolean"},
 		{`{"tags": {"key": "k", "eq": "a"}}`, "filter.tags.key", "is for metadata conditions"},
 		{`{"tags": {"eq": 3}}`, "filter.tags.eq", "must be a tag"},
+		// Issue 26's eighteenth review, LOW: NUL in a tag was a 500.
+		{`{"tags": {"eq": "a\u0000"}}`, "filter.tags.eq", "must be a tag"},
 		{`{"or": [{"tags": {"eq": "a"}}, {"tags": {"in": ["b", ""]}}]}`, "filter.or[1].tags.in[1]", "must be a tag"},
 		{deep, "filter.not.not.not.not", "deeper than the limit of 4 levels"},
 		{many, "filter.or[32].tags", "more than the limit of 32"},
@@ -187,4 +189,21 @@ func rowIDs(rs []filterRow) []string {
 		out[i] = r.id
 	}
 	return out
+}
+
+// TestFilterLoneSurrogateMatchesAsStored (issue 26, eighteenth review,
+// LOW): a lone surrogate escape in a filter's value was sent to jsonb as
+// written and PostgreSQL refused it (a 500). Decoded, it is U+FFFD, as
+// metadata stores it, so the filter finds the memory.
+func TestFilterLoneSurrogateMatchesAsStored(t *testing.T) {
+	f := newFixture(t)
+	r := f.add(AddRequest{Owner: "u1", Content: "a surrogate", Metadata: json.RawMessage(`{"k": "x\ud800"}`)})
+	flt := parseFilter(t, `{"metadata": {"key": "k", "eq": "x\ud800"}}`)
+	got, err := f.store.List(ctx(t), ListRequest{Owner: "u1", Filter: flt})
+	if err != nil || len(got.Items) != 1 || got.Items[0].ID != r.Memory.ID {
+		t.Fatalf("list by a lone surrogate: %+v, %v", got, err)
+	}
+	if _, err := f.store.Search(ctx(t), SearchRequest{Owner: "u1", Query: "surrogate", Filter: flt}); err != nil {
+		t.Fatalf("search by a lone surrogate: %v", err)
+	}
 }
