@@ -125,11 +125,16 @@ type runtimeScope struct {
 	created  string // the password Provision set when it created the login role
 	creds    specs.Credentials
 	apiKeys  []string // digests of the API keys, for the pod template hash
-	config   []byte
-	hash     string
-	image    string
-	deploy   *appsv1.Deployment
-	requeue  requeueTimer
+	// rerankKey is the policy's reranker key reference (nil: none); the
+	// service pods get it as an environment variable.
+	rerankKey *memoryv1alpha1.SecretKeySelector
+	// policyName names the policy rerankKey comes from, for messages.
+	policyName string
+	config     []byte
+	hash       string
+	image      string
+	deploy     *appsv1.Deployment
+	requeue    requeueTimer
 	// faulted is set when Options.FailAfter injected a fault: the reconcile
 	// stops as if the operator had died (see Options.FailAfter).
 	faulted bool

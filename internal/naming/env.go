@@ -11,6 +11,8 @@ const (
 	EnvEmbeddingAPIKey = "ENGRAM_EMBEDDING_API_KEY"
 	// EnvLLMAPIKey is the API key of an OpenAI-compatible chat API.
 	EnvLLMAPIKey = "ENGRAM_LLM_API_KEY"
+	// EnvRerankAPIKey is the API key of the policy's reranker (/rerank API).
+	EnvRerankAPIKey = "ENGRAM_RERANK_API_KEY"
 )
 
 // Environment variables of the operator (config/manager, the Helm chart).

@@ -243,6 +243,9 @@ type Policy struct {
 	Redaction  Redaction  `json:"redaction"`
 	// Conversation configures sessions, windows and the summary DAG.
 	Conversation ConversationPolicy `json:"conversation"`
+	// Reranking, when set, reorders the top candidates of vector and
+	// hybrid search (reranking.go).
+	Reranking *Reranking `json:"reranking,omitempty"`
 }
 
 const day = Duration(24 * time.Hour)
@@ -429,6 +432,11 @@ func (p *Policy) Validate() error {
 	}
 	if err := p.Conversation.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if p.Reranking != nil {
+		if err := p.Reranking.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
