@@ -290,6 +290,7 @@ func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj clie
 // the runtime's namespace, or as a clusterConnection in the operator's.
 func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSecretRefs: obj.GetName()})
+	reqs = append(reqs, r.runtimesOfPolicySecret(ctx, obj)...)
 	if obj.GetNamespace() != r.opts.OperatorNamespace {
 		return reqs
 	}
@@ -299,6 +300,22 @@ func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj clie
 	// The admin Secret of MemoryDatabases: their tenants connect anew.
 	for _, db := range listDatabases(ctx, r.client, client.MatchingFields{indexDatabaseSecret: obj.GetName()}) {
 		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexPlacedDatabase: db.Name})...)
+	}
+	return reqs
+}
+
+// runtimesOfPolicySecret maps a Secret to the runtimes whose policy's
+// reranker key it holds (the key is read in the runtime's namespace, the
+// policy's own).
+func (r *MemoryRuntimeReconciler) runtimesOfPolicySecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var policies memoryv1alpha1.MemoryPolicyList
+	if err := r.client.List(ctx, &policies, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPolicySecret: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing MemoryPolicies for a watch event")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range policies.Items {
+		reqs = append(reqs, r.runtimesOfPolicy(ctx, &policies.Items[i])...)
 	}
 	return reqs
 }
