@@ -11,6 +11,8 @@
 //   - the operator (the real `manager` binary) on an envtest control plane;
 //   - export and import (transfer.go): a tenant of the service part's size
 //     exported through GET /v1/export and imported into another;
+//   - the overhead of reranking (rerank.go): hybrid search with and without
+//     a reranker, against a fake /rerank server that answers at once;
 //   - on request (--parts=secrets), the operator's memory with 1,000
 //     unrelated Secrets in the cluster.
 //
@@ -90,7 +92,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, about 11 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator,transfer", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
+	fs.StringVar(&o.parts, "parts", "service,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default: 200 short, 1,000 full; up to 5,000: make bench-full N=5000)")
@@ -223,8 +225,10 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 			rep.Secrets, err = h.runSecrets(ctx)
 		case "transfer":
 			rep.Transfer, err = h.runTransfer(ctx)
+		case "rerank":
+			rep.Rerank, err = h.runRerank(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets or transfer)")
+			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer or rerank)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

@@ -25,7 +25,9 @@ type Report struct {
 	Secrets      *SecretsReport      `json:"secrets,omitempty"`
 	// Transfer is the export and import part (transfer.go).
 	Transfer *TransferReport `json:"transfer,omitempty"`
-	Targets  []Target        `json:"targets"`
+	// Rerank is the reranking overhead part (rerank.go).
+	Rerank  *RerankReport `json:"rerank,omitempty"`
+	Targets []Target      `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`
 	Errors     []string `json:"errors,omitempty"`
