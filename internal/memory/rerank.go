@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/engram-dev/engram/internal/memory/modelapi"
 )
@@ -128,7 +127,3 @@ func rerankFailure(ctx context.Context, err error) string {
 		return RerankUpstream
 	}
 }
-
-// defaultRerankTimeout is used when the policy's timeout does not parse
-// (Validate refuses such a policy first).
-const defaultRerankTimeout = 2 * time.Second

@@ -142,7 +142,7 @@ func New(cfg Config) (*Store, error) {
 	if r := cfg.Policy.Reranking; r != nil && cfg.Reranker != nil {
 		s.reranker = cfg.Reranker
 		if s.rerankTimeout, err = r.TimeoutDuration(); err != nil {
-			s.rerankTimeout = defaultRerankTimeout
+			s.rerankTimeout = DefaultRerankTimeout // Validate refused such a policy already
 		}
 	}
 	// Conversation memory first: long-term memory summarizes its sessions.
