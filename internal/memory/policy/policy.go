@@ -243,9 +243,7 @@ type Policy struct {
 	Redaction  Redaction  `json:"redaction"`
 	// Conversation configures sessions, windows and the summary DAG.
 	Conversation ConversationPolicy `json:"conversation"`
-	// Reranking, when set, reorders the top candidates of vector and
-	// hybrid search (reranking.go).
-	Reranking *Reranking `json:"reranking,omitempty"`
+	Reranking    *Reranking         `json:"reranking,omitempty"` // nil: no second stage of search (reranking.go)
 }
 
 const day = Duration(24 * time.Hour)
@@ -433,11 +431,7 @@ func (p *Policy) Validate() error {
 	if err := p.Conversation.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if p.Reranking != nil {
-		if err := p.Reranking.validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, p.validateReranking())
 	return errors.Join(errs...)
 }
 

@@ -42,6 +42,15 @@ func (r Reranking) TimeoutDuration() (time.Duration, error) {
 	return d, nil
 }
 
+// validateReranking checks the reranking section, if any; nil when it is
+// absent or sound.
+func (p *Policy) validateReranking() error {
+	if p.Reranking == nil {
+		return nil
+	}
+	return p.Reranking.validate()
+}
+
 // validate checks a reranking section; nil when it is sound.
 func (r Reranking) validate() error {
 	var errs []error
