@@ -38,6 +38,9 @@ func markdown(rep *Report) string {
 	if t := rep.Transfer; t != nil {
 		transferMarkdown(p, t)
 	}
+	if r := rep.Rerank; r != nil {
+		rerankMarkdown(p, r)
+	}
 	if len(rep.Targets) > 0 {
 		p("## Targets\n\n| target | goal | measured | met | note |\n|---|---|---|---|---|\n")
 		for _, t := range rep.Targets {

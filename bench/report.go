@@ -27,7 +27,9 @@ type Report struct {
 	Transfer *TransferReport `json:"transfer,omitempty"`
 	// Filters is the filtered search part (filters.go).
 	Filters *FiltersReport `json:"filters,omitempty"`
-	Targets []Target       `json:"targets"`
+	// Rerank is the reranking overhead part (rerank.go).
+	Rerank  *RerankReport `json:"rerank,omitempty"`
+	Targets []Target      `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`
 	Errors     []string `json:"errors,omitempty"`

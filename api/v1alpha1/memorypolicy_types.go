@@ -81,6 +81,12 @@ type MemoryPolicySpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Conversation ConversationSpec `json:"conversation"`
+
+	// Reranking is an optional second stage of vector and hybrid search:
+	// a /rerank server (text-embeddings-inference, Jina, Cohere) orders
+	// the first stage's top candidates. Absent = no reranking.
+	// +optional
+	Reranking *RerankingSpec `json:"reranking,omitempty"`
 }
 
 // CategorySpec is one category of memory. Unset fields are resolved by the

@@ -23,6 +23,9 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, s *runtimeS
 	if rt.Spec.LLM != nil && rt.Spec.LLM.APIKeySecretRef != nil {
 		refs = append(refs, apiKeyRef{"spec.llm.apiKeySecretRef", rt.Spec.LLM.APIKeySecretRef})
 	}
+	if s.rerankKey != nil {
+		refs = append(refs, apiKeyRef{fmt.Sprintf("MemoryPolicy %q spec.reranking.apiKeySecretRef", s.policyName), s.rerankKey})
+	}
 	var digests []string
 	for _, x := range refs {
 		var sec corev1.Secret

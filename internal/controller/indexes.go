@@ -27,6 +27,8 @@ const (
 	indexAwaitingPlacement = "placement.awaiting"
 	// indexDatabaseSecret: MemoryDatabase by spec.secretRef.name.
 	indexDatabaseSecret = "spec.secretRef.name"
+	// indexPolicySecret: MemoryPolicy by the Secret of its reranker's key.
+	indexPolicySecret = "spec.reranking.apiKeySecretRef.name"
 )
 
 func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
@@ -59,6 +61,12 @@ func registerIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		{&memoryv1alpha1.MemoryRuntime{}, indexAwaitingPlacement, func(o client.Object) []string {
 			if rt := o.(*memoryv1alpha1.MemoryRuntime); rt.UsesMemoryDatabase() && rt.PlacedDatabase() == "" {
 				return []string{"true"}
+			}
+			return nil
+		}},
+		{&memoryv1alpha1.MemoryPolicy{}, indexPolicySecret, func(o client.Object) []string {
+			if r := o.(*memoryv1alpha1.MemoryPolicy).Spec.Reranking; r != nil && r.APIKeySecretRef != nil {
+				return []string{r.APIKeySecretRef.Name}
 			}
 			return nil
 		}},

@@ -125,11 +125,16 @@ type runtimeScope struct {
 	created  string // the password Provision set when it created the login role
 	creds    specs.Credentials
 	apiKeys  []string // digests of the API keys, for the pod template hash
-	config   []byte
-	hash     string
-	image    string
-	deploy   *appsv1.Deployment
-	requeue  requeueTimer
+	// rerankKey is the policy's reranker key reference (nil: none); the
+	// service pods get it as an environment variable.
+	rerankKey *memoryv1alpha1.SecretKeySelector
+	// policyName names the policy rerankKey comes from, for messages.
+	policyName string
+	config     []byte
+	hash       string
+	image      string
+	deploy     *appsv1.Deployment
+	requeue    requeueTimer
 	// faulted is set when Options.FailAfter injected a fault: the reconcile
 	// stops as if the operator had died (see Options.FailAfter).
 	faulted bool
@@ -285,6 +290,7 @@ func (r *MemoryRuntimeReconciler) runtimesOfPolicy(ctx context.Context, obj clie
 // the runtime's namespace, or as a clusterConnection in the operator's.
 func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := r.listRuntimes(ctx, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSecretRefs: obj.GetName()})
+	reqs = append(reqs, r.runtimesOfPolicySecret(ctx, obj)...)
 	if obj.GetNamespace() != r.opts.OperatorNamespace {
 		return reqs
 	}
@@ -294,6 +300,22 @@ func (r *MemoryRuntimeReconciler) runtimesOfSecret(ctx context.Context, obj clie
 	// The admin Secret of MemoryDatabases: their tenants connect anew.
 	for _, db := range listDatabases(ctx, r.client, client.MatchingFields{indexDatabaseSecret: obj.GetName()}) {
 		reqs = append(reqs, r.listRuntimes(ctx, client.MatchingFields{indexPlacedDatabase: db.Name})...)
+	}
+	return reqs
+}
+
+// runtimesOfPolicySecret maps a Secret to the runtimes whose policy's
+// reranker key it holds (the key is read in the runtime's namespace, the
+// policy's own).
+func (r *MemoryRuntimeReconciler) runtimesOfPolicySecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var policies memoryv1alpha1.MemoryPolicyList
+	if err := r.client.List(ctx, &policies, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPolicySecret: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing MemoryPolicies for a watch event")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range policies.Items {
+		reqs = append(reqs, r.runtimesOfPolicy(ctx, &policies.Items[i])...)
 	}
 	return reqs
 }

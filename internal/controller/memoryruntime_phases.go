@@ -316,6 +316,9 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 			return true, nil
 		}
 		applied = &memoryv1alpha1.AppliedPolicy{Name: name, Generation: mp.Generation}
+		if r := mp.Spec.Reranking; r != nil {
+			s.rerankKey, s.policyName = r.APIKeySecretRef, name
+		}
 	}
 
 	digests, stop, err := r.apiKeyDigests(ctx, s)
@@ -346,7 +349,7 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 			"no image for the memory service: set spec.service.image or start the operator with --service-image (ENGRAM_IMAGE)")
 		return true, nil
 	}
-	live, outcome, err := r.apply.apply(ctx, specs.Deployment(s.rt, s.image, s.hash))
+	live, outcome, err := r.apply.apply(ctx, specs.Deployment(s.rt, s.image, s.hash, specs.RerankKeyEnv(s.rerankKey)...))
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
 		return false, err

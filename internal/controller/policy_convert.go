@@ -83,7 +83,25 @@ func ResolvePolicy(spec *memoryv1alpha1.MemoryPolicySpec) (memory.Policy, error)
 		return memory.Policy{}, err
 	}
 	p.Conversation = conv
+	p.Reranking = resolveReranking(spec.Reranking)
 	return p, nil
+}
+
+// resolveReranking converts spec.reranking (nil: no reranking); the API
+// key reference stays out: the key reaches the pods as an environment
+// variable, never through the config.
+func resolveReranking(in *memoryv1alpha1.RerankingSpec) *memory.Reranking {
+	if in == nil {
+		return nil
+	}
+	r := &memory.Reranking{Endpoint: in.Endpoint, Model: in.Model, TopN: int(in.TopN), Timeout: in.Timeout}
+	if r.TopN == 0 {
+		r.TopN = memory.DefaultRerankTopN
+	}
+	if r.Timeout == "" {
+		r.Timeout = memory.DefaultRerankTimeout.String()
+	}
+	return r
 }
 
 // resolveConversation fills the conversation policy from spec.conversation;

@@ -58,6 +58,7 @@ func operatorScenarios() []scenario {
 		{name: "KStatus", run: scenarioKStatus},
 		{name: "SpecOverBound", run: scenarioSpecOverBound},
 		{name: "CELSpecBounds", run: scenarioCELSpecBounds},
+		{name: "Reranking", run: scenarioReranking},
 		// It judges the backoff of the operator's connection attempts by
 		// their timing: among 4 other scenarios it once saw a burst of
 		// attempts 20-40 ms apart that it never saw alone.

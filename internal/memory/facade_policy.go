@@ -19,12 +19,15 @@ type (
 	Limits                 = policy.Limits
 	Policy                 = policy.Policy
 	Redaction              = policy.Redaction
+	Reranking              = policy.Reranking
 	Retention              = policy.Retention
 	Search                 = policy.Search
 	WindowStrategy         = policy.WindowStrategy
 )
 
 const (
+	DefaultRerankTopN           = policy.DefaultRerankTopN
+	DefaultRerankTimeout        = policy.DefaultRerankTimeout
 	ArbitrationLLM              = policy.ArbitrationLLM
 	ArbitrationNone             = policy.ArbitrationNone
 	DefaultMaxDocumentVersions  = policy.DefaultMaxDocumentVersions

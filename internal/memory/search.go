@@ -68,7 +68,8 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	if err != nil {
 		return nil, err
 	}
-	hits, err := s.searchSQL(ctx, mode, req, vec, k)
+	plan := s.planRerank(req, mode)
+	hits, err := s.searchSQL(ctx, mode, req, vec, plan.fetch(k))
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,15 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 			out = append(out, h)
 		}
 	}
-	res := &SearchResult{Results: out}
+	res := &SearchResult{}
+	if s.reranker != nil {
+		reason := plan.reason
+		if plan.on {
+			out, reason = s.rerank(ctx, plan, req.Query, out, k)
+		}
+		res.Reranked, res.RerankReason = new(reason == ""), reason
+	}
+	res.Results = out
 	if n := core.FitRanked(b, out); n < len(out) {
 		res.Results, res.Truncated, res.Omitted = out[:n], true, len(out)-n
 	}

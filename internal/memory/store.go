@@ -45,7 +45,10 @@ type Config struct {
 	// conversation text or context (answercap.go); 0 means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int
-	Logger           *slog.Logger
+	// Reranker is optional: with it and the policy's reranking section,
+	// vector and hybrid search reorder their top candidates (rerank.go).
+	Reranker Reranker
+	Logger   *slog.Logger
 }
 
 // validateConfig checks a Config before New uses it.
@@ -100,6 +103,10 @@ type Store struct {
 	decayNames   []string
 	decaySeconds []float64
 	leaseTTL     time.Duration // of the maintenance lease (WithJobLock)
+	// reranker is nil unless the policy has reranking and Config a
+	// Reranker; rerankTimeout bounds one call.
+	reranker      Reranker
+	rerankTimeout time.Duration
 	// afterCompactBatch, when set (by tests), runs after each batch of
 	// compaction, outside any transaction.
 	afterCompactBatch func(owner string)
@@ -132,6 +139,12 @@ func New(cfg Config) (*Store, error) {
 		leaseTTL: cfg.JobLeaseTTL,
 	}
 	s.decayNames, s.decaySeconds = write.DecayParams(s.core)
+	if r := cfg.Policy.Reranking; r != nil && cfg.Reranker != nil {
+		s.reranker = cfg.Reranker
+		if s.rerankTimeout, err = r.TimeoutDuration(); err != nil {
+			s.rerankTimeout = DefaultRerankTimeout // Validate refused such a policy already
+		}
+	}
 	// Conversation memory first: long-term memory summarizes its sessions.
 	// The write path first: long-term memory's extraction writes through it.
 	s.w = write.New(s.core, tenant.OwnerVectorsMaxDims)

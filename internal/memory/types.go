@@ -45,6 +45,9 @@ type SearchRequest struct {
 	// MaxBytes lowers the runtime's byte cap for this answer (0 = the
 	// cap; SearchAnswer only).
 	MaxBytes int `json:"-"`
+	// Rerank: false skips the policy's reranker for this search (nil or
+	// true: rerank when the policy has a reranker).
+	Rerank *bool `json:"rerank,omitempty"`
 }
 
 // SearchResult is the answer of SearchAnswer.
@@ -54,6 +57,11 @@ type SearchResult struct {
 	// Truncated: the byte cap left the Omitted lowest-ranked results out.
 	Truncated bool `json:"truncated"`
 	Omitted   int  `json:"omitted,omitempty"`
+	// Reranked is set when the policy has a reranker: true when the
+	// results are in the reranker's order, false (with RerankReason)
+	// when they are in the first-stage order.
+	Reranked     *bool  `json:"reranked,omitempty"`
+	RerankReason string `json:"rerankReason,omitempty"`
 }
 
 // SearchHit is one result with its scores.
@@ -64,6 +72,9 @@ type SearchHit struct {
 	VectorScore float64 `json:"vectorScore"`
 	TextScore   float64 `json:"textScore"`
 	DecayScore  float64 `json:"decayScore"`
+	// RerankScore is the reranker's relevance score, when it ordered
+	// this result (Score stays the first stage's).
+	RerankScore *float64 `json:"rerankScore,omitempty"`
 }
 
 // ListRequest pages through one owner's memories, newest first.

@@ -15,6 +15,8 @@ const (
 	// key of a RetentionJob's S3 export destination (spec.export.s3).
 	EnvExportS3AccessKeyID     = "ENGRAM_EXPORT_S3_ACCESS_KEY_ID"
 	EnvExportS3SecretAccessKey = "ENGRAM_EXPORT_S3_SECRET_ACCESS_KEY"
+	// EnvRerankAPIKey is the API key of the policy's reranker (/rerank API).
+	EnvRerankAPIKey = "ENGRAM_RERANK_API_KEY"
 )
 
 // Environment variables of the operator (config/manager, the Helm chart).

@@ -23,7 +23,7 @@ func (a rest) extract(c *call, b *extractBody) (reply, error) {
 func (a rest) search(c *call, b *searchBody) (reply, error) {
 	return replyOf(a.ops.search(c.ctx(), memory.SearchRequest{
 		Owner: c.owner(), Agent: b.Agent, Session: b.Session, Query: b.Query, Vector: b.Vector,
-		Mode: b.Mode, TopK: b.TopK, Categories: b.Categories, MinScore: b.MinScore, Filter: b.Filter,
+		Mode: b.Mode, TopK: b.TopK, Categories: b.Categories, MinScore: b.MinScore, Filter: b.Filter, Rerank: b.Rerank,
 	}))
 }
 

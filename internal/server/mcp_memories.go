@@ -61,6 +61,7 @@ type mcpSearchArgs struct {
 	Filter     map[string]any `json:"filter,omitempty" jsonschema:"only memories whose metadata, tags and timestamps match (the schema spells out the grammar)"`
 	Agent      string         `json:"agent,omitempty" jsonschema:"agent id: its memories plus the owner's shared ones"`
 	Session    string         `json:"session,omitempty" jsonschema:"session id: its memories plus the owner's shared ones"`
+	Rerank     *bool          `json:"rerank,omitempty" jsonschema:"false skips the policy's reranker for this search (default: rerank when the policy has one)"`
 }
 
 type mcpListArgs struct {
@@ -125,7 +126,7 @@ func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, er
 		return nil, err
 	}
 	return t.ops.search(ctx, memory.SearchRequest{Owner: owner, Agent: a.Agent, Session: a.Session,
-		Query: a.Query, Vector: a.Vector, Filter: filter, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes()})
+		Query: a.Query, Vector: a.Vector, Filter: filter, Mode: memory.SearchMode(a.Mode), TopK: a.TopK, Categories: a.Categories, MaxBytes: t.answerBytes(), Rerank: a.Rerank})
 }
 
 func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {

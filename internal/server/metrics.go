@@ -32,6 +32,7 @@ type Metrics struct {
 	mcpToolCalls *prometheus.CounterVec
 	tlsExpiry    prometheus.Gauge
 	content      *contentMetrics // metrics_content.go
+	rerank       *rerankMetrics  // metrics_rerank.go
 }
 
 // NewMetrics creates and registers the metrics.
@@ -76,6 +77,7 @@ func NewMetrics() *Metrics {
 		m.upstreamErrs, m.tokens, m.signingKeys, m.mcpToolCalls, m.tlsExpiry,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.content = newContentMetrics(m.Registry)
+	m.rerank = newRerankMetrics(m.Registry)
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
 	}

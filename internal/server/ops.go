@@ -138,6 +138,7 @@ func (o *ops) search(ctx context.Context, req memory.SearchRequest) (*searchResp
 	if err != nil {
 		return nil, err
 	}
+	o.metrics.countRerank(res)
 	res.Results = nonNil(res.Results)
 	return res, nil
 }

@@ -31,6 +31,7 @@ type Options struct {
 	DatabaseURL     string
 	EmbeddingAPIKey string
 	LLMAPIKey       string
+	RerankAPIKey    string
 
 	MaxBodyBytes int64
 	// MaxImportBytes bounds the body of POST /v1/import (an export file,
@@ -151,6 +152,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	o.DatabaseURL = getenv(naming.EnvDatabaseURL)
 	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
 	o.LLMAPIKey = getenv(naming.EnvLLMAPIKey)
+	o.RerankAPIKey = getenv(naming.EnvRerankAPIKey)
 	return o, o.Validate()
 }
 

@@ -82,6 +82,8 @@ type searchBody struct {
 	Categories []string          `json:"categories,omitempty"`
 	MinScore   float64           `json:"minScore,omitempty"`
 	Filter     *memory.Filter    `json:"filter,omitempty"`
+	// Rerank: false skips the policy's reranker for this search.
+	Rerank *bool `json:"rerank,omitempty"`
 }
 
 // searchResponse is the answer of a search: its results within the byte

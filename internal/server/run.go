@@ -58,6 +58,8 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		DatabaseURL:     o.DatabaseURL,
 		EmbeddingAPIKey: o.EmbeddingAPIKey,
 		LLMAPIKey:       o.LLMAPIKey,
+		RerankAPIKey:    o.RerankAPIKey,
+		WrapReranker:    metrics.InstrumentReranker,
 		MaxConns:        int32(o.DBMaxConns),
 		Session:         memory.SessionSettings{LockTimeout: o.DBLockTimeout, StatementTimeout: o.DBStatementTimeout},
 		WrapEmbedder:    metrics.InstrumentEmbedder,

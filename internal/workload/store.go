@@ -20,6 +20,8 @@ type StoreParams struct {
 	DatabaseURL     string
 	EmbeddingAPIKey string
 	LLMAPIKey       string
+	// RerankAPIKey is the key of the policy's reranker (Bearer), if any.
+	RerankAPIKey string
 	// MaxConns bounds the pool; <= 0 keeps pgx's default.
 	MaxConns int32
 	// Session holds the lock and statement timeouts of every session;
@@ -36,6 +38,8 @@ type StoreParams struct {
 	// (the service uses them to record metrics).
 	WrapEmbedder func(memory.Embedder) memory.Embedder
 	WrapLLM      func(memory.LLM) memory.LLM
+	// WrapReranker, when set, decorates the reranker (metrics).
+	WrapReranker func(memory.Reranker) memory.Reranker
 	Logger       *slog.Logger
 }
 
@@ -94,6 +98,7 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 			llm = p.WrapLLM(llm)
 		}
 	}
+	reranker := newReranker(p, client)
 	// Durability is the runtime's choice (its config), never the server's default.
 	sess := p.Session
 	sess.AsynchronousCommit = p.Config.AsynchronousCommit
@@ -118,10 +123,25 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		Logger:      logger,
 		// The runtime's byte cap on answers (spec.service.limits).
 		MaxResponseBytes: p.Config.MaxResponseBytes,
+		Reranker:         reranker,
 	})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("creating the memory store: %w", err)
 	}
 	return &Tenant{Pool: pool, Store: store, HasLLM: llm != nil}, nil
+}
+
+// newReranker is the client of the policy's reranker, nil without one. The
+// engine bounds each call with reranking.timeout.
+func newReranker(p StoreParams, client *http.Client) memory.Reranker {
+	r := p.Config.Policy.Reranking
+	if r == nil {
+		return nil
+	}
+	rr := memory.NewReranker(memory.RerankConfig{Endpoint: r.Endpoint, Model: r.Model}, p.RerankAPIKey, client)
+	if p.WrapReranker != nil {
+		rr = p.WrapReranker(rr)
+	}
+	return rr
 }

@@ -51,6 +51,15 @@ func tenantEnv(rt *memoryv1alpha1.MemoryRuntime) []corev1.EnvVar {
 	return env
 }
 
+// RerankKeyEnv is the service's variable of a policy's reranker key (none
+// when ref is nil). Only the service searches: the jobs never get it.
+func RerankKeyEnv(ref *memoryv1alpha1.SecretKeySelector) []corev1.EnvVar {
+	if ref == nil {
+		return nil
+	}
+	return []corev1.EnvVar{secretEnv(naming.EnvRerankAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey))}
+}
+
 func secretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: secret},

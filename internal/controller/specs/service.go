@@ -29,8 +29,9 @@ const (
 var tmpSizeLimit = resource.MustParse("64Mi")
 
 // Deployment is the memory service of a runtime. configHash goes on the pod
-// template, so a change of config or credentials rolls the pods.
-func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *appsv1.Deployment {
+// template, so a change of config or credentials rolls the pods. extraEnv
+// comes after the runtime's own variables (RerankKeyEnv: the policy's).
+func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string, extraEnv ...corev1.EnvVar) *appsv1.Deployment {
 	port, metricsPort := rt.ServicePort(), rt.MetricsPort()
 	labels := naming.RuntimeLabels(rt.Name, naming.ComponentService)
 	portName, scheme := ServicePortName(rt), probeScheme(rt)
@@ -58,7 +59,7 @@ func Deployment(rt *memoryv1alpha1.MemoryRuntime, image, configHash string) *app
 							{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP},
 							{Name: naming.MetricsPortName, ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
 						},
-						Env: tenantEnv(rt),
+						Env: append(tenantEnv(rt), extraEnv...),
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler:     httpGet("/healthz", portName, scheme),
 							PeriodSeconds:    10,

@@ -243,6 +243,7 @@ type Policy struct {
 	Redaction  Redaction  `json:"redaction"`
 	// Conversation configures sessions, windows and the summary DAG.
 	Conversation ConversationPolicy `json:"conversation"`
+	Reranking    *Reranking         `json:"reranking,omitempty"` // nil: no second stage of search (reranking.go)
 }
 
 const day = Duration(24 * time.Hour)
@@ -430,6 +431,7 @@ func (p *Policy) Validate() error {
 	if err := p.Conversation.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, p.validateReranking())
 	return errors.Join(errs...)
 }
 

@@ -5,7 +5,9 @@ import { filterBox } from './filter.js';
 
 // searchPage runs a search and shows each result's score with its parts:
 // vector (cosine similarity), text (full-text rank) and decay (freshness),
-// which the policy's search weights combine into the score of hybrid mode.
+// which the policy's search weights combine into the score of hybrid mode;
+// with a reranker in the policy, also its relevance score, and the status
+// line says whether the results are in its order.
 export async function searchPage({ owner }) {
   const q = h('input', { type: 'search', name: 'query', required: true, autocomplete: 'off' });
   const mode = h('select', { name: 'mode' },
@@ -24,18 +26,27 @@ export async function searchPage({ owner }) {
     }
     try {
       const res = await api('POST', ownerPath(owner, 'search'), { query: q.value, mode: mode.value, topK: Number(topK.value) || 10, filter: filter.value() });
+      const reranked = res.reranked === true;
       replace(region, res.results.length === 0 ? h('p', {}, 'No memory matches.')
-        : table('Results for \u201c' + q.value + '\u201d, best first', ['Memory', 'Score', 'Vector', 'Text', 'Decay', ''],
+        : table('Results for \u201c' + q.value + '\u201d, best first', ['Memory', 'Score', 'Vector', 'Text', 'Decay', ...(reranked ? ['Rerank'] : []), ''],
           res.results.map((r) => h('tr', { class: 'hit' },
             h('td', { class: 'content' }, r.memory.content, h('small', {}, ' ' + r.memory.category)),
             score('score', r.score), score('vector', r.vectorScore), score('text', r.textScore), score('decay', r.decayScore),
+            reranked ? score('rerank', r.rerankScore) : null,
             h('td', {}, h('a', { href: ownerHash(owner, 'm', r.memory.id) }, 'History'))))));
-      status(res.results.length + ' results.');
+      status(res.results.length + ' results' + rerankNote(res) + '.');
     } catch (err) {
       replace(region, errorBox(err));
     }
   });
   return [pageTitle('Search ' + owner), ownerNav(owner, 'search'), form, region];
+}
+
+// rerankNote says in whose order the results are, when the policy has a
+// reranker (the answer then carries reranked).
+function rerankNote(res) {
+  if (res.reranked === undefined) return '';
+  return res.reranked ? ', in the reranker\u2019s order' : ', in first-stage order (not reranked: ' + res.rerankReason + ')';
 }
 
 // score is a cell with the number and a meter (no inline styles: the CSP forbids them).
