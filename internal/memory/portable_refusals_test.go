@@ -434,3 +434,58 @@ func TestImportHoldsTextsToTheWriteBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestImportHoldsSummarySourcesToCompactionsShape (issue 26, twentieth
+// review, HIGH 1 and MEDIUM 2): an import took any number of sources of a
+// summary, naming any summary of the owner, and sources alone extended a
+// summary the tenant held; 1,000 sources of one 64 KiB child made one
+// describe answer 65.8 MB. Now sources come with their summary, at most
+// 64 with distinct ords, a condensed summary's children one depth lower
+// in its session with it as parent; and describe reads at most 64
+// children within the answer's byte cap.
+func TestImportHoldsSummarySourcesToCompactionsShape(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	lines := strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n")
+	var source, header string
+	var kept []string
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case rec["kind"] == portable.KindHeader:
+			header = l
+		case rec["kind"] == portable.KindSummarySource && rec["childId"] != nil && source == "":
+			source = l
+		case rec["kind"] == portable.KindTrailer:
+			continue
+		}
+		kept = append(kept, l)
+	}
+	if source == "" {
+		t.Fatal("no condensed summary's source in the export")
+	}
+	many := slices.Clone(kept)
+	for i := range 64 {
+		var rec map[string]any
+		_ = json.Unmarshal([]byte(source), &rec)
+		rec["ord"] = 100 + i
+		b, _ := json.Marshal(rec)
+		many = append(many, string(b))
+	}
+	for name, body := range map[string][]string{"too many sources": many, "sources without their summary": {header, source}} {
+		t.Run(name, func(t *testing.T) {
+			b := newFixture(t, withGlobalCategory(), inDatabaseOf(a))
+			_, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, body), Embedder: testExportInfo.Embedder})
+			v, ok := IsValidation(err)
+			if !ok || !strings.HasSuffix(v.Fields[0].Field, "].summaryId") {
+				t.Fatalf("import: %v, want a 422 naming summaryId", err)
+			}
+			if n := rowsOf(t, b, b.store.sql.summaries); n != 0 {
+				t.Errorf("%d summaries written", n)
+			}
+		})
+	}
+}

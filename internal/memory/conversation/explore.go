@@ -12,6 +12,7 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/policy"
 )
 
 const (
@@ -67,9 +68,24 @@ func (s *Store) DescribeSummary(ctx context.Context, owner, id string) (*Summary
 		d.MessageRange = &[2]int64{y.EarliestSeq, y.LatestSeq + 1}
 		return d, nil
 	}
-	d.Children, err = s.querySummaries(ctx, s.core.Pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
-		JOIN `+s.sql.summaries+` AS y ON y.id = src.child_id WHERE src.summary_id = $1 ORDER BY src.ord`, id)
-	return d, err
+	// A compaction gives a summary at most condenseGroupSize children;
+	// more (an import's) are not read, and the answer keeps what fits its
+	// byte cap (issue 26, twentieth review: 1,000 sources of a 64 KiB
+	// child answered 65.8 MB).
+	children, err := s.querySummaries(ctx, s.core.Pool, `SELECT `+summaryColumns+` FROM `+s.sql.summarySources+` AS src
+		JOIN `+s.sql.summaries+` AS y ON y.id = src.child_id WHERE src.summary_id = $1 ORDER BY src.ord LIMIT $2`,
+		id, policy.MaxCondenseGroupSize+1)
+	if err != nil {
+		return nil, err
+	}
+	d.Children = []Summary{}
+	kept := children[:min(len(children), policy.MaxCondenseGroupSize)]
+	n := core.FitRanked(core.NewAnswerBytes(s.core.AnswerCap(0), d), kept)
+	d.Children = kept[:n]
+	if n < len(children) {
+		d.ChildrenTruncated, d.ChildrenOmitted = true, len(children)-n
+	}
+	return d, nil
 }
 
 // ExpandSummary returns the original messages a summary covers, byte for

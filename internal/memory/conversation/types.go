@@ -276,6 +276,11 @@ type SummaryDescription struct {
 	MessageRange *[2]int64 `json:"messageRange,omitempty"`
 	// ParentID is the summary that condensed this one ("" = a root).
 	ParentID string `json:"parentId,omitempty"`
+	// ChildrenTruncated: the answer's byte cap, or the most children a
+	// compaction gives one summary, left ChildrenOmitted children out
+	// (the newest; at least that many).
+	ChildrenTruncated bool `json:"childrenTruncated,omitempty"`
+	ChildrenOmitted   int  `json:"childrenOmitted,omitempty"`
 }
 
 // ExpandRequest asks for the original messages under a summary.

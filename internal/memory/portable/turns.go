@@ -41,6 +41,12 @@ func (c checker) checkSessions(g *ownerRecords, at func(line int) checker) {
 // budget 100 +7 MiB).
 const maxImportedRoots = (policy.MaxSummaryDepth + 1) * policy.MaxCondenseGroupSize
 
+// maxImportedRootBytes bounds the content of those roots together: a
+// summary window reads them all, and shows at most an answer's byte cap
+// (1 MiB) of them (twentieth review: 440 roots of 64 KiB cost every
+// window +28 MiB).
+const maxImportedRootBytes = 1 << 20
+
 // checkWhole: an import brings whole sessions. Every message and summary
 // comes with its session's line, so a second import cannot add messages
 // to a session the tenant holds (the writer skips a session it has, with
@@ -76,14 +82,19 @@ func (c checker) checkWhole(g *ownerRecords, bySession map[string][]record, at f
 			}
 		}
 	}
-	summaries, roots := map[string]int64{}, map[string]int{}
+	summaries, roots, rootBytes := map[string]int64{}, map[string]int{}, map[string]int{}
 	for _, r := range g.byKind[KindSummary] {
 		v := r.value.(*summaryRec)
 		sess := sessions[v.SessionID]
 		if v.ParentID == nil {
 			roots[v.SessionID]++
+			rootBytes[v.SessionID] += len(v.Content)
 		}
 		summaries[v.SessionID]++
+		if rootBytes[v.SessionID] > maxImportedRootBytes {
+			refuse(r.line, "content", "session %q's summaries no other covers hold more than %d bytes, more than a summary window reads", v.SessionID, maxImportedRootBytes)
+			return false
+		}
 		switch {
 		case sess == nil:
 			refuse(r.line, "sessionId", "session %q is not in the import: an import brings whole sessions, each with its session line", v.SessionID)
@@ -96,7 +107,56 @@ func (c checker) checkWhole(g *ownerRecords, bySession map[string][]record, at f
 			return false
 		}
 	}
+	return c.checkSources(g, sessions, at)
+}
+
+// checkSources holds summary sources to compaction's shape: each comes
+// with its summary in the file (so a second file cannot add sources to a
+// summary the tenant holds), a summary has at most condenseGroupSize
+// sources with distinct ords, a leaf's are message ranges of its session
+// and a condensed summary's are summaries of the file one depth lower in
+// the same session that it is the parent of (issue 26, twentieth review:
+// 1,000 sources of one 64 KiB child made one describe answer 65.8 MB).
+func (c checker) checkSources(g *ownerRecords, sessions map[string]*sessionRec, at func(line int) checker) bool {
+	summaries := map[string]*summaryRec{}
+	for _, r := range g.byKind[KindSummary] {
+		v := r.value.(*summaryRec)
+		summaries[v.ID] = v
+	}
+	ords := map[string]map[int64]bool{}
+	for _, r := range g.byKind[KindSummarySource] {
+		v := r.value.(*summarySourceRec)
+		parent := summaries[v.SummaryID]
+		if parent == nil {
+			at(r.line).add("summaryId", "summary %s is not in the import: an import brings whole sessions, each summary with its sources", v.SummaryID)
+			return false
+		}
+		if ords[v.SummaryID] == nil {
+			ords[v.SummaryID] = map[int64]bool{}
+		}
+		if msg := sourceProblem(v, parent, summaries, sessions[parent.SessionID], ords[v.SummaryID]); msg != "" {
+			at(r.line).add("summaryId", "%s", msg)
+			return false
+		}
+		ords[v.SummaryID][v.Ord] = true
+	}
 	return true
+}
+
+// sourceProblem says why v cannot be a source of parent, or "".
+func sourceProblem(v *summarySourceRec, parent *summaryRec, summaries map[string]*summaryRec, sess *sessionRec, ords map[int64]bool) string {
+	switch {
+	case len(ords) >= policy.MaxCondenseGroupSize || v.Ord >= policy.MaxCondenseGroupSize || ords[v.Ord]:
+		return fmt.Sprintf("summary %s has more than %d sources, or ord %d twice; a compaction gives a summary at most %d", v.SummaryID, policy.MaxCondenseGroupSize, v.Ord, policy.MaxCondenseGroupSize)
+	case v.ChildID == nil && (parent.Depth != 0 || sess == nil || *v.ToSeq > sess.MessageCount+1):
+		return fmt.Sprintf("a range source belongs to a summary of depth 0 and lies within its session's messages (summary %s)", v.SummaryID)
+	case v.ChildID != nil:
+		child := summaries[*v.ChildID]
+		if child == nil || child.SessionID != parent.SessionID || child.Depth != parent.Depth-1 || child.ParentID == nil || *child.ParentID != parent.ID {
+			return fmt.Sprintf("child %s of summary %s is not a summary of the import one depth lower in the same session with it as parent", *v.ChildID, v.SummaryID)
+		}
+	}
+	return ""
 }
 
 // checkTurns adds an error naming the message that takes a turn of a
