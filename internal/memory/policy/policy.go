@@ -203,6 +203,10 @@ type Search struct {
 	TextWeight   float64 `json:"textWeight"`
 	DecayWeight  float64 `json:"decayWeight"`
 	DefaultTopK  int     `json:"defaultTopK"`
+	// TextSearchConfig is the text search configuration the operator builds
+	// the tenant's text index with (textsearch.go); "" means
+	// DefaultTextSearchConfig. Queries use the one the index was built with.
+	TextSearchConfig string `json:"textSearchConfig,omitempty"`
 }
 
 // Forgetting configures the decay job.
@@ -264,7 +268,7 @@ func DefaultPolicy() Policy {
 		Categories:   DefaultCategories(),
 		Dedup:        Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
 		Limits:       defaultLimits,
-		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
+		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10, TextSearchConfig: DefaultTextSearchConfig},
 		Forgetting:   Forgetting{MinDecayScore: 0.05},
 		Retention:    Retention{PurgeInactiveAfter: 30 * day},
 		Redaction:    Redaction{BuiltinPatterns: true, InjectionGuard: GuardReject},
@@ -405,6 +409,9 @@ func (p *Policy) Validate() error {
 	}
 	if s.DefaultTopK < 1 || s.DefaultTopK > l.MaxTopK {
 		bad("search.defaultTopK", "%d must be within 1..limits.maxTopK (%d)", s.DefaultTopK, l.MaxTopK)
+	}
+	if s.TextSearchConfig != "" && !ValidTextSearchConfig(s.TextSearchConfig) {
+		bad("search.textSearchConfig", "%q must be one of %s", s.TextSearchConfig, strings.Join(TextSearchConfigs, ", "))
 	}
 	if f := p.Forgetting.MinDecayScore; f < 0 || f > 1 {
 		bad("forgetting.minDecayScore", "%g must be within [0, 1]", f)

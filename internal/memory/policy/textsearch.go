@@ -1,0 +1,30 @@
+package policy
+
+import "slices"
+
+// DefaultTextSearchConfig is the text search configuration of a policy that
+// names none: the one every tenant had before it could be chosen.
+const DefaultTextSearchConfig = "english"
+
+// TextSearchConfigs are the text search configurations PostgreSQL 17 ships
+// (pg_ts_config of a fresh cluster), "simple" first. Only these are
+// accepted: the name becomes part of SQL text (an index expression and the
+// queries that must match it), so it is never taken from anywhere but this
+// list. The MemoryPolicy CRD's CEL rule lists the same names.
+var TextSearchConfigs = []string{
+	"simple", "arabic", "armenian", "basque", "catalan", "danish", "dutch", "english", "finnish",
+	"french", "german", "greek", "hindi", "hungarian", "indonesian", "irish", "italian", "lithuanian",
+	"nepali", "norwegian", "portuguese", "romanian", "russian", "serbian", "spanish", "swedish",
+	"tamil", "turkish", "yiddish",
+}
+
+// ValidTextSearchConfig reports whether name is one of TextSearchConfigs.
+func ValidTextSearchConfig(name string) bool { return slices.Contains(TextSearchConfigs, name) }
+
+// TextConfig is the policy's text search configuration, its default resolved.
+func (s Search) TextConfig() string {
+	if s.TextSearchConfig == "" {
+		return DefaultTextSearchConfig
+	}
+	return s.TextSearchConfig
+}
