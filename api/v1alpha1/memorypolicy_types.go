@@ -272,7 +272,8 @@ type SearchSpec struct {
 	// words are dropped, or "simple" (words lower-cased, kept whole, no stop
 	// words) for tenants whose memories mix languages or scripts. Changing it
 	// rebuilds the tenant's text index concurrently; searches use the
-	// previous configuration until the new index is built (docs/policy.md).
+	// previous configuration until the new index is built
+	// (docs/memory-model.md, "Text search language").
 	// +optional
 	// +kubebuilder:default=english
 	// +kubebuilder:validation:MaxLength=16

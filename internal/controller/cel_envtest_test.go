@@ -168,7 +168,7 @@ func celCases(ns string) []celCase {
 			s.Search.VectorWeight, s.Search.TextWeight, s.Search.DecayWeight = ptr.To(0.0), ptr.To(0.0), ptr.To(0.0)
 		}), "spec.search: Invalid value: at least one of search.vectorWeight, textWeight, decayWeight must be above 0"},
 		{"unknown text search configuration", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.TextSearchConfig = "klingon" }),
-			`spec.search.textSearchConfig: Invalid value: "string": search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships: simple, arabic,`},
+			`spec.search.textSearchConfig: Invalid value: "klingon": search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships: simple, arabic,`},
 		{"text search configuration in capitals", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.TextSearchConfig = "German" }),
 			"search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships"},
 		{"text search configuration as SQL", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.TextSearchConfig = "english')--" }),
