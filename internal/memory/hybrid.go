@@ -90,7 +90,7 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 		b AS (SELECT count(*) AS n, max(d) FILTER (WHERE d <> 'NaN'::float8) AS dn FROM v),
 		r AS (
 			SELECT ` + s.sql.columns + `, 1 - (m.embedding <=> ` + qv + `) AS vs,
-				CASE WHEN ` + tv + ` @@ q.q THEN ts_rank_cd(` + tv + `, q.q, 32) ELSE 0 END AS ts, ` + decay + ` AS ds
+				` + core.TextRank(req.textConfig, tv, "q.q") + ` AS ts, ` + decay + ` AS ds
 			FROM (SELECT id FROM v UNION SELECT id FROM t) AS c
 				JOIN ` + s.sql.memories + ` AS m ON m.id = c.id, q
 			WHERE true` + filter + `)

@@ -126,8 +126,7 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 	}
 	if mode != SearchVector {
 		from += `, (` + s.textQueries(a, req) + `) AS q`
-		tv := textVector(req.textConfig)
-		ts = `CASE WHEN ` + tv + ` @@ q.q THEN ts_rank_cd(` + tv + `, q.q, 32) ELSE 0 END`
+		ts = core.TextRank(req.textConfig, textVector(req.textConfig), "q.q")
 	}
 	w := s.core.Policy.Search
 	switch mode {

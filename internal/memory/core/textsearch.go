@@ -94,3 +94,15 @@ func configOrDefault(config string) string {
 	}
 	return config
 }
+
+// TextRank is the text score (SQL) of the tsvector tv for the tsquery q: 0
+// for a row that does not match. English tests the match first, which is
+// cheaper than ranking when tv is the stored column; for another
+// configuration tv is computed from the text, and ts_rank_cd alone (0
+// without a match) computes it once instead of twice.
+func TextRank(config, tv, q string) string {
+	if configOrDefault(config) == tenant.DefaultTextSearchConfig {
+		return `CASE WHEN ` + tv + ` @@ ` + q + ` THEN ts_rank_cd(` + tv + `, ` + q + `, 32) ELSE 0 END`
+	}
+	return `ts_rank_cd(` + tv + `, ` + q + `, 32)`
+}

@@ -140,7 +140,7 @@ func (s *Store) RelevantEpisodes(ctx context.Context, owner, agent, query string
 		// limits.maxEpisodesPerOwner): no text index is needed for them.
 		tv := core.TextVector(cfg, "e.", "summary")
 		from += `, (SELECT ` + core.OrQuery(cfg, a.Add(query)) + `) AS q(q)`
-		ts = `CASE WHEN ` + tv + ` @@ q.q THEN ts_rank_cd(` + tv + `, q.q, 32) ELSE 0 END`
+		ts = core.TextRank(cfg, tv, "q.q")
 	}
 	w := s.core.Policy.Search
 	var sql string
