@@ -1,9 +1,6 @@
 package memory
 
-import (
-	"github.com/engram-dev/engram/internal/memory/core"
-	"github.com/engram-dev/engram/internal/tenant"
-)
+import "github.com/engram-dev/engram/internal/memory/core"
 
 // The owner's text index (migration 12): a GIN index over each active row's
 // words plus one lexeme naming its owner, "owner <md5 of the owner id>".
@@ -12,14 +9,14 @@ import (
 // that lexeme into q: the index then returns only the owner's matching rows,
 // without the planner having to combine it with the owner index. The index
 // answers `ownerText @@ ownerTextQuery(...)`, a superset test; queries keep
-// `m.tsv @@ q` beside it, so the rows returned are exactly those whose text
+// `m.tsv @@ q` (textVector) beside it, so the rows returned are exactly those whose text
 // matches q (q is a disjunction of words and phrases: adding a lexeme to a
 // row's words never turns a match into a miss).
 
 // ownerText is the indexed expression (alias m) of the text index of the
 // tenant's text search configuration config (migration 12 for English,
 // tenant.ensureTextSearch for the others).
-func ownerText(config string) string { return tenant.OwnerText(config, "m.") }
+func ownerText(config string) string { return core.OwnerText(config, "m.") }
 
 // textVector is the tsvector of a memory (alias m) under config: m.tsv for
 // English, computed from the content for the others.

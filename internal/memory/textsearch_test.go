@@ -278,3 +278,29 @@ func TestTextSearchHistoryGerman(t *testing.T) {
 		t.Errorf("history search Häuser: %+v, want the message about the Haus first", hits)
 	}
 }
+
+// TestTextExpressions: the engine's text expressions are the tenant
+// package's, which builds the indexes, for every configuration the policy
+// allows (the engine may not import the tenant package, so they are
+// written twice); and both accept the same names.
+func TestTextExpressions(t *testing.T) {
+	for _, config := range TextSearchConfigs() {
+		for _, alias := range []string{"", "m."} {
+			if got, want := core.OwnerText(config, alias), tenant.OwnerText(config, alias); got != want {
+				t.Errorf("%s: engine %s, index %s", config, got, want)
+			}
+			if got, want := core.TextVector(config, alias, "summary"), tenant.TextVector(config, alias, "summary"); got != want {
+				t.Errorf("%s: engine %s, tenant %s", config, got, want)
+			}
+		}
+		if !tenant.ValidTextConfigName(config) {
+			t.Errorf("the tenant package refuses %q", config)
+		}
+	}
+	if core.DefaultTextConfig != tenant.DefaultTextSearchConfig || DefaultTextSearchConfig != tenant.DefaultTextSearchConfig {
+		t.Error("the default configurations differ")
+	}
+	if core.TextSearchTTL >= tenant.TextSearchGrace {
+		t.Errorf("the engine caches the configuration %s, the operator keeps the old index only %s", core.TextSearchTTL, tenant.TextSearchGrace)
+	}
+}

@@ -4,14 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/engram-dev/engram/internal/tenant"
 )
+
+// DefaultTextConfig is the text search configuration of a tenant whose
+// schema predates the text_search row: English, what the stored tsv
+// columns hold (tenant.DefaultTextSearchConfig).
+const DefaultTextConfig = "english"
+
+// textConfigName is what a configuration name read from the row may look
+// like before it is put into SQL (tenant.ValidTextConfigName).
+var textConfigName = regexp.MustCompile(`^[a-z]{1,32}$`)
 
 // TextSearchTTL is how long the engine keeps the text search configuration
 // it read: the operator keeps the previous configuration's index for
@@ -61,22 +69,35 @@ func (s *State) readTextConfig(ctx context.Context) (string, error) {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
-		return tenant.DefaultTextSearchConfig, nil
+		return DefaultTextConfig, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("reading the text search configuration: the row is missing")
 	case err != nil:
 		return "", DBErr("reading the text search configuration", err)
 	}
-	if !tenant.ValidTextConfigName(config) {
+	if !textConfigName.MatchString(config) {
 		return "", fmt.Errorf("reading the text search configuration: %q is not a configuration name", config)
 	}
 	return config, nil
 }
 
 // TextVector is the tsvector (SQL) of column of the row aliased alias
-// ("m.") under config, the one its text index holds.
+// ("m.") under config, as the text index holds it: the stored tsv column
+// for English, to_tsvector of the text for the others. It must stay
+// equal, character for character, to tenant.TextVector, which builds the
+// index (the engine may not import the tenant package; TestTextExpressions
+// compares them), or the planner would not use the index.
 func TextVector(config, alias, column string) string {
-	return tenant.TextVector(config, alias, column)
+	if configOrDefault(config) == DefaultTextConfig {
+		return alias + "tsv"
+	}
+	return "to_tsvector('" + config + "'::regconfig, " + alias + column + ")"
+}
+
+// OwnerText is the expression of the owner's text index of memories under
+// config (tenant.OwnerText; internal/memory/ownertext.go says why).
+func OwnerText(config, alias string) string {
+	return "(" + TextVector(config, alias, "content") + " || array_to_tsvector(ARRAY['owner ' || md5(" + alias + "owner_id)]))"
 }
 
 // OrQuery is the tsquery (SQL) of text search for the query text in ph
@@ -90,7 +111,7 @@ func OrQuery(config, ph string) string {
 // search, as the benchmark's raw side does).
 func configOrDefault(config string) string {
 	if config == "" {
-		return tenant.DefaultTextSearchConfig
+		return DefaultTextConfig
 	}
 	return config
 }
@@ -101,7 +122,7 @@ func configOrDefault(config string) string {
 // configuration tv is computed from the text, and ts_rank_cd alone (0
 // without a match) computes it once instead of twice.
 func TextRank(config, tv, q string) string {
-	if configOrDefault(config) == tenant.DefaultTextSearchConfig {
+	if configOrDefault(config) == DefaultTextConfig {
 		return `CASE WHEN ` + tv + ` @@ ` + q + ` THEN ts_rank_cd(` + tv + `, ` + q + `, 32) ELSE 0 END`
 	}
 	return `ts_rank_cd(` + tv + `, ` + q + `, 32)`
