@@ -9,9 +9,10 @@ import "github.com/engram-dev/engram/internal/memory/core"
 // that lexeme into q: the index then returns only the owner's matching rows,
 // without the planner having to combine it with the owner index. The index
 // answers `ownerText @@ ownerTextQuery(...)`, a superset test; queries keep
-// `m.tsv @@ q` (textVector) beside it, so the rows returned are exactly those whose text
-// matches q (q is a disjunction of words and phrases: adding a lexeme to a
-// row's words never turns a match into a miss).
+// `m.tsv @@ q` (textVector: the row's words under the tenant's text search
+// configuration) beside it, so the rows returned are exactly those whose
+// text matches q (q is a disjunction of words and phrases: adding a lexeme
+// to a row's words never turns a match into a miss).
 
 // ownerText is the indexed expression (alias m) of the text index of the
 // tenant's text search configuration config (migration 12 for English,
