@@ -199,14 +199,11 @@ func (l Limits) WithQuotaDefaults() Limits {
 
 // Search weights of hybrid ranking.
 type Search struct {
-	VectorWeight float64 `json:"vectorWeight"`
-	TextWeight   float64 `json:"textWeight"`
-	DecayWeight  float64 `json:"decayWeight"`
-	DefaultTopK  int     `json:"defaultTopK"`
-	// TextSearchConfig is the text search configuration the operator builds
-	// the tenant's text index with (textsearch.go); "" means
-	// DefaultTextSearchConfig. Queries use the one the index was built with.
-	TextSearchConfig string `json:"textSearchConfig,omitempty"`
+	VectorWeight     float64 `json:"vectorWeight"`
+	TextWeight       float64 `json:"textWeight"`
+	DecayWeight      float64 `json:"decayWeight"`
+	DefaultTopK      int     `json:"defaultTopK"`
+	TextSearchConfig string  `json:"textSearchConfig,omitempty"` // textsearch.go
 }
 
 // Forgetting configures the decay job.
@@ -410,9 +407,7 @@ func (p *Policy) Validate() error {
 	if s.DefaultTopK < 1 || s.DefaultTopK > l.MaxTopK {
 		bad("search.defaultTopK", "%d must be within 1..limits.maxTopK (%d)", s.DefaultTopK, l.MaxTopK)
 	}
-	if s.TextSearchConfig != "" && !ValidTextSearchConfig(s.TextSearchConfig) {
-		bad("search.textSearchConfig", "%q must be one of %s", s.TextSearchConfig, strings.Join(TextSearchConfigs, ", "))
-	}
+	errs = append(errs, s.textSearchErrors()...)
 	if f := p.Forgetting.MinDecayScore; f < 0 || f > 1 {
 		bad("forgetting.minDecayScore", "%g must be within [0, 1]", f)
 	}

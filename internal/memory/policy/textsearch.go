@@ -1,6 +1,10 @@
 package policy
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // DefaultTextSearchConfig is the text search configuration of a policy that
 // names none: the one every tenant had before it could be chosen.
@@ -20,6 +24,20 @@ var TextSearchConfigs = []string{
 
 // ValidTextSearchConfig reports whether name is one of TextSearchConfigs.
 func ValidTextSearchConfig(name string) bool { return slices.Contains(TextSearchConfigs, name) }
+
+// Search.TextSearchConfig is the text search configuration the operator
+// builds the tenant's text index with; "" means DefaultTextSearchConfig.
+// Queries use the one the index was built with (the tenant's text_search
+// row), which the operator switches once that index is valid.
+
+// textSearchErrors checks TextSearchConfig against TextSearchConfigs: no
+// error, or the one that says what is allowed.
+func (s Search) textSearchErrors() []error {
+	if s.TextSearchConfig == "" || ValidTextSearchConfig(s.TextSearchConfig) {
+		return nil
+	}
+	return []error{fmt.Errorf("search.textSearchConfig: %q must be one of %s", s.TextSearchConfig, strings.Join(TextSearchConfigs, ", "))}
+}
 
 // TextConfig is the policy's text search configuration, its default resolved.
 func (s Search) TextConfig() string {
