@@ -271,6 +271,20 @@ type SearchSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	DefaultTopK int32 `json:"defaultTopK,omitempty"`
+
+	// TextSearchConfig is the PostgreSQL text search configuration of
+	// full-text search (the text part of hybrid search, text search, history
+	// and episode search): a language, whose words are stemmed and whose stop
+	// words are dropped, or "simple" (words lower-cased, kept whole, no stop
+	// words) for tenants whose memories mix languages or scripts. Changing it
+	// rebuilds the tenant's text index concurrently; searches use the
+	// previous configuration until the new index is built
+	// (docs/memory-model.md, "Text search language").
+	// +optional
+	// +kubebuilder:default=english
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self in ['simple', 'arabic', 'armenian', 'basque', 'catalan', 'danish', 'dutch', 'english', 'finnish', 'french', 'german', 'greek', 'hindi', 'hungarian', 'indonesian', 'irish', 'italian', 'lithuanian', 'nepali', 'norwegian', 'portuguese', 'romanian', 'russian', 'serbian', 'spanish', 'swedish', 'tamil', 'turkish', 'yiddish']",message="search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships: simple, arabic, armenian, basque, catalan, danish, dutch, english, finnish, french, german, greek, hindi, hungarian, indonesian, irish, italian, lithuanian, nepali, norwegian, portuguese, romanian, russian, serbian, spanish, swedish, tamil, turkish, yiddish"
+	TextSearchConfig string `json:"textSearchConfig,omitempty"`
 }
 
 // ForgettingSpec configures the decay job.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 type celCase struct {
@@ -180,6 +181,12 @@ func celCases(ns string) []celCase {
 		{"all weights 0", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Search.VectorWeight, s.Search.TextWeight, s.Search.DecayWeight = ptr.To(0.0), ptr.To(0.0), ptr.To(0.0)
 		}), "spec.search: Invalid value: at least one of search.vectorWeight, textWeight, decayWeight must be above 0"},
+		{"unknown text search configuration", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.TextSearchConfig = "klingon" }),
+			`spec.search.textSearchConfig: Invalid value: "klingon": search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships: simple, arabic,`},
+		{"text search configuration in capitals", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.TextSearchConfig = "German" }),
+			"search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships"},
+		{"text search configuration as SQL", pol(func(s *memoryv1alpha1.MemoryPolicySpec) { s.Search.TextSearchConfig = "english')--" }),
+			"search.textSearchConfig must be one of the text search configurations PostgreSQL 17 ships"},
 		{"ttl with words", pol(func(s *memoryv1alpha1.MemoryPolicySpec) {
 			s.Categories = []memoryv1alpha1.CategorySpec{{Name: "a", TTL: "30 days"}}
 		}), `spec.categories[0].ttl: Invalid value: "30 days": must be a whole number and one unit (s, m, h, d or w), such as 30d or 12h, or 0 for never`},
@@ -387,6 +394,16 @@ func scenarioCEL(e *operatorEnv, t *testing.T) {
 	} {
 		if err := e.c.Create(ctx, obj, client.DryRunAll); err != nil {
 			t.Fatalf("the valid base %T was refused: %v", obj, err)
+		}
+	}
+
+	// Every configuration the engine accepts is one the API server accepts.
+	for _, name := range memory.TextSearchConfigs() {
+		s := crdDefaults()
+		s.Search.TextSearchConfig = name
+		p := &memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "text-" + name, Namespace: ns}, Spec: s}
+		if err := e.c.Create(ctx, p, client.DryRunAll); err != nil {
+			t.Errorf("search.textSearchConfig %q was refused: %v", name, err)
 		}
 	}
 

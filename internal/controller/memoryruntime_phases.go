@@ -83,7 +83,13 @@ func withReasonIfNone(err error, reason string) error {
 // asked of PostgreSQL (and nothing is written to the API server).
 func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
-	fingerprint := fmt.Sprintf("%s|%d|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8))
+	textConfig, err := r.textSearchConfig(ctx, rt)
+	if err != nil {
+		return false, err
+	}
+	// The text search configuration is in it so that a policy's new one is
+	// built at once, not at the next periodic check.
+	fingerprint := fmt.Sprintf("%s|%d|%s|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8), textConfig)
 	mem := r.memory.get(rt.UID)
 	now, dueIn := decideProvision(provisionObserved{
 		fingerprint: fingerprint, last: mem.fingerprint,
@@ -100,14 +106,15 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	dbctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	spec := tenant.Spec{
-		Schema:        s.schema,
-		Dimensions:    int(rt.EmbeddingDimensions()),
-		Owner:         TenantOwner(rt),
-		Claim:         TenantClaim(rt, s.recorded, s.schema),
-		IndexTimeout:  bound,
-		Blockers:      r.blockerPolicy(dbctx, s),
-		Connections:   tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
-		TempFileLimit: r.opts.TenantTempFileLimit,
+		Schema:           s.schema,
+		Dimensions:       int(rt.EmbeddingDimensions()),
+		Owner:            TenantOwner(rt),
+		Claim:            TenantClaim(rt, s.recorded, s.schema),
+		IndexTimeout:     bound,
+		Blockers:         r.blockerPolicy(dbctx, s),
+		Connections:      tenant.ConnectionPolicy{Share: r.opts.TenantConnectionShare, Need: connectionNeed(rt)},
+		TempFileLimit:    r.opts.TenantTempFileLimit,
+		TextSearchConfig: textConfig,
 	}
 	if r.opts.FailAfter != nil {
 		spec.FailAfter = func(step string) error { return r.failAfter(s, step) }

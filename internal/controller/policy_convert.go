@@ -57,6 +57,9 @@ func ResolvePolicy(spec *memoryv1alpha1.MemoryPolicySpec) (memory.Policy, error)
 	p.Search.TextWeight = derefFloat(s.TextWeight, p.Search.TextWeight)
 	p.Search.DecayWeight = derefFloat(s.DecayWeight, p.Search.DecayWeight)
 	p.Search.DefaultTopK = orInt(s.DefaultTopK, p.Search.DefaultTopK)
+	if s.TextSearchConfig != "" {
+		p.Search.TextSearchConfig = s.TextSearchConfig
+	}
 
 	p.Forgetting.MinDecayScore = derefFloat(spec.Forgetting.MinDecayScore, p.Forgetting.MinDecayScore)
 

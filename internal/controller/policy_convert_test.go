@@ -21,7 +21,7 @@ func crdDefaults() memoryv1alpha1.MemoryPolicySpec {
 		Dedup: memoryv1alpha1.DedupSpec{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: memoryv1alpha1.ArbitrationLLM},
 		Limits: memoryv1alpha1.LimitsSpec{MaxMemoriesPerOwner: 1000, MaxContentBytes: 500, MaxQueryBytes: 1000, MaxTopK: 100, MaxFactsPerExtraction: 5, MaxSessionsPerOwner: 10000, MaxEpisodesPerOwner: 2000, MaxDocumentVersions: 100,
 			MaxDocumentsPerOwner: 100, MaxHistoryPerMemory: 100},
-		Search:     memoryv1alpha1.SearchSpec{VectorWeight: ptr.To(0.6), TextWeight: ptr.To(0.2), DecayWeight: ptr.To(0.2), DefaultTopK: 10},
+		Search:     memoryv1alpha1.SearchSpec{VectorWeight: ptr.To(0.6), TextWeight: ptr.To(0.2), DecayWeight: ptr.To(0.2), DefaultTopK: 10, TextSearchConfig: "english"},
 		Forgetting: memoryv1alpha1.ForgettingSpec{MinDecayScore: ptr.To(0.05)},
 		Retention:  memoryv1alpha1.RetentionSpec{PurgeInactiveAfter: "30d"},
 		Redaction:  memoryv1alpha1.RedactionSpec{BuiltinPatterns: ptr.To(true), InjectionGuard: memoryv1alpha1.InjectionReject},

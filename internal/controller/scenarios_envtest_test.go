@@ -29,6 +29,7 @@ func operatorScenarios() []scenario {
 		{name: "CEL", run: scenarioCEL},
 		{name: "Lifecycle", run: scenarioLifecycle},
 		{name: "PolicyChange", run: scenarioPolicyChange},
+		{name: "TextSearchChange", run: scenarioTextSearchChange},
 		{name: "MissingPolicy", run: scenarioMissingPolicy},
 		{name: "Drift", run: scenarioDrift},
 		{name: "RotateAndPause", run: scenarioRotateAndPause},

@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/engram-dev/engram/internal/memory/policy"
+import (
+	"slices"
+
+	"github.com/engram-dev/engram/internal/memory/policy"
+)
 
 // The policy contract lives in internal/memory/policy; these names keep
 // the façade's API (the operator, the service config and the tests use
@@ -83,3 +87,9 @@ func DefaultPolicy() Policy {
 func ParseDuration(s string) (Duration, error) {
 	return policy.ParseDuration(s)
 }
+
+// DefaultTextSearchConfig is policy.DefaultTextSearchConfig.
+const DefaultTextSearchConfig = policy.DefaultTextSearchConfig
+
+// TextSearchConfigs are policy.TextSearchConfigs.
+func TextSearchConfigs() []string { return slices.Clone(policy.TextSearchConfigs) }

@@ -75,6 +75,7 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 	w := s.core.Policy.Search
 	wv, wt, wd := a.Add(w.VectorWeight)+`::float8`, a.Add(w.TextWeight)+`::float8`, a.Add(w.DecayWeight)+`::float8`
 	score := wv + ` * r.vs + ` + wt + ` * r.ts + ` + wd + ` * r.ds`
+	tv := textVector(req.textConfig)
 	sql := `WITH q AS MATERIALIZED (` + s.textQueries(a, req) + `),
 		v AS MATERIALIZED (
 			SELECT id, d FROM (
@@ -84,12 +85,12 @@ func (s *reader) hybridSQL(req SearchRequest, vec []float32, k, n int) searchQue
 			LIMIT ` + a.Add(n) + `),
 		t AS MATERIALIZED (
 			SELECT m.id FROM ` + s.sql.memories + ` AS m
-			WHERE ` + ownerTextOnly(owner) + ` AND ` + searchable + ` AND m.tsv @@ (SELECT q FROM q)
-				AND ` + ownerText + ` @@ (SELECT qo FROM q)),
+			WHERE ` + ownerTextOnly(owner) + ` AND ` + searchable + ` AND ` + tv + ` @@ (SELECT q FROM q)
+				AND ` + ownerText(req.textConfig) + ` @@ (SELECT qo FROM q)),
 		b AS (SELECT count(*) AS n, max(d) FILTER (WHERE d <> 'NaN'::float8) AS dn FROM v),
 		r AS (
 			SELECT ` + s.sql.columns + `, 1 - (m.embedding <=> ` + qv + `) AS vs,
-				CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END AS ts, ` + decay + ` AS ds
+				` + core.TextRank(req.textConfig, tv, "q.q") + ` AS ts, ` + decay + ` AS ds
 			FROM (SELECT id FROM v UNION SELECT id FROM t) AS c
 				JOIN ` + s.sql.memories + ` AS m ON m.id = c.id, q
 			WHERE true` + filter + `)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // BenchmarkCandidatePaths measures the owner-local hybrid and filtered
@@ -140,7 +142,7 @@ func addCost(b *testing.B, f *fixture, r *rand.Rand, search func() time.Duration
 	each("no GIN index")
 	start := time.Now()
 	admin(`CREATE INDEX CONCURRENTLY memories_owner_text_idx ON ` + f.store.sql.memories + ` USING gin (` +
-		strings.ReplaceAll(ownerText, "m.", "") + `) WITH (fastupdate = off) WHERE active AND superseded_by IS NULL`)
+		tenant.OwnerText("english", "") + `) WITH (fastupdate = off) WHERE active AND superseded_by IS NULL`)
 	var size string
 	if err := f.admin.QueryRow(ctx(b), `SELECT pg_size_pretty(pg_relation_size($1::regclass)) || ' (table ' || pg_size_pretty(pg_relation_size($2::regclass)) || ')'`,
 		idx, f.store.sql.memories).Scan(&size); err != nil {

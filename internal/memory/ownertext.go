@@ -9,12 +9,19 @@ import "github.com/engram-dev/engram/internal/memory/core"
 // that lexeme into q: the index then returns only the owner's matching rows,
 // without the planner having to combine it with the owner index. The index
 // answers `ownerText @@ ownerTextQuery(...)`, a superset test; queries keep
-// `m.tsv @@ q` beside it, so the rows returned are exactly those whose text
-// matches q (q is a disjunction of words and phrases: adding a lexeme to a
-// row's words never turns a match into a miss).
+// `m.tsv @@ q` (textVector: the row's words under the tenant's text search
+// configuration) beside it, so the rows returned are exactly those whose
+// text matches q (q is a disjunction of words and phrases: adding a lexeme
+// to a row's words never turns a match into a miss).
 
-// ownerText is the indexed expression (alias m), as migration 12 has it.
-const ownerText = `(m.tsv || array_to_tsvector(ARRAY['owner ' || md5(m.owner_id)]))`
+// ownerText is the indexed expression (alias m) of the text index of the
+// tenant's text search configuration config (migration 12 for English,
+// tenant.ensureTextSearch for the others).
+func ownerText(config string) string { return core.OwnerText(config, "m.") }
+
+// textVector is the tsvector of a memory (alias m) under config: m.tsv for
+// English, computed from the content for the others.
+func textVector(config string) string { return core.TextVector(config, "m.", "content") }
 
 // ownerLexeme is the tsquery of the owner lexeme of the owner in ph.
 func ownerLexeme(ph string) string {
@@ -39,7 +46,7 @@ func (s *reader) ownerTextQuery(ph, q string) string {
 // rows' words are tested and ranked with, and qo, the same with the owner's
 // lexeme for the owner's text index (ownerTextQuery).
 func (s *reader) textQueries(a *core.Args, req SearchRequest) string {
-	return `SELECT x AS q, ` + s.ownerTextQuery(a.Add(req.Owner), "x") + ` AS qo FROM (SELECT ` + core.OrQuery(a.Add(req.Query)) + ` AS x) AS x`
+	return `SELECT x AS q, ` + s.ownerTextQuery(a.Add(req.Owner), "x") + ` AS qo FROM (SELECT ` + core.OrQuery(req.textConfig, a.Add(req.Query)) + ` AS x) AS x`
 }
 
 // ownerTextOnly is the owner condition owner of a query that the owner's

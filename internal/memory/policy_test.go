@@ -72,6 +72,8 @@ func TestPolicyValidate(t *testing.T) {
 		{"weight NaN", func(p *Policy) { p.Search.DecayWeight = math.NaN() }, "search.decayWeight"},
 		{"all weights zero", func(p *Policy) { p.Search = Search{DefaultTopK: 10} }, "at least one weight"},
 		{"topK over max", func(p *Policy) { p.Search.DefaultTopK = 500 }, "search.defaultTopK"},
+		{"unknown text search configuration", func(p *Policy) { p.Search.TextSearchConfig = "klingon" }, `search.textSearchConfig: "klingon" must be one of simple, arabic,`},
+		{"text search configuration as SQL", func(p *Policy) { p.Search.TextSearchConfig = "english', x)--" }, "search.textSearchConfig"},
 		{"limit zero", func(p *Policy) { p.Limits.MaxContentBytes = 0 }, "limits.maxContentBytes"},
 		{"owner above the largest supported", func(p *Policy) { p.Limits.MaxMemoriesPerOwner = 2001 }, "limits.maxMemoriesPerOwner: 2001 is more than the largest owner Engram supports, 2000"},
 		{"min decay", func(p *Policy) { p.Forgetting.MinDecayScore = 2 }, "forgetting.minDecayScore"},

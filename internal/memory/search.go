@@ -64,6 +64,12 @@ func (s *reader) search(ctx context.Context, req SearchRequest, b *core.AnswerBy
 	// The query is redacted like content: it goes to the embedding server,
 	// and a secret in it could not match stored (redacted) text anyway.
 	req.Query = s.core.Redactor.Redacted(req.Query)
+	if mode != SearchVector {
+		var err error
+		if req.textConfig, err = s.core.TextConfig(ctx); err != nil {
+			return nil, err
+		}
+	}
 	vec, err := s.queryVector(ctx, req, mode)
 	if err != nil {
 		return nil, err
@@ -129,7 +135,7 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 	}
 	if mode != SearchVector {
 		from += `, (` + s.textQueries(a, req) + `) AS q`
-		ts = `CASE WHEN m.tsv @@ q.q THEN ts_rank_cd(m.tsv, q.q, 32) ELSE 0 END`
+		ts = core.TextRank(req.textConfig, textVector(req.textConfig), "q.q")
 	}
 	w := s.core.Policy.Search
 	switch mode {
@@ -137,7 +143,7 @@ func (s *reader) buildSearch(mode SearchMode, req SearchRequest, vec []float32, 
 		ts = `0::float8`
 	case SearchText:
 		vs = `0::float8`
-		where = ownerTextOnly(owner) + ` AND ` + searchable + filter + ` AND m.tsv @@ q.q AND ` + ownerText + ` @@ q.qo`
+		where = ownerTextOnly(owner) + ` AND ` + searchable + filter + ` AND ` + textVector(req.textConfig) + ` @@ q.q AND ` + ownerText(req.textConfig) + ` @@ q.qo`
 		order = `ts DESC, m.updated_at DESC`
 	case SearchHybrid:
 	}

@@ -134,6 +134,7 @@ func New(cfg Config) (*Store, error) {
 			Log:        cfg.Logger,
 			Redactor:   red,
 			MaxBytes:   cfg.MaxResponseBytes,
+			Text:       &core.TextSearch{},
 		},
 		sql:      newQueries(cfg.Schema),
 		leaseTTL: cfg.JobLeaseTTL,

@@ -39,6 +39,9 @@ type SearchRequest struct {
 	// Filter keeps only memories whose metadata and tags match it
 	// (filter.go); the result stays the exact top-K of those.
 	Filter *Filter `json:"filter,omitempty"`
+	// textConfig is the tenant's text search configuration, set by search
+	// from the text_search row ("" builds English queries).
+	textConfig string
 	// ExcludeFlagged leaves out memories the injection guard flagged, for
 	// results an agent reads (they are data a model could take as orders).
 	ExcludeFlagged bool `json:"-"`

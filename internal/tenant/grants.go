@@ -36,6 +36,8 @@ var tableGrants = map[string][]string{
 	"episodes":         {"SELECT", "INSERT", "DELETE"},
 	"documents":        {"SELECT", "INSERT", "UPDATE", "DELETE"},
 	"document_changes": {"SELECT", "INSERT", "DELETE"},
+	// The text search configuration is the operator's to change.
+	"text_search": {"SELECT"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,13 @@ type Spec struct {
 	// TempFileLimit is the login role's temp_file_limit (a PostgreSQL
 	// size, e.g. DefaultTempFileLimit); "" leaves it alone.
 	TempFileLimit string
+	// TextSearchConfig is the text search configuration of the tenant's
+	// full-text search (a name of pg_ts_config; the policy allows the ones
+	// PostgreSQL ships); "" keeps the tenant's (English for a new one,
+	// migration 18). A change builds
+	// the new text index concurrently before searches switch to it
+	// (textsearch.go).
+	TextSearchConfig string
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
 	// "migrated", "granted"), and an error it returns ends Provision there,
@@ -216,6 +224,12 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		}
 		if res.Version, err = currentVersion(ctx, conn, spec.Schema); err != nil {
 			return err
+		}
+		if res.Version >= textSearchVersion {
+			created := slices.Contains(applied, textSearchVersion)
+			if err := ensureTextSearch(ctx, conn, spec, names, spec.Blockers.lockTimeout(), created, res); err != nil {
+				return err
+			}
 		}
 		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
 			return err

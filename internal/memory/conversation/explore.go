@@ -197,10 +197,18 @@ func (s *Store) searchKind(ctx context.Context, kind, owner, session, query stri
 	if session != "" {
 		where += ` AND t.session_id = ` + a.Add(session)
 	}
-	tq := `websearch_to_tsquery('english', ` + a.Add(query) + `)`
-	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(t.tsv, ` + tq + `))`
+	cfg, err := s.core.TextConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// History search reads the owner's rows (or the session's) by owner;
+	// under another configuration than English their vectors are computed
+	// from the text as they are read, not read from the stored column.
+	tv := core.TextVector(cfg, "t.", "content")
+	tq := `websearch_to_tsquery('` + cfg + `', ` + a.Add(query) + `)`
+	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(` + tv + `, ` + tq + `))`
 	rows, err := s.core.Pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t
-		WHERE `+where+` AND (t.embedding IS NOT NULL OR t.tsv @@ `+tq+`)
+		WHERE `+where+` AND (t.embedding IS NOT NULL OR `+tv+` @@ `+tq+`)
 		ORDER BY score DESC, t.created_at DESC LIMIT `+a.Add(limit), a.List...)
 	if err != nil {
 		return nil, core.DBErr("searching history", err)

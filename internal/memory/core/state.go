@@ -17,7 +17,8 @@ import (
 // resolved policy, the model clients, the redactor and the bounds. The
 // façade (memory.Store) builds it once, validated, and every part holds
 // the same pointer, so a part in a package of its own reaches it without
-// importing the façade. It is read-only after construction.
+// importing the façade. It is read-only after construction, but for the
+// cache that Text points to.
 type State struct {
 	// Pool connects as the tenant's login role.
 	Pool *pgxpool.Pool
@@ -34,6 +35,9 @@ type State struct {
 	Redactor   *textguard.Redactor
 	// MaxBytes is the byte cap of one answer (AnswerCap).
 	MaxBytes int
+	// Text caches the tenant's text search configuration (TextConfig);
+	// nil reads it at every search.
+	Text *TextSearch
 }
 
 // Table is the quoted name of a table of the tenant schema

@@ -132,8 +132,15 @@ func (s *Store) RelevantEpisodes(ctx context.Context, owner, agent, query string
 			return nil, fmt.Errorf("embedding the query: %w", err)
 		}
 		vs = `coalesce(1 - (e.embedding <=> ` + a.Add(pgv.NewVector(vecs[0])) + `), 0)`
-		from += `, (SELECT ` + core.OrQuery(a.Add(query)) + `) AS q(q)`
-		ts = `CASE WHEN e.tsv @@ q.q THEN ts_rank_cd(e.tsv, q.q, 32) ELSE 0 END`
+		cfg, err := s.core.TextConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// An owner's episodes are read by owner (at most
+		// limits.maxEpisodesPerOwner): no text index is needed for them.
+		tv := core.TextVector(cfg, "e.", "summary")
+		from += `, (SELECT ` + core.OrQuery(cfg, a.Add(query)) + `) AS q(q)`
+		ts = core.TextRank(cfg, tv, "q.q")
 	}
 	w := s.core.Policy.Search
 	var sql string

@@ -199,10 +199,11 @@ func (l Limits) WithQuotaDefaults() Limits {
 
 // Search weights of hybrid ranking.
 type Search struct {
-	VectorWeight float64 `json:"vectorWeight"`
-	TextWeight   float64 `json:"textWeight"`
-	DecayWeight  float64 `json:"decayWeight"`
-	DefaultTopK  int     `json:"defaultTopK"`
+	VectorWeight     float64 `json:"vectorWeight"`
+	TextWeight       float64 `json:"textWeight"`
+	DecayWeight      float64 `json:"decayWeight"`
+	DefaultTopK      int     `json:"defaultTopK"`
+	TextSearchConfig string  `json:"textSearchConfig,omitempty"` // textsearch.go
 }
 
 // Forgetting configures the decay job.
@@ -265,7 +266,7 @@ func DefaultPolicy() Policy {
 		Categories:   DefaultCategories(),
 		Dedup:        Dedup{AutoMergeThreshold: 0.95, ArbitrationThreshold: 0.85, Arbitration: ArbitrationLLM},
 		Limits:       defaultLimits,
-		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10},
+		Search:       Search{VectorWeight: 0.6, TextWeight: 0.2, DecayWeight: 0.2, DefaultTopK: 10, TextSearchConfig: DefaultTextSearchConfig},
 		Forgetting:   Forgetting{MinDecayScore: 0.05},
 		Retention:    Retention{PurgeInactiveAfter: 30 * day},
 		Redaction:    Redaction{BuiltinPatterns: true, InjectionGuard: GuardReject},
@@ -407,6 +408,7 @@ func (p *Policy) Validate() error {
 	if s.DefaultTopK < 1 || s.DefaultTopK > l.MaxTopK {
 		bad("search.defaultTopK", "%d must be within 1..limits.maxTopK (%d)", s.DefaultTopK, l.MaxTopK)
 	}
+	errs = append(errs, s.textSearchErrors()...)
 	if f := p.Forgetting.MinDecayScore; f < 0 || f > 1 {
 		bad("forgetting.minDecayScore", "%g must be within [0, 1]", f)
 	}

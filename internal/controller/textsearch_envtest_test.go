@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+)
+
+// scenarioTextSearchChange: a policy's new search.textSearchConfig reaches
+// the tenant (issue 31): the operator builds the German text index, switches
+// the tenant's text_search row and drops the English index; a runtime
+// without a policy stays English.
+func scenarioTextSearchChange(e *operatorEnv, t *testing.T) {
+	ns := e.botNamespace(t, "textsearch")
+	schemaOf := func(name string) string {
+		var rt memoryv1alpha1.MemoryRuntime
+		if err := e.get(t, ns, name, &rt); err != nil {
+			t.Fatal(err)
+		}
+		return rt.Status.Schema
+	}
+	bot, other := schemaOf("bot"), schemaOf("other")
+	if err := wantTextSearch(testContext(t), e.pool, bot, "english", "memories_owner_text_idx"); err != nil {
+		t.Fatalf("before: %v", err)
+	}
+
+	policy := &memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "standard", Namespace: ns}}
+	update(t, e, policy, func(p *memoryv1alpha1.MemoryPolicy) { p.Spec.Search.TextSearchConfig = "german" })
+	eventually(t, "the tenant searches in German", 60*time.Second, func() error {
+		return wantTextSearch(testContext(t), e.pool, bot, "german", "memories_owner_text_german_idx")
+	})
+	// The ConfigMap is applied after provisioning, in the same reconcile.
+	eventually(t, "the service config names German", 20*time.Second, func() error {
+		if got := e.serviceConfig(t, ns, "bot").Policy.Search.TextSearchConfig; got != "german" {
+			return fmt.Errorf("the service config says %q", got)
+		}
+		return nil
+	})
+	if err := wantTextSearch(testContext(t), e.pool, other, "english", "memories_owner_text_idx"); err != nil {
+		t.Errorf("the runtime without a policy: %v", err)
+	}
+}
+
+// wantTextSearch checks a tenant's text_search row and that its only text
+// index of memories is index, valid.
+func wantTextSearch(ctx context.Context, pool *pgxpool.Pool, schema, config, index string) error {
+	var got string
+	if err := pool.QueryRow(ctx, `SELECT config FROM `+pgx.Identifier{schema, "text_search"}.Sanitize()).Scan(&got); err != nil {
+		return err
+	}
+	rows, err := pool.Query(ctx, `SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = to_regclass($1) AND c.relname LIKE 'memories\_owner\_text%'`, pgx.Identifier{schema, "memories"}.Sanitize())
+	if err != nil {
+		return err
+	}
+	idx := map[string]bool{}
+	var name string
+	var valid bool
+	if _, err := pgx.ForEachRow(rows, []any{&name, &valid}, func() error { idx[name] = valid; return nil }); err != nil {
+		return err
+	}
+	if got != config || len(idx) != 1 || !idx[index] {
+		return fmt.Errorf("config %q, text indexes %v (valid), want %q and only %s", got, slices.Sorted(maps.Keys(idx)), config, index)
+	}
+	return nil
+}

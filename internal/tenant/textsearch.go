@@ -1,0 +1,196 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// textSearchVersion is the migration that creates the text_search table.
+const textSearchVersion = 18
+
+// DefaultTextSearchConfig is the configuration of a tenant whose policy
+// names none, and of every tenant before migration 18: the generated tsv
+// columns hold English vectors.
+const DefaultTextSearchConfig = "english"
+
+// TextSearchGrace is how long the index of the previous configuration stays
+// after the switch: longer than the service keeps the configuration it read
+// (core.TextSearchTTL), so no search runs with a configuration whose index
+// is already gone.
+const TextSearchGrace = 3 * time.Second
+
+// textConfigName is what a configuration name may look like: it becomes
+// part of SQL text (an index expression, and the queries that must repeat
+// it to use the index), so nothing else ever gets there. The policy allows
+// fewer (the configurations PostgreSQL ships, memory/policy).
+var textConfigName = regexp.MustCompile(`^[a-z]{1,32}$`)
+
+// ValidTextConfigName reports whether name may be put into SQL as a
+// text search configuration.
+func ValidTextConfigName(name string) bool { return textConfigName.MatchString(name) }
+
+// textIndexPrefix starts the name of every text index of memories but
+// English's, which keeps the name migration 12 gave it.
+const textIndexPrefix = "memories_owner_text_"
+
+// TextIndexName is the name of the text index of memories built with config.
+func TextIndexName(config string) string {
+	if config == DefaultTextSearchConfig {
+		return "memories_owner_text_idx"
+	}
+	return textIndexPrefix + config + "_idx"
+}
+
+// TextVector is the tsvector (SQL) of a row's text under config (a valid
+// name): English reads the stored tsv column, generated from column by
+// migration 1 (so English tenants keep the index and the queries they had);
+// any other configuration computes it from column, which its expression
+// index stores. alias prefixes the columns ("m." or "").
+func TextVector(config, alias, column string) string {
+	if config == "" || config == DefaultTextSearchConfig {
+		return alias + "tsv"
+	}
+	return "to_tsvector('" + config + "'::regconfig, " + alias + column + ")"
+}
+
+// OwnerText is the indexed expression of the owner's text index of memories
+// (migration 12) under config: the row's words plus one lexeme naming its
+// owner (internal/memory/ownertext.go says why).
+func OwnerText(config, alias string) string {
+	return "(" + TextVector(config, alias, "content") + " || array_to_tsvector(ARRAY['owner ' || md5(" + alias + "owner_id)]))"
+}
+
+// ensureTextSearch gives the tenant the text index of spec's configuration
+// and then makes it the one searches use: the new index is built
+// concurrently (adds and searches go on, on the old configuration), the
+// text_search row is switched once it is valid, and the other
+// configurations' indexes are dropped concurrently TextSearchGrace after
+// the switch. A pass that finds everything in place only reads; an empty
+// configuration keeps the tenant's as it is. created says that this pass
+// created the text_search row: no service has read it yet, so the previous
+// index goes at once.
+func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, lockTimeout time.Duration, created bool, res *Result) error {
+	want := spec.TextSearchConfig
+	if want == "" {
+		return nil // keep the tenant's
+	}
+	if !ValidTextConfigName(want) {
+		return fmt.Errorf("text search configuration %q: not a configuration name", want)
+	}
+	var known bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config WHERE cfgname = $1)`, want).Scan(&known); err != nil {
+		return fmt.Errorf("checking text search configuration %q: %w", want, err)
+	}
+	if !known {
+		return fmt.Errorf("text search configuration %q does not exist in this database", want)
+	}
+	indexes, err := textIndexes(ctx, conn, spec.Schema)
+	if err != nil {
+		return err
+	}
+	name := TextIndexName(want)
+	if valid, ok := indexes[name]; !ok || !valid {
+		if err := migrateConcurrent(ctx, conn, names.owner, spec.Schema, textIndexSQL(spec.Schema, want), spec.IndexTimeout, lockTimeout); err != nil {
+			return fmt.Errorf("building the %s text index: %w", want, err)
+		}
+		res.Changes = append(res.Changes, "built the text index "+name)
+	}
+	wait, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, res)
+	if err != nil {
+		return err
+	}
+	delete(indexes, name)
+	if len(indexes) == 0 {
+		return nil
+	}
+	if !created {
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+	}
+	for other := range indexes {
+		drop := "DROP INDEX CONCURRENTLY IF EXISTS " + pgx.Identifier{spec.Schema, other}.Sanitize()
+		if err := migrateConcurrent(ctx, conn, names.owner, spec.Schema, drop, spec.IndexTimeout, lockTimeout); err != nil {
+			return fmt.Errorf("dropping the text index %s: %w", other, err)
+		}
+		res.Changes = append(res.Changes, "dropped the text index "+other)
+	}
+	return nil
+}
+
+// textIndexSQL builds the text index of memories under config, like
+// migration 12 (partial on searchable rows, no pending list).
+func textIndexSQL(schema, config string) string {
+	return "CREATE INDEX CONCURRENTLY IF NOT EXISTS " + TextIndexName(config) + " ON " + pgx.Identifier{schema, "memories"}.Sanitize() +
+		" USING gin (" + OwnerText(config, "") + ") WITH (fastupdate = off) WHERE active AND superseded_by IS NULL"
+}
+
+// textIndexes are the text indexes of memories in schema, by name, with
+// whether each is valid (an interrupted build leaves an invalid one).
+func textIndexes(ctx context.Context, conn *pgx.Conn, schema string) (map[string]bool, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid FROM pg_catalog.pg_index i
+		JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = to_regclass($1) AND (c.relname = $2 OR c.relname LIKE $3)`,
+		pgx.Identifier{schema, "memories"}.Sanitize(), TextIndexName(DefaultTextSearchConfig), `memories\_owner\_text\_%\_idx`)
+	if err != nil {
+		return nil, fmt.Errorf("listing the text indexes of %q: %w", schema, err)
+	}
+	out := map[string]bool{}
+	var name string
+	var valid bool
+	_, err = pgx.ForEachRow(rows, []any{&name, &valid}, func() error {
+		out[name] = valid
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the text indexes of %q: %w", schema, err)
+	}
+	return out, nil
+}
+
+// switchTextSearch makes config the one searches use, if it is not yet,
+// and returns how long to wait before the previous index may go.
+func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, res *Result) (time.Duration, error) {
+	table := pgx.Identifier{schema, "text_search"}.Sanitize()
+	var active string
+	var left float64
+	err := conn.QueryRow(ctx, `SELECT config, greatest(0, extract(epoch FROM switched_at + make_interval(secs => $1) - now()))::float8 FROM `+table,
+		TextSearchGrace.Seconds()).Scan(&active, &left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("reading %s: the row is missing", table)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", table, err)
+	}
+	if active == config {
+		return time.Duration(left * float64(time.Second)), nil
+	}
+	if err := inTx(ctx, conn, owner, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE `+table+` SET config = $1, switched_at = now()`, config)
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("switching %s to %q: %w", table, config, err)
+	}
+	res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", active, config))
+	return TextSearchGrace, nil
+}
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
