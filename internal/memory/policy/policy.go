@@ -197,15 +197,6 @@ func (l Limits) WithQuotaDefaults() Limits {
 	return l
 }
 
-// Search weights of hybrid ranking.
-type Search struct {
-	VectorWeight     float64 `json:"vectorWeight"`
-	TextWeight       float64 `json:"textWeight"`
-	DecayWeight      float64 `json:"decayWeight"`
-	DefaultTopK      int     `json:"defaultTopK"`
-	TextSearchConfig string  `json:"textSearchConfig,omitempty"` // textsearch.go
-}
-
 // Forgetting configures the decay job.
 type Forgetting struct {
 	// MinDecayScore: active memories below it are forgotten by the decay job; 0 = off.

@@ -46,3 +46,13 @@ func (s Search) TextConfig() string {
 	}
 	return s.TextSearchConfig
 }
+
+// Search holds the weights of hybrid ranking, the default top-K and the
+// text search configuration.
+type Search struct {
+	VectorWeight     float64 `json:"vectorWeight"`
+	TextWeight       float64 `json:"textWeight"`
+	DecayWeight      float64 `json:"decayWeight"`
+	DefaultTopK      int     `json:"defaultTopK"`
+	TextSearchConfig string  `json:"textSearchConfig,omitempty"`
+}
