@@ -124,6 +124,7 @@ func TestFilterRangeRefusals(t *testing.T) {
 		{`{"metadata": {"key": "n", "gt": "2026-01-01T00:00:00Z", "lt": 3}}`, "filter.metadata.lt", "RFC 3339 timestamp"},
 		{`{"metadata": {"key": "n", "gt": 1e999}}`, "filter.metadata.gt", "number or an RFC 3339 timestamp"},
 		{`{"metadata": {"key": "n", "gt": 1e-20000}}`, "filter.metadata.gt", "number or an RFC 3339 timestamp"},
+		{`{"metadata": {"key": "n", "gt": 0e-20000}}`, "filter.metadata.gt", "number or an RFC 3339 timestamp"},
 		{`{"metadata": {"key": "n", "gt": 1, "gte": 2}}`, "filter.metadata", "both gt and gte"},
 		{`{"metadata": {"key": "n", "lt": 1, "lte": 2}}`, "filter.metadata", "both lt and lte"},
 		{`{"metadata": {"key": "n", "eq": 1, "lt": 2}}`, "filter.metadata", "exactly one of eq, in, exists, or a range"},

@@ -245,3 +245,57 @@ func TestImportHoldsSummarySourcesToCompactionsShape(t *testing.T) {
 		})
 	}
 }
+
+// TestImportHoldsEpisodesToTheOwnersLimit (issue 26, twenty-first review,
+// MEDIUM 1): imports gave one owner 22,000 episodes, past
+// limits.maxEpisodesPerOwner, and each context call then read them all.
+// Now an owner that would pass the limit is a 422 naming it, and nothing
+// of it is written; the same file again counts its episodes once.
+func TestImportHoldsEpisodesToTheOwnersLimit(t *testing.T) {
+	a := newFixture(t, withGlobalCategory())
+	seedRich(t, a, 20)
+	lines := strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n")
+	kind := func(l string) string {
+		var env struct{ Kind string }
+		_ = json.Unmarshal([]byte(l), &env)
+		return env.Kind
+	}
+	var episode string
+	for _, l := range lines {
+		if kind(l) == portable.KindEpisode {
+			episode = l
+		}
+	}
+	if episode == "" {
+		t.Fatal("no episode in the export")
+	}
+	var rec map[string]any
+	_ = json.Unmarshal([]byte(episode), &rec)
+	rec["id"] = "7e57a000-0000-4000-8000-00000000e002"
+	second, _ := json.Marshal(rec)
+	var two []string
+	for _, l := range lines {
+		if kind(l) != portable.KindTrailer {
+			two = append(two, l)
+		}
+	}
+	two = append(two, string(second))
+	limitOne := withPolicy(func(p *Policy) { p.Limits.MaxEpisodesPerOwner = 1 })
+
+	b := newFixture(t, withGlobalCategory(), inDatabaseOf(a), limitOne)
+	_, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, two), Embedder: testExportInfo.Embedder})
+	v, ok := IsValidation(err)
+	if !ok || v.Fields[0].Field != "owners[alice]" || !strings.Contains(v.Fields[0].Message, "maxEpisodesPerOwner") {
+		t.Fatalf("import of 2 episodes under a limit of 1: %v", err)
+	}
+	if n := rowsOf(t, b, b.store.sql.memories); n != 0 {
+		t.Errorf("%d memories written", n)
+	}
+	// At the limit, and the same file again: accepted both times.
+	one := retrailer(t, two[:len(two)-1])
+	for i := range 2 {
+		if _, err := b.store.Import(ctx(t), ImportRequest{Body: one, Embedder: testExportInfo.Embedder}); err != nil {
+			t.Fatalf("import %d at the limit: %v", i, err)
+		}
+	}
+}

@@ -227,4 +227,10 @@ func (f *FieldErrors) Tags(field string, tags []string) {
 // infinite, and not so small that it underflows to 0 — PostgreSQL's
 // numeric refuses exponents below about -16383, so 1e-20000 in a jsonb
 // value was an error of the insert (a 500), not a refusal naming the field.
-func Float64Number(n string) bool { return NumberProblem(n) == "" }
+//
+// It also keeps the number's stored form within the size metadata may
+// hold: 0e-20000 reads as 0 but PostgreSQL's numeric keeps its scale and
+// refuses it (issue 26, twenty-first review, LOW 1).
+func Float64Number(n string) bool {
+	return NumberProblem(n) == "" && NumberStoredBytes(n) <= MaxMetadataBytes
+}

@@ -210,6 +210,9 @@ func (w *ownerWriter) summarySources(ctx context.Context) error {
 }
 
 func (w *ownerWriter) episodes(ctx context.Context) error {
+	if err := w.episodeQuota(ctx); err != nil {
+		return err
+	}
 	for _, r := range w.g.byKind[KindEpisode] {
 		v := r.value.(*episodeRec)
 		if w.heldSessions[v.SessionID] {
@@ -381,4 +384,40 @@ func (w *ownerWriter) existingIDs(ctx context.Context, sql string, ids []string,
 		set[id] = true
 	}
 	return set, nil
+}
+
+// episodeQuota refuses an owner whose episodes, those the tenant holds and
+// those the file adds, would pass limits.maxEpisodesPerOwner: the write
+// path keeps that bound (recording skips an owner at it), and context and
+// episode search read an owner's episodes (issue 26, twenty-first review:
+// two imports gave one owner 22,000 episodes, each context call 120-470
+// ms). Re-imported episodes (same id) are not counted twice.
+func (w *ownerWriter) episodeQuota(ctx context.Context) error {
+	recs := w.g.byKind[KindEpisode]
+	if len(recs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.value.(*episodeRec).ID
+	}
+	have, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("episodes")+` WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return err
+	}
+	var adding int64
+	for _, r := range recs {
+		v := r.value.(*episodeRec)
+		if !have[v.ID] && !w.heldSessions[v.SessionID] {
+			adding++
+		}
+	}
+	var held int64
+	if err := w.tx.QueryRow(ctx, `SELECT count(*) FROM `+w.t("episodes")+` WHERE owner_id = $1`, w.g.owner).Scan(&held); err != nil {
+		return core.DBErr("counting the owner's episodes", err)
+	}
+	if limit := int64(w.s.core.Policy.Limits.MaxEpisodesPerOwner); limit > 0 && held+adding > limit {
+		return core.Invalid("owners["+w.g.owner+"]", "the owner would hold %d episodes, more than limits.maxEpisodesPerOwner (%d) of this runtime's policy", held+adding, limit)
+	}
+	return nil
 }
