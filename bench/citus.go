@@ -105,7 +105,7 @@ func (h *harness) measureOnCitus(ctx context.Context, plain plainSide, policy me
 		return err
 	}
 	defer pool.Close()
-	raw, err := newRawSQL(pool, benchSchema, policy, emb)
+	raw, err := newRawSQL(pool, policy, emb)
 	if err != nil {
 		return err
 	}

@@ -131,7 +131,7 @@ func (h *harness) runFilters(ctx context.Context) (*FiltersReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := newRawSQL(pool, benchSchema, policy, emb)
+	raw, err := newRawSQL(pool, policy, emb)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (h *harness) filterRecall(ctx context.Context, api *apiClient, raw *rawSQL,
 		out[i] = FilterRecall{Filter: f.json, Min: 1}
 	}
 	rng := rand.New(rand.NewPCG(31, 10))
-	var sums, kept []float64 = make([]float64, len(filters)), make([]float64, len(filters))
+	sums, kept := make([]float64, len(filters)), make([]float64, len(filters))
 	cache := map[string][]filterRow{}
 	for q := range perFilter {
 		owner := ownerName(q % h.scale.FilterOwners)

@@ -34,7 +34,9 @@ type rawSQL struct {
 	url      string        // the login role's URL, for pgbench
 }
 
-func newRawSQL(pool *pgxpool.Pool, schema string, policy memory.Policy, emb memory.Embedder) (*rawSQL, error) {
+// newRawSQL is the raw side over the bench tenant's schema (benchSchema).
+func newRawSQL(pool *pgxpool.Pool, policy memory.Policy, emb memory.Embedder) (*rawSQL, error) {
+	schema := benchSchema
 	engine, err := memory.New(memory.Config{Pool: pool, Schema: schema, Policy: policy, Embedder: emb})
 	if err != nil {
 		return nil, fmt.Errorf("building the engine's queries: %w", err)

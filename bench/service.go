@@ -139,7 +139,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := newRawSQL(pool, benchSchema, policy, emb)
+	raw, err := newRawSQL(pool, policy, emb)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, polic
 	}
 	defer pool.Close()
 	api := svc.api
-	raw, err := newRawSQL(pool, benchSchema, policy, emb)
+	raw, err := newRawSQL(pool, policy, emb)
 	if err != nil {
 		return err
 	}

@@ -56,12 +56,12 @@ func splitPieces(text string) []piece {
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		next := i + size
-		switch {
-		case r == '\n':
+		switch r {
+		case '\n':
 			emit(next)
-		case r == '。' || r == '！' || r == '？':
+		case '。', '！', '？':
 			emit(closers(text, next))
-		case r == '.' || r == '!' || r == '?' || r == '…' || r == '।' || r == '؟' || r == '۔':
+		case '.', '!', '?', '…', '।', '؟', '۔':
 			end := closers(text, next)
 			if endsSentence(text, start, i, end, r) {
 				emit(end)
