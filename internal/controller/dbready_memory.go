@@ -39,3 +39,20 @@ func (r *MemoryRuntimeReconciler) rememberDBReady(rt *memoryv1alpha1.MemoryRunti
 	}
 	r.memory.update(rt.UID, func(s *runtimeState) { s.dbReady = st })
 }
+
+// reassertReady, when provisioning is skipped because this process knows
+// the tenant ready, states DatabaseReady=True again as it last wrote it.
+// The runtime read may come from a cache that has not seen that status
+// yet; the reconcile's status patch replaces the whole conditions list, so
+// without it the stale list went back over the written one and the
+// runtime lost DatabaseReady until the next grant check (TestPlugin's
+// databases: a runtime placed and provisioned in its first reconcile had
+// no DatabaseReady minutes later).
+func reassertReady(s *runtimeScope, mem runtimeState) {
+	if mem.dbReady != metav1.ConditionTrue || mem.provisioned == "" {
+		return
+	}
+	s.facts.provisioned = mem.provisioned
+	s.rt.Status.Schema = s.schema
+	s.rt.Status.SchemaVersion = int32(mem.schemaVersion)
+}

@@ -79,6 +79,9 @@ type runtimeState struct {
 	// dbReady is the status of DatabaseReady this process last wrote (or
 	// found already written), "" when unknown: see observedDBReady.
 	dbReady metav1.ConditionStatus
+	// provisioned is the message of the DatabaseReady=True this process
+	// last wrote (reassertReady).
+	provisioned string
 }
 
 type runtimeMemory struct {

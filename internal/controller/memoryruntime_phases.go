@@ -98,6 +98,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		sinceCheck:  time.Since(mem.checkedAt), interval: r.opts.GrantCheckInterval,
 	})
 	if !now {
+		reassertReady(s, mem)
 		s.requeue.at(dueIn)
 		return false, nil
 	}
@@ -175,6 +176,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	s.created = res.Password
 	r.memory.update(rt.UID, func(st *runtimeState) {
 		st.checkedAt, st.fingerprint, st.schemaVersion, st.warned = time.Now(), fingerprint, res.Version, ""
+		st.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	})
 	// status.schema records a schema only once it is this runtime's: the
 	// legacy upgrade rule trusts it (TenantClaim), so a refused runtime

@@ -35,6 +35,13 @@ func (cl *cluster) testDatabases(t *testing.T) {
 		}
 	}
 	// They stay: the tenant is dropped with the others when the test ends.
+	defer func() {
+		if t.Failed() {
+			var d memoryv1alpha1.MemoryDatabase
+			_ = cl.c.Get(ctx, client.ObjectKey{Name: db.Name}, &d)
+			t.Logf("runtime status: %+v\ndatabase status: %+v", cl.runtime(t, rt.Name).Status, d.Status)
+		}
+	}()
 	cl.waitFor(t, "the runtime to be placed and provisioned", func() bool {
 		r := cl.runtime(t, rt.Name)
 		c := r.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
