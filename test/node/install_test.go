@@ -93,10 +93,16 @@ func (cl *cluster) installHelm(t *testing.T, monitoringNS string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cl.runTool(t, ctx, helm, "install", "engram", "charts/engram", "--namespace", operatorNamespace,
-		"--set", "image.repository="+imageRepo, "--set", "image.tag="+imageTag, "--set", "image.pullPolicy=Never",
-		"--set", "logFormat=text", "--set", `monitoring.namespaceLabels.kubernetes\.io/metadata\.name=`+monitoringNS,
-		"--wait", "--timeout", "5m")
+	args := []string{"install", "engram", "charts/engram", "--namespace", operatorNamespace,
+		"--set", "image.repository=" + imageRepo, "--set", "image.tag=" + imageTag, "--set", "image.pullPolicy=Never",
+		"--set", "logFormat=text", "--set", `monitoring.namespaceLabels.kubernetes\.io/metadata\.name=` + monitoringNS,
+		"--wait", "--timeout", "5m"}
+	if out, err := cl.tool(ctx, helm, args...); err != nil {
+		// helm says only "context deadline exceeded": the Pods and their
+		// events say why the operator never became Ready.
+		t.Fatalf("helm %s: %v\n%s\n%s\n%s", strings.Join(args, " "), err, out,
+			cl.describePods(operatorNamespace), cl.operatorLogs())
+	}
 	t.Logf("helm install: operator Ready in %s", time.Since(start).Round(100*time.Millisecond))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -134,12 +140,29 @@ func (cl *cluster) installKustomize(t *testing.T) {
 // runTool runs a command from the repository root with the cluster's kubeconfig.
 func (cl *cluster) runTool(t *testing.T, ctx context.Context, name string, args ...string) {
 	t.Helper()
+	if out, err := cl.tool(ctx, name, args...); err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+}
+
+// tool runs a command from the repository root with the cluster's
+// kubeconfig and returns its combined output.
+func (cl *cluster) tool(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = testenv.RepoRoot()
 	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+cl.kubeconfig)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-	}
+	return cmd.CombinedOutput()
+}
+
+// operatorLogs is the tail of the operator Pods' logs (the previous
+// container's too, when one restarted), for failure messages.
+func (cl *cluster) operatorLogs() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sel := "app.kubernetes.io/name=engram"
+	cur, _ := cl.kubectl(ctx, "-n", operatorNamespace, "logs", "-l", sel, "--all-containers", "--tail", "40")
+	prev, _ := cl.kubectl(ctx, "-n", operatorNamespace, "logs", "-l", sel, "--all-containers", "--previous", "--tail", "40")
+	return "logs:\n" + cur + "\nprevious:\n" + prev
 }
 
 // waitOperator waits until the operator's Deployment has every replica
@@ -170,7 +193,10 @@ func (cl *cluster) describePods(ns string) string {
 		return err.Error()
 	}
 	ev, _ := cl.kubectl(ctx, "-n", ns, "get", "events", "--sort-by", ".lastTimestamp")
-	return out + "\n" + tail(ev, 30)
+	// A Pod the scheduler cannot place names only "untolerated taint":
+	// the node's taints say which (disk-pressure when the host is full).
+	taints, _ := cl.kubectl(ctx, "get", "nodes", "-o", "custom-columns=NODE:.metadata.name,TAINTS:.spec.taints[*].key")
+	return out + "\n" + tail(ev, 30) + "\n" + taints
 }
 
 // poll calls cond every interval until it is true, fails, or ctx ends.
