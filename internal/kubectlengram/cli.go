@@ -23,8 +23,10 @@ Usage:
   kubectl engram run-now RETENTIONJOB [--dry-run] [--wait]
   kubectl engram rotate-credentials RUNTIME [--wait]
   kubectl engram pause RUNTIME | resume RUNTIME
-  kubectl engram memories RUNTIME OWNER [--search Q] [--limit N]
-  kubectl engram context RUNTIME OWNER --query Q
+  kubectl engram memories RUNTIME OWNER [--search Q] [--limit N] [--filter JSON]
+  kubectl engram context RUNTIME OWNER --query Q [--filter JSON]
+                                                    --filter: the API's filter grammar, e.g.
+                                                    '{"tags": {"eq": "travel"}}' (docs/api.md)
   kubectl engram erase RUNTIME OWNER --yes
   kubectl engram export RUNTIME [--owner OWNER] [--vectors] > FILE
                                                     the tenant's (or one owner's) data as JSON
@@ -74,8 +76,11 @@ type app struct {
 	dryRun, wait  bool
 	yes           bool
 	search, query string
-	limit         int
-	waitTimeout   time.Duration
+	// filter is --filter: a JSON filter the service checks (422 names the
+	// offending part); the plugin only checks it is one JSON object.
+	filter      string
+	limit       int
+	waitTimeout time.Duration
 	// export and import
 	owner           string
 	vectors         bool
@@ -200,9 +205,11 @@ func (a *app) commands() map[string]command {
 		"memories": {args: []string{"runtime", "owner"}, run: runMemories, flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&a.search, "search", "", "search query (default: list newest first)")
 			fs.IntVar(&a.limit, "limit", 20, "how many")
+			fs.StringVar(&a.filter, "filter", "", `only the memories a JSON filter keeps, e.g. '{"tags": {"eq": "travel"}}'`)
 		}},
 		"context": {args: []string{"runtime", "owner"}, run: runContext, flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&a.query, "query", "", "what the prompt is about (required)")
+			fs.StringVar(&a.filter, "filter", "", `only the memories a JSON filter keeps, e.g. '{"tags": {"eq": "travel"}}'`)
 		}},
 		"erase": {args: []string{"runtime", "owner"}, run: runErase, flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&a.yes, "yes", false, "confirm: erase every memory and all history of OWNER")

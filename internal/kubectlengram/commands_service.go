@@ -2,6 +2,7 @@ package kubectlengram
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,10 @@ func runMemories(ctx context.Context, a *app, args []string) error {
 	if a.limit < 1 || a.limit > 500 {
 		return fmt.Errorf("--limit %d: use 1 to 500", a.limit)
 	}
+	filter, err := a.parsedFilter()
+	if err != nil {
+		return err
+	}
 	s, err := a.serviceFor(ctx, args[0])
 	if err != nil {
 		return err
@@ -37,6 +42,9 @@ func runMemories(ctx context.Context, a *app, args []string) error {
 			Results []memory.SearchHit `json:"results"`
 		}
 		body := map[string]any{"query": a.search, "topK": a.limit}
+		if filter != nil {
+			body["filter"] = filter
+		}
 		if err := s.call(ctx, http.MethodPost, ownerPath(owner, "/search"), nil, body, &res); err != nil {
 			return err
 		}
@@ -47,6 +55,9 @@ func runMemories(ctx context.Context, a *app, args []string) error {
 	} else {
 		var page memory.ListPage
 		q := url.Values{"limit": {strconv.Itoa(a.limit)}}
+		if filter != nil {
+			q.Set("filter", string(filter))
+		}
 		if err := s.call(ctx, http.MethodGet, ownerPath(owner, "/memories"), q, nil, &page); err != nil {
 			return err
 		}
@@ -80,18 +91,40 @@ func runContext(ctx context.Context, a *app, args []string) error {
 	if a.query == "" {
 		return errors.New("context needs --query: what the prompt is about")
 	}
+	filter, err := a.parsedFilter()
+	if err != nil {
+		return err
+	}
 	s, err := a.serviceFor(ctx, args[0])
 	if err != nil {
 		return err
 	}
+	body := map[string]any{"query": a.query}
+	if filter != nil {
+		body["filter"] = filter
+	}
 	var res memory.ContextResult
-	if err := s.call(ctx, http.MethodPost, ownerPath(args[1], "/context"), nil, map[string]any{"query": a.query}, &res); err != nil {
+	if err := s.call(ctx, http.MethodPost, ownerPath(args[1], "/context"), nil, body, &res); err != nil {
 		return err
 	}
 	return a.printData(res, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "%s\n\n(%d memories, %d tokens, %d left out for the budget)\n", res.Text, len(res.IDs), res.Tokens, res.Omitted)
 		return err
 	})
+}
+
+// parsedFilter is --filter as raw JSON (nil without it). Only its shape
+// is checked here, so a typo fails before any call; the grammar is the
+// service's to check, and its 422 names the offending part.
+func (a *app) parsedFilter() (json.RawMessage, error) {
+	if a.filter == "" {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(a.filter), &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf(`--filter %q: not a JSON object; e.g. --filter '{"tags": {"eq": "travel"}}'`, clip(a.filter, 80))
+	}
+	return json.RawMessage(a.filter), nil
 }
 
 func runErase(ctx context.Context, a *app, args []string) error {

@@ -209,7 +209,7 @@ func TestPlugin(t *testing.T) {
 		for _, body := range []map[string]any{
 			{"content": "Alice prefers dark mode in every editor", "category": "preference"},
 			{"content": "Alice works on the payments team at Acme", "category": "project"},
-			{"content": "Alice is travelling to Lisbon next week", "category": "contextual"},
+			{"content": "Alice is travelling to Lisbon next week", "category": "contextual", "tags": []string{"travel"}},
 		} {
 			if err := api.Do(ctx, "POST", "/v1/owners/alice/memories", body, nil); err != nil {
 				t.Fatal(err)
@@ -228,6 +228,20 @@ func TestPlugin(t *testing.T) {
 		if !strings.Contains(out, "Lisbon") || !strings.Contains(out, "tokens") {
 			t.Errorf("context:\n%s", out)
 		}
+		travel := `{"tags": {"eq": "travel"}}`
+		for _, args := range [][]string{{}, {"--search", "editor theme dark mode"}} {
+			rows = nil
+			decodeJSON(t, cl.ok(t, append([]string{"memories", rt, "alice", "--url", url, "--filter", travel, "-o", "json"}, args...)...), &rows)
+			if len(rows) != 1 || !strings.Contains(rows[0].Content, "Lisbon") {
+				t.Errorf("memories --filter %s %v = %+v, want the Lisbon memory only", travel, args, rows)
+			}
+		}
+		out = cl.ok(t, "context", rt, "alice", "--url", url, "--query", "what does alice prefer", "--filter", travel)
+		if !strings.Contains(out, "Lisbon") || strings.Contains(out, "dark mode") || strings.Contains(out, "payments") {
+			t.Errorf("context --filter:\n%s", out)
+		}
+		cl.fails(t, cl.kubeconfig, "not a JSON object", "memories", rt, "alice", "--url", url, "--filter", "tags=travel")
+		cl.fails(t, cl.kubeconfig, `unknown field "like"`, "memories", rt, "alice", "--url", url, "--filter", `{"tags": {"like": "tr%"}}`)
 		var st RuntimeStatus
 		decodeJSON(t, cl.ok(t, "status", rt, "--url", url, "-o", "json"), &st)
 		if st.Memories == nil || st.Memories.Active != 3 || st.Memories.Owners != 1 {
