@@ -46,8 +46,9 @@ type dedupCandidate struct {
 
 // batchDedup decides, in one LLM call, what to do with every fact whose
 // nearest existing memory is near but not identical (similarity in the
-// arbitration band, as the single add's arbiter). The plans are applied like the arbiter's,
-// inside the owner's transaction, only if the neighbour is unchanged.
+// arbitration band, as for the single add's arbiter). The plans are
+// applied like the arbiter's, inside the owner's transaction, only if the
+// neighbour is unchanged.
 // Facts without such a neighbour get no plan: the add path decides
 // (insert, or merge with an identical or near-identical memory).
 func (s *Store) batchDedup(ctx context.Context, ps []*write.Prepared, res *SessionExtractResult) ([]*write.Plan, error) {
