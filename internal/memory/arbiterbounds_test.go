@@ -123,3 +123,26 @@ func checkFactsStored(t *testing.T, f *fixture, res *SessionExtractResult, n int
 		t.Fatalf("%d active memories (%v), want %d: the 100 added and the facts, the repeat once", active, err, 2*n-1)
 	}
 }
+
+// TestBatchDedupLeavesTheAutoMergeBandToTheAddPath: a fact near-identical
+// to a memory (similarity at least autoMergeThreshold, not the same text)
+// was sent to the batch dedup, whose decision the add path then ignored
+// (it merges such a fact itself). It is no longer sent: no batch call.
+func TestBatchDedupLeavesTheAutoMergeBandToTheAddPath(t *testing.T) {
+	chat := newLTMChat(t, []sessionFact{{Content: "The user drinks green tea every morning!", Category: "preference", Importance: 5}})
+	chat.decisions = func(n int) []map[string]any { return []map[string]any{{"index": 0, "action": "ADD"}} }
+	f := newFixture(t, withLLM(chat.llm()))
+	f.add(AddRequest{Owner: "alice", Content: "The user drinks green tea every morning", Category: "preference", Source: SourceUser})
+	f.newSession("alice", "s1")
+	f.appendTurn("alice", "s1", userTurn("I drink green tea every morning."))
+	res, err := f.store.ExtractSession(ctx(t), SessionExtractRequest{Owner: "alice", SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Facts) != 1 || res.Facts[0].Result == nil || res.Facts[0].Result.Action != ActionMerged {
+		t.Fatalf("facts %+v: want the fact merged into the memory", res.Facts)
+	}
+	if len(chat.dedupUser) != 0 || res.LLMCalls != 1 {
+		t.Fatalf("%d batch dedup calls (%d LLM calls) for a fact the add path merges, want none", len(chat.dedupUser), res.LLMCalls)
+	}
+}
