@@ -53,10 +53,30 @@ func (c *openAIClient) with(opts []Option) *openAIClient {
 	return c
 }
 
+// maxOpenAIAnswerBytes bounds one answer read from the server. The largest
+// legitimate answers are an embeddings batch (64 vectors of up to 4,096
+// floats as JSON text: about 7 MiB) and an extraction of 100 facts of
+// up to 64 KiB each; a server that sends more is refused, not read.
+const maxOpenAIAnswerBytes = 64 << 20
+
+// encodeRequest is body as JSON without HTML escaping: json.Marshal writes
+// "<", ">" and "&" as six bytes each (\u003c), so stored text full of them
+// would grow six-fold on its way to the model (issue 26, twenty-second
+// review, LOW 1). A JSON server reads both forms alike.
+func encodeRequest(body any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encoding the request: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
 // post sends body to base+path and decodes the JSON answer into out,
 // retrying transient failures.
 func (c *openAIClient) post(ctx context.Context, path string, body, out any) error {
-	payload, err := json.Marshal(body)
+	payload, err := encodeRequest(body)
 	if err != nil {
 		return err
 	}
@@ -110,7 +130,7 @@ func (c *openAIClient) attempt(ctx context.Context, url string, payload []byte, 
 		return true, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxOpenAIAnswerBytes+1))
 	if err != nil {
 		return true, fmt.Errorf("reading answer: %w", err)
 	}
@@ -120,6 +140,9 @@ func (c *openAIClient) attempt(ctx context.Context, url string, payload []byte, 
 			e.retryAfter = time.Duration(s) * time.Second
 		}
 		return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500, e
+	}
+	if len(body) > maxOpenAIAnswerBytes {
+		return false, fmt.Errorf("answer larger than %d MiB", maxOpenAIAnswerBytes>>20)
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return false, fmt.Errorf("malformed answer (not the expected JSON): %v", err)

@@ -69,12 +69,14 @@ func (s *Store) planArbitration(ctx context.Context, p *Prepared) *Plan {
 }
 
 // askArbiter returns the decision and merged text, bounded by the LLM timeout.
-// Both texts are redacted again before they leave: the existing one was
-// redacted when stored, but under the rules of that time.
+// Both texts are redacted again before they leave (the existing one was
+// redacted when stored, but under the rules of that time) and cut to
+// core.MaxArbiterTextBytes, so the request stays small whatever the
+// policy's maxContentBytes (core.ArbiterText).
 func (s *Store) askArbiter(ctx context.Context, existing, incoming string) (string, string, error) {
 	actx, cancel := context.WithTimeout(ctx, s.core.LLMTimeout)
 	defer cancel()
-	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", textguard.PromptText(s.core.Redactor.Redacted(existing)), textguard.PromptText(s.core.Redactor.Redacted(incoming)))
+	user := fmt.Sprintf("EXISTING: %q\nNEW: %q", core.ArbiterText(s.core.Redactor, existing), core.ArbiterText(s.core.Redactor, incoming))
 	answer, err := s.core.LLM.CompleteJSON(actx, arbiterSystem, user)
 	if err != nil {
 		if errors.Is(actx.Err(), context.DeadlineExceeded) {
