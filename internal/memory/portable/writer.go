@@ -271,17 +271,21 @@ func (w *ownerWriter) memories(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	textConfig, err := w.s.core.WriteTextConfig(ctx) // the stored vector's (migration 19)
+	if err != nil {
+		return err
+	}
 	for _, r := range recs {
 		v := r.value.(*memoryRec)
 		if err := w.queue(ctx, KindMemory, `INSERT INTO `+w.t("memories")+` (id, owner_id, agent_id, session_id,
 			source_session, source, category, content, importance, embedding, flags, active, expires_at,
-			created_at, updated_at, deactivated_at, access_count, last_accessed_at, metadata, tags)
+			created_at, updated_at, deactivated_at, access_count, last_accessed_at, metadata, tags, tsv_config, tsv_local)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-				COALESCE($19::jsonb, '{}'::jsonb), COALESCE($20::text[], '{}'::text[]))
+				COALESCE($19::jsonb, '{}'::jsonb), COALESCE($20::text[], '{}'::text[]), `+write.TextLocal("$21", "$8")+`)
 			ON CONFLICT DO NOTHING`,
 			v.ID, w.g.owner, v.AgentID, v.SessionID, v.SourceSession, v.Source, v.Category, v.Content,
 			v.Importance, vec(v.Embedding), flags(v.Flags), v.Active, v.ExpiresAt, v.CreatedAt, v.UpdatedAt,
-			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt, write.MetadataParam(v.Metadata), write.TagsParam(v.Tags)); err != nil {
+			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt, write.MetadataParam(v.Metadata), write.TagsParam(v.Tags), textConfig); err != nil {
 			return err
 		}
 	}
