@@ -121,20 +121,24 @@ func TextVector(config, alias string) string {
 }
 
 // TextPrefixChars is how many characters of a message, summary or episode
-// summary history search and episode ranking parse under another
-// configuration than English: those rows store only English vectors (tsv)
-// and are read by owner, not through a text index, so each search parses
-// what it ranks; the prefix bounds that to TextPrefixChars per row.
+// summary history search and episode ranking parse, under another
+// configuration than English, for a row whose stored vector (tsv_local,
+// migration 19) is of another configuration: those rows are read by
+// owner, not through a text index, so this bounds what a search parses
+// per row while a switch fills them.
 const TextPrefixChars = 2048
 
-// PrefixTextVector is the tsvector (SQL) of column of the row aliased
-// alias ("t.") under config: the stored tsv column for English, else the
-// words of the column's first TextPrefixChars characters.
-func PrefixTextVector(config, alias, column string) string {
+// RowTextVector is the tsvector (SQL) of column of a message, summary or
+// episode aliased alias ("t.") under config: the stored tsv column for
+// English, else the stored tsv_local when the row's tsv_config is config,
+// and the words of the column's first TextPrefixChars characters
+// otherwise.
+func RowTextVector(config, alias, column string) string {
 	if configOrDefault(config) == DefaultTextConfig {
 		return alias + "tsv"
 	}
-	return "to_tsvector('" + config + "'::regconfig, left(" + alias + column + ", " + strconv.Itoa(TextPrefixChars) + "))"
+	return "(CASE WHEN " + alias + "tsv_config = '" + config + "' THEN " + alias + "tsv_local ELSE to_tsvector('" + config +
+		"'::regconfig, left(" + alias + column + ", " + strconv.Itoa(TextPrefixChars) + ")) END)"
 }
 
 // OwnerText is the expression of the owner's text index of memories under
@@ -162,7 +166,7 @@ func configOrDefault(config string) string {
 // TextRank is the text score (SQL) of the tsvector tv for the tsquery q: 0
 // for a row that does not match. English tests the match first, which is
 // cheaper than ranking when tv is the stored column; for another
-// configuration tv may be computed from the text (PrefixTextVector, or a
+// configuration tv may be computed from the text (RowTextVector, or a
 // memory whose stored vector is of another configuration), and
 // ts_rank_cd alone (0 without a match) computes it once instead of twice.
 func TextRank(config, tv, q string) string {
@@ -170,4 +174,13 @@ func TextRank(config, tv, q string) string {
 		return `CASE WHEN ` + tv + ` @@ ` + q + ` THEN ts_rank_cd(` + tv + `, ` + q + `, 32) ELSE 0 END`
 	}
 	return `ts_rank_cd(` + tv + `, ` + q + `, 32)`
+}
+
+// TextLocal is the values (SQL) of tsv_config and tsv_local (migration 19)
+// of a row whose text is in param text, under the configuration in param
+// config (text; "": none, both NULL, the tenant is English and tsv holds
+// the vector): what a search under that configuration reads instead of
+// parsing the text (TextVector, RowTextVector).
+func TextLocal(config, text string) string {
+	return `NULLIF(` + config + `::text, ''), to_tsvector(NULLIF(` + config + `::text, '')::regconfig, ` + text + `)`
 }

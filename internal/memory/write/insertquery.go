@@ -1,6 +1,10 @@
 package write
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+)
 
 // expirySQL is NULL (never) for a ttl of 0. now() stays outside the CASE:
 // Citus refuses a non-immutable function inside CASE or COALESCE in an
@@ -27,7 +31,7 @@ func (s *Store) InsertQuery() string {
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session,
 				metadata, tags, tsv_config, tsv_local)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + Expiry("$11") + `, $14,
-				coalesce($15::jsonb, '{}'::jsonb), coalesce($16::text[], '{}'::text[]), ` + TextLocal("$17", "$7") + `)
+				coalesce($15::jsonb, '{}'::jsonb), coalesce($16::text[], '{}'::text[]), ` + core.TextLocal("$17", "$7") + `)
 			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
@@ -39,12 +43,4 @@ func (s *Store) InsertQuery() string {
 // ("$11"): NULL (never) for 0.
 func Expiry(param string) string {
 	return strings.ReplaceAll(expirySQL, "$EXP", param)
-}
-
-// TextLocal is the values (SQL) of tsv_config and tsv_local (migration 19)
-// for the content in param content, under the configuration in param
-// config (text; "": none, both NULL): the vector a search under that
-// configuration reads instead of parsing the content (core.TextVector).
-func TextLocal(config, content string) string {
-	return `NULLIF(` + config + `::text, ''), to_tsvector(NULLIF(` + config + `::text, '')::regconfig, ` + content + `)`
 }

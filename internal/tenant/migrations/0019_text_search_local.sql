@@ -1,11 +1,13 @@
--- A stored vector of each memory under the tenant's text search
--- configuration when it is not English (issue 26, 22nd review, NEW 2).
+-- A stored vector of each memory, message, summary and episode under the
+-- tenant's text search configuration when it is not English (issue 26,
+-- 22nd review, NEW 2).
 -- Before, every search under another configuration computed
 -- to_tsvector(config, content) of every matching row to filter and rank
 -- it: 1,000 memories of 64 KiB cost 21.9 s of CPU per search in German,
 -- 27 ms in English, whose vectors the generated tsv column stores.
 --
--- tsv_local holds to_tsvector(tsv_config, content); tsv_config names the
+-- tsv_local holds to_tsvector(tsv_config, content) (summary for
+-- episodes); tsv_config names the
 -- configuration it was computed with (NULL: none, the tenant is English).
 -- The service writes both on every insert and rewrite of content with the
 -- configuration text_search names (next while a switch is under way, else
@@ -19,6 +21,21 @@
 -- plain PostgreSQL and on Citus, which propagates the ALTER to the worker
 -- holding the tenant's schema.
 ALTER TABLE {{.Schema}}.memories
+    ADD COLUMN tsv_config text,
+    ADD COLUMN tsv_local tsvector;
+
+-- History search and episode ranking read an owner's rows by owner (no
+-- text index): they read the stored vector too, and parse a row's first
+-- 2,048 characters only when it holds another configuration's.
+ALTER TABLE {{.Schema}}.messages
+    ADD COLUMN tsv_config text,
+    ADD COLUMN tsv_local tsvector;
+
+ALTER TABLE {{.Schema}}.summaries
+    ADD COLUMN tsv_config text,
+    ADD COLUMN tsv_local tsvector;
+
+ALTER TABLE {{.Schema}}.episodes
     ADD COLUMN tsv_config text,
     ADD COLUMN tsv_local tsvector;
 
