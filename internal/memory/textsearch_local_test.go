@@ -169,6 +169,24 @@ func TestTextSearchSwitchFillsStoredVectors(t *testing.T) {
 			t.Errorf("a second pass changed the text search: %q", c)
 		}
 	}
+
+	// A fill of french that the policy abandoned before its switch (the
+	// operator stopped, then the policy went back to german): the pass for
+	// german ends it and stores german again in the rows it rewrote.
+	if _, err := f.admin.Exec(ctx(t), `UPDATE `+f.store.core.Table("text_search")+` SET next = 'french'`); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE %[1]s SET tsv_config = 'french', tsv_local = to_tsvector('french', content) WHERE id IN (SELECT id FROM %[1]s ORDER BY id LIMIT 30)`)
+	if _, err := tenant.Provision(ctx(t), f.admin, spec); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(`SELECT count(*) FROM %s WHERE tsv_config IS DISTINCT FROM 'german'`); n != 0 {
+		t.Errorf("%d rows keep the abandoned french vectors", n)
+	}
+	var next *string
+	if err := f.admin.QueryRow(ctx(t), `SELECT next FROM `+f.store.core.Table("text_search")).Scan(&next); err != nil || next != nil {
+		t.Errorf("text_search.next after the pass: %v, %v; want none", next, err)
+	}
 }
 
 // historyScore is the score of the best history hit of anna for query.

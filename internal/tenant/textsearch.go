@@ -97,12 +97,13 @@ func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names role
 		res.Changes = append(res.Changes, "built the text index "+name)
 		built = true
 	}
-	wait, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, res)
+	wait, abandoned, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, res)
 	if err != nil {
 		return err
 	}
 	delete(indexes, name)
-	if (len(indexes) > 0 || (built && local)) && !created {
+	refill := local && (built || abandoned)
+	if (len(indexes) > 0 || refill) && !created {
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}
@@ -114,12 +115,13 @@ func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names role
 		}
 		res.Changes = append(res.Changes, "dropped the text index "+other)
 	}
-	if built && local {
+	if refill {
 		// A service that read the configuration before the fill began may
 		// have written a row with the previous one after the fill passed
-		// it; past the grace it reads the new one. Such a row is matched
-		// right (its vector is computed from content) but costs a parse
-		// per search until this pass stores its vector.
+		// it; past the grace it reads the new one. So may a fill of another
+		// configuration that the policy abandoned before its switch. Such
+		// a row is matched right (its vector is computed from content) but
+		// costs a parse per search until this pass stores its vector.
 		return fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res)
 	}
 	return nil
@@ -173,8 +175,9 @@ func textIndexes(ctx context.Context, conn *pgx.Conn, schema string) (map[string
 
 // switchTextSearch makes config the one searches use, if it is not yet,
 // ends a fill under way (next), and returns how long to wait before the
-// previous index may go.
-func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, res *Result) (time.Duration, error) {
+// previous index may go and whether it ended the fill of another
+// configuration than config (abandoned: its rows need config's again).
+func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, res *Result) (time.Duration, bool, error) {
 	table := pgx.Identifier{schema, "text_search"}.Sanitize()
 	var active string
 	var next *string
@@ -184,14 +187,15 @@ func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config
 	err := conn.QueryRow(ctx, `SELECT config, to_jsonb(t)->>'next', greatest(0, extract(epoch FROM switched_at + make_interval(secs => $1) - now()))::float8 FROM `+table+` AS t`,
 		TextSearchGrace.Seconds()).Scan(&active, &next, &left)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("reading %s: the row is missing", table)
+		return 0, false, fmt.Errorf("reading %s: the row is missing", table)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", table, err)
+		return 0, false, fmt.Errorf("reading %s: %w", table, err)
 	}
 	if active == config && next == nil {
-		return time.Duration(left * float64(time.Second)), nil
+		return time.Duration(left * float64(time.Second)), false, nil
 	}
+	abandoned := next != nil && *next != config
 	set := `config = $1, switched_at = now()`
 	if active == config {
 		set = `config = $1` // only the fill ends: nothing to wait for
@@ -203,13 +207,13 @@ func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config
 		_, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set, config)
 		return err
 	}); err != nil {
-		return 0, fmt.Errorf("switching %s to %q: %w", table, config, err)
+		return 0, false, fmt.Errorf("switching %s to %q: %w", table, config, err)
 	}
 	if active == config {
-		return time.Duration(left * float64(time.Second)), nil
+		return time.Duration(left * float64(time.Second)), abandoned, nil
 	}
 	res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", active, config))
-	return TextSearchGrace, nil
+	return TextSearchGrace, abandoned, nil
 }
 
 // sleepCtx waits d or until ctx is done.
