@@ -240,7 +240,7 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 	}
 	// The stored vector (migration 19) is written anew under the
 	// configuration writes use, even when the content stays.
-	textConfig, err := s.core.WriteTextConfig(ctx)
+	textConfig, err := s.core.WriteTextConfig(ctx, tx)
 	if err != nil {
 		return Memory{}, err
 	}

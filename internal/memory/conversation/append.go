@@ -193,7 +193,7 @@ func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
 // insertMessages stores the turn from seq first on, in one batch, every
 // message with source src.
 func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src core.Source, first int64, ms []preparedMessage) ([]Message, error) {
-	textConfig, err := s.core.WriteTextConfig(ctx) // the stored vector's (migration 19)
+	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
 	if err != nil {
 		return nil, err
 	}

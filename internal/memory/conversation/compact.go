@@ -258,7 +258,7 @@ func (s *Store) EmbedSummary(ctx context.Context, content string) *pgv.Vector {
 
 // insertSummary writes y (with its embedding) in tx.
 func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
-	textConfig, err := s.core.WriteTextConfig(ctx) // the stored vector's (migration 19)
+	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
 	if err != nil {
 		return err
 	}

@@ -43,16 +43,19 @@ type TextSearch struct {
 // TextConfig is the tenant's text search configuration, a name safe to put
 // into SQL (tenant.ValidTextConfigName), read at most once per TextSearchTTL.
 func (s *State) TextConfig(ctx context.Context) (string, error) {
-	config, _, err := s.textConfigs(ctx)
+	config, _, err := s.textConfigs(ctx, s.Pool)
 	return config, err
 }
 
 // WriteTextConfig is the configuration whose vector a write of a memory's
 // content stores in tsv_local (migration 19): the one a switch is filling
 // (text_search.next), else the tenant's; "" for English, whose vector the
-// generated tsv column holds.
-func (s *State) WriteTextConfig(ctx context.Context) (string, error) {
-	_, write, err := s.textConfigs(ctx)
+// generated tsv column holds. A write reads it through q, its own
+// transaction: a write that holds locks must not wait for a second
+// connection of the pool, which the writers waiting for its locks may hold
+// all of.
+func (s *State) WriteTextConfig(ctx context.Context, q Querier) (string, error) {
+	_, write, err := s.textConfigs(ctx, q)
 	if write == DefaultTextConfig {
 		write = ""
 	}
@@ -61,10 +64,10 @@ func (s *State) WriteTextConfig(ctx context.Context) (string, error) {
 
 // textConfigs are the configuration searches use and the one writes store,
 // read at most once per TextSearchTTL.
-func (s *State) textConfigs(ctx context.Context) (string, string, error) {
+func (s *State) textConfigs(ctx context.Context, q Querier) (string, string, error) {
 	t := s.Text
 	if t == nil {
-		return s.readTextConfig(ctx)
+		return s.readTextConfig(ctx, q)
 	}
 	t.mu.Lock()
 	config, write, read := t.config, t.write, t.read
@@ -72,7 +75,7 @@ func (s *State) textConfigs(ctx context.Context) (string, string, error) {
 	if config != "" && time.Since(read) < TextSearchTTL {
 		return config, write, nil
 	}
-	config, write, err := s.readTextConfig(ctx)
+	config, write, err := s.readTextConfig(ctx, q)
 	if err != nil {
 		return "", "", err
 	}
@@ -86,9 +89,9 @@ func (s *State) textConfigs(ctx context.Context) (string, string, error) {
 // and the one writes store (next while a switch fills it; to_jsonb reads a
 // row of migration 18, without next, too). A schema older than migration
 // 18 has no such table: its text is English.
-func (s *State) readTextConfig(ctx context.Context) (string, string, error) {
+func (s *State) readTextConfig(ctx context.Context, q Querier) (string, string, error) {
 	var config, write string
-	err := s.Pool.QueryRow(ctx, `SELECT config, coalesce(to_jsonb(t)->>'next', config) FROM `+s.Table("text_search")+` AS t`).Scan(&config, &write)
+	err := q.QueryRow(ctx, `SELECT config, coalesce(to_jsonb(t)->>'next', config) FROM `+s.Table("text_search")+` AS t`).Scan(&config, &write)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table

@@ -212,7 +212,7 @@ func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan)
 	if err := s.checkEpisodeQuota(ctx, tx, e.Owner); err != nil {
 		return nil, err
 	}
-	textConfig, err := s.core.WriteTextConfig(ctx) // the stored vector's (migration 19)
+	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
 	if err != nil {
 		return nil, err
 	}

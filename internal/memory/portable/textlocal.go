@@ -7,7 +7,7 @@ import "context"
 // core.State.WriteTextConfig: "" for English), read once per owner.
 func (w *ownerWriter) textConfig(ctx context.Context) (string, error) {
 	if w.text == nil {
-		c, err := w.s.core.WriteTextConfig(ctx)
+		c, err := w.s.core.WriteTextConfig(ctx, w.tx)
 		if err != nil {
 			return "", err
 		}

@@ -252,7 +252,7 @@ func (s *Store) insertCommit(ctx context.Context, tx core.DBTX, p *Prepared, res
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
-	textConfig, err := s.core.WriteTextConfig(ctx)
+	textConfig, err := s.core.WriteTextConfig(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ type rewrite struct {
 // rewrite updates the neighbour, which lockNeighbour has locked, and writes
 // its history row from values the caller holds (historyrow.go).
 func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewrite) (Memory, error) {
-	textConfig, err := s.core.WriteTextConfig(ctx)
+	textConfig, err := s.core.WriteTextConfig(ctx, tx)
 	if err != nil {
 		return Memory{}, err
 	}

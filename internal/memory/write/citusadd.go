@@ -86,7 +86,7 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*Prepared, plans []*Plan) 
 	}
 	// It predates the stored text vectors of migration 19 too: under a
 	// configuration other than English every add runs addInTx.
-	if textConfig, err := s.core.WriteTextConfig(ctx); err != nil || textConfig != "" {
+	if textConfig, err := s.core.WriteTextConfig(ctx, s.core.Pool); err != nil || textConfig != "" {
 		return nil, err
 	}
 	if ok, err := s.hasWorkerAdd(ctx); err != nil || !ok {
