@@ -208,7 +208,7 @@ func (r *rawSQL) add(ctx context.Context, owner string, it item) error {
 	cat, _ := r.policy.Category(it.Category)
 	b = &pgx.Batch{}
 	b.Queue(r.engine.InsertQuery(), uuidV7(), owner, "", "", "agent", it.Category, it.Content,
-		it.Importance, pgv.NewVector(vec), []string{}, time.Duration(cat.TTL).Seconds(), map[string]any{"similarity": sim}, "bench", "", nil, nil)
+		it.Importance, pgv.NewVector(vec), []string{}, time.Duration(cat.TTL).Seconds(), map[string]any{"similarity": sim}, "bench", "", nil, nil, "")
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
 	rows, err := br.Query()

@@ -27,7 +27,7 @@ func TestCitusAddRunsOnTheTenantsWorker(t *testing.T) {
 	vec := make([]float32, 384)
 	vec[0] = 1
 	args := []any{core.NewID(), "alice", "", "", string(SourceAgent), "project", "Alice writes Go", 5, pgv.NewVector(vec),
-		[]string{}, 0.0, map[string]any{"similarity": 0}, "test", "", nil, nil}
+		[]string{}, 0.0, map[string]any{"similarity": 0}, "test", "", nil, nil, "german"}
 	rows, err := f.admin.Query(ctx(t), "EXPLAIN (COSTS OFF) "+f.store.InsertQuery(), args...)
 	if err != nil {
 		t.Fatal(err)

@@ -238,12 +238,19 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 	if req.Content != nil {
 		newContent, embedding = &content, pgv.NewVector(vec)
 	}
+	// The stored vector (migration 19) is written anew under the
+	// configuration writes use, even when the content stays.
+	textConfig, err := s.core.WriteTextConfig(ctx, tx)
+	if err != nil {
+		return Memory{}, err
+	}
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = coalesce($2, m.content), embedding = coalesce($3, m.embedding),
 				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
 				category = $5, importance = $6, source = $7,
 				metadata = coalesce($13::jsonb, m.metadata), tags = coalesce($14::text[], m.tags),
+				tsv_config = NULLIF($16::text, ''), tsv_local = to_tsvector(NULLIF($16::text, '')::regconfig, coalesce($2, m.content)),
 				expires_at = ` + write.Expiry("$8") + `, updated_at = now()
 			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
 		h AS (
@@ -253,7 +260,7 @@ func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req Upd
 		SELECT * FROM upd`
 	m, err := s.w.UpdateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, write.FlagsOrEmpty(flags), category,
 		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner,
-		write.MetadataParam(req.Metadata), write.TagsParam(req.Tags), updateLabelDetails(cur, req))
+		write.MetadataParam(req.Metadata), write.TagsParam(req.Tags), updateLabelDetails(cur, req), textConfig)
 	if err != nil {
 		return Memory{}, core.DBErr("updating memory "+cur.ID, err)
 	}

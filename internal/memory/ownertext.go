@@ -20,8 +20,8 @@ import "github.com/engram-dev/engram/internal/memory/core"
 func ownerText(config string) string { return core.OwnerText(config, "m.") }
 
 // textVector is the tsvector of a memory (alias m) under config: m.tsv for
-// English, computed from the content for the others.
-func textVector(config string) string { return core.TextVector(config, "m.", "content") }
+// English, the stored m.tsv_local for the others (core.TextVector).
+func textVector(config string) string { return core.TextVector(config, "m.") }
 
 // ownerLexeme is the tsquery of the owner lexeme of the owner in ph.
 func ownerLexeme(ph string) string {

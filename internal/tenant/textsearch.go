@@ -35,8 +35,12 @@ var textConfigName = regexp.MustCompile(`^[a-z]{1,32}$`)
 func ValidTextConfigName(name string) bool { return textConfigName.MatchString(name) }
 
 // textIndexPrefix starts the name of every text index of memories but
-// English's, which keeps the name migration 12 gave it.
-const textIndexPrefix = "memories_owner_text_"
+// English's, which keeps the name migration 12 gave it. "local" names the
+// indexes over the stored vectors of migration 19; the indexes over
+// to_tsvector(config, content) that came before it
+// (memories_owner_text_<config>_idx) are dropped like any other
+// configuration's.
+const textIndexPrefix = "memories_owner_text_local_"
 
 // TextIndexName is the name of the text index of memories built with config.
 func TextIndexName(config string) string {
@@ -46,69 +50,60 @@ func TextIndexName(config string) string {
 	return textIndexPrefix + config + "_idx"
 }
 
-// TextVector is the tsvector (SQL) of a row's text under config (a valid
-// name): English reads the stored tsv column, generated from column by
-// migration 1 (so English tenants keep the index and the queries they had);
-// any other configuration computes it from column, which its expression
-// index stores. alias prefixes the columns ("m." or "").
-func TextVector(config, alias, column string) string {
-	if config == "" || config == DefaultTextSearchConfig {
-		return alias + "tsv"
-	}
-	return "to_tsvector('" + config + "'::regconfig, " + alias + column + ")"
-}
-
 // OwnerText is the indexed expression of the owner's text index of memories
 // (migration 12) under config: the row's words plus one lexeme naming its
 // owner (internal/memory/ownertext.go says why).
 func OwnerText(config, alias string) string {
-	return "(" + TextVector(config, alias, "content") + " || array_to_tsvector(ARRAY['owner ' || md5(" + alias + "owner_id)]))"
+	return "(" + TextVector(config, alias) + " || array_to_tsvector(ARRAY['owner ' || md5(" + alias + "owner_id)]))"
 }
 
 // ensureTextSearch gives the tenant the text index of spec's configuration
-// and then makes it the one searches use: the new index is built
-// concurrently (adds and searches go on, on the old configuration), the
-// text_search row is switched once it is valid, and the other
-// configurations' indexes are dropped concurrently TextSearchGrace after
-// the switch. A pass that finds everything in place only reads; an empty
-// configuration keeps the tenant's as it is. created says that this pass
-// created the text_search row: no service has read it yet, so the previous
-// index goes at once.
+// and then makes it the one searches use: for another configuration than
+// English, the stored vectors of the rows are filled first
+// (fillTextLocal), then the new index is built concurrently (adds and
+// searches go on, on the old configuration), the text_search row is
+// switched once it is valid, and the other configurations' indexes are
+// dropped concurrently TextSearchGrace after the switch. A pass that finds
+// everything in place only reads; an empty configuration keeps the
+// tenant's as it is. created says that this pass created the text_search
+// row: no service has read it yet, so the previous index goes at once.
 func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, lockTimeout time.Duration, created bool, res *Result) error {
 	want := spec.TextSearchConfig
 	if want == "" {
 		return nil // keep the tenant's
 	}
-	if !ValidTextConfigName(want) {
-		return fmt.Errorf("text search configuration %q: not a configuration name", want)
+	if err := checkTextConfig(ctx, conn, want); err != nil {
+		return err
 	}
-	var known bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config WHERE cfgname = $1)`, want).Scan(&known); err != nil {
-		return fmt.Errorf("checking text search configuration %q: %w", want, err)
-	}
-	if !known {
-		return fmt.Errorf("text search configuration %q does not exist in this database", want)
+	local := want != DefaultTextSearchConfig
+	if local && res.Version < textLocalVersion {
+		return fmt.Errorf("text search configuration %q needs migration %d (the schema is at %d)", want, textLocalVersion, res.Version)
 	}
 	indexes, err := textIndexes(ctx, conn, spec.Schema)
 	if err != nil {
 		return err
 	}
 	name := TextIndexName(want)
+	built := false
 	if valid, ok := indexes[name]; !ok || !valid {
+		if local {
+			if err := fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res); err != nil {
+				return err
+			}
+		}
 		if err := migrateConcurrent(ctx, conn, names.owner, spec.Schema, textIndexSQL(spec.Schema, want), spec.IndexTimeout, lockTimeout); err != nil {
 			return fmt.Errorf("building the %s text index: %w", want, err)
 		}
 		res.Changes = append(res.Changes, "built the text index "+name)
+		built = true
 	}
-	wait, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, res)
+	wait, abandoned, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, res)
 	if err != nil {
 		return err
 	}
 	delete(indexes, name)
-	if len(indexes) == 0 {
-		return nil
-	}
-	if !created {
+	refill := local && (built || abandoned)
+	if (len(indexes) > 0 || refill) && !created {
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}
@@ -119,6 +114,31 @@ func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names role
 			return fmt.Errorf("dropping the text index %s: %w", other, err)
 		}
 		res.Changes = append(res.Changes, "dropped the text index "+other)
+	}
+	if refill {
+		// A service that read the configuration before the fill began may
+		// have written a row with the previous one after the fill passed
+		// it; past the grace it reads the new one. So may a fill of another
+		// configuration that the policy abandoned before its switch. Such
+		// a row is matched right (its vector is computed from content) but
+		// costs a parse per search until this pass stores its vector.
+		return fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res)
+	}
+	return nil
+}
+
+// checkTextConfig refuses a name that is not a configuration of this
+// database.
+func checkTextConfig(ctx context.Context, conn *pgx.Conn, want string) error {
+	if !ValidTextConfigName(want) {
+		return fmt.Errorf("text search configuration %q: not a configuration name", want)
+	}
+	var known bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config WHERE cfgname = $1)`, want).Scan(&known); err != nil {
+		return fmt.Errorf("checking text search configuration %q: %w", want, err)
+	}
+	if !known {
+		return fmt.Errorf("text search configuration %q does not exist in this database", want)
 	}
 	return nil
 }
@@ -154,30 +174,46 @@ func textIndexes(ctx context.Context, conn *pgx.Conn, schema string) (map[string
 }
 
 // switchTextSearch makes config the one searches use, if it is not yet,
-// and returns how long to wait before the previous index may go.
-func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, res *Result) (time.Duration, error) {
+// ends a fill under way (next), and returns how long to wait before the
+// previous index may go and whether it ended the fill of another
+// configuration than config (abandoned: its rows need config's again).
+func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, res *Result) (time.Duration, bool, error) {
 	table := pgx.Identifier{schema, "text_search"}.Sanitize()
 	var active string
+	var next *string
 	var left float64
-	err := conn.QueryRow(ctx, `SELECT config, greatest(0, extract(epoch FROM switched_at + make_interval(secs => $1) - now()))::float8 FROM `+table,
-		TextSearchGrace.Seconds()).Scan(&active, &left)
+	// to_jsonb reads next on a schema older than migration 19 too (an
+	// English tenant's schema may stay at 18: provisionTo).
+	err := conn.QueryRow(ctx, `SELECT config, to_jsonb(t)->>'next', greatest(0, extract(epoch FROM switched_at + make_interval(secs => $1) - now()))::float8 FROM `+table+` AS t`,
+		TextSearchGrace.Seconds()).Scan(&active, &next, &left)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("reading %s: the row is missing", table)
+		return 0, false, fmt.Errorf("reading %s: the row is missing", table)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading %s: %w", table, err)
+		return 0, false, fmt.Errorf("reading %s: %w", table, err)
 	}
+	if active == config && next == nil {
+		return time.Duration(left * float64(time.Second)), false, nil
+	}
+	abandoned := next != nil && *next != config
+	set := `config = $1, switched_at = now()`
 	if active == config {
-		return time.Duration(left * float64(time.Second)), nil
+		set = `config = $1` // only the fill ends: nothing to wait for
+	}
+	if next != nil {
+		set += `, next = NULL`
 	}
 	if err := inTx(ctx, conn, owner, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE `+table+` SET config = $1, switched_at = now()`, config)
+		_, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set, config)
 		return err
 	}); err != nil {
-		return 0, fmt.Errorf("switching %s to %q: %w", table, config, err)
+		return 0, false, fmt.Errorf("switching %s to %q: %w", table, config, err)
+	}
+	if active == config {
+		return time.Duration(left * float64(time.Second)), abandoned, nil
 	}
 	res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", active, config))
-	return TextSearchGrace, nil
+	return TextSearchGrace, abandoned, nil
 }
 
 // sleepCtx waits d or until ctx is done.

@@ -193,6 +193,10 @@ func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
 // insertMessages stores the turn from seq first on, in one batch, every
 // message with source src.
 func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session string, src core.Source, first int64, ms []preparedMessage) ([]Message, error) {
+	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
+	if err != nil {
+		return nil, err
+	}
 	b := &pgx.Batch{}
 	for i, m := range ms {
 		var vec *pgv.Vector
@@ -204,9 +208,11 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session st
 		if m.flagged {
 			flags = []string{textguard.FlagInjection}
 		}
-		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding, source)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING created_at`,
-			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src))
+		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding, source,
+				tsv_config, tsv_local)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, `+core.TextLocal("$12", "$5")+`) RETURNING created_at`,
+			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src),
+			textConfig)
 	}
 	br := tx.SendBatch(ctx, b)
 	out := make([]Message, len(ms))

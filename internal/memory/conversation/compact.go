@@ -258,11 +258,15 @@ func (s *Store) EmbedSummary(ctx context.Context, content string) *pgv.Vector {
 
 // insertSummary writes y (with its embedding) in tx.
 func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
-	_, err := tx.Exec(ctx, `INSERT INTO `+s.sql.summaries+` (id, owner_id, session_id, depth, content, expand_hint,
-			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+s.sql.summaries+` (id, owner_id, session_id, depth, content, expand_hint,
+			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding, tsv_config, tsv_local)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, `+core.TextLocal("$15", "$5")+`)`,
 		y.ID, y.Owner, y.SessionID, y.Depth, y.Content, y.ExpandHint, y.EarliestSeq, y.LatestSeq, y.EarliestAt, y.LatestAt,
-		y.Tokens, y.DescendantCount, y.Method, vec)
+		y.Tokens, y.DescendantCount, y.Method, vec, textConfig)
 	return core.DBErr("storing summary", err)
 }
 

@@ -202,9 +202,9 @@ func (s *Store) searchKind(ctx context.Context, kind, owner, session, query stri
 		return nil, err
 	}
 	// History search reads the owner's rows (or the session's) by owner;
-	// under another configuration than English their vectors are computed
-	// from the text as they are read, not read from the stored column.
-	tv := core.TextVector(cfg, "t.", "content")
+	// under another configuration than English it reads their stored
+	// tsv_local (migration 19), as English reads tsv.
+	tv := core.RowTextVector(cfg, "t.", "content")
 	tq := `websearch_to_tsquery('` + cfg + `', ` + a.Add(query) + `)`
 	score := `0.6 * coalesce(1 - (t.embedding <=> ` + a.Add(vec) + `), 0) + 0.4 * least(1, 10 * ts_rank(` + tv + `, ` + tq + `))`
 	rows, err := s.core.Pool.Query(ctx, `SELECT `+cols+`, t.content, t.created_at, `+score+` AS score FROM `+table+` AS t

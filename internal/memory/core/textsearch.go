@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,69 +36,118 @@ const TextSearchTTL = time.Second
 type TextSearch struct {
 	mu     sync.Mutex
 	config string
+	write  string
 	read   time.Time
 }
 
 // TextConfig is the tenant's text search configuration, a name safe to put
 // into SQL (tenant.ValidTextConfigName), read at most once per TextSearchTTL.
 func (s *State) TextConfig(ctx context.Context) (string, error) {
-	t := s.Text
-	if t == nil {
-		return s.readTextConfig(ctx)
-	}
-	t.mu.Lock()
-	config, read := t.config, t.read
-	t.mu.Unlock()
-	if config != "" && time.Since(read) < TextSearchTTL {
-		return config, nil
-	}
-	config, err := s.readTextConfig(ctx)
-	if err != nil {
-		return "", err
-	}
-	t.mu.Lock()
-	t.config, t.read = config, time.Now()
-	t.mu.Unlock()
-	return config, nil
+	config, _, err := s.textConfigs(ctx, s.Pool)
+	return config, err
 }
 
-// readTextConfig reads the text_search row. A schema older than migration
+// WriteTextConfig is the configuration whose vector a write of a memory's
+// content stores in tsv_local (migration 19): the one a switch is filling
+// (text_search.next), else the tenant's; "" for English, whose vector the
+// generated tsv column holds. A write reads it through q, its own
+// transaction: a write that holds locks must not wait for a second
+// connection of the pool, which the writers waiting for its locks may hold
+// all of.
+func (s *State) WriteTextConfig(ctx context.Context, q Querier) (string, error) {
+	_, write, err := s.textConfigs(ctx, q)
+	if write == DefaultTextConfig {
+		write = ""
+	}
+	return write, err
+}
+
+// textConfigs are the configuration searches use and the one writes store,
+// read at most once per TextSearchTTL.
+func (s *State) textConfigs(ctx context.Context, q Querier) (string, string, error) {
+	t := s.Text
+	if t == nil {
+		return s.readTextConfig(ctx, q)
+	}
+	t.mu.Lock()
+	config, write, read := t.config, t.write, t.read
+	t.mu.Unlock()
+	if config != "" && time.Since(read) < TextSearchTTL {
+		return config, write, nil
+	}
+	config, write, err := s.readTextConfig(ctx, q)
+	if err != nil {
+		return "", "", err
+	}
+	t.mu.Lock()
+	t.config, t.write, t.read = config, write, time.Now()
+	t.mu.Unlock()
+	return config, write, nil
+}
+
+// readTextConfig reads the text_search row: the configuration searches use
+// and the one writes store (next while a switch fills it; to_jsonb reads a
+// row of migration 18, without next, too). A schema older than migration
 // 18 has no such table: its text is English.
-func (s *State) readTextConfig(ctx context.Context) (string, error) {
-	var config string
-	err := s.Pool.QueryRow(ctx, `SELECT config FROM `+s.Table("text_search")).Scan(&config)
+func (s *State) readTextConfig(ctx context.Context, q Querier) (string, string, error) {
+	var config, write string
+	err := q.QueryRow(ctx, `SELECT config, coalesce(to_jsonb(t)->>'next', config) FROM `+s.Table("text_search")+` AS t`).Scan(&config, &write)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
-		return DefaultTextConfig, nil
+		return DefaultTextConfig, DefaultTextConfig, nil
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", fmt.Errorf("reading the text search configuration: the row is missing")
+		return "", "", fmt.Errorf("reading the text search configuration: the row is missing")
 	case err != nil:
-		return "", DBErr("reading the text search configuration", err)
+		return "", "", DBErr("reading the text search configuration", err)
 	}
-	if !textConfigName.MatchString(config) {
-		return "", fmt.Errorf("reading the text search configuration: %q is not a configuration name", config)
+	for _, c := range []string{config, write} {
+		if !textConfigName.MatchString(c) {
+			return "", "", fmt.Errorf("reading the text search configuration: %q is not a configuration name", c)
+		}
 	}
-	return config, nil
+	return config, write, nil
 }
 
-// TextVector is the tsvector (SQL) of column of the row aliased alias
-// ("m.") under config, as the text index holds it: the stored tsv column
-// for English, to_tsvector of the text for the others. It must stay
+// TextVector is the tsvector (SQL) of a memory (alias "m." or "") under
+// config, as the text index holds it: the stored tsv column for English,
+// for the others the stored tsv_local when the row's tsv_config is config
+// and to_tsvector of the content otherwise (migration 19). It must stay
 // equal, character for character, to tenant.TextVector, which builds the
 // index (the engine may not import the tenant package; TestTextExpressions
 // compares them), or the planner would not use the index.
-func TextVector(config, alias, column string) string {
+func TextVector(config, alias string) string {
 	if configOrDefault(config) == DefaultTextConfig {
 		return alias + "tsv"
 	}
-	return "to_tsvector('" + config + "'::regconfig, " + alias + column + ")"
+	return "(CASE WHEN " + alias + "tsv_config = '" + config + "' THEN " + alias + "tsv_local ELSE to_tsvector('" + config + "'::regconfig, " + alias + "content) END)"
+}
+
+// TextPrefixChars is how many characters of a message, summary or episode
+// summary history search and episode ranking parse, under another
+// configuration than English, for a row whose stored vector (tsv_local,
+// migration 19) is of another configuration: those rows are read by
+// owner, not through a text index, so this bounds what a search parses
+// per row while a switch fills them.
+const TextPrefixChars = 2048
+
+// RowTextVector is the tsvector (SQL) of column of a message, summary or
+// episode aliased alias ("t.") under config: the stored tsv column for
+// English, else the stored tsv_local when the row's tsv_config is config,
+// and the words of the column's first TextPrefixChars characters
+// otherwise.
+func RowTextVector(config, alias, column string) string {
+	if configOrDefault(config) == DefaultTextConfig {
+		return alias + "tsv"
+	}
+	return "(CASE WHEN " + alias + "tsv_config = '" + config + "' THEN " + alias + "tsv_local ELSE to_tsvector('" + config +
+		"'::regconfig, left(" + alias + column + ", " + strconv.Itoa(TextPrefixChars) + ")) END)"
 }
 
 // OwnerText is the expression of the owner's text index of memories under
 // config (tenant.OwnerText; internal/memory/ownertext.go says why).
 func OwnerText(config, alias string) string {
-	return "(" + TextVector(config, alias, "content") + " || array_to_tsvector(ARRAY['owner ' || md5(" + alias + "owner_id)]))"
+	return "(" + TextVector(config, alias) + " || array_to_tsvector(ARRAY['owner ' || md5(" + alias + "owner_id)]))"
 }
 
 // OrQuery is the tsquery (SQL) of text search for the query text in ph
@@ -119,11 +169,21 @@ func configOrDefault(config string) string {
 // TextRank is the text score (SQL) of the tsvector tv for the tsquery q: 0
 // for a row that does not match. English tests the match first, which is
 // cheaper than ranking when tv is the stored column; for another
-// configuration tv is computed from the text, and ts_rank_cd alone (0
-// without a match) computes it once instead of twice.
+// configuration tv may be computed from the text (RowTextVector, or a
+// memory whose stored vector is of another configuration), and
+// ts_rank_cd alone (0 without a match) computes it once instead of twice.
 func TextRank(config, tv, q string) string {
 	if configOrDefault(config) == DefaultTextConfig {
 		return `CASE WHEN ` + tv + ` @@ ` + q + ` THEN ts_rank_cd(` + tv + `, ` + q + `, 32) ELSE 0 END`
 	}
 	return `ts_rank_cd(` + tv + `, ` + q + `, 32)`
+}
+
+// TextLocal is the values (SQL) of tsv_config and tsv_local (migration 19)
+// of a row whose text is in param text, under the configuration in param
+// config (text; "": none, both NULL, the tenant is English and tsv holds
+// the vector): what a search under that configuration reads instead of
+// parsing the text (TextVector, RowTextVector).
+func TextLocal(config, text string) string {
+	return `NULLIF(` + config + `::text, ''), to_tsvector(NULLIF(` + config + `::text, '')::regconfig, ` + text + `)`
 }

@@ -212,9 +212,14 @@ func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan)
 	if err := s.checkEpisodeQuota(ctx, tx, e.Owner); err != nil {
 		return nil, err
 	}
-	got, err = scanEpisode(tx.QueryRow(ctx, `INSERT INTO `+s.sql.episodes+` AS e (id, owner_id, session_id, agent_id, summary, method, user_turns, started_at, ended_at, embedding)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+episodeColumns,
-		e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec))
+	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
+	if err != nil {
+		return nil, err
+	}
+	got, err = scanEpisode(tx.QueryRow(ctx, `INSERT INTO `+s.sql.episodes+` AS e (id, owner_id, session_id, agent_id, summary, method, user_turns, started_at, ended_at, embedding,
+			tsv_config, tsv_local)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, `+core.TextLocal("$11", "$5")+`) RETURNING `+episodeColumns,
+		e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec, textConfig))
 	if err != nil {
 		return nil, core.DBErr("writing the episode", err)
 	}

@@ -138,7 +138,9 @@ func (s *Store) RelevantEpisodes(ctx context.Context, owner, agent, query string
 		}
 		// An owner's episodes are read by owner (at most
 		// limits.maxEpisodesPerOwner): no text index is needed for them.
-		tv := core.TextVector(cfg, "e.", "summary")
+		// Under another configuration than English the stored tsv_local
+		// (migration 19) is read, as English reads tsv.
+		tv := core.RowTextVector(cfg, "e.", "summary")
 		from += `, (SELECT ` + core.OrQuery(cfg, a.Add(query)) + `) AS q(q)`
 		ts = core.TextRank(cfg, tv, "q.q")
 	}

@@ -24,6 +24,7 @@ type ownerWriter struct {
 	c     *ownerCounts
 	batch pgx.Batch
 	kinds []string // the kind of each queued statement
+	text  *string  // the configuration of stored text vectors (textlocal.go)
 	// heldSessions are the sessions the tenant held before this import,
 	// heldSummaries the file's summaries of those sessions, heldDocs the
 	// documents ("agent type": agent ids hold no space) it held: each is a unit with what hangs
@@ -150,6 +151,10 @@ func (w *ownerWriter) sessions(ctx context.Context) error {
 }
 
 func (w *ownerWriter) messages(ctx context.Context) error {
+	textConfig, err := w.textConfig(ctx)
+	if err != nil {
+		return err
+	}
 	for _, r := range w.g.byKind[KindMessage] {
 		v := r.value.(*messageRec)
 		if w.heldSessions[v.SessionID] {
@@ -157,10 +162,10 @@ func (w *ownerWriter) messages(ctx context.Context) error {
 			continue
 		}
 		if err := w.queue(ctx, KindMessage, `INSERT INTO `+w.t("messages")+` (owner_id, session_id, seq, role, source,
-			content, tool_name, tool_call_id, tokens, flags, embedding, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING`,
+			content, tool_name, tool_call_id, tokens, flags, embedding, created_at, tsv_config, tsv_local)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, `+core.TextLocal("$13", "$6")+`) ON CONFLICT DO NOTHING`,
 			w.g.owner, v.SessionID, v.Seq, v.Role, v.Source, v.Content, v.ToolName, v.ToolCallID, v.Tokens,
-			flags(v.Flags), vec(v.Embedding), v.CreatedAt); err != nil {
+			flags(v.Flags), vec(v.Embedding), v.CreatedAt, textConfig); err != nil {
 			return err
 		}
 	}
@@ -168,6 +173,10 @@ func (w *ownerWriter) messages(ctx context.Context) error {
 }
 
 func (w *ownerWriter) summaries(ctx context.Context) error {
+	textConfig, err := w.textConfig(ctx)
+	if err != nil {
+		return err
+	}
 	for _, r := range w.g.byKind[KindSummary] {
 		v := r.value.(*summaryRec)
 		if w.heldSessions[v.SessionID] {
@@ -176,11 +185,11 @@ func (w *ownerWriter) summaries(ctx context.Context) error {
 		}
 		if err := w.queue(ctx, KindSummary, `INSERT INTO `+w.t("summaries")+` (id, owner_id, session_id, depth, content,
 			expand_hint, earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method,
-			parent_id, embedding, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT DO NOTHING`,
+			parent_id, embedding, created_at, tsv_config, tsv_local)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, `+core.TextLocal("$17", "$5")+`) ON CONFLICT DO NOTHING`,
 			v.ID, w.g.owner, v.SessionID, v.Depth, v.Content, v.ExpandHint, v.EarliestSeq, v.LatestSeq,
 			v.EarliestAt, v.LatestAt, v.Tokens, v.DescendantCount, v.Method, v.ParentID, vec(v.Embedding),
-			v.CreatedAt); err != nil {
+			v.CreatedAt, textConfig); err != nil {
 			return err
 		}
 	}
@@ -213,6 +222,10 @@ func (w *ownerWriter) episodes(ctx context.Context) error {
 	if err := w.episodeQuota(ctx); err != nil {
 		return err
 	}
+	textConfig, err := w.textConfig(ctx)
+	if err != nil {
+		return err
+	}
 	for _, r := range w.g.byKind[KindEpisode] {
 		v := r.value.(*episodeRec)
 		if w.heldSessions[v.SessionID] {
@@ -220,10 +233,10 @@ func (w *ownerWriter) episodes(ctx context.Context) error {
 			continue
 		}
 		if err := w.queue(ctx, KindEpisode, `INSERT INTO `+w.t("episodes")+` (id, owner_id, session_id, agent_id, summary,
-			method, user_turns, started_at, ended_at, embedding, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
+			method, user_turns, started_at, ended_at, embedding, created_at, tsv_config, tsv_local)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, `+core.TextLocal("$12", "$5")+`) ON CONFLICT DO NOTHING`,
 			v.ID, w.g.owner, v.SessionID, v.AgentID, v.Summary, v.Method, v.UserTurns, v.StartedAt, v.EndedAt,
-			vec(v.Embedding), v.CreatedAt); err != nil {
+			vec(v.Embedding), v.CreatedAt, textConfig); err != nil {
 			return err
 		}
 	}
@@ -271,17 +284,21 @@ func (w *ownerWriter) memories(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	textConfig, err := w.textConfig(ctx)
+	if err != nil {
+		return err
+	}
 	for _, r := range recs {
 		v := r.value.(*memoryRec)
 		if err := w.queue(ctx, KindMemory, `INSERT INTO `+w.t("memories")+` (id, owner_id, agent_id, session_id,
 			source_session, source, category, content, importance, embedding, flags, active, expires_at,
-			created_at, updated_at, deactivated_at, access_count, last_accessed_at, metadata, tags)
+			created_at, updated_at, deactivated_at, access_count, last_accessed_at, metadata, tags, tsv_config, tsv_local)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-				COALESCE($19::jsonb, '{}'::jsonb), COALESCE($20::text[], '{}'::text[]))
+				COALESCE($19::jsonb, '{}'::jsonb), COALESCE($20::text[], '{}'::text[]), `+core.TextLocal("$21", "$8")+`)
 			ON CONFLICT DO NOTHING`,
 			v.ID, w.g.owner, v.AgentID, v.SessionID, v.SourceSession, v.Source, v.Category, v.Content,
 			v.Importance, vec(v.Embedding), flags(v.Flags), v.Active, v.ExpiresAt, v.CreatedAt, v.UpdatedAt,
-			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt, write.MetadataParam(v.Metadata), write.TagsParam(v.Tags)); err != nil {
+			v.DeactivatedAt, v.AccessCount, v.LastAccessedAt, write.MetadataParam(v.Metadata), write.TagsParam(v.Tags), textConfig); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -242,37 +241,6 @@ func (s *Store) ExpirySeconds(category string, override *time.Duration) float64 
 	return time.Duration(c.TTL).Seconds()
 }
 
-// expirySQL is NULL (never) for a ttl of 0. now() stays outside the CASE:
-// Citus refuses a non-immutable function inside CASE or COALESCE in an
-// UPDATE (an interval of NULL seconds makes the sum NULL just the same).
-const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN $EXP::float8 END)`
-
-// InsertQuery is the SQL of add's insert with its history row, returning
-// the memory's columns and the owner's row count: $1 id, $2 owner, $3 agent,
-// $4 session, $5 source, $6 category, $7 content, $8 importance, $9 vector,
-// $10 flags, $11 ttl in seconds (0: none), $12 details (json), $13 actor id,
-// $14 source session, $15 metadata (jsonb; NULL: none), $16 tags (text[];
-// NULL: none) (the benchmark's raw side runs exactly this).
-//
-// The history row takes its values from the parameters, not from ins: on
-// Citus a CTE is run as a statement of its own, and an INSERT ... SELECT
-// of ins would ship the new row back to the worker through intermediate
-// results on a second connection, making every add a two-phase commit
-// (issue 30 measured 29 ms per add instead of 11); with VALUES every part
-// runs on the transaction's one connection to the tenant's worker.
-func (s *Store) InsertQuery() string {
-	return `WITH ins AS (
-			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session,
-				metadata, tags)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + Expiry("$11") + `, $14,
-				coalesce($15::jsonb, '{}'::jsonb), coalesce($16::text[], '{}'::text[]))
-			RETURNING ` + s.sql.insertColumns + `),
-		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)
-			VALUES ($1, $2, 'add', $5, $13, $7, $12))
-		SELECT ins.*, (SELECT count(*) FROM ` + s.sql.memories + ` WHERE owner_id = $2) + 1 FROM ins`
-}
-
 func (s *Store) insert(ctx context.Context, tx core.DBTX, p *Prepared, res *AddResult) (*AddResult, error) {
 	return s.insertCommit(ctx, tx, p, res, nil)
 }
@@ -284,14 +252,17 @@ func (s *Store) insertCommit(ctx context.Context, tx core.DBTX, p *Prepared, res
 	if len(p.redactions) > 0 {
 		details["redactions"] = p.redactions
 	}
+	textConfig, err := s.core.WriteTextConfig(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
 	args := []any{core.NewID(), p.Req.Owner, p.Req.Agent, p.Req.Session, string(p.Req.Source),
 		p.Req.Category, p.Content, p.Req.Importance, pgv.NewVector(p.Vec), FlagsOrEmpty(p.Flags),
 		s.ExpirySeconds(p.Req.Category, p.ttl), details, core.ActorID(ctx), p.Req.SourceSession,
-		MetadataParam(p.Req.Metadata), TagsParam(p.Req.Tags)}
+		MetadataParam(p.Req.Metadata), TagsParam(p.Req.Tags), textConfig}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares EvictAfter a round trip when under the cap.
 	var m Memory
-	var err error
 	if commit == nil {
 		m, err = ScanMemory(tx.QueryRow(ctx, s.InsertQuery(), args...), &res.ownerRows)
 	} else {
@@ -324,12 +295,6 @@ func (s *Store) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, o
 		return Memory{}, fmt.Errorf("commit: %w", err)
 	}
 	return m, br.Close()
-}
-
-// Expiry is the expires_at expression of a ttl in seconds bound to param
-// ("$11"): NULL (never) for 0.
-func Expiry(param string) string {
-	return strings.ReplaceAll(expirySQL, "$EXP", param)
 }
 
 // mergedCategory keeps the more important of two categories (pinned, then
@@ -399,6 +364,10 @@ type rewrite struct {
 // rewrite updates the neighbour, which lockNeighbour has locked, and writes
 // its history row from values the caller holds (historyrow.go).
 func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewrite) (Memory, error) {
+	textConfig, err := s.core.WriteTextConfig(ctx, tx)
+	if err != nil {
+		return Memory{}, err
+	}
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
 				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
@@ -407,6 +376,7 @@ func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewr
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
 				source_session = CASE WHEN $16::text <> '' THEN $16::text ELSE m.source_session END,
 				metadata = coalesce($18::jsonb, m.metadata), tags = coalesce($19::text[], m.tags),
+				tsv_config = NULLIF($20::text, ''), tsv_local = to_tsvector(NULLIF($20::text, '')::regconfig, $2),
 				active = true, deactivated_at = NULL, expires_at = ` + Expiry("$10") + `, updated_at = now()
 			WHERE m.id = $1 AND m.superseded_by IS NULL
 			RETURNING ` + s.sql.columns + `),
@@ -416,7 +386,7 @@ func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewr
 		SELECT * FROM upd`
 	m, err := s.UpdateAndPrune(ctx, tx, nb.ID, sql, nb.ID, w.content, pgv.NewVector(w.vec), w.category, w.importance,
 		string(w.source), FlagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.Content, w.details, core.ActorID(ctx),
-		string(w.actor), w.sourceSession, w.owner, MetadataParam(w.metadata), TagsParam(w.tags))
+		string(w.actor), w.sourceSession, w.owner, MetadataParam(w.metadata), TagsParam(w.tags), textConfig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// lockNeighbour holds the row: it cannot be gone. Were it, the
 		// history row is written already; fail the transaction.

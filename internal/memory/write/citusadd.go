@@ -84,6 +84,11 @@ func (s *Store) addOnWorker(ctx context.Context, ps []*Prepared, plans []*Plan) 
 	if len(ps) != 1 || plans[0] != nil || len(ps[0].Req.Metadata) > 0 || ps[0].Req.Tags != nil {
 		return nil, nil
 	}
+	// It predates the stored text vectors of migration 19 too: under a
+	// configuration other than English every add runs addInTx.
+	if textConfig, err := s.core.WriteTextConfig(ctx, s.core.Pool); err != nil || textConfig != "" {
+		return nil, err
+	}
 	if ok, err := s.hasWorkerAdd(ctx); err != nil || !ok {
 		return nil, err
 	}
