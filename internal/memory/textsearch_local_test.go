@@ -33,19 +33,7 @@ func explainVerbose(t *testing.T, f *fixture, q searchQuery) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
+	return planText(t, rows)
 }
 
 // TestTextSearchGermanDoesNotParseEveryMatch (22nd review of issue 26, NEW

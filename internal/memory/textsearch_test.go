@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/tenant"
 )
@@ -137,14 +139,15 @@ func explainPlan(t *testing.T, f *fixture, q searchQuery) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
+	return planText(t, rows)
+}
+
+// planText is an EXPLAIN's lines as one text.
+func planText(t *testing.T, rows pgx.Rows) string {
+	t.Helper()
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
 }
