@@ -36,7 +36,7 @@ func scenarioTextSearchChange(e *operatorEnv, t *testing.T) {
 	policy := &memoryv1alpha1.MemoryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "standard", Namespace: ns}}
 	update(t, e, policy, func(p *memoryv1alpha1.MemoryPolicy) { p.Spec.Search.TextSearchConfig = "german" })
 	eventually(t, "the tenant searches in German", 60*time.Second, func() error {
-		return wantTextSearch(testContext(t), e.pool, bot, "german", "memories_owner_text_local_german_idx")
+		return wantTextSearch(testContext(t), e.pool, bot, "german", "memories_owner_text_stored_german_idx")
 	})
 	// The ConfigMap is applied after provisioning, in the same reconcile.
 	eventually(t, "the service config names German", 20*time.Second, func() error {

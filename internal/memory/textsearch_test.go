@@ -103,8 +103,8 @@ func TestTextSearchGermanStemming(t *testing.T) {
 		t.Errorf("hybrid search Häuser: %+v, want %q first with a text score", hits, haus)
 	}
 	config, idx := f.textIndexState()
-	if config != "german" || len(idx) != 1 || !idx["memories_owner_text_local_german_idx"] {
-		t.Errorf("tenant: config %q, text indexes %v; want german and only memories_owner_text_local_german_idx", config, idx)
+	if config != "german" || len(idx) != 1 || !idx["memories_owner_text_stored_german_idx"] {
+		t.Errorf("tenant: config %q, text indexes %v; want german and only memories_owner_text_stored_german_idx", config, idx)
 	}
 
 	// Rows of other owners, so that reading all of the table's active rows
@@ -117,7 +117,7 @@ func TestTextSearchGermanStemming(t *testing.T) {
 	req := SearchRequest{Owner: "anna", Query: "Häuser", textConfig: "german"}
 	q := (*reader)(f.store).buildSearch(SearchText, req, nil, 10, false)
 	plan := explainPlan(t, f, q)
-	if !strings.Contains(plan, "memories_owner_text_local_german_idx") {
+	if !strings.Contains(plan, "memories_owner_text_stored_german_idx") {
 		t.Errorf("text search does not read the German text index:\n%s", plan)
 	}
 }
@@ -237,8 +237,8 @@ func TestTextSearchSwitchWhileSearching(t *testing.T) {
 	time.Sleep(core.TextSearchTTL)
 	onlyOne(t, "after the switch, text search Häuser", f.textMatches("anna", "Häuser"), haus)
 	config, idx := f.textIndexState()
-	if config != "german" || len(idx) != 1 || !idx["memories_owner_text_local_german_idx"] {
-		t.Errorf("after the switch: config %q, text indexes %v; want german and only memories_owner_text_local_german_idx", config, idx)
+	if config != "german" || len(idx) != 1 || !idx["memories_owner_text_stored_german_idx"] {
+		t.Errorf("after the switch: config %q, text indexes %v; want german and only memories_owner_text_stored_german_idx", config, idx)
 	}
 
 	// A pass without a configuration (the policy missing) keeps German; a

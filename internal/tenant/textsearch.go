@@ -35,12 +35,15 @@ var textConfigName = regexp.MustCompile(`^[a-z]{1,32}$`)
 func ValidTextConfigName(name string) bool { return textConfigName.MatchString(name) }
 
 // textIndexPrefix starts the name of every text index of memories but
-// English's, which keeps the name migration 12 gave it. "local" names the
-// indexes over the stored vectors of migration 19; the indexes over
-// to_tsvector(config, content) that came before it
-// (memories_owner_text_<config>_idx) are dropped like any other
-// configuration's.
-const textIndexPrefix = "memories_owner_text_local_"
+// English's, which keeps the name migration 12 gave it. "stored" names the
+// indexes over the stored vectors of migration 19 whose fallback parses a
+// bounded start of the content (TextVector); the indexes that came before
+// (memories_owner_text_<config>_idx over to_tsvector(config, content), and
+// memories_owner_text_local_<config>_idx, whose fallback parsed the whole
+// content) are dropped like any other configuration's, once the new one is
+// built: an index is found by its name, so a changed expression needs a
+// new name.
+const textIndexPrefix = "memories_owner_text_stored_"
 
 // TextIndexName is the name of the text index of memories built with config.
 func TextIndexName(config string) string {
@@ -97,12 +100,12 @@ func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names role
 		res.Changes = append(res.Changes, "built the text index "+name)
 		built = true
 	}
-	wait, abandoned, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, res)
+	wait, unfinished, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, local, res)
 	if err != nil {
 		return err
 	}
 	delete(indexes, name)
-	refill := local && (built || abandoned)
+	refill := local && (built || unfinished)
 	if (len(indexes) > 0 || refill) && !created {
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
@@ -122,7 +125,25 @@ func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names role
 		// configuration that the policy abandoned before its switch. Such
 		// a row is matched right (its vector is computed from content) but
 		// costs a parse per search until this pass stores its vector.
-		return fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res)
+		if err := fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res); err != nil {
+			return err
+		}
+		return endTextFill(ctx, conn, spec.Schema, names.owner, want)
+	}
+	return nil
+}
+
+// endTextFill clears text_search.next once the fill that follows a switch
+// to config is done: until then a pass that finds next set fills again, so
+// an operator stopped during the grace or the fill leaves no row of the
+// previous configuration for good.
+func endTextFill(ctx context.Context, conn *pgx.Conn, schema, owner, config string) error {
+	table := pgx.Identifier{schema, "text_search"}.Sanitize()
+	if err := inTx(ctx, conn, owner, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE `+table+` SET next = NULL WHERE next = $1 AND config = $1`, config)
+		return err
+	}); err != nil {
+		return fmt.Errorf("ending the %s fill of %s: %w", config, table, err)
 	}
 	return nil
 }
@@ -174,10 +195,12 @@ func textIndexes(ctx context.Context, conn *pgx.Conn, schema string) (map[string
 }
 
 // switchTextSearch makes config the one searches use, if it is not yet,
-// ends a fill under way (next), and returns how long to wait before the
-// previous index may go and whether it ended the fill of another
-// configuration than config (abandoned: its rows need config's again).
-func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, res *Result) (time.Duration, bool, error) {
+// and names it the one writes store (next) when it is not English (local):
+// the fill after the grace ends that (endTextFill). It returns how long to
+// wait before the previous index may go and whether a fill was unfinished
+// (another configuration's the policy abandoned, whose rows need config's
+// again, or config's own that a stopped pass left): the rows need a fill.
+func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, local bool, res *Result) (time.Duration, bool, error) {
 	table := pgx.Identifier{schema, "text_search"}.Sanitize()
 	var active string
 	var next *string
@@ -192,15 +215,20 @@ func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config
 	if err != nil {
 		return 0, false, fmt.Errorf("reading %s: %w", table, err)
 	}
-	if active == config && next == nil {
-		return time.Duration(left * float64(time.Second)), false, nil
+	// next names a fill not yet ended: one running, one the policy
+	// abandoned (another configuration), or the one after a switch to
+	// config that a stopped pass left (endTextFill clears it).
+	unfinished := next != nil
+	if active == config && (!unfinished || *next == config) {
+		return time.Duration(left * float64(time.Second)), unfinished, nil
 	}
-	abandoned := next != nil && *next != config
 	set := `config = $1, switched_at = now()`
 	if active == config {
 		set = `config = $1` // only the fill ends: nothing to wait for
 	}
-	if next != nil {
+	if local {
+		set += `, next = $1` // until the fill after the grace ends
+	} else if unfinished {
 		set += `, next = NULL`
 	}
 	if err := inTx(ctx, conn, owner, func(tx pgx.Tx) error {
@@ -210,10 +238,10 @@ func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config
 		return 0, false, fmt.Errorf("switching %s to %q: %w", table, config, err)
 	}
 	if active == config {
-		return time.Duration(left * float64(time.Second)), abandoned, nil
+		return time.Duration(left * float64(time.Second)), unfinished, nil
 	}
 	res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", active, config))
-	return TextSearchGrace, abandoned, nil
+	return TextSearchGrace, unfinished, nil
 }
 
 // sleepCtx waits d or until ctx is done.

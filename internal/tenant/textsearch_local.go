@@ -30,17 +30,26 @@ const textFillTimeout = 2 * time.Minute
 // migration 1 (so English tenants keep the index and the queries they had);
 // any other configuration reads the stored tsv_local of migration 19 when
 // the row's tsv_config says it holds that configuration's vector, and
-// computes it from content otherwise (a row the fill has not reached, or
-// one a service wrote with the previous configuration during a switch).
-// The index and the queries use this same expression, so a search under
-// German parses no content but that of such rows. alias prefixes the
-// columns ("m." or "").
+// computes it from the content's first textPrefixChars characters
+// otherwise (a row the fill has not reached, one a service wrote with the
+// previous configuration during a switch, or one a switch to another
+// configuration has already filled). The index and the queries use this
+// same expression, so a search under German parses no content but a
+// bounded start of such rows. alias prefixes the columns ("m." or "").
 func TextVector(config, alias string) string {
 	if config == "" || config == DefaultTextSearchConfig {
 		return alias + "tsv"
 	}
-	return "(CASE WHEN " + alias + "tsv_config = '" + config + "' THEN " + alias + "tsv_local ELSE to_tsvector('" + config + "'::regconfig, " + alias + "content) END)"
+	return "(CASE WHEN " + alias + "tsv_config = '" + config + "' THEN " + alias + "tsv_local ELSE to_tsvector('" + config +
+		"'::regconfig, left(" + alias + "content, " + strconv.Itoa(textPrefixChars) + ")) END)"
 }
+
+// textPrefixChars is how many characters of a memory's content the index
+// and the searches parse for a row whose stored vector is of another
+// configuration (core.TextPrefixChars, which must be equal): a switch
+// between two configurations other than English fills rows with the new
+// one while searches still use the old.
+const textPrefixChars = 2048
 
 // textTable is a table whose rows store their vector under a non-English
 // configuration (migration 19): its text column, and the columns of its

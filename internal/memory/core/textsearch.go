@@ -112,7 +112,12 @@ func (s *State) readTextConfig(ctx context.Context, q Querier) (string, string, 
 // TextVector is the tsvector (SQL) of a memory (alias "m." or "") under
 // config, as the text index holds it: the stored tsv column for English,
 // for the others the stored tsv_local when the row's tsv_config is config
-// and to_tsvector of the content otherwise (migration 19). It must stay
+// and the words of the content's first TextPrefixChars characters
+// otherwise (migration 19). The otherwise is every row a switch between two
+// configurations other than English has already filled with the new one
+// while searches still use the old: parsing whole contents there made one
+// search cost up to ~18 s of PostgreSQL CPU for the switch's duration
+// (23rd review of issue 26). It must stay
 // equal, character for character, to tenant.TextVector, which builds the
 // index (the engine may not import the tenant package; TestTextExpressions
 // compares them), or the planner would not use the index.
@@ -120,15 +125,13 @@ func TextVector(config, alias string) string {
 	if configOrDefault(config) == DefaultTextConfig {
 		return alias + "tsv"
 	}
-	return "(CASE WHEN " + alias + "tsv_config = '" + config + "' THEN " + alias + "tsv_local ELSE to_tsvector('" + config + "'::regconfig, " + alias + "content) END)"
+	return RowTextVector(config, alias, "content")
 }
 
-// TextPrefixChars is how many characters of a message, summary or episode
-// summary history search and episode ranking parse, under another
-// configuration than English, for a row whose stored vector (tsv_local,
-// migration 19) is of another configuration: those rows are read by
-// owner, not through a text index, so this bounds what a search parses
-// per row while a switch fills them.
+// TextPrefixChars is how many characters of a row's text a search parses,
+// under another configuration than English, when the row's stored vector
+// (tsv_local, migration 19) is of another configuration: this bounds what
+// a search parses per row while a switch fills the rows.
 const TextPrefixChars = 2048
 
 // RowTextVector is the tsvector (SQL) of column of a message, summary or
