@@ -26,6 +26,22 @@ func explainVerbose(t *testing.T, f *fixture, q searchQuery) string {
 	return planText(t, rows)
 }
 
+// germanSearchPlans are the EXPLAIN (VERBOSE) plans of owner's text and
+// hybrid search for query under german, by mode.
+func germanSearchPlans(t *testing.T, f *fixture, owner, query string) map[string]string {
+	t.Helper()
+	vecs, err := f.store.core.Embedder.Embed(ctx(t), []string{query})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := SearchRequest{Owner: owner, Query: query, textConfig: "german"}
+	r := (*reader)(f.store)
+	return map[string]string{
+		"text":   explainVerbose(t, f, r.buildSearch(SearchText, req, nil, 10, false)),
+		"hybrid": explainVerbose(t, f, r.hybridSQL(req, vecs[0], 10, 40)),
+	}
+}
+
 // TestTextSearchGermanDoesNotParseEveryMatch (22nd review of issue 26, NEW
 // 2): under german, text and hybrid search of an owner whose 1,000
 // memories all match read each row's stored vector (tsv_local, written by
@@ -48,17 +64,7 @@ func TestTextSearchGermanDoesNotParseEveryMatch(t *testing.T) {
 			FROM generate_series(1, 1000) AS i) AS x`)
 	f.exec(`ANALYZE %s`)
 
-	vecs, err := f.store.core.Embedder.Embed(ctx(t), []string{"Haus"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := SearchRequest{Owner: "eve", Query: "Haus", textConfig: "german"}
-	r := (*reader)(f.store)
-	for name, q := range map[string]searchQuery{
-		"text":   r.buildSearch(SearchText, req, nil, 10, false),
-		"hybrid": r.hybridSQL(req, vecs[0], 10, 40),
-	} {
-		plan := explainVerbose(t, f, q)
+	for name, plan := range germanSearchPlans(t, f, "eve", "Haus") {
 		if wholeParse.MatchString(plan) || !strings.Contains(plan, "tsv_local") {
 			t.Errorf("%s search under german parses the content of every row instead of reading tsv_local:\n%s", name, plan)
 		}

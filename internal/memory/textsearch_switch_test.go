@@ -24,17 +24,7 @@ func TestTextSearchSwitchBetweenLocalConfigsStaysBounded(t *testing.T) {
 			FROM generate_series(1, 100) AS i) AS x`)
 	f.exec(`ANALYZE %s`)
 
-	vecs, err := f.store.core.Embedder.Embed(ctx(t), []string{"Haus"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := SearchRequest{Owner: "eve", Query: "Haus", textConfig: "german"}
-	r := (*reader)(f.store)
-	for name, q := range map[string]searchQuery{
-		"text":   r.buildSearch(SearchText, req, nil, 10, false),
-		"hybrid": r.hybridSQL(req, vecs[0], 10, 40),
-	} {
-		plan := explainVerbose(t, f, q)
+	for name, plan := range germanSearchPlans(t, f, "eve", "Haus") {
 		if wholeParse.MatchString(plan) || !strings.Contains(plan, `"left"(m.content, 2048)`) {
 			t.Errorf("%s search under german parses whole contents of rows stored under french:\n%s", name, plan)
 		}
