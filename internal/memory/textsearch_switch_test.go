@@ -1,8 +1,12 @@
 package memory
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // TestTextSearchSwitchBetweenLocalConfigsStaysBounded (23rd review of issue
@@ -66,5 +70,75 @@ func TestTextSearchRefillSurvivesAnInterruptedGrace(t *testing.T) {
 	}
 	if err := f.admin.QueryRow(ctx(t), `SELECT next FROM `+table).Scan(&next); err != nil || next != nil {
 		t.Errorf("text_search.next after the pass: %v, %v; want none", next, err)
+	}
+}
+
+// provisionText runs a provisioning pass for config and returns its changes.
+func provisionText(t *testing.T, f *fixture, config string) []string {
+	t.Helper()
+	schema := f.store.core.Schema
+	res, err := tenant.Provision(ctx(t), f.admin, tenant.Spec{Schema: schema,
+		Dimensions: f.store.core.Embedder.Dimensions(), Owner: testOwner(schema), TextSearchConfig: config})
+	if err != nil {
+		t.Fatalf("provisioning text search %s: %v", config, err)
+	}
+	return res.Changes
+}
+
+// TestTextSearchSwitchBackFillsFirst (24th review of issue 26, LOW 1): a
+// switch back to german while german's index is still there (the policy
+// went german → french → german within the grace) stores the German
+// vectors of the rows written under french before searches switch back,
+// not after the grace: until then each of those rows would take the
+// fallback parse in every search.
+func TestTextSearchSwitchBackFillsFirst(t *testing.T) {
+	f := newFixture(t, withTextSearch("german"))
+	f.add(AddRequest{Owner: "eve", Content: "Wir wohnen in einem kleinen Haus am See"})
+	// What the switch to french left: searches on french, a row written
+	// under french, german's index not dropped yet.
+	if _, err := f.admin.Exec(ctx(t), `UPDATE `+f.store.core.Table("text_search")+` SET config = 'french', next = NULL, switched_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE %s SET tsv_config = 'french', tsv_local = to_tsvector('french', content)`)
+
+	changes := provisionText(t, f, "german")
+	stored := slices.Index(changes, "stored the german text vectors of 1 memories")
+	switched := slices.Index(changes, "switched text search from french to german")
+	if stored < 0 || switched < 0 || stored > switched {
+		t.Errorf("the switch back's changes %q: want the rows' German vectors stored before the switch", changes)
+	}
+	if n := f.count(`SELECT count(*) FROM %s WHERE tsv_config IS DISTINCT FROM 'german'`); n != 0 {
+		t.Errorf("%d rows keep french after the switch back", n)
+	}
+}
+
+// TestTextSearchAbandonedFillWaitsTheGrace (24th review of issue 26, LOW
+// 2): a pass that finds a fill of french the policy abandoned before its
+// switch ends it like a switch: switched_at moves and the fill that gives
+// the rows german again runs after the grace, when no service writes
+// french any more (a service keeps the next it read for core.TextSearchTTL).
+func TestTextSearchAbandonedFillWaitsTheGrace(t *testing.T) {
+	f := newFixture(t, withTextSearch("german"))
+	f.add(AddRequest{Owner: "eve", Content: "Wir wohnen in einem kleinen Haus am See"})
+	table := f.store.core.Table("text_search")
+	if _, err := f.admin.Exec(ctx(t), `UPDATE `+table+` SET next = 'french', switched_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`UPDATE %s SET tsv_config = 'french', tsv_local = to_tsvector('french', content)`)
+
+	start := time.Now()
+	changes := provisionText(t, f, "german")
+	if took := time.Since(start); took < tenant.TextSearchGrace {
+		t.Errorf("the pass ended the abandoned fill in %s, before the grace of %s", took, tenant.TextSearchGrace)
+	}
+	if !slices.Contains(changes, "ended the abandoned french fill of text search german") {
+		t.Errorf("the pass's changes %q do not say it ended the abandoned fill", changes)
+	}
+	var recent bool
+	if err := f.admin.QueryRow(ctx(t), `SELECT switched_at > now() - interval '10 minutes' FROM `+table).Scan(&recent); err != nil || !recent {
+		t.Errorf("switched_at did not move when the abandoned fill ended (%v)", err)
+	}
+	if n := f.count(`SELECT count(*) FROM %s WHERE tsv_config IS DISTINCT FROM 'german'`); n != 0 {
+		t.Errorf("%d rows keep the abandoned french vectors", n)
 	}
 }

@@ -87,25 +87,34 @@ func ensureTextSearch(ctx context.Context, conn *pgx.Conn, spec Spec, names role
 		return err
 	}
 	name := TextIndexName(want)
-	built := false
-	if valid, ok := indexes[name]; !ok || !valid {
-		if local {
-			if err := fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res); err != nil {
-				return err
-			}
+	valid, ok := indexes[name]
+	build := !ok || !valid
+	row, err := readTextSearch(ctx, conn, spec.Schema)
+	if err != nil {
+		return err
+	}
+	// The rows get config's vectors before searches switch to it, also when
+	// its index is still there (a switch back within the grace, before the
+	// pass that drops it): else every row written under the other
+	// configuration meanwhile would take the fallback parse until the fill
+	// after the grace.
+	if local && (build || row.active != want) {
+		if err := fillTextLocal(ctx, conn, spec.Schema, names.owner, want, lockTimeout, res); err != nil {
+			return err
 		}
+	}
+	if build {
 		if err := migrateConcurrent(ctx, conn, names.owner, spec.Schema, textIndexSQL(spec.Schema, want), spec.IndexTimeout, lockTimeout); err != nil {
 			return fmt.Errorf("building the %s text index: %w", want, err)
 		}
 		res.Changes = append(res.Changes, "built the text index "+name)
-		built = true
 	}
 	wait, unfinished, err := switchTextSearch(ctx, conn, spec.Schema, names.owner, want, local, res)
 	if err != nil {
 		return err
 	}
 	delete(indexes, name)
-	refill := local && (built || unfinished)
+	refill := local && (build || unfinished)
 	if (len(indexes) > 0 || refill) && !created {
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
@@ -194,6 +203,34 @@ func textIndexes(ctx context.Context, conn *pgx.Conn, schema string) (map[string
 	return out, nil
 }
 
+// textSearchRow is the tenant's text_search row: the configuration
+// searches use, the one writes store when a fill has not ended (next), and
+// how long the grace of the last switch still runs.
+type textSearchRow struct {
+	active string
+	next   *string
+	left   time.Duration
+}
+
+// readTextSearch reads the text_search row of schema.
+func readTextSearch(ctx context.Context, conn *pgx.Conn, schema string) (textSearchRow, error) {
+	table := pgx.Identifier{schema, "text_search"}.Sanitize()
+	var row textSearchRow
+	var left float64
+	// to_jsonb reads next on a schema older than migration 19 too (an
+	// English tenant's schema may stay at 18: provisionTo).
+	err := conn.QueryRow(ctx, `SELECT config, to_jsonb(t)->>'next', greatest(0, extract(epoch FROM switched_at + make_interval(secs => $1) - now()))::float8 FROM `+table+` AS t`,
+		TextSearchGrace.Seconds()).Scan(&row.active, &row.next, &left)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, fmt.Errorf("reading %s: the row is missing", table)
+	}
+	if err != nil {
+		return row, fmt.Errorf("reading %s: %w", table, err)
+	}
+	row.left = time.Duration(left * float64(time.Second))
+	return row, nil
+}
+
 // switchTextSearch makes config the one searches use, if it is not yet,
 // and names it the one writes store (next) when it is not English (local):
 // the fill after the grace ends that (endTextFill). It returns how long to
@@ -201,46 +238,38 @@ func textIndexes(ctx context.Context, conn *pgx.Conn, schema string) (map[string
 // (another configuration's the policy abandoned, whose rows need config's
 // again, or config's own that a stopped pass left): the rows need a fill.
 func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config string, local bool, res *Result) (time.Duration, bool, error) {
-	table := pgx.Identifier{schema, "text_search"}.Sanitize()
-	var active string
-	var next *string
-	var left float64
-	// to_jsonb reads next on a schema older than migration 19 too (an
-	// English tenant's schema may stay at 18: provisionTo).
-	err := conn.QueryRow(ctx, `SELECT config, to_jsonb(t)->>'next', greatest(0, extract(epoch FROM switched_at + make_interval(secs => $1) - now()))::float8 FROM `+table+` AS t`,
-		TextSearchGrace.Seconds()).Scan(&active, &next, &left)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, fmt.Errorf("reading %s: the row is missing", table)
-	}
+	row, err := readTextSearch(ctx, conn, schema)
 	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", table, err)
+		return 0, false, err
 	}
 	// next names a fill not yet ended: one running, one the policy
 	// abandoned (another configuration), or the one after a switch to
 	// config that a stopped pass left (endTextFill clears it).
-	unfinished := next != nil
-	if active == config && (!unfinished || *next == config) {
-		return time.Duration(left * float64(time.Second)), unfinished, nil
+	unfinished := row.next != nil
+	if row.active == config && (!unfinished || *row.next == config) {
+		return row.left, unfinished, nil
 	}
+	// A fill the policy abandoned ends like a switch: a service that read
+	// its next writes rows with it for up to core.TextSearchTTL more, so
+	// the fill that brings them back to config waits the grace too.
 	set := `config = $1, switched_at = now()`
-	if active == config {
-		set = `config = $1` // only the fill ends: nothing to wait for
-	}
 	if local {
 		set += `, next = $1` // until the fill after the grace ends
 	} else if unfinished {
 		set += `, next = NULL`
 	}
+	table := pgx.Identifier{schema, "text_search"}.Sanitize()
 	if err := inTx(ctx, conn, owner, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE `+table+` SET `+set, config)
 		return err
 	}); err != nil {
 		return 0, false, fmt.Errorf("switching %s to %q: %w", table, config, err)
 	}
-	if active == config {
-		return time.Duration(left * float64(time.Second)), unfinished, nil
+	if row.active == config {
+		res.Changes = append(res.Changes, fmt.Sprintf("ended the abandoned %s fill of text search %s", *row.next, config))
+	} else {
+		res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", row.active, config))
 	}
-	res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", active, config))
 	return TextSearchGrace, unfinished, nil
 }
 
