@@ -22,6 +22,14 @@ type RerankingSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model,omitempty"`
 
+	// API is the request shape the server reads: "cohere" sends the
+	// candidates as "documents" (Cohere and Jina), "tei" as "texts"
+	// (text-embeddings-inference). Absent, both fields are sent, which
+	// each of the three servers accepts at twice the bytes per search.
+	// +optional
+	// +kubebuilder:validation:Enum=cohere;tei
+	API string `json:"api,omitempty"`
+
 	// APIKeySecretRef names the Secret key (default "apiKey") holding the
 	// API key, sent as a Bearer token. The Secret is read in the namespace
 	// of each runtime that uses this policy.

@@ -97,7 +97,7 @@ func resolveReranking(in *memoryv1alpha1.RerankingSpec) *memory.Reranking {
 	if in == nil {
 		return nil
 	}
-	r := &memory.Reranking{Endpoint: in.Endpoint, Model: in.Model, TopN: int(in.TopN), Timeout: in.Timeout}
+	r := &memory.Reranking{Endpoint: in.Endpoint, Model: in.Model, API: in.API, TopN: int(in.TopN), Timeout: in.Timeout}
 	if r.TopN == 0 {
 		r.TopN = memory.DefaultRerankTopN
 	}

@@ -139,7 +139,7 @@ func newReranker(p StoreParams, client *http.Client) memory.Reranker {
 	if r == nil {
 		return nil
 	}
-	rr := memory.NewReranker(memory.RerankConfig{Endpoint: r.Endpoint, Model: r.Model}, p.RerankAPIKey, client)
+	rr := memory.NewReranker(memory.RerankConfig{Endpoint: r.Endpoint, Model: r.Model, API: r.API}, p.RerankAPIKey, client)
 	if p.WrapReranker != nil {
 		rr = p.WrapReranker(rr)
 	}

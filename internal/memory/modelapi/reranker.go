@@ -44,6 +44,10 @@ type RerankConfig struct {
 	// Endpoint is the full URL of the rerank API.
 	Endpoint string
 	Model    string
+	// API is the field the documents go in: "cohere" ("documents", Cohere
+	// and Jina), "tei" ("texts", text-embeddings-inference), empty for
+	// both.
+	API string
 }
 
 // NewReranker returns a client of the /rerank API shared by
@@ -54,22 +58,35 @@ func NewReranker(cfg RerankConfig, apiKey string, client *http.Client) Reranker 
 	if client == nil {
 		client = &http.Client{}
 	}
-	return &rerankClient{url: cfg.Endpoint, model: cfg.Model, apiKey: apiKey, http: client}
+	return &rerankClient{url: cfg.Endpoint, model: cfg.Model, api: cfg.API, apiKey: apiKey, http: client}
 }
 
 type rerankClient struct {
-	url, model, apiKey string
-	http               *http.Client
+	url, model, api, apiKey string
+	http                    *http.Client
 }
 
-// rerankRequest is the body all three servers read (TEI reads "texts"
-// where Jina and Cohere read "documents": both are sent).
+// rerankRequest is the body the three servers read: TEI reads "texts"
+// where Jina and Cohere read "documents"; a client of no named API sends
+// both.
 type rerankRequest struct {
 	Model     string   `json:"model,omitempty"`
 	Query     string   `json:"query"`
-	Documents []string `json:"documents"`
-	Texts     []string `json:"texts"`
+	Documents []string `json:"documents,omitempty"`
+	Texts     []string `json:"texts,omitempty"`
 	TopN      int      `json:"top_n"`
+}
+
+// request is the body of a rerank call for query and the documents sent.
+func (c *rerankClient) request(query string, sent []string) rerankRequest {
+	r := rerankRequest{Model: c.model, Query: query, TopN: len(sent)}
+	if c.api != "tei" {
+		r.Documents = sent
+	}
+	if c.api != "cohere" {
+		r.Texts = sent
+	}
+	return r
 }
 
 // rerankItem is one result: Jina and Cohere send relevance_score, TEI score.
@@ -82,7 +99,7 @@ type rerankItem struct {
 // MaxRerankDocumentBytes bounds one document sent to the reranker: rerank
 // models read about 512 tokens of a document (about 2 KiB of English) and
 // cut the rest, so more is only cost. With it, a request of 200 documents
-// sent twice is at most about 800 KiB before JSON escaping (issue 26,
+// sent twice (no API named) is at most about 800 KiB before JSON escaping (issue 26,
 // twenty-first review: 200 memories of 64 KiB of "<" made one search send
 // 150 MiB and allocate 572 MiB).
 const MaxRerankDocumentBytes = 2 << 10
@@ -109,7 +126,7 @@ func (c *rerankClient) Rerank(ctx context.Context, query string, docs []string) 
 	var payload bytes.Buffer
 	enc := json.NewEncoder(&payload)
 	enc.SetEscapeHTML(false) // "<" stays one byte, not six
-	if err := enc.Encode(rerankRequest{Model: c.model, Query: query, Documents: sent, Texts: sent, TopN: len(sent)}); err != nil {
+	if err := enc.Encode(c.request(query, sent)); err != nil {
 		return nil, fmt.Errorf("encoding the rerank request: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, &payload)

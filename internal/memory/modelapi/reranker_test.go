@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -41,6 +42,32 @@ func TestRerankRequestIsBounded(t *testing.T) {
 	for _, d := range body.Documents {
 		if len(d) > MaxRerankDocumentBytes || !utf8.ValidString(d) {
 			t.Fatalf("a document of %d bytes (valid UTF-8: %v) was sent", len(d), utf8.ValidString(d))
+		}
+	}
+}
+
+// TestRerankRequestSendsTheNamedAPIsFieldOnly (a LOW of issue 26): a
+// client whose policy names the server's API sends the documents once, in
+// the field that server reads; a client of no named API sends both.
+func TestRerankRequestSendsTheNamedAPIsFieldOnly(t *testing.T) {
+	for api, want := range map[string][]string{"cohere": {"documents"}, "tei": {"texts"}, "": {"documents", "texts"}} {
+		var fields map[string]json.RawMessage
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			raw, _ := io.ReadAll(r.Body)
+			fields = nil
+			_ = json.Unmarshal(raw, &fields)
+			_, _ = w.Write([]byte(`{"results": [{"index": 0, "relevance_score": 1}, {"index": 1, "relevance_score": 0.5}]}`))
+		}))
+		hits, err := NewReranker(RerankConfig{Endpoint: srv.URL, API: api}, "", srv.Client()).Rerank(t.Context(), "q", []string{"a", "b"})
+		srv.Close()
+		if err != nil || len(hits) != 2 {
+			t.Fatalf("api %q: %v, %v", api, hits, err)
+		}
+		for _, f := range []string{"documents", "texts"} {
+			_, sent := fields[f]
+			if sent != slices.Contains(want, f) {
+				t.Errorf("api %q: field %q sent = %v, want the fields %q", api, f, sent, want)
+			}
 		}
 	}
 }

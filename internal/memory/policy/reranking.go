@@ -15,11 +15,20 @@ type Reranking struct {
 	// Endpoint is the full URL of the rerank API (…/rerank).
 	Endpoint string `json:"endpoint"`
 	Model    string `json:"model,omitempty"`
+	// API is the request shape: RerankAPICohere, RerankAPITEI, or empty
+	// for both fields.
+	API string `json:"api,omitempty"`
 	// TopN is how many first-stage candidates are reranked.
 	TopN int `json:"topN"`
 	// Timeout bounds one rerank call: a Go duration such as "2s".
 	Timeout string `json:"timeout"`
 }
+
+// The request shapes of Reranking.API.
+const (
+	RerankAPICohere = "cohere" // "documents": Cohere and Jina
+	RerankAPITEI    = "tei"    // "texts": text-embeddings-inference
+)
 
 // Bounds and defaults of Reranking (the MemoryPolicy CRD has the same).
 const (
@@ -56,6 +65,9 @@ func (r Reranking) validate() error {
 	var errs []error
 	if u, err := url.Parse(r.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("reranking.endpoint: %q must be an http or https URL", r.Endpoint))
+	}
+	if r.API != "" && r.API != RerankAPICohere && r.API != RerankAPITEI {
+		errs = append(errs, fmt.Errorf("reranking.api: %q must be %q or %q", r.API, RerankAPICohere, RerankAPITEI))
 	}
 	if len(r.Model) > 256 {
 		errs = append(errs, fmt.Errorf("reranking.model: %d bytes, more than 256", len(r.Model)))
