@@ -55,9 +55,22 @@ func (b *builtinEmbedder) embedOne(text string) []float32 {
 			b.add(v, words[i-1]+" "+w, bigramWeight)
 		}
 	}
+	return b.unit(v, text)
+}
+
+// unit is v scaled to length 1. Signed features can cancel out to a zero
+// vector (words and bigrams that collide with opposite signs), whose
+// scaling would be NaN in every dimension, which PostgreSQL refuses in a
+// vector: such a text gets the unit vector of one dimension its whole
+// text hashes to, like a text of one unknown word.
+func (b *builtinEmbedder) unit(v []float64, text string) []float32 {
 	var norm float64
 	for _, x := range v {
 		norm += x * x
+	}
+	if norm == 0 {
+		b.add(v, "\x00"+text, 1)
+		norm = 1
 	}
 	norm = math.Sqrt(norm)
 	out := make([]float32, b.dims)
