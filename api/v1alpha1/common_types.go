@@ -92,6 +92,11 @@ const (
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	// ReasonProvisioned: the schema and roles exist, are migrated and granted.
 	ReasonProvisioned = "Provisioned"
+	// ReasonTextSearchDeferred (event): the policy's new text search
+	// configuration waits, because the tenant's previous switch was less
+	// than the operator's --text-search-min-interval ago (each switch
+	// parses every row of the tenant and builds an index).
+	ReasonTextSearchDeferred = "TextSearchDeferred"
 	// ReasonDBAActionNeeded: the Warning event of a provisioning that
 	// succeeded but found something only a DBA can repair (the admin is not
 	// a superuser), e.g. tenants that may still take advisory locks; the

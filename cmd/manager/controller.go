@@ -31,33 +31,34 @@ import (
 
 // controllerFlags are the flags of `manager` (the operator).
 type controllerFlags struct {
-	leaderElect         bool
-	metricsAddr         string
-	probeAddr           string
-	runtimeConcurrency  int
-	policyConcurrency   int
-	jobConcurrency      int
-	dbConcurrency       int
-	dbCheckInterval     time.Duration
-	watchNamespaces     string
-	operatorNamespace   string
-	grantCheckInterval  time.Duration
-	dbLockTimeout       time.Duration
-	dbTimeout           time.Duration
-	migrationTimeout    time.Duration
-	tenantServerTimeout time.Duration
-	blockerMaxAge       time.Duration
-	reaperInterval      time.Duration
-	lockWatchInterval   time.Duration
-	lockThreshold       int
-	lockTableShare      int
-	lockQuarantine      time.Duration
-	connectionShare     int
-	tempFileLimit       string
-	serviceImage        string
-	metricsNamespaces   string
-	logLevel            string
-	logFormat           string
+	leaderElect           bool
+	metricsAddr           string
+	probeAddr             string
+	runtimeConcurrency    int
+	policyConcurrency     int
+	jobConcurrency        int
+	dbConcurrency         int
+	dbCheckInterval       time.Duration
+	watchNamespaces       string
+	operatorNamespace     string
+	grantCheckInterval    time.Duration
+	textSearchMinInterval time.Duration
+	dbLockTimeout         time.Duration
+	dbTimeout             time.Duration
+	migrationTimeout      time.Duration
+	tenantServerTimeout   time.Duration
+	blockerMaxAge         time.Duration
+	reaperInterval        time.Duration
+	lockWatchInterval     time.Duration
+	lockThreshold         int
+	lockTableShare        int
+	lockQuarantine        time.Duration
+	connectionShare       int
+	tempFileLimit         string
+	serviceImage          string
+	metricsNamespaces     string
+	logLevel              string
+	logFormat             string
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, error) {
@@ -87,6 +88,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.StringVar(&f.tempFileLimit, "tenant-temp-file-limit", tenant.DefaultTempFileLimit, "temp_file_limit set on every tenant login role (a PostgreSQL size: 2GB, 500MB; -1 sets none): a tenant cannot SET it away; needs a superuser admin or GRANT SET ON PARAMETER temp_file_limit, else a DBAActionNeeded event")
 	fs.IntVar(&f.connectionShare, "tenant-connection-share", controller.DefaultTenantConnectionShare, "percentage of the server's connection slots (max_connections less the reserved ones) the login roles of one namespace may hold together: each one's CONNECTION LIMIT is its part, never raised by replicas; 0 sets no limit")
 	fs.DurationVar(&f.grantCheckInterval, "grant-check-interval", controller.DefaultGrantCheckInterval, "how often each Ready tenant's schema, roles and grants are verified and repaired in PostgreSQL")
+	fs.DurationVar(&f.textSearchMinInterval, "text-search-min-interval", controller.DefaultTextSearchMinInterval, "how long after one switch of a tenant's text search configuration (a refill of its rows and an index build) the next may start; negative: no minimum")
 	fs.StringVar(&f.serviceImage, "service-image", os.Getenv(naming.EnvServiceImage), "image of the memory service and jobs when a MemoryRuntime sets none (env ENGRAM_IMAGE); default: the operator's own, read from its pod (POD_NAME)")
 	fs.StringVar(&f.metricsNamespaces, "service-metrics-namespaces", controller.DefaultMetricsNamespaces, "label selector of the namespaces (where Prometheus runs) whose pods may reach the memory services' metrics port; each runtime's NetworkPolicy admits it from there only")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -215,6 +217,7 @@ func runController(args []string) int {
 		ServiceImage:            f.serviceImage,
 		MetricsNamespaces:       metricsNamespaces,
 		GrantCheckInterval:      f.grantCheckInterval,
+		TextSearchMinInterval:   f.textSearchMinInterval,
 		LockTimeout:             f.dbLockTimeout,
 		DatabaseTimeout:         f.dbTimeout,
 		MigrationTimeout:        f.migrationTimeout,

@@ -82,6 +82,8 @@ type runtimeState struct {
 	// provisioned is the message of the DatabaseReady=True this process
 	// last wrote (reassertReady).
 	provisioned string
+	// text is the tenant's text search pacing (textsearch_pace.go).
+	text textPace
 }
 
 type runtimeMemory struct {

@@ -83,14 +83,16 @@ func withReasonIfNone(err error, reason string) error {
 // asked of PostgreSQL (and nothing is written to the API server).
 func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
-	textConfig, err := r.textSearchConfig(ctx, rt)
+	wantText, err := r.textSearchConfig(ctx, rt)
 	if err != nil {
 		return false, err
 	}
-	// The text search configuration is in it so that a policy's new one is
-	// built at once, not at the next periodic check.
-	fingerprint := fmt.Sprintf("%s|%d|%s|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8), textConfig)
 	mem := r.memory.get(rt.UID)
+	textConfig := r.paceTextSearch(s, mem, wantText)
+	// The text search configuration is in it so that a policy's new one is
+	// built at once, not at the next periodic check (or, when paced, at the
+	// requeue when its wait ends: the fingerprint holds the one applied).
+	fingerprint := fmt.Sprintf("%s|%d|%s|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8), textConfig)
 	now, dueIn := decideProvision(provisionObserved{
 		fingerprint: fingerprint, last: mem.fingerprint,
 		dbReady:     observedDBReady(rt, mem),
@@ -176,6 +178,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	s.created = res.Password
 	r.memory.update(rt.UID, func(st *runtimeState) {
 		st.checkedAt, st.fingerprint, st.schemaVersion, st.warned = time.Now(), fingerprint, res.Version, ""
+		st.text = st.text.paced(textConfig, res.TextSearchSwitched, time.Now())
 		st.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	})
 	// status.schema records a schema only once it is this runtime's: the

@@ -26,6 +26,10 @@ type Options struct {
 	// GrantCheckInterval is how often a Ready runtime's schema, roles and
 	// grants are verified (and repaired) in PostgreSQL.
 	GrantCheckInterval time.Duration
+	// TextSearchMinInterval is how long after switching a tenant's text
+	// search configuration the operator starts the next switch
+	// (textsearch_pace.go); a negative value: no minimum.
+	TextSearchMinInterval time.Duration
 	// DatabaseTimeout bounds one provisioning, rotation or drop call.
 	DatabaseTimeout time.Duration
 	// ConnectTimeout bounds connecting to PostgreSQL.
@@ -179,6 +183,9 @@ func (o Options) withDefaults() Options {
 		o.TenantTempFileLimit = tenant.DefaultTempFileLimit
 	}
 	defaultIfUnset(&o.GrantCheckInterval, DefaultGrantCheckInterval)
+	if o.TextSearchMinInterval == 0 {
+		o.TextSearchMinInterval = DefaultTextSearchMinInterval
+	}
 	defaultIfUnset(&o.DatabaseTimeout, DefaultDatabaseTimeout)
 	defaultIfUnset(&o.ConnectTimeout, DefaultConnectTimeout)
 	defaultIfUnset(&o.MigrationTimeout, DefaultMigrationTimeout)

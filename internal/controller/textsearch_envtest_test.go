@@ -18,7 +18,9 @@ import (
 // scenarioTextSearchChange: a policy's new search.textSearchConfig reaches
 // the tenant (issue 31): the operator builds the German text index, switches
 // the tenant's text_search row and drops the English index; a runtime
-// without a policy stays English.
+// without a policy stays English. A second change right after waits for
+// --text-search-min-interval (a LOW of issue 26): announced once in an
+// event, the tenant still German meanwhile.
 func scenarioTextSearchChange(e *operatorEnv, t *testing.T) {
 	ns := e.botNamespace(t, "textsearch")
 	schemaOf := func(name string) string {
@@ -47,6 +49,12 @@ func scenarioTextSearchChange(e *operatorEnv, t *testing.T) {
 	})
 	if err := wantTextSearch(testContext(t), e.pool, other, "english", "memories_owner_text_idx"); err != nil {
 		t.Errorf("the runtime without a policy: %v", err)
+	}
+
+	update(t, e, policy, func(p *memoryv1alpha1.MemoryPolicy) { p.Spec.Search.TextSearchConfig = "french" })
+	e.waitEvent(t, ns, "bot", memoryv1alpha1.ReasonTextSearchDeferred, "text search configuration french starts in")
+	if err := wantTextSearch(testContext(t), e.pool, bot, "german", "memories_owner_text_stored_german_idx"); err != nil {
+		t.Errorf("a switch right after the previous one was not deferred: %v", err)
 	}
 }
 

@@ -106,6 +106,9 @@ type Result struct {
 	// Changes lists, for humans, what was created or repaired; empty when
 	// everything was already in place.
 	Changes []string
+	// TextSearchSwitched says that this pass switched the tenant's text
+	// search to another configuration (the operator paces switches).
+	TextSearchSwitched bool
 	// Warnings lists, for humans, what is wrong and the admin may not
 	// repair (a DBA must): provisioning succeeded all the same.
 	Warnings []string

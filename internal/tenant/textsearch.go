@@ -269,6 +269,7 @@ func switchTextSearch(ctx context.Context, conn *pgx.Conn, schema, owner, config
 		res.Changes = append(res.Changes, fmt.Sprintf("ended the abandoned %s fill of text search %s", *row.next, config))
 	} else {
 		res.Changes = append(res.Changes, fmt.Sprintf("switched text search from %s to %s", row.active, config))
+		res.TextSearchSwitched = true
 	}
 	return TextSearchGrace, unfinished, nil
 }
