@@ -33,8 +33,8 @@ const (
 //
 // A move reports itself while it runs: status.citusMove is written Running
 // with startedAt in a status patch of its own before the move starts, then
-// with the bytes copied at most once per moveProgressInterval (only when
-// they changed), and the reconcile's final status patch writes the result.
+// with the bytes copied at most once per Options.MoveProgressInterval
+// (10 s; only when they changed), and the reconcile's final status patch writes the result.
 func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	want := strings.TrimSpace(rt.Annotations[naming.AnnotationMoveToWorker])
@@ -60,7 +60,7 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 	if err := r.writeMove(ctx, s, mv); err != nil {
 		return false, err
 	}
-	th := &moveThrottle{every: moveProgressInterval, last: started.Time}
+	th := &moveThrottle{every: r.opts.MoveProgressInterval, last: started.Time}
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
 	res, err := tenant.MoveSchema(dbctx, s.pool, tenant.MoveSpec{Schema: s.schema, Owner: TenantOwner(rt), To: want,
@@ -87,10 +87,6 @@ func (r *MemoryRuntimeReconciler) moveFailed(s *runtimeScope, mv *memoryv1alpha1
 	r.eventer().warning(s.rt, reasonMoveFailed, "Move", "%s", mv.Message)
 	s.requeue.at(r.opts.GrantCheckInterval)
 }
-
-// moveProgressInterval bounds the status writes of a running move: one per
-// interval at most, whatever the size of the schema.
-const moveProgressInterval = 10 * time.Second
 
 // moveThrottle decides which progress readings of a move are written.
 type moveThrottle struct {
