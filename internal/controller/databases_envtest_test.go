@@ -253,6 +253,7 @@ func scenarioDatabases(e *operatorEnv, t *testing.T) {
 	e.waitTenants(t, b.Name, 4)
 	e.waitEvent(t, ns, where[a.Name][0], memoryv1alpha1.ReasonPlaced, "the most room of")
 	e.checkWideTable(t, ns, where, b.Name)
+	e.checkDatabaseTable(t, map[string]int{a.Name: 6, b.Name: 4}, b.Name)
 
 	// Both full: the eleventh waits, Stalled (a human must add room), and
 	// says why for each database.

@@ -12,11 +12,14 @@ import (
 	"testing"
 	"text/template"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
 
 // fleetObjects are the names in fleetManifest: a plain PostgreSQL and a
@@ -156,6 +159,68 @@ func (e *operatorEnv) checkWideTable(t *testing.T, ns string, where map[string][
 			if onCitus := db == citusDB; onCitus != strings.Contains(worker, ":") {
 				t.Errorf("%s on %s: column Citus-Worker %q", name, db, worker)
 			}
+		}
+	}
+}
+
+// checkDatabaseTable reads `kubectl get memorydatabases -o wide` as the API
+// server serves it (the CRD's printer columns) and checks each database of
+// tenants (name -> tenants placed) at a glance: reachable, its tenants and
+// capacity, the bytes used, not cordoned, the server version, and the Citus
+// version on citusDB only; every cell as the object's own fields say.
+func (e *operatorEnv) checkDatabaseTable(t *testing.T, tenants map[string]int, citusDB string) {
+	t.Helper()
+	table := e.serverTable(t, "/apis/memory.engram.dev/v1alpha1/memorydatabases")
+	col := map[string]int{}
+	for i, c := range table.ColumnDefinitions {
+		col[c.Name] = i
+	}
+	names := []string{"Name", "Reachable", "Reason", "Tenants", "Max-Tenants", "Used", "Max-Bytes", "Cordoned", "Version", "Citus", "Age"}
+	for _, name := range names {
+		if _, ok := col[name]; !ok {
+			t.Fatalf("kubectl get memorydatabases -o wide has no %s column: %v", name, table.ColumnDefinitions)
+		}
+	}
+	rows := map[string][]any{}
+	for _, r := range table.Rows {
+		rows[fmt.Sprint(r.Cells[col["Name"]])] = r.Cells
+	}
+	for name, n := range tenants {
+		cells, ok := rows[name]
+		if !ok {
+			t.Errorf("kubectl get memorydatabases: no row for %s", name)
+			continue
+		}
+		cell := func(c string) string { return fmt.Sprint(cells[col[c]]) }
+		var db memoryv1alpha1.MemoryDatabase
+		if err := e.get(t, "", name, &db); err != nil {
+			t.Fatal(err)
+		}
+		citus := ""
+		if db.Status.Citus != nil {
+			citus = db.Status.Citus.Version
+		}
+		if (name == citusDB) != (citus != "") {
+			t.Errorf("%s: status.citus.version %q (Citus database: %s)", name, citus, citusDB)
+		}
+		want := map[string]string{
+			"Reachable": "True", "Reason": memoryv1alpha1.ReasonConnected, "Tenants": fmt.Sprint(n),
+			"Max-Tenants": fmt.Sprint(*db.Spec.Capacity.MaxTenants), "Version": db.Status.ServerVersion, "Citus": citus,
+		}
+		if citus == "" {
+			want["Citus"] = "<nil>" // an absent field: a null cell
+		}
+		for c, w := range want {
+			if got := cell(c); got != w || w == "" {
+				t.Errorf("kubectl get memorydatabases, %s: column %s %q, want %q", name, c, got, w)
+			}
+		}
+		// The check rewrites bytesUsed now and then: a size, not a value.
+		if q, err := resource.ParseQuantity(cell("Used")); err != nil || q.Sign() <= 0 {
+			t.Errorf("kubectl get memorydatabases, %s: column Used %q (%v), want a size", name, cell("Used"), err)
+		}
+		if got := cell("Cordoned"); got == "true" {
+			t.Errorf("kubectl get memorydatabases, %s: column Cordoned %q, want not cordoned", name, got)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
@@ -28,6 +30,11 @@ const (
 // failed move is tried again after GrantCheckInterval, or at once when the
 // annotation changes; a runtime whose schema is where the annotation says
 // costs nothing (no database query, no write).
+//
+// A move reports itself while it runs: status.citusMove is written Running
+// with startedAt in a status patch of its own before the move starts, then
+// with the bytes copied at most once per Options.MoveProgressInterval
+// (10 s; only when they changed), and the reconcile's final status patch writes the result.
 func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	want := strings.TrimSpace(rt.Annotations[naming.AnnotationMoveToWorker])
@@ -47,9 +54,17 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 		return false, nil
 	}
 	r.eventer().normal(rt, reasonMoving, "Move", "moving schema %s from Citus worker %s to %s", s.schema, mv.From, want)
+	started := metav1.Now()
+	mv.Result, mv.StartedAt = memoryv1alpha1.CitusMoveRunning, &started
+	mv.Message = "copying the schema's tables to " + want
+	if err := r.writeMove(ctx, s, mv); err != nil {
+		return false, err
+	}
+	th := &moveThrottle{every: r.opts.MoveProgressInterval, last: started.Time}
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
-	res, err := tenant.MoveSchema(dbctx, s.pool, tenant.MoveSpec{Schema: s.schema, Owner: TenantOwner(rt), To: want})
+	res, err := tenant.MoveSchema(dbctx, s.pool, tenant.MoveSpec{Schema: s.schema, Owner: TenantOwner(rt), To: want,
+		Progress: func(p tenant.MoveProgress) { r.moveProgress(ctx, s, mv, th, p) }})
 	if err = r.explainPassTimeout(ctx, dbctx, s, err); err != nil {
 		r.moveFailed(s, mv, err)
 		return false, nil
@@ -71,4 +86,53 @@ func (r *MemoryRuntimeReconciler) moveFailed(s *runtimeScope, mv *memoryv1alpha1
 	s.rt.Status.CitusMove = mv
 	r.eventer().warning(s.rt, reasonMoveFailed, "Move", "%s", mv.Message)
 	s.requeue.at(r.opts.GrantCheckInterval)
+}
+
+// moveThrottle decides which progress readings of a move are written.
+type moveThrottle struct {
+	every time.Duration
+	last  time.Time // the last status write of this move
+	sent  tenant.MoveProgress
+}
+
+// due reports whether p, read at now, is written: every has passed since
+// the last write and p differs from what was written.
+func (th *moveThrottle) due(now time.Time, p tenant.MoveProgress) bool {
+	if p == th.sent || now.Sub(th.last) < th.every {
+		return false
+	}
+	th.last, th.sent = now, p
+	return true
+}
+
+// moveProgress writes a progress reading of the running move, when the
+// throttle lets it. It runs on MoveSchema's progress goroutine while the
+// reconcile waits in MoveSchema, which returns only after the last call: s
+// is not touched by both at once. A failed write is logged; the move goes on.
+func (r *MemoryRuntimeReconciler) moveProgress(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.CitusMoveStatus, th *moveThrottle, p tenant.MoveProgress) {
+	if !th.due(time.Now(), p) {
+		return
+	}
+	mv.CopiedBytes, mv.TotalBytes = p.Copied, p.Total
+	mv.Message = fmt.Sprintf("copying to %s: %s of %s", mv.To, formatBytes(p.Copied), formatBytes(p.Total))
+	if err := r.writeMove(ctx, s, mv); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "writing the progress of a Citus move", "schema", s.schema)
+	}
+}
+
+// writeMove writes status.citusMove at once, in a status patch of its own
+// (as recordPlacement does): a running move shows while the reconcile
+// waits for it. The reconcile's final status patch then sends only what
+// changed since.
+func (r *MemoryRuntimeReconciler) writeMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.CitusMoveStatus) error {
+	obj := s.orig.DeepCopy()
+	obj.Status.CitusMove = mv.DeepCopy()
+	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig), client.FieldOwner(naming.FieldOwner)); err != nil {
+		return fmt.Errorf("writing status.citusMove (%s to %s): %w", mv.Result, mv.To, err)
+	}
+	s.orig.Status.CitusMove = mv.DeepCopy()
+	s.rt.Status.CitusMove = mv.DeepCopy()
+	// The final patch names the latest version (see ensureFinalizer).
+	s.rt.ResourceVersion = obj.ResourceVersion
+	return nil
 }

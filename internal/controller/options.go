@@ -53,6 +53,10 @@ type Options struct {
 	// 26's sixth review, HIGH 2). Platform connections (clusterConnection,
 	// MemoryDatabase) keep MigrationTimeout.
 	TenantServerTimeout time.Duration
+	// MoveProgressInterval is the least time between two status writes of
+	// a running move's progress (move-to-worker). Not a flag: the envtest
+	// suite shortens it so that a move of seconds reports progress.
+	MoveProgressInterval time.Duration
 	// MetricsNamespaces selects the namespaces whose pods may reach the
 	// memory services' metrics port (where Prometheus runs): the runtimes'
 	// NetworkPolicies admit it from there only. Nil: DefaultMetricsNamespaces.
@@ -148,6 +152,7 @@ const (
 	DefaultRetryBaseDelay          = 500 * time.Millisecond
 	DefaultRetryMaxDelay           = 5 * time.Minute
 	DefaultNotOwnedRetry           = 30 * time.Second
+	DefaultMoveProgressInterval    = 10 * time.Second
 )
 
 // DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
@@ -190,6 +195,7 @@ func (o Options) withDefaults() Options {
 	defaultIfUnset(&o.ConnectTimeout, DefaultConnectTimeout)
 	defaultIfUnset(&o.MigrationTimeout, DefaultMigrationTimeout)
 	defaultIfUnset(&o.TenantServerTimeout, DefaultTenantServerTimeout)
+	defaultIfUnset(&o.MoveProgressInterval, DefaultMoveProgressInterval)
 	defaultIfUnset(&o.TenantBlockerMaxAge, DefaultTenantBlockerMaxAge)
 	if o.TenantReaperInterval == 0 {
 		o.TenantReaperInterval = DefaultTenantReaperInterval

@@ -56,6 +56,7 @@ func operatorScenarios() []scenario {
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
 		{name: "Citus", run: scenarioCitus},
+		{name: "CitusWorkerRefused", run: scenarioCitusWorkerRefused},
 		{name: "KStatus", run: scenarioKStatus},
 		{name: "SpecOverBound", run: scenarioSpecOverBound},
 		{name: "CELSpecBounds", run: scenarioCELSpecBounds},

@@ -138,6 +138,9 @@ func startOperator(t *testing.T) *operatorEnv {
 		// server that stops is noticed at once (scenarioDatabaseServerDown);
 		// the idle check proves the checks write nothing.
 		DatabaseCheckInterval: time.Second,
+		// A move of seconds (scenarioCitus) reports its progress too
+		// (default: one write per 10 s at most).
+		MoveProgressInterval: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -209,8 +209,11 @@ func printRuntimeStatus(w io.Writer, st *RuntimeStatus, now time.Time) error {
 	}
 	if m := st.CitusMove; m != nil {
 		when := ""
-		if m.FinishedAt != nil {
+		switch {
+		case m.FinishedAt != nil:
 			when = ", " + age(m.FinishedAt.Time, now) + " ago"
+		case m.StartedAt != nil:
+			when = ", started " + age(m.StartedAt.Time, now) + " ago"
 		}
 		line("Last move", fmt.Sprintf("%s to %s%s: %s", m.Result, m.To, when, m.Message))
 	}

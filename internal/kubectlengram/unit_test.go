@@ -122,7 +122,7 @@ func TestKrewManifest(t *testing.T) {
 }
 
 // The status screen names the Citus worker of a runtime on Citus and its
-// last move; a runtime on plain PostgreSQL shows neither line.
+// last move (running or ended); a runtime on plain PostgreSQL shows neither line.
 func TestStatusShowsCitusWorker(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	done := metav1.NewTime(now.Add(-2 * time.Minute))
@@ -137,6 +137,16 @@ func TestStatusShowsCitusWorker(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("status screen lacks %q:\n%s", want, b.String())
 		}
+	}
+	started := metav1.NewTime(now.Add(-30 * time.Second))
+	st.CitusMove = &memoryv1alpha1.CitusMoveStatus{To: "10.0.0.6:5432", From: "10.0.0.7:5432", Result: memoryv1alpha1.CitusMoveRunning,
+		Message: "copying to 10.0.0.6:5432: 12MiB of 40MiB", StartedAt: &started, CopiedBytes: 12 << 20, TotalBytes: 40 << 20}
+	b.Reset()
+	if err := printRuntimeStatus(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Last move:      Running to 10.0.0.6:5432, started 30s ago: copying to 10.0.0.6:5432: 12MiB of 40MiB\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status screen of a running move lacks %q:\n%s", want, b.String())
 	}
 	st.CitusWorker, st.CitusMove = "", nil
 	b.Reset()
