@@ -375,7 +375,9 @@ type CitusMoveStatus struct {
 	// From is the worker the schema was on when the move started.
 	// +optional
 	From string `json:"from,omitempty"`
-	// Result is Running while the move copies, then Succeeded or Failed.
+	// Result is Running while the move copies, then Succeeded or Failed;
+	// Waiting while another shard move runs on the Citus cluster (tried
+	// again every 15 seconds).
 	Result string `json:"result"`
 	// Message says how far a running move is, how long the move took, or
 	// why it failed.
@@ -403,6 +405,7 @@ const (
 	CitusMoveRunning   = "Running"
 	CitusMoveSucceeded = "Succeeded"
 	CitusMoveFailed    = "Failed"
+	CitusMoveWaiting   = "Waiting"
 )
 
 // MemoryRuntime is one tenant of Engram: a PostgreSQL schema with pgvector, a

@@ -21,7 +21,13 @@ const (
 	reasonMoving     = "Moving"
 	reasonMoved      = "Moved"
 	reasonMoveFailed = "MoveFailed"
+	reasonMoveWaits  = "MoveWaiting"
 )
+
+// moveBusyRetry is how soon a move refused because another shard move runs
+// on the Citus cluster is tried again: that one ends on its own, in
+// seconds to minutes, and nothing needs a human.
+const moveBusyRetry = 15 * time.Second
 
 // moveToWorker carries out the move-to-worker annotation: when it names a
 // Citus worker other than the one holding the schema (status.citusWorker,
@@ -65,7 +71,10 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 	defer cancel()
 	res, err := tenant.MoveSchema(dbctx, s.pool, tenant.MoveSpec{Schema: s.schema, Owner: TenantOwner(rt), To: want,
 		Progress: func(p tenant.MoveProgress) { r.moveProgress(ctx, s, mv, th, p) }})
-	if err = r.explainPassTimeout(ctx, dbctx, s, err); err != nil {
+	if err = r.explainPassTimeout(ctx, dbctx, s, err); errors.Is(err, tenant.ErrMoveInProgress) {
+		r.moveWaits(s, mv, last, err)
+		return false, nil
+	} else if err != nil {
 		r.moveFailed(s, mv, err)
 		return false, nil
 	}
@@ -86,6 +95,19 @@ func (r *MemoryRuntimeReconciler) moveFailed(s *runtimeScope, mv *memoryv1alpha1
 	s.rt.Status.CitusMove = mv
 	r.eventer().warning(s.rt, reasonMoveFailed, "Move", "%s", mv.Message)
 	s.requeue.at(r.opts.GrantCheckInterval)
+}
+
+// moveWaits records a move refused because another shard move runs on the
+// Citus cluster: Waiting, tried again after moveBusyRetry, with one event
+// per wait (not one per retry).
+func (r *MemoryRuntimeReconciler) moveWaits(s *runtimeScope, mv, last *memoryv1alpha1.CitusMoveStatus, err error) {
+	mv.Result = memoryv1alpha1.CitusMoveWaiting
+	mv.Message = stableMessage(scrubAdmin(err.Error(), s.admin)) + fmt.Sprintf("; tried again every %s", moveBusyRetry)
+	s.rt.Status.CitusMove = mv
+	if last == nil || last.Result != memoryv1alpha1.CitusMoveWaiting || last.To != mv.To {
+		r.eventer().normal(s.rt, reasonMoveWaits, "Move", "%s", mv.Message)
+	}
+	s.requeue.at(moveBusyRetry)
 }
 
 // moveThrottle decides which progress readings of a move are written.

@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/events"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -31,5 +35,30 @@ func TestMoveThrottle(t *testing.T) {
 		if got := th.due(start.Add(s.after), s.p); got != s.want {
 			t.Errorf("step %d (+%s, %+v): due = %v, want %v", i, s.after, s.p, got, s.want)
 		}
+	}
+}
+
+// TestMoveWaitsWhileAnotherMoveRuns: a move refused because another shard
+// move runs on the Citus cluster is Waiting, not Failed, tried again after
+// moveBusyRetry (not the grant-check interval), with one event per wait.
+func TestMoveWaitsWhileAnotherMoveRuns(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &MemoryRuntimeReconciler{events: rec}
+	s := &runtimeScope{rt: &memoryv1alpha1.MemoryRuntime{}}
+	busy := fmt.Errorf("moving: %w", tenant.ErrMoveInProgress)
+	var last *memoryv1alpha1.CitusMoveStatus
+	for range 3 {
+		mv := &memoryv1alpha1.CitusMoveStatus{To: "w2:5432", From: "w1:5432"}
+		r.moveWaits(s, mv, last, busy)
+		last = s.rt.Status.CitusMove
+		if last.Result != memoryv1alpha1.CitusMoveWaiting || last.FinishedAt != nil {
+			t.Fatalf("status after a busy refusal: %+v, want Waiting, unfinished", last)
+		}
+		if s.requeue.after != moveBusyRetry {
+			t.Fatalf("requeued after %s, want %s", s.requeue.after, moveBusyRetry)
+		}
+	}
+	if n := len(rec.Events); n != 1 {
+		t.Fatalf("%d events for one wait of three retries, want 1", n)
 	}
 }
