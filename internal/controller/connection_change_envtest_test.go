@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -24,6 +26,8 @@ import (
 // password for the same server (the admin role's password changed and the
 // Secret edited) keeps working, and status.connection records which server
 // and database the tenant lives on, without anything from the Secret.
+// Removing status.connection after a change accepts the new server
+// (docs/operations.md, "Changing a runtime's connection").
 func scenarioConnectionChanged(e *operatorEnv, t *testing.T) {
 	in := testenv.NewInstance(t, "connchange")
 	in.Start(t)
@@ -46,7 +50,7 @@ func scenarioConnectionChanged(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "connchange")
 	rt := newRuntime(ns, "bot", "")
 	rt.Spec.Database.ClusterConnection = homeName
-	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete // dropped at the end, while its server runs
+	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete // dropped at the end
 	rt = e.readyRuntime(t, rt)
 	schema := rt.Status.Schema
 	recorded := rt.Status.Connection
@@ -126,10 +130,28 @@ func scenarioConnectionChanged(e *operatorEnv, t *testing.T) {
 	if schemaIn(t, e.adminURL, schema) {
 		t.Errorf("schema %s is on the other server", schema)
 	}
-	// Reclaim the tenant while its server runs (the instance stops when
-	// the test ends).
+
+	// The documented way to accept a new home (after moving the schema by
+	// hand, which this test does not do): change the connection, then
+	// remove status.connection.
+	setDatabase(memoryv1alpha1.DatabaseSpec{ClusterConnection: elsewhere})()
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonDatabaseChanged)
+	forget := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/connection"}]`))
+	if err := e.c.Status().Patch(testContext(t), &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, forget); err != nil {
+		t.Fatal(err)
+	}
+	// A status change alone does not reconcile the runtime, nor does a
+	// foreign annotation (the cache keeps only the operator's): a new
+	// rotate-credentials value does, and provisions at once.
+	e.rotate(t, ns, "bot", "new-home")
+	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionDatabaseReady, true, "")
+	if c := got.Status.Connection; c == nil || c.SystemIdentifier == recorded.SystemIdentifier || !schemaIn(t, e.adminURL, schema) {
+		t.Errorf("after status.connection was removed: status.connection = %+v (was %+v), schema on the new server: %v",
+			c, recorded, schemaIn(t, e.adminURL, schema))
+	}
+	// Reclaim the tenant on its new home.
 	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
-	if schemaIn(t, home, schema) {
+	if schemaIn(t, e.adminURL, schema) {
 		t.Errorf("schema %s was not reclaimed", schema)
 	}
 }
