@@ -205,6 +205,14 @@ const (
 	// the one the tenant lives on (status.database.name, or a connection
 	// it was provisioned through); the operator never moves a tenant.
 	ReasonDatabaseChanged = "DatabaseChanged"
+	// ReasonEmbeddingChangeNeedsReembed: spec.embedding names another
+	// provider or model than the one the tenant's stored vectors were made
+	// with (status.embedding), and the tenant holds vectors: the change is
+	// not rolled out, as re-embedding does not exist yet.
+	ReasonEmbeddingChangeNeedsReembed = "EmbeddingChangeNeedsReembed"
+	// ReasonEmbeddingChanged: the event of a spec.embedding change accepted
+	// on a tenant that holds no vector yet.
+	ReasonEmbeddingChanged = "EmbeddingChanged"
 
 	// ReasonReconcileError: Reconciling=True after a phase failed with an
 	// error that is retried with backoff (an API or database request); the

@@ -327,6 +327,16 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	Database *RuntimeDatabase `json:"database,omitempty"`
 
+	// Connection is the server and database the tenant lives on (see
+	// RuntimeConnection), recorded when it is provisioned.
+	// +optional
+	Connection *RuntimeConnection `json:"connection,omitempty"`
+
+	// Embedding is the embedder of the tenant's stored vectors (see
+	// RuntimeEmbedder).
+	// +optional
+	Embedding *RuntimeEmbedder `json:"embedding,omitempty"`
+
 	// SchemaVersion is the migration version the schema is at.
 	// +optional
 	SchemaVersion int32 `json:"schemaVersion,omitempty"`

@@ -214,6 +214,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.connect,
 		r.provision,
 		r.moveToWorker,
+		r.checkEmbedder,
 		r.reconcileCredentials,
 		r.reconcileAPIToken,
 		r.reconcileConfig,

@@ -126,7 +126,16 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		spec.Replay = r.opts.ReplayMigrations(client.ObjectKeyFromObject(rt))
 	}
 	started := time.Now()
-	res, err := tenant.Provision(dbctx, s.pool, spec)
+	// A failure to ask is a failure of the pass (an unreachable server
+	// gets its reason below).
+	home, stop, err := r.checkConnection(dbctx, s)
+	if stop {
+		return true, nil
+	}
+	var res *tenant.Result
+	if err == nil {
+		res, err = tenant.Provision(dbctx, s.pool, spec)
+	}
 	err = r.explainPassTimeout(ctx, dbctx, s, err)
 	provisionSeconds.WithLabelValues(resultLabel(err)).Observe(time.Since(started).Seconds())
 	if s.faulted {
@@ -187,6 +196,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	rt.Status.Schema = s.schema
 	rt.Status.SchemaVersion = int32(res.Version)
 	rt.Status.CitusWorker = res.Worker
+	recordConnection(rt, home)
 	s.facts.provisioned = fmt.Sprintf("schema %s at version %d; login role %s", s.schema, res.Version, res.LoginRole)
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return false, nil

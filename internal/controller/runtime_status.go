@@ -79,6 +79,9 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonNoDatabaseAvailable: true,
 	memoryv1alpha1.ReasonDatabaseNotFound:    true,
 	memoryv1alpha1.ReasonDatabaseChanged:     true,
+	// A model change on a tenant with vectors waits for spec.embedding
+	// to be set back (re-embedding does not exist yet).
+	memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed: true,
 }
 
 // isStalled reports whether reason needs a human (see stalledReasons).

@@ -54,6 +54,8 @@ func operatorScenarios() []scenario {
 		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
 		{name: "Databases", run: scenarioDatabases},
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
+		{name: "ConnectionChanged", run: scenarioConnectionChanged},
+		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
 		{name: "Citus", run: scenarioCitus},
 		{name: "CitusWorkerRefused", run: scenarioCitusWorkerRefused},

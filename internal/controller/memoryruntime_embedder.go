@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// checkEmbedder keeps the tenant's vectors of one model. status.embedding
+// records the embedder the stored vectors were made with; a spec.embedding
+// naming another provider or model is accepted while the tenant holds no
+// vector, and refused otherwise (EmbeddingChangeNeedsReembed, Stalled):
+// the reconcile stops before the config and the Deployment, so the service
+// keeps running with the recorded embedder until spec.embedding is set
+// back. Vectors of two models cannot be compared (search and dedup would
+// silently return the wrong memories) and re-embedding does not exist yet;
+// see docs/decisions.md. A runtime without status.embedding (new, or from
+// an earlier release) records its spec's.
+func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeScope) (bool, error) {
+	rt := s.rt
+	want := embedderOf(rt)
+	have := rt.Status.Embedding
+	if have == nil || *have == want {
+		rt.Status.Embedding = &want
+		return false, nil
+	}
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	held, err := tenant.HoldsVectors(dbctx, s.pool, s.schema)
+	if err != nil {
+		return false, fmt.Errorf("checking whether the tenant holds vectors before an embedding change: %s", scrubAdmin(err.Error(), s.admin))
+	}
+	if !held {
+		r.eventer().normal(rt, memoryv1alpha1.ReasonEmbeddingChanged, "Embed", "embedder %s → %s: the tenant holds no vector yet", embedderName(*have), embedderName(want))
+		rt.Status.Embedding = &want
+		return false, nil
+	}
+	msg := fmt.Sprintf("spec.embedding names %s, but this tenant's stored vectors were made with %s (status.embedding), and vectors of two models "+
+		"cannot be compared; re-embedding does not exist yet, so the change is not rolled out and the service keeps %s. "+
+		"Set spec.embedding back to %s, or create a runtime with the new embedder and move the data into it: export without vectors, "+
+		"import into the new runtime, which embeds every record again (docs/export.md)",
+		embedderName(want), embedderName(*have), embedderName(*have), embedderName(*have))
+	r.warnEmbedderOnce(s, msg)
+	s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed, msg)
+	s.requeue.at(r.opts.GrantCheckInterval)
+	return true, nil
+}
+
+// warnEmbedderOnce records the Warning when the runtime enters the refusal,
+// not on every reconcile while it lasts.
+func (r *MemoryRuntimeReconciler) warnEmbedderOnce(s *runtimeScope, msg string) {
+	reason := memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed
+	if c := s.orig.GetCondition(memoryv1alpha1.ConditionReady); c != nil && c.Reason == reason {
+		return
+	}
+	if r.memory.get(s.rt.UID).warned == reason {
+		return
+	}
+	r.eventer().warning(s.rt, reason, "Embed", "%s", msg)
+	r.memory.update(s.rt.UID, func(st *runtimeState) { st.warned = reason })
+}
+
+// embedderOf is the embedder spec.embedding asks for (builtin has one
+// model: its model field is ignored).
+func embedderOf(rt *memoryv1alpha1.MemoryRuntime) memoryv1alpha1.RuntimeEmbedder {
+	e := memoryv1alpha1.RuntimeEmbedder{Provider: rt.EmbeddingProvider(), Model: rt.Spec.Embedding.Model, Dimensions: rt.EmbeddingDimensions()}
+	if e.Provider == memoryv1alpha1.EmbeddingBuiltin {
+		e.Model = ""
+	}
+	return e
+}
+
+func embedderName(e memoryv1alpha1.RuntimeEmbedder) string {
+	if e.Model == "" {
+		return fmt.Sprintf("%s (%d dimensions)", e.Provider, e.Dimensions)
+	}
+	return fmt.Sprintf("%s model %q (%d dimensions)", e.Provider, e.Model, e.Dimensions)
+}

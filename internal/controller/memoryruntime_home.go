@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// checkConnection asks the server the admin connection reaches which
+// server and database it is, and refuses one other than the tenant's
+// (status.connection): provisioning there would create an empty tenant
+// and give the service its credentials, with the data left behind. The
+// refusal stops the reconcile before anything is written, so the service
+// keeps its credentials for the server its data is on. A runtime without
+// status.connection (new, or provisioned by an earlier release) records
+// the one it is provisioned through (see recordConnection).
+func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtimeScope) (tenant.ServerIdentity, bool, error) {
+	id, err := tenant.Identify(ctx, s.pool)
+	if err != nil {
+		return id, false, fmt.Errorf("asking the database server which it is: %w", err)
+	}
+	home := s.rt.Status.Connection
+	if home == nil {
+		return id, false, nil
+	}
+	recorded := tenant.ServerIdentity{System: home.SystemIdentifier, Database: home.Database, DatabaseOID: home.DatabaseOID}
+	same := recorded.Same(id)
+	if same && !recorded.Verifiable(id) && s.recorded != "" {
+		// Without a system identifier an OID match may be another server
+		// (two fresh servers number their first databases alike): the
+		// tenant's schema must be there too.
+		if same, err = tenant.HasSchema(ctx, s.pool, s.recorded); err != nil {
+			return id, false, err
+		}
+	}
+	if same {
+		if id.System == "" {
+			id.System = home.SystemIdentifier // the role lost the right to read it: keep what was proven
+		}
+		return id, false, nil
+	}
+	msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; "+
+		"the operator never moves a tenant (its data would stay behind and the service would start on an empty schema), "+
+		"so nothing is created there and the service keeps running on the old server: point the connection back at that server, "+
+		"or move the tenant by hand (docs/export.md, \"Moving a tenant to another server\": export it, import it into a runtime on the new server)",
+		s.schema, recorded, connectionWhat(s.rt), id)
+	r.warnOnce(s, memoryv1alpha1.ReasonDatabaseChanged, "Provision", msg)
+	s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonDatabaseChanged, msg)
+	// A human has to change the spec or the Secret (both are watched).
+	s.requeue.at(r.opts.GrantCheckInterval)
+	return id, true, nil
+}
+
+// recordConnection records id as the tenant's home once it is provisioned there.
+func recordConnection(rt *memoryv1alpha1.MemoryRuntime, id tenant.ServerIdentity) {
+	rt.Status.Connection = &memoryv1alpha1.RuntimeConnection{SystemIdentifier: id.System, Database: id.Database, DatabaseOID: id.DatabaseOID}
+}
+
+// connectionWhat names what chooses the runtime's server, for messages.
+func connectionWhat(rt *memoryv1alpha1.MemoryRuntime) string {
+	db := rt.Spec.Database
+	switch {
+	case rt.UsesMemoryDatabase():
+		return "the Secret of MemoryDatabase " + rt.PlacedDatabase()
+	case db.ClusterConnection != "":
+		return "spec.database.clusterConnection " + db.ClusterConnection
+	case db.ConnectionSecretRef != nil:
+		return "spec.database.connectionSecretRef " + db.ConnectionSecretRef.Name
+	}
+	return "spec.database"
+}

@@ -1,0 +1,83 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ServerIdentity is which PostgreSQL server and database a connection
+// reaches, as the server tells it: a URL cannot say it (a host may be an
+// alias of another, and one Secret may be edited to name another server).
+type ServerIdentity struct {
+	// System is the server's system identifier (pg_control_system()),
+	// shared by its physical replicas; empty when the role may not read it.
+	System string
+	// Database and DatabaseOID name the connection's database.
+	Database    string
+	DatabaseOID int64
+}
+
+// Same reports whether a and b are one server's one database. A side
+// without a system identifier is compared by database OID only, which
+// two fresh servers may share: the caller asks for more then
+// (Verifiable).
+func (a ServerIdentity) Same(b ServerIdentity) bool {
+	if a.System != "" && b.System != "" && a.System != b.System {
+		return false
+	}
+	return a.DatabaseOID == b.DatabaseOID
+}
+
+// Verifiable reports whether Same of a and b proves one server: both
+// carry a system identifier.
+func (a ServerIdentity) Verifiable(b ServerIdentity) bool { return a.System != "" && b.System != "" }
+
+func (a ServerIdentity) String() string {
+	sys := a.System
+	if sys == "" {
+		sys = "(system identifier not readable)"
+	}
+	return fmt.Sprintf("server %s, database %s (OID %d)", sys, a.Database, a.DatabaseOID)
+}
+
+// Identify asks the server behind admin which server and database it is.
+func Identify(ctx context.Context, admin *pgxpool.Pool) (ServerIdentity, error) {
+	var id ServerIdentity
+	if err := admin.QueryRow(ctx, `SELECT oid::int8, datname FROM pg_database WHERE datname = current_database()`).Scan(&id.DatabaseOID, &id.Database); err != nil {
+		return id, fmt.Errorf("reading the database's OID: %w", err)
+	}
+	err := admin.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id.System)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && unreadableIdentifier[pgErr.Code] {
+		// Revoked from the role, or a server without the function (some
+		// managed services): see Same.
+		id.System = ""
+		return id, nil
+	}
+	if err != nil {
+		return id, fmt.Errorf("reading the server's system identifier: %w", err)
+	}
+	return id, nil
+}
+
+// unreadableIdentifier are the answers that mean the role may never read
+// the system identifier on this server (any other error is retried: a
+// server starting up must not be taken for one without it).
+var unreadableIdentifier = map[string]bool{
+	"42501": true, // insufficient_privilege
+	"42883": true, // undefined_function
+	"0A000": true, // feature_not_supported
+}
+
+// HasSchema reports whether schema exists in the database of admin.
+func HasSchema(ctx context.Context, admin *pgxpool.Pool, schema string) (bool, error) {
+	var ok bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
+		return false, fmt.Errorf("looking for schema %s: %w", schema, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,31 @@
+package tenant
+
+import "testing"
+
+// TestServerIdentitySame: one server's one database is the same whatever
+// its name (a rename keeps the OID); another system identifier or another
+// database OID is another home; without a system identifier on either side
+// the OID alone decides.
+func TestServerIdentitySame(t *testing.T) {
+	home := ServerIdentity{System: "7712691670320512579", Database: "engram", DatabaseOID: 16384}
+	cases := []struct {
+		name  string
+		other ServerIdentity
+		same  bool
+	}{
+		{"the same", home, true},
+		{"renamed database", ServerIdentity{System: home.System, Database: "memories", DatabaseOID: 16384}, true},
+		{"another server, same OID", ServerIdentity{System: "7712691670320512580", Database: "engram", DatabaseOID: 16384}, false},
+		{"another database of the server", ServerIdentity{System: home.System, Database: "other", DatabaseOID: 16390}, false},
+		{"system identifier not readable, same OID", ServerIdentity{Database: "engram", DatabaseOID: 16384}, true},
+		{"system identifier not readable, another OID", ServerIdentity{Database: "engram", DatabaseOID: 24576}, false},
+	}
+	for _, c := range cases {
+		if got := home.Same(c.other); got != c.same {
+			t.Errorf("%s: Same = %v, want %v", c.name, got, c.same)
+		}
+		if got := c.other.Same(home); got != c.same {
+			t.Errorf("%s (reversed): Same = %v, want %v", c.name, got, c.same)
+		}
+	}
+}
