@@ -22,11 +22,13 @@ import (
 )
 
 // memoryDatabase is a MemoryDatabase whose admin Secret is secret (in the
-// operator's namespace), with labels and maxTenants (0: no bound).
+// operator's namespace), with labels and maxTenants (0: no bound), that
+// admits every namespace (allowedNamespaces {}).
 func memoryDatabase(name, secret string, labels map[string]string, maxTenants int32) *memoryv1alpha1.MemoryDatabase {
 	d := &memoryv1alpha1.MemoryDatabase{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret}},
+		Spec: memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret},
+			AllowedNamespaces: &metav1.LabelSelector{}},
 	}
 	if maxTenants > 0 {
 		d.Spec.Capacity.MaxTenants = ptr.To(maxTenants)

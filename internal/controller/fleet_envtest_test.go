@@ -46,6 +46,9 @@ spec:
   secretRef:
     name: pg-a-superuser-{{.Suffix}}
   databaseName: {{.PlainDatabase}}
+  allowedNamespaces:
+    matchLabels:
+      kubernetes.io/metadata.name: {{.Namespace}}
   capacity:
     maxTenants: 6
 ---
@@ -59,6 +62,9 @@ metadata:
 spec:
   secretRef:
     name: pg-b-{{.Suffix}}
+  allowedNamespaces:
+    matchLabels:
+      kubernetes.io/metadata.name: {{.Namespace}}
   capacity:
     maxTenants: 4
 {{- range .Runtimes}}

@@ -53,6 +53,7 @@ func operatorScenarios() []scenario {
 		{name: "LegacyClaimNeedsStatus", run: scenarioReviewLegacyClaimWithoutStatus},
 		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
 		{name: "Databases", run: scenarioDatabases},
+		{name: "DatabaseAccess", run: scenarioDatabaseAccess},
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
 		{name: "Citus", run: scenarioCitus},
