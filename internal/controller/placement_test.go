@@ -100,7 +100,9 @@ func TestPlaceAdmission(t *testing.T) {
 	admits := func(s string) func(*candidate) {
 		return func(c *candidate) { c.admits = must(labels.Parse(s)) }
 	}
-	closed := func(c *candidate) { c.admits, c.refused = nil, "spec.allowedNamespaces is not set: it admits no namespace" }
+	closed := func(c *candidate) {
+		c.admits, c.refused = nil, "spec.allowedNamespaces is not set: it admits no namespace"
+	}
 	teamA := func(r placementRequest) placementRequest {
 		r.namespace, r.nsLabels = "team-a", labels.Set{"team": "a", "kubernetes.io/metadata.name": "team-a"}
 		return r
