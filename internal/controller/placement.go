@@ -43,7 +43,7 @@ type placementRequest struct {
 	selector labels.Selector // spec.database.databaseSelector when ref is ""
 	what     string          // how the request reads in a message
 	// The runtime's namespace and its labels, as the operator's cache
-	// keeps them (cache_namespace.go). nsUnread, when set, says why the
+	// keeps them (namespace_admission.go). nsUnread, when set, says why the
 	// labels cannot be matched (over the cache's bounds): no database
 	// admits the namespace then.
 	namespace string
