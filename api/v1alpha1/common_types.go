@@ -198,6 +198,10 @@ const (
 	// ReasonWaitingForDatabase: a MemoryDatabase that could take the new
 	// tenant has not been checked yet or is unreachable; placement waits.
 	ReasonWaitingForDatabase = "WaitingForDatabase"
+	// ReasonNamespaceNotAllowed: every MemoryDatabase the runtime names or
+	// selects refuses its namespace (spec.allowedNamespaces absent, or not
+	// matching the namespace's labels); the message names each database.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 	// ReasonDatabaseNotFound: the MemoryDatabase a runtime is placed on
 	// (status.database.name) does not exist.
 	ReasonDatabaseNotFound = "DatabaseNotFound"

@@ -29,6 +29,21 @@ type MemoryDatabaseSpec struct {
 	// +optional
 	Capacity DatabaseCapacity `json:"capacity,omitempty"`
 
+	// AllowedNamespaces selects, by label, the namespaces whose
+	// MemoryRuntimes may be placed here, by databaseSelector or by name
+	// (databaseRef). Absent: no namespace — a new database takes no tenant
+	// until the platform team says whose it is. {} admits every namespace;
+	// one namespace by name: matchLabels kubernetes.io/metadata.name: NAME
+	// (a label the API server sets and no one can change). Checked once,
+	// when a tenant is placed: a tenant placed here stays, and keeps
+	// working, when its namespace stops matching (docs/scale-out.md).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 64",message="spec.allowedNamespaces.matchLabels may hold at most 64 labels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 16",message="spec.allowedNamespaces.matchExpressions may hold at most 16 expressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 64)",message="each spec.allowedNamespaces.matchExpressions entry may list at most 64 values"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0))",message="spec.allowedNamespaces.matchExpressions: operator In or NotIn takes values, Exists or DoesNotExist none"
+	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
+
 	// Cordoned stops the placement of new tenants here, by selector and by
 	// name (databaseRef); the tenants already here keep running and are
 	// never moved by the operator.

@@ -22,11 +22,13 @@ import (
 )
 
 // memoryDatabase is a MemoryDatabase whose admin Secret is secret (in the
-// operator's namespace), with labels and maxTenants (0: no bound).
+// operator's namespace), with labels and maxTenants (0: no bound), that
+// admits every namespace (allowedNamespaces {}).
 func memoryDatabase(name, secret string, labels map[string]string, maxTenants int32) *memoryv1alpha1.MemoryDatabase {
 	d := &memoryv1alpha1.MemoryDatabase{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret}},
+		Spec: memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret},
+			AllowedNamespaces: &metav1.LabelSelector{}},
 	}
 	if maxTenants > 0 {
 		d.Spec.Capacity.MaxTenants = ptr.To(maxTenants)
@@ -376,6 +378,16 @@ func scenarioDatabaseCEL(e *operatorEnv, t *testing.T) {
 		{"no Secret", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.SecretRef.Name = "" }, "spec.secretRef.name in body should be at least 1 chars long"},
 		{"database name with a slash", func(d *memoryv1alpha1.MemoryDatabase) { d.Spec.DatabaseName = "a/b" }, "databaseName must name one database: no /, ? or *"},
 		{"name not a DNS label", func(d *memoryv1alpha1.MemoryDatabase) { d.Name = "main.db" }, "metadata.name must be a DNS label"},
+		{"allowedNamespaces In without values", allowedExpr("In"), "operator In or NotIn takes values, Exists or DoesNotExist none"},
+		{"allowedNamespaces Exists with values", allowedExpr("Exists", "a"), "operator In or NotIn takes values, Exists or DoesNotExist none"},
+		{"allowedNamespaces unknown operator", allowedExpr("Equals", "a"), "operator In or NotIn takes values, Exists or DoesNotExist none"},
+	}
+	for _, ok := range []func(*memoryv1alpha1.MemoryDatabase){allowedExpr("In", "a"), allowedExpr("NotIn", "a"), allowedExpr("Exists"), allowedExpr("DoesNotExist")} {
+		d := valid.DeepCopy()
+		ok(d)
+		if err := e.c.Create(ctx, d, client.DryRunAll); err != nil {
+			t.Errorf("a valid allowedNamespaces %v is refused: %v", d.Spec.AllowedNamespaces, err)
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -410,5 +422,13 @@ func scenarioDatabaseCEL(e *operatorEnv, t *testing.T) {
 		if err := e.c.Create(ctx, rt, client.DryRunAll); err != nil {
 			t.Errorf("%s is refused: %v", rt.Name, err)
 		}
+	}
+}
+
+// allowedExpr sets allowedNamespaces to one expression on key team.
+func allowedExpr(op string, values ...string) func(*memoryv1alpha1.MemoryDatabase) {
+	return func(d *memoryv1alpha1.MemoryDatabase) {
+		d.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "team", Operator: metav1.LabelSelectorOperator(op), Values: values}}}
 	}
 }

@@ -49,6 +49,9 @@ spec:
   secretRef:
     name: pg-a-superuser-{{.Suffix}}
   databaseName: {{.PlainDatabase}}
+  allowedNamespaces:
+    matchLabels:
+      kubernetes.io/metadata.name: {{.Namespace}}
   capacity:
     maxTenants: 6
 ---
@@ -62,6 +65,9 @@ metadata:
 spec:
   secretRef:
     name: pg-b-{{.Suffix}}
+  allowedNamespaces:
+    matchLabels:
+      kubernetes.io/metadata.name: {{.Namespace}}
   capacity:
     maxTenants: 4
 {{- range .Runtimes}}

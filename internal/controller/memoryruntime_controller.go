@@ -260,6 +260,9 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Watches(&memoryv1alpha1.MemoryDatabase{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOnDatabase), builder.WithPredicates(reachabilityChanged)).
 		// A database changed: the tenants waiting for a placement try again.
 		Watches(&memoryv1alpha1.MemoryDatabase{}, handler.EnqueueRequestsFromMapFunc(r.runtimesAwaitingPlacement), builder.WithPredicates(placementRelevant)).
+		// A namespace's labels changed: its runtimes waiting for a
+		// placement try again (placed ones stay where they are).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.runtimesAwaitingInNamespace), builder.WithPredicates(namespaceLabelsChanged)).
 		// A namespace's reconcile ended: the runtimes that waited for it.
 		WatchesRawSource(r.slots.source()).
 		WithOptions(controller.Options{

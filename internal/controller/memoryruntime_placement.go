@@ -91,9 +91,11 @@ func candidateOf(db *memoryv1alpha1.MemoryDatabase, tenants int64) candidate {
 	// A database kept without its spec (too large to read) takes no new
 	// tenant, as if cordoned: its capacity and cordon are unknown.
 	_, unread := specOverBound(db)
+	admits, refused := admissionOf(db)
 	return candidate{
 		name: db.Name, labels: db.Labels, reach: db.Reachability(), cordoned: db.Spec.Cordoned || unread,
 		tenants: tenants, maxTenants: db.MaxTenants(), bytes: db.BytesUsed(), maxBytes: db.MaxBytes(),
+		admits: admits, refused: refused,
 	}
 }
 
@@ -135,6 +137,17 @@ func (r *MemoryRuntimeReconciler) reconcilePlacement(ctx context.Context, s *run
 	req, err := placementRequestOf(rt)
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonNoDatabaseAvailable, err.Error())
+		return true, nil
+	}
+	// The namespace's labels decide which databases admit the tenant
+	// (spec.allowedNamespaces); a change of them reconciles the runtimes
+	// of the namespace that wait (namespace_admission.go).
+	if found, err := namespaceOf(ctx, r.client, rt.Namespace, &req); err != nil {
+		return false, err
+	} else if !found {
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonWaitingForDatabase,
+			"namespace "+rt.Namespace+" is not in the operator's cache yet")
+		s.requeue.at(placementRetry)
 		return true, nil
 	}
 	var dbs memoryv1alpha1.MemoryDatabaseList

@@ -30,6 +30,10 @@ type candidate struct {
 	maxTenants int64 // -1: no bound
 	bytes      int64 // status.bytesUsed
 	maxBytes   int64 // -1: no bound
+	// admits selects the namespaces whose tenants may be placed here
+	// (spec.allowedNamespaces); nil admits none, and refused says why.
+	admits  labels.Selector
+	refused string
 }
 
 // placementRequest is what the runtime asks for: one database by name, or
@@ -38,6 +42,13 @@ type placementRequest struct {
 	ref      string          // spec.database.databaseRef.name, or ""
 	selector labels.Selector // spec.database.databaseSelector when ref is ""
 	what     string          // how the request reads in a message
+	// The runtime's namespace and its labels, as the operator's cache
+	// keeps them (namespace_admission.go). nsUnread, when set, says why the
+	// labels cannot be matched (over the cache's bounds): no database
+	// admits the namespace then.
+	namespace string
+	nsLabels  labels.Set
+	nsUnread  string
 }
 
 // placement is the decision: a database, or why none.
@@ -74,6 +85,23 @@ func freeShare(used, bound int64) float64 {
 	return float64(bound-used) / float64(bound)
 }
 
+// refusal says why the database does not admit the request's namespace,
+// or "" when it does.
+func (c candidate) refusal(req placementRequest) string {
+	why := ""
+	switch {
+	case c.admits == nil:
+		why = c.refused
+	case req.nsUnread != "":
+		why = req.nsUnread
+	case !c.admits.Matches(req.nsLabels):
+		why = fmt.Sprintf("spec.allowedNamespaces %q does not match the namespace's labels", c.admits.String())
+	default:
+		return ""
+	}
+	return fmt.Sprintf("does not admit namespace %s (%s)", req.namespace, why)
+}
+
 // full says why the database cannot take one more tenant, or "".
 func (c candidate) full() string {
 	switch {
@@ -89,7 +117,10 @@ func (c candidate) full() string {
 // request names or selects, those that are reachable, not cordoned and
 // under both capacities are eligible; the one with the most room wins,
 // ties going to the one with fewer tenants, then to the name that sorts
-// first. Without an eligible database it says why, per database.
+// first. A database that does not admit the runtime's namespace is not
+// eligible, whatever its state, and the message says only that of it (a
+// team learns nothing of another team's database). Without an eligible
+// database it says why, per database.
 func place(req placementRequest, dbs []candidate) placement {
 	var matched []candidate
 	for _, c := range dbs {
@@ -103,9 +134,12 @@ func place(req placementRequest, dbs []candidate) placement {
 	slices.SortFunc(matched, func(a, b candidate) int { return strings.Compare(a.name, b.name) })
 	var eligible []candidate
 	var why []string
-	waiting := false
+	waiting, refused := false, 0
 	for _, c := range matched {
 		switch {
+		case c.refusal(req) != "":
+			why = append(why, c.name+": "+c.refusal(req))
+			refused++
 		case c.cordoned:
 			why = append(why, c.name+": cordoned")
 		case c.full() != "":
@@ -122,10 +156,15 @@ func place(req placementRequest, dbs []candidate) placement {
 	}
 	if len(eligible) == 0 {
 		reason := memoryv1alpha1.ReasonNoDatabaseAvailable
-		if waiting {
+		hint := ""
+		switch {
+		case waiting:
 			reason = memoryv1alpha1.ReasonWaitingForDatabase
+		case refused == len(matched):
+			reason = memoryv1alpha1.ReasonNamespaceNotAllowed
+			hint = "; a MemoryDatabase admits a namespace in its spec.allowedNamespaces, which the platform team sets"
 		}
-		return placement{reason: reason, message: fmt.Sprintf("no MemoryDatabase can take the tenant (%s): %s", req.what, strings.Join(why, "; "))}
+		return placement{reason: reason, message: fmt.Sprintf("no MemoryDatabase can take the tenant (%s): %s%s", req.what, strings.Join(why, "; "), hint)}
 	}
 	best := slices.MinFunc(eligible, func(a, b candidate) int {
 		return cmp.Or(cmp.Compare(b.room(), a.room()), cmp.Compare(a.tenants, b.tenants), strings.Compare(a.name, b.name))

@@ -15,9 +15,10 @@ import (
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
 
-// db is a reachable candidate without bounds, labelled tier=std.
+// db is a reachable candidate without bounds, labelled tier=std, that
+// admits every namespace.
 func db(name string, mutate ...func(*candidate)) candidate {
-	c := candidate{name: name, labels: map[string]string{"tier": "std"}, reach: metav1.ConditionTrue, maxTenants: -1, maxBytes: -1}
+	c := candidate{name: name, labels: map[string]string{"tier": "std"}, reach: metav1.ConditionTrue, maxTenants: -1, maxBytes: -1, admits: labels.Everything()}
 	for _, m := range mutate {
 		m(&c)
 	}
@@ -89,6 +90,68 @@ func TestPlace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlaceAdmission is the table of spec.allowedNamespaces in placement:
+// a database that does not admit the runtime's namespace is ineligible
+// whatever its room, by selector and by name, and the message says which
+// database refuses which namespace and why, and nothing else of it.
+func TestPlaceAdmission(t *testing.T) {
+	admits := func(s string) func(*candidate) {
+		return func(c *candidate) { c.admits = must(labels.Parse(s)) }
+	}
+	closed := func(c *candidate) {
+		c.admits, c.refused = nil, "spec.allowedNamespaces is not set: it admits no namespace"
+	}
+	teamA := func(r placementRequest) placementRequest {
+		r.namespace, r.nsLabels = "team-a", labels.Set{"team": "a", "kubernetes.io/metadata.name": "team-a"}
+		return r
+	}
+	std, ref := teamA(bySelector("tier=std")), func(name string) placementRequest {
+		return teamA(placementRequest{ref: name, what: "databaseRef " + name})
+	}
+	unread := std
+	unread.nsUnread = "the namespace's labels are not read: 70 labels"
+	cases := []struct {
+		name   string
+		req    placementRequest
+		dbs    []candidate
+		want   string
+		reason string
+		msg    string
+	}{
+		{"{} admits every namespace", std, []candidate{db("a")}, "a", "Placed", ""},
+		{"the selector matches the namespace", std, []candidate{db("a", admits("team=a"))}, "a", "Placed", ""},
+		{"by name", std, []candidate{db("a", admits("kubernetes.io/metadata.name in (team-a,team-c)"))}, "a", "Placed", ""},
+		{"more room elsewhere, but not admitted there", std, []candidate{db("a", tenants(9, 10), admits("team=a")), db("b", admits("team=b"))}, "a", "Placed", "the most room of 1 eligible"},
+		{"absent admits no namespace", std, []candidate{db("a", closed)}, "", "NamespaceNotAllowed",
+			"a: does not admit namespace team-a (spec.allowedNamespaces is not set: it admits no namespace); a MemoryDatabase admits a namespace in its spec.allowedNamespaces"},
+		{"databaseRef to a database of another team", ref("b"), []candidate{db("a"), db("b", admits("team=b"))}, "", "NamespaceNotAllowed",
+			`(databaseRef b): b: does not admit namespace team-a (spec.allowedNamespaces "team=b" does not match the namespace's labels)`},
+		{"NotIn excludes", ref("a"), []candidate{db("a", admits("team notin (a)"))}, "", "NamespaceNotAllowed", "does not admit namespace team-a"},
+		{"a refused database's state is not told", ref("b"), []candidate{db("b", admits("team=b"), tenants(3, 3), func(c *candidate) { c.reach = metav1.ConditionFalse })}, "", "NamespaceNotAllowed", "b: does not admit"},
+		{"refused and full: a human must act", std, []candidate{db("a", tenants(3, 3)), db("b", closed)}, "", "NoDatabaseAvailable", "a: full (3 of 3 tenants); b: does not admit namespace team-a"},
+		{"refused and unreachable: wait", std, []candidate{db("a", func(c *candidate) { c.reach = metav1.ConditionFalse }), db("b", closed)}, "", "WaitingForDatabase", "a: unreachable; b: does not admit"},
+		{"labels over the bounds: no database admits", unread, []candidate{db("a"), db("b", admits("team notin (x)"))}, "", "NamespaceNotAllowed", "a: does not admit namespace team-a (the namespace's labels are not read: 70 labels)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := place(c.req, c.dbs)
+			if got.database != c.want || got.reason != c.reason || !strings.Contains(got.message, c.msg) {
+				t.Errorf("place = %+v\nwant database %q, reason %s, message containing %q", got, c.want, c.reason, c.msg)
+			}
+			if c.name == "a refused database's state is not told" && (strings.Contains(got.message, "full") || strings.Contains(got.message, "unreachable")) {
+				t.Errorf("the message tells another team's database's state: %s", got.message)
+			}
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestPlaceFillsInProportion: placing one tenant after another fills two
@@ -174,6 +237,7 @@ func testDatabase(name string, maxTenants int32) memoryv1alpha1.MemoryDatabase {
 	d := memoryv1alpha1.MemoryDatabase{}
 	d.Name, d.Generation, d.Labels = name, 1, map[string]string{"tier": "std"}
 	d.Spec.Capacity.MaxTenants = ptr.To(maxTenants)
+	d.Spec.AllowedNamespaces = &metav1.LabelSelector{}
 	d.SetCondition(memoryv1alpha1.ConditionReachable, true, memoryv1alpha1.ReasonConnected, "ok")
 	return d
 }

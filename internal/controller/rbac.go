@@ -11,6 +11,9 @@ package controller
 // MemoryDatabases (cluster-scoped) are read, and their status kept.
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memorydatabases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memorydatabases/status,verbs=get;patch
+// Namespace labels decide which MemoryDatabases admit a tenant
+// (spec.allowedNamespaces); the cache keeps names and labels only.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // Owner references with blockOwnerDeletion need update on the owner's finalizers.
 // +kubebuilder:rbac:groups=memory.engram.dev,resources=memoryruntimes/finalizers;retentionjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=cronjobs/finalizers,verbs=update

@@ -74,9 +74,10 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonInvalidSchedule:    true,
 	memoryv1alpha1.ReasonInvalid:            true,
 	// Placement on MemoryDatabases: no database can take the tenant (none
-	// matches, or all are cordoned or full), the one it lives on is gone,
+	// matches, none admits the namespace, or all are cordoned or full), the one it lives on is gone,
 	// or the spec names another home than the one it has.
 	memoryv1alpha1.ReasonNoDatabaseAvailable: true,
+	memoryv1alpha1.ReasonNamespaceNotAllowed: true,
 	memoryv1alpha1.ReasonDatabaseNotFound:    true,
 	memoryv1alpha1.ReasonDatabaseChanged:     true,
 	// A model change on a tenant with vectors waits for spec.embedding

@@ -53,6 +53,7 @@ func operatorScenarios() []scenario {
 		{name: "LegacyClaimNeedsStatus", run: scenarioReviewLegacyClaimWithoutStatus},
 		{name: "DatabaseCEL", run: scenarioDatabaseCEL},
 		{name: "Databases", run: scenarioDatabases},
+		{name: "DatabaseAccess", run: scenarioDatabaseAccess},
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
 		{name: "ConnectionChanged", run: scenarioConnectionChanged},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},

@@ -66,6 +66,9 @@ func CacheOptions(o Options) cache.Options {
 		&memoryv1alpha1.MemoryPolicy{}:   {Transform: keepEngramAnnotations},
 		&memoryv1alpha1.RetentionJob{}:   {Transform: keepEngramAnnotations},
 		&memoryv1alpha1.MemoryDatabase{}: {Transform: keepEngramAnnotations},
+		// Namespaces (cluster-scoped, whatever WatchNamespaces says): their
+		// name and bounded labels only, for spec.allowedNamespaces.
+		&corev1.Namespace{}: {Transform: keepNamespaceLabels},
 	}}
 	if len(o.WatchNamespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

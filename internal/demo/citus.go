@@ -39,6 +39,7 @@ metadata:
 spec:
   secretRef:
     name: postgres-admin
+  allowedNamespaces: {}   # every namespace
   capacity:
     maxTenants: 100
 ---
@@ -51,6 +52,7 @@ metadata:
 spec:
   secretRef:
     name: ` + CitusSecret + `
+  allowedNamespaces: {}
   capacity:
     maxTenants: 1000
 ---

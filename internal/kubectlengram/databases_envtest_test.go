@@ -22,7 +22,7 @@ func (cl *cluster) testDatabases(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plugin-db-admin", Namespace: demo.OperatorNamespace},
 		StringData: map[string]string{"uri": cl.dbURL}}
 	db := &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: "plugin-db", Labels: map[string]string{"tier": "plugin"}},
-		Spec: memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret.Name},
+		Spec: memoryv1alpha1.MemoryDatabaseSpec{SecretRef: memoryv1alpha1.SecretKeySelector{Name: secret.Name}, AllowedNamespaces: &metav1.LabelSelector{},
 			Capacity: memoryv1alpha1.DatabaseCapacity{MaxTenants: ptr.To[int32](5)}}}
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "placed-bot", Namespace: cl.ns},
 		Spec: memoryv1alpha1.MemoryRuntimeSpec{
