@@ -74,6 +74,9 @@ func (h *harness) runConversation(ctx context.Context) (*ConversationReport, err
 			svcStats, rawStats := wl.Service, wl.Raw
 			h.logf("conversation: %-16s c=%d  service %7.1f/s p50 %6.2fms p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f | %s | load %s",
 				w.name, c, svcStats.Throughput, svcStats.Latency.P50, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio, wl.cpuLine(), loadAvg())
+			if err := h.convCrossCheck(ctx, api, raw, loginURL, &wl); err != nil {
+				failed = append(failed, err.Error())
+			}
 			rep.Workloads = append(rep.Workloads, wl)
 			if n := svcStats.Errors + rawStats.Errors; n > 0 {
 				failed = append(failed, fmt.Sprintf("%s c=%d: %d failed requests (service: %s; raw: %s)", w.name, c, n, svcStats.FirstError, rawStats.FirstError))
