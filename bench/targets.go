@@ -23,7 +23,7 @@ type Target struct {
 }
 
 const (
-	goalSearchRatio  = 0.7
+	goalSearchRatio = 0.7
 	// goalCeilingRatio is issue 32's (issue 17 asked 0.5): on a quiet
 	// machine; on a busy one the service shares the cores with the load.
 	goalCeilingRatio = 0.75
