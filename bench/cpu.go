@@ -203,8 +203,11 @@ type meteredResult struct {
 	cpu   CPUPerOp
 }
 
-// meteredRuns is alternatingRuns whose sides also carry a CPU meter: the
-// CPU each side's processes used is summed over that side's slices only.
+// meteredRuns measures implementations of the same work in alternating
+// slices (a, b, c, a, b, c, ...) after a short warm-up of each, so that
+// noise from other processes on a shared machine hits every side alike and
+// their ratios hold even when the absolute figures move. Each side carries
+// a CPU meter: the CPU its processes used is summed over its slices only.
 func meteredRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, sides ...meteredSide) []meteredResult {
 	warm := min(dur/4, time.Second)
 	for _, s := range sides {
