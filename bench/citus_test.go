@@ -96,9 +96,14 @@ func TestCPUMeterReadsTheServiceAndOneDatabasesBackends(t *testing.T) {
 	}
 	for spin := time.Now(); time.Since(spin) < 200*time.Millisecond; {
 	}
-	service, coordinator, workers := m.read().since(before, 0)
-	if service <= 0 || coordinator <= 0 || workers != 0 {
-		t.Errorf("service %.3f s, database %.3f s, workers %.3f s: want the first two > 0, no workers on plain PostgreSQL", service, coordinator, workers)
+	d := m.read().since(before, 0)
+	if d.service <= 0 || d.coordinator <= 0 || d.workers != 0 {
+		t.Errorf("service %.3f s, database %.3f s, workers %.3f s: want the first two > 0, no workers on plain PostgreSQL", d.service, d.coordinator, d.workers)
+	}
+	// The harness is this process, as the "service" is here: it spun, and
+	// both readings of it agree within a few clock ticks.
+	if d.harness <= 0 || d.harness-d.service > 0.03 || d.service-d.harness > 0.03 {
+		t.Errorf("harness %.3f s, service (this process too) %.3f s: want the same CPU, > 0", d.harness, d.service)
 	}
 	if other := (cpuMeter{database: "no_such_database"}).read(); len(other.backends) != 0 {
 		t.Errorf("backends of another database counted: %+v", other.backends)

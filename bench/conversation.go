@@ -67,12 +67,16 @@ func (h *harness) runConversation(ctx context.Context) (*ConversationReport, err
 		return rep, err
 	}
 	var failed []string
+	meters := sideMeters{service: cpuMeter{servicePID: svc.proc.pid(), database: db.name}, raw: cpuMeter{database: db.name}}
 	for _, w := range h.conversationWorkloads(ctx, api, raw) {
 		for _, c := range sc.Concurrency {
-			svcStats, rawStats := pairedRuns(ctx, c, sc.RunDuration, sc.Rounds, sc.MaxOpsPerRun, w.service(c), w.raw(c))
-			wl := Workload{Name: w.name, Concurrency: c, Service: svcStats, Raw: rawStats, Ratio: ratio(svcStats.Throughput, rawStats.Throughput)}
-			h.logf("conversation: %-16s c=%d  service %7.1f/s p50 %6.2fms p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f",
-				w.name, c, svcStats.Throughput, svcStats.Latency.P50, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio)
+			wl := meters.pair(ctx, sc, w, c)
+			svcStats, rawStats := wl.Service, wl.Raw
+			h.logf("conversation: %-16s c=%d  service %7.1f/s p50 %6.2fms p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f | %s | load %s",
+				w.name, c, svcStats.Throughput, svcStats.Latency.P50, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio, wl.cpuLine(), loadAvg())
+			if err := h.convCrossCheck(ctx, api, raw, loginURL, &wl); err != nil {
+				failed = append(failed, err.Error())
+			}
 			rep.Workloads = append(rep.Workloads, wl)
 			if n := svcStats.Errors + rawStats.Errors; n > 0 {
 				failed = append(failed, fmt.Sprintf("%s c=%d: %d failed requests (service: %s; raw: %s)", w.name, c, n, svcStats.FirstError, rawStats.FirstError))

@@ -32,10 +32,12 @@ type cpuMeter struct {
 	coordinatorPort int
 }
 
-// cpuReading is the CPU seconds used so far, per process: the service, and
-// each backend with the port of its server.
+// cpuReading is the CPU seconds used so far, per process: the service, the
+// harness itself (the load generator: its HTTP or pgx clients, the load
+// loop, the meter), and each backend with the port of its server.
 type cpuReading struct {
 	service  float64
+	harness  float64
 	backends map[int]backendCPU // by pid
 }
 
@@ -53,6 +55,12 @@ type CPUPerOp struct {
 	// CoordinatorMs and WorkersMs split DatabaseMs on Citus.
 	CoordinatorMs float64 `json:"coordinatorMs,omitempty"`
 	WorkersMs     float64 `json:"workersMs,omitempty"`
+	// HarnessMs is the load generator (this process) over the side's
+	// slices: its client path for the side (HTTP and JSON for a service,
+	// pgx for raw SQL), the load loop, and the meter's own reads of /proc.
+	// It runs on the same cores, so a side whose client costs more leaves
+	// less CPU to the process measured.
+	HarnessMs float64 `json:"harnessMs"`
 }
 
 // TotalMs is the service and the database together.
@@ -61,6 +69,7 @@ func (c CPUPerOp) TotalMs() float64 { return round3(c.ServiceMs + c.DatabaseMs) 
 func (m cpuMeter) read() cpuReading {
 	r := cpuReading{backends: map[int]backendCPU{}}
 	r.service, _ = procCPU(m.servicePID)
+	r.harness, _ = procCPU(os.Getpid())
 	if m.database == "" {
 		return r
 	}
@@ -96,26 +105,27 @@ func (m cpuMeter) read() cpuReading {
 // since is the CPU used between before and r. A backend that started in
 // between counts whole; one that ended in between is lost (the pools of
 // both sides keep their connections, so that is rare).
-func (r cpuReading) since(before cpuReading, coordinatorPort int) (service, coordinator, workers float64) {
-	service = r.service - before.service
+func (r cpuReading) since(before cpuReading, coordinatorPort int) cpuTotals {
+	t := cpuTotals{service: r.service - before.service, harness: r.harness - before.harness}
 	for pid, b := range r.backends {
 		d := b.seconds - before.backends[pid].seconds
 		if coordinatorPort != 0 && b.port != coordinatorPort {
-			workers += d
+			t.workers += d
 		} else {
-			coordinator += d
+			t.coordinator += d
 		}
 	}
-	return service, coordinator, workers
+	return t
 }
 
 // cpuTotals accumulates CPU seconds over the slices of one side.
-type cpuTotals struct{ service, coordinator, workers float64 }
+type cpuTotals struct{ service, coordinator, workers, harness float64 }
 
-func (t *cpuTotals) add(s, c, w float64) {
-	t.service += s
-	t.coordinator += c
-	t.workers += w
+func (t *cpuTotals) add(o cpuTotals) {
+	t.service += o.service
+	t.coordinator += o.coordinator
+	t.workers += o.workers
+	t.harness += o.harness
 }
 
 // perOp divides by ops; citus says whether to split coordinator and workers.
@@ -124,7 +134,7 @@ func (t cpuTotals) perOp(ops int, citus bool) CPUPerOp {
 		return CPUPerOp{}
 	}
 	ms := func(s float64) float64 { return round3(s * 1000 / float64(ops)) }
-	out := CPUPerOp{ServiceMs: ms(t.service), DatabaseMs: ms(t.coordinator + t.workers)}
+	out := CPUPerOp{ServiceMs: ms(t.service), DatabaseMs: ms(t.coordinator + t.workers), HarnessMs: ms(t.harness)}
 	if citus {
 		out.CoordinatorMs, out.WorkersMs = ms(t.coordinator), ms(t.workers)
 	}
@@ -193,8 +203,11 @@ type meteredResult struct {
 	cpu   CPUPerOp
 }
 
-// meteredRuns is alternatingRuns whose sides also carry a CPU meter: the
-// CPU each side's processes used is summed over that side's slices only.
+// meteredRuns measures implementations of the same work in alternating
+// slices (a, b, c, a, b, c, ...) after a short warm-up of each, so that
+// noise from other processes on a shared machine hits every side alike and
+// their ratios hold even when the absolute figures move. Each side carries
+// a CPU meter: the CPU its processes used is summed over its slices only.
 func meteredRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, sides ...meteredSide) []meteredResult {
 	warm := min(dur/4, time.Second)
 	for _, s := range sides {

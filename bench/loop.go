@@ -99,33 +99,3 @@ func (s sample) stats() RunStats {
 	r.Latency = summarize(s.latencies)
 	return r
 }
-
-// alternatingRuns measures implementations of the same work in alternating
-// slices (a, b, c, a, b, c, ...) after a short warm-up of each, so that
-// noise from other processes on a shared machine hits every side alike and
-// their ratios hold even when the absolute figures move.
-func alternatingRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, sides ...opFunc) []RunStats {
-	warm := min(dur/4, time.Second)
-	for _, op := range sides {
-		runLoad(ctx, conc, warm, maxOps, op)
-	}
-	samples := make([]sample, len(sides))
-	slice := dur / time.Duration(rounds)
-	perRound := max(maxOps/rounds, 1)
-	for range rounds {
-		for i, op := range sides {
-			samples[i].merge(runLoad(ctx, conc, slice, perRound, op))
-		}
-	}
-	out := make([]RunStats, len(sides))
-	for i, s := range samples {
-		out[i] = s.stats()
-	}
-	return out
-}
-
-// pairedRuns is alternatingRuns of two sides.
-func pairedRuns(ctx context.Context, conc int, dur time.Duration, rounds, maxOps int, a, b opFunc) (RunStats, RunStats) {
-	st := alternatingRuns(ctx, conc, dur, rounds, maxOps, a, b)
-	return st[0], st[1]
-}

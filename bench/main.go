@@ -58,6 +58,9 @@ type harness struct {
 	// operatorConcurrency is passed to the operator as
 	// --max-concurrent-reconciles-runtime (0: its default).
 	operatorConcurrency int
+	// pprofDir, when set (--pprof), starts `manager serve` with a pprof
+	// listener and saves a CPU profile of the vector search c=1 cell there.
+	pprofDir string
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -82,6 +85,7 @@ func (h *harness) cleanup(what string, fn func() error) {
 
 type options struct {
 	mode, parts, out, manager string
+	pprof                     string
 	runtimes, owners, jobRows int
 	operatorConcurrency       int
 	convMessages              int
@@ -105,6 +109,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
 	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
+	fs.StringVar(&o.pprof, "pprof", "", "directory to save a CPU profile of manager serve during the vector search c=1 cell in (\"\" = none; the service then runs with --pprof-listen on 127.0.0.1)")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
 	fs.BoolVar(&o.keepDB, "keep-db", false, "keep the benchmark databases and roles (to investigate plans afterwards; drop them by hand)")
 	if err := fs.Parse(args); err != nil {
@@ -186,7 +191,7 @@ func newHarness(o *options) (*harness, error) {
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
-	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency}
+	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
 	if h.serverURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
 	}

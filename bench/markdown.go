@@ -71,8 +71,8 @@ func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
 		s.Memories, s.Owners, s.PerOwner, strings.Trim(fmt.Sprint(s.SmallOwners), "[]"), s.TableMiB, sc.RunDuration, sc.Rounds)
 	p("Load through the batch API (%d items a request, %d in parallel): %d memories in %.1f s = **%.0f memories/s** (dedup actions %s).\n\n",
 		s.Load.BatchSize, s.Load.Concurrency, s.Load.Items, s.Load.ElapsedSec, s.Load.ItemsPerSec, sortedMap(s.Load.Actions))
-	p("| workload | c | service ops/s | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw | ceiling ops/s | service/ceiling | pgbench tps | raw/pgbench | rows updated | new sessions |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| workload | c | service ops/s | serve CPU ms/op | harness CPU ms/op | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw | ceiling ops/s | service/ceiling | pgbench tps | raw/pgbench | rows updated | new sessions |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range s.Workloads {
 		ceiling, cratio, pgb, pratio := "-", "-", "-", "-"
 		if w.Ceiling != nil {
@@ -81,10 +81,12 @@ func serviceMarkdown(p printer, sc Scale, s *ServiceReport) {
 		if w.Pgbench != nil {
 			pgb, pratio = fmt.Sprintf("%.0f", w.Pgbench.TPS), fmt.Sprintf("%.2f", w.Pgbench.RawRatio)
 		}
-		p("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** | %s | %s | %s | %s | %d | %d |\n", w.Name, w.Concurrency,
-			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
+		serve, harness := cpuCols(w.ServiceCPU)
+		p("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** | %s | %s | %s | %s | %d | %d |\n", w.Name, w.Concurrency,
+			w.Service.Throughput, serve, harness, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
 			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, ceiling, cratio, pgb, pratio, w.RowUpdates, w.NewSessions)
 	}
+	cpuMarkdown(p, s.Workloads)
 	for _, w := range s.Workloads {
 		if w.CeilingPgbench != nil && w.Ceiling != nil {
 			p("\nCeiling query with pgbench (%s c=%d, same statement, right after the cell): %.0f tps; the harness's ceiling %.0f ops/s = %.2f of it.\n",
@@ -130,24 +132,36 @@ func conversationMarkdown(p printer, sc Scale, c *ConversationReport) {
 	}
 	p(". Appends: a turn of 2 messages, each worker to its own session. Windows: budget %d tokens of that session. "+
 		"Each cell: %s per side, service and raw alternating in %d slices.\n\n", convBudget, sc.RunDuration, sc.Rounds)
-	p("| workload | c | service ops/s | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| workload | c | service ops/s | serve CPU ms/op | harness CPU ms/op | p50 ms | p95 ms | p99 ms | raw ops/s | raw p50 ms | raw p99 ms | service/raw | pgbench tps | raw/pgbench |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range c.Workloads {
-		p("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** |\n", w.Name, w.Concurrency,
-			w.Service.Throughput, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
-			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio)
+		serve, harness := cpuCols(w.ServiceCPU)
+		pgb, pratio := "-", "-"
+		if w.Pgbench != nil {
+			pgb, pratio = fmt.Sprintf("%.0f", w.Pgbench.TPS), fmt.Sprintf("%.2f", w.Pgbench.RawRatio)
+		}
+		p("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %.2f | %.0f | %.2f | %.2f | **%.2f** | %s | %s |\n", w.Name, w.Concurrency,
+			w.Service.Throughput, serve, harness, w.Service.Latency.P50, w.Service.Latency.P95, w.Service.Latency.P99,
+			w.Raw.Throughput, w.Raw.Latency.P50, w.Raw.Latency.P99, w.Ratio, pgb, pratio)
 	}
-	p("\n")
+	cpuMarkdown(p, c.Workloads)
 }
 
 func jobsMarkdown(p printer, j *JobsReport) {
 	p("## Maintenance jobs (engine RunJob, as `manager job` runs it)\n\n")
 	p("%d memories of %d owners (%.0f MiB), seeded in %.0f s by %s. Planted: %d inactive for 60 days, %d expired, %d decayed, %d duplicates.\n\n",
 		j.Rows, j.Owners, j.TableMiB, j.SeedSec, j.SeedMethod, j.Planted.Inactive, j.Planted.Expired, j.Planted.Decayed, j.Planted.Duplicates)
-	p("| operation | scanned | affected | planted | batches | wall s | affected rows/s | scanned rows/s |\n|---|---|---|---|---|---|---|---|\n")
+	p("| operation | scanned | affected | planted | batches | wall s | affected rows/s | scanned rows/s | add p99 alone ms | add p99 during ms | during / alone | adds during (errors) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, o := range j.Operations {
-		p("| %s | %d | %d | %d | %d | %.2f | %.0f | %.0f |\n", o.Name, o.Scanned, o.Affected, o.Expected, o.Batches, o.WallSec, o.AffectedPerSec, o.ScannedPerSec)
+		alone, during, factor, n := "-", "-", "-", "-"
+		if o.AddAlone != nil && o.AddDuring != nil {
+			alone, during = fmt.Sprintf("%.2f", o.AddAlone.Latency.P99), fmt.Sprintf("%.2f", o.AddDuring.Latency.P99)
+			factor, n = fmt.Sprintf("**%.2fx**", o.AddP99Factor), fmt.Sprintf("%d (%d)", o.AddDuring.Ops, o.AddAlone.Errors+o.AddDuring.Errors)
+		}
+		p("| %s | %d | %d | %d | %d | %.2f | %.0f | %.0f | %s | %s | %s | %s |\n", o.Name, o.Scanned, o.Affected, o.Expected, o.Batches, o.WallSec,
+			o.AffectedPerSec, o.ScannedPerSec, alone, during, factor, n)
 	}
+	p("\nAdd p99 columns: engine adds (Store.Add, %d in parallel) alone right before each job, then while it runs; during / alone is the ratio of their p99 (goal <= 1.5x).\n", j.AddConcurrency)
 	p("\nEngine adds (%d in parallel) without purge: %.0f/s, p50 %.2f ms, p99 **%.2f ms**; while the purge runs: %.0f/s, p50 %.2f ms, p99 **%.2f ms** (%.1fx, max %.1f ms, %d adds).\n\n",
 		j.AddConcurrency, j.AddWithoutPurge.Throughput, j.AddWithoutPurge.Latency.P50, j.AddWithoutPurge.Latency.P99,
 		j.AddDuringPurge.Throughput, j.AddDuringPurge.Latency.P50, j.AddDuringPurge.Latency.P99, j.P99Factor,

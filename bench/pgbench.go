@@ -90,6 +90,8 @@ func sqlLiteral(a any) (string, error) {
 		return quote(v), nil
 	case int:
 		return strconv.Itoa(v), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64) + "::float8", nil
 	case []string:

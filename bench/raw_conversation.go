@@ -82,19 +82,44 @@ func (r *rawConversation) appendTurn(ctx context.Context, owner, session string,
 // window could hold (roots plus messages read); the assembly is Go work
 // the ceiling skips.
 func (r *rawConversation) window(ctx context.Context, owner, session string, summary bool, budget int) (int, error) {
+	return r.windowRecorded(ctx, owner, session, summary, budget, nil)
+}
+
+// pgStmt is one statement a raw operation ran, with its arguments.
+type pgStmt struct {
+	sql  string
+	args []any
+}
+
+// windowRecorded is window; rec, when not nil, gets every statement it ran
+// (the pgbench cross-check replays them: conversation_pgbench.go).
+func (r *rawConversation) windowRecorded(ctx context.Context, owner, session string, summary bool, budget int, rec *[]pgStmt) (int, error) {
 	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	query := func(sql string, args ...any) (pgx.Rows, error) {
+		if rec != nil {
+			*rec = append(*rec, pgStmt{sql: sql, args: args})
+		}
+		return tx.Query(ctx, sql, args...)
+	}
 	var count, through, summaries int64
-	if err := tx.QueryRow(ctx, `SELECT message_count, summarized_through, summary_count FROM `+r.sessions+` WHERE owner_id = $1 AND id = $2`,
-		owner, session).Scan(&count, &through, &summaries); err != nil {
+	row, err := query(`SELECT message_count, summarized_through, summary_count FROM `+r.sessions+` WHERE owner_id = $1 AND id = $2`, owner, session)
+	if err != nil {
 		return 0, err
+	}
+	tag, err := pgx.ForEachRow(row, []any{&count, &through, &summaries}, func() error { return nil })
+	if err != nil {
+		return 0, err
+	}
+	if tag.RowsAffected() != 1 {
+		return 0, fmt.Errorf("session %s: %w", session, pgx.ErrNoRows)
 	}
 	items := 0
 	if summary && summaries > 0 {
-		rows, err := tx.Query(ctx, `SELECT id, owner_id, session_id, depth, content, expand_hint, earliest_seq, latest_seq,
+		rows, err := query(`SELECT id, owner_id, session_id, depth, content, expand_hint, earliest_seq, latest_seq,
 				earliest_at, latest_at, tokens, descendant_count, method, created_at
 			FROM `+r.summaries+` WHERE owner_id = $1 AND session_id = $2 AND parent_id IS NULL ORDER BY earliest_seq`, owner, session)
 		if err != nil {
@@ -108,7 +133,7 @@ func (r *rawConversation) window(ctx context.Context, owner, session string, sum
 	}
 	before, page, tokens := count+1, 64, 0
 	for before > 1 {
-		rows, err := tx.Query(ctx, `SELECT seq, role, content, tool_name, tool_call_id, tokens, created_at, flags FROM `+r.messages+`
+		rows, err := query(`SELECT seq, role, content, tool_name, tool_call_id, tokens, created_at, flags FROM `+r.messages+`
 			WHERE owner_id = $1 AND session_id = $2 AND seq < $3 ORDER BY seq DESC LIMIT $4`, owner, session, before, page)
 		if err != nil {
 			return 0, err

@@ -32,7 +32,7 @@ type Scale struct {
 
 	// Maintenance jobs.
 	JobRows        int           `json:"jobRows"`        // memories bulk-loaded with COPY
-	JobAddDuration time.Duration `json:"jobAddDuration"` // add load measured without purge (baseline)
+	JobAddDuration time.Duration `json:"jobAddDuration"` // add load measured alone before each job (baseline)
 	JobAddMaxOps   int           `json:"jobAddMaxOps"`
 
 	// Operator.

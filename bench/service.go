@@ -77,6 +77,13 @@ type Workload struct {
 	// PerOp is what one operation of each side costs the memories table
 	// (service, raw, ceiling), from a sequential probe after the c=1 cell.
 	PerOp map[string]PerOp `json:"perOp,omitempty"`
+	// ServiceCPU, RawCPU and CeilingCPU are the CPU milliseconds one
+	// operation of each side cost over the cell's slices (cpu.go):
+	// `manager serve` (service side only), the database's backends, and the
+	// harness that generated the load.
+	ServiceCPU *CPUPerOp `json:"serviceCpu,omitempty"`
+	RawCPU     *CPUPerOp `json:"rawCpu,omitempty"`
+	CeilingCPU *CPUPerOp `json:"ceilingCpu,omitempty"`
 }
 
 const (
@@ -154,14 +161,15 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	}
 	h.logf("service: recall@10 %.4f (min %.2f), small owners complete: %v", rep.Quality.RecallAt10, rep.Quality.MinRecall, rep.Quality.SmallOwnersComplete)
 
-	werr := h.measureWorkloads(ctx, api, raw, rep)
+	meters := sideMeters{service: cpuMeter{servicePID: svc.proc.pid(), database: db.name}, raw: cpuMeter{database: db.name}}
+	werr := h.measureWorkloads(ctx, api, raw, meters, svc.pprofURL, rep)
 	if peak, _, err := memoryKiB(svc.proc.pid()); err == nil {
 		rep.ServicePeakRSSMiB = round3(float64(peak) / 1024)
 	}
 	if werr != nil {
 		return rep, werr
 	}
-	if err := h.measureAsyncCommit(ctx, loginURL, policy, emb, rep); err != nil {
+	if err := h.measureAsyncCommit(ctx, loginURL, db.name, policy, emb, rep); err != nil {
 		return rep, err
 	}
 	return rep, h.measureOnCitus(ctx, plainSide{api: api, svc: svc.proc, db: db, raw: raw}, policy, emb, rep)
@@ -194,7 +202,7 @@ func (h *harness) settledCeiling(ctx context.Context, raw *rawSQL, rep *ServiceR
 // spec.database.synchronousCommit: "off" gets — so the report shows what
 // durability costs next to the default. Read it on a server with fsync on
 // (hack/pgvector.sh's default): with fsync off a WAL flush costs nothing.
-func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, policy memory.Policy, emb memory.Embedder, rep *ServiceReport) error {
+func (h *harness) measureAsyncCommit(ctx context.Context, loginURL, dbName string, policy memory.Policy, emb memory.Embedder, rep *ServiceReport) error {
 	svc, err := h.startService(ctx, "service-async", loginURL, policy, true)
 	if err != nil {
 		return err
@@ -213,11 +221,12 @@ func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, polic
 	defer raw.close()
 	// Other seeds: the texts of the first add workload are stored already.
 	w := h.addWorkload("add (dedup), synchronous_commit off", api, raw, &counter{m: map[string]int{}}, 1000)
+	meters := sideMeters{service: cpuMeter{servicePID: svc.proc.pid(), database: dbName}, raw: cpuMeter{database: dbName}}
 	for _, c := range h.scale.Concurrency {
-		svcStats, rawStats := pairedRuns(ctx, c, h.scale.RunDuration, h.scale.Rounds, h.scale.MaxOpsPerRun, w.service(c), w.raw(c))
-		wl := Workload{Name: w.name, Concurrency: c, Service: svcStats, Raw: rawStats, Ratio: ratio(svcStats.Throughput, rawStats.Throughput)}
-		h.logf("service: %-13s c=%d  service %7.1f/s p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f",
-			w.name, c, svcStats.Throughput, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio)
+		wl := meters.pair(ctx, h.scale, w, c)
+		svcStats, rawStats := wl.Service, wl.Raw
+		h.logf("service: %-13s c=%d  service %7.1f/s p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f | %s",
+			w.name, c, svcStats.Throughput, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio, wl.cpuLine())
 		rep.Workloads = append(rep.Workloads, wl)
 		if n := svcStats.Errors + rawStats.Errors; n > 0 {
 			return fmt.Errorf("%s c=%d: %d failed requests (service: %s; raw: %s)", w.name, c, n, svcStats.FirstError, rawStats.FirstError)
@@ -229,7 +238,7 @@ func (h *harness) measureAsyncCommit(ctx context.Context, loginURL string, polic
 // measureWorkloads runs every workload at every concurrency, service and raw
 // in alternating slices. Failed requests are counted in the cells and make
 // the part fail once all cells ran, so a broken side is never read as slow.
-func (h *harness) measureWorkloads(ctx context.Context, api *apiClient, raw *rawSQL, rep *ServiceReport) error {
+func (h *harness) measureWorkloads(ctx context.Context, api *apiClient, raw *rawSQL, meters sideMeters, pprofURL string, rep *ServiceReport) error {
 	sc := h.scale
 	actions := &counter{m: map[string]int{}}
 	var failed []string
@@ -239,7 +248,12 @@ func (h *harness) measureWorkloads(ctx context.Context, api *apiClient, raw *raw
 	}
 	for _, w := range h.workloads(api, raw, actions) {
 		for _, c := range sc.Concurrency {
-			wl, err := h.measureCell(ctx, w, c, raw, pgbench)
+			var prof *profileRun
+			if pprofURL != "" && w.name == "vector search" && c == 1 {
+				prof = h.startProfile(ctx, pprofURL, "vector-search-c1", cellDuration(sc, 3))
+			}
+			wl, err := h.measureCell(ctx, w, c, raw, meters, pgbench)
+			prof.wait()
 			if err != nil {
 				return err
 			}
@@ -260,15 +274,25 @@ func (h *harness) measureWorkloads(ctx context.Context, api *apiClient, raw *raw
 // measureCell measures one workload at one concurrency: the sides in
 // alternating slices, the table's counters over the cell, pgbench on the raw
 // statement, and after the c=1 cell a probe of each side's cost per operation.
-func (h *harness) measureCell(ctx context.Context, w workload, c int, raw *rawSQL, pgbench []string) (Workload, error) {
+func (h *harness) measureCell(ctx context.Context, w workload, c int, raw *rawSQL, meters sideMeters, pgbench []string) (Workload, error) {
 	sc := h.scale
 	sides := []opFunc{w.service(c), w.raw(c)}
+	metered := []meteredSide{{op: sides[0], meter: meters.service}, {op: sides[1], meter: meters.raw}}
 	if w.ceiling != nil {
 		sides = append(sides, w.ceiling(c))
+		metered = append(metered, meteredSide{op: sides[2], meter: meters.raw})
 	}
 	before, berr := readTableIO(ctx, raw.pool, raw.schema)
-	st := alternatingRuns(ctx, c, sc.RunDuration, sc.Rounds, sc.MaxOpsPerRun, sides...)
-	wl := Workload{Name: w.name, Concurrency: c, Service: st[0], Raw: st[1], Ratio: ratio(st[0].Throughput, st[1].Throughput)}
+	res := meteredRuns(ctx, c, sc.RunDuration, sc.Rounds, sc.MaxOpsPerRun, metered...)
+	st := make([]RunStats, len(res))
+	for i, r := range res {
+		st[i] = r.stats
+	}
+	wl := Workload{Name: w.name, Concurrency: c, Service: st[0], Raw: st[1], Ratio: ratio(st[0].Throughput, st[1].Throughput),
+		ServiceCPU: &res[0].cpu, RawCPU: &res[1].cpu}
+	if len(res) > 2 {
+		wl.CeilingCPU = &res[2].cpu
+	}
 	if after, err := readTableIO(ctx, raw.pool, raw.schema); err == nil && berr == nil {
 		d := after.minus(before)
 		wl.RowUpdates, wl.HotUpdates, wl.NewSessions = d.updates, d.hot, d.sessions
@@ -296,7 +320,7 @@ func (h *harness) measureCell(ctx context.Context, w workload, c int, raw *rawSQ
 		wl.CeilingPgbench = pb
 		line += fmt.Sprintf(" | ceiling pgbench %7.1f tps (ceiling/pgbench %.2f)", pb.TPS, pb.RawRatio)
 	}
-	h.logf("%s | new sessions %d, load %s", line, wl.NewSessions, loadAvg())
+	h.logf("%s | %s | new sessions %d, load %s", line, wl.cpuLine(), wl.NewSessions, loadAvg())
 	if c == 1 {
 		ps, err := probe(ctx, raw.pool, raw.schema, sides...)
 		if err != nil {
@@ -324,6 +348,9 @@ func maxConcurrency(sc Scale) int {
 type benchService struct {
 	proc *process
 	api  *apiClient
+	// pprofURL is the base of its pprof listener ("": the harness runs
+	// without --pprof).
+	pprofURL string
 }
 
 // stop ends the service, giving it the time a Pod's termination grace
@@ -352,11 +379,20 @@ func (h *harness) startService(ctx context.Context, name, loginURL string, polic
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProcess("manager serve", h.managerBin,
-		// The rate limit at its maximum: the bench token takes every request
-		// (the limit's bookkeeping is still measured); no metrics listener.
-		[]string{"serve", "--config=" + cfgPath, "--tokens-file=" + tokPath, "--listen=" + addr, "--metrics-listen=0",
-			"--rate-limit-per-minute=6000000", "--rate-limit-burst=100000"},
+	// The rate limit at its maximum: the bench token takes every request
+	// (the limit's bookkeeping is still measured); no metrics listener.
+	args := []string{"serve", "--config=" + cfgPath, "--tokens-file=" + tokPath, "--listen=" + addr, "--metrics-listen=0",
+		"--rate-limit-per-minute=6000000", "--rate-limit-burst=100000"}
+	pprofURL := ""
+	if h.pprofDir != "" {
+		pport, err := localpod.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, fmt.Sprintf("--pprof-listen=127.0.0.1:%d", pport))
+		pprofURL = fmt.Sprintf("http://127.0.0.1:%d", pport)
+	}
+	p, err := startProcess("manager serve", h.managerBin, args,
 		[]string{naming.EnvDatabaseURL + "=" + loginURL}, filepath.Join(h.workDir, name+".log"))
 	if err != nil {
 		return nil, err
@@ -366,5 +402,5 @@ func (h *harness) startService(ctx context.Context, name, loginURL string, polic
 		p.stop(5 * time.Second)
 		return nil, err
 	}
-	return &benchService{proc: p, api: newAPIClient(base, benchToken)}, nil
+	return &benchService{proc: p, api: newAPIClient(base, benchToken), pprofURL: pprofURL}, nil
 }

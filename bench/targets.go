@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // Target is one goal of issue 7 with what this run measured. They are
@@ -21,8 +23,10 @@ type Target struct {
 }
 
 const (
-	goalSearchRatio  = 0.7
-	goalCeilingRatio = 0.5
+	goalSearchRatio = 0.7
+	// goalCeilingRatio is issue 32's (issue 17 asked 0.5): on a quiet
+	// machine; on a busy one the service shares the cores with the load.
+	goalCeilingRatio = 0.75
 	goalAddRatio     = 0.5
 	goalSearchP99Ms  = 10.0
 	goalWindowP99Ms  = 20.0
@@ -35,6 +39,14 @@ const (
 	goalBigReadySec   = 150.0
 	goalBigPeakRSSMiB = 256.0
 	goalMemories      = 200_000
+	// Issue 32: cost per operation and ratios in the same run.
+	goalServeCPUPerSearchMs = 0.2  // `manager serve` CPU per vector search
+	goalWindowRatio         = 0.6  // token and summary window, service/raw
+	goalAppendRatio         = 0.65 // append turn, service/raw
+	goalJobAddP99Factor     = 1.5  // add p99 during a job / alone
+	goalCompactSec          = 20.0 // compact, 1M memories
+	goalDecaySec            = 3.0  // decay, 1M memories (50k changed)
+	goalJobRows             = 1_000_000
 )
 
 // targets compares the report with the goals.
@@ -48,6 +60,9 @@ func targets(rep *Report) []Target {
 	}
 	if o := rep.Operator; o != nil {
 		out = append(out, operatorTargets(o)...)
+	}
+	if j := rep.Jobs; j != nil {
+		out = append(out, jobTargets(j)...)
 	}
 	if t := rep.Transfer; t != nil {
 		out = append(out, transferTarget(t))
@@ -72,6 +87,11 @@ func serviceTargets(s *ServiceReport) []Target {
 			out = append(out, below(fmt.Sprintf("%s p99 through the service, c=%d", w.Name, w.Concurrency), w.Service.Latency.P99, goalSearchP99Ms, scaleNote))
 		case "add (dedup)":
 			out = append(out, atLeast(fmt.Sprintf("add service/raw throughput, c=%d", w.Concurrency), w.Ratio, goalAddRatio, ""))
+		}
+		if w.Name == "vector search" && w.ServiceCPU != nil {
+			t := below(fmt.Sprintf("manager serve CPU per vector search, c=%d", w.Concurrency), w.ServiceCPU.ServiceMs, goalServeCPUPerSearchMs, "")
+			t.Measured = fmt.Sprintf("%.3f ms", w.ServiceCPU.ServiceMs)
+			out = append(out, t)
 		}
 	}
 	out = append(out, throughputTargets(s.Workloads, scaleNote)...)
@@ -164,6 +184,38 @@ func conversationTargets(c *ConversationReport) []Target {
 	for _, w := range c.Workloads {
 		if strings.HasSuffix(w.Name, " window") {
 			out = append(out, below(fmt.Sprintf("%s p99 through the service, c=%d", w.Name, w.Concurrency), w.Service.Latency.P99, goalWindowP99Ms, note))
+			out = append(out, atLeast(fmt.Sprintf("%s service/raw throughput, c=%d", w.Name, w.Concurrency), w.Ratio, goalWindowRatio, ""))
+		}
+		if w.Name == "append turn" {
+			out = append(out, atLeast(fmt.Sprintf("append turn service/raw throughput, c=%d", w.Concurrency), w.Ratio, goalAppendRatio, ""))
+		}
+	}
+	return out
+}
+
+// jobTargets: issue 32's bounds on the maintenance jobs: engine adds at
+// most 1.5x slower at p99 while each job runs than alone, and compact and
+// decay of 1M memories within 20 s and 3 s.
+func jobTargets(j *JobsReport) []Target {
+	note := ""
+	if j.Rows != goalJobRows {
+		note = fmt.Sprintf("measured at %d memories; the time goals are for 1,000,000", j.Rows)
+	}
+	var out []Target
+	for _, o := range j.Operations {
+		if o.AddDuring != nil && o.AddDuring.Ops > 0 {
+			t := below(fmt.Sprintf("engine add p99 while %s runs / alone", o.Name), o.AddP99Factor, goalJobAddP99Factor,
+				fmt.Sprintf("%.2f / %.2f ms, %d adds during", o.AddDuring.Latency.P99, o.AddAlone.Latency.P99, o.AddDuring.Ops))
+			t.Goal, t.Measured = fmt.Sprintf("<= %.1fx", goalJobAddP99Factor), fmt.Sprintf("%.2fx", o.AddP99Factor)
+			t.Met = o.AddP99Factor <= goalJobAddP99Factor
+			out = append(out, t)
+		}
+		goal := map[string]float64{memory.OpCompact: goalCompactSec, memory.OpDecay: goalDecaySec}[o.Name]
+		if goal > 0 {
+			t := below(o.Name+" wall time", o.WallSec, goal, note)
+			t.Goal, t.Measured = fmt.Sprintf("<= %.0f s", goal), fmt.Sprintf("%.2f s", o.WallSec)
+			t.Met = o.WallSec <= goal
+			out = append(out, t)
 		}
 	}
 	return out

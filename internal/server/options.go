@@ -22,6 +22,9 @@ type Options struct {
 	// MetricsListen is the address of GET /metrics, apart from the API's
 	// ("" or "0": no metrics listener).
 	MetricsListen string
+	// PprofListen is the loopback address of Go's profiles
+	// (/debug/pprof/, pprof_listener.go); "" (the default): none.
+	PprofListen string
 	// TLSCertFile and TLSKeyFile, both or neither: serve HTTPS with that
 	// pair (reloaded on change).
 	TLSCertFile string
@@ -126,6 +129,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.Int64Var(&o.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body accepted; larger ones get 413")
 	fs.Int64Var(&o.MaxImportBytes, "max-import-bytes", DefaultMaxImportBytes, "largest body of POST /v1/import (admin), an export file read whole before anything is written; larger ones get 413")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", DefaultMetricsListen, "address of GET /metrics, host:port, apart from the API's; \"0\" turns it off")
+	fs.StringVar(&o.PprofListen, "pprof-listen", "", "loopback address (127.0.0.1:PORT) of Go's profiles, /debug/pprof/, a listener of its own; empty (the default) = off; for profiling only (kubectl port-forward)")
 	fs.IntVar(&o.MaxInflight, "max-inflight", DefaultMaxInflight, "API requests served at once; more get 429 (0 = no limit)")
 	fs.IntVar(&o.MaxInflightPerCredential, "max-inflight-per-credential", DefaultMaxInflightPerCredential,
 		"API requests one credential may have in flight at once, reading their body included; more get 429 with Retry-After (0 = no limit; from --max-inflight on, only that binds)")
@@ -186,6 +190,13 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.RateLimit.validate("--rate-limit"), o.LLMRateLimit.validate("--llm-rate-limit"))
 	if !metricsOff(o.MetricsListen) && o.MetricsListen == o.Listen && !strings.HasSuffix(o.Listen, ":0") {
 		errs = append(errs, fmt.Errorf("--metrics-listen %s: must differ from --listen (metrics never share the API port)", o.MetricsListen))
+	}
+	if o.PprofListen != "" {
+		if err := pprofLoopback(o.PprofListen); err != nil {
+			errs = append(errs, err)
+		} else if o.PprofListen == o.Listen || o.PprofListen == o.MetricsListen {
+			errs = append(errs, fmt.Errorf("--pprof-listen %s: must differ from --listen and --metrics-listen", o.PprofListen))
+		}
 	}
 	if o.RequestTimeout < 0 || o.ShutdownTimeout < 0 || o.ShutdownDelay < 0 {
 		errs = append(errs, errors.New("--request-timeout, --shutdown-timeout and --shutdown-delay must not be negative"))

@@ -94,6 +94,15 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		tn.Close()
 		return nil, err
 	}
+	phs, pln, err := listenPprof(o.PprofListen, logger)
+	if err != nil {
+		if mln != nil {
+			mln.Close()
+		}
+		ln.Close()
+		tn.Close()
+		return nil, err
+	}
 	// WriteTimeout: an answer its client does not read is given up at
 	// this deadline, so it holds its slot and its memory no longer
 	// (requestbody.go).
@@ -121,7 +130,7 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	go tokens.Watch(watchCtx, o.TokensPollInterval)
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	if cert != nil {
 		go cert.Watch(watchCtx, o.TokensPollInterval)
 		// The certificate comes from TLSConfig.GetCertificate, so no file here.
@@ -136,10 +145,18 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 			}
 		}()
 	}
+	if phs != nil {
+		go func() {
+			if err := phs.Serve(pln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("pprof: %w", err)
+			}
+		}()
+	}
 	go func() {
 		defer close(p.done)
 		defer stopWatch()
 		defer stopMetrics(mhs)
+		defer stopMetrics(phs)
 		select {
 		case <-ctx.Done():
 		case err := <-serveErr:
