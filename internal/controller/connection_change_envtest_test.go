@@ -27,7 +27,9 @@ import (
 // Secret edited) keeps working, and status.connection records which server
 // and database the tenant lives on, without anything from the Secret.
 // Removing status.connection after a change accepts the new server
-// (docs/operations.md, "Changing a runtime's connection").
+// (docs/operations.md, "Changing a runtime's connection"); a server that
+// holds the tenant's schema is accepted whatever its identity (a major
+// upgrade gives a server a new system identifier).
 func scenarioConnectionChanged(e *operatorEnv, t *testing.T) {
 	in := testenv.NewInstance(t, "connchange")
 	in.Start(t)
@@ -148,6 +150,30 @@ func scenarioConnectionChanged(e *operatorEnv, t *testing.T) {
 	if c := got.Status.Connection; c == nil || c.SystemIdentifier == recorded.SystemIdentifier || !schemaIn(t, e.adminURL, schema) {
 		t.Errorf("after status.connection was removed: status.connection = %+v (was %+v), schema on the new server: %v",
 			c, recorded, schemaIn(t, e.adminURL, schema))
+	}
+	// Back on the first server, which still holds the tenant's schema, as
+	// a server does after pg_upgrade gave it a new system identifier or a
+	// restore: accepted, because the tenant's data is there (a Normal
+	// event says so); then again on the new home, where it is reclaimed.
+	newHome := *got.Status.Connection
+	for _, back := range []struct {
+		spec memoryv1alpha1.DatabaseSpec
+		want memoryv1alpha1.RuntimeConnection
+	}{{homeSpec, *recorded}, {memoryv1alpha1.DatabaseSpec{ClusterConnection: elsewhere}, newHome}} {
+		since := time.Now()
+		setDatabase(back.spec)()
+		e.waitEventSince(t, ns, "bot", reasonServerChanged, schema, since)
+		eventually(t, "status.connection names the server the schema is on", 30*time.Second, func() error {
+			var rt memoryv1alpha1.MemoryRuntime
+			if err := e.get(t, ns, "bot", &rt); err != nil {
+				return err
+			}
+			if c := rt.Status.Connection; c == nil || *c != back.want {
+				return fmt.Errorf("status.connection = %+v, want %+v", c, back.want)
+			}
+			return nil
+		})
+		e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 	}
 	// Reclaim the tenant on its new home.
 	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})

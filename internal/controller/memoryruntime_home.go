@@ -8,6 +8,10 @@ import (
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
+// reasonServerChanged (Normal event): the admin connection reaches another
+// server identity, which holds the tenant's schema; recorded as its home.
+const reasonServerChanged = "TenantServerChanged"
+
 // checkConnection asks the server the admin connection reaches which
 // server and database it is, and refuses one other than the tenant's
 // (status.connection): provisioning there would create an empty tenant
@@ -27,13 +31,23 @@ func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtim
 	}
 	recorded := tenant.ServerIdentity{System: home.SystemIdentifier, Database: home.Database, DatabaseOID: home.DatabaseOID}
 	same := recorded.Same(id)
-	if same && !recorded.Verifiable(id) && s.recorded != "" {
-		// Without a system identifier an OID match may be another server
-		// (two fresh servers number their first databases alike): the
-		// tenant's schema must be there too.
-		if same, err = tenant.HasSchema(ctx, s.pool, s.recorded); err != nil {
+	if !(same && recorded.Verifiable(id)) && s.recorded != "" {
+		// Not proven the same server: without a system identifier an OID
+		// match may be another server (two fresh servers number their
+		// first databases alike), and a server with another identifier may
+		// hold the tenant's data all the same (pg_upgrade gives the
+		// cluster a new system identifier; so does a logical restore or a
+		// move made by hand). The data decides: the tenant's schema must
+		// be there (Provision then checks that it is this runtime's).
+		has, err := tenant.HasSchema(ctx, s.pool, s.recorded)
+		if err != nil {
 			return id, false, err
 		}
+		if has && !same {
+			r.eventer().normal(s.rt, reasonServerChanged, "Provision",
+				"the admin connection now reaches %s, where this tenant's schema %s is (a major upgrade, a restore or a move): recorded as the tenant's server", id, s.recorded)
+		}
+		same = has
 	}
 	if same {
 		if id.System == "" {
