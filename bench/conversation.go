@@ -37,17 +37,12 @@ const (
 func (h *harness) runConversation(ctx context.Context) (*ConversationReport, error) {
 	sc := h.scale
 	rep := &ConversationReport{Messages: sc.ConvMessages, SeedTurn: convSeedTurn}
-	db, loginURL, drop, err := h.tenantDatabase(ctx, "conv", "conversation database", benchSchema)
-	defer drop()
+	tenant, stop, err := h.serveTenant(ctx, "conv", "conversation database", "service-conv")
+	defer stop()
 	if err != nil {
 		return nil, err
 	}
-	policy := benchPolicy()
-	svc, err := h.startService(ctx, "service-conv", loginURL, policy, false)
-	if err != nil {
-		return nil, err
-	}
-	defer svc.stop()
+	db, loginURL, svc := tenant.db, tenant.loginURL, tenant.svc
 	api := svc.api
 	pool, err := h.servicePool(ctx, loginURL, memory.SessionSettings{})
 	if err != nil {

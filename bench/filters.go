@@ -104,17 +104,12 @@ func (h *harness) filterItem(owner string, i int) filterItem {
 func (h *harness) runFilters(ctx context.Context) (*FiltersReport, error) {
 	sc := h.scale
 	rep := &FiltersReport{Owners: sc.FilterOwners, PerOwner: sc.PerOwner}
-	db, loginURL, drop, err := h.tenantDatabase(ctx, "flt", "filters database", benchSchema)
-	defer drop()
+	tenant, stop, err := h.serveTenant(ctx, "flt", "filters database", "filters")
+	defer stop()
 	if err != nil {
 		return nil, err
 	}
-	policy := benchPolicy()
-	svc, err := h.startService(ctx, "filters", loginURL, policy, false)
-	if err != nil {
-		return nil, err
-	}
-	defer svc.stop()
+	db, loginURL, svc, policy := tenant.db, tenant.loginURL, tenant.svc, benchPolicy()
 	h.logf("filters: loading %d owners x %d memories with metadata and tags", sc.FilterOwners, sc.PerOwner)
 	if rep.Load, err = h.loadFiltered(ctx, svc.api); err != nil {
 		return nil, err

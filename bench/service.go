@@ -114,17 +114,12 @@ func smallName(i int) string { return fmt.Sprintf("small-%d", i) }
 func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	sc := h.scale
 	rep := &ServiceReport{Memories: sc.Memories(), Owners: sc.Owners, PerOwner: sc.PerOwner, SmallOwners: sc.SmallOwners}
-	db, loginURL, drop, err := h.tenantDatabase(ctx, "svc", "service database", benchSchema)
-	defer drop()
+	tenant, stop, err := h.serveTenant(ctx, "svc", "service database", "service")
+	defer stop()
 	if err != nil {
 		return nil, err
 	}
-	policy := benchPolicy()
-	svc, err := h.startService(ctx, "service", loginURL, policy, false)
-	if err != nil {
-		return nil, err
-	}
-	defer svc.stop()
+	db, loginURL, svc, policy := tenant.db, tenant.loginURL, tenant.svc, benchPolicy()
 	api := svc.api
 
 	h.logf("service: loading %d owners x %d memories (+ %d small owners) through the batch API", sc.Owners, sc.PerOwner, len(sc.SmallOwners))

@@ -33,3 +33,31 @@ func (h *harness) tenantDatabase(ctx context.Context, purpose, what, schema stri
 func (h *harness) servicePool(ctx context.Context, loginURL string, s memory.SessionSettings) (*pgxpool.Pool, error) {
 	return memory.NewPool(ctx, loginURL, int32(maxConcurrency(h.scale)+2), s)
 }
+
+// servedTenant is a tenant database of a run's own with a memory service
+// on it (benchPolicy, synchronous commit).
+type servedTenant struct {
+	db       *benchDB
+	loginURL string
+	svc      *benchService
+}
+
+// serveTenant opens the runs that measure the service: tenantDatabase
+// (purpose, what, benchSchema), then startService(name) on it. stop is
+// never nil, and deferred before looking at err as tenantDatabase's drop
+// is: it stops the service (if it started), then drops the database.
+func (h *harness) serveTenant(ctx context.Context, purpose, what, name string) (t servedTenant, stop func(), err error) {
+	var drop func()
+	t.db, t.loginURL, drop, err = h.tenantDatabase(ctx, purpose, what, benchSchema)
+	stop = func() {
+		if t.svc != nil {
+			t.svc.stop()
+		}
+		drop()
+	}
+	if err != nil {
+		return t, stop, err
+	}
+	t.svc, err = h.startService(ctx, name, t.loginURL, benchPolicy(), false)
+	return t, stop, err
+}

@@ -16,7 +16,6 @@ import (
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // An object of the operator's that a team made bigger than the cache's cap
@@ -26,14 +25,8 @@ import (
 // what did. The API token reconcile reads the tokens whole too, so it does
 // not take them for missing.
 func TestOperatorsObjectOverTheCacheCapIsNotRewrittenEachReconcile(t *testing.T) {
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	scheme := NewScheme()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg, direct := ownControlPlane(t, 2*time.Minute, "")
+	scheme := direct.Scheme()
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: "team-a", UID: "rt-uid"}}
 	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rt.Namespace}}); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // forgedObjects is how many objects of a forged owner each test creates:
@@ -79,18 +78,8 @@ func TestWholeObjectCapCountsWhatTheCacheHoldsOfLabels(t *testing.T) {
 // forgedSetup starts a control plane with a namespace team-evil.
 func forgedSetup(t *testing.T) (context.Context, *rest.Config, client.Client, string) {
 	t.Helper()
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-evil"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	return ctx, cfg, c, ns.Name
+	ctx, cfg, c := ownControlPlane(t, 2*time.Minute, "team-evil")
+	return ctx, cfg, c, "team-evil"
 }
 
 // startOperatorCache starts a cache configured as the operator's

@@ -15,7 +15,6 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 func heapBytes() uint64 {
@@ -32,21 +31,11 @@ func heapBytes() uint64 {
 // and the Secret the operator wrote for a runtime whole.
 func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
 	const secrets, size = 32, 1_000_000 // bounded: 32 MB in all
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	scheme := NewScheme()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-evil"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	createLabelledSecrets(ctx, t, c, ns.Name, secrets, size)
-	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns.Name, UID: "rt-uid"}}
-	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: naming.CredentialsSecretName(rt.Name),
+	const ns = "team-evil"
+	ctx, cfg, c := ownControlPlane(t, 2*time.Minute, ns)
+	createLabelledSecrets(ctx, t, c, ns, secrets, size)
+	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns, UID: "rt-uid"}}
+	owned := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.CredentialsSecretName(rt.Name),
 		Labels: naming.ManagedLabels(), OwnerReferences: []metav1.OwnerReference{runtimeOwnerRef(rt)}},
 		Data: map[string][]byte{"password": []byte("kept")}}
 	if err := c.Create(ctx, owned); err != nil {
@@ -56,7 +45,7 @@ func TestCacheKeepsLabelledSecretsNotOwnedAsStubs(t *testing.T) {
 	before := heapBytes()
 	ca := startOperatorCache(ctx, t, cfg, &corev1.Secret{})
 	var list corev1.SecretList
-	if err := ca.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
+	if err := ca.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	grew := int64(heapBytes()) - int64(before)

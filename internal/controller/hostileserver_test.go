@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // hugeMessage is what the hostile server answers the first query with.
@@ -25,21 +25,7 @@ const hugeMessage = 900 << 20
 // 1 GiB). It listens on 127.0.0.1 and returns a URL with no TLS.
 func hugeMessageServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go answerHuge(c)
-		}
-	}()
-	return fmt.Sprintf("postgres://evil:pw@%s/engram?sslmode=disable", ln.Addr())
+	return fmt.Sprintf("postgres://evil:pw@%s/engram?sslmode=disable", testenv.ServeLocal(t, answerHuge))
 }
 
 // answerHuge logs the client in and sends one message of hugeMessage
@@ -73,31 +59,6 @@ func answerHuge(c net.Conn) {
 	}
 }
 
-// heapWatch samples the heap every 10 ms until stop is called, which
-// returns the most it saw above the heap at the start.
-func heapWatch() (stop func() uint64) {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	base, peak := m.HeapAlloc, m.HeapAlloc
-	done, out := make(chan struct{}), make(chan uint64)
-	go func() {
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapAlloc)
-			select {
-			case <-done:
-				out <- peak - min(base, peak)
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 { close(done); return <-out }
-}
-
 // TestHostileServerMessageIsBounded (issue 26's sixth review, HIGH 1): a
 // server a tenant runs answered the first statement of a provisioning
 // with one 900 MiB message, and the operator held 904 MiB of heap (its
@@ -116,7 +77,7 @@ func TestHostileServerMessageIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := heapWatch()
+	stop := testenv.HeapPeak(10 * time.Millisecond)
 	_, err = tenant.Provision(ctx, pool, tenant.Spec{Schema: "evil", Dimensions: 3,
 		Owner: tenant.Owner{UID: "uid-evil", Namespace: "team-evil", Name: "evil"}})
 	grew := stop()
@@ -126,7 +87,7 @@ func TestHostileServerMessageIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop = heapWatch()
+	stop = testenv.HeapPeak(10 * time.Millisecond)
 	w, err := tenant.OpenLockWatchdog(ctx, cfg, tenant.LockPolicy{})
 	if w != nil {
 		_ = w.Close(context.Background())

@@ -113,7 +113,7 @@ func (r *RetentionJobReconciler) checkSchedule(_ context.Context, s *retentionSc
 	if err != nil {
 		s.notScheduled = memoryv1alpha1.ReasonInvalidSchedule
 		s.message = err.Error() + " (the existing CronJobs are left unchanged)"
-		return true, nil
+		return true, nil //nolint:nilerr // the user's schedule is invalid: said in status (InvalidSchedule), not a reconcile error
 	}
 	s.next = next
 	return false, nil
@@ -145,7 +145,7 @@ func (r *RetentionJobReconciler) resolveTargets(ctx context.Context, s *retentio
 	sel, err := metav1.LabelSelectorAsSelector(rj.Spec.RuntimeSelector)
 	if err != nil {
 		s.notScheduled, s.message = memoryv1alpha1.ReasonNoRuntimesSelected, "spec.runtimeSelector: "+err.Error()
-		return false, nil
+		return false, nil //nolint:nilerr // the user's selector is invalid: said in status (NoRuntimesSelected), not a reconcile error
 	}
 	var list memoryv1alpha1.MemoryRuntimeList
 	if err := r.client.List(ctx, &list, client.InNamespace(rj.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -270,7 +270,7 @@ func (r *RetentionJobReconciler) runNow(ctx context.Context, s *retentionScope) 
 	if s.refusedJob != nil {
 		// Not acted on: retried until the name is free.
 		s.requeue.at(r.opts.NotOwnedRetry)
-		return false, nil
+		return false, nil //nolint:nilerr // the refused Job is said in status and retried after NotOwnedRetry, not a reconcile error
 	}
 	if len(s.cronJobs) == 0 {
 		r.eventer().warning(s.rj, "RunNowSkipped", "Run", "run-now %q: no target runtime has a CronJob; nothing was started", value)

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -10,11 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // MEDIUM 1 of issue 26's thirteenth review: the Secret reader remembered a
@@ -22,22 +19,12 @@ import (
 // copy kubectl apply keeps in an annotation) for two grant-check intervals.
 // It keeps the values the operator can use now, each capped, and nothing else.
 func TestSecretReaderRemembersOnlyBoundedValues(t *testing.T) {
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	scheme := NewScheme()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	const ns = "team-a"
+	ctx, cfg, c := ownControlPlane(t, time.Minute, ns)
 	big := strings.Repeat("x", 900_000)
 	uri := "postgres://u:p@db.example:5432/app"
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns.Name,
+		ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns,
 			Labels:      map[string]string{naming.LabelConnection: "main", "other": "label"},
 			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big[:200_000]}},
 		Data: map[string][]byte{"uri": []byte(uri), "junk": []byte(big)},
@@ -45,17 +32,7 @@ func TestSecretReaderRemembersOnlyBoundedValues(t *testing.T) {
 	if err := c.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	meta, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: keepIdentityOnly})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := meta.GetInformer(ctx, secretMetadata()); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = meta.Start(ctx) }()
-	if !meta.WaitForCacheSync(ctx) {
-		t.Fatal("the metadata cache did not sync")
-	}
+	meta := startMetadataCache(ctx, t, cfg, c.Scheme())
 	r := newSecretReader(meta, c, time.Minute)
 	for range 2 { // the second read is from memory: the same answer
 		var got corev1.Secret
@@ -85,43 +62,23 @@ func TestSecretReaderRemembersOnlyBoundedValues(t *testing.T) {
 // cache +72 MiB. It keeps no label of theirs now.
 func TestMetadataCacheKeepsNoLabelsOfTenantSecrets(t *testing.T) {
 	const secrets, labels = 32, 12_000 // bounded: about 28 MB of labels in all
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	scheme := NewScheme()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-evil"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	const ns = "team-evil"
+	ctx, cfg, c := ownControlPlane(t, 2*time.Minute, ns)
 	lbl := map[string]string{}
 	for i := range labels {
 		lbl[fmt.Sprintf("l%08d", i)] = strings.Repeat("0", 63)
 	}
 	for i := range secrets {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("tags-%d", i), Labels: lbl}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tags-%d", i), Labels: lbl}}
 		if err := c.Create(ctx, s); err != nil {
 			t.Fatalf("creating Secret %d: %v", i, err)
 		}
 	}
 	before := heapBytes()
-	meta, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: keepIdentityOnly})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := meta.GetInformer(ctx, secretMetadata()); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = meta.Start(ctx) }()
-	if !meta.WaitForCacheSync(ctx) {
-		t.Fatal("the metadata cache did not sync")
-	}
+	meta := startMetadataCache(ctx, t, cfg, c.Scheme())
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := meta.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
+	if err := meta.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	grew := int64(heapBytes()) - int64(before)

@@ -18,7 +18,6 @@ import (
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // getCounter counts the GET requests a client sends, by URL path.
@@ -59,14 +58,8 @@ func (c *getCounter) gets(suffix string) int {
 // drift is still repaired. A stub that is not the operator's is not read
 // whole at all.
 func TestOverCapObjectIsReadWholeOnlyWhenItChanges(t *testing.T) {
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	scheme := NewScheme()
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg, direct := ownControlPlane(t, 3*time.Minute, "")
+	scheme := direct.Scheme()
 	counter := &getCounter{paths: map[string]int{}}
 	countedCfg := rest.CopyConfig(cfg)
 	countedCfg.Wrap(counter.wrap)

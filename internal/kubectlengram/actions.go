@@ -196,7 +196,7 @@ func waitRunNow(ctx context.Context, a *app, k *kube, rj *memoryv1alpha1.Retenti
 	// The operator writes lastRun from the finished Job's summary.
 	_ = waitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		if err := k.c.Get(ctx, key, rj); err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // a failed read is polled again until the wait's timeout (lastRun is best effort)
 		}
 		_, ours := jobs[lastRunJob(rj)]
 		return ours, nil

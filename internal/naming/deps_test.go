@@ -47,14 +47,18 @@ func TestDependencyRule(t *testing.T) {
 // memories calls it, so there is one dedup and transaction path);
 // conversation memory imports no other idea, and long-term memory only
 // the write path (its extraction writes facts through it) and
-// conversation memory (its episodes summarize sessions), so the façade is
-// where they are put together (docs/architecture.md, "Inside
+// conversation memory (its episodes summarize sessions), and the export
+// format only the core and the write path, so the façade is where they are
+// put together (docs/architecture.md, "Inside
 // internal/memory").
 var engineIdeas = map[string][]string{
 	"../memory/core":         engineLeaves,
 	"../memory/write":        append([]string{"../memory/core"}, engineLeaves...),
 	"../memory/conversation": append([]string{"../memory/core"}, engineLeaves...),
 	"../memory/longterm":     append([]string{"../memory/core", "../memory/write", "../memory/conversation"}, engineLeaves...),
+	// The export and import format: it reads through the core and writes
+	// memories back through the write path, and knows no other idea.
+	"../memory/portable": append([]string{"../memory/core", "../memory/write"}, engineLeaves...),
 	// Tests' state of a provisioned tenant, for the ideas' own tests;
 	// imported by tests only.
 	"../memory/core/coretest": append([]string{"../memory/core", "../tenant", "../testenv", "../naming"}, engineLeaves...),

@@ -3,12 +3,13 @@ package tenant
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // citusRowsServer answers DetectCitus as a Citus coordinator whose
@@ -55,7 +56,7 @@ func TestServerAnswerIsBounded(t *testing.T) {
 	defer pool.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stop := heapPeak()
+	stop := testenv.HeapPeak(5 * time.Millisecond)
 	_, err = Provision(ctx, pool, newSpec("engram_answerbound", 3))
 	grew := stop()
 	t.Logf("provisioning on the hostile server: %v; heap grew %d MiB at most", err, grew>>20)
@@ -65,29 +66,4 @@ func TestServerAnswerIsBounded(t *testing.T) {
 	if grew > 3*MaxServerAnswer {
 		t.Fatalf("the heap grew by %d MiB, want at most %d (three times the answer bound)", grew>>20, 3*MaxServerAnswer>>20)
 	}
-}
-
-// heapPeak samples the heap every 5 ms until stop is called, which
-// returns the most it saw above the heap at the start.
-func heapPeak() (stop func() uint64) {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	base, peak := m.HeapAlloc, m.HeapAlloc
-	done, out := make(chan struct{}), make(chan uint64)
-	go func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapAlloc)
-			select {
-			case <-done:
-				out <- peak - min(base, peak)
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 { close(done); return <-out }
 }

@@ -13,6 +13,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // fakeCol is one result column: its name and type OID (25 text, 16 bool,
@@ -33,21 +35,8 @@ type fakeAnswer struct {
 
 // fakePG serves answer(query) for every statement; it logs anyone in.
 func fakePG(t *testing.T, answer func(query string) fakeAnswer) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveFake(c, answer)
-		}
-	}()
-	return fmt.Sprintf("postgres://evil:pw@%s/engram?sslmode=disable", ln.Addr())
+	addr := testenv.ServeLocal(t, func(c net.Conn) { serveFake(c, answer) })
+	return fmt.Sprintf("postgres://evil:pw@%s/engram?sslmode=disable", addr)
 }
 
 func serveFake(c net.Conn, answer func(string) fakeAnswer) {

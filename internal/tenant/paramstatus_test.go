@@ -103,21 +103,7 @@ func throughParamProxy(t *testing.T, dbURL string, extra []byte) string {
 		t.Fatal(err)
 	}
 	upstream := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go proxyParams(c, upstream, extra)
-		}
-	}()
-	u.Host = ln.Addr().String()
+	u.Host = testenv.ServeLocal(t, func(c net.Conn) { proxyParams(c, upstream, extra) }).String()
 	q := u.Query()
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // citusListAnswer is a tenant's server that says "Citus coordinator" and
@@ -42,7 +44,7 @@ func TestCitusWorkerListIsBounded(t *testing.T) {
 	conn := fakeConn(t, fakePG(t, citusListAnswer))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stop := heapPeak()
+	stop := testenv.HeapPeak(5 * time.Millisecond)
 	c, err := DetectCitus(ctx, conn)
 	grew := stop()
 	var tooMany *TooManyRowsError
@@ -68,7 +70,7 @@ func TestReaperLooksReadNoWorkerList(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stop := heapPeak()
+	stop := testenv.HeapPeak(5 * time.Millisecond)
 	go cancelPast(ctx, cancel, 512<<20) // bounded, should the looks read it all
 	errs := make([]error, looks)
 	var wg sync.WaitGroup
