@@ -1,15 +1,20 @@
 package controller
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -22,7 +27,8 @@ import (
 // without the label is refused by both (NamespaceNotAllowed, Stalled), by
 // selector and by databaseRef, with nothing created on the server. Labelling
 // its namespace places them; a namespace that loses the label keeps its
-// placed tenant where it is, working, and only its new runtimes are refused.
+// placed tenant where it is, working, and only its new runtimes are refused,
+// also one whose status is edited to name a database (a forged placement).
 func scenarioDatabaseAccess(e *operatorEnv, t *testing.T) {
 	sfx := randomSuffix()
 	tier, label := "access-"+sfx, "engram-test/access-"+sfx
@@ -106,6 +112,36 @@ func scenarioDatabaseAccess(e *operatorEnv, t *testing.T) {
 	late := databaseRuntime(nsA, "late", open.Name, "")
 	mustCreate(t, e.c, late)
 	e.waitCondition(t, nsA, late.Name, memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonNamespaceNotAllowed)
+	// Whoever may write late's status forges a placement on open: not
+	// honoured (open does not admit nsA, and late's schema is not there),
+	// nothing is created.
+	forged := client.RawPatch(types.MergePatchType, []byte(`{"status":{"database":{"name":"`+open.Name+`"}}}`))
+	if err := e.c.Status().Patch(testContext(t), &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: late.Name}}, forged); err != nil {
+		t.Fatal(err)
+	}
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: late.Name}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRotateCredentials, "after-forged-placement") // a reconcile
+	})
+	eventually(t, "the forged placement is refused", 30*time.Second, func() error {
+		var rt memoryv1alpha1.MemoryRuntime
+		if err := e.get(t, nsA, late.Name, &rt); err != nil {
+			return err
+		}
+		c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady)
+		if rt.PlacedDatabase() != open.Name || c == nil || c.Reason != memoryv1alpha1.ReasonNamespaceNotAllowed || !strings.Contains(c.Message, "a placement the operator did not make") {
+			return fmt.Errorf("placed on %q, DatabaseReady %+v", rt.PlacedDatabase(), c)
+		}
+		return nil
+	})
+	if schemaIn(t, url, SchemaFor(late)) {
+		t.Errorf("a forged placement created schema %s on %s", SchemaFor(late), open.Name)
+	}
+	// (Until it is removed, the forged placement counts as one of open's
+	// tenants: the operator counts placements from status.)
+	unforge := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/database"}]`))
+	if err := e.c.Status().Patch(testContext(t), &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: late.Name}}, unforge); err != nil {
+		t.Fatal(err)
+	}
 	update(t, e, &memoryv1alpha1.MemoryDatabase{ObjectMeta: metav1.ObjectMeta{Name: open.Name}}, func(d *memoryv1alpha1.MemoryDatabase) {
 		d.Spec.Capacity.MaxTenants = ptr.To[int32](100)
 	})

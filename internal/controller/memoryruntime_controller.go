@@ -84,6 +84,9 @@ type runtimeState struct {
 	provisioned string
 	// text is the tenant's text search pacing (textsearch_pace.go).
 	text textPace
+	// admittedOn is the MemoryDatabase whose placement of this runtime
+	// this process has checked (checkPlacedAdmission).
+	admittedOn string
 }
 
 type runtimeMemory struct {
@@ -214,9 +217,12 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.connect,
 		r.provision,
 		r.moveToWorker,
-		r.checkEmbedder,
+		// After the credentials: a password Provision has just set (a
+		// login role created again) is only in this reconcile; a refused
+		// embedder must not lose it.
 		r.reconcileCredentials,
 		r.reconcileAPIToken,
+		r.checkEmbedder,
 		r.reconcileConfig,
 		r.checkTLSSecret,
 		r.reconcileDeployment,

@@ -259,7 +259,10 @@ func (r *MemoryRuntimeReconciler) connectDatabase(ctx context.Context, s *runtim
 		return true, nil
 	}
 	url, err := databaseURL(ctx, r.secrets, &db, r.opts.OperatorNamespace)
-	return r.useConnection(s, url, err, "MemoryDatabase "+name+": ")
+	if stop, err := r.useConnection(s, url, err, "MemoryDatabase "+name+": "); stop || err != nil {
+		return stop, err
+	}
+	return r.checkPlacedAdmission(ctx, s, &db)
 }
 
 // warnOnce records a Warning event when the runtime enters a failure with
