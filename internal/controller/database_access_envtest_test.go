@@ -73,8 +73,11 @@ func scenarioDatabaseAccess(e *operatorEnv, t *testing.T) {
 	got := e.waitCondition(t, nsB, bSel.Name, memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonNamespaceNotAllowed)
 	if err := containsAll(got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message,
 		closed.Name+": does not admit namespace "+nsB+" (spec.allowedNamespaces is not set",
-		open.Name+": does not admit namespace "+nsB+` (spec.allowedNamespaces "`+label+`=yes" does not match`); err != nil {
+		open.Name+": does not admit namespace "+nsB+" (its spec.allowedNamespaces does not match"); err != nil {
 		t.Error(err)
+	}
+	if strings.Contains(got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, label) {
+		t.Errorf("the refusal says open's selector (which may name other teams' namespaces): %s", got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message)
 	}
 	got = e.waitCondition(t, nsB, bRef.Name, memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonNamespaceNotAllowed)
 	if err := containsAll(got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message, "(databaseRef "+open.Name+")", "does not admit namespace "+nsB); err != nil {

@@ -126,14 +126,14 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 		spec.Replay = r.opts.ReplayMigrations(client.ObjectKeyFromObject(rt))
 	}
 	started := time.Now()
-	// A failure to ask is a failure of the pass (an unreachable server
-	// gets its reason below).
+	// A failure to ask fails the pass (an unreachable server: its reason below).
 	home, stop, err := r.checkConnection(dbctx, s)
 	if stop {
 		return true, nil
 	}
 	var res *tenant.Result
 	if err == nil {
+		r.memory.update(rt.UID, func(st *runtimeState) { st.text = st.text.attempted(textConfig, started) })
 		res, err = tenant.Provision(dbctx, s.pool, spec)
 	}
 	err = r.explainPassTimeout(ctx, dbctx, s, err)

@@ -95,7 +95,9 @@ func (c candidate) refusal(req placementRequest) string {
 	case req.nsUnread != "":
 		why = req.nsUnread
 	case !c.admits.Matches(req.nsLabels):
-		why = fmt.Sprintf("spec.allowedNamespaces %q does not match the namespace's labels", c.admits.String())
+		// The selector itself is not said: it may name the namespaces of
+		// other teams the database admits.
+		why = "its spec.allowedNamespaces does not match the namespace's labels"
 	default:
 		return ""
 	}

@@ -127,7 +127,7 @@ func TestPlaceAdmission(t *testing.T) {
 		{"absent admits no namespace", std, []candidate{db("a", closed)}, "", "NamespaceNotAllowed",
 			"a: does not admit namespace team-a (spec.allowedNamespaces is not set: it admits no namespace); a MemoryDatabase admits a namespace in its spec.allowedNamespaces"},
 		{"databaseRef to a database of another team", ref("b"), []candidate{db("a"), db("b", admits("team=b"))}, "", "NamespaceNotAllowed",
-			`(databaseRef b): b: does not admit namespace team-a (spec.allowedNamespaces "team=b" does not match the namespace's labels)`},
+			`(databaseRef b): b: does not admit namespace team-a (its spec.allowedNamespaces does not match the namespace's labels)`},
 		{"NotIn excludes", ref("a"), []candidate{db("a", admits("team notin (a)"))}, "", "NamespaceNotAllowed", "does not admit namespace team-a"},
 		{"a refused database's state is not told", ref("b"), []candidate{db("b", admits("team=b"), tenants(3, 3), func(c *candidate) { c.reach = metav1.ConditionFalse })}, "", "NamespaceNotAllowed", "b: does not admit"},
 		{"refused and full: a human must act", std, []candidate{db("a", tenants(3, 3)), db("b", closed)}, "", "NoDatabaseAvailable", "a: full (3 of 3 tenants); b: does not admit namespace team-a"},

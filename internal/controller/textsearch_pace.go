@@ -40,6 +40,20 @@ func decideTextSearch(want string, pace textPace, now time.Time, minInterval tim
 	return want, 0
 }
 
+// attempted is pace when a pass starts with config: a pass that sets out
+// to switch the tenant to another configuration than the one applied counts
+// as a switch from its start, whatever its end (a pass that switches and
+// then fails in the refill or the drop would otherwise leave the next flip
+// unpaced; one that fails before switching delays the next flip at most
+// one interval).
+func (pace textPace) attempted(config string, now time.Time) textPace {
+	if config == "" || pace.applied == "" || config == pace.applied {
+		return pace
+	}
+	pace.applied, pace.switched = config, now
+	return pace
+}
+
 // paced is pace after a successful pass that applied config, switched
 // saying whether the pass switched the tenant to it.
 func (pace textPace) paced(config string, switched bool, now time.Time) textPace {

@@ -58,3 +58,20 @@ func TestTextPaceRecordsSwitches(t *testing.T) {
 		t.Fatalf("a pass without a configuration changed the pace: %+v", q)
 	}
 }
+
+// TestTextPaceCountsAnAttempt: a pass that sets out to switch counts as a
+// switch from its start, so a pass that fails after switching still paces
+// the next flip (the hostile review of this session, MEDIUM 4).
+func TestTextPaceCountsAnAttempt(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	p := textPace{applied: "english"}.attempted("german", t0)
+	if use, wait := decideTextSearch("french", p, t0.Add(time.Minute), 5*time.Minute); use != "german" || wait != 4*time.Minute {
+		t.Fatalf("a flip one minute after a failed switch: %q, %s; want german, 4m", use, wait)
+	}
+	if q := p.attempted("german", t0.Add(time.Minute)); q != p {
+		t.Fatalf("a retry of the same switch moved the pace: %+v", q)
+	}
+	if q := (textPace{}).attempted("german", t0); q != (textPace{}) {
+		t.Fatalf("the first pass of this process counted as a switch: %+v", q)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -61,7 +62,21 @@ func Identify(ctx context.Context, admin *pgxpool.Pool) (ServerIdentity, error) 
 	if err != nil {
 		return id, fmt.Errorf("reading the server's system identifier: %w", err)
 	}
-	return id, nil
+	return id, id.check()
+}
+
+// check refuses what no PostgreSQL answers: a system identifier is a
+// 64-bit number, a database name at most 63 bytes. A server the tenant
+// runs (connectionSecretRef) may answer anything, and the identity goes
+// into status and into messages.
+func (a ServerIdentity) check() error {
+	if len(a.Database) > 63 {
+		return fmt.Errorf("the server names its database with %d bytes, more than PostgreSQL allows (63)", len(a.Database))
+	}
+	if _, err := strconv.ParseUint(a.System, 10, 64); a.System != "" && err != nil {
+		return fmt.Errorf("the server's system identifier is not a 64-bit number (%d bytes)", len(a.System))
+	}
+	return nil
 }
 
 // unreadableIdentifier are the answers that mean the role may never read
