@@ -87,6 +87,8 @@ type runtimeState struct {
 	// admittedOn is the MemoryDatabase whose placement of this runtime
 	// this process has checked (checkPlacedAdmission).
 	admittedOn string
+	// vectorsHeld: the tenant was seen holding vectors (checkEmbedder).
+	vectorsHeld bool
 }
 
 type runtimeMemory struct {

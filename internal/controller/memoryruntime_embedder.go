@@ -26,11 +26,18 @@ func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeS
 		rt.Status.Embedding = &want
 		return false, nil
 	}
-	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
-	defer cancel()
-	held, err := tenant.HoldsVectors(dbctx, s.pool, s.schema)
-	if err != nil {
-		return false, fmt.Errorf("checking whether the tenant holds vectors before an embedding change: %s", scrubAdmin(err.Error(), s.admin))
+	// Once seen holding vectors, a tenant is not asked again by this
+	// process: the look may scan tables, and a refused runtime is
+	// reconciled as often as its owner edits it.
+	held := r.memory.get(rt.UID).vectorsHeld
+	if !held {
+		dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+		defer cancel()
+		var err error
+		if held, err = tenant.HoldsVectors(dbctx, s.pool, s.schema); err != nil {
+			return false, fmt.Errorf("checking whether the tenant holds vectors before an embedding change: %s", scrubAdmin(err.Error(), s.admin))
+		}
+		r.memory.update(rt.UID, func(st *runtimeState) { st.vectorsHeld = held })
 	}
 	if !held {
 		r.eventer().normal(rt, memoryv1alpha1.ReasonEmbeddingChanged, "Embed", "embedder %s → %s: the tenant holds no vector yet", embedderName(*have), embedderName(want))
