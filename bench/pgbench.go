@@ -65,21 +65,18 @@ var placeholder = regexp.MustCompile(`\$(\d+)`)
 // a literal. The plan and the work per row are the same; pgbench prepares
 // the statement once per connection (-M prepared), as pgx does.
 func pgbenchScript(sql string, args []any, owners int) (string, error) {
-	lits := make([]string, len(args))
-	for i, a := range args {
-		lit, err := sqlLiteral(a)
-		if err != nil {
-			return "", fmt.Errorf("argument $%d: %w", i+1, err)
+	// $1 first (not $10..): the owner's expression holds no placeholder.
+	owner := `('owner-' || lpad(:o::text, 4, '0'))`
+	sql = placeholder.ReplaceAllStringFunc(sql, func(p string) string {
+		if p == "$1" {
+			return owner
 		}
-		lits[i] = lit
-	}
-	lits[0] = `('owner-' || lpad(:o::text, 4, '0'))`
-	body := placeholder.ReplaceAllStringFunc(sql, func(p string) string {
-		n, _ := strconv.Atoi(p[1:])
-		return lits[n-1]
+		return p
 	})
-	// One line per statement keeps pgbench's parser out of the SQL's layout.
-	body = strings.Join(strings.Fields(body), " ")
+	body, err := literalSQL(sql, args)
+	if err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("\\set o random(0, %d)\n%s;\n", owners-1, body), nil
 }
 
