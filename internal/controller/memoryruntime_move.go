@@ -59,18 +59,24 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 		r.moveFailed(s, mv, errors.New("the database is not a Citus coordinator (status.citusWorker is empty): there is no worker to move to"))
 		return false, nil
 	}
-	r.eventer().normal(rt, reasonMoving, "Move", "moving schema %s from Citus worker %s to %s", s.schema, mv.From, want)
-	started := metav1.Now()
-	mv.Result, mv.StartedAt = memoryv1alpha1.CitusMoveRunning, &started
-	mv.Message = "copying the schema's tables to " + want
-	if err := r.writeMove(ctx, s, mv); err != nil {
-		return false, err
+	th := &moveThrottle{every: r.opts.MoveProgressInterval}
+	// Announced once the checks have passed (MoveSpec.Started): a move
+	// refused while another runs (retried every moveBusyRetry) writes
+	// neither Running nor an event on each try.
+	announce := func() {
+		r.eventer().normal(rt, reasonMoving, "Move", "moving schema %s from Citus worker %s to %s", s.schema, mv.From, want)
+		started := metav1.Now()
+		mv.Result, mv.StartedAt = memoryv1alpha1.CitusMoveRunning, &started
+		mv.Message = "copying the schema's tables to " + want
+		th.last = started.Time
+		// A Running that cannot be written is not worth stopping the
+		// move for: the final status patch writes the result.
+		_ = r.writeMove(ctx, s, mv)
 	}
-	th := &moveThrottle{every: r.opts.MoveProgressInterval, last: started.Time}
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
 	res, err := tenant.MoveSchema(dbctx, s.pool, tenant.MoveSpec{Schema: s.schema, Owner: TenantOwner(rt), To: want,
-		Progress: func(p tenant.MoveProgress) { r.moveProgress(ctx, s, mv, th, p) }})
+		Started: announce, Progress: func(p tenant.MoveProgress) { r.moveProgress(ctx, s, mv, th, p) }})
 	if err = r.explainPassTimeout(ctx, dbctx, s, err); errors.Is(err, tenant.ErrMoveInProgress) {
 		r.moveWaits(s, mv, last, err)
 		return false, nil

@@ -25,6 +25,10 @@ type MoveSpec struct {
 	Owner Owner
 	// To is the target worker as host:port, as pg_dist_node names it.
 	To string
+	// Started, when set, is called once the checks have passed and the
+	// schema is about to be moved (not for a refused move, nor for a
+	// schema already on To).
+	Started func()
 	// Progress, when set, is called about once a second while the move
 	// copies, with the bytes copied so far and the bytes to copy.
 	Progress func(MoveProgress)
@@ -74,6 +78,9 @@ func MoveSchema(ctx context.Context, admin *pgxpool.Pool, spec MoveSpec) (*MoveR
 		res.From = p.Worker
 		if p.Worker == spec.To {
 			return nil
+		}
+		if spec.Started != nil {
+			spec.Started()
 		}
 		stop := watchMove(ctx, admin, spec.Progress)
 		start := time.Now()
