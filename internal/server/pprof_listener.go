@@ -45,6 +45,12 @@ func listenPprof(addr string, logger *slog.Logger) (*http.Server, net.Listener, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening for pprof on %s: %w", addr, err)
 	}
+	// "localhost" is what the resolver says it is (/etc/hosts may name
+	// another address): the address bound decides.
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		_ = ln.Close()
+		return nil, nil, fmt.Errorf("--pprof-listen %s: bound %s, not a loopback address: profiles are never served off the pod", addr, ln.Addr())
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
