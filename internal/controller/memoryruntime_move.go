@@ -45,6 +45,7 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 	rt := s.rt
 	want := strings.TrimSpace(rt.Annotations[naming.AnnotationMoveToWorker])
 	if want == "" || want == rt.Status.CitusWorker {
+		settleMove(&rt.Status, want, metav1.Now())
 		return false, nil
 	}
 	last := rt.Status.CitusMove
@@ -91,6 +92,27 @@ func (r *MemoryRuntimeReconciler) moveToWorker(ctx context.Context, s *runtimeSc
 	rt.Status.CitusWorker = res.To
 	r.eventer().normal(rt, reasonMoved, "Move", "schema %s moved from %s to %s in %s", s.schema, res.From, res.To, res.Duration.Round(time.Millisecond))
 	return false, nil
+}
+
+// settleMove ends a move status.citusMove still shows as Running or
+// Waiting when nothing is to be moved any more (want, the annotation, is
+// empty or the worker the schema is on): the operator stopped while it ran
+// and Citus finished it (Succeeded), or the annotation was removed before
+// it ran or ended (Failed, the schema where status.citusWorker says).
+// Without it, a move the operator lost sight of would show Running for good.
+func settleMove(st *memoryv1alpha1.MemoryRuntimeStatus, want string, now metav1.Time) {
+	mv := st.CitusMove
+	if mv == nil || mv.FinishedAt != nil || (mv.Result != memoryv1alpha1.CitusMoveRunning && mv.Result != memoryv1alpha1.CitusMoveWaiting) {
+		return
+	}
+	mv = mv.DeepCopy()
+	mv.FinishedAt = &now
+	if mv.To == st.CitusWorker && want != "" {
+		mv.Result, mv.Message = memoryv1alpha1.CitusMoveSucceeded, "the schema is on "+mv.To+": the move ended while the operator was not following it"
+	} else {
+		mv.Result, mv.Message = memoryv1alpha1.CitusMoveFailed, "the move-to-worker annotation no longer asks for "+mv.To+"; the schema is on "+st.CitusWorker
+	}
+	st.CitusMove = mv
 }
 
 // moveFailed records a failed move; it is retried after GrantCheckInterval.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -60,5 +61,37 @@ func TestMoveWaitsWhileAnotherMoveRuns(t *testing.T) {
 	}
 	if n := len(rec.Events); n != 1 {
 		t.Fatalf("%d events for one wait of three retries, want 1", n)
+	}
+}
+
+// TestSettleMove: a move status still Running or Waiting when nothing is
+// to be moved any more ends (hostile review of this session, LOW 4): a
+// move Citus finished while the operator was away Succeeded, one whose
+// annotation was removed Failed; an ended move is left as it is.
+func TestSettleMove(t *testing.T) {
+	now := metav1.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	running := func(result string) *memoryv1alpha1.CitusMoveStatus {
+		return &memoryv1alpha1.CitusMoveStatus{To: "w2:5432", From: "w1:5432", Result: result}
+	}
+	for _, c := range []struct {
+		name, want, worker string
+		mv                 *memoryv1alpha1.CitusMoveStatus
+		result             string
+	}{
+		{"finished while away", "w2:5432", "w2:5432", running(memoryv1alpha1.CitusMoveRunning), memoryv1alpha1.CitusMoveSucceeded},
+		{"annotation removed while running", "", "w1:5432", running(memoryv1alpha1.CitusMoveRunning), memoryv1alpha1.CitusMoveFailed},
+		{"annotation removed while waiting", "", "w1:5432", running(memoryv1alpha1.CitusMoveWaiting), memoryv1alpha1.CitusMoveFailed},
+		{"annotation removed after the move", "", "w2:5432", running(memoryv1alpha1.CitusMoveRunning), memoryv1alpha1.CitusMoveFailed},
+		{"already ended", "", "w2:5432", &memoryv1alpha1.CitusMoveStatus{To: "w2:5432", Result: memoryv1alpha1.CitusMoveSucceeded, FinishedAt: &now}, memoryv1alpha1.CitusMoveSucceeded},
+	} {
+		st := memoryv1alpha1.MemoryRuntimeStatus{CitusWorker: c.worker, CitusMove: c.mv}
+		settleMove(&st, c.want, now)
+		if st.CitusMove.Result != c.result || st.CitusMove.FinishedAt == nil {
+			t.Errorf("%s: %+v, want %s and finished", c.name, st.CitusMove, c.result)
+		}
+	}
+	var none memoryv1alpha1.MemoryRuntimeStatus
+	if settleMove(&none, "", now); none.CitusMove != nil {
+		t.Errorf("a runtime without a move got one: %+v", none.CitusMove)
 	}
 }
