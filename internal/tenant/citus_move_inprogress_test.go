@@ -12,7 +12,8 @@ import (
 
 // TestCitusMoveRefusedWhileAnotherMoveRuns: a move of schema Y while a move
 // of schema X (another tenant, so another lease) runs is refused with
-// ErrMoveInProgress, and X's move still ends well.
+// ErrMoveInProgress, X's move reports the progress of its own schema's
+// shards meanwhile, and X's move still ends well.
 //
 // Deterministic, no timing luck: the test holds pg_dist_cleanup of its own
 // database in ACCESS EXCLUSIVE mode. citus_move_shard_placement sets up
@@ -63,8 +64,15 @@ func TestCitusMoveRefusedWhileAnotherMoveRuns(t *testing.T) {
 		err error
 	}
 	moved := make(chan outcome, 1)
+	readings := make(chan MoveProgress, 64)
 	go func() {
-		res, err := MoveSchema(ctx, pool, MoveSpec{Schema: x.Schema, Owner: x.Owner, To: other(resX.Worker)})
+		res, err := MoveSchema(ctx, pool, MoveSpec{Schema: x.Schema, Owner: x.Owner, To: other(resX.Worker),
+			Progress: func(p MoveProgress) {
+				select {
+				case readings <- p:
+				default:
+				}
+			}})
 		moved <- outcome{res, err}
 	}()
 	// X's move is past its monitor once its cleanup call waits on the lock.
@@ -84,8 +92,17 @@ func TestCitusMoveRefusedWhileAnotherMoveRuns(t *testing.T) {
 	}
 
 	_, errY := MoveSchema(ctx, pool, MoveSpec{Schema: y.Schema, Owner: y.Owner, To: other(resY.Worker)})
+	// X's progress counts X's shards: read once a second while it runs.
+	var got MoveProgress
+	select {
+	case got = <-readings:
+	case <-time.After(10 * time.Second):
+	}
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if got.Total <= 0 {
+		t.Errorf("X's move reported no progress of its schema's shards while it ran: %+v", got)
 	}
 	if !errors.Is(errY, ErrMoveInProgress) {
 		t.Errorf("a move of Y while X's move runs: %v; want ErrMoveInProgress", errY)

@@ -82,7 +82,7 @@ func MoveSchema(ctx context.Context, admin *pgxpool.Pool, spec MoveSpec) (*MoveR
 		if spec.Started != nil {
 			spec.Started()
 		}
-		stop := watchMove(ctx, admin, spec.Progress)
+		stop := watchMove(ctx, admin, spec.Schema, spec.Progress)
 		start := time.Now()
 		_, err = conn.Exec(ctx, `SELECT citus_schema_move(to_regnamespace($1), $2, $3, shard_transfer_mode => 'force_logical')`,
 			spec.Schema, host, port)
@@ -143,8 +143,10 @@ func checkMovable(ctx context.Context, conn *pgx.Conn, spec MoveSpec) error {
 }
 
 // watchMove calls progress about once a second with the sums of
-// get_rebalance_progress() until the returned stop is called.
-func watchMove(ctx context.Context, admin *pgxpool.Pool, progress func(MoveProgress)) (stop func()) {
+// get_rebalance_progress() over schema's tables until the returned stop is
+// called (another move that started meanwhile, a DBA's rebalance say, is
+// not counted as this one's).
+func watchMove(ctx context.Context, admin *pgxpool.Pool, schema string, progress func(MoveProgress)) (stop func()) {
 	if progress == nil {
 		return func() {}
 	}
@@ -162,7 +164,8 @@ func watchMove(ctx context.Context, admin *pgxpool.Pool, progress func(MoveProgr
 			}
 			var p MoveProgress
 			err := admin.QueryRow(ctx, `SELECT coalesce(sum(target_shard_size), 0)::bigint, coalesce(sum(source_shard_size), 0)::bigint
-				FROM get_rebalance_progress()`).Scan(&p.Copied, &p.Total)
+				FROM get_rebalance_progress() AS r JOIN pg_catalog.pg_class AS c ON c.oid = r.table_name::oid
+				WHERE c.relnamespace = to_regnamespace($1)`, pgx.Identifier{schema}.Sanitize()).Scan(&p.Copied, &p.Total)
 			if err == nil && p.Total > 0 {
 				progress(p)
 			}
