@@ -35,6 +35,7 @@ func runExport(ctx context.Context, a *app, args []string) error {
 		path = ownerPath(a.owner, "/export")
 	}
 	sum := ExportSummary{Records: map[string]int64{}}
+	bar := &meter{a: a, unit: "records"}
 	out := bufio.NewWriter(a.out)
 	after := ""
 	for {
@@ -45,7 +46,7 @@ func runExport(ctx context.Context, a *app, args []string) error {
 		if after != "" {
 			q.Set("after", after)
 		}
-		tr, err := exportPart(ctx, s, path, q, out, &sum)
+		tr, err := exportPart(ctx, s, path, q, out, &sum, bar)
 		if err != nil {
 			return err
 		}
@@ -53,7 +54,8 @@ func runExport(ctx context.Context, a *app, args []string) error {
 		if err := out.Flush(); err != nil {
 			return fmt.Errorf("writing the export: %w", err)
 		}
-		a.progress("exported part %d: %d records so far", sum.Parts, total(sum.Records))
+		bar.note = fmt.Sprintf("%d part(s)", sum.Parts)
+		bar.show(total(sum.Records), true)
 		if tr.Complete {
 			break
 		}
@@ -67,7 +69,7 @@ func runExport(ctx context.Context, a *app, args []string) error {
 
 // exportPart copies one part to out and returns its trailer; a part
 // without one was cut (the connection broke or the service failed).
-func exportPart(ctx context.Context, s *service, path string, q url.Values, out io.Writer, sum *ExportSummary) (*memory.ExportTrailer, error) {
+func exportPart(ctx context.Context, s *service, path string, q url.Values, out io.Writer, sum *ExportSummary, bar *meter) (*memory.ExportTrailer, error) {
 	body, err := s.stream(ctx, path, q)
 	if err != nil {
 		return nil, err
@@ -78,14 +80,24 @@ func exportPart(ctx context.Context, s *service, path string, q url.Values, out 
 	var last []byte
 	for sc.Scan() {
 		line := sc.Bytes()
-		var env struct{ Kind string }
+		var env struct {
+			Kind   string
+			Counts map[string]int64 // the header's: the whole snapshot's records
+		}
 		if err := json.Unmarshal(line, &env); err != nil {
 			return nil, fmt.Errorf("the export holds a line that is not JSON: %w", err)
 		}
-		if env.Kind == "trailer" {
+		switch env.Kind {
+		case "trailer":
 			last = append(last[:0], line...)
-		} else if env.Kind != "header" && env.Kind != "checkpoint" {
+		case "header":
+			if bar.total == 0 {
+				bar.total = total(env.Counts)
+			}
+		case "checkpoint":
+		default:
 			sum.Records[env.Kind]++
+			bar.show(total(sum.Records), false)
 		}
 		if _, err := out.Write(append(line, '\n')); err != nil {
 			return nil, fmt.Errorf("writing the export: %w", err)
@@ -120,7 +132,13 @@ func runImport(ctx context.Context, a *app, args []string) error {
 		q.Set("dryRun", "true")
 	}
 	requests := 0
-	err = memory.ChunkExport(in, a.maxRequestBytes, func(chunk []byte) error {
+	src := io.Reader(in) // --file, or stdin (a file when redirected: `< export.jsonl`)
+	if a.file == "" || a.file == "-" {
+		src = a.in
+	}
+	bar := &meter{a: a, unit: "bytes read", total: inputSize(src)}
+	read := &countingReader{r: in, m: bar}
+	err = memory.ChunkExport(read, a.maxRequestBytes, func(chunk []byte) error {
 		status, raw, err := s.sendAs(ctx, http.MethodPost, "/v1/import", q, chunk, "application/x-ndjson")
 		if err != nil {
 			return err
@@ -134,7 +152,8 @@ func runImport(ctx context.Context, a *app, args []string) error {
 		}
 		requests++
 		addResult(&total, &res)
-		a.progress("imported request %d: %d owners so far", requests, total.Owners)
+		bar.note = fmt.Sprintf("%d owner(s) in %d request(s)", total.Owners, requests)
+		bar.show(read.n, true)
 		return nil
 	})
 	if err != nil {
@@ -198,15 +217,6 @@ func (a *app) openInput() (io.ReadCloser, error) {
 		return nil, fmt.Errorf("--file: %w", err)
 	}
 	return f, nil
-}
-
-// progress writes a line on stderr when it is a terminal.
-func (a *app) progress(format string, args ...any) {
-	if f, ok := a.errOut.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintf(f, "\r"+format+"\x1b[K", args...)
-		}
-	}
 }
 
 // report ends a transfer with its summary on w (stderr for an export,
