@@ -51,6 +51,9 @@ type DatabaseStatus struct {
 	// status.database names it), when the user may list runtimes.
 	Runtimes    []string `json:"runtimes"`
 	Unavailable []string `json:"unavailable,omitempty"`
+	// Admits says which namespaces may be placed there
+	// (spec.allowedNamespaces), for humans.
+	Admits string `json:"admits"`
 }
 
 func runDatabases(ctx context.Context, a *app, args []string) error {
@@ -90,7 +93,7 @@ func showDatabase(ctx context.Context, a *app, k *kube, name string) error {
 	if err := k.c.Get(ctx, client.ObjectKey{Name: name}, &db); err != nil {
 		return apiError(err, "get", resDatabases, "", name)
 	}
-	st := &DatabaseStatus{DatabaseRow: databaseRow(&db), Runtimes: []string{}}
+	st := &DatabaseStatus{DatabaseRow: databaseRow(&db), Runtimes: []string{}, Admits: admitsText(db.Spec.AllowedNamespaces)}
 	var runtimes memoryv1alpha1.MemoryRuntimeList
 	if err := k.c.List(ctx, &runtimes); err != nil {
 		st.Unavailable = append(st.Unavailable, "tenants: "+apiError(err, "list", resRuntimes, "", "").Error())
@@ -103,6 +106,17 @@ func showDatabase(ctx context.Context, a *app, k *kube, name string) error {
 	slices.Sort(st.Runtimes)
 	now := time.Now()
 	return a.printData(st, func(w io.Writer) error { return printDatabase(w, st, &db, now) })
+}
+
+// admitsText says which namespaces a database admits (spec.allowedNamespaces).
+func admitsText(sel *metav1.LabelSelector) string {
+	if sel == nil {
+		return "no namespace (spec.allowedNamespaces is not set)"
+	}
+	if len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0 {
+		return "every namespace"
+	}
+	return "namespaces labelled " + metav1.FormatLabelSelector(sel)
 }
 
 func printDatabase(w io.Writer, st *DatabaseStatus, db *memoryv1alpha1.MemoryDatabase, now time.Time) error {
@@ -123,6 +137,7 @@ func printDatabase(w io.Writer, st *DatabaseStatus, db *memoryv1alpha1.MemoryDat
 	line("Tenants", tenantsText(st.DatabaseRow))
 	line("Used", bytesText(st.DatabaseRow))
 	line("Cordoned", yesNo(st.Cordoned))
+	line("Admits", st.Admits)
 	line("Version", orDash(st.Version))
 	line("Extensions", orDash(strings.Join(st.Extensions, ", ")))
 	if c := st.Citus; c != nil {

@@ -63,7 +63,8 @@ func (cl *cluster) testDatabases(t *testing.T) {
 	}
 	detail := cl.ok(t, "databases", db.Name)
 	t.Logf("kubectl engram databases:\n%s\nkubectl engram databases %s:\n%s", out, db.Name, detail)
-	if !strings.Contains(detail, "Tenants placed here (1):") || !strings.Contains(detail, cl.ns+"/placed-bot") || !strings.Contains(detail, "vector ") {
+	if !strings.Contains(detail, "Tenants placed here (1):") || !strings.Contains(detail, cl.ns+"/placed-bot") || !strings.Contains(detail, "vector ") ||
+		!regexpLine(detail, "Admits:", "every namespace") {
 		t.Errorf("databases %s:\n%s", db.Name, detail)
 	}
 	if out := cl.ok(t, "status", rt.Name); !regexpLine(out, "Database:", db.Name) {

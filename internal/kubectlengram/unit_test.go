@@ -157,3 +157,20 @@ func TestStatusShowsCitusWorker(t *testing.T) {
 		t.Errorf("a plain runtime's screen mentions Citus:\n%s", b.String())
 	}
 }
+
+// TestAdmitsText: `databases <name>` says which namespaces the database
+// admits (spec.allowedNamespaces): none, all, or those of a selector.
+func TestAdmitsText(t *testing.T) {
+	for _, c := range []struct {
+		sel  *metav1.LabelSelector
+		want string
+	}{
+		{nil, "no namespace (spec.allowedNamespaces is not set)"},
+		{&metav1.LabelSelector{}, "every namespace"},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{"engram.dev/databases": "standard"}}, "namespaces labelled engram.dev/databases=standard"},
+	} {
+		if got := admitsText(c.sel); got != c.want {
+			t.Errorf("admitsText(%v) = %q, want %q", c.sel, got, c.want)
+		}
+	}
+}
