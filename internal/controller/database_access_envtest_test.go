@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -139,6 +141,7 @@ func scenarioDatabaseAccess(e *operatorEnv, t *testing.T) {
 	if schemaIn(t, url, SchemaFor(late)) {
 		t.Errorf("a forged placement created schema %s on %s", SchemaFor(late), open.Name)
 	}
+	forgedPlacementIgnoresADecoy(t, e, url, late)
 	// (Until it is removed, the forged placement counts as one of open's
 	// tenants: the operator counts placements from status.)
 	unforge := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/database"}]`))
@@ -161,4 +164,52 @@ func scenarioDatabaseAccess(e *operatorEnv, t *testing.T) {
 
 	e.deleteAndWait(t, late, bSel, bRef, a, legacy)
 	e.deleteAndWait(t, open, closed)
+}
+
+// forgedPlacementIgnoresADecoy: a schema of late's name on the forged
+// database, made by hand with a marker that names late but not its UID,
+// does not make the forged placement true (ownership is the UID marker,
+// not a name): still refused, and the decoy is neither adopted nor changed.
+func forgedPlacementIgnoresADecoy(t *testing.T, e *operatorEnv, url string, late *memoryv1alpha1.MemoryRuntime) {
+	t.Helper()
+	schema := SchemaFor(late)
+	decoy := "managed-by=engram; runtime=" + late.Namespace + "/" + late.Name
+	for _, stmt := range []string{"CREATE SCHEMA " + schema, "COMMENT ON SCHEMA " + schema + " IS '" + decoy + "'"} {
+		if err := testenv.Exec(testContext(t), url, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() { _ = testenv.Exec(context.Background(), url, "DROP SCHEMA IF EXISTS "+schema) })
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: late.Namespace, Name: late.Name}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, naming.AnnotationRotateCredentials, "beside-a-decoy-schema")
+	})
+	for range 3 { // the refusal holds over several reconciles
+		rt := e.waitCondition(t, late.Namespace, late.Name, memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonNamespaceNotAllowed)
+		if c := rt.GetCondition(memoryv1alpha1.ConditionDatabaseReady); !strings.Contains(c.Message, "a placement the operator did not make") {
+			t.Fatalf("beside a decoy schema: DatabaseReady %+v", c)
+		}
+		time.Sleep(time.Second)
+	}
+	if comment := schemaComment(t, url, schema); comment != decoy {
+		t.Errorf("the decoy schema's comment changed to %q: adopted", comment)
+	}
+	if err := testenv.Exec(testContext(t), url, "DROP SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// schemaComment is the comment of schema in the database of url.
+func schemaComment(t *testing.T, url, schema string) string {
+	t.Helper()
+	ctx := testContext(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var comment string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment); err != nil {
+		t.Fatal(err)
+	}
+	return comment
 }

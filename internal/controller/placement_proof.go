@@ -17,8 +17,8 @@ import (
 // placed database again when it connects; one that no longer admits the
 // namespace keeps the tenant only where the tenant's schema is (placed
 // while admitted: a placed tenant is never cut off), and refuses to create
-// it anywhere else. Provision then checks, as always, that the schema is
-// this runtime's (its UID marker).
+// it anywhere else. The schema counts only with this runtime's UID marker:
+// a schema of that name made by someone else proves no placement.
 func (r *MemoryRuntimeReconciler) checkPlacedAdmission(ctx context.Context, s *runtimeScope, db *memoryv1alpha1.MemoryDatabase) (bool, error) {
 	if r.memory.get(s.rt.UID).admittedOn == db.Name {
 		return false, nil
@@ -35,12 +35,12 @@ func (r *MemoryRuntimeReconciler) checkPlacedAdmission(ctx context.Context, s *r
 		why = c.refusal(req)
 	}
 	if why != "" {
-		has, err := tenant.HasSchema(ctx, s.pool, s.schema)
+		has, err := tenant.HoldsTenant(ctx, s.pool, s.schema, TenantOwner(s.rt))
 		if err != nil {
 			return false, fmt.Errorf("looking for the tenant's schema on MemoryDatabase %s: %w", db.Name, err)
 		}
 		if !has {
-			msg := fmt.Sprintf("status.database names MemoryDatabase %s, which %s, and this tenant's schema %s is not there: "+
+			msg := fmt.Sprintf("status.database names MemoryDatabase %s, which %s, and this tenant's schema %s (with this runtime's ownership marker) is not there: "+
 				"a placement the operator did not make (an edited status) is not honoured; remove status.database to have the runtime placed", db.Name, why, s.schema)
 			s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonNamespaceNotAllowed, msg)
 			s.requeue.at(placementRetry)

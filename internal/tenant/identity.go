@@ -45,22 +45,22 @@ func (a ServerIdentity) String() string {
 	return fmt.Sprintf("server %s, database %s (OID %d)", sys, a.Database, a.DatabaseOID)
 }
 
-// Identify asks the server behind admin which server and database it is.
+// Identify asks the server behind admin which server and database it is,
+// in one round trip; a second asks for the database alone when the role
+// may not read the system identifier.
 func Identify(ctx context.Context, admin *pgxpool.Pool) (ServerIdentity, error) {
 	var id ServerIdentity
-	if err := admin.QueryRow(ctx, `SELECT oid::int8, datname FROM pg_database WHERE datname = current_database()`).Scan(&id.DatabaseOID, &id.Database); err != nil {
-		return id, fmt.Errorf("reading the database's OID: %w", err)
-	}
-	err := admin.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id.System)
+	err := admin.QueryRow(ctx, `SELECT d.oid::int8, d.datname, s.system_identifier::text
+		FROM pg_database d, pg_control_system() s WHERE d.datname = current_database()`).Scan(&id.DatabaseOID, &id.Database, &id.System)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && unreadableIdentifier[pgErr.Code] {
 		// Revoked from the role, or a server without the function (some
 		// managed services): see Same.
-		id.System = ""
-		return id, nil
+		id = ServerIdentity{}
+		err = admin.QueryRow(ctx, `SELECT oid::int8, datname FROM pg_database WHERE datname = current_database()`).Scan(&id.DatabaseOID, &id.Database)
 	}
 	if err != nil {
-		return id, fmt.Errorf("reading the server's system identifier: %w", err)
+		return id, fmt.Errorf("asking the server which server and database it is: %w", err)
 	}
 	return id, id.check()
 }
@@ -88,11 +88,19 @@ var unreadableIdentifier = map[string]bool{
 	"0A000": true, // feature_not_supported
 }
 
-// HasSchema reports whether schema exists in the database of admin.
-func HasSchema(ctx context.Context, admin *pgxpool.Pool, schema string) (bool, error) {
-	var ok bool
-	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
+// HoldsTenant reports whether the database of admin holds owner's tenant:
+// schema exists and carries owner's UID marker. A schema of that name
+// without the marker (made by hand, by another runtime, or by an earlier
+// release) is not proof that the tenant's data is there.
+func HoldsTenant(ctx context.Context, admin *pgxpool.Pool, schema string, owner Owner) (bool, error) {
+	c, err := admin.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("connecting as admin: %w", err)
+	}
+	defer c.Release()
+	exists, m, err := schemaState(ctx, c.Conn(), schema)
+	if err != nil {
 		return false, fmt.Errorf("looking for schema %s: %w", schema, err)
 	}
-	return ok, nil
+	return exists && mustOwn(m, owner, "schema", schema) == nil, nil
 }

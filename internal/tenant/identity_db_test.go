@@ -14,7 +14,8 @@ import (
 // TestIdentifyWithAndWithoutSystemIdentifier: a superuser reads the
 // server's system identifier; a role that may not call pg_control_system()
 // (revoked, as some managed services do) gets the same database OID and no
-// identifier, not an error; HasSchema sees a schema of that database.
+// identifier, not an error; HoldsTenant sees a schema of that database
+// only when it carries the owner's UID marker.
 func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 	in := testenv.NewInstance(t, "tenant-identity")
 	in.Start(t)
@@ -33,6 +34,7 @@ func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	owner := Owner{UID: "3f0c1a52-identity", Namespace: "team-a", Name: "bot"}
 	super, err := Identify(ctx, open(dbURL))
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +46,8 @@ func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 		`CREATE ROLE identity_reader LOGIN PASSWORD 'identity-reader'`,
 		`REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC`,
 		`CREATE SCHEMA identity_probe`,
+		`CREATE SCHEMA identity_owned`,
+		`COMMENT ON SCHEMA identity_owned IS '` + owner.marker() + `'`,
 	} {
 		if err := testenv.Exec(ctx, dbURL, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -54,6 +58,7 @@ func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 		defer cancel()
 		_ = testenv.Exec(c, dbURL, `GRANT EXECUTE ON FUNCTION pg_control_system() TO PUBLIC`)
 		_ = testenv.Exec(c, dbURL, `DROP SCHEMA identity_probe`)
+		_ = testenv.Exec(c, dbURL, `DROP SCHEMA identity_owned`)
 		_ = testenv.Exec(c, dbURL, `DROP ROLE identity_reader`)
 	})
 	u.User = url.UserPassword("identity_reader", "identity-reader")
@@ -68,9 +73,19 @@ func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 	if !super.Same(got) || super.Verifiable(got) {
 		t.Errorf("Same = %v, Verifiable = %v; want true, false", super.Same(got), super.Verifiable(got))
 	}
-	for schema, want := range map[string]bool{"identity_probe": true, "identity_absent": false} {
-		if has, err := HasSchema(ctx, reader, schema); err != nil || has != want {
-			t.Errorf("HasSchema(%s) = %v, %v; want %v", schema, has, err, want)
+	other := Owner{UID: "another-uid", Namespace: owner.Namespace, Name: owner.Name}
+	for _, c := range []struct {
+		schema string
+		owner  Owner
+		want   bool
+	}{
+		{"identity_owned", owner, true},
+		{"identity_owned", other, false}, // same name and runtime, another UID
+		{"identity_probe", owner, false}, // exists, no marker
+		{"identity_absent", owner, false},
+	} {
+		if has, err := HoldsTenant(ctx, reader, c.schema, c.owner); err != nil || has != c.want {
+			t.Errorf("HoldsTenant(%s, uid %s) = %v, %v; want %v", c.schema, c.owner.UID, has, err, c.want)
 		}
 	}
 }
