@@ -18,7 +18,7 @@ var listParams = params{
 	{"category", "Only memories of this category."},
 	{"include", "Comma-separated kinds of memories left out by default: expired (past expiresAt, not yet deactivated by the expire job), inactive (deleted, expired, forgotten, superseded)."},
 	{"includeInactive", "Also list deleted, expired, forgotten and superseded memories (the same as include=inactive)."},
-	{"filter", "Only memories whose metadata and tags match this filter: the JSON of a Filter (see \"Filters\" in docs/api.md), URL-encoded."},
+	{"filter", "Only memories whose metadata, tags and timestamps (createdAt, updatedAt ranges) match this filter: the JSON of a Filter (see \"Filters\" in docs/api.md), URL-encoded."},
 	pageLimit50,
 	pageCursor,
 }
