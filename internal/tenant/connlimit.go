@@ -56,6 +56,7 @@ type namespaceRole struct {
 	oid   uint32
 	name  string
 	limit int
+	uid   string // of the runtime whose role it is (its marker)
 	// quarantined: the marker records a quarantine of the lock watchdog
 	// not yet restored.
 	quarantined bool
@@ -84,7 +85,7 @@ func rolesOfNamespace(ctx context.Context, conn *pgx.Conn, ns string) ([]namespa
 			if len(out) == maxNamespaceRoles {
 				return &TooManyRowsError{What: "login roles of namespace " + ns, Limit: maxNamespaceRoles}
 			}
-			r.quarantined = m.quarantine.active()
+			r.quarantined, r.uid = m.quarantine.active(), m.uid
 			out = append(out, r)
 		}
 		return nil

@@ -1,11 +1,9 @@
 package tenant
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -59,11 +57,14 @@ func (p ConnectionPolicy) shareCapacity(slots int) int {
 // namespace more login roles on this server than its share holds (each
 // gets at least one connection). Called before the roles are created:
 // nothing is written then. perRuntime is how many login roles a runtime
-// has (1; 2 on Citus, where the owner role logs in too). For a role that
-// exists (created before this bound, or by a concurrent pass of the same
-// namespace), the oldest roles (lowest OID) keep their place and the
-// newest beyond the share are refused.
-func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, login string, perRuntime int) error {
+// has (1; 2 on Citus, where the owner role logs in too). Runtimes, not
+// roles, are ranked: a runtime whose roles exist (created before this
+// bound, or by a concurrent pass of the same namespace) keeps its place by
+// its oldest role (lowest OID), and the newest beyond the share are
+// refused. Ranking single roles refused every racer on Citus: concurrent
+// passes create their owner roles first, so every login role ranked behind
+// the others' owner roles.
+func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, perRuntime int) error {
 	slots, err := connectionSlots(ctx, conn)
 	if err != nil {
 		return err
@@ -77,17 +78,38 @@ func admitRuntime(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(roles, func(a, b namespaceRole) int { return cmp.Compare(a.oid, b.oid) })
-	rank := slices.IndexFunc(roles, func(r namespaceRole) bool { return r.name == login })
-	n := len(roles)
-	if rank < 0 {
-		// Not created yet: its roles would be the newest.
-		rank, n = n+perRuntime-1, n+perRuntime
-	}
-	if rank < capacity {
+	older, total := rolesBefore(roles, owner.UID, perRuntime)
+	if older+perRuntime <= capacity {
 		return nil
 	}
-	return &ConnectionShareExhaustedError{Namespace: owner.Namespace, Share: shareOf(p), Slots: slots, Capacity: capacity, Roles: n}
+	return &ConnectionShareExhaustedError{Namespace: owner.Namespace, Share: shareOf(p), Slots: slots, Capacity: capacity, Roles: total}
+}
+
+// rolesBefore counts the login roles of the runtimes older than uid's (by
+// their oldest role; all of them when uid has none yet) and of every
+// runtime with uid's. A runtime counts at least perRuntime: a concurrent
+// pass may not have created or marked its second role yet.
+func rolesBefore(roles []namespaceRole, uid string, perRuntime int) (older, total int) {
+	first := map[string]uint32{}
+	count := map[string]int{}
+	for _, r := range roles {
+		if f, ok := first[r.uid]; !ok || r.oid < f {
+			first[r.uid] = r.oid
+		}
+		count[r.uid]++
+	}
+	mine, placed := first[uid]
+	for id, f := range first {
+		n := max(count[id], perRuntime)
+		total += n
+		if id != uid && (!placed || f < mine) {
+			older += n
+		}
+	}
+	if !placed {
+		total += perRuntime
+	}
+	return older, total
 }
 
 // readmitCreated checks the share once more after this pass created the
@@ -104,7 +126,7 @@ func readmitCreated(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, own
 	if plan.login != claimCreate {
 		return nil
 	}
-	refused := admitRuntime(ctx, conn, p, owner, names.login, perRuntime)
+	refused := admitRuntime(ctx, conn, p, owner, perRuntime)
 	if refused == nil || !errors.Is(refused, ErrConnectionShareExhausted) {
 		return refused
 	}

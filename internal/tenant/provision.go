@@ -185,7 +185,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		if citus.Installed {
 			perRuntime = 2 // the owner role logs in too (ownerLogin)
 		}
-		if err := admitRuntime(ctx, conn, spec.Connections, spec.Owner, names.login, perRuntime); err != nil {
+		if err := admitRuntime(ctx, conn, spec.Connections, spec.Owner, perRuntime); err != nil {
 			return err
 		}
 		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus.Installed, res); err != nil {
