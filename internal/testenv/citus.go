@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,8 @@ func CitusURL(t testing.TB) string {
 // the citus extension on every worker, then on the coordinator the
 // extension, the coordinator's own address, the workers (those of
 // CITUS_URL's database) and pgvector, which Citus creates on the workers.
+// That is done once per cluster, into a template every test database is
+// copied from (citus_template.go).
 func NewCitusDatabase(t testing.TB) string {
 	t.Helper()
 	return NewCitusDatabaseAfter(t, nil)
@@ -98,31 +101,50 @@ func newCitusDatabase(t testing.TB, admin string, before func(string)) (string, 
 	for _, w := range workers {
 		nodeURLs = append(nodeURLs, withHostPort(admin, w))
 	}
-	coordURL, err := withDatabase(admin, "postgres")
-	if err != nil {
-		return "", err
-	}
-	nodeURLs = append(nodeURLs, coordURL)
-	for _, u := range nodeURLs {
-		if err := createOn(ctx, u, name); err != nil {
-			return "", err
-		}
-		t.Cleanup(func() { dropDatabase(t, u, name) })
-	}
+	nodeURLs = append(nodeURLs, admin) // the coordinator last
 	dbURL, err := withDatabase(admin, name)
 	if err != nil {
 		return "", err
 	}
-	if before != nil {
-		if err := Exec(ctx, dbURL, "CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
+	if before == nil {
+		template, err := ensureCitusTemplate(ctx, admin, nodeURLs, coordHost, coordPort, workers)
+		if err != nil {
 			return "", err
 		}
-		before(dbURL)
+		for _, u := range nodeURLs {
+			if err := copyTemplate(ctx, postgresDB(u), template, name); err != nil {
+				return "", err
+			}
+			t.Cleanup(func() { dropDatabase(t, postgresDB(u), name) })
+		}
+		return dbURL, nil
 	}
+	for _, u := range nodeURLs {
+		if err := createOn(ctx, u, name); err != nil {
+			return "", err
+		}
+		t.Cleanup(func() { dropDatabase(t, postgresDB(u), name) })
+	}
+	if err := Exec(ctx, dbURL, "CREATE EXTENSION IF NOT EXISTS vector"); err != nil {
+		return "", err
+	}
+	before(dbURL)
+	if err := setUpCitusDatabase(ctx, admin, dbURL, coordHost, coordPort, workers); err != nil {
+		return "", fmt.Errorf("setting up Citus database %s: %w", name, err)
+	}
+	return dbURL, nil
+}
+
+// setUpCitusDatabase makes the database of dbURL, which exists on every
+// node, a Citus cluster of its own: the extension on every worker, then on
+// the coordinator the extension, the coordinator's own address, the workers
+// and pgvector, which Citus creates on the workers.
+func setUpCitusDatabase(ctx context.Context, admin, dbURL, coordHost string, coordPort int, workers []string) error {
+	name := strings.TrimPrefix(mustPath(dbURL), "/")
 	for _, w := range workers {
 		wu, _ := withDatabase(withHostPort(admin, w), name)
 		if err := Exec(ctx, wu, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
-			return "", fmt.Errorf("CREATE EXTENSION citus on worker %s: %w", w, err)
+			return fmt.Errorf("CREATE EXTENSION citus on worker %s: %w", w, err)
 		}
 	}
 	stmts := []string{
@@ -136,10 +158,29 @@ func newCitusDatabase(t testing.TB, admin string, before func(string)) (string, 
 	stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS vector")
 	for _, s := range stmts {
 		if err := Exec(ctx, dbURL, s); err != nil {
-			return "", fmt.Errorf("setting up Citus database %s (%s): %w", name, s, err)
+			return fmt.Errorf("%s: %w", s, err)
 		}
 	}
-	return dbURL, nil
+	return nil
+}
+
+// postgresDB returns serverURL pointing at its server's postgres database,
+// where databases are created and dropped.
+func postgresDB(serverURL string) string {
+	u, err := withDatabase(serverURL, "postgres")
+	if err != nil {
+		return serverURL
+	}
+	return u
+}
+
+// mustPath is the path of a URL this package built.
+func mustPath(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.Path
 }
 
 // citusNodes reads the coordinator's address and the workers of the
