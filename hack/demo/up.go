@@ -205,12 +205,35 @@ Explore:
    AGENT=$(%s token mint --signing-key-file /tmp/engram-signing-key --owner alice --subject support-bot/alice --ttl 15m)
    curl -s -H "Authorization: Bearer $AGENT" -H 'Content-Type: application/json' -d '{"content":"Alice eats peanuts","category":"identity"}' %s/v1/owners/alice/memories
 
-%sLogs: %s and %s
+%s%sLogs: %s and %s
 Stop everything: make demo-down
 `, took.Round(100*time.Millisecond), st.APIServer, st.Kubeconfig, demo.Namespace, r.Runtime, r.Schema, tenant.LoginRole(r.Schema),
 		r.LocalEndpoint, r.ClusterEndpoint, st.Kubeconfig, demo.Namespace, r.Runtime, demo.Namespace, r.Token,
 		r.LocalEndpoint, r.LocalEndpoint, r.LocalEndpoint, demo.Namespace, naming.APITokenSecretName(r.Runtime), cfg.binary, r.LocalEndpoint,
-		citusSummary(r.Citus), cfg.path("supervisor.log"), cfg.path("pods"))
+		transferSummary(r, demo.Namespace), citusSummary(r.Citus), cfg.path("supervisor.log"), cfg.path("pods"))
+}
+
+// transferSummary is the part of the summary about the runtime the
+// tenant's export was imported into ("" without one).
+func transferSummary(r *demo.Report, ns string) string {
+	t := r.Transfer
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf(`Export and import:
+   memoryruntime/%s (schema %s) holds what the export of %s held (%d records)
+   curl -s -H "Authorization: Bearer $TOKEN" %s/v1/export | head -1   # the header: embedder, policy, counts
+   kubectl get secret -n %s %s -o jsonpath='{.data.tokens}' | base64 -d   # the copy's tokens
+
+`, t.Runtime, t.Schema, r.Runtime, sumCounts(t.Trailer), r.LocalEndpoint, ns, naming.APITokenSecretName(t.Runtime))
+}
+
+func sumCounts(counts map[string]int64) int64 {
+	var n int64
+	for _, v := range counts {
+		n += v
+	}
+	return n
 }
 
 // citusSummary is the part of the summary about the tenant on Citus ("" without one).

@@ -46,24 +46,9 @@ func (a *API) Do(ctx context.Context, method, path string, body, out any) error 
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+a.Token)
-	hc := a.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := ReadAnswer(resp)
+	raw, err := a.send(req)
 	if err != nil {
 		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &StatusError{Status: resp.StatusCode}
-		_ = json.Unmarshal(raw, &e.Problem)
-		return e
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
@@ -71,6 +56,48 @@ func (a *API) Do(ctx context.Context, method, path string, body, out any) error 
 		}
 	}
 	return nil
+}
+
+// Raw sends method path with body as contentType (none when body is nil)
+// and returns a 2xx answer's body as it is (an export's JSON Lines); other
+// statuses return a *StatusError.
+func (a *API) Raw(ctx context.Context, method, path, contentType string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.Base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return a.send(req)
+}
+
+// send adds the token, sends req and returns a 2xx answer's body.
+func (a *API) send(req *http.Request) ([]byte, error) {
+	req.Header.Set("Authorization", "Bearer "+a.Token)
+	hc := a.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := ReadAnswer(resp)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &StatusError{Status: resp.StatusCode}
+		_ = json.Unmarshal(raw, &e.Problem)
+		return nil, e
+	}
+	return raw, nil
 }
 
 // JSONRequest is a request of method to url carrying body as JSON (no

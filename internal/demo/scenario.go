@@ -24,7 +24,8 @@ import (
 )
 
 // Scenario is the demo's story: apply the samples, wait for Ready, use the
-// memory service, run maintenance once, erase a user.
+// memory service, run maintenance once, erase a user, export the tenant
+// into a second runtime.
 type Scenario struct {
 	Client     client.Client
 	Config     *rest.Config
@@ -84,6 +85,8 @@ type Report struct {
 	Erased          memory.EraseResult
 	BobAfterErase   int
 	LastRun         *memoryv1alpha1.LastRun
+	// Transfer is the export of the tenant and its import into CopyRuntime.
+	Transfer *TransferReport
 	// Citus is the second tenant, on Citus (nil without Scenario.Citus).
 	Citus *CitusReport
 }
@@ -115,6 +118,7 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"A 3-turn session ends: its episode, found by the episode search", s.episode},
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
 		{"Erase a user (GDPR)", s.erase},
+		{"Export the tenant and import it into a second runtime (twice: nothing changes)", s.transfer},
 	}...)
 	if s.Citus {
 		steps = append(steps, step{"The second tenant, on Citus: where it lives, a write and a search through the coordinator", s.citusTenant})

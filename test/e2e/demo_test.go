@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -152,6 +153,11 @@ func TestDemoFlow(t *testing.T) {
 	if r.Citus != nil {
 		citus = *r.Citus
 	}
+	tr := demo.TransferReport{}
+	if r.Transfer != nil {
+		tr = *r.Transfer
+	}
+	first, second := ptr.Deref(tr.First, memory.ImportResult{}), ptr.Deref(tr.Second, memory.ImportResult{})
 	checks := []struct {
 		what string
 		ok   bool
@@ -181,11 +187,22 @@ func TestDemoFlow(t *testing.T) {
 		{"ending a 3-turn session wrote an episode without an LLM", r.Episode.Episode != nil && r.Episode.Episode.UserTurns == 3 && r.Episode.Episode.Method == memory.MethodExtractive},
 		{"the episode search ranks it first", r.Episode.Found},
 		{"status.lastRun came from the Job's termination message", r.LastRun != nil && r.LastRun.Result == memoryv1alpha1.RunSucceeded && len(r.LastRun.Operations) > 0},
+		{"the tenant's export (after the erase) holds alice only, her memories and her conversation", slices.Equal(tr.Owners, []string{"alice"}) && tr.Records["memory"] >= 6 && tr.Records["message"] >= 200},
+		{"the export's header counts, trailer counts and records read are equal", tr.Parts >= 1 && maps.Equal(nonZero(tr.Header), nonZero(tr.Trailer)) && maps.Equal(nonZero(tr.Trailer), nonZero(tr.Records))},
+		{"each part's trailer carries the SHA-256 of its lines", tr.ChecksumsMatch},
+		{"the second runtime has a schema of its own", tr.Runtime == demo.CopyRuntime && tr.Schema != "" && tr.Schema != r.Schema},
+		{"the first import read and inserted every record of the export", maps.Equal(nonZero(first.Records), nonZero(tr.Trailer)) && maps.Equal(nonZero(first.Inserted), nonZero(tr.Trailer)) && first.Owners == 1},
+		{"the second import inserted nothing and found every memory there", total(second.Inserted) == 0 && second.Existing["memory"] == tr.Trailer["memory"] && total(second.Existing) > 0},
+		{"alice has as many memories in the copy as in the source", tr.SourceAlice > 0 && tr.CopyAlice == tr.SourceAlice},
+		{"a search in the second runtime finds alice's dark-mode preference", strings.Contains(strings.ToLower(tr.SearchTop), "dark mode")},
 	}
 	for _, c := range checks {
 		if !c.ok {
 			t.Errorf("FAILED: %s (report %+v)", c.what, *r)
 		}
+	}
+	if t.Failed() {
+		t.Logf("transfer %+v; first import %+v; second import %+v", tr, first, second)
 	}
 	if r.LastRun != nil {
 		var scanned int64
@@ -196,6 +213,26 @@ func TestDemoFlow(t *testing.T) {
 			t.Errorf("the maintenance run scanned nothing: %+v", r.LastRun.Operations)
 		}
 	}
+}
+
+// nonZero is counts without the kinds of no rows (a header lists every
+// kind, an answer may not).
+func nonZero(counts map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range counts {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func total(counts map[string]int64) int64 {
+	var n int64
+	for _, v := range counts {
+		n += v
+	}
+	return n
 }
 
 // TestDemoTellsTheSamplesStory: a second runtime in the demo's namespace
