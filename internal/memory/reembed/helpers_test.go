@@ -42,7 +42,13 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	dbURL := testenv.NewDatabase(t)
+	testenv.SkipOnCitus(t, "a re-embed on Citus is refused (reembed.ErrCitus); TestReembedRefusedOnCitus covers it")
+	return newFixtureOn(t, testenv.NewDatabase(t))
+}
+
+// newFixtureOn is newFixture on the database of dbURL.
+func newFixtureOn(t testing.TB, dbURL string) *fixture {
+	t.Helper()
 	admin := testenv.NewPool(t, dbURL, 4)
 	schema := fmt.Sprintf("engram_reembed_%d_%d", time.Now().UnixNano()%1e6, schemaSeq.Add(1))
 	owner := tenant.Owner{UID: "test-" + schema, Namespace: "test-" + schema, Name: schema}

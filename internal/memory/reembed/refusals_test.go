@@ -7,6 +7,7 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/tenant"
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // vectorDigest is a digest of every vector the tenant holds, by table.
@@ -168,5 +169,23 @@ func TestReembedSwitchRefusedWithRowsLeft(t *testing.T) {
 	}
 	if _, _, err := fl.FillBatch(ctx(t), 10); !errors.Is(err, reembed.ErrNotFilling) {
 		t.Errorf("a batch after Switch: %v, want ErrNotFilling", err)
+	}
+}
+
+// TestReembedRefusedOnCitus: on a Citus coordinator Begin refuses
+// (docs/decisions.md says why) and leaves the tenant as it was.
+func TestReembedRefusedOnCitus(t *testing.T) {
+	f := newFixtureOn(t, testenv.NewCitusDatabase(t))
+	f.seed(3)
+	to, _ := builtin(t, 768)
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); !errors.Is(err, reembed.ErrCitus) {
+		t.Fatalf("Begin on Citus: %v, want ErrCitus", err)
+	}
+	st, err := reembed.ReadState(ctx(t), f.login, f.target)
+	if err != nil || st.Phase != reembed.PhaseIdle {
+		t.Errorf("state on Citus after the refusal: %+v, %v; want idle (migration 20 applied)", st, err)
+	}
+	if c, i, tr := f.reembedObjects(); c != 0 || i != 0 || tr != 0 {
+		t.Errorf("after the refusal: %d shadow columns, %d todo indexes, %d text triggers; want none", c, i, tr)
 	}
 }
