@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/engram-dev/engram/internal/memory/modelapi"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/modelapi"
 )
 
 // MaxBatch is the most rows one FillBatch embeds and writes: one embedder

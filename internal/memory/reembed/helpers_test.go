@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	pgv "github.com/pgvector/pgvector-go"
+
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
-	"github.com/jackc/pgx/v5/pgxpool"
-	pgv "github.com/pgvector/pgvector-go"
 )
 
 var schemaSeq atomic.Int64
