@@ -2,7 +2,9 @@ package reembed_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/memory/reembed"
@@ -81,4 +83,52 @@ func TestReembedWithWritesDuringTheFill(t *testing.T) {
 		t.Errorf("%d rewritten memories, want 30", n)
 	}
 	t.Logf("filled %d rows during the writes, %d after", during, after)
+}
+
+// TestReembedSwitchIsAllOrNothing: a reader that holds one of the four
+// tables makes the switch's transaction give up at its lock timeout
+// (after the covering index on the shadow column was built): nothing is
+// switched, the old vectors stay in place, and the switch goes through
+// once the reader is gone.
+func TestReembedSwitchIsAllOrNothing(t *testing.T) {
+	f := newFixture(t)
+	seeded := f.seed(10)
+	to, emb := builtin(t, 512)
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, reembed.NewFiller(f.login, f.target, to, emb), 64)
+	reader, err := f.admin.Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reader.Rollback(ctx(t)) }()
+	var n int64
+	if err := reader.QueryRow(ctx(t), `SELECT count(*) FROM `+f.target.Schema+`.episodes`).Scan(&n); err != nil || n != seeded.episodes {
+		t.Fatalf("the reader's episodes: %d, %v", n, err)
+	}
+	short := f.target
+	short.LockTimeout = 200 * time.Millisecond
+	if err := reembed.Switch(ctx(t), f.admin, short); err == nil || !strings.Contains(err.Error(), "lock timeout") {
+		t.Fatalf("Switch with a table held: %v, want a lock timeout", err)
+	}
+	st, err := reembed.ReadState(ctx(t), f.login, f.target)
+	if err != nil || st.Phase != reembed.PhaseFilling || st.Current != f.from {
+		t.Errorf("state after the failed switch: %+v, %v; want still filling from %s", st, err, f.from)
+	}
+	if c, i, tr := f.reembedObjects(); c != 4 || i != 4 || tr != 2 {
+		t.Errorf("after the failed switch: %d shadow columns, %d todo indexes, %d text triggers; want 4, 4, 2", c, i, tr)
+	}
+	if n := f.checkVectors(f.oldEmbedder(), "memories", "content", "embedding"); n != seeded.memories {
+		t.Errorf("%d memories kept their old vector after the failed switch, want %d", n, seeded.memories)
+	}
+	if err := reader.Rollback(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reembed.Switch(ctx(t), f.admin, short); err != nil {
+		t.Fatalf("Switch once the reader is gone: %v", err)
+	}
+	if n := f.checkVectors(emb, "episodes", "summary", "embedding"); n != seeded.episodes {
+		t.Errorf("%d episodes hold the new vector after the switch, want %d", n, seeded.episodes)
+	}
 }

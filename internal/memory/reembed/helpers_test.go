@@ -72,6 +72,13 @@ func newFixtureOn(t testing.TB, dbURL string) *fixture {
 	return f
 }
 
+// oldEmbedder is the tenant's embedder before the re-embed.
+func (f *fixture) oldEmbedder() memory.Embedder {
+	f.t.Helper()
+	_, emb := builtin(f.t, f.from.Dimensions)
+	return emb
+}
+
 // store opens a memory store of the tenant with emb.
 func (f *fixture) store(emb memory.Embedder) *memory.Store {
 	f.t.Helper()

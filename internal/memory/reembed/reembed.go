@@ -142,7 +142,13 @@ func readState(ctx context.Context, db interface {
 
 // ReadState reads the tenant's re-embed state.
 func ReadState(ctx context.Context, pool *pgxpool.Pool, t Target) (State, error) {
-	return readState(ctx, pool, t, "")
+	var s State
+	err := inTx(ctx, pool, t, false, func(tx pgx.Tx) error {
+		var err error
+		s, err = readState(ctx, tx, t, "")
+		return err
+	})
+	return s, err
 }
 
 // inTx runs fn in one transaction as t.Owner (when set), with the
