@@ -59,6 +59,9 @@ var engineIdeas = map[string][]string{
 	// The export and import format: it reads through the core and writes
 	// memories back through the write path, and knows no other idea.
 	"../memory/portable": append([]string{"../memory/core", "../memory/write"}, engineLeaves...),
+	// Re-embedding on a model change: the storage side, over a pool and
+	// an embedder; the façade will drive it.
+	"../memory/reembed": engineLeaves,
 	// Tests' state of a provisioned tenant, for the ideas' own tests;
 	// imported by tests only.
 	"../memory/core/coretest": append([]string{"../memory/core", "../tenant", "../testenv", "../naming"}, engineLeaves...),

@@ -38,6 +38,10 @@ var tableGrants = map[string][]string{
 	"document_changes": {"SELECT", "INSERT", "DELETE"},
 	// The text search configuration is the operator's to change.
 	"text_search": {"SELECT"},
+	// The re-embed state: the fill (run by the service or a job with the
+	// new embedder) counts the rows it filled; the operator begins,
+	// switches and aborts (internal/memory/reembed).
+	"reembed": {"SELECT", "UPDATE"},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the

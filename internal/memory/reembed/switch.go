@@ -1,0 +1,163 @@
+package reembed
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ownerVectorsMaxDims mirrors tenant.OwnerVectorsMaxDims (a test pins it):
+// memories_active_vectors_idx, the covering index of migration 12, exists
+// for vectors up to this size only.
+const ownerVectorsMaxDims = 576
+
+// Covering indexes of memories (migration 12) and the one built on the
+// shadow column before a switch to at most ownerVectorsMaxDims dimensions.
+const (
+	coveringIndex     = "memories_active_vectors_idx"
+	coveringNextIndex = "memories_active_vectors_next_idx"
+	inactiveIndex     = "memories_inactive_owner_idx"
+)
+
+// Progress is how far the re-embed under way is.
+type Progress struct {
+	State
+	// Left counts, by table, the rows that have a vector but not yet their
+	// new one; LeftTotal is their sum. Zero when no re-embed is under way.
+	Left      map[string]int64
+	LeftTotal int64
+}
+
+// ReadProgress reads the re-embed state and counts the rows left (through
+// the partial indexes Begin built: no table is scanned).
+func ReadProgress(ctx context.Context, pool *pgxpool.Pool, t Target) (Progress, error) {
+	var p Progress
+	err := inTx(ctx, pool, t, false, func(tx pgx.Tx) error {
+		var err error
+		if p.State, err = readState(ctx, tx, t, ""); err != nil || p.Phase != PhaseFilling {
+			return err
+		}
+		p.Left, p.LeftTotal, err = countLeft(ctx, tx, t)
+		return err
+	})
+	if err != nil {
+		return p, fmt.Errorf("reading the re-embed progress of %s: %w", t.Schema, err)
+	}
+	return p, nil
+}
+
+func countLeft(ctx context.Context, tx pgx.Tx, t Target) (map[string]int64, int64, error) {
+	left := map[string]int64{}
+	var total int64
+	for _, vt := range vectorTables {
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+t.table(vt.name)+
+			` WHERE embedding_next IS NULL AND embedding IS NOT NULL`).Scan(&n); err != nil {
+			return nil, 0, fmt.Errorf("counting the rows of %s left: %w", t.table(vt.name), err)
+		}
+		left[vt.name] = n
+		total += n
+	}
+	return left, total, nil
+}
+
+// Switch makes the new vectors the tenant's, once every row has one
+// (ErrRowsLeft before). For new vectors that fit the covering index of
+// memories it first builds that index on the shadow column concurrently
+// (writes go on); then, in one transaction as the owner, it locks the four
+// tables, counts again that no row is left, drops the old embedding
+// columns (with their indexes), renames the shadow columns embedding (and
+// the new covering index), makes memories.embedding NOT NULL again, and
+// records the new embedder as the current one. A reader sees the old
+// vectors before the commit and the new ones after, never a mix. Switch
+// again after an interruption resumes.
+func Switch(ctx context.Context, pool *pgxpool.Pool, t Target) error {
+	p, err := ReadProgress(ctx, pool, t)
+	if err != nil {
+		return err
+	}
+	if p.Phase != PhaseFilling {
+		return fmt.Errorf("switching %s: %w", t.Schema, ErrNotFilling)
+	}
+	if p.LeftTotal > 0 {
+		return fmt.Errorf("switching %s to %s: %w: %d (%v)", t.Schema, p.Next, ErrRowsLeft, p.LeftTotal, p.Left)
+	}
+	covering := p.Next.Dimensions <= ownerVectorsMaxDims
+	if covering {
+		memories := t.table("memories")
+		if err := buildIndex(ctx, pool, t, coveringNextIndex, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+coveringNextIndex+` ON `+memories+
+			` (owner_id, md5(content)) INCLUDE (embedding_next, id, expires_at) WHERE active AND superseded_by IS NULL`); err != nil {
+			return fmt.Errorf("switching %s: %w", t.Schema, err)
+		}
+		if err := buildIndex(ctx, pool, t, inactiveIndex, `CREATE INDEX CONCURRENTLY IF NOT EXISTS `+inactiveIndex+` ON `+memories+
+			` (owner_id, deactivated_at) WHERE deactivated_at IS NOT NULL AND superseded_by IS NULL`); err != nil {
+			return fmt.Errorf("switching %s: %w", t.Schema, err)
+		}
+	}
+	err = inTx(ctx, pool, t, true, func(tx pgx.Tx) error {
+		st, err := readState(ctx, tx, t, "FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		if st.Phase != PhaseFilling || st.Next != p.Next {
+			return ErrNotFilling // aborted, or switched, meanwhile
+		}
+		for _, vt := range vectorTables {
+			if _, err := tx.Exec(ctx, `LOCK TABLE `+t.table(vt.name)+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+				return fmt.Errorf("locking %s: %w", t.table(vt.name), err)
+			}
+		}
+		left, total, err := countLeft(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		if total > 0 {
+			return fmt.Errorf("%w: %d (%v), written since the count before the lock", ErrRowsLeft, total, left)
+		}
+		return swapColumns(ctx, tx, t, st.Next, covering)
+	})
+	if err != nil {
+		return fmt.Errorf("switching %s to %s: %w", t.Schema, p.Next, err)
+	}
+	return nil
+}
+
+// swapColumns is the DDL of Switch, inside its transaction.
+func swapColumns(ctx context.Context, tx pgx.Tx, t Target, next Embedder, covering bool) error {
+	var stmts []string
+	for _, name := range textTriggerTables {
+		stmts = append(stmts, `DROP TRIGGER IF EXISTS `+textTrigger+` ON `+t.table(name))
+	}
+	for _, vt := range vectorTables {
+		table := t.table(vt.name)
+		stmts = append(stmts,
+			`ALTER TABLE `+table+` DROP COLUMN embedding`, // with its covering and todo indexes
+			`ALTER TABLE `+table+` RENAME COLUMN embedding_next TO embedding`)
+		if t.Login != "" {
+			// UPDATE of the vector was the fill's only; the login role keeps
+			// its table privileges.
+			stmts = append(stmts, `REVOKE UPDATE (embedding) ON `+table+` FROM `+pgx.Identifier{t.Login}.Sanitize())
+		}
+		if vt.notNull {
+			// A scan under the lock: the counts above just proved it holds.
+			stmts = append(stmts, `ALTER TABLE `+table+` ALTER COLUMN embedding SET NOT NULL`)
+		}
+	}
+	if covering {
+		stmts = append(stmts, `ALTER INDEX `+t.table(coveringNextIndex)+` RENAME TO `+coveringIndex)
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE `+t.table("reembed")+` SET provider = next_provider, model = next_model,
+		dimensions = next_dimensions, next_provider = NULL, next_model = NULL, next_dimensions = NULL,
+		phase = 'idle', switched_at = now(), updated_at = now()`)
+	if err != nil {
+		return fmt.Errorf("recording the switch to %s: %w", next, err)
+	}
+	return nil
+}
