@@ -3,6 +3,7 @@ package tenant
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,10 +39,19 @@ var tableGrants = map[string][]string{
 	"document_changes": {"SELECT", "INSERT", "DELETE"},
 	// The text search configuration is the operator's to change.
 	"text_search": {"SELECT"},
-	// The re-embed state: the fill (run by the service or a job with the
-	// new embedder) counts the rows it filled; the operator begins,
-	// switches and aborts (internal/memory/reembed).
-	"reembed": {"SELECT", "UPDATE"},
+	// The re-embed state: the operator begins, switches and aborts
+	// (internal/memory/reembed); the login role reads it, and may update
+	// only the fill's count (columnGrants).
+	"reembed": {"SELECT"},
+}
+
+// columnGrants are the login role's column privileges where a table-level
+// one would give too much. The re-embed fill locks the state row (a row
+// lock needs UPDATE on some column) and counts what it filled; with UPDATE
+// on the whole row a tenant could rewrite the phase or the embedder the
+// operator records and trusts.
+var columnGrants = map[string]map[string][]string{
+	"reembed": {"UPDATE": {"filled", "updated_at"}},
 }
 
 // maintainTables may be vacuumed and analyzed by the compact job; the
@@ -111,6 +121,9 @@ func ensureGrants(ctx context.Context, conn *pgx.Conn, schema, extSchema string,
 		}
 	}
 
+	if err := ensureColumnGrants(ctx, conn, schema, names, grant); err != nil {
+		return err
+	}
 	if err := ensureSearchPath(ctx, conn, schema, extSchema, names, res); err != nil {
 		return err
 	}
@@ -316,5 +329,40 @@ func ensureNoPublicCreate(ctx context.Context, conn *pgx.Conn, names roleNames, 
 		return fmt.Errorf("revoking CREATE on schema public from PUBLIC: %w", err)
 	}
 	res.Changes = append(res.Changes, "revoked CREATE on schema public from PUBLIC")
+	return nil
+}
+
+// ensureColumnGrants gives the login role its column privileges
+// (columnGrants) where one is missing.
+func ensureColumnGrants(ctx context.Context, conn *pgx.Conn, schema string, names roleNames, grant func(what, stmt string) error) error {
+	for _, table := range slices.Sorted(maps.Keys(columnGrants)) {
+		qualified := pgx.Identifier{schema, table}.Sanitize()
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, qualified).Scan(&exists); err != nil {
+			return fmt.Errorf("looking for %s: %w", qualified, err)
+		}
+		if !exists {
+			continue
+		}
+		for _, priv := range slices.Sorted(maps.Keys(columnGrants[table])) {
+			cols := columnGrants[table][priv]
+			var missing bool
+			if err := conn.QueryRow(ctx, `SELECT NOT bool_and(has_column_privilege($1, $2, c, $3)) FROM unnest($4::text[]) AS c`,
+				names.login, qualified, priv, cols).Scan(&missing); err != nil {
+				return fmt.Errorf("checking %s on columns of %s: %w", priv, qualified, err)
+			}
+			if !missing {
+				continue
+			}
+			idents := make([]string, len(cols))
+			for i, c := range cols {
+				idents[i] = pgx.Identifier{c}.Sanitize()
+			}
+			what := priv + " (" + strings.Join(cols, ", ") + ") on " + schema + "." + table
+			if err := grant(what, "GRANT "+priv+" ("+strings.Join(idents, ", ")+") ON "+qualified+" TO "+pgx.Identifier{names.login}.Sanitize()); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }

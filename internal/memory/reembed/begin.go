@@ -107,13 +107,19 @@ func Begin(ctx context.Context, pool *pgxpool.Pool, t Target, from, to Embedder)
 // Abort ends the re-embed under way, if any: in one transaction as the
 // owner it drops the shadow columns (with their indexes, grants and the
 // text trigger) and clears the re-embed; every read and write kept using
-// the old vectors all along, so nothing else changes. Aborting with no
-// re-embed under way does nothing.
+// the old vectors all along, so nothing else changes. Shadow objects left
+// with no re-embed recorded (a state row changed by hand) are removed all
+// the same; with neither, Abort does nothing.
 func Abort(ctx context.Context, pool *pgxpool.Pool, t Target) error {
 	err := inTx(ctx, pool, t, true, func(tx pgx.Tx) error {
 		st, err := readState(ctx, tx, t, "FOR UPDATE")
-		if err != nil || st.Phase != PhaseFilling {
+		if err != nil {
 			return err
+		}
+		if st.Phase != PhaseFilling {
+			if left, err := shadowLeft(ctx, tx, t); err != nil || !left {
+				return err
+			}
 		}
 		for _, name := range textTriggerTables {
 			if _, err := tx.Exec(ctx, `DROP TRIGGER IF EXISTS `+textTrigger+` ON `+t.table(name)); err != nil {
@@ -133,6 +139,24 @@ func Abort(ctx context.Context, pool *pgxpool.Pool, t Target) error {
 		return fmt.Errorf("aborting the re-embed of %s: %w", t.Schema, err)
 	}
 	return nil
+}
+
+// shadowLeft reports whether a shadow column or the text trigger of a
+// re-embed is on any of the tenant's tables.
+func shadowLeft(ctx context.Context, tx pgx.Tx, t Target) (bool, error) {
+	tables := make([]string, 0, len(vectorTables))
+	for _, vt := range vectorTables {
+		tables = append(tables, t.table(vt.name))
+	}
+	var left bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+			WHERE attrelid IN (SELECT to_regclass(n) FROM unnest($1::text[]) AS n) AND attname = 'embedding_next' AND NOT attisdropped)
+		OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger
+			WHERE tgrelid IN (SELECT to_regclass(n) FROM unnest($1::text[]) AS n) AND tgname = $2)`, tables, textTrigger).Scan(&left)
+	if err != nil {
+		return false, fmt.Errorf("looking for what a re-embed left on %s: %w", t.Schema, err)
+	}
+	return left, nil
 }
 
 func checkEmbedder(e Embedder) error {
