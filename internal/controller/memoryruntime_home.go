@@ -38,9 +38,10 @@ func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtim
 		// hold the tenant's data all the same (pg_upgrade gives the
 		// cluster a new system identifier; so does a logical restore or a
 		// move made by hand). The data decides: the tenant's schema must
-		// be there, carrying this runtime's UID marker (a schema of that
-		// name alone proves nothing: anyone may create one).
-		has, err := tenant.HoldsTenant(ctx, s.pool, s.recorded, TenantOwner(s.rt))
+		// be there, as provisioning would take it (this runtime's UID
+		// marker, or the adopt annotation's; a schema of that name alone
+		// proves nothing: anyone may create one).
+		has, err := tenant.HoldsTenant(ctx, s.pool, s.recorded, TenantOwner(s.rt), TenantClaim(s.rt, s.recorded, s.schema))
 		if err != nil {
 			return id, false, err
 		}

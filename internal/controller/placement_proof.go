@@ -17,8 +17,9 @@ import (
 // placed database again when it connects; one that no longer admits the
 // namespace keeps the tenant only where the tenant's schema is (placed
 // while admitted: a placed tenant is never cut off), and refuses to create
-// it anywhere else. The schema counts only with this runtime's UID marker:
-// a schema of that name made by someone else proves no placement.
+// it anywhere else. The schema counts only as provisioning would take it
+// (this runtime's UID marker, or the adopt annotation's): a schema of that
+// name made by someone else proves no placement.
 func (r *MemoryRuntimeReconciler) checkPlacedAdmission(ctx context.Context, s *runtimeScope, db *memoryv1alpha1.MemoryDatabase) (bool, error) {
 	if r.memory.get(s.rt.UID).admittedOn == db.Name {
 		return false, nil
@@ -35,7 +36,7 @@ func (r *MemoryRuntimeReconciler) checkPlacedAdmission(ctx context.Context, s *r
 		why = c.refusal(req)
 	}
 	if why != "" {
-		has, err := tenant.HoldsTenant(ctx, s.pool, s.schema, TenantOwner(s.rt))
+		has, err := tenant.HoldsTenant(ctx, s.pool, s.schema, TenantOwner(s.rt), TenantClaim(s.rt, s.recorded, s.schema))
 		if err != nil {
 			return false, fmt.Errorf("looking for the tenant's schema on MemoryDatabase %s: %w", db.Name, err)
 		}

@@ -89,10 +89,12 @@ var unreadableIdentifier = map[string]bool{
 }
 
 // HoldsTenant reports whether the database of admin holds owner's tenant:
-// schema exists and carries owner's UID marker. A schema of that name
-// without the marker (made by hand, by another runtime, or by an earlier
-// release) is not proof that the tenant's data is there.
-func HoldsTenant(ctx context.Context, admin *pgxpool.Pool, schema string, owner Owner) (bool, error) {
+// schema exists and provisioning would take it as owner's (its UID marker,
+// or what claim allows: the adopt annotation's UID, a legacy marker the
+// runtime's status records). A schema of that name with another marker or
+// none (made by hand, by another runtime) is not proof that the tenant's
+// data is there.
+func HoldsTenant(ctx context.Context, admin *pgxpool.Pool, schema string, owner Owner, claim Claim) (bool, error) {
 	c, err := admin.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("connecting as admin: %w", err)
@@ -102,5 +104,9 @@ func HoldsTenant(ctx context.Context, admin *pgxpool.Pool, schema string, owner 
 	if err != nil {
 		return false, fmt.Errorf("looking for schema %s: %w", schema, err)
 	}
-	return exists && mustOwn(m, owner, "schema", schema) == nil, nil
+	if !exists {
+		return false, nil
+	}
+	_, refused := decideClaim(exists, m, owner, claim, "schema", schema, false)
+	return refused == nil, nil
 }

@@ -74,6 +74,11 @@ func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 		t.Errorf("Same = %v, Verifiable = %v; want true, false", super.Same(got), super.Verifiable(got))
 	}
 	other := Owner{UID: "another-uid", Namespace: owner.Namespace, Name: owner.Name}
+	// A runtime recreated with a new UID and the adopt annotation naming
+	// the old one holds it too, as provisioning would take it.
+	if has, err := HoldsTenant(ctx, reader, "identity_owned", other, Claim{AdoptFromUID: owner.UID}); err != nil || !has {
+		t.Errorf("HoldsTenant with the adopt annotation's UID = %v, %v; want true", has, err)
+	}
 	for _, c := range []struct {
 		schema string
 		owner  Owner
@@ -84,7 +89,7 @@ func TestIdentifyWithAndWithoutSystemIdentifier(t *testing.T) {
 		{"identity_probe", owner, false}, // exists, no marker
 		{"identity_absent", owner, false},
 	} {
-		if has, err := HoldsTenant(ctx, reader, c.schema, c.owner); err != nil || has != c.want {
+		if has, err := HoldsTenant(ctx, reader, c.schema, c.owner, Claim{}); err != nil || has != c.want {
 			t.Errorf("HoldsTenant(%s, uid %s) = %v, %v; want %v", c.schema, c.owner.UID, has, err, c.want)
 		}
 	}
