@@ -20,7 +20,7 @@ import (
 const citusFastPath = "Distributed planning for a fast-path router query"
 
 // TestCitusAddLookupIsFastPathOnTheWorker: add_memory's neighbour lookup
-// (migration 20) runs on the tenant's worker as single-table statements
+// (migration 21) runs on the tenant's worker as single-table statements
 // that Citus plans on its fast path: the four candidates, the pick among
 // them and the owner's row count. Migration 15's lookup was one statement
 // with a CTE, which Citus planned again on every call (one fast-path

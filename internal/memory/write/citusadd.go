@@ -19,7 +19,7 @@ import (
 // PostgreSQL's throughput (issue 30). Migration 15 gives a Citus tenant the
 // function add_memory, which Citus delegates whole to the worker holding
 // the schema: the lock, the lookup and the insert run there in one call.
-// Migration 20 writes its lookup (tenants with the covering index) as
+// Migration 21 writes its lookup (tenants with the covering index) as
 // single-table statements, which Citus plans on its fast path and keeps
 // the local plans of; migration 15's CTE was planned again on every call.
 //
