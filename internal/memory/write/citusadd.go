@@ -19,6 +19,9 @@ import (
 // PostgreSQL's throughput (issue 30). Migration 15 gives a Citus tenant the
 // function add_memory, which Citus delegates whole to the worker holding
 // the schema: the lock, the lookup and the insert run there in one call.
+// Migration 21 writes its lookup (tenants with the covering index) as
+// single-table statements, which Citus plans on its fast path and keeps
+// the local plans of; migration 15's CTE was planned again on every call.
 //
 // add_memory repeats, in PL/pgSQL, what addInTx does for one write whose
 // Neighbour is not close enough to decide on: LockOwnerQuery, the lookup of
