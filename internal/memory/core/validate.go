@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -13,9 +12,7 @@ import (
 )
 
 // Identifiers of owners, agents and sessions: what platforms use for user
-// ids (UUIDs, emails, "tenant:user-42"), never free text.
-var scopeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,255}$`)
-
+// ids (UUIDs, emails, "tenant:user-42"), never free text (ValidScopeID).
 const ScopeIDRule = "must be 1-256 characters of letters, digits and . _ : @ + -, starting with a letter or digit"
 
 // FieldErrors collects every problem of one request. Prefix is put before
@@ -39,7 +36,7 @@ func (f *FieldErrors) Err() error {
 func (f *FieldErrors) Owner(owner string) {
 	if owner == "" {
 		f.Add("owner", "is required")
-	} else if !scopeID.MatchString(owner) {
+	} else if !ValidScopeID(owner) {
 		f.Add("owner", ScopeIDRule)
 	}
 }
@@ -56,10 +53,10 @@ func (f *FieldErrors) SessionKey(owner, id string) {
 
 // scope checks the optional agent and session ids.
 func (f *FieldErrors) Scope(agent, session string) {
-	if agent != "" && !scopeID.MatchString(agent) {
+	if agent != "" && !ValidScopeID(agent) {
 		f.Add("agent", ScopeIDRule)
 	}
-	if session != "" && !scopeID.MatchString(session) {
+	if session != "" && !ValidScopeID(session) {
 		f.Add("session", ScopeIDRule)
 	}
 }
