@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +13,9 @@ import (
 )
 
 // Identifiers of owners, agents and sessions: what platforms use for user
-// ids (UUIDs, emails, "tenant:user-42"), never free text (ValidScopeID).
+// ids (UUIDs, emails, "tenant:user-42"), never free text.
+var scopeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@+\-]{0,255}$`)
+
 const ScopeIDRule = "must be 1-256 characters of letters, digits and . _ : @ + -, starting with a letter or digit"
 
 // FieldErrors collects every problem of one request. Prefix is put before
@@ -36,7 +39,7 @@ func (f *FieldErrors) Err() error {
 func (f *FieldErrors) Owner(owner string) {
 	if owner == "" {
 		f.Add("owner", "is required")
-	} else if !ValidScopeID(owner) {
+	} else if !scopeID.MatchString(owner) {
 		f.Add("owner", ScopeIDRule)
 	}
 }
@@ -53,10 +56,10 @@ func (f *FieldErrors) SessionKey(owner, id string) {
 
 // scope checks the optional agent and session ids.
 func (f *FieldErrors) Scope(agent, session string) {
-	if agent != "" && !ValidScopeID(agent) {
+	if agent != "" && !scopeID.MatchString(agent) {
 		f.Add("agent", ScopeIDRule)
 	}
-	if session != "" && !ValidScopeID(session) {
+	if session != "" && !scopeID.MatchString(session) {
 		f.Add("session", ScopeIDRule)
 	}
 }
