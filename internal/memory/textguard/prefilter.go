@@ -185,9 +185,9 @@ func shortest(set []string) int {
 }
 
 // mayMatch reports whether a pattern with needles may match text whose
-// lower-case form is lower ("" with ok false: the text is not ASCII, where
-// case folding reaches beyond ASCII, e.g. the Kelvin sign, and every
-// pattern runs).
+// lower-case form is lower. Text that is not all ASCII (ascii false) may
+// match any pattern: case folding reaches beyond ASCII (the Kelvin sign
+// matches (?i)k), so every pattern runs on it.
 func mayMatch(needles []string, lower string, ascii bool) bool {
 	if needles == nil || !ascii {
 		return true
