@@ -7,13 +7,33 @@ import (
 	"github.com/engram-dev/engram/internal/memory"
 )
 
+// jsonAppender is an answer that writes its own JSON, byte for byte what
+// encoding/json would write (memory.SearchResult, on every search; issue
+// 32); false: a value encoding/json refuses, which writeJSON then reports
+// through encoding/json.
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, bool)
+}
+
+// answerBufBytes is the first buffer of an answer a jsonAppender writes: a
+// search of ten short memories fits.
+const answerBufBytes = 8 << 10
+
 // writeJSON answers with v as application/json.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		setCause(w, err)
-		http.Error(w, "encoding the response failed", http.StatusInternalServerError)
-		return
+	var body []byte
+	if a, isAppender := v.(jsonAppender); isAppender {
+		if b, ok := a.AppendJSON(make([]byte, 0, answerBufBytes)); ok {
+			body = b
+		}
+	}
+	if body == nil {
+		var err error
+		if body, err = json.Marshal(v); err != nil {
+			setCause(w, err)
+			http.Error(w, "encoding the response failed", http.StatusInternalServerError)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

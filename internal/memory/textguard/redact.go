@@ -19,6 +19,8 @@ type secretPattern struct {
 	tail string
 	// accept, when set, must confirm a match (for patterns with false positives).
 	accept func(match string) bool
+	// needles: one of them is in every match (prefilter.go; nil: none known).
+	needles []string
 }
 
 // builtinSecrets are tried in order; specific token formats come before the
@@ -84,6 +86,9 @@ func NewRedactor(builtin bool, patterns []string) (*Redactor, error) {
 		}
 		pats = append(pats, secretPattern{kind: "custom", re: re})
 	}
+	for i := range pats {
+		pats[i].needles = needlesOf(pats[i].re.String())
+	}
 	return &Redactor{patterns: pats}, nil
 }
 
@@ -91,7 +96,12 @@ func NewRedactor(builtin bool, patterns []string) (*Redactor, error) {
 // sorted kinds found.
 func (r *Redactor) Redact(s string) (string, []string) {
 	var kinds []string
+	ascii := isASCII(s)
+	lower := strings.ToLower(s)
 	for _, p := range r.patterns {
+		if !mayMatch(p.needles, lower, ascii) {
+			continue
+		}
 		// ReplaceAllStringFunc copies s even when nothing matches: a text
 		// without secrets (most) is read, not copied once per pattern
 		// (issue 26, twenty-second review: an extraction's batch dedup
@@ -121,6 +131,9 @@ func (r *Redactor) Redact(s string) (string, []string) {
 		})
 		if found && !slices.Contains(kinds, p.kind) {
 			kinds = append(kinds, p.kind)
+		}
+		if found {
+			ascii, lower = isASCII(s), strings.ToLower(s)
 		}
 	}
 	slices.Sort(kinds)
