@@ -36,16 +36,22 @@ const citusTemplateReady = "engram test template " + citusTemplateVersion + ": r
 
 // citusTemplateName names the template of one cluster: another coordinator
 // address or worker set (a cluster started again on other ports) gets a
-// template of its own, since the template's pg_dist_node names the nodes.
-func citusTemplateName(coordHost string, coordPort int, workers []string) string {
-	sum := sha256.Sum256([]byte(citusTemplateVersion + "|" + net.JoinHostPort(coordHost, fmt.Sprint(coordPort)) + "|" + strings.Join(workers, ",")))
+// template of its own, since the template's pg_dist_node names the nodes,
+// and so does another PostgreSQL, Citus or pgvector (software: the copies
+// would carry the old extension versions).
+func citusTemplateName(coordHost string, coordPort int, workers []string, software string) string {
+	sum := sha256.Sum256([]byte(citusTemplateVersion + "|" + net.JoinHostPort(coordHost, fmt.Sprint(coordPort)) + "|" + strings.Join(workers, ",") + "|" + software))
 	return "engram_citus_template_" + hex.EncodeToString(sum[:5])
 }
 
 // ensureCitusTemplate makes the template on every node unless a ready one
 // is there. The caller holds the setup lock.
 func ensureCitusTemplate(ctx context.Context, admin string, nodeURLs []string, coordHost string, coordPort int, workers []string) (string, error) {
-	name := citusTemplateName(coordHost, coordPort, workers)
+	software, err := citusSoftware(ctx, admin)
+	if err != nil {
+		return "", err
+	}
+	name := citusTemplateName(coordHost, coordPort, workers, software)
 	servers := make([]string, len(nodeURLs))
 	for i, u := range nodeURLs {
 		servers[i] = postgresDB(u)
@@ -80,6 +86,23 @@ func ensureCitusTemplate(ctx context.Context, admin string, nodeURLs []string, c
 		return "", fmt.Errorf("marking the Citus template %s ready: %w", name, err)
 	}
 	return name, nil
+}
+
+// citusSoftware names the server's PostgreSQL version and the versions of
+// the citus and vector extensions it would install.
+func citusSoftware(ctx context.Context, admin string) (string, error) {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connecting to CITUS_URL: %w", err)
+	}
+	defer conn.Close(ctx)
+	var software string
+	err = conn.QueryRow(ctx, `SELECT current_setting('server_version_num') || ' ' || coalesce((SELECT string_agg(name || '=' || default_version, ' ' ORDER BY name)
+		FROM pg_available_extensions WHERE name IN ('citus', 'vector')), '')`).Scan(&software)
+	if err != nil {
+		return "", fmt.Errorf("reading the versions of CITUS_URL's server: %w", err)
+	}
+	return software, nil
 }
 
 // citusTemplateIsReady reports whether every node has the template, sealed,
