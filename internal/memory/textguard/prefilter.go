@@ -62,17 +62,7 @@ func exact(re *syntax.Regexp) ([]string, bool) {
 	case syntax.OpCapture:
 		return exact(re.Sub[0])
 	case syntax.OpAlternate:
-		var set []string
-		for _, sub := range re.Sub {
-			s, ok := exact(sub)
-			if !ok {
-				return nil, false
-			}
-			for _, n := range s {
-				set = addNeedle(set, n)
-			}
-		}
-		return set, len(set) <= maxNeedles
+		return union(re.Sub, exact)
 	case syntax.OpConcat:
 		set := []string{""}
 		for _, sub := range re.Sub {
@@ -89,6 +79,22 @@ func exact(re *syntax.Regexp) ([]string, bool) {
 	return nil, false
 }
 
+// union is the needles of an alternation: those of every branch, each
+// found by f; none when a branch has none.
+func union(branches []*syntax.Regexp, f func(*syntax.Regexp) ([]string, bool)) ([]string, bool) {
+	var set []string
+	for _, b := range branches {
+		s, ok := f(b)
+		if !ok {
+			return nil, false
+		}
+		for _, n := range s {
+			set = addNeedle(set, n)
+		}
+	}
+	return set, len(set) <= maxNeedles
+}
+
 // required returns needles of re: strings one of which every match
 // contains.
 func required(re *syntax.Regexp) ([]string, bool) {
@@ -103,17 +109,7 @@ func required(re *syntax.Regexp) ([]string, bool) {
 			return required(re.Sub[0])
 		}
 	case syntax.OpAlternate:
-		var set []string
-		for _, sub := range re.Sub {
-			s, ok := required(sub)
-			if !ok {
-				return nil, false
-			}
-			for _, n := range s {
-				set = addNeedle(set, n)
-			}
-		}
-		return set, len(set) <= maxNeedles
+		return union(re.Sub, required)
 	case syntax.OpConcat:
 		return requiredConcat(re.Sub)
 	}
