@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -190,26 +189,10 @@ func forgedPlacementIgnoresADecoy(t *testing.T, e *operatorEnv, url string, late
 		}
 		time.Sleep(time.Second)
 	}
-	if comment := schemaComment(t, url, schema); comment != decoy {
+	if _, comment := schemaAndComment(t, url, schema); comment != decoy {
 		t.Errorf("the decoy schema's comment changed to %q: adopted", comment)
 	}
 	if err := testenv.Exec(testContext(t), url, "DROP SCHEMA "+schema); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// schemaComment is the comment of schema in the database of url.
-func schemaComment(t *testing.T, url, schema string) string {
-	t.Helper()
-	ctx := testContext(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var comment string
-	if err := conn.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment); err != nil {
-		t.Fatal(err)
-	}
-	return comment
 }

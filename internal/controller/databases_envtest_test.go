@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -128,17 +129,32 @@ func (e *operatorEnv) placedOn(t *testing.T, ns, name string) string {
 // schemaIn reports whether schema exists in the database of url.
 func schemaIn(t *testing.T, url, schema string) bool {
 	t.Helper()
+	exists, _ := schemaAndComment(t, url, schema)
+	return exists
+}
+
+// schemaAndComment reports whether schema exists in the database of url,
+// and its comment.
+func schemaAndComment(t *testing.T, url, schema string) (bool, string) {
+	t.Helper()
 	ctx := testContext(t)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, ""
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	return ok
+	if comment == nil {
+		return true, ""
+	}
+	return true, *comment
 }
 
 // deleteAndWait deletes objects and waits until they are gone.
