@@ -30,10 +30,12 @@ Usage:
   kubectl engram erase RUNTIME OWNER --yes
   kubectl engram export RUNTIME [--owner OWNER] [--vectors] > FILE
                                                     the tenant's (or one owner's) data as JSON
-                                                    Lines (docs/export.md); summary on stderr
+                                                    Lines (docs/export.md); summary on stderr,
+                                                    after a progress bar on a terminal
   kubectl engram import RUNTIME [-f FILE] [--dry-run]
                                                     write an export into RUNTIME (idempotent; from
-                                                    stdin without -f), whole owners a request
+                                                    stdin without -f), whole owners a request;
+                                                    a progress bar on a terminal's stderr
 
 Flags of every command:
   -o, --output json|yaml     machine-readable output (default: human tables)
@@ -88,11 +90,20 @@ type app struct {
 	maxRequestBytes int64
 
 	kube *kube // opened lazily: --url with --service-token needs no cluster
+	// terminal says whether w is a terminal (progress is drawn only there);
+	// nil is isTerminal. Tests inject a fake terminal.
+	terminal func(w io.Writer) bool
 }
 
 // Main runs the plugin with args (without the program name) and returns
 // the exit code: 0 done, 1 failed, 2 bad usage.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return (&app{out: stdout, errOut: stderr, in: os.Stdin}).main(ctx, args)
+}
+
+// main runs one invocation on a (its writers, stdin and terminal check set).
+func (a *app) main(ctx context.Context, args []string) int {
+	stdout, stderr := a.out, a.errOut
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		if len(args) == 0 {
@@ -100,7 +111,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	a := &app{out: stdout, errOut: stderr, in: os.Stdin}
 	cmds := a.commands()
 	name := args[0]
 	cmd, ok := cmds[name]

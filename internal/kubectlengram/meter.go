@@ -95,10 +95,24 @@ func inputSize(in io.Reader) int64 {
 }
 
 // progress writes a line on stderr when it is a terminal, over the last.
+// On anything else (a file, a pipe, a CI log) it writes nothing: the
+// summary at the end is the whole report.
 func (a *app) progress(format string, args ...any) {
-	if f, ok := a.errOut.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintf(f, "\r"+format+"\x1b[K", args...)
-		}
+	terminal := a.terminal
+	if terminal == nil {
+		terminal = isTerminal
 	}
+	if terminal(a.errOut) {
+		fmt.Fprintf(a.errOut, "\r"+format+"\x1b[K", args...)
+	}
+}
+
+// isTerminal is whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
