@@ -46,9 +46,9 @@ type TransferReport struct {
 	Parts          int
 	Lines          int64
 	Bytes          int
-	Header         map[string]int64
-	Trailer        map[string]int64
-	Records        map[string]int64
+	Header         memory.ExportCounts
+	Trailer        memory.ExportCounts
+	Records        memory.ExportCounts
 	ChecksumsMatch bool     // each part's sha256 is that of its lines
 	Owners         []string // the owners the export holds
 	ReadyAfter     time.Duration
@@ -89,7 +89,7 @@ func (s *Scenario) transfer(ctx context.Context, r *Report) error {
 		return err
 	}
 	s.printf("   GET /v1/export (%s) -> %d part(s), %d lines, %d bytes, owners %s\n", r.Runtime, t.Parts, t.Lines, t.Bytes, strings.Join(t.Owners, ", "))
-	s.printf("     header counts  %s\n     trailer counts %s; each part's sha256 matches its lines: %v\n", countsText(t.Header), countsText(t.Trailer), t.ChecksumsMatch)
+	s.printf("     header counts  %s\n     trailer counts %s; each part's sha256 matches its lines: %v\n", t.Header, t.Trailer, t.ChecksumsMatch)
 
 	dst, err := s.startCopy(ctx, r, t)
 	if err != nil {
@@ -109,11 +109,11 @@ func (s *Scenario) transfer(ctx context.Context, r *Report) error {
 		return err
 	}
 	s.printf("   POST /v1/import (%s) -> %d owner(s): inserted %s; %d vectors embedded on the way in (the export carries none)\n",
-		CopyRuntime, t.First.Owners, countsText(t.First.Inserted), t.First.Embedded)
+		CopyRuntime, t.First.Owners, t.First.Inserted, t.First.Embedded)
 	if t.Second, err = importFile(ctx, dst, file); err != nil {
 		return err
 	}
-	s.printf("   POST /v1/import again -> inserted %d records; already there %s (idempotent)\n", total(t.Second.Inserted), countsText(t.Second.Existing))
+	s.printf("   POST /v1/import again -> inserted %d records; already there %s (idempotent)\n", t.Second.Inserted.Total(), t.Second.Existing)
 
 	if t.SourceAlice, err = activeMemories(ctx, src, "alice"); err != nil {
 		return err
@@ -175,7 +175,7 @@ func (s *Scenario) startCopy(ctx context.Context, r *Report, t *TransferReport) 
 // checks each part: a header first, a trailer last whose sha256 is that of
 // the lines before it.
 func (s *Scenario) exportTenant(ctx context.Context, api *API, t *TransferReport) ([]byte, error) {
-	t.Records, t.Trailer = map[string]int64{}, map[string]int64{}
+	t.Records, t.Trailer = memory.ExportCounts{}, memory.ExportCounts{}
 	t.ChecksumsMatch = true
 	owners := map[string]bool{}
 	var file bytes.Buffer
@@ -217,9 +217,9 @@ func readPart(raw []byte, t *TransferReport, owners map[string]bool) (*memory.Ex
 	for sc.Scan() {
 		line := sc.Bytes()
 		var env struct {
-			Kind   string           `json:"kind"`
-			Owner  string           `json:"owner"`
-			Counts map[string]int64 `json:"counts"`
+			Kind   string              `json:"kind"`
+			Owner  string              `json:"owner"`
+			Counts memory.ExportCounts `json:"counts"`
 		}
 		if err := json.Unmarshal(line, &env); err != nil {
 			return nil, fmt.Errorf("a line is not JSON: %w", err)
@@ -231,9 +231,7 @@ func readPart(raw []byte, t *TransferReport, owners map[string]bool) (*memory.Ex
 			if err := json.Unmarshal(line, tr); err != nil {
 				return nil, fmt.Errorf("decoding the trailer: %w", err)
 			}
-			for k, v := range tr.Counts {
-				t.Trailer[k] += v
-			}
+			t.Trailer.Add(tr.Counts)
 			t.ChecksumsMatch = t.ChecksumsMatch && hex.EncodeToString(sum.Sum(nil)) == tr.SHA256
 			continue
 		case memory.ExportKindHeader:
@@ -260,7 +258,7 @@ func readPart(raw []byte, t *TransferReport, owners map[string]bool) (*memory.Ex
 // importFile sends an export to POST /v1/import in bodies of whole owners
 // and sums up the answers.
 func importFile(ctx context.Context, api *API, file []byte) (*memory.ImportResult, error) {
-	sum := &memory.ImportResult{Records: map[string]int64{}, Inserted: map[string]int64{}, Existing: map[string]int64{}}
+	sum := &memory.ImportResult{Records: memory.ExportCounts{}, Inserted: memory.ExportCounts{}, Existing: memory.ExportCounts{}}
 	err := memory.ChunkExport(bytes.NewReader(file), importChunkBytes, func(chunk []byte) error {
 		raw, err := api.Raw(ctx, http.MethodPost, "/v1/import", "application/x-ndjson", chunk)
 		if err != nil {
@@ -270,15 +268,7 @@ func importFile(ctx context.Context, api *API, file []byte) (*memory.ImportResul
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return fmt.Errorf("decoding the answer of the import: %w", err)
 		}
-		sum.Lines += res.Lines
-		sum.Parts += res.Parts
-		sum.Owners += res.Owners
-		sum.Embedded += res.Embedded
-		for _, m := range [][2]map[string]int64{{sum.Records, res.Records}, {sum.Inserted, res.Inserted}, {sum.Existing, res.Existing}} {
-			for k, v := range m[1] {
-				m[0][k] += v
-			}
-		}
+		sum.Add(&res)
 		return nil
 	})
 	return sum, err
@@ -291,27 +281,4 @@ func activeMemories(ctx context.Context, api *API, owner string) (int, error) {
 		return 0, err
 	}
 	return len(page.Items), nil
-}
-
-func total(counts map[string]int64) int64 {
-	var n int64
-	for _, v := range counts {
-		n += v
-	}
-	return n
-}
-
-// countsText is "memory 7, message 203, ..." in a stable order, kinds
-// without rows left out.
-func countsText(counts map[string]int64) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(counts)) {
-		if counts[k] != 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }

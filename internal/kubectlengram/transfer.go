@@ -10,16 +10,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
-	"strings"
 
 	"github.com/engram-dev/engram/internal/memory"
 )
 
 // ExportSummary is what `export` reports on stderr (or -o json|yaml).
 type ExportSummary struct {
-	Parts   int              `json:"parts"`
-	Records map[string]int64 `json:"records"`
+	Parts   int                 `json:"parts"`
+	Records memory.ExportCounts `json:"records"`
 }
 
 // runExport writes an export of the runtime (or of --owner) to stdout,
@@ -34,7 +32,7 @@ func runExport(ctx context.Context, a *app, args []string) error {
 	if a.owner != "" {
 		path = ownerPath(a.owner, "/export")
 	}
-	sum := ExportSummary{Records: map[string]int64{}}
+	sum := ExportSummary{Records: memory.ExportCounts{}}
 	bar := &meter{a: a, unit: "records"}
 	out := bufio.NewWriter(a.out)
 	after := ""
@@ -55,14 +53,14 @@ func runExport(ctx context.Context, a *app, args []string) error {
 			return fmt.Errorf("writing the export: %w", err)
 		}
 		bar.note = fmt.Sprintf("%d part(s)", sum.Parts)
-		bar.show(total(sum.Records), true)
+		bar.show(sum.Records.Total(), true)
 		if tr.Complete {
 			break
 		}
 		after = tr.Next
 	}
 	return a.report(a.errOut, sum, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "Exported %d records in %d part(s): %s.\n", total(sum.Records), sum.Parts, countsText(sum.Records))
+		_, err := fmt.Fprintf(w, "Exported %d records in %d part(s): %s.\n", sum.Records.Total(), sum.Parts, sum.Records)
 		return err
 	})
 }
@@ -82,7 +80,7 @@ func exportPart(ctx context.Context, s *service, path string, q url.Values, out 
 		line := sc.Bytes()
 		var env struct {
 			Kind   string
-			Counts map[string]int64 // the header's: the whole snapshot's records
+			Counts memory.ExportCounts // the header's: the whole snapshot's records
 		}
 		if err := json.Unmarshal(line, &env); err != nil {
 			return nil, fmt.Errorf("the export holds a line that is not JSON: %w", err)
@@ -92,12 +90,12 @@ func exportPart(ctx context.Context, s *service, path string, q url.Values, out 
 			last = append(last[:0], line...)
 		case "header":
 			if bar.total == 0 {
-				bar.total = total(env.Counts)
+				bar.total = env.Counts.Total()
 			}
 		case "checkpoint":
 		default:
 			sum.Records[env.Kind]++
-			bar.show(total(sum.Records), false)
+			bar.show(sum.Records.Total(), false)
 		}
 		if _, err := out.Write(append(line, '\n')); err != nil {
 			return nil, fmt.Errorf("writing the export: %w", err)
@@ -126,7 +124,7 @@ func runImport(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	total := memory.ImportResult{Records: map[string]int64{}, Inserted: map[string]int64{}, Existing: map[string]int64{}, DryRun: a.dryRun}
+	total := memory.ImportResult{Records: memory.ExportCounts{}, Inserted: memory.ExportCounts{}, Existing: memory.ExportCounts{}, DryRun: a.dryRun}
 	q := url.Values{}
 	if a.dryRun {
 		q.Set("dryRun", "true")
@@ -151,7 +149,7 @@ func runImport(ctx context.Context, a *app, args []string) error {
 			return fmt.Errorf("decoding the answer of the import: %w", err)
 		}
 		requests++
-		addResult(&total, &res)
+		total.Add(&res)
 		bar.note = fmt.Sprintf("%d owner(s) in %d request(s)", total.Owners, requests)
 		bar.show(read.n, true)
 		return nil
@@ -165,7 +163,7 @@ func runImport(ctx context.Context, a *app, args []string) error {
 			verb = "Dry run, nothing written: would import"
 		}
 		_, err := fmt.Fprintf(w, "%s %d owner(s) in %d request(s): inserted %s; already there %s; %d vectors embedded.\n",
-			verb, total.Owners, requests, countsText(total.Inserted), countsText(total.Existing), total.Embedded)
+			verb, total.Owners, requests, total.Inserted, total.Existing, total.Embedded)
 		return err
 	})
 }
@@ -191,22 +189,6 @@ func importRefusal(status int, raw []byte, n int) error {
 	return errors.New(msg)
 }
 
-func addResult(t, r *memory.ImportResult) {
-	t.Lines += r.Lines
-	t.Parts += r.Parts
-	t.Owners += r.Owners
-	t.Embedded += r.Embedded
-	for k, v := range r.Records {
-		t.Records[k] += v
-	}
-	for k, v := range r.Inserted {
-		t.Inserted[k] += v
-	}
-	for k, v := range r.Existing {
-		t.Existing[k] += v
-	}
-}
-
 // openInput is --file: a path, or "-" for stdin.
 func (a *app) openInput() (io.ReadCloser, error) {
 	if a.file == "" || a.file == "-" {
@@ -227,31 +209,4 @@ func (a *app) report(w io.Writer, v any, human func(io.Writer) error) error {
 	a.out = w
 	defer func() { a.out = saved }()
 	return a.printData(v, human)
-}
-
-func total(m map[string]int64) int64 {
-	var n int64
-	for _, v := range m {
-		n += v
-	}
-	return n
-}
-
-// countsText is "memory 2003, message 1506, ..." without the zeros.
-func countsText(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k, v := range m {
-		if v > 0 {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return "nothing"
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }

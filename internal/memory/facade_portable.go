@@ -13,6 +13,7 @@ type (
 	ExportInfo     = portable.Info
 	ExportEmbedder = portable.Embedder
 	ExportTrailer  = portable.Trailer
+	ExportCounts   = portable.Counts
 	ImportRequest  = portable.ImportRequest
 	ImportResult   = portable.ImportResult
 )

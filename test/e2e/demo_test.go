@@ -192,7 +192,7 @@ func TestDemoFlow(t *testing.T) {
 		{"each part's trailer carries the SHA-256 of its lines", tr.ChecksumsMatch},
 		{"the second runtime has a schema of its own", tr.Runtime == demo.CopyRuntime && tr.Schema != "" && tr.Schema != r.Schema},
 		{"the first import read and inserted every record of the export", maps.Equal(nonZero(first.Records), nonZero(tr.Trailer)) && maps.Equal(nonZero(first.Inserted), nonZero(tr.Trailer)) && first.Owners == 1},
-		{"the second import inserted nothing and found every memory there", total(second.Inserted) == 0 && second.Existing["memory"] == tr.Trailer["memory"] && total(second.Existing) > 0},
+		{"the second import inserted nothing and found every memory there", second.Inserted.Total() == 0 && second.Existing["memory"] == tr.Trailer["memory"] && second.Existing.Total() > 0},
 		{"alice has as many memories in the copy as in the source", tr.SourceAlice > 0 && tr.CopyAlice == tr.SourceAlice},
 		{"a search in the second runtime finds alice's dark-mode preference", strings.Contains(strings.ToLower(tr.SearchTop), "dark mode")},
 	}
@@ -225,14 +225,6 @@ func nonZero(counts map[string]int64) map[string]int64 {
 		}
 	}
 	return out
-}
-
-func total(counts map[string]int64) int64 {
-	var n int64
-	for _, v := range counts {
-		n += v
-	}
-	return n
 }
 
 // TestDemoTellsTheSamplesStory: a second runtime in the demo's namespace

@@ -50,7 +50,7 @@ type Header struct {
 	ExportedAt string `json:"exportedAt"`
 	// Counts are the rows of each kind in the scope, in the snapshot the
 	// part was read from (the whole scope, not only this part).
-	Counts map[string]int64 `json:"counts"`
+	Counts Counts `json:"counts"`
 }
 
 // Trailer is the last line of a part: what the part holds, the SHA-256 of
@@ -58,12 +58,12 @@ type Header struct {
 // part stopped before the end (the request's time ran out), the cursor to
 // resume from.
 type Trailer struct {
-	Kind     string           `json:"kind"`
-	Counts   map[string]int64 `json:"counts"`
-	Lines    int64            `json:"lines"`
-	SHA256   string           `json:"sha256"`
-	Complete bool             `json:"complete"`
-	Next     string           `json:"next,omitempty"`
+	Kind     string `json:"kind"`
+	Counts   Counts `json:"counts"`
+	Lines    int64  `json:"lines"`
+	SHA256   string `json:"sha256"`
+	Complete bool   `json:"complete"`
+	Next     string `json:"next,omitempty"`
 }
 
 // envelope is what every line is read as first: its kind and its owner.

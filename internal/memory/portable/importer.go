@@ -29,11 +29,11 @@ type ImportResult struct {
 	Parts  int  `json:"parts"`
 	Owners int  `json:"owners"`
 	// Records are the data records read, by kind (a repeated line once).
-	Records map[string]int64 `json:"records"`
+	Records Counts `json:"records"`
 	// Inserted are the rows written; Existing the records skipped because
 	// the tenant holds that id (or key) already: an import never overwrites.
-	Inserted map[string]int64 `json:"inserted"`
-	Existing map[string]int64 `json:"existing"`
+	Inserted Counts `json:"inserted"`
+	Existing Counts `json:"existing"`
 	// Embedded counts the vectors computed on the way in (on a dry run,
 	// those that would be).
 	Embedded int64 `json:"embedded"`
