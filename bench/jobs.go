@@ -27,7 +27,9 @@ type JobsReport struct {
 	// in-process) at AddConcurrency, before and while the purge runs: the
 	// purge's row of Operations at the first duty, kept here for earlier
 	// readers.
-	AddConcurrency  int      `json:"addConcurrency"`
+	AddConcurrency int `json:"addConcurrency"`
+	// BatchSize is JobOptions.BatchSize of every job (0: the default, 1000).
+	BatchSize       int      `json:"batchSize"`
 	AddWithoutPurge RunStats `json:"addWithoutPurge"`
 	AddDuringPurge  RunStats `json:"addDuringPurge"`
 	// P99Factor is the add p99 during purge / without purge.
@@ -81,7 +83,7 @@ var (
 func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 	sc := h.scale
 	rep := &JobsReport{Rows: sc.JobRows, Owners: sc.JobRows / seedPerOwner, Planted: plantedFor(sc.JobRows),
-		AddConcurrency: jobAddConcurrency, Duties: h.jobDuties,
+		AddConcurrency: jobAddConcurrency, Duties: h.jobDuties, BatchSize: h.jobBatch,
 		SeedMethod: "COPY through pgx (2 parallel streams), one history row per memory by INSERT ... SELECT, then VACUUM (ANALYZE)"}
 	for i, duty := range h.jobDuties {
 		if err := h.jobsPass(ctx, rep, duty, uint64(100*i)); err != nil {
@@ -131,7 +133,7 @@ func (h *harness) jobsPass(ctx context.Context, rep *JobsReport, duty float64, s
 
 	p := rep.Planted
 	expected := map[string]int{memory.OpDecay: p.Decayed, memory.OpExpire: p.Expired, memory.OpPurge: p.Inactive, memory.OpCompact: p.Duplicates}
-	opts := memory.JobOptions{Duty: duty}
+	opts := memory.JobOptions{Duty: duty, BatchSize: h.jobBatch}
 	for i, op := range memory.Operations {
 		var res JobOp
 		if jobsUnderLoad[op] {

@@ -161,7 +161,7 @@ func jobsMarkdown(p printer, j *JobsReport) {
 		p("| %s | %.2f | %d | %d | %d | %d | %.2f | %.2f | %.0f | %.0f | %s | %s | %s | %s |\n", o.Name, o.Duty, o.Scanned, o.Affected, o.Expected, o.Batches, o.WallSec,
 			o.PausedSec, o.AffectedPerSec, o.ScannedPerSec, alone, during, factor, n)
 	}
-	p("\nAdd p99 columns: engine adds (Store.Add, %d in parallel) alone right before each job, then while it runs; during / alone is the ratio of their p99 (goal <= 1.5x). Duty: the job's JobOptions.Duty (`manager job --duty`; 1 = unpaced), each duty on a freshly seeded tenant.\n", j.AddConcurrency)
+	p("\nAdd p99 columns: engine adds (Store.Add, %d in parallel) alone right before each job, then while it runs; during / alone is the ratio of their p99 (goal <= 1.5x). Duty: the job's JobOptions.Duty (`manager job --duty`; 1 = unpaced), each duty on a freshly seeded tenant. Batch size %d (0: the default, 1000).\n", j.AddConcurrency, j.BatchSize)
 	p("\nEngine adds (%d in parallel) without purge: %.0f/s, p50 %.2f ms, p99 **%.2f ms**; while the purge runs: %.0f/s, p50 %.2f ms, p99 **%.2f ms** (%.1fx, max %.1f ms, %d adds).\n\n",
 		j.AddConcurrency, j.AddWithoutPurge.Throughput, j.AddWithoutPurge.Latency.P50, j.AddWithoutPurge.Latency.P99,
 		j.AddDuringPurge.Throughput, j.AddDuringPurge.Latency.P50, j.AddDuringPurge.Latency.P99, j.P99Factor,
