@@ -73,3 +73,16 @@ func keys(m map[string]Target) []string {
 	}
 	return out
 }
+
+// --job-duty takes 1 to 4 duties within (0, 1].
+func TestParseDuties(t *testing.T) {
+	got, err := parseDuties("1, 0.5,0.25")
+	if err != nil || len(got) != 3 || got[0] != 1 || got[1] != 0.5 || got[2] != 0.25 {
+		t.Fatalf("parseDuties = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "1.5", "-0.5", "x", "1,1,1,1,1"} {
+		if _, err := parseDuties(bad); err == nil {
+			t.Errorf("parseDuties(%q) accepted", bad)
+		}
+	}
+}
