@@ -46,14 +46,13 @@ const MaxPause = 10 * time.Second
 // whichever is longer, at most MaxPause. With neither set it never pauses.
 // The pauses are added to JobResult.Paused.
 type Pace struct {
-	duty     float64
-	rate     float64
-	clock    PaceClock
-	res      *JobResult
-	began    time.Time // the operation's first batch
-	batch    time.Time // the current batch's start; zero before the first
-	rows     int64
-	lastRows int64
+	duty  float64
+	rate  float64
+	clock PaceClock
+	res   *JobResult
+	began time.Time // the operation's first batch
+	batch time.Time // the current batch's start; zero before the first
+	rows  int64
 }
 
 // NewPace returns the pace of one operation run with opts, adding its
