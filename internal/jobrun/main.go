@@ -58,7 +58,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.TerminationLog, "termination-log", naming.TerminationLogPath, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
 	fs.DurationVar(&o.CompactOwnerBudget, "compact-owner-budget", memory.DefaultCompactOwnerBudget, "longest time compaction spends on one owner in a run; the owner's pass continues in the next run")
-	fs.Float64Var(&o.Duty, "duty", DefaultDuty, "share of its wall time a job works, within (0, 1]: after each batch it pauses batch time x (1/duty - 1), so writers are not queued behind back-to-back batches; 1 = no pause")
+	fs.Float64Var(&o.Duty, "duty", DefaultDuty, "share of its wall time a job works, within 0.05..1: after each batch it pauses batch time x (1/duty - 1), so writers are not queued behind back-to-back batches; 1 = no pause")
 	fs.Float64Var(&o.RowsPerSecond, "rows-per-second", 0, "most rows the batches touch per second of wall time (a pause after a batch until the budget allows the rows done); 0 = no budget")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 2, "size of the database connection pool")
 	fs.DurationVar(&o.LockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (PostgreSQL lock_timeout of every session)")
