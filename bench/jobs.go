@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -17,11 +19,17 @@ type JobsReport struct {
 	SeedSec    float64 `json:"seedSec"`
 	TableMiB   float64 `json:"tableMiB"`
 	Planted    Planted `json:"planted"`
-	Operations []JobOp `json:"operations"`
+	// Duties are the duty cycles measured, a seeded tenant each, in
+	// order; Operations holds every pass's operations (JobOp.Duty).
+	Duties     []float64 `json:"duties"`
+	Operations []JobOp   `json:"operations"`
 	// AddWithoutPurge and AddDuringPurge are engine adds (Store.Add,
 	// in-process) at AddConcurrency, before and while the purge runs: the
-	// purge's row of Operations, kept here for earlier readers.
-	AddConcurrency  int      `json:"addConcurrency"`
+	// purge's row of Operations at the first duty, kept here for earlier
+	// readers.
+	AddConcurrency int `json:"addConcurrency"`
+	// BatchSize is JobOptions.BatchSize of every job (0: the default, 1000).
+	BatchSize       int      `json:"batchSize"`
 	AddWithoutPurge RunStats `json:"addWithoutPurge"`
 	AddDuringPurge  RunStats `json:"addDuringPurge"`
 	// P99Factor is the add p99 during purge / without purge.
@@ -30,7 +38,11 @@ type JobsReport struct {
 
 // JobOp is one maintenance operation run through the engine's RunJob.
 type JobOp struct {
-	Name           string  `json:"name"`
+	Name string `json:"name"`
+	// Duty is the run's JobOptions.Duty (1: unpaced); PausedSec the time
+	// its pauses between batches took (JobResult.Paused), part of WallSec.
+	Duty           float64 `json:"duty"`
+	PausedSec      float64 `json:"pausedSec"`
 	Scanned        int64   `json:"scanned"`
 	Affected       int64   `json:"affected"`
 	Expected       int     `json:"expected"`
@@ -64,28 +76,41 @@ var (
 	benchAdminSession = memory.SessionSettings{StatementTimeout: time.Hour}
 )
 
-// runJobs seeds a tenant with COPY and runs decay, expire, purge and compact
-// through the engine's RunJob (what `manager job` calls), measuring engine
-// adds before and during the purge.
+// runJobs runs one pass of the jobs (jobsPass, a tenant of its own) per
+// duty cycle of h.jobDuties: decay, expire, purge and compact through the
+// engine's RunJob (what `manager job` calls), with engine adds measured
+// alone and while each job runs.
 func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 	sc := h.scale
 	rep := &JobsReport{Rows: sc.JobRows, Owners: sc.JobRows / seedPerOwner, Planted: plantedFor(sc.JobRows),
-		AddConcurrency: jobAddConcurrency,
-		SeedMethod:     "COPY through pgx (2 parallel streams), one history row per memory by INSERT ... SELECT, then VACUUM (ANALYZE)"}
+		AddConcurrency: jobAddConcurrency, Duties: h.jobDuties, BatchSize: h.jobBatch,
+		SeedMethod: "COPY through pgx (2 parallel streams), one history row per memory by INSERT ... SELECT, then VACUUM (ANALYZE)"}
+	for i, duty := range h.jobDuties {
+		if err := h.jobsPass(ctx, rep, duty, uint64(100*i)); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// jobsPass seeds a tenant with COPY and runs every operation on it at one
+// duty cycle (JobOptions.Duty; 1 = unpaced).
+func (h *harness) jobsPass(ctx context.Context, rep *JobsReport, duty float64, seed uint64) error {
+	sc := h.scale
 	db, loginURL, drop, err := h.tenantDatabase(ctx, "jobs", "jobs database", jobsSchema)
 	defer drop()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	admin, err := memory.NewPool(ctx, db.URL, 4, benchAdminSession)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer admin.Close()
-	h.logf("jobs: seeding %d memories (%d owners) with COPY", sc.JobRows, rep.Owners)
+	h.logf("jobs: seeding %d memories (%d owners) with COPY, for duty %.2f", sc.JobRows, rep.Owners, duty)
 	t0 := time.Now()
 	if err := h.seed(ctx, admin, db.URL, jobsSchema, sc.JobRows); err != nil {
-		return nil, err
+		return err
 	}
 	rep.SeedSec = round3(time.Since(t0).Seconds())
 	rep.TableMiB, _ = tableMiB(ctx, admin, jobsSchema)
@@ -93,56 +118,57 @@ func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 
 	pool, err := memory.NewPool(ctx, loginURL, 8, jobSession)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer pool.Close()
 	emb, err := memory.NewBuiltinEmbedder(benchDims)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	store, err := memory.New(memory.Config{Pool: pool, Schema: jobsSchema, Policy: benchPolicy(), Embedder: emb})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer store.Close()
 
 	p := rep.Planted
 	expected := map[string]int{memory.OpDecay: p.Decayed, memory.OpExpire: p.Expired, memory.OpPurge: p.Inactive, memory.OpCompact: p.Duplicates}
-	for _, op := range memory.Operations {
+	opts := memory.JobOptions{Duty: duty, BatchSize: h.jobBatch}
+	for i, op := range memory.Operations {
 		var res JobOp
 		if jobsUnderLoad[op] {
-			res, err = h.jobUnderLoad(ctx, store, rep, op, uint64(10*len(rep.Operations)))
+			res, err = h.jobUnderLoad(ctx, store, rep, op, opts, seed+uint64(10*i))
 		} else {
-			res, err = runOp(ctx, store, op)
+			res, err = runOp(ctx, store, op, opts)
 		}
 		if err != nil {
-			return rep, err
+			return err
 		}
 		res.Expected = expected[op]
-		h.logf("jobs: %-7s scanned %8d affected %8d (planted %d) in %7.2fs = %9.0f rows/s; load %s", op, res.Scanned, res.Affected, res.Expected, res.WallSec, res.AffectedPerSec, loadAvg())
-		if op == memory.OpPurge && res.AddAlone != nil {
+		h.logf("jobs: %-7s duty %.2f scanned %8d affected %8d (planted %d) in %7.2fs (paused %.2fs) = %9.0f rows/s; load %s", op, duty, res.Scanned, res.Affected, res.Expected, res.WallSec, res.PausedSec, res.AffectedPerSec, loadAvg())
+		if op == memory.OpPurge && res.AddAlone != nil && duty == rep.Duties[0] {
 			rep.AddWithoutPurge, rep.AddDuringPurge, rep.P99Factor = *res.AddAlone, *res.AddDuring, res.AddP99Factor
 		}
 		rep.Operations = append(rep.Operations, res)
 	}
-	return rep, nil
+	return nil
 }
 
-func runOp(ctx context.Context, store *memory.Store, op string) (JobOp, error) {
+func runOp(ctx context.Context, store *memory.Store, op string, opts memory.JobOptions) (JobOp, error) {
 	t0 := time.Now()
-	r, err := store.RunJob(ctx, op, memory.JobOptions{})
+	r, err := store.RunJob(ctx, op, opts)
 	wall := time.Since(t0)
 	if err != nil {
 		return JobOp{Name: op}, fmt.Errorf("job %s: %w", op, err)
 	}
-	return JobOp{Name: op, Scanned: r.Scanned, Affected: r.Affected, Batches: r.Batches, WallSec: round3(wall.Seconds()),
+	return JobOp{Name: op, Duty: opts.Duty, PausedSec: round3(r.Paused.Seconds()), Scanned: r.Scanned, Affected: r.Affected, Batches: r.Batches, WallSec: round3(wall.Seconds()),
 		ScannedPerSec: round3(float64(r.Scanned) / wall.Seconds()), AffectedPerSec: round3(float64(r.Affected) / wall.Seconds())}, nil
 }
 
 // jobUnderLoad measures engine adds alone (the baseline, right before the
 // job), then runs the job while the same adds go on until it ends. seed
 // keeps each job's adds apart.
-func (h *harness) jobUnderLoad(ctx context.Context, store *memory.Store, rep *JobsReport, op string, seed uint64) (JobOp, error) {
+func (h *harness) jobUnderLoad(ctx context.Context, store *memory.Store, rep *JobsReport, op string, opts memory.JobOptions, seed uint64) (JobOp, error) {
 	sc := h.scale
 	add := func(seed uint64) opFunc {
 		rngs := make([]*rand.Rand, jobAddConcurrency)
@@ -166,7 +192,7 @@ func (h *harness) jobUnderLoad(ctx context.Context, store *memory.Store, rep *Jo
 	done := make(chan outcome, 1)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	go func() {
-		res, err := runOp(ctx, store, op)
+		res, err := runOp(ctx, store, op, opts)
 		stopLoad()
 		done <- outcome{res, err}
 	}()
@@ -185,4 +211,20 @@ func (h *harness) jobUnderLoad(ctx context.Context, store *memory.Store, rep *Jo
 	}
 	h.logf("jobs: %-7s add p99 %.2fms alone, %.2fms during the job (%.2fx, %d adds)", op, alone.Latency.P99, during.Latency.P99, res.op.AddP99Factor, during.Ops)
 	return res.op, res.err
+}
+
+// parseDuties reads --job-duty: 1 to 4 duty cycles within (0, 1].
+func parseDuties(list string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		d, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || d <= 0 || d > 1 {
+			return nil, fmt.Errorf("--job-duty %q: each duty must be a number within (0, 1]", list)
+		}
+		out = append(out, d)
+	}
+	if len(out) > 4 {
+		return nil, fmt.Errorf("--job-duty %q: at most 4 duties (each seeds a tenant)", list)
+	}
+	return out, nil
 }

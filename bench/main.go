@@ -61,6 +61,10 @@ type harness struct {
 	// pprofDir, when set (--pprof), starts `manager serve` with a pprof
 	// listener and saves a CPU profile of the vector search c=1 cell there.
 	pprofDir string
+	// jobDuties are the duty cycles the jobs part measures (--job-duty).
+	jobDuties []float64
+	// jobBatch is the jobs part's batch size (--job-batch; 0: the default).
+	jobBatch int
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -86,6 +90,8 @@ func (h *harness) cleanup(what string, fn func() error) {
 type options struct {
 	mode, parts, out, manager string
 	pprof                     string
+	jobDuty                   string
+	jobBatch                  int
 	runtimes, owners, jobRows int
 	operatorConcurrency       int
 	convMessages              int
@@ -105,6 +111,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.operatorConcurrency, "operator-concurrency", 0, "the operator's --max-concurrent-reconciles-runtime (0 = its default)")
 	fs.IntVar(&o.owners, "owners", 0, "large owners of the service part (0 = the mode's default)")
 	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
+	fs.IntVar(&o.jobBatch, "job-batch", 0, "batch size of the jobs part (JobOptions.BatchSize, manager job --batch-size; 0 = its default, 1000)")
+	fs.StringVar(&o.jobDuty, "job-duty", "1,0.5", "comma-separated duty cycles of the jobs part (manager job --duty), a seeded tenant each: 1 is unpaced")
 	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
@@ -191,7 +199,14 @@ func newHarness(o *options) (*harness, error) {
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
-	h := &harness{scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
+	duties, err := parseDuties(o.jobDuty)
+	if err != nil {
+		return nil, err
+	}
+	if o.jobBatch < 0 || o.jobBatch > 100_000 {
+		return nil, fmt.Errorf("--job-batch %d: must be within 0..100000", o.jobBatch)
+	}
+	h := &harness{jobDuties: duties, jobBatch: o.jobBatch, scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
 	if h.serverURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
 	}

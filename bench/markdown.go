@@ -151,17 +151,17 @@ func jobsMarkdown(p printer, j *JobsReport) {
 	p("## Maintenance jobs (engine RunJob, as `manager job` runs it)\n\n")
 	p("%d memories of %d owners (%.0f MiB), seeded in %.0f s by %s. Planted: %d inactive for 60 days, %d expired, %d decayed, %d duplicates.\n\n",
 		j.Rows, j.Owners, j.TableMiB, j.SeedSec, j.SeedMethod, j.Planted.Inactive, j.Planted.Expired, j.Planted.Decayed, j.Planted.Duplicates)
-	p("| operation | scanned | affected | planted | batches | wall s | affected rows/s | scanned rows/s | add p99 alone ms | add p99 during ms | during / alone | adds during (errors) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| operation | duty | scanned | affected | planted | batches | wall s | paused s | affected rows/s | scanned rows/s | add p99 alone ms | add p99 during ms | during / alone | adds during (errors) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, o := range j.Operations {
 		alone, during, factor, n := "-", "-", "-", "-"
 		if o.AddAlone != nil && o.AddDuring != nil {
 			alone, during = fmt.Sprintf("%.2f", o.AddAlone.Latency.P99), fmt.Sprintf("%.2f", o.AddDuring.Latency.P99)
 			factor, n = fmt.Sprintf("**%.2fx**", o.AddP99Factor), fmt.Sprintf("%d (%d)", o.AddDuring.Ops, o.AddAlone.Errors+o.AddDuring.Errors)
 		}
-		p("| %s | %d | %d | %d | %d | %.2f | %.0f | %.0f | %s | %s | %s | %s |\n", o.Name, o.Scanned, o.Affected, o.Expected, o.Batches, o.WallSec,
-			o.AffectedPerSec, o.ScannedPerSec, alone, during, factor, n)
+		p("| %s | %.2f | %d | %d | %d | %d | %.2f | %.2f | %.0f | %.0f | %s | %s | %s | %s |\n", o.Name, o.Duty, o.Scanned, o.Affected, o.Expected, o.Batches, o.WallSec,
+			o.PausedSec, o.AffectedPerSec, o.ScannedPerSec, alone, during, factor, n)
 	}
-	p("\nAdd p99 columns: engine adds (Store.Add, %d in parallel) alone right before each job, then while it runs; during / alone is the ratio of their p99 (goal <= 1.5x).\n", j.AddConcurrency)
+	p("\nAdd p99 columns: engine adds (Store.Add, %d in parallel) alone right before each job, then while it runs; during / alone is the ratio of their p99 (goal <= 1.5x). Duty: the job's JobOptions.Duty (`manager job --duty`; 1 = unpaced), each duty on a freshly seeded tenant. Batch size %d (0: the default, 1000).\n", j.AddConcurrency, j.BatchSize)
 	p("\nEngine adds (%d in parallel) without purge: %.0f/s, p50 %.2f ms, p99 **%.2f ms**; while the purge runs: %.0f/s, p50 %.2f ms, p99 **%.2f ms** (%.1fx, max %.1f ms, %d adds).\n\n",
 		j.AddConcurrency, j.AddWithoutPurge.Throughput, j.AddWithoutPurge.Latency.P50, j.AddWithoutPurge.Latency.P99,
 		j.AddDuringPurge.Throughput, j.AddDuringPurge.Latency.P50, j.AddDuringPurge.Latency.P99, j.P99Factor,

@@ -13,9 +13,13 @@ func TestIssue32Targets(t *testing.T) {
 	stats := func(p99 float64, ops int) *RunStats { return &RunStats{Ops: ops, Latency: Latency{P99: p99}} }
 	rep := &Report{
 		Jobs: &JobsReport{Rows: goalJobRows, Operations: []JobOp{
-			{Name: memory.OpDecay, WallSec: 2.5, AddAlone: stats(10, 100), AddDuring: stats(14, 50), AddP99Factor: 1.4},
-			{Name: memory.OpPurge, WallSec: 9, AddAlone: stats(10, 100), AddDuring: stats(55, 50), AddP99Factor: 5.5},
-			{Name: memory.OpCompact, WallSec: 48, AddAlone: stats(10, 100), AddDuring: stats(0, 0)},
+			{Name: memory.OpDecay, Duty: 1, WallSec: 2.5, AddAlone: stats(10, 100), AddDuring: stats(14, 50), AddP99Factor: 1.4},
+			{Name: memory.OpPurge, Duty: 1, WallSec: 9, AddAlone: stats(10, 100), AddDuring: stats(55, 50), AddP99Factor: 5.5},
+			{Name: memory.OpCompact, Duty: 1, WallSec: 48, AddAlone: stats(10, 100), AddDuring: stats(0, 0)},
+			// Paced: its own add factor; its wall time (pauses on
+			// purpose) is not held to decay's goal.
+			{Name: memory.OpDecay, Duty: 0.5, WallSec: 5, AddAlone: stats(10, 100), AddDuring: stats(12, 50), AddP99Factor: 1.2},
+			{Name: memory.OpPurge, Duty: 0.5, WallSec: 18, AddAlone: stats(10, 100), AddDuring: stats(14, 50), AddP99Factor: 1.4},
 			{Name: memory.OpSummarize, WallSec: 0.1},
 		}},
 		Conversation: &ConversationReport{Messages: 10_000, Workloads: []Workload{
@@ -31,8 +35,10 @@ func TestIssue32Targets(t *testing.T) {
 		got[tg.Name] = tg
 	}
 	want := map[string]bool{
-		"engine add p99 while decay runs / alone":  true,
-		"engine add p99 while purge runs / alone":  false,
+		"engine add p99 while decay runs (duty 1.00) / alone": true,
+		"engine add p99 while purge runs (duty 1.00) / alone": false,
+		"engine add p99 while purge runs (duty 0.50) / alone": true,
+		"engine add p99 while decay runs (duty 0.50) / alone": true,
 		"decay wall time":                          true,
 		"compact wall time":                        false,
 		"token window service/raw throughput, c=1": false,
@@ -66,4 +72,17 @@ func keys(m map[string]Target) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// --job-duty takes 1 to 4 duties within (0, 1].
+func TestParseDuties(t *testing.T) {
+	got, err := parseDuties("1, 0.5,0.25")
+	if err != nil || len(got) != 3 || got[0] != 1 || got[1] != 0.5 || got[2] != 0.25 {
+		t.Fatalf("parseDuties = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "1.5", "-0.5", "x", "1,1,1,1,1"} {
+		if _, err := parseDuties(bad); err == nil {
+			t.Errorf("parseDuties(%q) accepted", bad)
+		}
+	}
 }

@@ -98,6 +98,12 @@ type RetentionJobSpec struct {
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
 
+	// Pacing spaces each operation's batches (a duty cycle and/or a rows
+	// per second budget) so writers are not queued behind them. Default:
+	// dutyPercent 50, no row budget.
+	// +optional
+	Pacing *PacingSpec `json:"pacing,omitempty"`
+
 	// ConcurrencyPolicy: Forbid (default) skips a run while one is active,
 	// Allow runs both (the job's lease in the tenant schema still lets only one work),
 	// Replace stops the old run.

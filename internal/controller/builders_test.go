@@ -226,8 +226,13 @@ func TestCronJob(t *testing.T) {
 	if !*cj.Spec.Suspend || *cj.Spec.SuccessfulJobsHistoryLimit != 0 || *cj.Spec.FailedJobsHistoryLimit != 5 {
 		t.Errorf("pass-through = %+v", cj.Spec)
 	}
-	if cmd := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Command; slices.Contains(cmd, "--dry-run") {
-		t.Errorf("--dry-run without spec.dryRun: %v", cmd)
+	if cmd := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Command; slices.Contains(cmd, "--dry-run") || slices.ContainsFunc(cmd, func(a string) bool { return strings.HasPrefix(a, "--duty") }) {
+		t.Errorf("--dry-run without spec.dryRun, or --duty without spec.pacing: %v", cmd)
+	}
+	rj.Spec.Pacing = &memoryv1alpha1.PacingSpec{DutyPercent: ptr.To[int32](25), RowsPerSecond: ptr.To[int64](5000)}
+	cmd := specs.CronJob(rj, rt, "img:1").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Command
+	if !slices.Contains(cmd, "--duty=0.25") || !slices.Contains(cmd, "--rows-per-second=5000") {
+		t.Errorf("spec.pacing not passed on: %v", cmd)
 	}
 }
 

@@ -295,6 +295,14 @@ func celCases(ns string) []celCase {
 			}
 		}), "spec.redaction.patterns: Too many: 33: must have at most 32 items"},
 		// RetentionJob
+		{"pacing duty 0", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
+			s.Pacing = &memoryv1alpha1.PacingSpec{DutyPercent: ptr.To[int32](0)}
+		}),
+			"spec.pacing.dutyPercent: Invalid value: 0: pacing.dutyPercent must be within 5..100 (100 = no pause)"},
+		{"pacing rows per second 0", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) {
+			s.Pacing = &memoryv1alpha1.PacingSpec{RowsPerSecond: ptr.To[int64](0)}
+		}),
+			"spec.pacing.rowsPerSecond: Invalid value: 0: pacing.rowsPerSecond must be within 1..10000000"},
 		{"schedule in words", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "every night" }), `spec.schedule: Invalid value: "every night": schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. "0 3 * * *", or a macro like @daily; put the time zone in timeZone, not in schedule`},
 		{"schedule with seconds", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "0 0 3 * * *" }), `spec.schedule: Invalid value: "0 0 3 * * *": schedule must be 5 cron fields separated by single spaces (minute hour day-of-month month day-of-week), e.g. "0 3 * * *", or a macro like @daily; put the time zone in timeZone, not in schedule`},
 		{"time zone in schedule", rj("j", func(s *memoryv1alpha1.RetentionJobSpec) { s.Schedule = "CRON_TZ=UTC 0 3 * * *" }),

@@ -16,6 +16,11 @@ import (
 	"github.com/engram-dev/engram/internal/workload"
 )
 
+// DefaultDuty is `manager job --duty`: the share of its wall time a
+// maintenance job works (docs/performance.md, "Jobs that don't hurt
+// writers", measured it).
+const DefaultDuty = 0.5
+
 // Options configure `manager job`; docs/configuration.md lists them.
 type Options struct {
 	ConfigPath     string
@@ -25,7 +30,10 @@ type Options struct {
 	BatchSize      int
 	// CompactOwnerBudget bounds the time compaction spends on one owner.
 	CompactOwnerBudget time.Duration
-	DBMaxConns         int
+	// Duty and RowsPerSecond pace the batches (memory.JobOptions).
+	Duty          float64
+	RowsPerSecond float64
+	DBMaxConns    int
 	// LockTimeout and StatementTimeout are set on every database session.
 	LockTimeout      time.Duration
 	StatementTimeout time.Duration
@@ -50,6 +58,8 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.TerminationLog, "termination-log", naming.TerminationLogPath, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
 	fs.DurationVar(&o.CompactOwnerBudget, "compact-owner-budget", memory.DefaultCompactOwnerBudget, "longest time compaction spends on one owner in a run; the owner's pass continues in the next run")
+	fs.Float64Var(&o.Duty, "duty", DefaultDuty, "share of its wall time a job works, within 0.05..1: after each batch it pauses batch time x (1/duty - 1), so writers are not queued behind back-to-back batches; 1 = no pause")
+	fs.Float64Var(&o.RowsPerSecond, "rows-per-second", 0, "most rows the batches touch per second of wall time (a pause after a batch until the budget allows the rows done); 0 = no budget")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 2, "size of the database connection pool")
 	fs.DurationVar(&o.LockTimeout, "db-lock-timeout", memory.DefaultLockTimeout, "longest wait for a database lock (PostgreSQL lock_timeout of every session)")
 	fs.DurationVar(&o.StatementTimeout, "db-statement-timeout", memory.DefaultJobStatementTimeout, "longest database statement, one batch or the VACUUM after compaction (statement_timeout of every session)")
@@ -75,6 +85,12 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	}
 	if o.CompactOwnerBudget < time.Millisecond {
 		return o, fmt.Errorf("--compact-owner-budget %s: must be at least 1ms", o.CompactOwnerBudget)
+	}
+	if !(o.Duty >= 0.05 && o.Duty <= 1) {
+		return o, fmt.Errorf("--duty %g: must be within 0.05..1 (1 = no pause)", o.Duty)
+	}
+	if !(o.RowsPerSecond == 0 || o.RowsPerSecond >= 1 && o.RowsPerSecond <= 10_000_000) {
+		return o, fmt.Errorf("--rows-per-second %g: must be 0 (no budget) or within 1..10000000", o.RowsPerSecond)
 	}
 	if o.DBMaxConns < 1 || o.DBMaxConns > 100 {
 		return o, fmt.Errorf("--db-max-conns %d: must be within 1..100", o.DBMaxConns)
@@ -133,8 +149,10 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 		return Failed(cfg.Schema, o.DryRun, err)
 	}
 	defer tn.Close()
-	logger.Info("maintenance run starting", "schema", cfg.Schema, "operations", ops, "dryRun", o.DryRun, "batchSize", o.BatchSize)
-	sum := Run(ctx, runner(tn.Store), cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize, OwnerBudget: o.CompactOwnerBudget})
+	logger.Info("maintenance run starting", "schema", cfg.Schema, "operations", ops, "dryRun", o.DryRun, "batchSize", o.BatchSize,
+		"duty", o.Duty, "rowsPerSecond", o.RowsPerSecond)
+	sum := Run(ctx, runner(tn.Store), cfg.Schema, ops, memory.JobOptions{DryRun: o.DryRun, BatchSize: o.BatchSize, OwnerBudget: o.CompactOwnerBudget,
+		Duty: o.Duty, RowsPerSecond: o.RowsPerSecond})
 	logger.Info("maintenance run finished", "schema", cfg.Schema, "result", sum.Result, "message", sum.Message)
 	return sum
 }

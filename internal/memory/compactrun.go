@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,13 +34,14 @@ func (s *maintenance) compact(ctx context.Context, opts JobOptions, res *JobResu
 		opts.OwnerBudget = DefaultCompactOwnerBudget
 	}
 	after := ""
+	pace := core.NewPace(opts, res)
 	for {
 		owners, err := s.ownersToCompact(ctx, after, opts.BatchSize)
 		if err != nil {
 			return err
 		}
 		for _, owner := range owners {
-			if err := s.compactOwner(ctx, owner, opts, res); err != nil {
+			if err := s.compactOwner(ctx, owner, opts, pace, res); err != nil {
 				return err
 			}
 		}
@@ -79,9 +81,13 @@ func (s *maintenance) ownersToCompact(ctx context.Context, after string, limit i
 }
 
 // compactOwner continues (or starts) the owner's pass for at most
-// opts.OwnerBudget, one batch at a time.
-func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOptions, res *JobResult) error {
-	start := time.Now()
+// opts.OwnerBudget of work (pace's pauses not counted), one batch at a
+// time, the owner's read and each batch spaced by pace.
+func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOptions, pace *core.Pace, res *JobResult) error {
+	if err := pace.Next(ctx); err != nil {
+		return fmt.Errorf("compacting owner %s: %w", owner, err)
+	}
+	start, paused := time.Now(), res.Paused
 	st, err := s.loadCompactState(ctx, owner)
 	if err != nil {
 		return err
@@ -97,11 +103,17 @@ func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOp
 		return err
 	}
 	res.Scanned += int64(len(rows))
+	pace.Rows(int64(len(rows)))
 	if st.passStartedAt == nil {
 		st.passStartedAt, st.cursor, st.threshold = &now, nil, &threshold
 	}
 	c := newCompactor(rows, threshold)
-	for {
+	for first := true; ; first = false {
+		if !first {
+			if err := pace.Next(ctx); err != nil {
+				return fmt.Errorf("compacting owner %s: %w", owner, err)
+			}
+		}
 		found, last, done := c.step(opts.BatchSize, opts.BatchSize)
 		res.Batches++
 		for _, g := range found {
@@ -116,7 +128,7 @@ func (s *maintenance) compactOwner(ctx context.Context, owner string, opts JobOp
 			through := st.passStartedAt.Add(-compactFreshMargin)
 			st = compactState{comparedThrough: &through, threshold: &threshold}
 		}
-		stop := done || time.Since(start) >= opts.OwnerBudget || ctx.Err() != nil
+		stop := done || time.Since(start)-(res.Paused-paused) >= opts.OwnerBudget || ctx.Err() != nil
 		if !opts.DryRun && (len(found) > 0 || stop) {
 			if err := s.applyCompactBatch(ctx, owner, found, st); err != nil {
 				return err

@@ -70,13 +70,18 @@ func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult
 		` + change + `
 		last AS (SELECT id FROM b ORDER BY id DESC LIMIT 1)
 		SELECT (SELECT id::text FROM last), (SELECT count(*) FROM b), ` + count
+	pace := core.NewPace(opts, res)
 	for {
+		if err := pace.Next(ctx); err != nil {
+			return fmt.Errorf("forgetting decayed memories: %w", err)
+		}
 		var last *string
 		var scanned, affected int64
 		err := s.core.Pool.QueryRow(ctx, sql, after, opts.BatchSize, min, s.decayNames, s.decaySeconds).Scan(&last, &scanned, &affected)
 		if err != nil {
 			return core.DBErr("forgetting decayed memories", err)
 		}
+		pace.Rows(scanned)
 		res.Batches++
 		res.Scanned += scanned
 		res.Affected += affected
@@ -132,11 +137,16 @@ func (s *maintenance) purgeEvictions(ctx context.Context, opts JobOptions, res *
 			ORDER BY h.created_at LIMIT $1),
 		d AS (DELETE FROM ` + s.sql.history + ` AS h USING e WHERE h.id = e.id RETURNING 1)
 		SELECT count(*) FROM d`
+	pace := core.NewPace(opts, res)
 	for {
+		if err := pace.Next(ctx); err != nil {
+			return fmt.Errorf("purging eviction records: %w", err)
+		}
 		var n int
 		if err := s.core.Pool.QueryRow(ctx, sql, opts.BatchSize).Scan(&n); err != nil {
 			return core.DBErr("purging eviction records", err)
 		}
+		pace.Rows(int64(n))
 		res.Batches++
 		if n < opts.BatchSize {
 			return nil

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/engram-dev/engram/internal/memory/core"
 )
 
 // BenchmarkOwnerScale measures what one owner of n memories costs — the
@@ -206,7 +208,7 @@ func measureCompaction(b *testing.B, f *fixture, r *rand.Rand) {
 		for runs < 30 {
 			runs++
 			before := res.Pending
-			if err := (*maintenance)(f.store).compactOwner(ctx(b), "big", JobOptions{BatchSize: defaultBatchSize, OwnerBudget: DefaultCompactOwnerBudget}, res); err != nil {
+			if err := (*maintenance)(f.store).compactOwner(ctx(b), "big", JobOptions{BatchSize: defaultBatchSize, OwnerBudget: DefaultCompactOwnerBudget}, core.NewPace(JobOptions{}, res), res); err != nil {
 				b.Fatal(err)
 			}
 			if res.Pending == before {

@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -91,7 +92,7 @@ func JobCommand(rj *memoryv1alpha1.RetentionJob) []string {
 	if rj.Spec.DryRun {
 		cmd = append(cmd, "--dry-run")
 	}
-	return append(cmd, exportArgs(rj)...)
+	return append(append(cmd, pacingArgs(rj.Spec.Pacing)...), exportArgs(rj)...)
 }
 
 // RunNowJob is the Job a run-now annotation starts: the CronJob's job
@@ -163,3 +164,19 @@ func StartingDeadlineSeconds(rj *memoryv1alpha1.RetentionJob) int64 {
 // DefaultStartingDeadlineSeconds is the deadline of a schedule whose
 // interval cannot be computed.
 const DefaultStartingDeadlineSeconds int64 = 3600
+
+// pacingArgs are `manager job`'s pacing flags from spec.pacing (none when
+// unset: the job's defaults apply).
+func pacingArgs(p *memoryv1alpha1.PacingSpec) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	if p.DutyPercent != nil {
+		out = append(out, "--duty="+strconv.FormatFloat(float64(*p.DutyPercent)/100, 'f', -1, 64))
+	}
+	if p.RowsPerSecond != nil {
+		out = append(out, "--rows-per-second="+strconv.FormatInt(*p.RowsPerSecond, 10))
+	}
+	return out
+}

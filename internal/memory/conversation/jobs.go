@@ -104,15 +104,10 @@ func (s *Store) sessionBatches(ctx context.Context, opts core.JobOptions, res *c
 		res.Affected += n
 		return nil
 	}
-	batch := min(opts.BatchSize, maxSessionDeleteBatch)
-	return s.batchesOf(ctx, res, batch, what, `WITH d AS (
+	opts.BatchSize = min(opts.BatchSize, maxSessionDeleteBatch)
+	return s.core.Batches(ctx, opts, res, what, `WITH d AS (
 			SELECT owner_id, id FROM `+s.sql.sessions+` WHERE `+cond+`
 			ORDER BY last_active_at LIMIT $1 FOR UPDATE SKIP LOCKED),
 		x AS (`+change+`)
 		SELECT count(*) FROM x`)
-}
-
-// batchesOf is batches with its own batch size.
-func (s *Store) batchesOf(ctx context.Context, res *core.JobResult, size int, what, sql string) error {
-	return s.core.Batches(ctx, core.JobOptions{BatchSize: size}, res, what, sql)
 }
