@@ -183,3 +183,13 @@ func isCitus(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	}
 	return citus, nil
 }
+
+// Named is the Embedder a re-embed records for a runtime's embedder: the
+// builtin embedder has one model per size and no model name, so it is
+// recorded under its provider's name.
+func Named(provider, model string, dimensions int) Embedder {
+	if model == "" {
+		model = provider
+	}
+	return Embedder{Provider: provider, Model: model, Dimensions: dimensions}
+}
