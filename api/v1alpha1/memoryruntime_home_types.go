@@ -64,8 +64,8 @@ type ReembedStatus struct {
 	// Left counts the rows still without their new vector.
 	// +optional
 	Left int64 `json:"left,omitempty"`
-	// Runs counts the re-embed Jobs started; the current one is named
-	// <runtime>-reembed-<runs>.
+	// Runs numbers the re-embed Jobs, counting on across the runtime's
+	// re-embeds: the current one is named <runtime>-reembed-<runs>.
 	// +optional
 	Runs int32 `json:"runs,omitempty"`
 	// StartedAt is when the re-embed began.

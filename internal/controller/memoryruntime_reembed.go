@@ -77,7 +77,13 @@ func (r *MemoryRuntimeReconciler) beginReembed(ctx context.Context, s *runtimeSc
 		return false, fmt.Errorf("beginning the re-embed from %s to %s: %s", embedderName(from), embedderName(to), scrubAdmin(err.Error(), s.admin))
 	}
 	now := metav1.Now()
-	s.rt.Status.Reembed = &memoryv1alpha1.ReembedStatus{From: from, To: to, Phase: memoryv1alpha1.ReembedFilling, StartedAt: &now}
+	// Job names go on counting across re-embeds: a Job of an earlier one
+	// that the cache still holds is never taken for this one's.
+	var runs int32
+	if prev := s.rt.Status.Reembed; prev != nil {
+		runs = prev.Runs
+	}
+	s.rt.Status.Reembed = &memoryv1alpha1.ReembedStatus{From: from, To: to, Phase: memoryv1alpha1.ReembedFilling, StartedAt: &now, Runs: runs + 1}
 	r.eventer().normal(s.rt, memoryv1alpha1.ReasonReembedding, "Reembed", "re-embedding the tenant's vectors: %s → %s", embedderName(from), embedderName(to))
 	return r.driveReembed(ctx, s, to)
 }
