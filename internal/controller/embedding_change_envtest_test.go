@@ -15,7 +15,6 @@ import (
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/jobrun"
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -189,8 +188,8 @@ func (e *operatorEnv) runReembedFill(t *testing.T, ns, schema, model string) int
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := reembed.Named("openai", model, 384)
-	loop := jobrun.ReembedLoop{Filler: reembed.NewFiller(pool, reembed.Target{Schema: schema}, id, emb), Batch: 64,
+	id := memory.ReembedNamed("openai", model, 384)
+	loop := jobrun.ReembedLoop{Filler: memory.NewReembedFiller(pool, memory.ReembedTarget{Schema: schema}, id, emb), Batch: 64,
 		MaxRun: time.Minute, UnreachableAfter: time.Minute}
 	sum, code := jobrun.ReembedRun(testContext(t), loop, schema, id.String())
 	if code != 0 || sum.Result != memory.RunSucceeded {

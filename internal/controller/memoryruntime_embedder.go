@@ -27,7 +27,7 @@ func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeS
 		return false, nil
 	}
 	if reembedActive(rt.Status.Reembed) {
-		return r.driveReembed(ctx, s, want)
+		return reembedder{r}.driveReembed(ctx, s, want)
 	}
 	if *have == want {
 		return false, nil
@@ -49,7 +49,7 @@ func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeS
 		rt.Status.Embedding = &want
 		return false, nil
 	}
-	return r.beginReembed(ctx, s, *have, want)
+	return reembedder{r}.beginReembed(ctx, s, *have, want)
 }
 
 // warnEmbedderOnce records the Warning when the runtime enters the refusal,

@@ -13,18 +13,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/controller/specs"
-	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // A re-embed (issue 29, docs/decisions.md "Re-embedding on a model
 // change"): a spec.embedding change on a tenant with vectors begins one
-// (reembed.Begin, as the owner role), a Job owned by the runtime fills the
+// (memory.ReembedBegin, as the owner role), a Job owned by the runtime fills the
 // new vectors with the spec's embedder (`manager job --ops=reembed`), and
 // once a Job completed with no row left the operator switches the columns
-// (reembed.Switch) and records the new embedder in status.embedding; the
+// (memory.ReembedSwitch) and records the new embedder in status.embedding; the
 // reconcile then rolls the service out with it. Until then the reconcile
 // stops here: the service's config and Deployment keep the recorded
 // embedder, and other spec changes wait.
@@ -38,32 +38,36 @@ const (
 	reembedRetryAfter = time.Minute
 )
 
+// reembedder drives a runtime's re-embed (its own type: the reconciler's
+// method set stays within the tree's bound).
+type reembedder struct{ *MemoryRuntimeReconciler }
+
 func reembedActive(re *memoryv1alpha1.ReembedStatus) bool {
 	return re != nil && (re.Phase == memoryv1alpha1.ReembedFilling || re.Phase == memoryv1alpha1.ReembedPaused)
 }
 
-func reembedID(e memoryv1alpha1.RuntimeEmbedder) reembed.Embedder {
-	return reembed.Named(string(e.Provider), e.Model, int(e.Dimensions))
+func reembedID(e memoryv1alpha1.RuntimeEmbedder) memory.ReembedEmbedder {
+	return memory.ReembedNamed(string(e.Provider), e.Model, int(e.Dimensions))
 }
 
-func reembedTarget(s *runtimeScope) reembed.Target {
-	return reembed.Target{Schema: s.schema, Owner: tenant.OwnerRole(s.schema), Login: tenant.LoginRole(s.schema)}
+func reembedTarget(s *runtimeScope) memory.ReembedTarget {
+	return memory.ReembedTarget{Schema: s.schema, Owner: tenant.OwnerRole(s.schema), Login: tenant.LoginRole(s.schema)}
 }
 
 // beginReembed starts re-embedding the tenant's vectors from to.
-func (r *MemoryRuntimeReconciler) beginReembed(ctx context.Context, s *runtimeScope, from, to memoryv1alpha1.RuntimeEmbedder) (bool, error) {
+func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to memoryv1alpha1.RuntimeEmbedder) (bool, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
 	t := reembedTarget(s)
-	err := reembed.Begin(dbctx, s.pool, t, reembedID(from), reembedID(to))
-	if errors.Is(err, reembed.ErrBusy) {
+	err := memory.ReembedBegin(dbctx, s.pool, t, reembedID(from), reembedID(to))
+	if errors.Is(err, memory.ErrReembedBusy) {
 		// One toward another embedder, which status no longer records (a
 		// status write lost): the status is the record, so it goes.
-		if err = reembed.Abort(dbctx, s.pool, t); err == nil {
-			err = reembed.Begin(dbctx, s.pool, t, reembedID(from), reembedID(to))
+		if err = memory.ReembedAbort(dbctx, s.pool, t); err == nil {
+			err = memory.ReembedBegin(dbctx, s.pool, t, reembedID(from), reembedID(to))
 		}
 	}
-	if errors.Is(err, reembed.ErrCitus) {
+	if errors.Is(err, memory.ErrReembedCitus) {
 		msg := fmt.Sprintf("spec.embedding names %s, but this tenant's stored vectors were made with %s (status.embedding), and re-embedding "+
 			"a tenant on Citus is not supported yet, so the change is not rolled out and the service keeps %s. Set spec.embedding back to %s, "+
 			"or create a runtime with the new embedder and move the data into it: export without vectors, import into the new runtime, "+
@@ -90,7 +94,7 @@ func (r *MemoryRuntimeReconciler) beginReembed(ctx context.Context, s *runtimeSc
 
 // driveReembed moves the re-embed under way one step: a rollback or a
 // change of target, a Job to start or wait for, or the switch.
-func (r *MemoryRuntimeReconciler) driveReembed(ctx context.Context, s *runtimeScope, want memoryv1alpha1.RuntimeEmbedder) (bool, error) {
+func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memoryv1alpha1.RuntimeEmbedder) (bool, error) {
 	re := s.rt.Status.Reembed
 	if want == re.From {
 		return false, r.abortReembed(ctx, s, re, "spec.embedding was set back")
@@ -104,11 +108,11 @@ func (r *MemoryRuntimeReconciler) driveReembed(ctx context.Context, s *runtimeSc
 	}
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
-	p, err := reembed.ReadProgress(dbctx, s.pool, reembedTarget(s))
+	p, err := memory.ReadReembedProgress(dbctx, s.pool, reembedTarget(s))
 	if err != nil {
 		return false, fmt.Errorf("%s", scrubAdmin(err.Error(), s.admin))
 	}
-	if p.Phase != reembed.PhaseFilling {
+	if p.Phase != memory.ReembedPhaseFilling {
 		if p.Current == reembedID(re.To) {
 			return false, r.finishSwitch(ctx, s, re) // switched, the status write lost
 		}
@@ -135,17 +139,17 @@ func (r *MemoryRuntimeReconciler) driveReembed(ctx context.Context, s *runtimeSc
 	return true, nil
 }
 
-func (r *MemoryRuntimeReconciler) reembedWaits(s *runtimeScope, reason, msg string, after time.Duration) {
+func (r reembedder) reembedWaits(s *runtimeScope, reason, msg string, after time.Duration) {
 	s.facts.block(memoryv1alpha1.ConditionReady, reason, msg)
 	s.requeue.at(after)
 }
 
 // switchReembed swaps the columns once a Job found no row left.
-func (r *MemoryRuntimeReconciler) switchReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
+func (r reembedder) switchReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
-	err := reembed.Switch(dbctx, s.pool, reembedTarget(s))
-	if errors.Is(err, reembed.ErrRowsLeft) {
+	err := memory.ReembedSwitch(dbctx, s.pool, reembedTarget(s))
+	if errors.Is(err, memory.ErrReembedRowsLeft) {
 		return r.nextReembedRun(ctx, s, re)
 	}
 	if err != nil {
@@ -154,7 +158,7 @@ func (r *MemoryRuntimeReconciler) switchReembed(ctx context.Context, s *runtimeS
 	return false, r.finishSwitch(ctx, s, re)
 }
 
-func (r *MemoryRuntimeReconciler) finishSwitch(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) error {
+func (r reembedder) finishSwitch(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) error {
 	to := re.To
 	s.rt.Status.Embedding = &to
 	now := metav1.Now()
@@ -164,10 +168,10 @@ func (r *MemoryRuntimeReconciler) finishSwitch(ctx context.Context, s *runtimeSc
 	return r.deleteReembedJob(ctx, s, re.Runs)
 }
 
-func (r *MemoryRuntimeReconciler) abortReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, why string) error {
+func (r reembedder) abortReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, why string) error {
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
-	if err := reembed.Abort(dbctx, s.pool, reembedTarget(s)); err != nil {
+	if err := memory.ReembedAbort(dbctx, s.pool, reembedTarget(s)); err != nil {
 		return fmt.Errorf("aborting the re-embed to %s: %s", embedderName(re.To), scrubAdmin(err.Error(), s.admin))
 	}
 	if err := r.deleteReembedJob(ctx, s, re.Runs); err != nil {
@@ -182,7 +186,7 @@ func (r *MemoryRuntimeReconciler) abortReembed(ctx context.Context, s *runtimeSc
 
 // reembedJobFailed pauses the re-embed and starts the next Job after
 // reembedRetryAfter: it resumes where the rows left off.
-func (r *MemoryRuntimeReconciler) reembedJobFailed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, job *batchv1.Job) (bool, error) {
+func (r reembedder) reembedJobFailed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, job *batchv1.Job) (bool, error) {
 	c := jobFinished(job, batchv1.JobFailed)
 	wait := reembedRetryAfter - time.Since(c.LastTransitionTime.Time)
 	if wait <= 0 {
@@ -199,7 +203,7 @@ func (r *MemoryRuntimeReconciler) reembedJobFailed(ctx context.Context, s *runti
 }
 
 // nextReembedRun replaces the finished Job by the next one.
-func (r *MemoryRuntimeReconciler) nextReembedRun(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
+func (r reembedder) nextReembedRun(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
 	if err := r.deleteReembedJob(ctx, s, re.Runs); err != nil {
 		return false, err
 	}
@@ -216,7 +220,7 @@ func (r *MemoryRuntimeReconciler) nextReembedRun(ctx context.Context, s *runtime
 // ensureReembedJob returns the re-embed's current Job, creating it when
 // absent (creating it again is harmless: AlreadyExists is a Job the cache
 // has not seen yet, and running).
-func (r *MemoryRuntimeReconciler) ensureReembedJob(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (*batchv1.Job, error) {
+func (r reembedder) ensureReembedJob(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (*batchv1.Job, error) {
 	if re.Runs == 0 {
 		re.Runs = 1
 	}
@@ -243,7 +247,7 @@ func (r *MemoryRuntimeReconciler) ensureReembedJob(ctx context.Context, s *runti
 	return &batchv1.Job{ObjectMeta: job.ObjectMeta}, nil
 }
 
-func (r *MemoryRuntimeReconciler) deleteReembedJob(ctx context.Context, s *runtimeScope, run int32) error {
+func (r reembedder) deleteReembedJob(ctx context.Context, s *runtimeScope, run int32) error {
 	if run == 0 {
 		return nil
 	}

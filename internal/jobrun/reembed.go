@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/reembed"
 )
 
 // OpReembed is the operation of a re-embed Job (`--ops=reembed`, alone):
@@ -89,7 +88,7 @@ func (l ReembedLoop) Run(ctx context.Context) (ReembedResult, error) {
 		n, done, err := l.Filler.FillBatch(ctx, l.Batch)
 		took := time.Since(t0)
 		switch {
-		case errors.Is(err, reembed.ErrNotFilling):
+		case errors.Is(err, memory.ErrReembedNotFilling):
 			logger.Info("no re-embed is under way (switched or aborted)")
 			res.Done = true
 			return res, nil

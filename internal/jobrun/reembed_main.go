@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -47,8 +46,8 @@ func (r ReembedOptions) check() error {
 	if r.Provider == "" || r.Dimensions < 1 {
 		return errors.New("--ops=reembed needs --reembed-provider and --reembed-dimensions")
 	}
-	if r.Batch < 1 || r.Batch > reembed.MaxBatch {
-		return fmt.Errorf("--reembed-batch %d: must be within 1..%d", r.Batch, reembed.MaxBatch)
+	if r.Batch < 1 || r.Batch > memory.ReembedMaxBatch {
+		return fmt.Errorf("--reembed-batch %d: must be within 1..%d", r.Batch, memory.ReembedMaxBatch)
 	}
 	if r.Pace < 0 || r.Pace > 100 {
 		return fmt.Errorf("--reembed-pace %g: must be within 0..100", r.Pace)
@@ -82,9 +81,9 @@ func runReembed(ctx context.Context, o *Options, logger *slog.Logger) (memory.Jo
 		return Failed(cfg.Schema, false, errors.New("the database URL is not a valid PostgreSQL connection URL (value not shown)")), 2
 	}
 	defer pool.Close()
-	t := reembed.Target{Schema: cfg.Schema, LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
-	id := reembed.Named(r.Provider, r.Model, r.Dimensions)
-	loop := ReembedLoop{Filler: reembed.NewFiller(pool, t, id, markedEmbedder{emb}), Batch: r.Batch, Pace: r.Pace,
+	t := memory.ReembedTarget{Schema: cfg.Schema, LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
+	id := memory.ReembedNamed(r.Provider, r.Model, r.Dimensions)
+	loop := ReembedLoop{Filler: memory.NewReembedFiller(pool, t, id, markedEmbedder{emb}), Batch: r.Batch, Pace: r.Pace,
 		MaxRun: r.MaxRun, UnreachableAfter: r.UnreachableAfter, Logger: logger}
 	return ReembedRun(ctx, loop, cfg.Schema, id.String())
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/tenant"
 )
 
@@ -73,9 +72,9 @@ func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 		jt.add(t, "alice", fmt.Sprintf("memory %d about topic %d", i, i*7), "project")
 	}
 	ctx := context.Background()
-	target := reembed.Target{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
-	to := reembed.Named("openai", "m2", dims)
-	if err := reembed.Begin(ctx, jt.admin, target, reembed.Named("builtin", "", dims), to); err != nil {
+	target := memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
+	to := memory.ReembedNamed("openai", "m2", dims)
+	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), to); err != nil {
 		t.Fatal(err)
 	}
 	fake := newFakeEmbedder(t)
@@ -93,8 +92,8 @@ func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 	if took > 20*time.Second || fake.calls.Load() < 2 {
 		t.Errorf("the run took %s with %d calls: want a few retries within the bound", took, fake.calls.Load())
 	}
-	p, err := reembed.ReadProgress(ctx, jt.admin, target)
-	if err != nil || p.Phase != reembed.PhaseFilling || p.Filled != 0 || p.LeftTotal != 5 {
+	p, err := memory.ReadReembedProgress(ctx, jt.admin, target)
+	if err != nil || p.Phase != memory.ReembedPhaseFilling || p.Filled != 0 || p.LeftTotal != 5 {
 		t.Fatalf("after the failed run: %+v (%v), want filling, 0 filled, 5 left", p, err)
 	}
 
@@ -103,7 +102,7 @@ func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 	if code != 0 || sum.Result != memory.RunSucceeded || affected(sum)[OpReembed] != 5 {
 		t.Fatalf("with the embedder back: exit %d, %+v; want 5 rows filled", code, sum)
 	}
-	if err := reembed.Switch(ctx, jt.admin, target); err != nil {
+	if err := memory.ReembedSwitch(ctx, jt.admin, target); err != nil {
 		t.Fatal(err)
 	}
 	var wrong int
@@ -174,7 +173,7 @@ func TestReembedLoopPacesBacksOffAndStops(t *testing.T) {
 	if _, err := loop.Run(context.Background()); err == nil || errors.Is(err, ErrEmbedderUnreachable) {
 		t.Errorf("a database error: %v, want a failed run that is not the embedder's", err)
 	}
-	loop.Filler = &scriptedFiller{script: []fillStep{{err: reembed.ErrNotFilling}}}
+	loop.Filler = &scriptedFiller{script: []fillStep{{err: memory.ErrReembedNotFilling}}}
 	if res, err := loop.Run(context.Background()); err != nil || !res.Done {
 		t.Errorf("an ended re-embed: %+v, %v; want done", res, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/reembed"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -104,8 +103,8 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 	sess := p.Session
 	sess.AsynchronousCommit = p.Config.AsynchronousCommit
 	// The embedder the tenant's re-embed guard checks writes of vectors
-	// against (reembed.Switch).
-	sess.Embedder = reembed.Named(p.Config.Embedding.Provider, p.Config.Embedding.Model, p.Config.Embedding.Dimensions).String()
+	// against (memory.ReembedSwitch).
+	sess.Embedder = memory.ReembedNamed(p.Config.Embedding.Provider, p.Config.Embedding.Model, p.Config.Embedding.Dimensions).String()
 	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns, sess)
 	if err != nil {
 		// pgx quotes the URL in parse errors and masks the password only on
