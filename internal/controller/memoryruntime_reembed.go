@@ -251,10 +251,17 @@ func (r reembedder) deleteReembedJob(ctx context.Context, s *runtimeScope, run i
 	if run == 0 {
 		return nil
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.rt.Namespace, Name: naming.ReembedJobName(s.rt.Name, run)}}
-	err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	job := &batchv1.Job{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.rt.Namespace, Name: naming.ReembedJobName(s.rt.Name, run)}, job)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(job, s.rt)) {
+		return nil // gone, or someone else's: never deleted
+	}
+	if err == nil {
+		err = r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &job.UID})
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the re-embed Job %s: %w", job.Name, err)
+		return fmt.Errorf("deleting the re-embed Job %s: %w", naming.ReembedJobName(s.rt.Name, run), err)
 	}
 	return nil
 }
