@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
-	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/controller/specs"
+	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/naming"
 	"github.com/engram-dev/engram/internal/tenant"
 )
