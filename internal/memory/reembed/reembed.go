@@ -10,7 +10,9 @@
 // owner role (Target.Owner), on the operator's connection. FillBatch and
 // Progress need only the login role (Target.Login), which the service and
 // the jobs hold with the embedder's credentials: Begin grants it UPDATE on
-// the shadow columns alone. Not wired to the operator or the service yet.
+// the shadow columns alone. The operator drives it (a spec.embedding
+// change) and its re-embed Job fills, through the memory façade; the
+// service does not write both columns yet (no dual writes).
 package reembed
 
 import (
