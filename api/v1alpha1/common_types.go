@@ -211,12 +211,29 @@ const (
 	ReasonDatabaseChanged = "DatabaseChanged"
 	// ReasonEmbeddingChangeNeedsReembed: spec.embedding names another
 	// provider or model than the one the tenant's stored vectors were made
-	// with (status.embedding), and the tenant holds vectors: the change is
-	// not rolled out, as re-embedding does not exist yet.
+	// with (status.embedding), and the tenant holds vectors, on a Citus
+	// coordinator, where re-embedding is not supported yet.
 	ReasonEmbeddingChangeNeedsReembed = "EmbeddingChangeNeedsReembed"
 	// ReasonEmbeddingChanged: the event of a spec.embedding change accepted
 	// on a tenant that holds no vector yet.
 	ReasonEmbeddingChanged = "EmbeddingChanged"
+	// ReasonReembedding: a spec.embedding change on a tenant with vectors
+	// is being applied: a re-embed Job gives every vector its new model's
+	// vector (status.reembed counts them); the service keeps the recorded
+	// embedder until the switch.
+	ReasonReembedding = "Reembedding"
+	// ReasonEmbedderUnreachable: the re-embed Job stopped because the new
+	// embedder kept failing; nothing is lost, the next Job resumes.
+	ReasonEmbedderUnreachable = "EmbedderUnreachable"
+	// ReasonReembedJobFailed: the re-embed Job failed for another reason
+	// than the embedder (its logs say why); the next Job resumes.
+	ReasonReembedJobFailed = "ReembedJobFailed"
+	// ReasonReembedSwitched: the event of a re-embed's switch: every
+	// vector is the new embedder's, status.embedding names it.
+	ReasonReembedSwitched = "ReembedSwitched"
+	// ReasonReembedAborted: the event of a re-embed cancelled by setting
+	// spec.embedding back before the switch.
+	ReasonReembedAborted = "ReembedAborted"
 
 	// ReasonReconcileError: Reconciling=True after a phase failed with an
 	// error that is retried with backoff (an API or database request); the

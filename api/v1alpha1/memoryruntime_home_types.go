@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // RuntimeConnection is the PostgreSQL server and database a tenant lives
 // on, as the server itself tells it (never read from a Secret: no host,
 // user or password). The operator records it when it provisions the
@@ -24,8 +26,8 @@ type RuntimeConnection struct {
 
 // RuntimeEmbedder is the embedder the tenant's stored vectors were made
 // with. A spec.embedding that names another provider or model while the
-// tenant holds data is refused (EmbeddingChangeNeedsReembed): vectors of
-// two models cannot be compared, and re-embedding does not exist yet.
+// tenant holds vectors starts a re-embed (status.reembed); the service
+// keeps this embedder until the re-embed switches.
 type RuntimeEmbedder struct {
 	// Provider is builtin or openai.
 	// +kubebuilder:validation:MaxLength=32
@@ -36,4 +38,40 @@ type RuntimeEmbedder struct {
 	Model string `json:"model,omitempty"`
 	// Dimensions is the size of the vectors.
 	Dimensions int32 `json:"dimensions"`
+}
+
+// Phases of a re-embed (status.reembed.phase).
+const (
+	ReembedFilling  = "Filling"  // a Job fills the new vectors
+	ReembedPaused   = "Paused"   // the last Job failed; the next one resumes
+	ReembedSwitched = "Switched" // every vector is the new embedder's
+	ReembedAborted  = "Aborted"  // spec.embedding was set back before the switch
+)
+
+// ReembedStatus is the last re-embed of the tenant's vectors after a
+// spec.embedding change (docs/operations.md, "Changing the embedding model").
+type ReembedStatus struct {
+	// From is the embedder of the vectors being replaced.
+	From RuntimeEmbedder `json:"from"`
+	// To is the embedder of the new vectors.
+	To RuntimeEmbedder `json:"to"`
+	// Phase is Filling, Paused, Switched or Aborted.
+	// +kubebuilder:validation:MaxLength=16
+	Phase string `json:"phase"`
+	// Filled counts the rows given their new vector so far.
+	// +optional
+	Filled int64 `json:"filled,omitempty"`
+	// Left counts the rows still without their new vector.
+	// +optional
+	Left int64 `json:"left,omitempty"`
+	// Runs numbers the re-embed Jobs, counting on across the runtime's
+	// re-embeds: the current one is named <runtime>-reembed-<runs>.
+	// +optional
+	Runs int32 `json:"runs,omitempty"`
+	// StartedAt is when the re-embed began.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when it switched or was aborted.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }

@@ -337,6 +337,10 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	Embedding *RuntimeEmbedder `json:"embedding,omitempty"`
 
+	// Reembed is the re-embed under way, or the last one (see ReembedStatus).
+	// +optional
+	Reembed *ReembedStatus `json:"reembed,omitempty"`
+
 	// SchemaVersion is the migration version the schema is at.
 	// +optional
 	SchemaVersion int32 `json:"schemaVersion,omitempty"`

@@ -2,21 +2,34 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/jobrun"
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
 )
 
 // scenarioEmbeddingChange: status.embedding records the embedder of the
 // tenant's vectors. A provider or model change on a tenant without a
-// vector is accepted (the config names the new model); once the tenant
-// holds one, another model is refused (Ready False,
-// EmbeddingChangeNeedsReembed, Stalled, a Warning event) and the service's
-// config keeps the recorded model; setting it back makes the runtime Ready.
+// vector is accepted at once; once the tenant holds one, a change starts a
+// re-embed: Ready False (Reembedding, not Stalled), status.reembed, a Job
+// owned by the runtime running `manager job --ops=reembed` with the new
+// model, the service's config unchanged. A failed Job pauses it
+// (EmbedderUnreachable); setting spec.embedding back aborts it (Job
+// deleted, Ready again). Run to the end (the test runs the Job's fill loop
+// itself: envtest has no kubelet; a row written after a Job's run makes
+// the operator start another Job first), the operator switches: status.embedding
+// and the config name the new model, and the stored vector is the new
+// model's.
 func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	ns := e.newNamespace(t, "embed")
 	rt := e.readyRuntime(t, newRuntime(ns, "bot", ""))
@@ -38,6 +51,7 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	e.markAvailable(t, ns, "bot")
 	got := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 	modelA := memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "model-a", Dimensions: 384}
+	modelB := memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "model-b", Dimensions: 384}
 	if got.Status.Embedding == nil || *got.Status.Embedding != modelA {
 		t.Fatalf("after a change on an empty tenant status.embedding = %+v, want %+v", got.Status.Embedding, modelA)
 	}
@@ -45,37 +59,163 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 		t.Fatalf("the service config names model %q, want model-a", m)
 	}
 	e.waitEvent(t, ns, "bot", memoryv1alpha1.ReasonEmbeddingChanged, "model-a")
+	schema := got.Status.Schema
 
-	// One memory: another model is refused.
-	insert := fmt.Sprintf(`INSERT INTO %s (id, owner_id, source, category, content, embedding)
-		VALUES (gen_random_uuid(), 'alice', 'user', 'fact', 'likes tea', array_fill(0.1::real, ARRAY[384])::vector)`,
-		pgx.Identifier{got.Status.Schema, "memories"}.Sanitize())
-	if _, err := e.pool.Exec(testContext(t), insert); err != nil {
+	// One memory: another model starts a re-embed, Job 1.
+	memories := pgx.Identifier{schema, "memories"}.Sanitize()
+	if _, err := e.pool.Exec(testContext(t), `INSERT INTO `+memories+` (id, owner_id, source, category, content, embedding)
+		VALUES (gen_random_uuid(), 'alice', 'user', 'fact', 'likes tea', array_fill(0.1::real, ARRAY[384])::vector)`); err != nil {
 		t.Fatal(err)
 	}
-	since := time.Now()
 	setModel("model-b")
-	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed)
-	msg := got.GetCondition(memoryv1alpha1.ConditionReady).Message
-	t.Logf("model-a → model-b with a memory: %s", msg)
-	if err := containsAll(msg, `"model-a"`, `"model-b"`, "docs/export.md"); err != nil {
-		t.Error(err)
+	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonReembedding)
+	t.Logf("model-a → model-b with a memory: %s", got.GetCondition(memoryv1alpha1.ConditionReady).Message)
+	checkReembedding(t, got, modelA, modelB, 1)
+	job1 := e.reembedJob(t, ns, naming.ReembedJobName("bot", 1))
+	if cmd := job1.Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--ops=reembed") || !slices.Contains(cmd, "--reembed-model=model-b") {
+		t.Errorf("the re-embed Job runs %q", cmd)
 	}
-	if s := got.GetCondition(memoryv1alpha1.ConditionStalled); s == nil || s.Status != metav1.ConditionTrue {
-		t.Errorf("Stalled = %+v, want True", s)
-	}
-	if *got.Status.Embedding != modelA {
-		t.Errorf("status.embedding = %+v, want %+v", got.Status.Embedding, modelA)
-	}
-	e.waitEventSince(t, ns, "bot", memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed, "model-b", since)
 	if m := configModel(); m != "model-a" {
-		t.Errorf("the refused change reached the service config: model %q, want model-a", m)
+		t.Errorf("the service config names model %q during the re-embed, want model-a", m)
 	}
 
-	// Set back: Ready again, nothing left of the refusal.
+	// The embedder unreachable: the Job fails by its pod failure policy.
+	e.finishJob(t, &job1, false)
+	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonEmbedderUnreachable)
+	if re := got.Status.Reembed; re.Phase != memoryv1alpha1.ReembedPaused || re.Left != 1 {
+		t.Errorf("status.reembed after a failed Job = %+v, want Paused with 1 row left", re)
+	}
+
+	// Set back: aborted, the Job gone, Ready again.
 	setModel("model-a")
 	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
-	if s := got.GetCondition(memoryv1alpha1.ConditionStalled); s != nil && s.Status == metav1.ConditionTrue {
-		t.Errorf("Stalled still True: %+v", s)
+	if re := got.Status.Reembed; re == nil || re.Phase != memoryv1alpha1.ReembedAborted || *got.Status.Embedding != modelA {
+		t.Errorf("after the rollback status.reembed = %+v, status.embedding = %+v", re, got.Status.Embedding)
 	}
+	e.waitEvent(t, ns, "bot", memoryv1alpha1.ReasonReembedAborted, "model-b")
+	eventually(t, "the aborted re-embed's Job is deleted", 20*time.Second, func() error {
+		err := e.get(t, ns, job1.Name, &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("Job %s: %v", job1.Name, err)
+	})
+	var shadow int
+	if err := e.pool.QueryRow(testContext(t), `SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'embedding_next' AND NOT attisdropped`,
+		memories).Scan(&shadow); err != nil || shadow != 0 {
+		t.Errorf("shadow columns after the abort: %d (%v)", shadow, err)
+	}
+
+	// Again, to the end: Job 2 (numbers count on), filled by the test.
+	setModel("model-b")
+	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonReembedding)
+	checkReembedding(t, got, modelA, modelB, 2)
+	job2 := e.reembedJob(t, ns, naming.ReembedJobName("bot", 2))
+	filled := e.runReembedFill(t, ns, schema, "model-b")
+	if filled != 1 {
+		t.Errorf("the fill gave %d rows their new vector, want 1", filled)
+	}
+	// A write after the run (no dual writes yet): the finished Job leaves
+	// a row behind, so the operator starts Job 3 instead of switching.
+	if _, err := e.pool.Exec(testContext(t), `INSERT INTO `+memories+` (id, owner_id, source, category, content, embedding)
+		VALUES (gen_random_uuid(), 'alice', 'user', 'fact', 'likes green tea', array_fill(0.1::real, ARRAY[384])::vector)`); err != nil {
+		t.Fatal(err)
+	}
+	e.finishJob(t, &job2, true)
+	eventually(t, "a finished Job with a row left starts the next one", 20*time.Second, func() error {
+		var rt memoryv1alpha1.MemoryRuntime
+		if err := e.get(t, ns, "bot", &rt); err != nil {
+			return err
+		}
+		if re := rt.Status.Reembed; re == nil || re.Runs != 3 || re.Left != 1 || re.Phase != memoryv1alpha1.ReembedFilling {
+			return fmt.Errorf("status.reembed = %+v, want run 3 with 1 row left", re)
+		}
+		return nil
+	})
+	job3 := e.reembedJob(t, ns, naming.ReembedJobName("bot", 3))
+	if filled := e.runReembedFill(t, ns, schema, "model-b"); filled != 1 {
+		t.Errorf("the second pass filled %d rows, want 1", filled)
+	}
+	e.finishJob(t, &job3, true)
+	e.markAvailable(t, ns, "bot")
+	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	if *got.Status.Embedding != modelB {
+		t.Errorf("after the switch status.embedding = %+v, want %+v", got.Status.Embedding, modelB)
+	}
+	if re := got.Status.Reembed; re == nil || re.Phase != memoryv1alpha1.ReembedSwitched || re.Filled != 2 || re.Left != 0 {
+		t.Errorf("after the switch status.reembed = %+v", re)
+	}
+	e.waitEvent(t, ns, "bot", memoryv1alpha1.ReasonReembedSwitched, "model-b")
+	if m := configModel(); m != "model-b" {
+		t.Errorf("after the switch the service config names model %q, want model-b", m)
+	}
+	var isNew bool
+	if err := e.pool.QueryRow(testContext(t), `SELECT bool_and(embedding <> array_fill(0.1::real, ARRAY[384])::vector) FROM `+memories).Scan(&isNew); err != nil || !isNew {
+		t.Errorf("a memory's vector after the switch is the old one (%v)", err)
+	}
+}
+
+func checkReembedding(t *testing.T, got *memoryv1alpha1.MemoryRuntime, from, to memoryv1alpha1.RuntimeEmbedder, run int32) {
+	t.Helper()
+	if s := got.GetCondition(memoryv1alpha1.ConditionStalled); s != nil && s.Status == metav1.ConditionTrue {
+		t.Errorf("Stalled during a re-embed: %+v", s)
+	}
+	if *got.Status.Embedding != from {
+		t.Errorf("status.embedding during the re-embed = %+v, want %+v", got.Status.Embedding, from)
+	}
+	re := got.Status.Reembed
+	if re == nil || re.From != from || re.To != to || re.Phase != memoryv1alpha1.ReembedFilling || re.Runs != run || re.Left != 1 || re.StartedAt == nil {
+		t.Errorf("status.reembed = %+v, want Filling %v → %v, run %d, 1 row left", re, from, to, run)
+	}
+}
+
+func (e *operatorEnv) reembedJob(t *testing.T, ns, name string) batchv1.Job {
+	t.Helper()
+	var job batchv1.Job
+	eventually(t, "the re-embed Job "+name, 20*time.Second, func() error { return e.get(t, ns, name, &job) })
+	return job
+}
+
+// finishJob sets what the Job controller would: Complete, or Failed by
+// the pod failure policy (the embedder unreachable).
+func (e *operatorEnv) finishJob(t *testing.T, job *batchv1.Job, ok bool) {
+	t.Helper()
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, Succeeded: 1, CompletionTime: &now, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}}
+	if !ok {
+		job.Status = batchv1.JobStatus{StartTime: &now, Failed: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastTransitionTime: now, Reason: batchv1.JobReasonPodFailurePolicy, Message: "exit code 3"},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: now, Reason: batchv1.JobReasonPodFailurePolicy, Message: "exit code 3"},
+		}}
+	}
+	if err := e.c.Status().Update(testContext(t), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runReembedFill runs the re-embed Job's loop as its pod would: the
+// tenant's login role, the new model (the builtin embedder under its name).
+func (e *operatorEnv) runReembedFill(t *testing.T, ns, schema, model string) int64 {
+	t.Helper()
+	uri, _ := e.tenantLogin(t, ns, "bot")
+	pool, err := memory.NewPool(testContext(t), uri, 2, memory.SessionSettings{LockTimeout: 5 * time.Second, StatementTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	emb, err := memory.NewBuiltinEmbedder(384)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := memory.ReembedNamed("openai", model, 384)
+	loop := jobrun.ReembedLoop{Filler: memory.NewReembedFiller(pool, memory.ReembedTarget{Schema: schema}, id, emb), Batch: 64,
+		MaxRun: time.Minute, UnreachableAfter: time.Minute}
+	sum, code := jobrun.ReembedRun(testContext(t), loop, schema, id.String())
+	if code != 0 || sum.Result != memory.RunSucceeded {
+		t.Fatalf("the re-embed run: exit %d, %+v", code, sum)
+	}
+	return sum.Operations[0].Affected
 }

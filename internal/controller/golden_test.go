@@ -51,6 +51,8 @@ func TestGolden(t *testing.T) {
 		"networkpolicy":      specs.NetworkPolicy(rt, Options{}.withDefaults().MetricsNamespaces),
 	}
 	objects["poddisruptionbudget"] = specs.PodDisruptionBudget(rt)
+	objects["job-reembed"] = specs.ReembedJob(reembeddingRuntime(), "registry.example/engram:v1",
+		memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "text-embedding-3-small", Dimensions: 384}, 2)
 	objects["cronjob-export-s3"] = specs.CronJob(exportingJob(&memoryv1alpha1.ExportSpec{Vectors: true, S3: &memoryv1alpha1.ExportS3{
 		Endpoint: "https://s3.eu-west-1.amazonaws.com", Bucket: "engram-backups", Prefix: "team-a/", Region: "eu-west-1",
 		CredentialsSecretRef: memoryv1alpha1.S3CredentialsSecretRef{Name: "s3-backup"}}}), rt, "registry.example/engram:v1")

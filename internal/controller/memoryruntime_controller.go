@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -260,6 +261,8 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// A re-embed Job's end (memoryruntime_reembed.go).
+		Owns(&batchv1.Job{}).
 		Watches(&memoryv1alpha1.MemoryPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runtimesOfPolicy)).
 		// Secrets users point at (connection, API keys): metadata only,
 		// from a cache of its own (see secrets.go).

@@ -10,25 +10,30 @@ import (
 
 // checkEmbedder keeps the tenant's vectors of one model. status.embedding
 // records the embedder the stored vectors were made with; a spec.embedding
-// naming another provider or model is accepted while the tenant holds no
-// vector, and refused otherwise (EmbeddingChangeNeedsReembed, Stalled):
-// the reconcile stops before the config and the Deployment, so the service
-// keeps running with the recorded embedder until spec.embedding is set
-// back. Vectors of two models cannot be compared (search and dedup would
-// silently return the wrong memories) and re-embedding does not exist yet;
-// see docs/decisions.md. A runtime without status.embedding (new, or from
-// an earlier release) records its spec's.
+// naming another provider or model is accepted at once while the tenant
+// holds no vector, and otherwise starts a re-embed (memoryruntime_reembed.go,
+// status.reembed): the reconcile stops before the config and the
+// Deployment, so the service keeps the recorded embedder until the switch.
+// On Citus, where re-embedding is not supported yet, the change is refused
+// (EmbeddingChangeNeedsReembed, Stalled) until spec.embedding is set back.
+// A runtime without status.embedding (new, or from an earlier release)
+// records its spec's.
 func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	want := embedderOf(rt)
 	have := rt.Status.Embedding
-	if have == nil || *have == want {
+	if have == nil {
 		rt.Status.Embedding = &want
 		return false, nil
 	}
+	if reembedActive(rt.Status.Reembed) {
+		return reembedder{r}.driveReembed(ctx, s, want)
+	}
+	if *have == want {
+		return false, nil
+	}
 	// Once seen holding vectors, a tenant is not asked again by this
-	// process: the look may scan tables, and a refused runtime is
-	// reconciled as often as its owner edits it.
+	// process: the look may scan tables.
 	held := r.memory.get(rt.UID).vectorsHeld
 	if !held {
 		dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
@@ -44,15 +49,7 @@ func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeS
 		rt.Status.Embedding = &want
 		return false, nil
 	}
-	msg := fmt.Sprintf("spec.embedding names %s, but this tenant's stored vectors were made with %s (status.embedding), and vectors of two models "+
-		"cannot be compared; re-embedding does not exist yet, so the change is not rolled out and the service keeps %s. "+
-		"Set spec.embedding back to %s, or create a runtime with the new embedder and move the data into it: export without vectors, "+
-		"import into the new runtime, which embeds every record again (docs/export.md)",
-		embedderName(want), embedderName(*have), embedderName(*have), embedderName(*have))
-	r.warnEmbedderOnce(s, msg)
-	s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed, msg)
-	s.requeue.at(r.opts.GrantCheckInterval)
-	return true, nil
+	return reembedder{r}.beginReembed(ctx, s, *have, want)
 }
 
 // warnEmbedderOnce records the Warning when the runtime enters the refusal,

@@ -33,7 +33,7 @@ package controller
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // CronJobs of runtimes no longer targeted are deleted; run-now creates Jobs.
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // Pods of finished maintenance Jobs are listed for their termination message.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 

@@ -80,8 +80,8 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonNamespaceNotAllowed: true,
 	memoryv1alpha1.ReasonDatabaseNotFound:    true,
 	memoryv1alpha1.ReasonDatabaseChanged:     true,
-	// A model change on a tenant with vectors waits for spec.embedding
-	// to be set back (re-embedding does not exist yet).
+	// A model change on a Citus tenant with vectors waits for
+	// spec.embedding to be set back (no re-embedding on Citus yet).
 	memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed: true,
 }
 

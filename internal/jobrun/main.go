@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -41,6 +42,8 @@ type Options struct {
 	LogFormat        string
 	// Export is the destination of the export operation (--export-*).
 	Export ExportDestination
+	// Reembed configures the reembed operation (--reembed-*).
+	Reembed ReembedOptions
 	// From the environment.
 	DatabaseURL     string
 	EmbeddingAPIKey string
@@ -53,7 +56,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs := flag.NewFlagSet("manager job", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.StringVar(&o.ConfigPath, "config", "", "service config file (YAML of memory.ServiceConfig; the <runtime>-config ConfigMap)")
-	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations of decay, expire, purge, compact, summarize, sessions; they always run in that order")
+	fs.StringVar(&o.Ops, "ops", "decay,expire,purge,compact", "comma-separated operations of decay, expire, purge, compact, summarize, sessions; they always run in that order; or reembed alone (the operator's re-embed Job)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "count what would change and change nothing")
 	fs.StringVar(&o.TerminationLog, "termination-log", naming.TerminationLogPath, "file the JSON summary is also written to (empty = none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "rows one statement touches at most")
@@ -66,6 +69,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "json or text")
 	exportFlags(fs, &o.Export)
+	reembedFlags(fs, &o.Reembed)
 	err := fs.Parse(args)
 	o.DatabaseURL = getenv(naming.EnvDatabaseURL)
 	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
@@ -117,6 +121,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		emit(o, Failed("", o.DryRun, err), stdout, nil)
 		return 2
+	}
+	if strings.TrimSpace(o.Ops) == OpReembed {
+		sum, code := runReembed(ctx, o, logger)
+		emit(o, sum, stdout, logger)
+		return code
 	}
 	sum := run(ctx, o, logger)
 	emit(o, sum, stdout, logger)

@@ -37,6 +37,10 @@ type RuntimeStatus struct {
 	CitusWorker string `json:"citusWorker,omitempty"`
 	// CitusMove is the last move to another worker (move-to-worker annotation).
 	CitusMove *memoryv1alpha1.CitusMoveStatus `json:"citusMove,omitempty"`
+	// Embedding is the embedder of the stored vectors (status.embedding).
+	Embedding *memoryv1alpha1.RuntimeEmbedder `json:"embedding,omitempty"`
+	// Reembed is the re-embed under way or the last one (status.reembed).
+	Reembed *memoryv1alpha1.ReembedStatus `json:"reembed,omitempty"`
 	// Policy is "<name> (generation N)" or "built-in defaults".
 	Policy      string            `json:"policy"`
 	Replicas    *ReplicaStatus    `json:"replicas,omitempty"`
@@ -103,6 +107,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 func (a *app) runtimeStatus(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime, now time.Time) *RuntimeStatus {
 	st := &RuntimeStatus{Namespace: rt.Namespace, Name: rt.Name, Ready: "Unknown", Paused: rt.Spec.Paused,
 		Schema: rt.Status.Schema, SchemaVersion: rt.Status.SchemaVersion, CitusWorker: rt.Status.CitusWorker, CitusMove: rt.Status.CitusMove, Endpoint: rt.Status.Endpoint,
+		Embedding: rt.Status.Embedding, Reembed: rt.Status.Reembed,
 		Policy: "built-in defaults", Conditions: []ConditionStatus{}, Jobs: []JobStatus{}, Database: databaseOf(rt)}
 	if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c != nil {
 		st.Ready, st.Reason, st.Message = string(c.Status), c.Reason, c.Message
@@ -216,6 +221,12 @@ func printRuntimeStatus(w io.Writer, st *RuntimeStatus, now time.Time) error {
 			when = ", started " + age(m.StartedAt.Time, now) + " ago"
 		}
 		line("Last move", fmt.Sprintf("%s to %s%s: %s", m.Result, m.To, when, m.Message))
+	}
+	if e := st.Embedding; e != nil {
+		line("Embedder", embedderText(*e))
+	}
+	if re := st.Reembed; re != nil {
+		line("Re-embed", reembedText(re, now))
 	}
 	line("Policy", st.Policy)
 	if st.Replicas != nil {
@@ -359,4 +370,27 @@ func listRuntimes(ctx context.Context, a *app, k *kube) error {
 		}
 		return table(w, header, out)
 	})
+}
+
+func embedderText(e memoryv1alpha1.RuntimeEmbedder) string {
+	if e.Model == "" {
+		return fmt.Sprintf("%s (%d dimensions)", e.Provider, e.Dimensions)
+	}
+	return fmt.Sprintf("%s %s (%d dimensions)", e.Provider, e.Model, e.Dimensions)
+}
+
+// reembedText is the re-embed's line: phase, from → to, rows filled and
+// left (while it runs) and its age.
+func reembedText(re *memoryv1alpha1.ReembedStatus, now time.Time) string {
+	s := fmt.Sprintf("%s, %s → %s", re.Phase, embedderText(re.From), embedderText(re.To))
+	switch {
+	case re.Phase == memoryv1alpha1.ReembedFilling || re.Phase == memoryv1alpha1.ReembedPaused:
+		s += fmt.Sprintf(": %d rows filled, %d left", re.Filled, re.Left)
+		if re.StartedAt != nil {
+			s += ", started " + age(re.StartedAt.Time, now) + " ago"
+		}
+	case re.FinishedAt != nil:
+		s += fmt.Sprintf(": %d rows re-embedded, %s ago", re.Filled, age(re.FinishedAt.Time, now))
+	}
+	return s
 }

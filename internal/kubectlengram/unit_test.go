@@ -174,3 +174,33 @@ func TestAdmitsText(t *testing.T) {
 		}
 	}
 }
+
+// The status screen shows the embedder and the re-embed: its phase and
+// counts while it runs, what it did once switched.
+func TestStatusShowsReembed(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	started := metav1.NewTime(now.Add(-90 * time.Second))
+	a := memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingBuiltin, Dimensions: 384}
+	b := memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "m2", Dimensions: 384}
+	st := &RuntimeStatus{Namespace: "team-a", Name: "bot", Ready: "False", Reason: memoryv1alpha1.ReasonReembedding, Embedding: &a,
+		Reembed: &memoryv1alpha1.ReembedStatus{From: a, To: b, Phase: memoryv1alpha1.ReembedFilling, Filled: 1200, Left: 800, Runs: 1, StartedAt: &started}}
+	var out strings.Builder
+	if err := printRuntimeStatus(&out, st, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Embedder:       builtin (384 dimensions)\n",
+		"Re-embed:       Filling, builtin (384 dimensions) → openai m2 (384 dimensions): 1200 rows filled, 800 left, started 90s ago\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status screen lacks %q:\n%s", want, out.String())
+		}
+	}
+	done := metav1.NewTime(now.Add(-time.Minute))
+	st.Embedding, st.Reembed.Phase, st.Reembed.Filled, st.Reembed.Left, st.Reembed.FinishedAt = &b, memoryv1alpha1.ReembedSwitched, 2000, 0, &done
+	out.Reset()
+	if err := printRuntimeStatus(&out, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Re-embed:       Switched, builtin (384 dimensions) → openai m2 (384 dimensions): 2000 rows re-embedded, 60s ago\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("status screen of a switched re-embed lacks %q:\n%s", want, out.String())
+	}
+}

@@ -26,6 +26,7 @@ const LabelConnection = "memory.engram.dev/connection"
 const (
 	ComponentService     = "memory-service"
 	ComponentJob         = "maintenance-job"
+	ComponentReembed     = "reembed-job"
 	ComponentCredentials = "credentials"
 	ComponentConfig      = "config"
 )

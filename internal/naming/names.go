@@ -1,5 +1,7 @@
 package naming
 
+import "fmt"
+
 // Kubernetes name limits.
 const (
 	// MaxLabelValue is the longest label value (and DNS-1123 label, such as
@@ -73,3 +75,9 @@ const (
 	// PortNameTLS names the service port of a runtime with spec.service.tls.
 	PortNameTLS = "https"
 )
+
+// ReembedJobName is the Job of a runtime's run-th re-embed run:
+// "<runtime>-reembed-<run>", cut to MaxJobName with a hash when longer.
+func ReembedJobName(runtime string, run int32) string {
+	return FitDNSName(fmt.Sprintf("%s-reembed-%d", runtime, run), MaxJobName)
+}

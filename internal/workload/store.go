@@ -102,6 +102,9 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 	// Durability is the runtime's choice (its config), never the server's default.
 	sess := p.Session
 	sess.AsynchronousCommit = p.Config.AsynchronousCommit
+	// The embedder the tenant's re-embed guard checks writes of vectors
+	// against (memory.ReembedSwitch).
+	sess.Embedder = memory.ReembedNamed(p.Config.Embedding.Provider, p.Config.Embedding.Model, p.Config.Embedding.Dimensions).String()
 	pool, err := memory.NewPool(ctx, p.DatabaseURL, p.MaxConns, sess)
 	if err != nil {
 		// pgx quotes the URL in parse errors and masks the password only on

@@ -10,17 +10,24 @@ import (
 	"github.com/jackc/puddle/v2"
 )
 
+// SQLStateWrongEmbedder is raised by a tenant's re-embed guard trigger
+// (reembed.Switch) when a session's engram.embedder is not the embedder
+// of the tenant's vectors: a pod of the old embedder after the switch,
+// which the rollout replaces; the service answers 503 with Retry-After.
+const SQLStateWrongEmbedder = "EG029"
+
 // IsBusy reports the errors that a retry may cure: 55P03 lock_not_available
 // (lock_timeout), 57014 query_canceled (statement_timeout; a canceled
 // context is caught before), 40P01 deadlock_detected, 40001
-// serialization_failure.
+// serialization_failure, and SQLStateWrongEmbedder (a retry reaches a pod
+// of the new embedder).
 func IsBusy(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return false
 	}
 	switch pgErr.Code {
-	case "55P03", "57014", "40P01", "40001":
+	case "55P03", "57014", "40P01", "40001", SQLStateWrongEmbedder:
 		return true
 	}
 	return false

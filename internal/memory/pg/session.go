@@ -38,6 +38,11 @@ type SessionSettings struct {
 	// (spec.database.synchronousCommit: "off") sets it; otherwise every
 	// session commits synchronously whatever the server's default is.
 	AsynchronousCommit bool
+	// Embedder names the embedder this session's vectors are made with
+	// (reembed.Embedder's String), as engram.embedder: after a re-embed
+	// the tenant's guard trigger refuses a session naming another one
+	// (SQLStateWrongEmbedder). Empty: not set (a session writing no vector).
+	Embedder string
 }
 
 // WithDefaults fills the zero fields: no session runs without both timeouts.
@@ -61,6 +66,9 @@ func (s SessionSettings) Apply(params map[string]string) {
 	params["synchronous_commit"] = "on"
 	if s.AsynchronousCommit {
 		params["synchronous_commit"] = "off"
+	}
+	if s.Embedder != "" {
+		params["engram.embedder"] = s.Embedder
 	}
 }
 

@@ -10,7 +10,9 @@
 // owner role (Target.Owner), on the operator's connection. FillBatch and
 // Progress need only the login role (Target.Login), which the service and
 // the jobs hold with the embedder's credentials: Begin grants it UPDATE on
-// the shadow columns alone. Not wired to the operator or the service yet.
+// the shadow columns alone. The operator drives it (a spec.embedding
+// change) and its re-embed Job fills, through the memory façade; the
+// service does not write both columns yet (no dual writes).
 package reembed
 
 import (
@@ -182,4 +184,14 @@ func isCitus(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 		return false, fmt.Errorf("looking for Citus: %w", err)
 	}
 	return citus, nil
+}
+
+// Named is the Embedder a re-embed records for a runtime's embedder: the
+// builtin embedder has one model per size and no model name, so it is
+// recorded under its provider's name.
+func Named(provider, model string, dimensions int) Embedder {
+	if model == "" {
+		model = provider
+	}
+	return Embedder{Provider: provider, Model: model, Dimensions: dimensions}
 }

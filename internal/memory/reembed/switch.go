@@ -3,6 +3,7 @@ package reembed
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -153,11 +154,56 @@ func swapColumns(ctx context.Context, tx pgx.Tx, t Target, next Embedder, coveri
 			return fmt.Errorf("%s: %w", s, err)
 		}
 	}
+	if err := installGuard(ctx, tx, t, next); err != nil {
+		return err
+	}
 	_, err := tx.Exec(ctx, `UPDATE `+t.table("reembed")+` SET provider = next_provider, model = next_model,
 		dimensions = next_dimensions, next_provider = NULL, next_model = NULL, next_dimensions = NULL,
 		phase = 'idle', switched_at = now(), updated_at = now()`)
 	if err != nil {
 		return fmt.Errorf("recording the switch to %s: %w", next, err)
+	}
+	return nil
+}
+
+// guardTrigger refuses, on every table with an embedding, a vector written
+// by a session that names another embedder than the tenant's (its
+// engram.embedder, pg.SessionSettings.Embedder): a service pod still
+// running the old embedder after the switch would otherwise write
+// old-model vectors into the swapped column, silently when the dimensions
+// are the same. Put on (or renamed to the new embedder) by Switch, in its
+// transaction; a session without the setting (an administrator, a pod of
+// an earlier release) is not checked.
+const guardTrigger = "reembed_guard"
+
+// GuardSQLState is the SQLSTATE the guard raises (pg.SQLStateWrongEmbedder).
+const GuardSQLState = "EG029"
+
+func installGuard(ctx context.Context, tx pgx.Tx, t Target, current Embedder) error {
+	fn := t.table("reembed_guard")
+	stmts := []string{
+		`SET LOCAL standard_conforming_strings = on`,
+		`CREATE OR REPLACE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $guard$
+DECLARE s text := current_setting('engram.embedder', true);
+BEGIN
+	IF s IS NOT NULL AND s <> '' AND s <> TG_ARGV[0] THEN
+		RAISE EXCEPTION 'this session embeds with %, but the vectors of %.% are %''s since a re-embed', s, TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0]
+			USING ERRCODE = '` + GuardSQLState + `', HINT = 'a pod of the old embedder: retry, the rollout replaces it';
+	END IF;
+	RETURN NEW;
+END $guard$`,
+	}
+	name := `'` + strings.ReplaceAll(current.String(), `'`, `''`) + `'`
+	for _, vt := range vectorTables {
+		table := t.table(vt.name)
+		stmts = append(stmts, `DROP TRIGGER IF EXISTS `+guardTrigger+` ON `+table,
+			`CREATE TRIGGER `+guardTrigger+` BEFORE INSERT OR UPDATE OF embedding ON `+table+
+				` FOR EACH ROW WHEN (NEW.embedding IS NOT NULL) EXECUTE FUNCTION `+fn+`(`+name+`)`)
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("putting the embedder guard on %s: %w", t.Schema, err)
+		}
 	}
 	return nil
 }

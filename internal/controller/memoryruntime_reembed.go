@@ -1,0 +1,277 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// A re-embed (issue 29, docs/decisions.md "Re-embedding on a model
+// change"): a spec.embedding change on a tenant with vectors begins one
+// (memory.ReembedBegin, as the owner role), a Job owned by the runtime fills the
+// new vectors with the spec's embedder (`manager job --ops=reembed`), and
+// once a Job completed with no row left the operator switches the columns
+// (memory.ReembedSwitch) and records the new embedder in status.embedding; the
+// reconcile then rolls the service out with it. Until then the reconcile
+// stops here: the service's config and Deployment keep the recorded
+// embedder, and other spec changes wait.
+
+// Timing of a re-embed's reconciles.
+const (
+	// reembedPoll: how often a running Job's progress is read (the Job's
+	// own events wake the reconcile at its end).
+	reembedPoll = 15 * time.Second
+	// reembedRetryAfter: the pause after a failed Job before the next.
+	reembedRetryAfter = time.Minute
+)
+
+// reembedder drives a runtime's re-embed (its own type: the reconciler's
+// method set stays within the tree's bound).
+type reembedder struct{ *MemoryRuntimeReconciler }
+
+func reembedActive(re *memoryv1alpha1.ReembedStatus) bool {
+	return re != nil && (re.Phase == memoryv1alpha1.ReembedFilling || re.Phase == memoryv1alpha1.ReembedPaused)
+}
+
+func reembedID(e memoryv1alpha1.RuntimeEmbedder) memory.ReembedEmbedder {
+	return memory.ReembedNamed(string(e.Provider), e.Model, int(e.Dimensions))
+}
+
+func reembedTarget(s *runtimeScope) memory.ReembedTarget {
+	return memory.ReembedTarget{Schema: s.schema, Owner: tenant.OwnerRole(s.schema), Login: tenant.LoginRole(s.schema)}
+}
+
+// beginReembed starts re-embedding the tenant's vectors from to.
+func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to memoryv1alpha1.RuntimeEmbedder) (bool, error) {
+	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
+	defer cancel()
+	t := reembedTarget(s)
+	err := memory.ReembedBegin(dbctx, s.pool, t, reembedID(from), reembedID(to))
+	if errors.Is(err, memory.ErrReembedBusy) {
+		// One toward another embedder, which status no longer records (a
+		// status write lost): the status is the record, so it goes.
+		if err = memory.ReembedAbort(dbctx, s.pool, t); err == nil {
+			err = memory.ReembedBegin(dbctx, s.pool, t, reembedID(from), reembedID(to))
+		}
+	}
+	if errors.Is(err, memory.ErrReembedCitus) {
+		msg := fmt.Sprintf("spec.embedding names %s, but this tenant's stored vectors were made with %s (status.embedding), and re-embedding "+
+			"a tenant on Citus is not supported yet, so the change is not rolled out and the service keeps %s. Set spec.embedding back to %s, "+
+			"or create a runtime with the new embedder and move the data into it: export without vectors, import into the new runtime, "+
+			"which embeds every record again (docs/export.md)", embedderName(to), embedderName(from), embedderName(from), embedderName(from))
+		r.warnEmbedderOnce(s, msg)
+		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed, msg)
+		s.requeue.at(r.opts.GrantCheckInterval)
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("beginning the re-embed from %s to %s: %s", embedderName(from), embedderName(to), scrubAdmin(err.Error(), s.admin))
+	}
+	now := metav1.Now()
+	// Job names go on counting across re-embeds: a Job of an earlier one
+	// that the cache still holds is never taken for this one's.
+	var runs int32
+	if prev := s.rt.Status.Reembed; prev != nil {
+		runs = prev.Runs
+	}
+	s.rt.Status.Reembed = &memoryv1alpha1.ReembedStatus{From: from, To: to, Phase: memoryv1alpha1.ReembedFilling, StartedAt: &now, Runs: runs + 1}
+	r.eventer().normal(s.rt, memoryv1alpha1.ReasonReembedding, "Reembed", "re-embedding the tenant's vectors: %s → %s", embedderName(from), embedderName(to))
+	return r.driveReembed(ctx, s, to)
+}
+
+// driveReembed moves the re-embed under way one step: a rollback or a
+// change of target, a Job to start or wait for, or the switch.
+func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memoryv1alpha1.RuntimeEmbedder) (bool, error) {
+	re := s.rt.Status.Reembed
+	if want == re.From {
+		return false, r.abortReembed(ctx, s, re, "spec.embedding was set back")
+	}
+	if want != re.To {
+		// A third embedder: what was filled is of no use to it.
+		if err := r.abortReembed(ctx, s, re, fmt.Sprintf("spec.embedding now names %s", embedderName(want))); err != nil {
+			return false, err
+		}
+		return r.beginReembed(ctx, s, re.From, want)
+	}
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	p, err := memory.ReadReembedProgress(dbctx, s.pool, reembedTarget(s))
+	if err != nil {
+		return false, fmt.Errorf("%s", scrubAdmin(err.Error(), s.admin))
+	}
+	if p.Phase != memory.ReembedPhaseFilling {
+		if p.Current == reembedID(re.To) {
+			return false, r.finishSwitch(ctx, s, re) // switched, the status write lost
+		}
+		return r.beginReembed(ctx, s, re.From, re.To) // resumes an interrupted Begin
+	}
+	re.Filled, re.Left = p.Filled, p.LeftTotal
+	job, err := r.ensureReembedJob(ctx, s, re)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case jobFinished(job, batchv1.JobFailed) != nil:
+		return r.reembedJobFailed(ctx, s, re, job)
+	case jobFinished(job, batchv1.JobComplete) != nil && re.Left > 0:
+		// Writes since the run ended (no dual writes yet): another pass.
+		return r.nextReembedRun(ctx, s, re)
+	case jobFinished(job, batchv1.JobComplete) != nil:
+		return r.switchReembed(ctx, s, re)
+	}
+	re.Phase = memoryv1alpha1.ReembedFilling
+	r.reembedWaits(s, memoryv1alpha1.ReasonReembedding, fmt.Sprintf("re-embedding %s → %s: %d rows filled, %d left (Job %s); the service keeps %s until the switch, "+
+		"other spec changes wait; set spec.embedding back to cancel", embedderName(re.From), embedderName(re.To), re.Filled, re.Left,
+		naming.ReembedJobName(s.rt.Name, re.Runs), embedderName(re.From)), reembedPoll)
+	return true, nil
+}
+
+func (r reembedder) reembedWaits(s *runtimeScope, reason, msg string, after time.Duration) {
+	s.facts.block(memoryv1alpha1.ConditionReady, reason, msg)
+	s.requeue.at(after)
+}
+
+// switchReembed swaps the columns once a Job found no row left.
+func (r reembedder) switchReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
+	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
+	defer cancel()
+	err := memory.ReembedSwitch(dbctx, s.pool, reembedTarget(s))
+	if errors.Is(err, memory.ErrReembedRowsLeft) {
+		return r.nextReembedRun(ctx, s, re)
+	}
+	if err != nil {
+		return false, fmt.Errorf("switching the re-embed to %s: %s", embedderName(re.To), scrubAdmin(err.Error(), s.admin))
+	}
+	return false, r.finishSwitch(ctx, s, re)
+}
+
+func (r reembedder) finishSwitch(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) error {
+	to := re.To
+	s.rt.Status.Embedding = &to
+	now := metav1.Now()
+	re.Phase, re.Left, re.FinishedAt = memoryv1alpha1.ReembedSwitched, 0, &now
+	r.eventer().normal(s.rt, memoryv1alpha1.ReasonReembedSwitched, "Reembed", "every vector is now %s's (%d rows re-embedded); rolling the service out with it",
+		embedderName(to), re.Filled)
+	return r.deleteReembedJob(ctx, s, re.Runs)
+}
+
+func (r reembedder) abortReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, why string) error {
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	if err := memory.ReembedAbort(dbctx, s.pool, reembedTarget(s)); err != nil {
+		return fmt.Errorf("aborting the re-embed to %s: %s", embedderName(re.To), scrubAdmin(err.Error(), s.admin))
+	}
+	if err := r.deleteReembedJob(ctx, s, re.Runs); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	re.Phase, re.FinishedAt = memoryv1alpha1.ReembedAborted, &now
+	r.eventer().normal(s.rt, memoryv1alpha1.ReasonReembedAborted, "Reembed", "re-embed to %s cancelled (%s); the vectors stay %s's",
+		embedderName(re.To), why, embedderName(re.From))
+	return nil
+}
+
+// reembedJobFailed pauses the re-embed and starts the next Job after
+// reembedRetryAfter: it resumes where the rows left off.
+func (r reembedder) reembedJobFailed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, job *batchv1.Job) (bool, error) {
+	c := jobFinished(job, batchv1.JobFailed)
+	wait := reembedRetryAfter - time.Since(c.LastTransitionTime.Time)
+	if wait <= 0 {
+		return r.nextReembedRun(ctx, s, re)
+	}
+	re.Phase = memoryv1alpha1.ReembedPaused
+	reason, why := memoryv1alpha1.ReasonReembedJobFailed, "failed (its logs say why)"
+	if c.Reason == batchv1.JobReasonPodFailurePolicy {
+		reason, why = memoryv1alpha1.ReasonEmbedderUnreachable, "stopped: the new embedder kept failing (its logs name the error)"
+	}
+	r.reembedWaits(s, reason, fmt.Sprintf("re-embed to %s paused: Job %s %s; %d rows filled, %d left, nothing lost; the next Job starts in %s and resumes",
+		embedderName(re.To), job.Name, why, re.Filled, re.Left, wait.Round(time.Second)), wait)
+	return true, nil
+}
+
+// nextReembedRun replaces the finished Job by the next one.
+func (r reembedder) nextReembedRun(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
+	if err := r.deleteReembedJob(ctx, s, re.Runs); err != nil {
+		return false, err
+	}
+	re.Runs++
+	if _, err := r.ensureReembedJob(ctx, s, re); err != nil {
+		return false, err
+	}
+	re.Phase = memoryv1alpha1.ReembedFilling
+	r.reembedWaits(s, memoryv1alpha1.ReasonReembedding, fmt.Sprintf("re-embedding %s → %s: %d rows filled, %d left; Job %s started",
+		embedderName(re.From), embedderName(re.To), re.Filled, re.Left, naming.ReembedJobName(s.rt.Name, re.Runs)), reembedPoll)
+	return true, nil
+}
+
+// ensureReembedJob returns the re-embed's current Job, creating it when
+// absent (creating it again is harmless: AlreadyExists is a Job the cache
+// has not seen yet, and running).
+func (r reembedder) ensureReembedJob(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (*batchv1.Job, error) {
+	if re.Runs == 0 {
+		re.Runs = 1
+	}
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: s.rt.Namespace, Name: naming.ReembedJobName(s.rt.Name, re.Runs)}
+	err := r.client.Get(ctx, key, job)
+	if err == nil {
+		if !metav1.IsControlledBy(job, s.rt) {
+			return nil, fmt.Errorf("the Job %s is not this runtime's: delete or rename it", key.Name)
+		}
+		return job, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading the re-embed Job %s: %w", key.Name, err)
+	}
+	image := specs.Image(s.rt, r.opts.ServiceImage)
+	if image == "" {
+		return nil, errors.New("no image for the re-embed Job: set spec.service.image or the operator's --service-image")
+	}
+	job = specs.ReembedJob(s.rt, image, re.To, re.Runs)
+	if err := r.client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating the re-embed Job %s: %w", key.Name, err)
+	}
+	return &batchv1.Job{ObjectMeta: job.ObjectMeta}, nil
+}
+
+func (r reembedder) deleteReembedJob(ctx context.Context, s *runtimeScope, run int32) error {
+	if run == 0 {
+		return nil
+	}
+	job := &batchv1.Job{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: s.rt.Namespace, Name: naming.ReembedJobName(s.rt.Name, run)}, job)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(job, s.rt)) {
+		return nil // gone, or someone else's: never deleted
+	}
+	if err == nil {
+		err = r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &job.UID})
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the re-embed Job %s: %w", naming.ReembedJobName(s.rt.Name, run), err)
+	}
+	return nil
+}
+
+// jobFinished is the Job's condition of type t when True, else nil.
+func jobFinished(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package jobrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
+)
+
+// fakeEmbedder is an OpenAI-compatible /v1/embeddings server of 384
+// dimensions (a vector derived from each text), or, while down, one that
+// answers 400 to everything.
+type fakeEmbedder struct {
+	srv   *httptest.Server
+	down  atomic.Bool
+	calls atomic.Int64
+}
+
+func newFakeEmbedder(t *testing.T) *fakeEmbedder {
+	f := &fakeEmbedder{}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if f.down.Load() || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, `{"error":{"message":"down"}}`, http.StatusBadRequest)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		out := struct {
+			Data []item `json:"data"`
+		}{}
+		for i, text := range req.Input {
+			out.Data = append(out.Data, item{Index: i, Embedding: fakeVector(text)})
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func fakeVector(text string) []float32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(text))
+	v := make([]float32, dims)
+	v[int(h.Sum32())%dims] = 1
+	return v
+}
+
+// TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder: `manager job
+// --ops=reembed` with the embedder down ends within its bound, exit code
+// 3, nothing filled and nothing lost; with the embedder back the next run
+// fills every row (from where the rows left off), and the switch finds
+// none left and the fake's vectors in place.
+func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
+	jt := newJobTenant(t)
+	for i := range 5 {
+		jt.add(t, "alice", fmt.Sprintf("memory %d about topic %d", i, i*7), "project")
+	}
+	ctx := context.Background()
+	target := memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
+	to := memory.ReembedNamed("openai", "m2", dims)
+	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), to); err != nil {
+		t.Fatal(err)
+	}
+	fake := newFakeEmbedder(t)
+	args := []string{"--ops=reembed", "--reembed-provider=openai", "--reembed-model=m2", "--reembed-endpoint=" + fake.srv.URL + "/v1",
+		fmt.Sprintf("--reembed-dimensions=%d", dims), "--reembed-pace=0.1"}
+
+	fake.down.Store(true)
+	start := time.Now()
+	code, sum, _ := runMain(t, jt, append(args, "--reembed-unreachable-after=1500ms")...)
+	took := time.Since(start)
+	t.Logf("embedder down: exit %d after %s, %d calls: %s", code, took.Round(time.Millisecond), fake.calls.Load(), sum.Message)
+	if code != ExitEmbedderUnreachable || sum.Result != memory.RunFailed || !strings.Contains(sum.Message, "embedder kept failing") {
+		t.Errorf("exit %d, summary %+v; want exit %d and a failed run naming the embedder", code, sum, ExitEmbedderUnreachable)
+	}
+	if took > 20*time.Second || fake.calls.Load() < 2 {
+		t.Errorf("the run took %s with %d calls: want a few retries within the bound", took, fake.calls.Load())
+	}
+	p, err := memory.ReadReembedProgress(ctx, jt.admin, target)
+	if err != nil || p.Phase != memory.ReembedPhaseFilling || p.Filled != 0 || p.LeftTotal != 5 {
+		t.Fatalf("after the failed run: %+v (%v), want filling, 0 filled, 5 left", p, err)
+	}
+
+	fake.down.Store(false)
+	code, sum, _ = runMain(t, jt, args...)
+	if code != 0 || sum.Result != memory.RunSucceeded || affected(sum)[OpReembed] != 5 {
+		t.Fatalf("with the embedder back: exit %d, %+v; want 5 rows filled", code, sum)
+	}
+	if err := memory.ReembedSwitch(ctx, jt.admin, target); err != nil {
+		t.Fatal(err)
+	}
+	var wrong int
+	rows, err := jt.admin.Query(ctx, `SELECT content, embedding::text FROM `+jt.schema+`.memories`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var content, vec string
+		if err := rows.Scan(&content, &vec); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if want, _ := json.Marshal(fakeVector(content)); strings.ReplaceAll(vec, " ", "") != string(want) {
+			wrong++
+		}
+	}
+	if rows.Err() != nil || n != 5 || wrong != 0 {
+		t.Errorf("after the switch: %d memories, %d without the new model's vector (%v)", n, wrong, rows.Err())
+	}
+}
+
+// scriptedFiller answers FillBatch from a script of results.
+type scriptedFiller struct {
+	script []fillStep
+	calls  int
+}
+
+type fillStep struct {
+	n    int64
+	done bool
+	err  error
+	took time.Duration
+}
+
+func (f *scriptedFiller) FillBatch(context.Context, int) (int64, bool, error) {
+	s := f.script[min(f.calls, len(f.script)-1)]
+	f.calls++
+	time.Sleep(s.took)
+	return s.n, s.done, s.err
+}
+
+// TestReembedLoopPacesBacksOffAndStops: a pause after each batch in
+// proportion to its duration; on embedder errors a doubling backoff that
+// starts again after a success; a database error ends the run; an ended
+// re-embed is done; MaxRun ends a run with rows left.
+func TestReembedLoopPacesBacksOffAndStops(t *testing.T) {
+	embErr := embedderError{errors.New("503")}
+	f := &scriptedFiller{script: []fillStep{
+		{n: 10, took: 20 * time.Millisecond}, {err: embErr}, {err: embErr}, {n: 5, took: 20 * time.Millisecond}, {err: embErr}, {done: true},
+	}}
+	var slept []time.Duration
+	loop := ReembedLoop{Filler: f, Batch: 10, Pace: 2, MaxRun: time.Minute, UnreachableAfter: time.Minute,
+		sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}
+	res, err := loop.Run(context.Background())
+	if err != nil || !res.Done || res.Filled != 15 || res.Batches != 2 {
+		t.Fatalf("Run = %+v, %v; want done, 15 filled in 2 batches", res, err)
+	}
+	// pace ≥ 2×20ms, backoff 1s, 2s, pace, backoff 1s again.
+	if len(slept) != 5 || slept[0] < 40*time.Millisecond || slept[1] != time.Second || slept[2] != 2*time.Second ||
+		slept[3] < 40*time.Millisecond || slept[4] != time.Second {
+		t.Errorf("pauses %v", slept)
+	}
+
+	dbErr := &scriptedFiller{script: []fillStep{{n: 3}, {err: errors.New("connection reset")}}}
+	loop.Filler = dbErr
+	if _, err := loop.Run(context.Background()); err == nil || errors.Is(err, ErrEmbedderUnreachable) {
+		t.Errorf("a database error: %v, want a failed run that is not the embedder's", err)
+	}
+	loop.Filler = &scriptedFiller{script: []fillStep{{err: memory.ErrReembedNotFilling}}}
+	if res, err := loop.Run(context.Background()); err != nil || !res.Done {
+		t.Errorf("an ended re-embed: %+v, %v; want done", res, err)
+	}
+	loop.Filler, loop.MaxRun = &scriptedFiller{script: []fillStep{{n: 1, took: 5 * time.Millisecond}}}, 30*time.Millisecond
+	loop.Pace = 0
+	if res, err := loop.Run(context.Background()); err != nil || res.Done || res.Filled == 0 {
+		t.Errorf("MaxRun: %+v, %v; want a run that stopped with rows left", res, err)
+	}
+}
