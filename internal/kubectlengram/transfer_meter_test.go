@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/memory/portable"
 )
 
 // fakeTerminal is stderr as a terminal: what the plugin draws there.
@@ -27,8 +26,8 @@ type fakeTerminal struct{ bytes.Buffer }
 // counting the whole snapshot (4 records), recs, and a trailer over them.
 func exportPartText(t *testing.T, after, next string, recs ...string) string {
 	t.Helper()
-	h, err := json.Marshal(portable.Header{Kind: portable.KindHeader, FormatVersion: portable.FormatVersion, Scope: "tenant",
-		After: after, Counts: map[string]int64{portable.KindMemory: 3, portable.KindHistory: 1}})
+	h, err := json.Marshal(memory.ExportHeader{Kind: memory.ExportKindHeader, FormatVersion: memory.ExportFormatVersion, Scope: "tenant",
+		After: after, Counts: map[string]int64{memory.ExportKindMemory: 3, memory.ExportKindHistory: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +38,11 @@ func exportPartText(t *testing.T, after, next string, recs ...string) string {
 		sum.Write([]byte(l + "\n"))
 		var env struct{ Kind string }
 		_ = json.Unmarshal([]byte(l), &env)
-		if env.Kind != portable.KindHeader {
+		if env.Kind != memory.ExportKindHeader {
 			counts[env.Kind]++
 		}
 	}
-	tr, err := json.Marshal(portable.Trailer{Kind: portable.KindTrailer, Counts: counts, Lines: int64(len(lines)),
+	tr, err := json.Marshal(memory.ExportTrailer{Kind: memory.ExportKindTrailer, Counts: counts, Lines: int64(len(lines)),
 		SHA256: hex.EncodeToString(sum.Sum(nil)), Complete: next == "", Next: next})
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +60,8 @@ func fakeRecord(kind string, i int) string {
 func fakeTransferService(t *testing.T) (string, string) {
 	t.Helper()
 	parts := map[string]string{
-		"":   exportPartText(t, "", "c1", fakeRecord(portable.KindMemory, 1), fakeRecord(portable.KindMemory, 2)),
-		"c1": exportPartText(t, "c1", "", fakeRecord(portable.KindMemory, 3), fakeRecord(portable.KindHistory, 4)),
+		"":   exportPartText(t, "", "c1", fakeRecord(memory.ExportKindMemory, 1), fakeRecord(memory.ExportKindMemory, 2)),
+		"c1": exportPartText(t, "c1", "", fakeRecord(memory.ExportKindMemory, 3), fakeRecord(memory.ExportKindHistory, 4)),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, r *http.Request) {
@@ -70,8 +69,8 @@ func fakeTransferService(t *testing.T) (string, string) {
 	})
 	mux.HandleFunc("POST /v1/import", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		_ = json.NewEncoder(w).Encode(memory.ImportResult{Owners: 1, Records: map[string]int64{portable.KindMemory: 2},
-			Inserted: map[string]int64{portable.KindMemory: 2}, Existing: map[string]int64{}})
+		_ = json.NewEncoder(w).Encode(memory.ImportResult{Owners: 1, Records: map[string]int64{memory.ExportKindMemory: 2},
+			Inserted: map[string]int64{memory.ExportKindMemory: 2}, Existing: map[string]int64{}})
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -12,6 +12,7 @@ type (
 	ExportRequest  = portable.ExportRequest
 	ExportInfo     = portable.Info
 	ExportEmbedder = portable.Embedder
+	ExportHeader   = portable.Header
 	ExportTrailer  = portable.Trailer
 	ExportCounts   = portable.Counts
 	ImportRequest  = portable.ImportRequest
@@ -36,9 +37,11 @@ func (s *Store) Import(ctx context.Context, req ImportRequest) (*ImportResult, e
 const (
 	ExportKindHeader     = portable.KindHeader
 	ExportKindMemory     = portable.KindMemory
+	ExportKindHistory    = portable.KindHistory
 	ExportKindCheckpoint = portable.KindCheckpoint
 	ExportKindTrailer    = portable.KindTrailer
 	ExportMaxLineBytes   = portable.MaxLineBytes
+	ExportFormatVersion  = portable.FormatVersion
 )
 
 // ChunkExport cuts an export file into import bodies of whole owners of at
