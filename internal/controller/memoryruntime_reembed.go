@@ -96,6 +96,25 @@ func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to 
 // change of target, a Job to start or wait for, or the switch.
 func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memoryv1alpha1.RuntimeEmbedder) (bool, error) {
 	re := s.rt.Status.Reembed
+	// The database first: status is written after the step it records, so
+	// a lost write leaves status behind the tenant, never ahead of it.
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	p, err := memory.ReadReembedProgress(dbctx, s.pool, reembedTarget(s))
+	if err != nil {
+		return false, fmt.Errorf("%s", scrubAdmin(err.Error(), s.admin))
+	}
+	if p.Phase != memory.ReembedPhaseFilling && p.Current == reembedID(re.To) {
+		// Switched, the status write lost: the column holds re.To's vectors
+		// whatever the spec now says, so that is recorded before a rollback
+		// (which would otherwise record re.From over re.To's vectors) or a
+		// new target is acted on, in the next pass.
+		if err := r.finishSwitch(ctx, s, re); err != nil {
+			return false, err
+		}
+		s.requeue.at(time.Second)
+		return true, nil
+	}
 	if want == re.From {
 		return false, r.abortReembed(ctx, s, re, "spec.embedding was set back")
 	}
@@ -106,17 +125,15 @@ func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memo
 		}
 		return r.beginReembed(ctx, s, re.From, want)
 	}
-	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
-	defer cancel()
-	p, err := memory.ReadReembedProgress(dbctx, s.pool, reembedTarget(s))
-	if err != nil {
-		return false, fmt.Errorf("%s", scrubAdmin(err.Error(), s.admin))
-	}
 	if p.Phase != memory.ReembedPhaseFilling {
-		if p.Current == reembedID(re.To) {
-			return false, r.finishSwitch(ctx, s, re) // switched, the status write lost
-		}
 		return r.beginReembed(ctx, s, re.From, re.To) // resumes an interrupted Begin
+	}
+	if p.Next != reembedID(re.To) || p.Current != reembedID(re.From) {
+		// The tenant fills toward another embedder than status records (a
+		// retarget whose status write was lost): Begin aborts it (ErrBusy)
+		// and begins toward re.To, so a Job of the other target can never
+		// fill the rows a switch then records as re.To's.
+		return r.beginReembed(ctx, s, re.From, re.To)
 	}
 	re.Filled, re.Left = p.Filled, p.LeftTotal
 	job, err := r.ensureReembedJob(ctx, s, re)

@@ -134,6 +134,10 @@ func swapColumns(ctx context.Context, tx pgx.Tx, t Target, next Embedder, coveri
 	for _, vt := range vectorTables {
 		table := t.table(vt.name)
 		stmts = append(stmts,
+			// The guard of an earlier switch depends on the column (its WHEN
+			// and UPDATE OF name it): PostgreSQL refuses the drop while it
+			// is there. installGuard puts it back on the new column.
+			`DROP TRIGGER IF EXISTS `+guardTrigger+` ON `+table,
 			`ALTER TABLE `+table+` DROP COLUMN embedding`, // with its covering and todo indexes
 			`ALTER TABLE `+table+` RENAME COLUMN embedding_next TO embedding`)
 		if t.Login != "" {
