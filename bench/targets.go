@@ -323,7 +323,7 @@ func clientVectorTargets(c *ClientVectorsReport) []Target {
 			continue
 		}
 		t := Target{Name: "service CPU per " + r.Name + ", client vector / embedded by the service", Goal: "<= 1.0",
-			Measured: fmt.Sprintf("%.2f (%.2f / %.2f ms)", r.CPU, r.ClientCPU.TotalMs(), r.ServerCPU.TotalMs()),
+			Measured: fmt.Sprintf("%.3f (%.2f / %.2f ms)", r.CPU, r.ClientCPU.TotalMs(), r.ServerCPU.TotalMs()),
 			Met:      r.CPU > 0 && r.CPU <= 1,
 			Note:     "builtin embedder on the server side; both sides in the same slices"}
 		if !t.Met && r.CPU > 0 {
