@@ -72,7 +72,15 @@ type clientVectorItem struct {
 	Embedding []float32 `json:"embedding,omitempty"`
 }
 
+// cvPart holds the client vectors part's steps (the harness has enough
+// methods of its own).
+type cvPart struct{ *harness }
+
 func (h *harness) runClientVectors(ctx context.Context) (*ClientVectorsReport, error) {
+	return (&cvPart{h}).run(ctx)
+}
+
+func (h *cvPart) run(ctx context.Context) (*ClientVectorsReport, error) {
 	sc := h.scale
 	owners := max(2, sc.FilterOwners) // one owner of each kind at least
 	rep := &ClientVectorsReport{Owners: owners, PerOwner: sc.PerOwner}
@@ -117,7 +125,7 @@ func (h *harness) runClientVectors(ctx context.Context) (*ClientVectorsReport, e
 
 // loadClientVectors writes every memory through the batch API, owners
 // interleaved; the even owners' batches carry the client's embeddings.
-func (h *harness) loadClientVectors(ctx context.Context, api *apiClient, emb memory.Embedder, owners int) (LoadStats, LoadStats, error) {
+func (h *cvPart) loadClientVectors(ctx context.Context, api *apiClient, emb memory.Embedder, owners int) (LoadStats, LoadStats, error) {
 	per := h.scale.PerOwner
 	mk := func() LoadStats { return LoadStats{BatchSize: loadBatch, Concurrency: 1, Actions: map[string]int{}} }
 	st := [2]LoadStats{mk(), mk()} // client, server
@@ -209,7 +217,7 @@ func exactRecall(vec []float32, rows []ownerRow, got []string, k int) float64 {
 
 // clientVectorRecall sends vector searches with a client `vector` (no query
 // text) and compares each answer with brute force over the owner's rows.
-func (h *harness) clientVectorRecall(ctx context.Context, api *apiClient, raw *rawSQL, owners int) ([]ClientVectorRecall, error) {
+func (h *cvPart) clientVectorRecall(ctx context.Context, api *apiClient, raw *rawSQL, owners int) ([]ClientVectorRecall, error) {
 	kinds := []string{"builtin embedding of a query (the runtime's model)", "random unit vectors (another model)"}
 	out := make([]ClientVectorRecall, len(kinds))
 	sums := make([]float64, len(kinds))

@@ -46,7 +46,7 @@ const (
 
 // cvPools builds the searches and one pool of fresh memories per add side
 // (server, sparse, server again, dense), all embedded here before any timing.
-func (h *harness) cvPools(ctx context.Context, emb memory.Embedder, owners int) ([]cvQuery, [4][]cvAdd, error) {
+func (h *cvPart) cvPools(ctx context.Context, emb memory.Embedder, owners int) ([]cvQuery, [4][]cvAdd, error) {
 	rng := rand.New(rand.NewPCG(31, 77))
 	queries := make([]cvQuery, cvQueries)
 	for i := range queries {
@@ -108,7 +108,7 @@ func jsonBytes(v any) int {
 // embedded by the service and with the client's vector, and vector search
 // and add with dense client vectors beside another server side of each:
 // all ten sides in the same alternating slices at concurrency 1.
-func (h *harness) measureClientVectors(ctx context.Context, svc *benchService, db *benchDB, emb memory.Embedder, owners int) ([]ClientVectorRow, error) {
+func (h *cvPart) measureClientVectors(ctx context.Context, svc *benchService, db *benchDB, emb memory.Embedder, owners int) ([]ClientVectorRow, error) {
 	queries, adds, err := h.cvPools(ctx, emb, owners)
 	if err != nil {
 		return nil, err
