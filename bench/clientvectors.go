@@ -172,8 +172,8 @@ func (h *cvPart) loadClientVectors(ctx context.Context, api *apiClient, emb memo
 
 // randomUnitVector is a direction no embedder of the runtime produced (a
 // client's other model, say): exactness must not depend on the vectors.
-func randomUnitVector(rng *rand.Rand, dims int) []float32 {
-	v := make([]float32, dims)
+func randomUnitVector(rng *rand.Rand) []float32 {
+	v := make([]float32, benchDims)
 	var norm float64
 	for i := range v {
 		x := rng.NormFloat64()
@@ -241,7 +241,7 @@ func (h *cvPart) clientVectorRecall(ctx context.Context, api *apiClient, raw *ra
 		if err != nil {
 			return nil, err
 		}
-		for i, vec := range [][]float32{qv, randomUnitVector(rng, benchDims)} {
+		for i, vec := range [][]float32{qv, randomUnitVector(rng)} {
 			var res apiSearchResult
 			if err := api.post(ctx, ownerPath(owner, "/search"), map[string]any{"mode": "vector", "vector": vec, "topK": topK}, &res); err != nil {
 				return nil, err

@@ -51,7 +51,7 @@ func (h *cvPart) cvPools(ctx context.Context, emb memory.Embedder, owners int) (
 	queries := make([]cvQuery, cvQueries)
 	for i := range queries {
 		owner := ownerName(rng.IntN(owners))
-		queries[i] = cvQuery{owner: owner, text: h.corpus.query(rng, owner, rng.IntN(h.scale.PerOwner)), dense: randomUnitVector(rng, benchDims)}
+		queries[i] = cvQuery{owner: owner, text: h.corpus.query(rng, owner, rng.IntN(h.scale.PerOwner)), dense: randomUnitVector(rng)}
 		v, err := emb.Embed(ctx, []string{queries[i].text})
 		if err != nil {
 			return nil, [4][]cvAdd{}, err
@@ -72,7 +72,7 @@ func (h *cvPart) cvPools(ctx context.Context, emb memory.Embedder, owners int) (
 				}
 				a.vec = v[0]
 			case cvDense:
-				a.vec = randomUnitVector(rng, benchDims)
+				a.vec = randomUnitVector(rng)
 			}
 			adds[side][i] = a
 		}

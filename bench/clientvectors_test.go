@@ -54,8 +54,8 @@ func TestExactRecall(t *testing.T) {
 // dimensions, unit length (a direction the API accepts), and come from the
 // seed alone.
 func TestRandomUnitVector(t *testing.T) {
-	a := randomUnitVector(rand.New(rand.NewPCG(1, 2)), benchDims)
-	b := randomUnitVector(rand.New(rand.NewPCG(1, 2)), benchDims)
+	a := randomUnitVector(rand.New(rand.NewPCG(1, 2)))
+	b := randomUnitVector(rand.New(rand.NewPCG(1, 2)))
 	if len(a) != benchDims {
 		t.Fatalf("%d dimensions, want %d", len(a), benchDims)
 	}
