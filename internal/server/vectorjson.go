@@ -66,10 +66,7 @@ func parseNumberArray(data []byte) (vec []float32, ok bool) {
 	}
 	for i < len(data) { // each pass consumes a number and what follows it
 		start := i
-		for i < len(data) && isNumberByte(data[i]) {
-			i++
-		}
-		if !isJSONNumber(data[start:i]) {
+		if i = scanJSONNumber(data, i); i < 0 {
 			return nil, false
 		}
 		f, err := strconv.ParseFloat(string(data[start:i]), 32)
@@ -93,10 +90,10 @@ func parseNumberArray(data []byte) (vec []float32, ok bool) {
 	return nil, false
 }
 
-// isJSONNumber reports whether b is a number in JSON's grammar:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func isJSONNumber(b []byte) bool {
-	i := 0
+// scanJSONNumber returns the end of the number in JSON's grammar
+// (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?) that starts at b[i], or
+// -1 when none starts there or the next byte could continue it.
+func scanJSONNumber(b []byte, i int) int {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
@@ -106,14 +103,14 @@ func isJSONNumber(b []byte) bool {
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
 		i = skipDigits(b, i)
 	default:
-		return false
+		return -1
 	}
 	if i < len(b) && b[i] == '.' {
-		if j := skipDigits(b, i+1); j > i+1 {
-			i = j
-		} else {
-			return false
+		j := skipDigits(b, i+1)
+		if j == i+1 {
+			return -1
 		}
+		i = j
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
@@ -122,11 +119,14 @@ func isJSONNumber(b []byte) bool {
 		}
 		j := skipDigits(b, i)
 		if j == i {
-			return false
+			return -1
 		}
 		i = j
 	}
-	return i == len(b)
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || b[i] == '+' || b[i] == '-' || (b[i] >= '0' && b[i] <= '9')) {
+		return -1 // 01, 1.5.2, 1e5e: not one JSON number
+	}
+	return i
 }
 
 func skipDigits(b []byte, i int) int {
@@ -134,10 +134,6 @@ func skipDigits(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-func isNumberByte(c byte) bool {
-	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
 
 func skipSpace(data []byte, i int) int {

@@ -105,6 +105,7 @@ func TestJSONVectorAnswersAsBefore(t *testing.T) {
 		`[3.4028236e38]`, `[1, 2, 1e39, "x"]`,
 		// refused: 400 (not JSON)
 		`[NaN]`, `[Infinity]`, `[-Inf]`, `[1,]`, `[1 2]`, `[01]`, `[1.]`, `[.5]`, `[+1]`, `[1,2`, `[0x10]`, `[1_000]`,
+		`[-]`, `[1e]`, `[1e+]`, `[-01]`, `[1.5.2]`, `[1e5e5]`, `[--1]`, `[1-2]`, `[1+2]`, `[0.]`, `[-.5]`, `[1E-]`,
 	}
 	long := "[" + strings.Repeat("0.125,", 4999) + "1]"
 	vectors = append(vectors, long, "["+strings.Repeat("1e39,", 99)+"1]")
@@ -318,6 +319,25 @@ func FuzzJSONVector(f *testing.F) {
 		}
 		if errWant == nil && !sameFloats(got, want) {
 			t.Fatalf("%q: jsonVector %v, encoding/json %v", data, got, want)
+		}
+	})
+}
+
+// FuzzVectorBodies: any body decodes into today's add, update and search
+// bodies exactly as into the old ones: the same problem, or the same value.
+func FuzzVectorBodies(f *testing.F) {
+	for _, seed := range append(vectorBodies("vector", `[1, -0.5e-3]`), vectorBodies("embedding", `[null, 1e39]`)...) {
+		f.Add(uint8(0), []byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		pair := bodyPairs[int(kind)%len(bodyPairs)]
+		now, old := pair.now(), pair.old()
+		pNow, pOld := decodeStrict(body, now, ""), decodeStrict(body, old, "")
+		if !reflect.DeepEqual(pNow, pOld) {
+			t.Fatalf("%s %q:\n now %+v\n was %+v", pair.name, body, pNow, pOld)
+		}
+		if pNow == nil && !sameDecoded(now, old) {
+			t.Fatalf("%s %q: decoded %+v, was %+v", pair.name, body, now, old)
 		}
 	})
 }

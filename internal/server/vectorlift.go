@@ -33,6 +33,9 @@ func (b *searchBody) clientVectorField() (string, *jsonVector) { return "vector"
 // when the ordinary path must decode it (v is then zero again).
 func decodeLifted(trimmed []byte, v any, vc vectorCarrier) bool {
 	name, dst := vc.clientVectorField()
+	if !bytes.Contains(trimmed, []byte(`"`+name+`"`)) {
+		return false // no vector (the service embeds): nothing to lift
+	}
 	rest, vec, ok := liftVector(trimmed, name)
 	if !ok {
 		return false
