@@ -13,8 +13,10 @@ import (
 // add and update, `vector` on search). encoding/json decodes []float32 one
 // reflected element at a time, which made a 384-number array cost the
 // service more CPU than embedding the text with the builtin embedder
-// (issue 31, docs/performance.md "Client vectors"). UnmarshalJSON parses a
-// plain array of numbers directly, with strconv.ParseFloat(…, 32) as
+// (issue 31, docs/performance.md "The vector decoder"). decodeStrict
+// usually takes the member out of the body before encoding/json sees it
+// (decodeLifted); otherwise UnmarshalJSON parses a plain array of numbers
+// directly, with strconv.ParseFloat(…, 32) as
 // encoding/json does, so the values are bit for bit the same. Anything
 // else (null elements, strings, objects, numbers beyond float32) goes to
 // encoding/json; when that refuses it, decodeStrict decodes the body again
