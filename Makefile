@@ -226,7 +226,7 @@ N ?=
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: ## Short benchmark (about 17 min): service vs raw SQL and on Citus vs plain, filtered search, conversations, jobs, operator; writes bench/results/.
+bench: ## Short benchmark (about 17 min): service vs raw SQL and on Citus vs plain, filtered search, client vectors, conversations, jobs, operator; writes bench/results/.
 	@$(call run-bench,short)
 
 .PHONY: bench-full

@@ -13,6 +13,9 @@
 //     exported through GET /v1/export and imported into another;
 //   - filtered search (filters.go): recall against the exact answer over
 //     what a filter keeps, and latency beside unfiltered search;
+//   - client vectors (clientvectors.go): add and search with the client's
+//     own `embedding` and `vector` beside the same requests embedded by
+//     the service, and recall of client-vector search against brute force;
 //   - the overhead of reranking (rerank.go): hybrid search with and without
 //     a reranker, against a fake /rerank server that answers at once;
 //   - on request (--parts=secrets), the operator's memory with 1,000
@@ -104,7 +107,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, about 11 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,filters,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
+	fs.StringVar(&o.parts, "parts", "service,filters,clientvectors,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default: 200 short, 1,000 full; up to 5,000: make bench-full N=5000)")
@@ -249,10 +252,12 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 			rep.Transfer, err = h.runTransfer(ctx)
 		case "filters":
 			rep.Filters, err = h.runFilters(ctx)
+		case "clientvectors":
+			rep.ClientVectors, err = h.runClientVectors(ctx)
 		case "rerank":
 			rep.Rerank, err = h.runRerank(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters or rerank)")
+			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors or rerank)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

@@ -23,6 +23,9 @@ func markdown(rep *Report) string {
 	if f := rep.Filters; f != nil {
 		filtersMarkdown(p, f)
 	}
+	if c := rep.ClientVectors; c != nil {
+		clientVectorsMarkdown(p, c)
+	}
 	if c := rep.Conversation; c != nil {
 		conversationMarkdown(p, rep.Scale, c)
 	}

@@ -27,6 +27,8 @@ type Report struct {
 	Transfer *TransferReport `json:"transfer,omitempty"`
 	// Filters is the filtered search part (filters.go).
 	Filters *FiltersReport `json:"filters,omitempty"`
+	// ClientVectors is the client vectors part (clientvectors.go).
+	ClientVectors *ClientVectorsReport `json:"clientVectors,omitempty"`
 	// Rerank is the reranking overhead part (rerank.go).
 	Rerank  *RerankReport `json:"rerank,omitempty"`
 	Targets []Target      `json:"targets"`

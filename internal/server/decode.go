@@ -76,9 +76,15 @@ func decodeStrict(body []byte, v any, prefix string) *Problem {
 		}
 		return newProblem(probMalformed, "the request body is not valid JSON")
 	}
+	if vc, ok := v.(vectorCarrier); ok && decodeLifted(trimmed, v, vc) {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if p, ok := vectorFallback(err, trimmed, v, prefix); ok {
+			return p
+		}
 		return decodeProblem(err, prefix)
 	}
 	if _, err := dec.Token(); err != io.EOF {

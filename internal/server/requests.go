@@ -20,7 +20,7 @@ type addBody struct {
 	Importance int           `json:"importance,omitempty"`
 	TTL        string        `json:"ttl,omitempty"`
 	// Embedding is the client's own vector of Content.
-	Embedding []float32 `json:"embedding,omitempty"`
+	Embedding jsonVector `json:"embedding,omitempty"`
 	// Metadata (a JSON object, kept as sent: numbers exact) and Tags.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	Tags     []string        `json:"tags,omitempty"`
@@ -59,7 +59,7 @@ type updateBody struct {
 	Category   *string       `json:"category,omitempty"`
 	Importance *int          `json:"importance,omitempty"`
 	TTL        *string       `json:"ttl,omitempty"`
-	Embedding  []float32     `json:"embedding,omitempty"`
+	Embedding  jsonVector    `json:"embedding,omitempty"`
 	// Metadata replaces the memory's ({} clears it), Tags its tags ([]
 	// clears them).
 	Metadata json.RawMessage `json:"metadata,omitempty"`
@@ -76,7 +76,7 @@ type searchBody struct {
 	Agent      string            `json:"agent,omitempty"`
 	Session    string            `json:"session,omitempty"`
 	Query      string            `json:"query"`
-	Vector     []float32         `json:"vector,omitempty"`
+	Vector     jsonVector        `json:"vector,omitempty"`
 	Mode       memory.SearchMode `json:"mode,omitempty"`
 	TopK       int               `json:"topK,omitempty"`
 	Categories []string          `json:"categories,omitempty"`
