@@ -49,31 +49,41 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 	spec := batchv1.JobSpec{
 		BackoffLimit:          ptr.To[int32](0),
 		ActiveDeadlineSeconds: ptr.To(ptr.Deref(rj.Spec.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)),
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
-			Spec: corev1.PodSpec{
-				RestartPolicy:                corev1.RestartPolicyNever,
-				AutomountServiceAccountToken: ptr.To(false),
-				EnableServiceLinks:           ptr.To(false),
-				SecurityContext:              podSecurityContext(),
-				Containers: []corev1.Container{{
-					Name:                     naming.ContainerJob,
-					Image:                    image,
-					Command:                  JobCommand(rj),
-					Resources:                withEphemeralStorage(JobResources(rj)),
-					Env:                      append(tenantEnv(rt), exportEnv(rj)...),
-					SecurityContext:          containerSecurityContext(),
-					TerminationMessagePath:   naming.TerminationLogPath,
-					TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-					VolumeMounts:             []corev1.VolumeMount{mount(volumeConfig, naming.ConfigDir), mount(volumeTmp, "/tmp")},
-				}},
-				Volumes: []corev1.Volume{configVolume(rt), tmpVolume()},
-			},
-		},
+		Template:              jobPod(rt, image, labels, JobCommand(rj), JobResources(rj), append(tenantEnv(rt), exportEnv(rj)...)),
 	}
 	withExportVolume(rj, &spec.Template.Spec)
-	jobScheduling(rt, &spec.Template.Spec)
 	return spec
+}
+
+// jobPod is the pod of every Job the operator runs for a tenant (the
+// RetentionJobs' runs and the re-embed): one job container of the
+// service's image, the tenant's config mounted, nothing of the
+// Kubernetes API, the runtime's scheduling.
+func jobPod(rt *memoryv1alpha1.MemoryRuntime, image string, labels map[string]string, cmd []string,
+	res corev1.ResourceRequirements, env []corev1.EnvVar) corev1.PodTemplateSpec {
+	pod := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			SecurityContext:              podSecurityContext(),
+			Containers: []corev1.Container{{
+				Name:                     naming.ContainerJob,
+				Image:                    image,
+				Command:                  cmd,
+				Resources:                withEphemeralStorage(res),
+				Env:                      env,
+				SecurityContext:          containerSecurityContext(),
+				TerminationMessagePath:   naming.TerminationLogPath,
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				VolumeMounts:             []corev1.VolumeMount{mount(volumeConfig, naming.ConfigDir), mount(volumeTmp, "/tmp")},
+			}},
+			Volumes: []corev1.Volume{configVolume(rt), tmpVolume()},
+		},
+	}
+	jobScheduling(rt, &pod.Spec)
+	return pod
 }
 
 // JobCommand is the job container's command: the operations in canonical order.

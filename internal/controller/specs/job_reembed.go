@@ -56,31 +56,10 @@ func ReembedJob(rt *memoryv1alpha1.MemoryRuntime, image string, to memoryv1alpha
 				Values:        []int32{ReembedExitUnreachable},
 			},
 		}}},
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels},
-			Spec: corev1.PodSpec{
-				RestartPolicy:                corev1.RestartPolicyNever,
-				AutomountServiceAccountToken: ptr.To(false),
-				EnableServiceLinks:           ptr.To(false),
-				SecurityContext:              podSecurityContext(),
-				Containers: []corev1.Container{{
-					Name:    naming.ContainerJob,
-					Image:   image,
-					Command: cmd,
-					Resources: withEphemeralStorage(corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
-						Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
-					}),
-					Env:                      tenantEnv(rt),
-					SecurityContext:          containerSecurityContext(),
-					TerminationMessagePath:   naming.TerminationLogPath,
-					TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-					VolumeMounts:             []corev1.VolumeMount{mount(volumeConfig, naming.ConfigDir), mount(volumeTmp, "/tmp")},
-				}},
-				Volumes: []corev1.Volume{configVolume(rt), tmpVolume()},
-			},
-		},
+		Template: jobPod(rt, image, meta.Labels, cmd, corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+		}, tenantEnv(rt)),
 	}
-	jobScheduling(rt, &spec.Template.Spec)
 	return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta, Spec: spec}
 }
