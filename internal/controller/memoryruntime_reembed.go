@@ -22,9 +22,11 @@ import (
 // A re-embed (issue 29, docs/decisions.md "Re-embedding on a model
 // change"): a spec.embedding change on a tenant with vectors begins one
 // (memory.ReembedBegin, as the owner role), a Job owned by the runtime fills the
-// new vectors with the spec's embedder (`manager job --ops=reembed`), and
-// once a Job completed with no row left the operator switches the columns
-// (memory.ReembedSwitch) and records the new embedder in status.embedding; the
+// new vectors with the spec's embedder (`manager job --ops=reembed`) and
+// keeps filling the rows the service writes until the switch; whenever the
+// operator reads no row left (while the Job runs, or once it completed) it
+// switches the columns (memory.ReembedSwitch, which counts again under its
+// lock) and records the new embedder in status.embedding; the
 // reconcile then rolls the service out with it. Until then the reconcile
 // stops here: the service's config and Deployment keep the recorded
 // embedder, and other spec changes wait.
@@ -32,8 +34,13 @@ import (
 // Timing of a re-embed's reconciles.
 const (
 	// reembedPoll: how often a running Job's progress is read (the Job's
-	// own events wake the reconcile at its end).
-	reembedPoll = 15 * time.Second
+	// own events wake the reconcile at its end); reembedPollNear when at
+	// most reembedNearRows rows are left: the switch is tried whenever a
+	// read finds none, and the Job keeps up with the service's writes
+	// until then (hostile review H4), so the sooner the better.
+	reembedPoll     = 15 * time.Second
+	reembedPollNear = 2 * time.Second
+	reembedNearRows = 256
 	// reembedRetryAfter: the pause after a failed Job before the next.
 	reembedRetryAfter = time.Minute
 )
@@ -56,6 +63,24 @@ func reembedTarget(s *runtimeScope) memory.ReembedTarget {
 
 // beginReembed starts re-embedding the tenant's vectors from to.
 func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to memoryv1alpha1.RuntimeEmbedder) (bool, error) {
+	prev := s.rt.Status.Reembed
+	// Job names go on counting across re-embeds: a Job of an earlier one
+	// that the cache still holds is never taken for this one's.
+	var runs int32
+	if prev != nil {
+		runs = prev.Runs
+	}
+	now := metav1.Now()
+	next := &memoryv1alpha1.ReembedStatus{From: from, To: to, Phase: memoryv1alpha1.ReembedFilling, StartedAt: &now, Runs: runs + 1}
+	if !reembedActive(prev) {
+		// The intent first, in a status write of its own: a re-embed begun
+		// in the database is always one status records, so a status write
+		// lost after Begin cannot leave one that nothing aborts when
+		// spec.embedding is set back (hostile review M1).
+		if err := r.recordReembedIntent(ctx, s, next); err != nil {
+			return false, err
+		}
+	}
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
 	t := reembedTarget(s)
@@ -72,6 +97,7 @@ func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to 
 			"a tenant on Citus is not supported yet, so the change is not rolled out and the service keeps %s. Set spec.embedding back to %s, "+
 			"or create a runtime with the new embedder and move the data into it: export without vectors, import into the new runtime, "+
 			"which embeds every record again (docs/export.md)", embedderName(to), embedderName(from), embedderName(from), embedderName(from))
+		s.rt.Status.Reembed = prev // nothing begun: the intent goes with this pass's status write
 		r.warnEmbedderOnce(s, msg)
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed, msg)
 		s.requeue.at(r.opts.GrantCheckInterval)
@@ -80,16 +106,26 @@ func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to 
 	if err != nil {
 		return false, fmt.Errorf("beginning the re-embed from %s to %s: %s", embedderName(from), embedderName(to), scrubAdmin(err.Error(), s.admin))
 	}
-	now := metav1.Now()
-	// Job names go on counting across re-embeds: a Job of an earlier one
-	// that the cache still holds is never taken for this one's.
-	var runs int32
-	if prev := s.rt.Status.Reembed; prev != nil {
-		runs = prev.Runs
-	}
-	s.rt.Status.Reembed = &memoryv1alpha1.ReembedStatus{From: from, To: to, Phase: memoryv1alpha1.ReembedFilling, StartedAt: &now, Runs: runs + 1}
+	s.rt.Status.Reembed = next.DeepCopy()
 	r.eventer().normal(s.rt, memoryv1alpha1.ReasonReembedding, "Reembed", "re-embedding the tenant's vectors: %s → %s", embedderName(from), embedderName(to))
 	return r.driveReembed(ctx, s, to)
+}
+
+// recordReembedIntent writes status.reembed = next before Begin (as
+// recordPlacement writes the placement before provisioning). A Begin that
+// then fails leaves a Filling status whose next pass reads an idle tenant:
+// it begins again, or, spec.embedding set back, aborts (a no-op).
+func (r reembedder) recordReembedIntent(ctx context.Context, s *runtimeScope, next *memoryv1alpha1.ReembedStatus) error {
+	obj := s.orig.DeepCopy()
+	obj.Status.Reembed = next.DeepCopy()
+	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig), client.FieldOwner(naming.FieldOwner)); err != nil {
+		return fmt.Errorf("recording the re-embed to %s before beginning it: %w", embedderName(next.To), err)
+	}
+	s.orig.Status.Reembed = next.DeepCopy()
+	s.rt.Status.Reembed = next.DeepCopy()
+	// The final patch names the latest version (see ensureFinalizer).
+	s.rt.ResourceVersion = obj.ResourceVersion
+	return nil
 }
 
 // driveReembed moves the re-embed under way one step: a rollback or a
@@ -140,20 +176,35 @@ func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memo
 	if err != nil {
 		return false, err
 	}
+	complete := jobFinished(job, batchv1.JobComplete) != nil
 	switch {
 	case jobFinished(job, batchv1.JobFailed) != nil:
 		return r.reembedJobFailed(ctx, s, re, job)
-	case jobFinished(job, batchv1.JobComplete) != nil && re.Left > 0:
-		// Writes since the run ended (no dual writes yet): another pass.
+	case re.Left == 0:
+		// Running or complete: the switch recounts under its lock; a row
+		// written since the read above leaves it to the next poll.
+		return r.switchReembed(ctx, s, re, complete)
+	case complete:
+		// The run ended with rows left (its time bound): the next one.
 		return r.nextReembedRun(ctx, s, re)
-	case jobFinished(job, batchv1.JobComplete) != nil:
-		return r.switchReembed(ctx, s, re)
 	}
+	r.reembedFillingWaits(s, re)
+	return true, nil
+}
+
+// reembedFillingWaits: the Job runs; its progress is read again soon.
+func (r reembedder) reembedFillingWaits(s *runtimeScope, re *memoryv1alpha1.ReembedStatus) {
 	re.Phase = memoryv1alpha1.ReembedFilling
 	r.reembedWaits(s, memoryv1alpha1.ReasonReembedding, fmt.Sprintf("re-embedding %s → %s: %d rows filled, %d left (Job %s); the service keeps %s until the switch, "+
 		"other spec changes wait; set spec.embedding back to cancel", embedderName(re.From), embedderName(re.To), re.Filled, re.Left,
-		naming.ReembedJobName(s.rt.Name, re.Runs), embedderName(re.From)), reembedPoll)
-	return true, nil
+		naming.ReembedJobName(s.rt.Name, re.Runs), embedderName(re.From)), reembedPollFor(re.Left))
+}
+
+func reembedPollFor(left int64) time.Duration {
+	if left <= reembedNearRows {
+		return reembedPollNear
+	}
+	return reembedPoll
 }
 
 func (r reembedder) reembedWaits(s *runtimeScope, reason, msg string, after time.Duration) {
@@ -161,13 +212,19 @@ func (r reembedder) reembedWaits(s *runtimeScope, reason, msg string, after time
 	s.requeue.at(after)
 }
 
-// switchReembed swaps the columns once a Job found no row left.
-func (r reembedder) switchReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
+// switchReembed swaps the columns once the progress read no row left.
+// Rows written since (ErrRowsLeft): the running Job fills them and the
+// next poll tries again; a completed Job is followed by the next run.
+func (r reembedder) switchReembed(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus, complete bool) (bool, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
 	defer cancel()
 	err := memory.ReembedSwitch(dbctx, s.pool, reembedTarget(s))
 	if errors.Is(err, memory.ErrReembedRowsLeft) {
-		return r.nextReembedRun(ctx, s, re)
+		if complete {
+			return r.nextReembedRun(ctx, s, re)
+		}
+		r.reembedFillingWaits(s, re)
+		return true, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("switching the re-embed to %s: %s", embedderName(re.To), scrubAdmin(err.Error(), s.admin))
@@ -230,7 +287,7 @@ func (r reembedder) nextReembedRun(ctx context.Context, s *runtimeScope, re *mem
 	}
 	re.Phase = memoryv1alpha1.ReembedFilling
 	r.reembedWaits(s, memoryv1alpha1.ReasonReembedding, fmt.Sprintf("re-embedding %s → %s: %d rows filled, %d left; Job %s started",
-		embedderName(re.From), embedderName(re.To), re.Filled, re.Left, naming.ReembedJobName(s.rt.Name, re.Runs)), reembedPoll)
+		embedderName(re.From), embedderName(re.To), re.Filled, re.Left, naming.ReembedJobName(s.rt.Name, re.Runs)), reembedPollFor(re.Left))
 	return true, nil
 }
 

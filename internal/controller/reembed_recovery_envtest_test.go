@@ -62,10 +62,11 @@ func scenarioReembedLostSwitchThenRollback(e *operatorEnv, t *testing.T) {
 	ns, schema, setModel := reembedSetup(e, t, "reembed-lost-switch")
 	setModel("model-b", nil)
 	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonReembedding)
-	e.runReembedFill(t, ns, schema, "model-b")
 	yes, no := true, false
 	setModel("model-b", &yes) // freeze the operator: stands for "crashed after Switch"
 	time.Sleep(2 * time.Second)
+	// Filled while frozen: the operator would switch itself on reading no row left.
+	e.runReembedFill(t, ns, schema, "model-b")
 	tg := memory.ReembedTarget{Schema: schema, Owner: tenant.OwnerRole(schema), Login: tenant.LoginRole(schema)}
 	if err := memory.ReembedSwitch(testContext(t), e.pool, tg); err != nil {
 		t.Fatal(err)
@@ -188,5 +189,54 @@ func scenarioReembedLostRetargetThenBack(e *operatorEnv, t *testing.T) {
 		e.serviceConfig(t, ns, "bot").Embedding.Model, reembedDBState(e, t, schema))
 	if rt.Status.Embedding.Model == "model-b" && reembedDBState(e, t, schema) != "current=openai/model-b (384 dimensions) phase=idle" {
 		t.Errorf("status.embedding names model-b but the column holds %s", reembedDBState(e, t, schema))
+	}
+}
+
+// The reconcile that began a re-embed (A→B) lost its status write after
+// Begin, and spec.embedding is set back to A (hostile review M1). The
+// intent was recorded in status before Begin (its own status write), so
+// the operator knows of the re-embed and aborts it: no shadow column is
+// left filling forever.
+func scenarioReembedLostBeginThenBack(e *operatorEnv, t *testing.T) {
+	ns, schema, setModel := reembedSetup(e, t, "reembed-lost-begin")
+	yes, no := true, false
+	setModel("model-a", &yes) // operator frozen: stands for the reconcile that lost its write
+	time.Sleep(2 * time.Second)
+	// What that reconcile did (spec was model-b): the intent, then Begin.
+	var rt memoryv1alpha1.MemoryRuntime
+	if err := e.get(t, ns, "bot", &rt); err != nil {
+		t.Fatal(err)
+	}
+	if rt.Status.Reembed != nil {
+		t.Fatalf("status.reembed before the change: %+v", rt.Status.Reembed)
+	}
+	now := metav1.Now()
+	fromA := memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "model-a", Dimensions: 384}
+	toB := memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "model-b", Dimensions: 384}
+	rt.Status.Reembed = &memoryv1alpha1.ReembedStatus{From: fromA, To: toB, Phase: memoryv1alpha1.ReembedFilling, StartedAt: &now, Runs: 1}
+	if err := e.c.Status().Update(testContext(t), &rt); err != nil {
+		t.Fatal(err)
+	}
+	tg := memory.ReembedTarget{Schema: schema, Owner: tenant.OwnerRole(schema), Login: tenant.LoginRole(schema)}
+	if err := memory.ReembedBegin(testContext(t), e.pool, tg, memory.ReembedNamed("openai", "model-a", 384), memory.ReembedNamed("openai", "model-b", 384)); err != nil {
+		t.Fatal(err)
+	}
+	setModel("model-a", &no) // spec back at A (it never left A here); the operator resumes
+	e.markAvailable(t, ns, "bot")
+	eventually(t, "the re-embed begun without its status write is aborted", 40*time.Second, func() error {
+		if err := e.get(t, ns, "bot", &rt); err != nil {
+			return err
+		}
+		if re := rt.Status.Reembed; re == nil || re.Phase != memoryv1alpha1.ReembedAborted {
+			return fmt.Errorf("status.reembed = %+v", re)
+		}
+		if st := reembedDBState(e, t, schema); st != "current=openai/model-a (384 dimensions) phase=idle" {
+			return fmt.Errorf("DB: %s", st)
+		}
+		return nil
+	})
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	if rt.Status.Embedding.Model != "model-a" {
+		t.Errorf("status.embedding = %+v, want model-a", rt.Status.Embedding)
 	}
 }

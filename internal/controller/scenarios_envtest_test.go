@@ -59,6 +59,7 @@ func operatorScenarios() []scenario {
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "ReembedLostSwitchThenRollback", run: scenarioReembedLostSwitchThenRollback},
 		{name: "ReembedTwice", run: scenarioReembedTwice},
+		{name: "ReembedLostBeginThenBack", run: scenarioReembedLostBeginThenBack},
 		{name: "ReembedLostRetargetThenBack", run: scenarioReembedLostRetargetThenBack},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
 		{name: "Citus", run: scenarioCitus},

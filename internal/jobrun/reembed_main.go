@@ -105,6 +105,8 @@ func ReembedRun(ctx context.Context, loop ReembedLoop, schema, to string) (memor
 		sum.Result, sum.Message, code = memory.RunFailed, truncate(err.Error(), maxMessageBytes), ExitEmbedderUnreachable
 	case err != nil:
 		sum.Result, sum.Message, code = memory.RunFailed, truncate(failureMessage(err), maxMessageBytes), 1
+	case !res.Done && res.CaughtUp:
+		sum.Message = "no row left but not switched within the run's bound: the next run resumes"
 	case !res.Done:
 		sum.Message = "rows left: the next run resumes"
 	}

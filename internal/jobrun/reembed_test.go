@@ -97,13 +97,45 @@ func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 		t.Fatalf("after the failed run: %+v (%v), want filling, 0 filled, 5 left", p, err)
 	}
 
+	// With the embedder back the run fills every row, then keeps looking
+	// for more until the re-embed is switched (as the operator does when
+	// it reads no row left), and ends then with exit 0.
 	fake.down.Store(false)
-	code, sum, _ = runMain(t, jt, args...)
-	if code != 0 || sum.Result != memory.RunSucceeded || affected(sum)[OpReembed] != 5 {
-		t.Fatalf("with the embedder back: exit %d, %+v; want 5 rows filled", code, sum)
+	type result struct {
+		code int
+		sum  memory.JobSummary
 	}
-	if err := memory.ReembedSwitch(ctx, jt.admin, target); err != nil {
-		t.Fatal(err)
+	ran := make(chan result, 1)
+	go func() {
+		code, sum, _ := runMain(t, jt, append(args, "--reembed-max-run=40s")...)
+		ran <- result{code, sum}
+	}()
+	switched := false
+	for deadline := time.Now().Add(30 * time.Second); !switched && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		p, err := memory.ReadReembedProgress(ctx, jt.admin, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.LeftTotal > 0 {
+			continue
+		}
+		if err := memory.ReembedSwitch(ctx, jt.admin, target); err != nil {
+			t.Fatal(err)
+		}
+		switched = true
+	}
+	if !switched {
+		t.Fatal("the run left rows unfilled for 30s")
+	}
+	var res result
+	select {
+	case res = <-ran:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run did not end within 15s of the switch")
+	}
+	if res.code != 0 || res.sum.Result != memory.RunSucceeded || affected(res.sum)[OpReembed] != 5 || res.sum.Message != "" {
+		t.Fatalf("with the embedder back: exit %d, %+v; want 5 rows filled and a run that ended with the switch", res.code, res.sum)
 	}
 	var wrong int
 	rows, err := jt.admin.Query(ctx, `SELECT content, embedding::text FROM `+jt.schema+`.memories`)
@@ -153,20 +185,31 @@ func (f *scriptedFiller) FillBatch(context.Context, int) (int64, bool, error) {
 func TestReembedLoopPacesBacksOffAndStops(t *testing.T) {
 	embErr := embedderError{errors.New("503")}
 	f := &scriptedFiller{script: []fillStep{
-		{n: 10, took: 20 * time.Millisecond}, {err: embErr}, {err: embErr}, {n: 5, took: 20 * time.Millisecond}, {err: embErr}, {done: true},
+		{n: 10, took: 20 * time.Millisecond}, {err: embErr}, {err: embErr}, {n: 5, took: 20 * time.Millisecond}, {err: embErr},
+		{done: true}, {n: 1}, {done: true}, {err: memory.ErrReembedNotFilling},
 	}}
 	var slept []time.Duration
-	loop := ReembedLoop{Filler: f, Batch: 10, Pace: 2, MaxRun: time.Minute, UnreachableAfter: time.Minute,
+	loop := ReembedLoop{Filler: f, Batch: 10, Pace: 2, MaxRun: time.Minute, UnreachableAfter: time.Minute, Idle: 300 * time.Millisecond,
 		sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }}
 	res, err := loop.Run(context.Background())
-	if err != nil || !res.Done || res.Filled != 15 || res.Batches != 2 {
-		t.Fatalf("Run = %+v, %v; want done, 15 filled in 2 batches", res, err)
+	if err != nil || !res.Done || !res.CaughtUp || res.Filled != 16 || res.Batches != 3 {
+		t.Fatalf("Run = %+v, %v; want done (switched), 16 filled in 3 batches, caught up", res, err)
 	}
-	// pace ≥ 2×20ms, backoff 1s, 2s, pace, backoff 1s again.
-	if len(slept) != 5 || slept[0] < 40*time.Millisecond || slept[1] != time.Second || slept[2] != 2*time.Second ||
-		slept[3] < 40*time.Millisecond || slept[4] != time.Second {
+	// pace ≥ 2×20ms, backoff 1s, 2s, pace, backoff 1s again; no row left:
+	// idle, a row the service wrote (a pause of next to nothing), idle, then the
+	// switch ends the run.
+	if len(slept) != 8 || slept[0] < 40*time.Millisecond || slept[1] != time.Second || slept[2] != 2*time.Second ||
+		slept[3] < 40*time.Millisecond || slept[4] != time.Second || slept[5] != 300*time.Millisecond || slept[6] > 10*time.Millisecond ||
+		slept[7] != 300*time.Millisecond {
 		t.Errorf("pauses %v", slept)
 	}
+	// No row left and never switched: the run ends at MaxRun, caught up.
+	loop.Filler, loop.MaxRun, loop.sleep = &scriptedFiller{script: []fillStep{{done: true}}}, 100*time.Millisecond, nil
+	loop.Idle = 20 * time.Millisecond
+	if res, err := loop.Run(context.Background()); err != nil || res.Done || !res.CaughtUp {
+		t.Errorf("caught up, never switched: %+v, %v; want a run that ended at MaxRun, caught up and not done", res, err)
+	}
+	loop.MaxRun, loop.sleep = time.Minute, func(context.Context, time.Duration) error { return nil }
 
 	dbErr := &scriptedFiller{script: []fillStep{{n: 3}, {err: errors.New("connection reset")}}}
 	loop.Filler = dbErr

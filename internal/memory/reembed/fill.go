@@ -77,6 +77,12 @@ func (f *Filler) FillBatch(ctx context.Context, n int) (filled int64, done bool,
 		ti := (f.table + i) % len(vectorTables)
 		rows, err := f.read(ctx, ti, n)
 		if err != nil {
+			// A switch or an abort between the state read above and this
+			// read drops the shadow columns: that is the end of the fill,
+			// not a failure (the Job keeps running until the switch).
+			if st, serr := ReadState(ctx, f.pool, f.t); serr == nil && st.Phase != PhaseFilling {
+				return 0, false, ErrNotFilling
+			}
 			return 0, false, err
 		}
 		if len(rows) == 0 {
