@@ -118,7 +118,13 @@ func (r reembedder) beginReembed(ctx context.Context, s *runtimeScope, from, to 
 func (r reembedder) recordReembedIntent(ctx context.Context, s *runtimeScope, next *memoryv1alpha1.ReembedStatus) error {
 	obj := s.orig.DeepCopy()
 	obj.Status.Reembed = next.DeepCopy()
-	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(s.orig), client.FieldOwner(naming.FieldOwner)); err != nil {
+	// Optimistically locked: the decision to begin rests on status.embedding
+	// as this pass read it, and a pass that read the cache before its own
+	// last status write (status.embedding not yet the model the spec just
+	// moved to on an empty tenant) would begin a re-embed from a stale
+	// embedder. The conflict sends it back to read again.
+	patch := client.MergeFromWithOptions(s.orig, client.MergeFromWithOptimisticLock{})
+	if err := r.client.Status().Patch(ctx, obj, patch, client.FieldOwner(naming.FieldOwner)); err != nil {
 		return fmt.Errorf("recording the re-embed to %s before beginning it: %w", embedderName(next.To), err)
 	}
 	s.orig.Status.Reembed = next.DeepCopy()

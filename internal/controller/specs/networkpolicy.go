@@ -48,15 +48,15 @@ func NetworkPolicy(rt *memoryv1alpha1.MemoryRuntime, metricsFrom *metav1.LabelSe
 	}
 }
 
-// RuntimePodSelector selects every pod of a runtime: its memory service's
-// and its maintenance jobs'.
+// RuntimePodSelector selects every pod of a runtime: its memory service's,
+// its maintenance jobs' and its re-embed Jobs'.
 func RuntimePodSelector(rt *memoryv1alpha1.MemoryRuntime) metav1.LabelSelector {
 	return metav1.LabelSelector{
 		MatchLabels: map[string]string{naming.LabelName: naming.AppName, naming.LabelInstance: rt.Name},
 		MatchExpressions: []metav1.LabelSelectorRequirement{{
 			Key:      naming.LabelComponent,
 			Operator: metav1.LabelSelectorOpIn,
-			Values:   []string{naming.ComponentService, naming.ComponentJob},
+			Values:   []string{naming.ComponentService, naming.ComponentJob, naming.ComponentReembed},
 		}},
 	}
 }
