@@ -44,54 +44,6 @@ func (s *maintenance) sessions(ctx context.Context, opts JobOptions, res *JobRes
 	return s.conv.ExpireSessions(ctx, opts, res)
 }
 
-// decay forgets (soft-deletes) active memories whose decay score is below
-// forgetting.minDecayScore. It walks the table in primary-key order, one
-// batch per statement, so every row is looked at once (no rescans).
-func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult) error {
-	min := s.core.Policy.Forgetting.MinDecayScore
-	if min <= 0 {
-		return nil
-	}
-	after := "00000000-0000-0000-0000-000000000000"
-	change := `u AS (
-			UPDATE ` + s.sql.memories + ` AS m SET active = false, deactivated_at = now()
-			FROM f WHERE m.id = f.id AND m.active RETURNING m.id, m.owner_id, m.content),
-		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, old_content, details)
-			SELECT id, owner_id, 'forget', 'job', content, jsonb_build_object('minDecayScore', $3::float8) FROM u),`
-	count := `(SELECT count(*) FROM u)`
-	if opts.DryRun {
-		change, count = "", `(SELECT count(*) FROM f)`
-	}
-	sql := `WITH b AS (
-			SELECT m.id, ` + s.sql.decayExpr("$4", "$5") + ` AS d FROM ` + s.sql.memories + ` AS m
-			WHERE m.active AND m.id > $1::uuid ORDER BY m.id LIMIT $2),
-		f AS (SELECT id FROM b WHERE d < $3::float8),
-		` + change + `
-		last AS (SELECT id FROM b ORDER BY id DESC LIMIT 1)
-		SELECT (SELECT id::text FROM last), (SELECT count(*) FROM b), ` + count
-	pace := core.NewPace(opts, res)
-	for {
-		if err := pace.Next(ctx); err != nil {
-			return fmt.Errorf("forgetting decayed memories: %w", err)
-		}
-		var last *string
-		var scanned, affected int64
-		err := s.core.Pool.QueryRow(ctx, sql, after, opts.BatchSize, min, s.decayNames, s.decaySeconds).Scan(&last, &scanned, &affected)
-		if err != nil {
-			return core.DBErr("forgetting decayed memories", err)
-		}
-		pace.Rows(scanned)
-		res.Batches++
-		res.Scanned += scanned
-		res.Affected += affected
-		if last == nil || scanned < int64(opts.BatchSize) {
-			return nil
-		}
-		after = *last
-	}
-}
-
 // expire soft-deletes memories past their expires_at, a batch per
 // statement, until none is left (rows locked by a concurrent write are
 // skipped and caught by the next run).

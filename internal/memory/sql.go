@@ -18,7 +18,9 @@ type queries struct {
 	jobLocks   string // "schema"."job_locks"
 	// compactState is "schema"."compaction_state".
 	compactState string
-	access       string // "schema"."memory_access"
+	// jobCursors is "schema"."job_cursors" (where decay's walk stopped).
+	jobCursors string
+	access     string // "schema"."memory_access"
 	// columns are the memory columns with the access statistics read from
 	// access (write.Columns).
 	columns string
@@ -38,6 +40,7 @@ func newQueries(schema string) queries {
 		ownerLocks:     pgx.Identifier{schema, "owner_locks"}.Sanitize(),
 		jobLocks:       pgx.Identifier{schema, "job_locks"}.Sanitize(),
 		compactState:   pgx.Identifier{schema, "compaction_state"}.Sanitize(),
+		jobCursors:     pgx.Identifier{schema, "job_cursors"}.Sanitize(),
 		access:         pgx.Identifier{schema, "memory_access"}.Sanitize(),
 		sessions:       pgx.Identifier{schema, "sessions"}.Sanitize(),
 		messages:       pgx.Identifier{schema, "messages"}.Sanitize(),

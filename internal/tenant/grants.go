@@ -43,6 +43,8 @@ var tableGrants = map[string][]string{
 	// (internal/memory/reembed); the login role reads it, and may update
 	// only the fill's count (columnGrants).
 	"reembed": {"SELECT"},
+	// Where decay's walk stopped (migration 22): the job moves it on.
+	"job_cursors": {"SELECT", "INSERT", "UPDATE"},
 }
 
 // columnGrants are the login role's column privileges where a table-level
