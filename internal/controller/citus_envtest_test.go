@@ -128,7 +128,9 @@ func scenarioCitus(e *operatorEnv, t *testing.T) {
 	// Other dimensions, even on a tenant without a vector: refused as a
 	// model change is (no re-embed on Citus), the service keeps 384; set
 	// back, Ready again.
-	setDims := func(d int32) { update(t, e, bot, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Dimensions = d }) }
+	setDims := func(d int32) {
+		update(t, e, bot, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Dimensions = d })
+	}
 	setDims(768)
 	got := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed)
 	if msg := got.GetCondition(memoryv1alpha1.ConditionReady).Message; !strings.Contains(msg, "Citus") || !strings.Contains(msg, "768 dimensions") {
