@@ -211,7 +211,8 @@ const (
 	ReasonDatabaseChanged = "DatabaseChanged"
 	// ReasonEmbeddingChangeNeedsReembed: spec.embedding names another
 	// provider or model than the one the tenant's stored vectors were made
-	// with (status.embedding), and the tenant holds vectors, on a Citus
+	// with (status.embedding), and the tenant holds vectors, or other
+	// dimensions (vectors held or not: the columns change type), on a Citus
 	// coordinator, where re-embedding is not supported yet.
 	ReasonEmbeddingChangeNeedsReembed = "EmbeddingChangeNeedsReembed"
 	// ReasonEmbeddingChanged: the event of a spec.embedding change accepted

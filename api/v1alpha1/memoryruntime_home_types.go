@@ -25,9 +25,10 @@ type RuntimeConnection struct {
 }
 
 // RuntimeEmbedder is the embedder the tenant's stored vectors were made
-// with. A spec.embedding that names another provider or model while the
-// tenant holds vectors starts a re-embed (status.reembed); the service
-// keeps this embedder until the re-embed switches.
+// with. A spec.embedding that names another provider, model or size while
+// the tenant holds vectors starts a re-embed (status.reembed); the service,
+// its Jobs and the tenant's provisioning keep this embedder (and its
+// dimensions) until the re-embed switches.
 type RuntimeEmbedder struct {
 	// Provider is builtin or openai.
 	// +kubebuilder:validation:MaxLength=32

@@ -157,12 +157,13 @@ type EmbeddingSpec struct {
 	Provider EmbeddingProvider `json:"provider,omitempty"`
 
 	// Dimensions is the size of the vectors. It must match what the model
-	// returns and cannot be changed after creation.
+	// returns. Changing it on a tenant with vectors re-embeds them, as a
+	// change of model does (status.reembed; refused on Citus); on a tenant
+	// without a vector the columns take the new size at once.
 	// +optional
 	// +kubebuilder:default=384
 	// +kubebuilder:validation:Minimum=64
 	// +kubebuilder:validation:Maximum=4096
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="embedding.dimensions cannot be changed after creation: the tenant's stored vectors have that size"
 	Dimensions int32 `json:"dimensions,omitempty"`
 
 	// Model is the embedding model name sent to the server (openai provider).

@@ -89,7 +89,9 @@ func scenarioCEL(e *operatorEnv, t *testing.T) {
 	}{
 		{"schema", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Database.Schema = "cel_other" }, "database.schema cannot be changed after creation"},
 		{"schema removed", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Database.Schema = "" }, "database.schema cannot be changed after creation"},
-		{"dimensions", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Dimensions = 768 }, "embedding.dimensions cannot be changed after creation"},
+		// Dimensions change (a re-embed), within their bounds only.
+		{"dimensions over the bound", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Dimensions = 8192 },
+			"spec.embedding.dimensions in body should be less than or equal to 4096"},
 	} {
 		t.Run("update "+u.name, func(t *testing.T) {
 			var cur memoryv1alpha1.MemoryRuntime
@@ -111,6 +113,11 @@ func scenarioCEL(e *operatorEnv, t *testing.T) {
 	cur.Spec.Service.Replicas = ptr.To[int32](3)
 	if err := e.c.Update(ctx, &cur, client.DryRunAll); err != nil {
 		t.Fatalf("changing replicas was refused: %v", err)
+	}
+	// So do the dimensions (issue 29: a change re-embeds).
+	cur.Spec.Embedding.Dimensions = 768
+	if err := e.c.Update(ctx, &cur, client.DryRunAll); err != nil {
+		t.Fatalf("changing embedding.dimensions was refused: %v", err)
 	}
 	if err := e.c.Delete(ctx, rt); err != nil {
 		t.Fatal(err)

@@ -124,6 +124,26 @@ func scenarioCitus(e *operatorEnv, t *testing.T) {
 		t.Fatalf("status.citusWorker %q after a refused move, want %q", bot.Status.CitusWorker, to)
 	}
 	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+
+	// Other dimensions, even on a tenant without a vector: refused as a
+	// model change is (no re-embed on Citus), the service keeps 384; set
+	// back, Ready again.
+	setDims := func(d int32) {
+		update(t, e, bot, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Dimensions = d })
+	}
+	setDims(768)
+	got := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, false, memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed)
+	if msg := got.GetCondition(memoryv1alpha1.ConditionReady).Message; !strings.Contains(msg, "Citus") || !strings.Contains(msg, "768 dimensions") {
+		t.Errorf("the refusal says %q; want it to name Citus and the 768 dimensions", msg)
+	}
+	if got.Status.Embedding == nil || got.Status.Embedding.Dimensions != 384 || got.Status.Reembed != nil {
+		t.Errorf("after the refusal status.embedding = %+v, status.reembed = %+v; want 384 and no re-embed", got.Status.Embedding, got.Status.Reembed)
+	}
+	if d := e.serviceConfig(t, ns, "bot").Embedding.Dimensions; d != 384 {
+		t.Errorf("the service config names %d dimensions after the refusal, want 384", d)
+	}
+	setDims(384)
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 }
 
 // watchMoves watches runtime ns/name from now on and sends, once

@@ -14,7 +14,9 @@ import (
 // holds no vector, and otherwise starts a re-embed (memoryruntime_reembed.go,
 // status.reembed): the reconcile stops before the config and the
 // Deployment, so the service keeps the recorded embedder until the switch.
-// On Citus, where re-embedding is not supported yet, the change is refused
+// Other dimensions always go through a re-embed, which re-types the
+// columns: with no vector held it switches at once. On Citus, where
+// re-embedding is not supported yet, the change is refused
 // (EmbeddingChangeNeedsReembed, Stalled) until spec.embedding is set back.
 // A runtime without status.embedding (new, or from an earlier release)
 // records its spec's.
@@ -44,12 +46,27 @@ func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeS
 		}
 		r.memory.update(rt.UID, func(st *runtimeState) { st.vectorsHeld = held })
 	}
-	if !held {
+	if !held && have.Dimensions == want.Dimensions {
 		r.eventer().normal(rt, memoryv1alpha1.ReasonEmbeddingChanged, "Embed", "embedder %s → %s: the tenant holds no vector yet", embedderName(*have), embedderName(want))
 		rt.Status.Embedding = &want
 		return false, nil
 	}
+	// Vectors held, or other dimensions: the columns must change type,
+	// which a re-embed does (on an empty tenant it has no row to fill and
+	// switches in this pass, without a Job: driveReembed).
 	return reembedder{r}.beginReembed(ctx, s, *have, want)
+}
+
+// recordedDimensions is the size of the tenant's vector columns as the
+// runtime records it: status.embedding's (the embedder of the stored
+// vectors, until a re-embed switches), else spec.embedding's (a new
+// runtime). Provisioning checks and migrates with it, so a spec naming
+// other dimensions re-embeds instead of failing as DimensionsMismatch.
+func recordedDimensions(rt *memoryv1alpha1.MemoryRuntime) int32 {
+	if e := rt.Status.Embedding; e != nil && e.Dimensions > 0 {
+		return e.Dimensions
+	}
+	return rt.EmbeddingDimensions()
 }
 
 // warnEmbedderOnce records the Warning when the runtime enters the refusal,

@@ -92,7 +92,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	// The text search configuration is in it so that a policy's new one is
 	// built at once, not at the next periodic check (or, when paced, at the
 	// requeue when its wait ends: the fingerprint holds the one applied).
-	fingerprint := fmt.Sprintf("%s|%d|%s|%s|%s", s.schema, rt.EmbeddingDimensions(), s.connID, naming.ShortHash(s.admin, 8), textConfig)
+	fingerprint := fmt.Sprintf("%s|%d|%s|%s|%s", s.schema, recordedDimensions(rt), s.connID, naming.ShortHash(s.admin, 8), textConfig)
 	now, dueIn := decideProvision(provisionObserved{
 		fingerprint: fingerprint, last: mem.fingerprint,
 		dbReady:     observedDBReady(rt, mem),
@@ -110,7 +110,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	defer cancel()
 	spec := tenant.Spec{
 		Schema:           s.schema,
-		Dimensions:       int(rt.EmbeddingDimensions()),
+		Dimensions:       int(recordedDimensions(rt)), // the columns', not the spec's during a re-embed
 		Owner:            TenantOwner(rt),
 		Claim:            TenantClaim(rt, s.recorded, s.schema),
 		IndexTimeout:     bound,

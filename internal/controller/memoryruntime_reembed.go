@@ -178,6 +178,14 @@ func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memo
 		return r.beginReembed(ctx, s, re.From, re.To)
 	}
 	re.Filled, re.Left = p.Filled, p.LeftTotal
+	if re.Left == 0 && re.Filled == 0 {
+		// Nothing to embed (a change of dimensions on a tenant without a
+		// vector): the switch re-types the columns without a Job. A row
+		// written since the read goes to a Job, below.
+		if switched, err := r.switchNothingFilled(ctx, s, re); switched || err != nil {
+			return false, err
+		}
+	}
 	job, err := r.ensureReembedJob(ctx, s, re)
 	if err != nil {
 		return false, err
@@ -236,6 +244,21 @@ func (r reembedder) switchReembed(ctx context.Context, s *runtimeScope, re *memo
 		return false, fmt.Errorf("switching the re-embed to %s: %s", embedderName(re.To), scrubAdmin(err.Error(), s.admin))
 	}
 	return false, r.finishSwitch(ctx, s, re)
+}
+
+// switchNothingFilled tries the switch of a re-embed with no row filled
+// nor left; false (and no error) when a row was written since the count.
+func (r reembedder) switchNothingFilled(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) (bool, error) {
+	dbctx, cancel := context.WithTimeout(ctx, r.passTimeout(s))
+	defer cancel()
+	err := memory.ReembedSwitch(dbctx, s.pool, reembedTarget(s))
+	if errors.Is(err, memory.ErrReembedRowsLeft) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("switching the re-embed to %s: %s", embedderName(re.To), scrubAdmin(err.Error(), s.admin))
+	}
+	return true, r.finishSwitch(ctx, s, re)
 }
 
 func (r reembedder) finishSwitch(ctx context.Context, s *runtimeScope, re *memoryv1alpha1.ReembedStatus) error {

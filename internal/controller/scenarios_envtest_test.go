@@ -57,6 +57,7 @@ func operatorScenarios() []scenario {
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
 		{name: "ConnectionChanged", run: scenarioConnectionChanged},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
+		{name: "DimensionsChange", run: scenarioDimensionsChange},
 		{name: "ReembedLostSwitchThenRollback", run: scenarioReembedLostSwitchThenRollback},
 		{name: "ReembedTwice", run: scenarioReembedTwice},
 		{name: "ReembedLostBeginThenBack", run: scenarioReembedLostBeginThenBack},

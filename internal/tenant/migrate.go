@@ -168,10 +168,14 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 
 	if current > 0 {
 		// The table's own size decides, not the spec's (a mismatch is
-		// refused after migrating, by checkDimensions).
+		// refused after migrating, by checkDimensions), for the covering
+		// indexes and for a vector type a migration names (a function's
+		// argument): a re-embed may have changed it since the schema was
+		// created.
 		if dims, err = Dimensions(ctx, conn, schema); err != nil {
 			return nil, err
 		}
+		on.vectorType = vectorTypeOf(on.extSchema, dims)
 	}
 	vars := newMigrationVars(schema, dims, on)
 	var applied []int
@@ -209,6 +213,11 @@ func migrate(ctx context.Context, conn *pgx.Conn, names roleNames, schema string
 		applied = append(applied, m.Version)
 	}
 	return applied, nil
+}
+
+// vectorTypeOf is pgvector's type of dims dimensions, quoted (migrationVars.Vector).
+func vectorTypeOf(extSchema string, dims int) string {
+	return pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", dims)
 }
 
 // inTx runs fn in a transaction as role (SET LOCAL ROLE), committing on success.

@@ -31,7 +31,10 @@ var (
 type Spec struct {
 	// Schema is the tenant schema; see SchemaName for the default.
 	Schema string
-	// Dimensions of the embedding vectors (fixed once the schema exists).
+	// Dimensions of the embedding vectors: those of a new schema, and those
+	// an existing schema's columns must have (a re-embed changes them, and
+	// the caller then passes the new size: the operator passes its
+	// status.embedding's, the embedder of the stored vectors).
 	Dimensions int
 	// Owner is the runtime the tenant belongs to; its UID is written into
 	// the ownership marker of the schema and both roles.
@@ -210,9 +213,8 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 				return err
 			}
 		}
-		vectorType := pgx.Identifier{extSchema, "vector"}.Sanitize() + fmt.Sprintf("(%d)", spec.Dimensions)
 		applied, err := migrate(ctx, conn, names, spec.Schema, spec.Dimensions,
-			migrationTarget{vectorType: vectorType, extSchema: extSchema, citus: citus.Installed, replay: spec.Replay}, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
+			migrationTarget{vectorType: vectorTypeOf(extSchema, spec.Dimensions), extSchema: extSchema, citus: citus.Installed, replay: spec.Replay}, target, spec.IndexTimeout, spec.Blockers.lockTimeout())
 		for _, v := range applied {
 			res.Changes = append(res.Changes, fmt.Sprintf("applied migration %d", v))
 		}
@@ -275,7 +277,8 @@ func checkDimensions(ctx context.Context, conn *pgx.Conn, spec Spec) error {
 }
 
 // decideDimensions is the rule of checkDimensions: an existing schema keeps
-// its vector size (changing it would need every embedding recomputed).
+// its vector size; only a re-embed changes it (every embedding recomputed
+// into a column of the new size: internal/memory/reembed).
 func decideDimensions(schema string, have, want int) error {
 	if have != want {
 		return fmt.Errorf("%w: schema %q stores %d-dimensional vectors, the spec asks for %d", ErrDimensionsMismatch, schema, have, want)

@@ -231,7 +231,7 @@ func (e *openAIEmbedder) embedBatch(ctx context.Context, texts []string) ([][]fl
 			return nil, fmt.Errorf("%w: embedding server returned a bad index %d", ErrUpstream, d.Index)
 		}
 		if len(d.Embedding) != e.dims {
-			return nil, fmt.Errorf("%w: model %q returned %d dimensions but the runtime's embedding.dimensions is %d; set embedding.dimensions to %d (on a new runtime) or choose a model with %d",
+			return nil, fmt.Errorf("%w: model %q returned %d dimensions but the runtime's embedding.dimensions is %d; set embedding.dimensions to %d (on a runtime with vectors the change re-embeds them) or choose a model with %d",
 				ErrUpstream, e.model, len(d.Embedding), e.dims, len(d.Embedding), e.dims)
 		}
 		// A vector without a direction (all zeros, say) would make every
