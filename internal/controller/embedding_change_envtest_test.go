@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/jobrun"
@@ -77,6 +79,17 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	}
 	if m := configModel(); m != "model-a" {
 		t.Errorf("the service config names model %q during the re-embed, want model-a", m)
+	}
+	// A third model while it runs: refused by the API server (the CRD's
+	// rule reads status.reembed), the message saying how to cancel.
+	var third memoryv1alpha1.MemoryRuntime
+	if err := e.get(t, ns, "bot", &third); err != nil {
+		t.Fatal(err)
+	}
+	third.Spec.Embedding.Model = "model-c"
+	if err := e.c.Update(testContext(t), &third, client.DryRunAll); err == nil ||
+		!strings.Contains(err.Error(), `set spec.embedding back to provider openai, model model-a to cancel it`) {
+		t.Errorf("a third model during the re-embed: %v; want refused with how to cancel", err)
 	}
 
 	// The embedder unreachable: the Job fails by its pod failure policy.
