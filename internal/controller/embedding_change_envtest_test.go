@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/jobrun"
@@ -82,12 +81,7 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	}
 	// A third model while it runs: refused by the API server (the CRD's
 	// rule reads status.reembed), the message saying how to cancel.
-	var third memoryv1alpha1.MemoryRuntime
-	if err := e.get(t, ns, "bot", &third); err != nil {
-		t.Fatal(err)
-	}
-	third.Spec.Embedding.Model = "model-c"
-	if err := e.c.Update(testContext(t), &third, client.DryRunAll); err == nil ||
+	if err := e.dryRunUpdate(t, ns, "bot", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Model = "model-c" }); err == nil ||
 		!strings.Contains(err.Error(), `set spec.embedding back to provider openai, model model-a to cancel it`) {
 		t.Errorf("a third model during the re-embed: %v; want refused with how to cancel", err)
 	}

@@ -70,12 +70,7 @@ func scenarioReembedCEL(e *operatorEnv, t *testing.T) {
 	// containing want, or accepted when want is empty.
 	try := func(what string, mutate func(*memoryv1alpha1.MemoryRuntime), want string) {
 		t.Helper()
-		var cur memoryv1alpha1.MemoryRuntime
-		if err := e.get(t, ns, rt.Name, &cur); err != nil {
-			t.Fatal(err)
-		}
-		mutate(&cur)
-		err := e.c.Update(ctx, &cur, client.DryRunAll)
+		err := e.dryRunUpdate(t, ns, rt.Name, mutate)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%s: refused: %v", what, err)
@@ -181,4 +176,24 @@ func scenarioReembedThirdModelThrough(e *operatorEnv, t *testing.T) {
 	if cmd := job.Spec.Template.Spec.Containers[0].Command; !slices.Contains(cmd, "--reembed-model=model-c") {
 		t.Errorf("the re-embed Job runs %q, want --reembed-model=model-c", cmd)
 	}
+}
+
+// dryRunUpdate dry-runs an update of the stored runtime and returns the API
+// server's answer; a status write of the operator between the read and the
+// update (a conflict) makes it read again (bounded).
+func (e *operatorEnv) dryRunUpdate(t *testing.T, ns, name string, mutate func(*memoryv1alpha1.MemoryRuntime)) error {
+	t.Helper()
+	var err error
+	for range 20 {
+		var cur memoryv1alpha1.MemoryRuntime
+		if err = e.get(t, ns, name, &cur); err != nil {
+			t.Fatal(err)
+		}
+		mutate(&cur)
+		if err = e.c.Update(testContext(t), &cur, client.DryRunAll); !apierrors.IsConflict(err) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
