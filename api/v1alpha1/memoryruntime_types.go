@@ -388,7 +388,9 @@ type MemoryRuntimeStatus struct {
 // embedderOf does: provider, model (none for builtin), dimensions, defaults
 // applied. Status writes never change spec, so they always pass. Fields are
 // read with has(), not optionals, and the message leaves out dimensions:
-// optionals and string(int) make the estimated cost unbounded.
+// optionals and string(int) make the estimated cost unbounded. The empty
+// string is written "" in raw-string marker values: gofmt turns '' in a doc
+// comment into a typographic quote.
 
 // MemoryRuntime is one tenant of Engram: a PostgreSQL schema with pgvector, a
 // login role that can touch only that schema, and a memory service for it.
