@@ -382,6 +382,17 @@ type MemoryRuntimeStatus struct {
 	RotatedCredentials string `json:"rotatedCredentials,omitempty"`
 }
 
+// The last rule below (issue 29): a spec.embedding change while a re-embed
+// runs (status.reembed Filling or Paused; on an update of the object the API
+// server keeps its stored status) must name the same embedder as before or
+// the re-embed's from (a rollback). Embedders compare as the operator's
+// embedderOf does: provider, model (none for builtin), dimensions, defaults
+// applied. Status writes never change spec, so they always pass. Fields are
+// read with has(), not optionals, and the message leaves out dimensions:
+// optionals and string(int) make the estimated cost unbounded. The empty
+// string is written "" in raw-string marker values: gofmt turns '' in a doc
+// comment into a typographic quote.
+
 // MemoryRuntime is one tenant of Engram: a PostgreSQL schema with pgvector, a
 // login role that can touch only that schema, and a memory service for it.
 //
@@ -398,6 +409,7 @@ type MemoryRuntimeStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name must be at most 53 characters so that derived names (<name>-api-token) fit"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label: lower-case letters, digits and -, starting with a letter (it also names the Service)"
+// +kubebuilder:validation:XValidation:rule=`!(has(self.status) && has(self.status.reembed) && self.status.reembed.phase in ['Filling', 'Paused']) || self.spec.embedding == oldSelf.spec.embedding || ((has(self.spec.embedding.provider) ? self.spec.embedding.provider : 'builtin') == (has(oldSelf.spec.embedding.provider) ? oldSelf.spec.embedding.provider : 'builtin') && ((has(self.spec.embedding.provider) ? self.spec.embedding.provider : 'builtin') == 'builtin' || !has(self.spec.embedding.model) ? "" : self.spec.embedding.model) == ((has(oldSelf.spec.embedding.provider) ? oldSelf.spec.embedding.provider : 'builtin') == 'builtin' || !has(oldSelf.spec.embedding.model) ? "" : oldSelf.spec.embedding.model) && (has(self.spec.embedding.dimensions) ? self.spec.embedding.dimensions : 384) == (has(oldSelf.spec.embedding.dimensions) ? oldSelf.spec.embedding.dimensions : 384)) || ((has(self.spec.embedding.provider) ? self.spec.embedding.provider : 'builtin') == (has(self.status.reembed.from.provider) ? self.status.reembed.from.provider : 'builtin') && ((has(self.spec.embedding.provider) ? self.spec.embedding.provider : 'builtin') == 'builtin' || !has(self.spec.embedding.model) ? "" : self.spec.embedding.model) == ((has(self.status.reembed.from.provider) ? self.status.reembed.from.provider : 'builtin') == 'builtin' || !has(self.status.reembed.from.model) ? "" : self.status.reembed.from.model) && (has(self.spec.embedding.dimensions) ? self.spec.embedding.dimensions : 384) == (has(self.status.reembed.from.dimensions) ? self.status.reembed.from.dimensions : 384))`,message="spec.embedding cannot change while a re-embed runs: set spec.embedding back to status.reembed.from to cancel it, or wait until status.reembed.phase is Switched",messageExpression=`'spec.embedding cannot change while a re-embed to ' + self.status.reembed.to.provider + (has(self.status.reembed.to.model) && self.status.reembed.to.model != "" ? ' model ' + self.status.reembed.to.model : "") + ' runs (status.reembed.phase ' + self.status.reembed.phase + '): set spec.embedding back to ' + 'provider ' + self.status.reembed.from.provider + (has(self.status.reembed.from.model) && self.status.reembed.from.model != "" ? ', model ' + self.status.reembed.from.model : "") + ' to cancel it, or wait until status.reembed.phase is Switched'`,fieldPath=.spec.embedding,reason=FieldValueForbidden
 type MemoryRuntime struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

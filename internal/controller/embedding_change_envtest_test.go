@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,12 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	}
 	if m := configModel(); m != "model-a" {
 		t.Errorf("the service config names model %q during the re-embed, want model-a", m)
+	}
+	// A third model while it runs: refused by the API server (the CRD's
+	// rule reads status.reembed), the message saying how to cancel.
+	if err := e.dryRunUpdate(t, ns, "bot", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Model = "model-c" }); err == nil ||
+		!strings.Contains(err.Error(), `set spec.embedding back to provider openai, model model-a to cancel it`) {
+		t.Errorf("a third model during the re-embed: %v; want refused with how to cancel", err)
 	}
 
 	// The embedder unreachable: the Job fails by its pod failure policy.

@@ -62,6 +62,8 @@ func operatorScenarios() []scenario {
 		{name: "ReembedTwice", run: scenarioReembedTwice},
 		{name: "ReembedLostBeginThenBack", run: scenarioReembedLostBeginThenBack},
 		{name: "ReembedLostRetargetThenBack", run: scenarioReembedLostRetargetThenBack},
+		{name: "ReembedCEL", run: scenarioReembedCEL},
+		{name: "ReembedThirdModelThrough", run: scenarioReembedThirdModelThrough},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
 		{name: "Citus", run: scenarioCitus},
 		{name: "CitusWorkerRefused", run: scenarioCitusWorkerRefused},
