@@ -2,9 +2,9 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -59,8 +59,10 @@ type ReembedReport struct {
 	Progress     int
 	// SearchesDuring are the searches answered between the spec change
 	// and the switch, SearchErrors those that failed (FirstError the first).
-	SearchesDuring, SearchErrors int
-	FirstError                   string
+	// SearchesRetried did not reach the service at first (its process
+	// replaced) and were sent again.
+	SearchesDuring, SearchErrors, SearchesRetried int
+	FirstError                                    string
 	// AfterTop is the best hit of a vector-only search after the rollout
 	// with the new model; NewModelTexts the texts the fake embedded with it
 	// (the Job's fill, the service's queries).
@@ -113,24 +115,24 @@ func (s *Scenario) reembed(ctx context.Context, r *Report) error {
 	s.printf("   model server: %s, a fake OpenAI-compatible /v1/embeddings that stands in for a real model server\n"+
 		"   (deterministic vectors, one space per model name); its key is in Secret %s\n", s.Embedder.URL, EmbedderSecret)
 
-	searcher := startSearcher(ctx, api)
+	searcher := s.startSearcher(ctx, api.Token)
 	changed := time.Now()
 	err = s.changeModel(ctx, &rt, rep.To.Model)
 	if err == nil {
 		s.printf("   spec.embedding: %s -> %s (endpoint %s)\n", embedderText(rep.From), embedderText(rep.To), s.Embedder.URL)
 		err = s.followReembed(ctx, rep, searcher)
 	}
-	rep.SearchesDuring, rep.SearchErrors, rep.FirstError = searcher.stop()
+	rep.SearchesDuring, rep.SearchErrors, rep.SearchesRetried, rep.FirstError = searcher.stop()
 	if err != nil {
 		return err
 	}
 	rep.SwitchedAfter = time.Since(changed)
-	s.printf("   switched after %s: %d rows re-embedded, %d left; %d searches answered during the re-embed, %d errors\n",
-		rep.SwitchedAfter.Round(100*time.Millisecond), rep.Filled, rep.Left, rep.SearchesDuring, rep.SearchErrors)
+	s.printf("   switched after %s: %d rows re-embedded, %d left; %d searches answered during the re-embed, %d errors (%d sent again)\n",
+		rep.SwitchedAfter.Round(100*time.Millisecond), rep.Filled, rep.Left, rep.SearchesDuring, rep.SearchErrors, rep.SearchesRetried)
 	if rep.FirstError != "" {
 		s.printf("   first search error: %s\n", rep.FirstError)
 	}
-	if err := s.searchAfterSwitch(ctx, rep); err != nil {
+	if err := s.searchAfterSwitch(ctx, rep, api.Token); err != nil {
 		return err
 	}
 	rep.LocalEndpoint = s.Endpoint(s.Namespace, CopyRuntime)
@@ -249,10 +251,13 @@ func (s *Scenario) followReembed(ctx context.Context, rep *ReembedReport, sr *se
 			rep.Job = naming.ReembedJobName(CopyRuntime, re.Runs)
 		}
 		line := fmt.Sprintf("%s: %d filled, %d left", re.Phase, re.Filled, re.Left)
+		if re.Phase == memoryv1alpha1.ReembedFilling && re.Filled == 0 && re.Left == 0 {
+			line = "Filling: begun (rows not counted yet)" // the intent, written before the begin
+		}
 		if line != last {
 			last = line
 			rep.Progress++
-			served, failed, _ := sr.counts()
+			served, failed, _, _ := sr.counts()
 			s.printf("   status.reembed %-36s  (Job %s; searches so far %d, errors %d)\n", line, rep.Job, served, failed)
 		}
 		switch re.Phase {
@@ -268,7 +273,7 @@ func (s *Scenario) followReembed(ctx context.Context, rep *ReembedReport, sr *se
 // searchAfterSwitch waits for the rollout with the new model and searches
 // by vector only: the query is embedded by the new model and compared with
 // the vectors the Job made.
-func (s *Scenario) searchAfterSwitch(ctx context.Context, rep *ReembedReport) error {
+func (s *Scenario) searchAfterSwitch(ctx context.Context, rep *ReembedReport, token string) error {
 	if err := s.poll(ctx, "runtime "+CopyRuntime+" to be Ready with "+rep.To.Model, func() (bool, error) {
 		var rt memoryv1alpha1.MemoryRuntime
 		if err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: CopyRuntime}, &rt); err != nil {
@@ -279,54 +284,87 @@ func (s *Scenario) searchAfterSwitch(ctx context.Context, rep *ReembedReport) er
 	}); err != nil {
 		return err
 	}
-	api, err := s.api(ctx, &Report{Runtime: CopyRuntime})
-	if err != nil {
-		return err
-	}
 	body := map[string]any{"query": reembedQuery, "mode": "vector", "topK": 1}
-	// The last pod of the old model may still answer for a moment after
-	// Ready: its query vector is of the other space, so the wait is for
-	// the expected hit (its absence at the end is the report's).
-	_ = s.poll(ctx, "a search under "+rep.To.Model, func() (bool, error) {
+	// The rollout replaces the service's process (another port): each try
+	// asks for its current address, and the answer counts once the fake
+	// says it embedded the query with the new model (an old process still
+	// answering embeds it with the old one). Nothing else embeds with the
+	// new model by now: the Job ended at the switch and the searcher stopped.
+	err := s.poll(ctx, "a search answered under "+rep.To.Model, func() (bool, error) {
+		base := s.Endpoint(s.Namespace, CopyRuntime)
+		if base == "" {
+			return false, nil
+		}
+		before, err := fakeTexts(ctx, *s.Embedder, rep.To.Model)
+		if err != nil {
+			return false, err
+		}
 		var res struct {
 			Results []memory.SearchHit `json:"results"`
 		}
+		api := &API{Base: base, Token: token}
 		if err := api.Do(ctx, http.MethodPost, "/v1/owners/alice/search", body, &res); err != nil {
+			return false, err
+		}
+		after, err := fakeTexts(ctx, *s.Embedder, rep.To.Model)
+		if err != nil || after == before {
 			return false, err
 		}
 		if len(res.Results) > 0 {
 			rep.AfterTop = res.Results[0].Memory.Content
 		}
-		return strings.Contains(strings.ToLower(rep.AfterTop), "dark mode"), nil
+		return true, nil
 	})
+	if err != nil {
+		return err
+	}
 	s.printf("   Ready with %s; vector search %q (query embedded by the new model) -> %q\n", rep.To.Model, reembedQuery, rep.AfterTop)
 	return nil
 }
 
-// searcher calls search every searchEvery until stopped or maxSearches.
+// searcher calls search every searchEvery until stopped or maxSearches,
+// at the service's current address (a rollout starts a new local process
+// on another port, as a Service would route to the new pod). A request
+// that does not reach the service (connection refused while the old
+// process is replaced) is retried once at the current address, as a
+// client would, and counted as retried; it is an error only when the retry
+// fails too.
 type searcher struct {
-	mu             sync.Mutex
-	served, failed int
-	first          string
-	cancel         context.CancelFunc
-	done           chan struct{}
+	mu                      sync.Mutex
+	served, failed, retried int
+	first                   string
+	cancel                  context.CancelFunc
+	done                    chan struct{}
 }
 
-func startSearcher(ctx context.Context, api *API) *searcher {
+func (s *Scenario) startSearcher(ctx context.Context, token string) *searcher {
 	ctx, cancel := context.WithCancel(ctx)
 	sr := &searcher{cancel: cancel, done: make(chan struct{})}
 	body := map[string]any{"query": reembedQuery, "mode": "hybrid", "topK": 3}
+	search := func() error {
+		api := &API{Base: s.Endpoint(s.Namespace, CopyRuntime), Token: token}
+		return api.Do(ctx, http.MethodPost, "/v1/owners/alice/search", body, nil)
+	}
 	go func() {
 		defer close(sr.done)
 		for range maxSearches {
-			var res struct {
-				Results []memory.SearchHit `json:"results"`
+			err := search()
+			var se *StatusError
+			retried := err != nil && !errors.As(err, &se) && ctx.Err() == nil
+			if retried {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				err = search()
 			}
-			err := api.Do(ctx, http.MethodPost, "/v1/owners/alice/search", body, &res)
 			if ctx.Err() != nil {
 				return // stopped: the search cut short is not counted
 			}
 			sr.mu.Lock()
+			if retried {
+				sr.retried++
+			}
 			if err != nil {
 				sr.failed++
 				if sr.first == "" {
@@ -346,14 +384,14 @@ func startSearcher(ctx context.Context, api *API) *searcher {
 	return sr
 }
 
-func (sr *searcher) counts() (served, failed int, first string) {
+func (sr *searcher) counts() (served, failed, retried int, first string) {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	return sr.served, sr.failed, sr.first
+	return sr.served, sr.failed, sr.retried, sr.first
 }
 
 // stop ends the searches and returns their counts.
-func (sr *searcher) stop() (served, failed int, first string) {
+func (sr *searcher) stop() (served, failed, retried int, first string) {
 	sr.cancel()
 	<-sr.done
 	return sr.counts()
