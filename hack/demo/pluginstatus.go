@@ -10,7 +10,8 @@ import (
 )
 
 // printPluginStatus ends `make demo` with `kubectl engram status` of the
-// demo tenant (and of the tenant on Citus, whose worker it shows), run as the built plugin binary (bin/kubectl-engram, next to
+// demo tenant (and of the tenant on Citus, whose worker it shows, and of
+// the re-embedded copy, whose re-embed it shows), run as the built plugin binary (bin/kubectl-engram, next to
 // bin/manager; make build builds both). The memory counts come through
 // --url: the demo's API server has no pod network to reach the service
 // through its service proxy.
@@ -22,6 +23,9 @@ func printPluginStatus(cfg config, st *state, r *demo.Report) error {
 	tenants := [][2]string{{r.Runtime, r.LocalEndpoint}}
 	if c := r.Citus; c != nil {
 		tenants = append(tenants, [2]string{c.Runtime, c.LocalEndpoint}) // shows its Citus worker
+	}
+	if re := r.Reembed; re != nil {
+		tenants = append(tenants, [2]string{re.Runtime, re.LocalEndpoint}) // shows its re-embed
 	}
 	for _, tn := range tenants {
 		args := []string{"status", tn[0], "--kubeconfig", st.Kubeconfig, "-n", demo.Namespace, "--url", tn[1]}

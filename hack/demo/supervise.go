@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +26,12 @@ type state struct {
 	APIServer  string            `json:"apiServer"`
 	Endpoints  map[string]string `json:"endpoints"`
 	// CitusURL is the Citus coordinator the operator was given ("": none).
-	CitusURL string    `json:"citusURL,omitempty"`
-	Updated  time.Time `json:"updated"`
+	CitusURL string `json:"citusURL,omitempty"`
+	// Embedder is the fake OpenAI-compatible embeddings server the
+	// supervisor runs for the re-embed step (it outlives the scenario: the
+	// second runtime keeps using it).
+	Embedder *demo.EmbedderServer `json:"embedder,omitempty"`
+	Updated  time.Time            `json:"updated"`
 }
 
 func readState(cfg config) (*state, error) {
@@ -86,6 +92,15 @@ func supervise(parent context.Context, cfg config) error {
 	if err := demo.Prepare(ctx, c, dbURL, st.CitusURL, demo.Namespace); err != nil {
 		return fail(err)
 	}
+
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	fake, err := demo.StartFakeEmbedder("demo-" + hex.EncodeToString(key))
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = fake.Close() }()
+	st.Embedder = &fake.Server
 
 	opCtx, stopOperator := context.WithCancel(ctx)
 	defer stopOperator()

@@ -44,7 +44,7 @@ func up(ctx context.Context, cfg config) error {
 	}
 	sc := &demo.Scenario{
 		Client: c, Config: restCfg, Kubeconfig: st.Kubeconfig, Out: os.Stdout,
-		SamplesDir: filepath.Join(cfg.repoRoot, "config", "samples"), Citus: st.CitusURL != "",
+		SamplesDir: filepath.Join(cfg.repoRoot, "config", "samples"), Citus: st.CitusURL != "", Embedder: st.Embedder,
 		Endpoint: func(ns, name string) string {
 			if s, err := readState(cfg); err == nil {
 				return s.Endpoints[ns+"/"+name]
@@ -224,8 +224,19 @@ func transferSummary(r *demo.Report, ns string) string {
    memoryruntime/%s (schema %s) holds what the export of %s held (%d records)
    curl -s -H "Authorization: Bearer $TOKEN" %s/v1/export | head -1   # the header: embedder, policy, counts
    kubectl get secret -n %s %s -o jsonpath='{.data.tokens}' | base64 -d   # the copy's tokens
+%s
+`, t.Runtime, t.Schema, r.Runtime, sumCounts(t.Trailer), r.LocalEndpoint, ns, naming.APITokenSecretName(t.Runtime), reembedSummary(r.Reembed, ns))
+}
 
-`, t.Runtime, t.Schema, r.Runtime, sumCounts(t.Trailer), r.LocalEndpoint, ns, naming.APITokenSecretName(t.Runtime))
+// reembedSummary is the part of the summary about the model change ("" without one).
+func reembedSummary(re *demo.ReembedReport, ns string) string {
+	if re == nil {
+		return ""
+	}
+	return fmt.Sprintf(`   memoryruntime/%s moved to %s: %d rows re-embedded, %d searches answered meanwhile (%d errors)
+   kubectl engram status %s -n %s   # its embedder and the last re-embed
+   kubectl get mrt %s -n %s -o jsonpath='{.status.reembed}'
+`, re.Runtime, re.To.Model, re.Filled, re.SearchesDuring, re.SearchErrors, re.Runtime, ns, re.Runtime, ns)
 }
 
 func sumCounts(counts map[string]int64) int64 {

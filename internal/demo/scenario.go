@@ -25,7 +25,7 @@ import (
 
 // Scenario is the demo's story: apply the samples, wait for Ready, use the
 // memory service, run maintenance once, erase a user, export the tenant
-// into a second runtime.
+// into a second runtime and move that one to another embedding model.
 type Scenario struct {
 	Client     client.Client
 	Config     *rest.Config
@@ -47,6 +47,9 @@ type Scenario struct {
 	// scenario offers it beside the PostgreSQL as MemoryDatabases and puts
 	// a second tenant, CitusRuntime, on it.
 	Citus bool
+	// Embedder is an OpenAI-compatible embeddings server the pods reach
+	// (make demo's FakeEmbedder on 127.0.0.1); nil skips the re-embed step.
+	Embedder *EmbedderServer
 
 	// samples are the names of what apply applied: the story is theirs,
 	// whatever else the namespace holds.
@@ -87,6 +90,8 @@ type Report struct {
 	LastRun         *memoryv1alpha1.LastRun
 	// Transfer is the export of the tenant and its import into CopyRuntime.
 	Transfer *TransferReport
+	// Reembed is the model change of CopyRuntime (nil when skipped).
+	Reembed *ReembedReport
 	// Citus is the second tenant, on Citus (nil without Scenario.Citus).
 	Citus *CitusReport
 }
@@ -119,6 +124,7 @@ func (s *Scenario) Run(ctx context.Context) (*Report, error) {
 		{"Run the RetentionJob now (run-now annotation)", s.runNow},
 		{"Erase a user (GDPR)", s.erase},
 		{"Export the tenant and import it into a second runtime (twice: nothing changes)", s.transfer},
+		{"Change the second runtime's embedding model: a few hundred memories re-embedded while searches run", s.reembed},
 	}...)
 	if s.Citus {
 		steps = append(steps, step{"The second tenant, on Citus: where it lives, a write and a search through the coordinator", s.citusTenant})

@@ -148,6 +148,9 @@ func (s *Scenario) startCopy(ctx context.Context, r *Report, t *TransferReport) 
 	verb := "created"
 	if err := s.Client.Create(ctx, rt); apierrors.IsAlreadyExists(err) {
 		verb = "exists already"
+		if err := s.repointCopy(ctx); err != nil {
+			return nil, err
+		}
 	} else if err != nil {
 		return nil, fmt.Errorf("creating runtime %s: %w", CopyRuntime, err)
 	}

@@ -62,6 +62,9 @@ type demoEnv struct {
 	cfg     *rest.Config
 	kubelet *localpod.Kubelet
 	ns      string
+	// embedder is the fake model server of the re-embed step (the local
+	// pods are processes here: they reach its 127.0.0.1).
+	embedder *demo.FakeEmbedder
 }
 
 func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
@@ -95,10 +98,15 @@ func startDemoEnv(t *testing.T, ctx context.Context) *demoEnv {
 	kCtx, stopKubelet := context.WithCancel(ctx)
 	kDone := make(chan error, 1)
 	go func() { kDone <- kubelet.Run(kCtx) }()
-	e := &demoEnv{c: c, cfg: cfg, kubelet: kubelet, ns: ns}
+	fake, err := demo.StartFakeEmbedder("e2e-" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &demoEnv{c: c, cfg: cfg, kubelet: kubelet, ns: ns, embedder: fake}
 	t.Cleanup(func() {
 		stopKubelet()
 		<-kDone
+		_ = fake.Close()
 		stopOperator()
 		<-opDone
 		// Roles are cluster-wide in PostgreSQL: drop the tenants of every
@@ -130,6 +138,7 @@ func (e *demoEnv) scenario(t *testing.T) *demo.Scenario {
 	return &demo.Scenario{
 		Client: e.c, Config: e.cfg, Out: &logWriter{t: t}, Endpoint: e.kubelet.Endpoint, Namespace: e.ns,
 		SamplesDir: filepath.Join(testenv.RepoRoot(), "config", "samples"), Wait: 2 * time.Minute, Citus: true,
+		Embedder: &e.embedder.Server,
 	}
 }
 
@@ -158,6 +167,10 @@ func TestDemoFlow(t *testing.T) {
 		tr = *r.Transfer
 	}
 	first, second := ptr.Deref(tr.First, memory.ImportResult{}), ptr.Deref(tr.Second, memory.ImportResult{})
+	re := ptr.Deref(r.Reembed, demo.ReembedReport{})
+	// Every row of the copy: alice's imported memories and 200 messages,
+	// carol's seeded memories (and the conversation's summaries).
+	minRows := int64(re.Seeded + tr.CopyAlice + 200)
 	checks := []struct {
 		what string
 		ok   bool
@@ -195,6 +208,13 @@ func TestDemoFlow(t *testing.T) {
 		{"the second import inserted nothing and found every memory there", second.Inserted.Total() == 0 && second.Existing["memory"] == tr.Trailer["memory"] && second.Existing.Total() > 0},
 		{"alice has as many memories in the copy as in the source", tr.SourceAlice > 0 && tr.CopyAlice == tr.SourceAlice},
 		{"a search in the second runtime finds alice's dark-mode preference", strings.Contains(strings.ToLower(tr.SearchTop), "dark mode")},
+		{"the re-embed step seeded 300 memories into the copy", re.Seeded == 300},
+		{"the copy moved from builtin to the fake's model A", re.Runtime == demo.CopyRuntime && re.From.Provider == memoryv1alpha1.EmbeddingBuiltin &&
+			re.To.Provider == memoryv1alpha1.EmbeddingOpenAI && re.To.Model == demo.DemoModelA},
+		{"the re-embed switched with every row re-embedded and none left", re.Phase == memoryv1alpha1.ReembedSwitched && re.Left == 0 && re.Filled >= minRows},
+		{"searches were answered during the re-embed, none failed", re.SearchesDuring > 0 && re.SearchErrors == 0},
+		{"after the switch a vector search under the new model finds alice's dark-mode preference", strings.Contains(strings.ToLower(re.AfterTop), "dark mode")},
+		{"the fake embedded every row and the search's query with the new model", re.NewModelTexts > re.Filled && e.embedder.Texts(demo.DemoModelA) > re.Filled},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -202,7 +222,7 @@ func TestDemoFlow(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("transfer %+v; first import %+v; second import %+v", tr, first, second)
+		t.Logf("transfer %+v; first import %+v; second import %+v; re-embed %+v", tr, first, second, re)
 	}
 	if r.LastRun != nil {
 		var scanned int64
