@@ -22,7 +22,7 @@ import (
 // The re-embed load test's tenant (TestReembedUnderLoad): memories over
 // loadOwners owners, the service's reads and writes spread over them.
 const (
-	loadOwners = 20
+	loadOwners = 40
 	// loadEngineAdds memories are written by the engine's add, one by one
 	// (dedup and all); the rest by its insert statement, in batches.
 	loadEngineAdds = 200
@@ -33,7 +33,8 @@ const (
 )
 
 // loadSize is how many memories the load test seeds: 20,000 (the issue's
-// figure), or ENGRAM_REEMBED_MEMORIES.
+// figure), or ENGRAM_REEMBED_MEMORIES, at most 900 an owner (the default
+// policy's cap is 1,000: an add over it evicts one).
 func loadSize(t *testing.T) int {
 	t.Helper()
 	v := os.Getenv("ENGRAM_REEMBED_MEMORIES")
@@ -41,8 +42,8 @@ func loadSize(t *testing.T) int {
 		return 20_000
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < loadEngineAdds+loadOwners || n > 1_000_000 {
-		t.Fatalf("ENGRAM_REEMBED_MEMORIES=%q: want a number within %d..1000000", v, loadEngineAdds+loadOwners)
+	if err != nil || n < loadEngineAdds+loadOwners || n > 900*loadOwners {
+		t.Fatalf("ENGRAM_REEMBED_MEMORIES=%q: want a number within %d..%d", v, loadEngineAdds+loadOwners, 900*loadOwners)
 	}
 	return n
 }
@@ -72,9 +73,11 @@ func loadText(writer string, i int) string {
 // the service's does.
 func seedLoad(t *testing.T, ctx context.Context, jt *jobTenant, n int) {
 	t.Helper()
+	t0 := time.Now()
 	for i := range loadEngineAdds {
 		jt.add(t, loadOwner(i), loadText("seed", i), "project")
 	}
+	t1 := time.Now()
 	old, err := memory.NewBuiltinEmbedder(dims)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +106,7 @@ func seedLoad(t *testing.T, ctx context.Context, jt *jobTenant, n int) {
 			t.Fatalf("seeding memories %d..%d: %v", from, to, err)
 		}
 	}
+	t2 := time.Now()
 	for o := range loadSessions {
 		owner, id := loadOwner(o), fmt.Sprintf("chat-%d", o)
 		if _, err := jt.store.CreateSession(ctx, memory.CreateSessionRequest{Owner: owner, ID: id}); err != nil {
@@ -123,6 +127,8 @@ func seedLoad(t *testing.T, ctx context.Context, jt *jobTenant, n int) {
 			t.Fatalf("ending %s: %v", id, err)
 		}
 	}
+	t.Logf("seeded: %d adds in %s, %d inserts in %s, %d sessions in %s", loadEngineAdds, t1.Sub(t0).Round(time.Millisecond),
+		n-loadEngineAdds, t2.Sub(t1).Round(time.Millisecond), loadSessions, time.Since(t2).Round(time.Millisecond))
 }
 
 // insertLoad runs the engine's insert for texts (memories from.. of the

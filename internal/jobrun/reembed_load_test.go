@@ -71,7 +71,7 @@ type loadRun struct {
 }
 
 // TestReembedUnderLoad is issue 29's test on real PostgreSQL: 20,000
-// memories over 20 owners (plus sessions, summaries and episodes) of the
+// memories over 40 owners (plus sessions, summaries and episodes) of the
 // builtin embedder A re-embedded with B, an OpenAI-compatible fake on
 // 127.0.0.1, by the re-embed Job's loop (ReembedLoop, batches of 256, no
 // pause), while 2 adders and 3 searchers (vector and hybrid, every owner)
