@@ -68,6 +68,11 @@ type loadRun struct {
 	// addsFilling: adds acknowledged while the fill still had rows left.
 	addsFilling atomic.Int64
 	caughtUp    atomic.Bool
+	// switched is set when Switch returned; staleReads counts searches of
+	// A's store that ended after it (before the rollout): no error with
+	// the same dimensions, but A's query vector ranked against B's.
+	switched   atomic.Bool
+	staleReads atomic.Int64
 }
 
 // TestReembedUnderLoad is issue 29's test on real PostgreSQL: 20,000
@@ -158,9 +163,10 @@ func TestReembedUnderLoad(t *testing.T) {
 	}
 	r.checkAfter(ctx, withVectors)
 	t.Logf("%d memories: seeded in %s; fill caught up after %s, switched at try %d (%d found rows written since the count) after %s; "+
-		"%d rows filled in %d batches; %d adds (%d while rows were left), %d refused by the guard and retried on B; total %s",
+		"%d rows filled in %d batches; %d adds (%d while rows were left), %d refused by the guard and retried on B; "+
+		"%d searches of A's store ended after the switch, before the rollout; total %s",
 		n, seeded.Round(time.Millisecond), caughtUpAt.Round(time.Millisecond), tries, rowsLeft, switchedAt.Round(time.Millisecond),
-		run.res.Filled, run.res.Batches, len(r.added), r.addsFilling.Load(), r.refused.Load(), time.Since(start).Round(time.Millisecond))
+		run.res.Filled, run.res.Batches, len(r.added), r.addsFilling.Load(), r.refused.Load(), r.staleReads.Load(), time.Since(start).Round(time.Millisecond))
 }
 
 // fail records an error of a worker (the test fails at the end).
@@ -207,10 +213,14 @@ func (r *loadRun) work(ctx context.Context, w int) {
 			r.fail(fmt.Errorf("worker %d, operation %d (on %s): %w", w, i, map[bool]string{false: "A", true: "B"}[ps.isNew], err))
 			return
 		}
-		if ps.isNew {
+		switch {
+		case ps.isNew:
 			r.after[w].Add(1)
-		} else {
+		default:
 			r.before[w].Add(1)
+			if w >= loadAdders && r.switched.Load() {
+				r.staleReads.Add(1)
+			}
 		}
 		if err := sleepCtx(ctx, pause); err != nil {
 			return
@@ -306,6 +316,7 @@ func (r *loadRun) switchWhenDone(ctx context.Context) (tries, rowsLeft int, caug
 		case err != nil:
 			t.Fatal(err)
 		default:
+			r.switched.Store(true)
 			return tries, rowsLeft, caughtUpAt
 		}
 	}
