@@ -2,64 +2,15 @@ package jobrun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/tenant"
 )
-
-// fakeEmbedder is an OpenAI-compatible /v1/embeddings server of 384
-// dimensions (a vector derived from each text), or, while down, one that
-// answers 400 to everything.
-type fakeEmbedder struct {
-	srv   *httptest.Server
-	down  atomic.Bool
-	calls atomic.Int64
-}
-
-func newFakeEmbedder(t *testing.T) *fakeEmbedder {
-	f := &fakeEmbedder{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.calls.Add(1)
-		var req struct {
-			Input []string `json:"input"`
-		}
-		if f.down.Load() || json.NewDecoder(r.Body).Decode(&req) != nil {
-			http.Error(w, `{"error":{"message":"down"}}`, http.StatusBadRequest)
-			return
-		}
-		type item struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		out := struct {
-			Data []item `json:"data"`
-		}{}
-		for i, text := range req.Input {
-			out.Data = append(out.Data, item{Index: i, Embedding: fakeVector(text)})
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func fakeVector(text string) []float32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(text))
-	v := make([]float32, dims)
-	v[int(h.Sum32())%dims] = 1
-	return v
-}
 
 // TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder: `manager job
 // --ops=reembed` with the embedder down ends within its bound, exit code
@@ -73,12 +24,11 @@ func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 	}
 	ctx := context.Background()
 	target := memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
-	to := memory.ReembedNamed("openai", "m2", dims)
-	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), to); err != nil {
+	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), fakeTo()); err != nil {
 		t.Fatal(err)
 	}
 	fake := newFakeEmbedder(t)
-	args := []string{"--ops=reembed", "--reembed-provider=openai", "--reembed-model=m2", "--reembed-endpoint=" + fake.srv.URL + "/v1",
+	args := []string{"--ops=reembed", "--reembed-provider=openai", "--reembed-model=" + fakeModel, "--reembed-endpoint=" + fake.srv.URL + "/v1",
 		fmt.Sprintf("--reembed-dimensions=%d", dims), "--reembed-pace=0.1"}
 
 	fake.down.Store(true)
@@ -137,24 +87,8 @@ func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 	if res.code != 0 || res.sum.Result != memory.RunSucceeded || affected(res.sum)[OpReembed] != 5 || res.sum.Message != "" {
 		t.Fatalf("with the embedder back: exit %d, %+v; want 5 rows filled and a run that ended with the switch", res.code, res.sum)
 	}
-	var wrong int
-	rows, err := jt.admin.Query(ctx, `SELECT content, embedding::text FROM `+jt.schema+`.memories`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for rows.Next() {
-		var content, vec string
-		if err := rows.Scan(&content, &vec); err != nil {
-			t.Fatal(err)
-		}
-		n++
-		if want, _ := json.Marshal(fakeVector(content)); strings.ReplaceAll(vec, " ", "") != string(want) {
-			wrong++
-		}
-	}
-	if rows.Err() != nil || n != 5 || wrong != 0 {
-		t.Errorf("after the switch: %d memories, %d without the new model's vector (%v)", n, wrong, rows.Err())
+	if n := checkFakeVectors(t, ctx, jt.admin, jt.schema)["memories"]; n != 5 {
+		t.Errorf("after the switch: %d memories with a vector, want 5", n)
 	}
 }
 
