@@ -1,0 +1,171 @@
+package reembed_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/memory/reembed"
+)
+
+// flaky is an embedder that fails while down, and answers after delay.
+type flaky struct {
+	memory.Embedder
+	down  atomic.Bool
+	delay time.Duration
+}
+
+func (e *flaky) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if e.down.Load() {
+		return nil, errors.New("the next embedder is down (test)")
+	}
+	if e.delay > 0 {
+		select {
+		case <-time.After(e.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return e.Embedder.Embed(ctx, texts)
+}
+
+// outcomes counts dual writes by outcome.
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) count(outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[outcome]++
+}
+
+func (o *outcomes) get(outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[outcome]
+}
+
+// dualStore opens a store of the old embedder that knows next.
+func (f *fixture) dualStore(id reembed.Embedder, next memory.Embedder, timeout time.Duration, o *outcomes) *memory.Store {
+	f.t.Helper()
+	s, err := memory.New(memory.Config{Pool: f.login, Schema: f.target.Schema, Policy: memory.DefaultPolicy(),
+		Embedder: f.oldEmbedder(), LLMTimeout: 2 * time.Second,
+		Next: &memory.NextEmbedder{ID: id, Embedder: next, Timeout: timeout, Count: o.count}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(s.Close)
+	return s
+}
+
+// nextOf reads embedding_next IS NULL of the memory with content.
+func (f *fixture) nextIsNull(table, text, content string) bool {
+	f.t.Helper()
+	return f.count(`SELECT count(*) FROM %[1]s.`+table+` WHERE `+text+` = $1 AND embedding_next IS NULL`, content) == 1
+}
+
+// TestDualWritesMemories: during the fill toward 256 dimensions, a store
+// that knows the next embedder writes each add's next vector (an insert,
+// a merge of an exact duplicate, a batch) with the old one; with the next
+// embedder down, or slower than its bound, the add succeeds with
+// embedding_next NULL, counted, and the fill gives it its vector. A store
+// whose next embedder is not the re-embed's writes none. After the switch,
+// a store of the new embedder that still names it as next writes as usual.
+func TestDualWritesMemories(t *testing.T) {
+	f := newFixture(t)
+	f.seed(6)
+	to, toEmb := builtin(t, 256)
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+	next := &flaky{Embedder: toEmb}
+	var o outcomes
+	s := f.dualStore(to, next, time.Second, &o)
+
+	add := func(s *memory.Store, content string) {
+		t.Helper()
+		if _, err := s.Add(ctx(t), memory.AddRequest{Owner: "owner-1", Content: content}); err != nil {
+			t.Fatalf("add %q: %v", content, err)
+		}
+	}
+	add(s, "the dual write of a brand new memory")
+	add(s, "the dual write of a brand new memory") // an exact duplicate: merged in place
+	if _, err := s.AddBatch(ctx(t), []memory.AddRequest{{Owner: "owner-2", Content: "a batch's first dual write"},
+		{Owner: "owner-2", Content: "a batch's second dual write about kites"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(`SELECT count(*) FROM %[1]s.memories WHERE embedding_next IS NOT NULL`); n != 3 {
+		t.Errorf("%d memories with a next vector after 3 dual writes, want 3", n)
+	}
+	if n := f.checkVectors(toEmb, "memories", "content", "embedding_next"); n != 3 {
+		t.Errorf("%d memories checked against the next embedder, want 3", n)
+	}
+	if got := o.get("written"); got != 4 {
+		t.Errorf("%d dual writes counted written, want 4 (%v)", got, o.n)
+	}
+
+	// The next embedder down: the add succeeds without its next vector.
+	next.down.Store(true)
+	add(s, "written while the next embedder is down")
+	if !f.nextIsNull("memories", "content", "written while the next embedder is down") {
+		t.Error("a memory written while the next embedder is down has a next vector")
+	}
+	if o.get("failed") != 1 {
+		t.Errorf("outcomes %v, want 1 failed", o.n)
+	}
+	next.down.Store(false)
+	// Slower than its bound: the same, and the write does not wait for it.
+	slow := f.dualStore(to, &flaky{Embedder: toEmb, delay: 3 * time.Second}, 100*time.Millisecond, &o)
+	start := time.Now()
+	add(slow, "written while the next embedder is slow")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("an add waited %s for a slow next embedder bounded at 100 ms", d)
+	}
+	if !f.nextIsNull("memories", "content", "written while the next embedder is slow") || o.get("timeout") != 1 {
+		t.Errorf("a memory written while the next embedder is slow: next vector present or not counted (%v)", o.n)
+	}
+	// Another next embedder than the re-embed's: no dual write.
+	_, other := builtin(t, 128)
+	add(f.dualStore(reembed.Embedder{Provider: "builtin", Model: "hash-128", Dimensions: 128}, other, time.Second, &o),
+		"written by a store that names another next embedder")
+	if !f.nextIsNull("memories", "content", "written by a store that names another next embedder") {
+		t.Error("a store naming another next embedder wrote a next vector")
+	}
+
+	// The fill gives the rows left their vectors; every next vector is the
+	// next embedder's of its text.
+	fill(t, reembed.NewFiller(f.login, f.target, to, toEmb), 16)
+	if n := f.count(`SELECT count(*) FROM %[1]s.memories WHERE embedding_next IS NULL`); n != 0 {
+		t.Errorf("%d memories without a next vector after the fill", n)
+	}
+	f.checkVectors(toEmb, "memories", "content", "embedding_next")
+	if err := reembed.Switch(ctx(t), f.admin, f.target); err != nil {
+		t.Fatal(err)
+	}
+
+	// After the switch: a store of the new embedder naming it as next too
+	// (a configuration not yet rendered again) writes as any store does.
+	after, err := memory.New(memory.Config{Pool: f.login, Schema: f.target.Schema, Policy: memory.DefaultPolicy(),
+		Embedder: toEmb, Next: &memory.NextEmbedder{ID: to, Embedder: toEmb, Count: o.count}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(after.Close)
+	before := o.get("written")
+	add(after, "written after the switch")
+	if n := f.checkVectors(toEmb, "memories", "content", "embedding"); n < 10 {
+		t.Errorf("%d memories hold the new vectors after the switch", n)
+	}
+	if o.get("written") != before {
+		t.Errorf("a write after the switch counted as a dual write (%v)", o.n)
+	}
+}
