@@ -21,10 +21,10 @@ import (
 
 // Outcomes of one dual write, counted by Next.Count.
 const (
-	NextWritten  = "written"  // the next embedder's vectors were written
-	NextFailed   = "failed"   // the next embedder failed: embedding_next left NULL
-	NextTimedOut = "timeout"  // the next embedder was slower than Next.Timeout
-	NextStale    = "stale"    // the re-embed ended or changed before the commit
+	NextWritten  = "written"   // the next embedder's vectors were written
+	NextFailed   = "failed"    // the next embedder failed: embedding_next left NULL
+	NextTimedOut = "timeout"   // the next embedder was slower than Next.Timeout
+	NextStale    = "stale"     // the re-embed ended or changed before the commit
 	nextIdleTTL  = time.Second // how long "not filling toward Next" is cached
 	// nextFillTTL is how long "filling toward Next" is cached; every write
 	// checks it again in its transaction (NextHeld), so it may be longer.
