@@ -245,28 +245,70 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 	return nil
 }
 
-// EmbedSummary embeds a summary for history search; best effort like messages.
-func (s *Store) EmbedSummary(ctx context.Context, content string) *pgv.Vector {
-	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
-	if err != nil || len(vecs) != 1 {
-		s.core.Log.Warn("storing a summary without an embedding", "error", err)
-		return nil
-	}
-	v := pgv.NewVector(vecs[0])
-	return &v
+// Embedded is a summary's vector (nil: the embedder failed) and, during a
+// re-embed, the next embedder's (nil: none; core.Next).
+type Embedded struct {
+	Vec, Next *pgv.Vector
 }
 
-// insertSummary writes y (with its embedding) in tx.
-func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
+// EmbedSummary embeds a summary for history search; best effort like
+// messages. During a re-embed the next embedder embeds it alongside.
+func (s *Store) EmbedSummary(ctx context.Context, content string) Embedded {
+	next := s.core.NextVectors(ctx, []string{content})
+	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
+	nexts := next()
+	if err != nil || len(vecs) != 1 {
+		s.core.Log.Warn("storing a summary without an embedding", "error", err)
+		return Embedded{}
+	}
+	v := pgv.NewVector(vecs[0])
+	e := Embedded{Vec: &v}
+	if nexts != nil {
+		n := pgv.NewVector(nexts[0])
+		e.Next = &n
+	}
+	return e
+}
+
+// HoldNext checks, in tx before any table with a vector, that the tenant
+// still re-embeds toward e.Next's embedder and holds it until the commit
+// (core.State.NextHeld); when it no longer does, e.Next is dropped.
+func (s *Store) HoldNext(ctx context.Context, tx pgx.Tx, e *Embedded) error {
+	if e.Next == nil {
+		return nil
+	}
+	held, err := s.core.NextHeld(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if !held {
+		e.Next = nil
+	}
+	return nil
+}
+
+// NextDone counts e's dual write once committed.
+func (s *Store) NextDone(e Embedded) {
+	if e.Next != nil {
+		s.core.NextDone(1)
+	}
+}
+
+// insertSummary writes y (with its embeddings) in tx.
+func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, e Embedded) error {
 	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
 	if err != nil {
 		return err
 	}
+	args := []any{y.ID, y.Owner, y.SessionID, y.Depth, y.Content, y.ExpandHint, y.EarliestSeq, y.LatestSeq, y.EarliestAt, y.LatestAt,
+		y.Tokens, y.DescendantCount, y.Method, e.Vec, textConfig}
+	col, val := "", ""
+	if e.Next != nil {
+		col, val, args = ", embedding_next", ", $16", append(args, e.Next)
+	}
 	_, err = tx.Exec(ctx, `INSERT INTO `+s.sql.summaries+` (id, owner_id, session_id, depth, content, expand_hint,
-			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding, tsv_config, tsv_local)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, `+core.TextLocal("$15", "$5")+`)`,
-		y.ID, y.Owner, y.SessionID, y.Depth, y.Content, y.ExpandHint, y.EarliestSeq, y.LatestSeq, y.EarliestAt, y.LatestAt,
-		y.Tokens, y.DescendantCount, y.Method, vec, textConfig)
+			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding, tsv_config, tsv_local`+col+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, `+core.TextLocal("$15", "$5")+val+`)`, args...)
 	return core.DBErr("storing summary", err)
 }
 
@@ -276,6 +318,9 @@ func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, 
 	vec := s.EmbedSummary(ctx, leaf.Content)
 	stored := false
 	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.HoldNext(ctx, tx, &vec); err != nil {
+			return err
+		}
 		sess, err := s.getSession(ctx, tx, leaf.Owner, leaf.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
@@ -298,6 +343,9 @@ func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, 
 		stored = true
 		return nil
 	})
+	if err == nil && stored {
+		s.NextDone(vec)
+	}
 	return stored, err
 }
 
@@ -369,6 +417,9 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 	vec := s.EmbedSummary(ctx, content)
 	stored := false
 	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.HoldNext(ctx, tx, &vec); err != nil {
+			return err
+		}
 		if _, err := s.getSession(ctx, tx, y.Owner, y.SessionID, " FOR UPDATE"); err != nil {
 			return err
 		}
@@ -405,6 +456,9 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 	}
 	if err != nil {
 		return false, err
+	}
+	if stored {
+		s.NextDone(vec)
 	}
 	res.CondensedCreated++
 	res.Weaker(method)

@@ -3,6 +3,7 @@ package reembed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,4 +169,76 @@ func TestDualWritesMemories(t *testing.T) {
 	if o.get("written") != before {
 		t.Errorf("a write after the switch counted as a dual write (%v)", o.n)
 	}
+}
+
+// TestDualWritesConversation: during the fill, the messages of an append,
+// the summaries of a compaction and the episode of an ended session,
+// written by a store that knows the next embedder, hold the next
+// embedder's vectors of their texts; with the next embedder down an append
+// succeeds with none, and the fill gives them theirs.
+func TestDualWritesConversation(t *testing.T) {
+	f := newFixture(t)
+	f.seed(3)
+	to, toEmb := builtin(t, 256)
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+	next := &flaky{Embedder: toEmb}
+	var o outcomes
+	s := f.dualStore(to, next, time.Second, &o)
+	c := ctx(t)
+	if _, err := s.CreateSession(c, memory.CreateSessionRequest{Owner: "owner-1", ID: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := s.AppendTurn(c, memory.AppendRequest{Owner: "owner-1", SessionID: "d1", Messages: []memory.TurnMessage{
+			{Role: "user", Content: fmt.Sprintf("Dual question %d: how long does the %s take to build?", i, topic(i))},
+			{Role: "assistant", Content: fmt.Sprintf("Dual answer %d: about %d days for the %s.", i, i+2, topic(i+5))},
+		}}); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM %[1]s.messages WHERE session_id = 'd1' AND embedding_next IS NOT NULL`); n != 8 {
+		t.Errorf("%d of the 8 appended messages have a next vector", n)
+	}
+	res, err := s.CompactSession(c, memory.CompactSessionRequest{Owner: "owner-1", SessionID: "d1", Mode: memory.CompactFull, Force: true})
+	if err != nil || len(res.Roots) == 0 {
+		t.Fatalf("compaction: %+v, %v", res, err)
+	}
+	summaries := f.count(`SELECT count(*) FROM %[1]s.summaries WHERE session_id = 'd1'`)
+	if n := f.count(`SELECT count(*) FROM %[1]s.summaries WHERE session_id = 'd1' AND embedding_next IS NOT NULL`); summaries == 0 || n != summaries {
+		t.Errorf("%d of the %d summaries of the compaction have a next vector", n, summaries)
+	}
+	if end, err := s.EndSession(c, memory.EndSessionRequest{Owner: "owner-1", SessionID: "d1"}); err != nil || end.Episode == nil {
+		t.Fatalf("ending the session: %+v, %v", end, err)
+	}
+	if n := f.count(`SELECT count(*) FROM %[1]s.episodes WHERE session_id = 'd1' AND embedding_next IS NOT NULL`); n != 1 {
+		t.Errorf("%d episodes of the ended session have a next vector, want 1", n)
+	}
+	for _, tc := range []struct{ table, text string }{{"messages", "content"}, {"summaries", "content"}, {"episodes", "summary"}} {
+		if n := f.checkVectors(toEmb, tc.table, tc.text, "embedding_next"); n == 0 {
+			t.Errorf("no %s checked against the next embedder", tc.table)
+		}
+	}
+	if want := 8 + int(summaries) + 1; o.get("written") != want {
+		t.Errorf("outcomes %v, want %d written", o.n, want)
+	}
+
+	// The next embedder down: the append succeeds, its messages without.
+	next.down.Store(true)
+	if _, err := s.CreateSession(c, memory.CreateSessionRequest{Owner: "owner-1", ID: "d2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendTurn(c, memory.AppendRequest{Owner: "owner-1", SessionID: "d2", Messages: []memory.TurnMessage{
+		{Role: "user", Content: "asked while the next embedder is down"}}}); err != nil {
+		t.Fatalf("append with the next embedder down: %v", err)
+	}
+	if !f.nextIsNull("messages", "content", "asked while the next embedder is down") || o.get("failed") != 1 {
+		t.Errorf("a message appended with the next embedder down: a next vector, or not counted (%v)", o.n)
+	}
+	fill(t, reembed.NewFiller(f.login, f.target, to, toEmb), 16)
+	if n := f.count(`SELECT count(*) FROM %[1]s.messages WHERE embedding IS NOT NULL AND embedding_next IS NULL`); n != 0 {
+		t.Errorf("%d messages without a next vector after the fill", n)
+	}
+	f.checkVectors(toEmb, "messages", "content", "embedding_next")
 }
