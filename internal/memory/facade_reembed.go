@@ -37,6 +37,9 @@ var (
 	ErrReembedRowsLeft   = reembed.ErrRowsLeft
 )
 
+// DualWriteOutcomes are the outcomes NextEmbedder.Count is given.
+var DualWriteOutcomes = []string{core.NextWritten, core.NextFailed, core.NextTimedOut, core.NextStale}
+
 // Constants of package reembed.
 const (
 	ReembedPhaseFilling = reembed.PhaseFilling

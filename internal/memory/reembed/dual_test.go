@@ -11,6 +11,7 @@ import (
 
 	"github.com/engram-dev/engram/internal/memory"
 	"github.com/engram-dev/engram/internal/memory/reembed"
+	"github.com/engram-dev/engram/internal/workload"
 )
 
 // flaky is an embedder that fails while down, and answers after delay.
@@ -241,4 +242,38 @@ func TestDualWritesConversation(t *testing.T) {
 		t.Errorf("%d messages without a next vector after the fill", n)
 	}
 	f.checkVectors(toEmb, "messages", "content", "embedding_next")
+}
+
+// TestDualWritesFromConfig: the service's config names the next embedder
+// (reembed.next), and a store opened from it (workload.Open, as `manager
+// serve` opens it) dual-writes while the tenant fills toward it, counting
+// through StoreParams.CountDualWrite.
+func TestDualWritesFromConfig(t *testing.T) {
+	f := newFixture(t)
+	to := memory.ReembedNamed(memory.ProviderBuiltin, "", 256)
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &memory.ServiceConfig{Schema: f.target.Schema, Policy: memory.DefaultPolicy(),
+		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 384},
+		Reembed:   &memory.ReembedConfig{Next: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 256}, Timeout: "1s"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var o outcomes
+	tn, err := workload.Open(ctx(t), workload.StoreParams{Config: cfg, DatabaseURL: f.logURL, MaxConns: 2, CountDualWrite: o.count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tn.Close)
+	if _, err := tn.Store.Add(ctx(t), memory.AddRequest{Owner: "owner-1", Content: "configured to write both vectors"}); err != nil {
+		t.Fatal(err)
+	}
+	_, toEmb := builtin(t, 256)
+	if f.nextIsNull("memories", "content", "configured to write both vectors") || o.get("written") != 1 {
+		t.Fatalf("a store opened from a config naming the next embedder wrote no next vector (%v)", o.n)
+	}
+	if n := f.checkVectors(toEmb, "memories", "content", "embedding_next"); n != 1 {
+		t.Errorf("%d next vectors checked, want 1", n)
+	}
 }
