@@ -277,3 +277,50 @@ func TestDualWritesFromConfig(t *testing.T) {
 		t.Errorf("%d next vectors checked, want 1", n)
 	}
 }
+
+// TestDualWritesWhenTheReembedEnds: a store that last read "filling" (its
+// cache) writes after an abort, then after a new begin toward another
+// embedder of the same size: each write succeeds, without a next vector
+// (counted stale), never the wrong embedder's vector in the new column.
+func TestDualWritesWhenTheReembedEnds(t *testing.T) {
+	f := newFixture(t)
+	f.seed(3)
+	to, toEmb := builtin(t, 256)
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+	var o outcomes
+	s := f.dualStore(to, toEmb, time.Second, &o)
+	add := func(content string) {
+		t.Helper()
+		if _, err := s.Add(ctx(t), memory.AddRequest{Owner: "owner-1", Content: content}); err != nil {
+			t.Fatalf("add %q: %v", content, err)
+		}
+	}
+	add("written while filling")
+	if err := reembed.Abort(ctx(t), f.admin, f.target); err != nil {
+		t.Fatal(err)
+	}
+	add("written after the abort")
+	if o.get("stale") != 1 || o.get("written") != 1 {
+		t.Errorf("outcomes %v, want 1 written, 1 stale", o.n)
+	}
+	// Filling again (a store that just read it), then aborted and begun
+	// toward another embedder of 256 dimensions behind its cache.
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+	s = f.dualStore(to, toEmb, time.Second, &o)
+	add("written while filling again")
+	if err := reembed.Abort(ctx(t), f.admin, f.target); err != nil {
+		t.Fatal(err)
+	}
+	other := reembed.Embedder{Provider: "builtin", Model: "another-256", Dimensions: 256}
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, other); err != nil {
+		t.Fatal(err)
+	}
+	add("written while filling toward another embedder")
+	if !f.nextIsNull("memories", "content", "written while filling toward another embedder") || o.get("stale") != 2 {
+		t.Errorf("a store of another next embedder wrote into the new re-embed's column (%v)", o.n)
+	}
+}
