@@ -105,14 +105,24 @@ func TestDualWritesMemories(t *testing.T) {
 		{Owner: "owner-2", Content: "a batch's second dual write about kites"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.count(`SELECT count(*) FROM %[1]s.memories WHERE embedding_next IS NOT NULL`); n != 3 {
-		t.Errorf("%d memories with a next vector after 3 dual writes, want 3", n)
+	// An update of a memory's content (PATCH) writes its new text's.
+	seeded := f.count(`SELECT count(*) FROM %[1]s.memories WHERE owner_id = 'owner-0'`)
+	var id string
+	if err := f.admin.QueryRow(ctx(t), fmt.Sprintf(`SELECT id::text FROM %s.memories WHERE owner_id = 'owner-0' LIMIT 1`, f.target.Schema)).Scan(&id); err != nil || seeded == 0 {
+		t.Fatalf("a seeded memory: %v", err)
 	}
-	if n := f.checkVectors(toEmb, "memories", "content", "embedding_next"); n != 3 {
-		t.Errorf("%d memories checked against the next embedder, want 3", n)
+	changed := "rewritten by an update during the fill"
+	if _, err := s.Update(ctx(t), memory.UpdateRequest{Owner: "owner-0", ID: id, Content: &changed}); err != nil {
+		t.Fatal(err)
 	}
-	if got := o.get("written"); got != 4 {
-		t.Errorf("%d dual writes counted written, want 4 (%v)", got, o.n)
+	if n := f.count(`SELECT count(*) FROM %[1]s.memories WHERE embedding_next IS NOT NULL`); n != 4 {
+		t.Errorf("%d memories with a next vector after 3 dual writes and an update, want 4", n)
+	}
+	if n := f.checkVectors(toEmb, "memories", "content", "embedding_next"); n != 4 {
+		t.Errorf("%d memories checked against the next embedder, want 4", n)
+	}
+	if got := o.get("written"); got != 5 {
+		t.Errorf("%d dual writes counted written, want 5 (%v)", got, o.n)
 	}
 
 	// The next embedder down: the add succeeds without its next vector.
