@@ -47,7 +47,10 @@ type Options struct {
 	// From the environment.
 	DatabaseURL     string
 	EmbeddingAPIKey string
-	LLMAPIKey       string
+	// ReembedAPIKey is the key of the config's reembed.next embedder: a
+	// compaction or an episode written during a re-embed dual-writes too.
+	ReembedAPIKey string
+	LLMAPIKey     string
 }
 
 // ParseFlags parses the arguments of `manager job`.
@@ -73,6 +76,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	err := fs.Parse(args)
 	o.DatabaseURL = getenv(naming.EnvDatabaseURL)
 	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
+	o.ReembedAPIKey = getenv(naming.EnvReembedEmbeddingAPIKey)
 	o.LLMAPIKey = getenv(naming.EnvLLMAPIKey)
 	if o.Export.S3 != nil {
 		o.Export.S3.AccessKeyID = getenv(naming.EnvExportS3AccessKeyID)
@@ -150,7 +154,7 @@ func run(ctx context.Context, o *Options, logger *slog.Logger) memory.JobSummary
 	}
 	sess := memory.SessionSettings{LockTimeout: o.LockTimeout, StatementTimeout: o.StatementTimeout}
 	tn, err := workload.Open(ctx, workload.StoreParams{
-		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, LLMAPIKey: o.LLMAPIKey,
+		Config: cfg, DatabaseURL: o.DatabaseURL, EmbeddingAPIKey: o.EmbeddingAPIKey, ReembedAPIKey: o.ReembedAPIKey, LLMAPIKey: o.LLMAPIKey,
 		MaxConns: int32(o.DBMaxConns), Session: sess, JobLeaseTTL: memory.JobLeaseTTLFor(sess),
 		Logger: logger.With("component", "memory"),
 	})

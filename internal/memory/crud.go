@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/write"
@@ -171,20 +169,24 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 	}
 	var content string
 	var flags []string
-	var vec []float32
+	var vec, next []float32
 	if req.Content != nil {
 		c, err := s.w.Clean("content", *req.Content, fe)
 		if err != nil {
 			return nil, err
 		}
 		content, flags = c.Text, c.Flags
-		if vec, err = s.updateVector(ctx, req, content); err != nil {
+		if vec, next, err = s.updateVector(ctx, req, content); err != nil {
 			return nil, err
 		}
 	}
 	var out Memory
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if err := s.lockOwner(ctx, tx, req.Owner); err != nil {
+			return err
+		}
+		var err error
+		if next, err = s.holdNext(ctx, tx, next); err != nil {
 			return err
 		}
 		cur, err := (*reader)(s).load(ctx, tx, req.Owner, req.ID, true)
@@ -203,68 +205,16 @@ func (s *Store) Update(ctx context.Context, req UpdateRequest) (*Memory, error) 
 				return err
 			}
 		}
-		out, err = (*reader)(s).applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, ttl)
+		out, err = (*reader)(s).applyUpdate(ctx, tx, cur, req, src, category, content, flags, vec, next, ttl)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	if next != nil {
+		s.core.NextDone(1)
+	}
 	return &out, nil
-}
-
-// updateVector is the vector of an update's new content: the client's
-// own (UpdateRequest.Embedding), else the embedder's.
-func (s *Store) updateVector(ctx context.Context, req UpdateRequest, content string) ([]float32, error) {
-	if req.Embedding != nil {
-		return slices.Clone(req.Embedding), nil
-	}
-	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
-	if err != nil {
-		return nil, fmt.Errorf("embedding: %w", err)
-	}
-	return vecs[0], nil
-}
-
-// applyUpdate updates cur, which the caller has locked, and writes its
-// history row from cur and the request (historyrow.go).
-func (s *reader) applyUpdate(ctx context.Context, tx pgx.Tx, cur Memory, req UpdateRequest, src Source,
-	category, content string, flags []string, vec []float32, ttl *time.Duration) (Memory, error) {
-	importance := cur.Importance
-	if req.Importance != nil {
-		importance = *req.Importance
-	}
-	var newContent *string
-	var embedding any
-	if req.Content != nil {
-		newContent, embedding = &content, pgv.NewVector(vec)
-	}
-	// The stored vector (migration 19) is written anew under the
-	// configuration writes use, even when the content stays.
-	textConfig, err := s.core.WriteTextConfig(ctx, tx)
-	if err != nil {
-		return Memory{}, err
-	}
-	sql := `WITH upd AS (
-			UPDATE ` + s.sql.memories + ` AS m SET
-				content = coalesce($2, m.content), embedding = coalesce($3, m.embedding),
-				flags = CASE WHEN $2::text IS NULL THEN m.flags ELSE $4 END,
-				category = $5, importance = $6, source = $7,
-				metadata = coalesce($13::jsonb, m.metadata), tags = coalesce($14::text[], m.tags),
-				tsv_config = NULLIF($16::text, ''), tsv_local = to_tsvector(NULLIF($16::text, '')::regconfig, coalesce($2, m.content)),
-				expires_at = ` + write.Expiry("$8") + `, updated_at = now()
-			WHERE m.id = $1 RETURNING ` + s.sql.columns + `),
-		h AS (
-			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
-			VALUES ($1::uuid, $12, 'update', $7, $11, $9, coalesce($2, $9),
-				jsonb_build_object('category', $5::text, 'importance', $6::int, 'previousCategory', $10::text) || $15::jsonb))
-		SELECT * FROM upd`
-	m, err := s.w.UpdateAndPrune(ctx, tx, cur.ID, sql, cur.ID, newContent, embedding, write.FlagsOrEmpty(flags), category,
-		importance, string(src), s.w.ExpirySeconds(category, ttl), cur.Content, cur.Category, core.ActorID(ctx), cur.Owner,
-		write.MetadataParam(req.Metadata), write.TagsParam(req.Tags), updateLabelDetails(cur, req), textConfig)
-	if err != nil {
-		return Memory{}, core.DBErr("updating memory "+cur.ID, err)
-	}
-	return m, nil
 }
 
 // Delete soft-deletes one memory of owner (purge removes it for good after

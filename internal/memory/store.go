@@ -48,7 +48,10 @@ type Config struct {
 	// Reranker is optional: with it and the policy's reranking section,
 	// vector and hybrid search reorder their top candidates (rerank.go).
 	Reranker Reranker
-	Logger   *slog.Logger
+	// Next, while the tenant re-embeds toward it, makes every write of a
+	// vector write the next embedder's too (dual writes); nil: none.
+	Next   *NextEmbedder
+	Logger *slog.Logger
 }
 
 // validateConfig checks a Config before New uses it.
@@ -135,6 +138,7 @@ func New(cfg Config) (*Store, error) {
 			Redactor:   red,
 			MaxBytes:   cfg.MaxResponseBytes,
 			Text:       &core.TextSearch{},
+			Next:       cfg.Next.core(),
 		},
 		sql:      newQueries(cfg.Schema),
 		leaseTTL: cfg.JobLeaseTTL,

@@ -9,6 +9,9 @@ const (
 	EnvDatabaseURL = "ENGRAM_DATABASE_URL"
 	// EnvEmbeddingAPIKey is the API key of an OpenAI-compatible embeddings API.
 	EnvEmbeddingAPIKey = "ENGRAM_EMBEDDING_API_KEY"
+	// EnvReembedEmbeddingAPIKey is the API key of the embedder a re-embed
+	// fills toward (the service's config reembed.next: dual writes).
+	EnvReembedEmbeddingAPIKey = "ENGRAM_REEMBED_EMBEDDING_API_KEY"
 	// EnvLLMAPIKey is the API key of an OpenAI-compatible chat API.
 	EnvLLMAPIKey = "ENGRAM_LLM_API_KEY"
 	// EnvExportS3AccessKeyID and EnvExportS3SecretAccessKey are the access

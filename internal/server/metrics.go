@@ -33,6 +33,7 @@ type Metrics struct {
 	tlsExpiry    prometheus.Gauge
 	content      *contentMetrics // metrics_content.go
 	rerank       *rerankMetrics  // metrics_rerank.go
+	reembed      *reembedMetrics // metrics_reembed.go
 }
 
 // NewMetrics creates and registers the metrics.
@@ -78,6 +79,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.content = newContentMetrics(m.Registry)
 	m.rerank = newRerankMetrics(m.Registry)
+	m.reembed = newReembedMetrics(m.Registry)
 	for _, svc := range []string{"embedding", "llm"} {
 		m.upstreamErrs.WithLabelValues(svc) // export zeros, so rate() works from the start
 	}

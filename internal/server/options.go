@@ -33,8 +33,10 @@ type Options struct {
 	// From the environment (Secrets), never flags.
 	DatabaseURL     string
 	EmbeddingAPIKey string
-	LLMAPIKey       string
-	RerankAPIKey    string
+	// ReembedAPIKey is the key of the config's reembed.next embedder.
+	ReembedAPIKey string
+	LLMAPIKey     string
+	RerankAPIKey  string
 
 	MaxBodyBytes int64
 	// MaxImportBytes bounds the body of POST /v1/import (an export file,
@@ -157,6 +159,7 @@ func ParseFlags(args []string, getenv func(string) string, output io.Writer) (*O
 	o.EmbeddingAPIKey = getenv(naming.EnvEmbeddingAPIKey)
 	o.LLMAPIKey = getenv(naming.EnvLLMAPIKey)
 	o.RerankAPIKey = getenv(naming.EnvRerankAPIKey)
+	o.ReembedAPIKey = getenv(naming.EnvReembedEmbeddingAPIKey)
 	return o, o.Validate()
 }
 

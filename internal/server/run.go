@@ -57,6 +57,8 @@ func Start(ctx context.Context, o Options, logger *slog.Logger) (*Process, error
 		Config:          cfg,
 		DatabaseURL:     o.DatabaseURL,
 		EmbeddingAPIKey: o.EmbeddingAPIKey,
+		ReembedAPIKey:   o.ReembedAPIKey,
+		CountDualWrite:  metrics.CountDualWrite,
 		LLMAPIKey:       o.LLMAPIKey,
 		RerankAPIKey:    o.RerankAPIKey,
 		WrapReranker:    metrics.InstrumentReranker,

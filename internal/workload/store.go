@@ -19,7 +19,12 @@ type StoreParams struct {
 	Config          *memory.ServiceConfig
 	DatabaseURL     string
 	EmbeddingAPIKey string
-	LLMAPIKey       string
+	// ReembedAPIKey is the key of the config's reembed.next embedder.
+	ReembedAPIKey string
+	// CountDualWrite, when set, counts every dual write's outcome during a
+	// re-embed (memory.NextEmbedder.Count).
+	CountDualWrite func(outcome string)
+	LLMAPIKey      string
 	// RerankAPIKey is the key of the policy's reranker (Bearer), if any.
 	RerankAPIKey string
 	// MaxConns bounds the pool; <= 0 keeps pgx's default.
@@ -99,6 +104,10 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		}
 	}
 	reranker := newReranker(p, client)
+	next, err := newNext(p, client)
+	if err != nil {
+		return nil, err
+	}
 	// Durability is the runtime's choice (its config), never the server's default.
 	sess := p.Session
 	sess.AsynchronousCommit = p.Config.AsynchronousCommit
@@ -127,12 +136,32 @@ func Open(ctx context.Context, p StoreParams) (*Tenant, error) {
 		// The runtime's byte cap on answers (spec.service.limits).
 		MaxResponseBytes: p.Config.MaxResponseBytes,
 		Reranker:         reranker,
+		Next:             next,
 	})
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("creating the memory store: %w", err)
 	}
 	return &Tenant{Pool: pool, Store: store, HasLLM: llm != nil}, nil
+}
+
+// newNext is the embedder the config's re-embed fills toward, nil without
+// one: while the tenant fills toward it, the store dual-writes.
+func newNext(p StoreParams, client *http.Client) (*memory.NextEmbedder, error) {
+	r := p.Config.Reembed
+	if r == nil {
+		return nil, nil
+	}
+	emb, err := memory.NewEmbedder(r.Next, p.ReembedAPIKey, client)
+	if err != nil {
+		return nil, fmt.Errorf("creating the %s embedder of the re-embed: %w", r.Next.Provider, err)
+	}
+	timeout, err := r.TimeoutDuration()
+	if err != nil {
+		return nil, err
+	}
+	return &memory.NextEmbedder{ID: memory.ReembedNamed(r.Next.Provider, r.Next.Model, r.Next.Dimensions), Embedder: emb,
+		Timeout: timeout, Count: p.CountDualWrite}, nil
 }
 
 // newReranker is the client of the policy's reranker, nil without one. The

@@ -22,6 +22,9 @@ type preparedMessage struct {
 	tokens  int
 	flagged bool
 	vec     []float32 // nil when the embedder failed
+	// next is the next embedder's vector during a re-embed (core.Next);
+	// nil: embedding_next is not written.
+	next []float32
 }
 
 // AppendTurn appends one turn (1..limits.maxMessagesPerTurn messages)
@@ -50,7 +53,13 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 	}
 	s.embedMessages(ctx, prepared)
 	res := &AppendResult{Redactions: redactions}
+	dualDone := 0
 	err = s.core.InTx(ctx, func(tx pgx.Tx) error {
+		// First: the re-embed's row before any table with a vector.
+		dual, err := s.holdNext(ctx, tx, prepared)
+		if err != nil {
+			return err
+		}
 		sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
@@ -65,6 +74,7 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 		if err != nil {
 			return err
 		}
+		dualDone = dual
 		updated, err := s.bumpSession(ctx, tx, req.Owner, req.SessionID, res.Messages)
 		if err != nil {
 			return err
@@ -74,6 +84,9 @@ func (s *Store) AppendTurn(ctx context.Context, req AppendRequest) (*AppendResul
 	})
 	if err != nil {
 		return nil, err
+	}
+	if dualDone > 0 {
+		s.core.NextDone(dualDone)
 	}
 	res.CompactionDue = s.compactionDue(&res.Session)
 	s.fitEcho(res, req.MaxBytes)
@@ -180,14 +193,44 @@ func (s *Store) embedMessages(ctx context.Context, ms []preparedMessage) {
 	if len(texts) == 0 {
 		return
 	}
+	next := s.core.NextVectors(ctx, texts) // during a re-embed, alongside
 	vecs, err := s.core.Embedder.Embed(ctx, texts)
+	nexts := next()
 	if err != nil || len(vecs) != len(texts) {
 		s.core.Log.Warn("storing conversation messages without embeddings", "error", err, "vectors", len(vecs), "texts", len(texts))
 		return
 	}
 	for j, i := range idx {
 		ms[i].vec = vecs[j]
+		if nexts != nil {
+			ms[i].next = nexts[j]
+		}
 	}
+}
+
+// holdNext checks, first in the append's transaction, that the tenant
+// still re-embeds toward the next embedder of the messages' next vectors
+// and holds it until the commit (core.State.NextHeld); when it no longer
+// does, the messages are stored without them. It returns how many
+// messages carry a next vector.
+func (s *Store) holdNext(ctx context.Context, tx pgx.Tx, ms []preparedMessage) (int, error) {
+	n := 0
+	for _, m := range ms {
+		if m.next != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	held, err := s.core.NextHeld(ctx, tx)
+	if err != nil || held {
+		return n, err
+	}
+	for i := range ms {
+		ms[i].next = nil
+	}
+	return 0, nil
 }
 
 // insertMessages stores the turn from seq first on, in one batch, every
@@ -199,20 +242,28 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session st
 	}
 	b := &pgx.Batch{}
 	for i, m := range ms {
-		var vec *pgv.Vector
-		if m.vec != nil {
-			v := pgv.NewVector(m.vec)
-			vec = &v
-		}
 		flags := []string{}
 		if m.flagged {
 			flags = []string{textguard.FlagInjection}
 		}
+		var vec, next *pgv.Vector
+		if m.vec != nil {
+			v := pgv.NewVector(m.vec)
+			vec = &v
+		}
+		col, val := "", ""
+		if m.next != nil {
+			v := pgv.NewVector(m.next)
+			next, col, val = &v, ", embedding_next", ", $13"
+		}
+		args := []any{owner, session, first + int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src),
+			textConfig}
+		if next != nil {
+			args = append(args, next)
+		}
 		b.Queue(`INSERT INTO `+s.sql.messages+` (owner_id, session_id, seq, role, content, tool_name, tool_call_id, tokens, flags, embedding, source,
-				tsv_config, tsv_local)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, `+core.TextLocal("$12", "$5")+`) RETURNING created_at`,
-			owner, session, first+int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src),
-			textConfig)
+				tsv_config, tsv_local`+col+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, `+core.TextLocal("$12", "$5")+val+`) RETURNING created_at`, args...)
 	}
 	br := tx.SendBatch(ctx, b)
 	out := make([]Message, len(ms))

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 	"github.com/engram-dev/engram/internal/memory/policy"
@@ -245,37 +244,15 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 	return nil
 }
 
-// EmbedSummary embeds a summary for history search; best effort like messages.
-func (s *Store) EmbedSummary(ctx context.Context, content string) *pgv.Vector {
-	vecs, err := s.core.Embedder.Embed(ctx, []string{content})
-	if err != nil || len(vecs) != 1 {
-		s.core.Log.Warn("storing a summary without an embedding", "error", err)
-		return nil
-	}
-	v := pgv.NewVector(vecs[0])
-	return &v
-}
-
-// insertSummary writes y (with its embedding) in tx.
-func (s *Store) insertSummary(ctx context.Context, tx pgx.Tx, y Summary, vec *pgv.Vector) error {
-	textConfig, err := s.core.WriteTextConfig(ctx, tx) // the stored vector's (migration 19)
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO `+s.sql.summaries+` (id, owner_id, session_id, depth, content, expand_hint,
-			earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding, tsv_config, tsv_local)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, `+core.TextLocal("$15", "$5")+`)`,
-		y.ID, y.Owner, y.SessionID, y.Depth, y.Content, y.ExpandHint, y.EarliestSeq, y.LatestSeq, y.EarliestAt, y.LatestAt,
-		y.Tokens, y.DescendantCount, y.Method, vec, textConfig)
-	return core.DBErr("storing summary", err)
-}
-
 // storeLeaf stores a leaf if the session's summaries still end right before
 // it (checked under the session's row lock); false when they do not.
 func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, error) {
 	vec := s.EmbedSummary(ctx, leaf.Content)
 	stored := false
 	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.HoldNext(ctx, tx, &vec); err != nil {
+			return err
+		}
 		sess, err := s.getSession(ctx, tx, leaf.Owner, leaf.SessionID, " FOR UPDATE")
 		if err != nil {
 			return err
@@ -298,6 +275,9 @@ func (s *Store) storeLeaf(ctx context.Context, leaf Summary, tokens int) (bool, 
 		stored = true
 		return nil
 	})
+	if err == nil && stored {
+		s.NextDone(vec)
+	}
 	return stored, err
 }
 
@@ -369,6 +349,9 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 	vec := s.EmbedSummary(ctx, content)
 	stored := false
 	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.HoldNext(ctx, tx, &vec); err != nil {
+			return err
+		}
 		if _, err := s.getSession(ctx, tx, y.Owner, y.SessionID, " FOR UPDATE"); err != nil {
 			return err
 		}
@@ -405,6 +388,9 @@ func (s *Store) condenseGroup(ctx context.Context, g []Summary, res *CompactSess
 	}
 	if err != nil {
 		return false, err
+	}
+	if stored {
+		s.NextDone(vec)
 	}
 	res.CondensedCreated++
 	res.Weaker(method)

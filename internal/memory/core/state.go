@@ -18,7 +18,7 @@ import (
 // façade (memory.Store) builds it once, validated, and every part holds
 // the same pointer, so a part in a package of its own reaches it without
 // importing the façade. It is read-only after construction, but for the
-// cache that Text points to.
+// caches that Text and Next point to.
 type State struct {
 	// Pool connects as the tenant's login role.
 	Pool *pgxpool.Pool
@@ -38,6 +38,9 @@ type State struct {
 	// Text caches the tenant's text search configuration (TextConfig);
 	// nil reads it at every search.
 	Text *TextSearch
+	// Next is the embedder a re-embed of the tenant fills toward, whose
+	// vectors every write adds while it does (dual.go); nil: none known.
+	Next *Next
 }
 
 // Table is the quoted name of a table of the tenant schema

@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory/conversation"
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -39,7 +38,7 @@ type episodePlan struct {
 	// episode is the new episode (nil: fewer than MinEpisodeUserTurns user
 	// messages, or existing set), with its embedding.
 	episode *Episode
-	vec     *pgv.Vector
+	vec     conversation.Embedded
 }
 
 // Settled is what SettleEpisode did.
@@ -167,8 +166,13 @@ func (s *Store) checkEpisodeQuota(ctx context.Context, q core.Querier, owner str
 // writer is kept and returned.
 func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episodePlan, end, last bool) (*Settled, error) {
 	out := &Settled{Episode: plan.existing}
+	dual := false
 	err := s.core.InTx(ctx, func(tx pgx.Tx) error {
 		if err := s.core.LockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		// Before any table with a vector (core.State.NextHeld).
+		if err := s.conv.HoldNext(ctx, tx, &plan.vec); err != nil {
 			return err
 		}
 		sess, err := s.conv.LockSession(ctx, tx, owner, id)
@@ -182,6 +186,7 @@ func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episo
 			if out.Episode, err = s.insertEpisode(ctx, tx, plan); err != nil {
 				return err
 			}
+			dual = out.Episode.ID == plan.episode.ID
 		}
 		if !end {
 			return nil
@@ -193,6 +198,9 @@ func (s *Store) commitEpisode(ctx context.Context, owner, id string, plan *episo
 	})
 	if err != nil {
 		return nil, err
+	}
+	if dual {
+		s.conv.NextDone(plan.vec)
 	}
 	return out, nil
 }
@@ -216,10 +224,14 @@ func (s *Store) insertEpisode(ctx context.Context, tx pgx.Tx, plan *episodePlan)
 	if err != nil {
 		return nil, err
 	}
+	args := []any{e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec.Vec, textConfig}
+	col, val := "", ""
+	if plan.vec.Next != nil { // a dual write during a re-embed (core.Next)
+		col, val, args = ", embedding_next", ", $12", append(args, plan.vec.Next)
+	}
 	got, err = scanEpisode(tx.QueryRow(ctx, `INSERT INTO `+s.sql.episodes+` AS e (id, owner_id, session_id, agent_id, summary, method, user_turns, started_at, ended_at, embedding,
-			tsv_config, tsv_local)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, `+core.TextLocal("$11", "$5")+`) RETURNING `+episodeColumns,
-		e.ID, e.Owner, e.SessionID, e.Agent, e.Summary, e.Method, e.UserTurns, e.StartedAt, e.EndedAt, plan.vec, textConfig))
+			tsv_config, tsv_local`+col+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, `+core.TextLocal("$11", "$5")+val+`) RETURNING `+episodeColumns, args...))
 	if err != nil {
 		return nil, core.DBErr("writing the episode", err)
 	}

@@ -26,7 +26,7 @@ const textTrigger = "reembed_text_changed"
 // one short transaction as the owner it adds the shadow column
 // embedding_next of to's dimensions to every table with an embedding
 // (catalog only: no default, no table rewrite), grants the login role
-// UPDATE on it, puts the text trigger on, and records the re-embed
+// INSERT and UPDATE on it (the service's dual writes, the fill), puts the text trigger on, and records the re-embed
 // (phase filling, filled 0); then it builds the partial index of the rows
 // left of each table concurrently (writes go on). Begin again with the same
 // embedders resumes: it builds what an interrupted Begin left unbuilt. A
@@ -70,7 +70,8 @@ func Begin(ctx context.Context, pool *pgxpool.Pool, t Target, from, to Embedder)
 		for _, vt := range vectorTables {
 			stmts := []string{`ALTER TABLE ` + t.table(vt.name) + ` ADD COLUMN embedding_next ` + vector}
 			if t.Login != "" {
-				stmts = append(stmts, `GRANT UPDATE (embedding_next) ON `+t.table(vt.name)+` TO `+pgx.Identifier{t.Login}.Sanitize())
+				// UPDATE for the fill, INSERT for the service's dual writes.
+				stmts = append(stmts, `GRANT INSERT (embedding_next), UPDATE (embedding_next) ON `+t.table(vt.name)+` TO `+pgx.Identifier{t.Login}.Sanitize())
 			}
 			for _, s := range stmts {
 				if _, err := tx.Exec(ctx, s); err != nil {

@@ -9,10 +9,11 @@
 // Begin, Switch and Abort change the tables: they run as the tenant's
 // owner role (Target.Owner), on the operator's connection. FillBatch and
 // Progress need only the login role (Target.Login), which the service and
-// the jobs hold with the embedder's credentials: Begin grants it UPDATE on
-// the shadow columns alone. The operator drives it (a spec.embedding
-// change) and its re-embed Job fills, through the memory façade; the
-// service does not write both columns yet (no dual writes).
+// the jobs hold with the embedder's credentials: Begin grants it INSERT
+// and UPDATE on the shadow columns alone. The operator drives it (a
+// spec.embedding change) and its re-embed Job fills, through the memory
+// façade; meanwhile a service that knows the next embedder writes both
+// columns (dual writes: internal/memory/core, dual.go).
 package reembed
 
 import (
@@ -38,7 +39,8 @@ func (e Embedder) String() string {
 
 // Target is the tenant a re-embed runs on: its schema, its owner role (the
 // role Begin, Switch and Abort take with SET ROLE; empty: the pool's own)
-// and its login role (granted UPDATE on the shadow columns by Begin).
+// and its login role (granted INSERT and UPDATE on the shadow columns by
+// Begin).
 type Target struct {
 	Schema, Owner, Login string
 	// LockTimeout bounds every wait for a lock (default 5 s), and

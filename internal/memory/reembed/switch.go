@@ -141,9 +141,9 @@ func swapColumns(ctx context.Context, tx pgx.Tx, t Target, next Embedder, coveri
 			`ALTER TABLE `+table+` DROP COLUMN embedding`, // with its covering and todo indexes
 			`ALTER TABLE `+table+` RENAME COLUMN embedding_next TO embedding`)
 		if t.Login != "" {
-			// UPDATE of the vector was the fill's only; the login role keeps
-			// its table privileges.
-			stmts = append(stmts, `REVOKE UPDATE (embedding) ON `+table+` FROM `+pgx.Identifier{t.Login}.Sanitize())
+			// The column grants were the fill's and the dual writes' only;
+			// the login role keeps its table privileges.
+			stmts = append(stmts, `REVOKE INSERT (embedding), UPDATE (embedding) ON `+table+` FROM `+pgx.Identifier{t.Login}.Sanitize())
 		}
 		if vt.notNull {
 			// A scan under the lock: the counts above just proved it holds.

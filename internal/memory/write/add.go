@@ -25,6 +25,9 @@ type Prepared struct {
 	Flags      []string       // of the injection guard (Flag mode)
 	ttl        *time.Duration // per-memory override of the category ttl
 	Vec        []float32
+	// NextVec is the next embedder's vector of Content while the tenant
+	// re-embeds toward it (core.Next); nil: embedding_next is not written.
+	NextVec []float32
 	// FactIndex is a session extraction's index of the fact in its result
 	// (the caller's; the write path does not read it).
 	FactIndex int
@@ -260,13 +263,18 @@ func (s *Store) insertCommit(ctx context.Context, tx core.DBTX, p *Prepared, res
 		p.Req.Category, p.Content, p.Req.Importance, pgv.NewVector(p.Vec), FlagsOrEmpty(p.Flags),
 		s.ExpirySeconds(p.Req.Category, p.ttl), details, core.ActorID(ctx), p.Req.SourceSession,
 		MetadataParam(p.Req.Metadata), TagsParam(p.Req.Tags), textConfig}
+	query := s.InsertQuery()
+	if p.NextVec != nil {
+		query = s.insertQuery(true)
+		args = append(args, pgv.NewVector(p.NextVec))
+	}
 	// The count runs in the statement's snapshot, which does not yet hold the
 	// new row: +1. It spares EvictAfter a round trip when under the cap.
 	var m Memory
 	if commit == nil {
-		m, err = ScanMemory(tx.QueryRow(ctx, s.InsertQuery(), args...), &res.ownerRows)
+		m, err = ScanMemory(tx.QueryRow(ctx, query, args...), &res.ownerRows)
 	} else {
-		m, err = s.insertAndCommit(ctx, tx, args, &res.ownerRows)
+		m, err = s.insertAndCommit(ctx, tx, query, args, &res.ownerRows)
 		*commit = err == nil
 	}
 	if err != nil {
@@ -280,9 +288,9 @@ func (s *Store) insertCommit(ctx context.Context, tx core.DBTX, p *Prepared, res
 }
 
 // insertAndCommit runs InsertQuery and COMMIT in one pipeline.
-func (s *Store) insertAndCommit(ctx context.Context, tx core.DBTX, args []any, ownerRows *int) (Memory, error) {
+func (s *Store) insertAndCommit(ctx context.Context, tx core.DBTX, query string, args []any, ownerRows *int) (Memory, error) {
 	b := &pgx.Batch{}
-	b.Queue(s.InsertQuery(), args...)
+	b.Queue(query, args...)
 	b.Queue("COMMIT")
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
@@ -325,7 +333,7 @@ func (s *Store) merge(ctx context.Context, tx core.DBTX, p *Prepared, nb *Neighb
 		return s.insert(ctx, tx, p, res)
 	}
 	m, err := s.rewrite(ctx, tx, nb, rewrite{
-		content: p.Content, vec: p.Vec, category: category, importance: p.Req.Importance,
+		content: p.Content, vec: p.Vec, nextVec: p.NextVec, category: category, importance: p.Req.Importance,
 		source: p.Req.Source, actor: p.Req.Source, agent: p.Req.Agent, session: p.Req.Session,
 		sourceSession: p.Req.SourceSession, flags: p.Flags,
 		expiry: s.ExpirySeconds(category, p.ttl), action: string(action),
@@ -344,6 +352,7 @@ func (s *Store) merge(ctx context.Context, tx core.DBTX, p *Prepared, nb *Neighb
 type rewrite struct {
 	content    string
 	vec        []float32
+	nextVec    []float32 // the next embedder's (Prepared.NextVec); nil: not written
 	category   string
 	importance int
 	// source is the row's source after the write, actor the writer's
@@ -368,9 +377,16 @@ func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewr
 	if err != nil {
 		return Memory{}, err
 	}
+	args := []any{nb.ID, w.content, pgv.NewVector(w.vec), w.category, w.importance,
+		string(w.source), FlagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.Content, w.details, core.ActorID(ctx),
+		string(w.actor), w.sourceSession, w.owner, MetadataParam(w.metadata), TagsParam(w.tags), textConfig}
+	next := ""
+	if w.nextVec != nil {
+		next, args = "embedding_next = $21, ", append(args, pgv.NewVector(w.nextVec))
+	}
 	sql := `WITH upd AS (
 			UPDATE ` + s.sql.memories + ` AS m SET
-				content = $2, embedding = $3, category = $4, importance = greatest(m.importance, $5),
+				content = $2, embedding = $3, ` + next + ` category = $4, importance = greatest(m.importance, $5),
 				source = $6, flags = $7,
 				agent_id = CASE WHEN m.agent_id = $8 THEN m.agent_id ELSE '' END,
 				session_id = CASE WHEN m.session_id = $9 THEN m.session_id ELSE '' END,
@@ -384,9 +400,7 @@ func (s *Store) rewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, w rewr
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, old_content, new_content, details)
 			VALUES ($1::uuid, $17, $11, $15, $14, $12, $2, $13))
 		SELECT * FROM upd`
-	m, err := s.UpdateAndPrune(ctx, tx, nb.ID, sql, nb.ID, w.content, pgv.NewVector(w.vec), w.category, w.importance,
-		string(w.source), FlagsOrEmpty(w.flags), w.agent, w.session, w.expiry, w.action, nb.Content, w.details, core.ActorID(ctx),
-		string(w.actor), w.sourceSession, w.owner, MetadataParam(w.metadata), TagsParam(w.tags), textConfig)
+	m, err := s.UpdateAndPrune(ctx, tx, nb.ID, sql, args...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// lockNeighbour holds the row: it cannot be gone. Were it, the
 		// history row is written already; fail the transaction.

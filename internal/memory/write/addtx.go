@@ -3,6 +3,7 @@ package write
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,9 +63,15 @@ func (s *Store) WriteInTx(ctx context.Context, owner string, ps []*Prepared, pla
 	if len(ps) > 0 {
 		first = ps[0]
 	}
-	nb, err := s.beginLockedLookup(ctx, conn, owner, first)
+	dual := len(ps) > 0 && slices.ContainsFunc(ps, func(p *Prepared) bool { return p.NextVec != nil })
+	nb, held, err := s.beginLockedLookup(ctx, conn, owner, first, dual)
 	if err != nil {
 		return nil, err
+	}
+	if dual && !held {
+		for _, p := range ps {
+			p.NextVec = nil // the re-embed ended since: write the old vectors only
+		}
 	}
 	if h.Before != nil {
 		skip, err := h.Before(ctx, conn)
@@ -103,6 +110,9 @@ func (s *Store) WriteInTx(ctx context.Context, owner string, ps []*Prepared, pla
 		}
 		committed = true
 	}
+	if dual && held {
+		s.core.NextDone(len(ps))
+	}
 	return results, nil
 }
 
@@ -111,35 +121,48 @@ const BeginAdd = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // beginLockedLookup sends BEGIN, the owner's lock and p's Neighbour lookup
 // in one pipeline and returns the Neighbour (none when p is nil: no lookup).
-func (s *Store) beginLockedLookup(ctx context.Context, tx core.DBTX, owner string, p *Prepared) (*Neighbour, error) {
+// With dual it also checks, and holds until the commit, that the tenant
+// still re-embeds toward the store's next embedder (core.State.NextHeld),
+// and returns whether it does.
+func (s *Store) beginLockedLookup(ctx context.Context, tx core.DBTX, owner string, p *Prepared, dual bool) (*Neighbour, bool, error) {
 	b := &pgx.Batch{}
 	// READ COMMITTED explicitly: the lookup must take its snapshot after
 	// the lock is granted (each statement its own snapshot), whatever
 	// default_transaction_isolation a DBA set on the database or role.
 	b.Queue(BeginAdd)
 	b.Queue(s.core.LockOwnerQuery(), owner)
+	if dual {
+		s.core.NextBatch(b)
+	}
 	if p != nil {
 		b.Queue(s.nearestQuery(len(p.Vec), false), p.Req.Owner, pgv.NewVector(p.Vec), p.Content)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if _, err := br.Exec(); err != nil {
-		return nil, core.DBErr("begin", err)
+		return nil, false, core.DBErr("begin", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return nil, core.DBErr("locking owner", err)
+		return nil, false, core.DBErr("locking owner", err)
+	}
+	held := false
+	if dual {
+		var err error
+		if held, err = s.core.NextHeldResult(br); err != nil {
+			return nil, false, err
+		}
 	}
 	if p == nil {
-		return nil, core.DBErr("locking owner", br.Close())
+		return nil, held, core.DBErr("locking owner", br.Close())
 	}
 	nb, err := scanNeighbour(br.QueryRow())
 	if err != nil {
-		return nil, core.DBErr("finding the nearest memory", err)
+		return nil, false, core.DBErr("finding the nearest memory", err)
 	}
 	if err := br.Close(); err != nil {
-		return nil, core.DBErr("finding the nearest memory", err)
+		return nil, false, core.DBErr("finding the nearest memory", err)
 	}
-	return nb, nil
+	return nb, held, nil
 }
 
 // commitTx commits and reports a transaction the server rolled back.

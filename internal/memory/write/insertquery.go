@@ -26,12 +26,20 @@ const expirySQL = `now() + make_interval(secs => CASE WHEN $EXP::float8 > 0 THEN
 // results on a second connection, making every add a two-phase commit
 // (issue 30 measured 29 ms per add instead of 11); with VALUES every part
 // runs on the transaction's one connection to the tenant's worker.
-func (s *Store) InsertQuery() string {
+func (s *Store) InsertQuery() string { return s.insertQuery(false) }
+
+// insertQuery is InsertQuery; with next, it also writes $18 into
+// embedding_next (a dual write during a re-embed, core.Next).
+func (s *Store) insertQuery(next bool) string {
+	col, val := "", ""
+	if next {
+		col, val = ", embedding_next", ", $18"
+	}
 	return `WITH ins AS (
 			INSERT INTO ` + s.sql.memories + ` AS m (id, owner_id, agent_id, session_id, source, category, content, importance, embedding, flags, expires_at, source_session,
-				metadata, tags, tsv_config, tsv_local)
+				metadata, tags, tsv_config, tsv_local` + col + `)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ` + Expiry("$11") + `, $14,
-				coalesce($15::jsonb, '{}'::jsonb), coalesce($16::text[], '{}'::text[]), ` + core.TextLocal("$17", "$7") + `)
+				coalesce($15::jsonb, '{}'::jsonb), coalesce($16::text[], '{}'::text[]), ` + core.TextLocal("$17", "$7") + val + `)
 			RETURNING ` + s.sql.insertColumns + `),
 		h AS (
 			INSERT INTO ` + s.sql.history + ` (memory_id, owner_id, action, actor, actor_id, new_content, details)

@@ -82,7 +82,30 @@ func (s *Store) Clean(field, raw string, fe *core.FieldErrors) (core.Cleaned, er
 // has no vector yet: a write whose client sent its own embedding
 // (AddRequest.Embedding) keeps it, and when every write has one the
 // embedder is not called at all.
+//
+// While the tenant re-embeds toward the store's next embedder, the next
+// embedder's vectors of every write are computed meanwhile, in one call
+// of their own (core.State.NextVectors): best effort, a write without one
+// is stored all the same.
 func (s *Store) EmbedAll(ctx context.Context, ps []*Prepared) error {
+	all := make([]string, len(ps))
+	for i, p := range ps {
+		all[i] = p.Content
+	}
+	next := s.core.NextVectors(ctx, all)
+	if err := s.embedCurrent(ctx, ps); err != nil {
+		return err
+	}
+	if vecs := next(); vecs != nil {
+		for i, p := range ps {
+			p.NextVec = vecs[i]
+		}
+	}
+	return nil
+}
+
+// embedCurrent embeds with the current embedder the writes without a vector.
+func (s *Store) embedCurrent(ctx context.Context, ps []*Prepared) error {
 	var need []*Prepared
 	for _, p := range ps {
 		if p.Vec == nil {
