@@ -70,16 +70,3 @@ func TestReembedOperationFillsOtherDimensions(t *testing.T) {
 		t.Errorf("after the switch: %d memories, %d without the 768-dimension builtin vector of their text (%v)", n, wrong, rows.Err())
 	}
 }
-
-// sameVector: equal within float32 rounding of a round trip through PostgreSQL.
-func sameVector(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if d := a[i] - b[i]; d > 1e-6 || d < -1e-6 {
-			return false
-		}
-	}
-	return true
-}

@@ -145,6 +145,7 @@ func checkFakeVectors(t *testing.T, ctx context.Context, admin *pgxpool.Pool, sc
 	return counts
 }
 
+// sameVector: equal within float32 rounding of a round trip through PostgreSQL.
 func sameVector(a, b []float32) bool {
 	if len(a) != len(b) {
 		return false
