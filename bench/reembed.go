@@ -21,15 +21,15 @@ import (
 // jobs part (--reembed-rows, 0: the service part's size, 40k short and
 // 200k full), it measures:
 //
-//   - vector search and add through `manager serve` (concurrency 1 each,
-//     side by side), alone;
 //   - Begin (the shadow columns and their partial indexes), then the
 //     Job's own fill loop (jobrun.ReembedLoop: batches of 64, paced so the
 //     fill works duty of the time) with the builtin embedder of another
 //     size as the new embedder: first alone for a tenth of the rows (rows/s
 //     and CPU per 1,000 rows of the database and this process, where the
-//     fill and its embedder run), then the rest while the same searches and
-//     adds run (rows/s, their p99 during ÷ alone: issue 29's 1.5x);
+//     fill and its embedder run), then the rest while vector searches and
+//     adds run through `manager serve` (concurrency 1 each, side by side)
+//     in slices, every third with the fill held: rows/s, and the load's
+//     p99 filling ÷ held (issue 29's 1.5x);
 //   - the switch once no row is left (with the load stopped), its
 //     duration, and recall@10 of vector search through a service of the new
 //     embedder against brute force over the switched vectors, which must
@@ -108,6 +108,9 @@ const (
 	// loads beside it).
 	reembedBound     = 45 * time.Minute
 	reembedSwitchMax = 50
+	// reembedSlice is one slice of the load beside the fill: filling, or
+	// held (every third) for the load's "alone".
+	reembedSlice = 2 * time.Second
 )
 
 // paceForDuty is the loop's pause per batch duration that fills duty of
@@ -172,12 +175,6 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 
 	loads := h.reembedLoads(rt, seed)
 	runPair(ctx, loads, time.Second, h.scale.JobAddMaxOps) // warm-up
-	before := meter.read()
-	alone := runPair(ctx, loads, h.scale.JobAddDuration, h.scale.JobAddMaxOps)
-	aloneCPU := meter.read().since(before, 0)
-	pass.SearchAlone, pass.AddAlone = alone[0].stats(), alone[1].stats()
-	h.logf("reembed: alone: search p99 %.2fms (%d), add p99 %.2fms (%d); load %s", pass.SearchAlone.Latency.P99, pass.SearchAlone.Ops,
-		pass.AddAlone.Latency.P99, pass.AddAlone.Ops, loadAvg())
 
 	t0 = time.Now()
 	if err := memory.ReembedBegin(ctx, admin, rt.target, from, to); err != nil {
@@ -200,7 +197,7 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 
 	// The fill alone, for a tenth of the rows: the filler ends the loop.
 	fa := newCountingFiller(int64(h.reembedRows / reembedAloneShare))
-	before = meter.read()
+	before := meter.read()
 	t0 = time.Now()
 	if _, err := newLoop(fa, 10*time.Minute).Run(ctx); err != nil {
 		return pass, fmt.Errorf("the fill alone: %w", err)
@@ -213,7 +210,7 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 
 	loopCtx, stopLoop := context.WithCancel(ctx) // ends the loop if the pass fails before the switch
 	defer stopLoop()
-	ended, err := h.fillUnderLoad(loopCtx, &pass, newLoop, loads, meter, aloneCPU)
+	ended, err := h.fillUnderLoad(loopCtx, &pass, newLoop, loads, meter)
 	if err != nil {
 		return pass, err
 	}
@@ -226,51 +223,70 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 }
 
 // fillUnderLoad runs the rest of the fill (the loop keeps running after:
-// the switch ends it) while the searches and adds run until no row is left.
+// the switch ends it) with the searches and adds running in slices, until
+// no row is left: every third slice holds the fill (the filler fills
+// nothing, once its batch in flight is done), so the load's "alone" is
+// measured in the same run, on the same table, amid the same noise of a
+// shared machine as "during" (issue 32: ratios in the same run).
 func (h *harness) fillUnderLoad(ctx context.Context, pass *ReembedPass, newLoop func(*countingFiller, time.Duration) jobrun.ReembedLoop,
-	loads [2]opFunc, meter cpuMeter, aloneCPU cpuTotals) (<-chan error, error) {
+	loads [2]opFunc, meter cpuMeter) (<-chan error, error) {
 	fb := newCountingFiller(0)
 	loop := newLoop(fb, reembedBound)
 	ended := make(chan error, 1)
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	before := meter.read()
-	t0 := time.Now()
 	go func() {
 		_, err := loop.Run(ctx) // ctx: the pass's; the switch ends the loop
-		stopLoad()
 		ended <- err
 	}()
-	var during [2]sample
-	var wg sync.WaitGroup
-	for i, op := range loads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			during[i] = runLoad(loadCtx, 1, reembedBound, h.scale.JobAddMaxOps*20, op)
-		}()
+	var alone, during [2]sample
+	var aloneCPU, duringCPU cpuTotals
+	var onTime time.Duration
+	caught := false
+	for i := 0; i < int(reembedBound/reembedSlice) && !caught; i++ {
+		held := i%3 == 0
+		if held {
+			if err := fb.hold(ctx); err != nil {
+				return nil, err
+			}
+		} else {
+			fb.release()
+		}
+		before, t0 := meter.read(), time.Now()
+		got := runPair(ctx, loads, reembedSlice, h.scale.JobAddMaxOps)
+		c := meter.read().since(before, 0)
+		select {
+		case <-fb.caughtUp:
+			caught = true
+		case err := <-ended:
+			return nil, fmt.Errorf("the fill ended before it caught up: %w", err)
+		default:
+		}
+		if held {
+			alone[0].merge(got[0])
+			alone[1].merge(got[1])
+			aloneCPU.add(c)
+			continue
+		}
+		during[0].merge(got[0])
+		during[1].merge(got[1])
+		duringCPU.add(c)
+		onTime += fb.onFor(t0, time.Now())
 	}
-	select {
-	case <-fb.caughtUp:
-	case err := <-ended:
-		stopLoad()
-		wg.Wait()
-		return nil, fmt.Errorf("the fill ended before it caught up: %w", err)
-	case <-time.After(reembedBound):
+	fb.release()
+	if !caught {
 		return nil, fmt.Errorf("the fill did not catch up within %s", reembedBound)
 	}
-	stopLoad()
-	wg.Wait()
-	pass.UnderLoad = fb.fillUntilCaughtUp(t0)
-	c := meter.read().since(before, 0)
+	pass.UnderLoad = fb.fill(onTime)
+	pass.SearchAlone, pass.AddAlone = alone[0].stats(), alone[1].stats()
 	pass.SearchDuring, pass.AddDuring = during[0].stats(), during[1].stats()
 	pass.SearchP99Factor = ratio(pass.SearchDuring.Latency.P99, pass.SearchAlone.Latency.P99)
 	pass.AddP99Factor = ratio(pass.AddDuring.Latency.P99, pass.AddAlone.Latency.P99)
-	pass.NetCPUPer1000 = perThousand(netOfLoad(c, aloneCPU, pass.SearchAlone.Ops+pass.AddAlone.Ops,
+	pass.NetCPUPer1000 = perThousand(netOfLoad(duringCPU, aloneCPU, pass.SearchAlone.Ops+pass.AddAlone.Ops,
 		pass.SearchDuring.Ops+pass.AddDuring.Ops), pass.UnderLoad.Rows)
-	h.logf("reembed: duty %.2f under load: %d rows in %.2fs = %.0f rows/s; search p99 %.2fms (%.2fx alone, %d searches), add p99 %.2fms (%.2fx, %d adds); "+
-		"net CPU per 1,000 rows: database %.3fs, harness %.3fs; load %s", pass.Duty, pass.UnderLoad.Rows, pass.UnderLoad.Sec, pass.UnderLoad.RowsSec,
-		pass.SearchDuring.Latency.P99, pass.SearchP99Factor, pass.SearchDuring.Ops, pass.AddDuring.Latency.P99, pass.AddP99Factor, pass.AddDuring.Ops,
+	h.logf("reembed: duty %.2f under load: %d rows in %.2fs = %.0f rows/s; search p99 %.2fms held / %.2fms filling = %.2fx (%d / %d searches), "+
+		"add p99 %.2f / %.2fms = %.2fx (%d / %d adds); net CPU per 1,000 rows: database %.3fs, harness %.3fs; load %s",
+		pass.Duty, pass.UnderLoad.Rows, pass.UnderLoad.Sec, pass.UnderLoad.RowsSec,
+		pass.SearchAlone.Latency.P99, pass.SearchDuring.Latency.P99, pass.SearchP99Factor, pass.SearchAlone.Ops, pass.SearchDuring.Ops,
+		pass.AddAlone.Latency.P99, pass.AddDuring.Latency.P99, pass.AddP99Factor, pass.AddAlone.Ops, pass.AddDuring.Ops,
 		pass.NetCPUPer1000.DatabaseSec, pass.NetCPUPer1000.HarnessSec, loadAvg())
 	for _, st := range []RunStats{pass.SearchAlone, pass.AddAlone, pass.SearchDuring, pass.AddDuring} {
 		if st.Errors > 0 {

@@ -149,9 +149,10 @@ func reembedMarkdown(p printer, r *ReembedReport) {
 	p("%d memories seeded with COPY per duty (a tenant each; half inactive: every row is re-embedded), from %s to %s, "+
 		"by the re-embed Job's loop (`jobrun.ReembedLoop`, batches of %d, `--reembed-pace` = 1/duty - 1) in this process. "+
 		"The fill runs alone for a tenth of the rows, then with a vector search and an add through `manager serve` running "+
-		"beside it (concurrency 1 each) until no row is left; then the switch (load stopped) and recall under the new embedder. "+
+		"beside it (concurrency 1 each) in 2 s slices until no row is left, every third slice with the fill held: the load's "+
+		"\"alone\" is those slices (the same run, table and machine noise). Then the switch (load stopped) and recall under the new embedder. "+
 		"CPU: the tenant's PostgreSQL backends and this process (the fill and its embedder), per 1,000 rows; under load, "+
-		"less the load's own CPU per operation measured alone (an estimate).\n\n", r.Memories, r.From, r.To, r.Batch)
+		"less the load's own CPU per operation in the held slices (an estimate).\n\n", r.Memories, r.From, r.To, r.Batch)
 	p("| duty | begin s | alone rows/s | CPU s/1k rows db + bench | under load rows/s | net CPU s/1k rows db + bench | search p99 alone / during ms | during/alone | add p99 alone / during ms | during/alone | switch s | recall@10 | load |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Passes {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +13,9 @@ import (
 // countingFiller stands between the Job's loop and the re-embed's Filler:
 // it counts the rows and batches filled, closes caughtUp when a batch first
 // finds no row left, and with a limit ends the loop the way a switch does
-// (ErrReembedNotFilling) once that many rows are filled.
+// (ErrReembedNotFilling) once that many rows are filled. While held it
+// fills nothing: each batch waits a tick and is empty (the loop paces it
+// as any batch, by the tick).
 type countingFiller struct {
 	inner interface {
 		FillBatch(ctx context.Context, n int) (int64, bool, error)
@@ -24,7 +27,13 @@ type countingFiller struct {
 	caughtUp  chan struct{}
 	closeOnce sync.Once
 	start     time.Time
+	mu        sync.Mutex
+	held      bool
+	busy      bool // a batch of inner is under way
 }
+
+// holdTick is how long a held batch waits.
+const holdTick = 20 * time.Millisecond
 
 func newCountingFiller(limit int64) *countingFiller {
 	return &countingFiller{limit: limit, caughtUp: make(chan struct{}), start: time.Now()}
@@ -34,6 +43,18 @@ func (f *countingFiller) FillBatch(ctx context.Context, n int) (int64, bool, err
 	if f.limit > 0 && f.rows.Load() >= f.limit {
 		return 0, false, memory.ErrReembedNotFilling
 	}
+	f.mu.Lock()
+	if f.held {
+		f.mu.Unlock()
+		return 0, false, sleepCtxBench(ctx, holdTick)
+	}
+	f.busy = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.busy = false
+		f.mu.Unlock()
+	}()
 	filled, done, err := f.inner.FillBatch(ctx, n)
 	if err == nil && !done {
 		f.rows.Add(filled)
@@ -48,6 +69,40 @@ func (f *countingFiller) FillBatch(ctx context.Context, n int) (int64, bool, err
 	return filled, done, err
 }
 
+// hold stops the fill once the batch under way, if any, is done.
+func (f *countingFiller) hold(ctx context.Context) error {
+	f.mu.Lock()
+	f.held = true
+	f.mu.Unlock()
+	for range 6000 { // 30 s of 5 ms: far longer than any batch
+		f.mu.Lock()
+		busy := f.busy
+		f.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		if err := sleepCtxBench(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("a re-embed batch ran for over 30s")
+}
+
+// release lets the fill go on.
+func (f *countingFiller) release() {
+	f.mu.Lock()
+	f.held = false
+	f.mu.Unlock()
+}
+
+// onFor is the part of [t0, t1] before the fill caught up.
+func (f *countingFiller) onFor(t0, t1 time.Time) time.Duration {
+	if at := f.caughtAt.Load(); at > 0 && time.Unix(0, at).Before(t1) {
+		t1 = time.Unix(0, at)
+	}
+	return max(0, t1.Sub(t0))
+}
+
 // fill is what was filled over took.
 func (f *countingFiller) fill(took time.Duration) ReembedFill {
 	r := ReembedFill{Rows: f.rows.Load(), Batches: f.batches.Load(), Sec: round3(took.Seconds())}
@@ -55,15 +110,6 @@ func (f *countingFiller) fill(took time.Duration) ReembedFill {
 		r.RowsSec = round3(float64(r.Rows) / took.Seconds())
 	}
 	return r
-}
-
-// fillUntilCaughtUp is what was filled from t0 until no row was left.
-func (f *countingFiller) fillUntilCaughtUp(t0 time.Time) ReembedFill {
-	end := time.Now()
-	if at := f.caughtAt.Load(); at > 0 {
-		end = time.Unix(0, at)
-	}
-	return f.fill(end.Sub(t0))
 }
 
 // perThousand is c per 1,000 rows.

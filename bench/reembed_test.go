@@ -67,9 +67,9 @@ func TestCountingFillerStopsTheJobLoop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no catch-up reported")
 	}
-	fill := g.fillUntilCaughtUp(g.start)
-	if fill.Rows != 200 || fill.Batches != 4 || fill.RowsSec <= 0 {
-		t.Errorf("until caught up: %+v, want 200 rows in 4 batches", fill)
+	fill := g.fill(g.onFor(g.start, time.Now().Add(time.Hour)))
+	if fill.Rows != 200 || fill.Batches != 4 || fill.RowsSec <= 0 || fill.Sec > 10 {
+		t.Errorf("until caught up: %+v, want 200 rows in 4 batches, timed until the catch-up", fill)
 	}
 	inner.switched.Store(true)
 	select {
@@ -79,6 +79,44 @@ func TestCountingFillerStopsTheJobLoop(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the loop did not end after the switch")
+	}
+}
+
+// TestCountingFillerHolds: held, the Job's loop goes on but fills nothing
+// (the inner filler is not called); released, it fills again.
+func TestCountingFillerHolds(t *testing.T) {
+	f := newCountingFiller(0)
+	inner := &switchingFiller{scriptFiller: scriptFiller{left: 1 << 30}}
+	f.inner = inner
+	ctx := context.Background()
+	if err := f.hold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := jobrun.ReembedLoop{Filler: f, Batch: 64, Pace: 1, MaxRun: time.Minute, UnreachableAfter: time.Minute}.Run(ctx)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if n := f.rows.Load(); n != 0 || inner.left != 1<<30 {
+		t.Fatalf("held: %d rows filled", n)
+	}
+	f.release()
+	for deadline := time.Now().Add(10 * time.Second); f.rows.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := f.hold(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := f.rows.Load()
+	time.Sleep(100 * time.Millisecond)
+	if n == 0 || f.rows.Load() != n {
+		t.Fatalf("released then held: %d rows, then %d", n, f.rows.Load())
+	}
+	inner.switched.Store(true)
+	f.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
