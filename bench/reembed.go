@@ -49,9 +49,17 @@ type ReembedReport struct {
 type ReembedPass struct {
 	Duty float64 `json:"duty"`
 	// Pace is jobrun.ReembedLoop.Pace (manager job --reembed-pace) of Duty.
-	Pace     float64 `json:"pace"`
-	SeedSec  float64 `json:"seedSec"`
-	BeginSec float64 `json:"beginSec"`
+	Pace    float64 `json:"pace"`
+	SeedSec float64 `json:"seedSec"`
+	// TableMiBBefore and TableMiBAfter are the memories table with its
+	// indexes after the seed and after the switch.
+	TableMiBBefore float64 `json:"tableMiBBefore"`
+	TableMiBAfter  float64 `json:"tableMiBAfter"`
+	// AloneRowUpdates and AloneHotUpdates are the memories table's row
+	// updates over the fill alone, and how many of them were HOT.
+	AloneRowUpdates int64   `json:"aloneRowUpdates"`
+	AloneHotUpdates int64   `json:"aloneHotUpdates"`
+	BeginSec        float64 `json:"beginSec"`
 	// Alone is the fill with nothing else running; CPUPer1000 its CPU
 	// seconds per 1,000 rows filled.
 	Alone      ReembedFill `json:"alone"`
@@ -163,6 +171,7 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 		return pass, err
 	}
 	pass.SeedSec = round3(time.Since(t0).Seconds())
+	pass.TableMiBBefore, _ = tableMiB(ctx, admin, benchSchema)
 	svc, err := h.startService(ctx, "reembed-from", loginURL, benchPolicy(), false)
 	if err != nil {
 		return pass, err
@@ -197,6 +206,7 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 
 	// The fill alone, for a tenth of the rows: the filler ends the loop.
 	fa := newCountingFiller(int64(h.reembedRows / reembedAloneShare))
+	ioBefore, ioErr := readTableIO(ctx, admin, benchSchema)
 	before := meter.read()
 	t0 = time.Now()
 	if _, err := newLoop(fa, 10*time.Minute).Run(ctx); err != nil {
@@ -205,8 +215,13 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 	pass.Alone = fa.fill(time.Since(t0))
 	c := meter.read().since(before, 0)
 	pass.CPUPer1000 = perThousand(c, pass.Alone.Rows)
-	h.logf("reembed: duty %.2f alone: %d rows in %.2fs = %.0f rows/s; CPU per 1,000 rows: database %.3fs, harness %.3fs; load %s",
-		duty, pass.Alone.Rows, pass.Alone.Sec, pass.Alone.RowsSec, pass.CPUPer1000.DatabaseSec, pass.CPUPer1000.HarnessSec, loadAvg())
+	if ioAfter, err := readTableIO(ctx, admin, benchSchema); err == nil && ioErr == nil {
+		d := ioAfter.minus(ioBefore)
+		pass.AloneRowUpdates, pass.AloneHotUpdates = d.updates, d.hot
+	}
+	h.logf("reembed: duty %.2f alone: %d rows in %.2fs = %.0f rows/s (%d row updates, %d HOT); CPU per 1,000 rows: database %.3fs, harness %.3fs; load %s",
+		duty, pass.Alone.Rows, pass.Alone.Sec, pass.Alone.RowsSec, pass.AloneRowUpdates, pass.AloneHotUpdates,
+		pass.CPUPer1000.DatabaseSec, pass.CPUPer1000.HarnessSec, loadAvg())
 
 	loopCtx, stopLoop := context.WithCancel(ctx) // ends the loop if the pass fails before the switch
 	defer stopLoop()
@@ -218,6 +233,7 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 		return pass, err
 	}
 	svc.stop()
+	pass.TableMiBAfter, _ = tableMiB(ctx, admin, benchSchema)
 	pass.LoadAvg = loadAvg()
 	return pass, h.recallAfterSwitch(ctx, &pass, rt, emb)
 }

@@ -161,5 +161,10 @@ func reembedMarkdown(p printer, r *ReembedReport) {
 			x.NetCPUPer1000.DatabaseSec, x.NetCPUPer1000.HarnessSec, x.SearchAlone.Latency.P99, x.SearchDuring.Latency.P99, x.SearchP99Factor,
 			x.AddAlone.Latency.P99, x.AddDuring.Latency.P99, x.AddP99Factor, x.SwitchSec, x.Recall, x.LoadAvg)
 	}
+	p("\n| duty | seed s | memories table MiB, seeded / switched | row updates of the fill alone (HOT) | searches held / filling | switch tries |\n|---|---|---|---|---|---|\n")
+	for _, x := range r.Passes {
+		p("| %.2f | %.1f | %.0f / %.0f | %d (%d) | %d / %d | %d |\n", x.Duty, x.SeedSec, x.TableMiBBefore, x.TableMiBAfter,
+			x.AloneRowUpdates, x.AloneHotUpdates, x.SearchAlone.Ops, x.SearchDuring.Ops, x.SwitchTries)
+	}
 	p("\n")
 }
