@@ -278,7 +278,7 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 		case "rerank":
 			rep.Rerank, err = h.runRerank(ctx)
 		case "reembed":
-			rep.Reembed, err = h.runReembed(ctx)
+			rep.Reembed, err = (&reembedPart{h}).run(ctx)
 		default:
 			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors, rerank or reembed)")
 		}

@@ -130,7 +130,11 @@ func paceForDuty(duty float64) float64 {
 	return round3(1/duty - 1)
 }
 
-func (h *harness) runReembed(ctx context.Context) (*ReembedReport, error) {
+// reembedPart holds the re-embed part's steps (the harness has enough
+// methods of its own).
+type reembedPart struct{ *harness }
+
+func (h *reembedPart) run(ctx context.Context) (*ReembedReport, error) {
 	from := memory.ReembedNamed(memory.ProviderBuiltin, "", benchDims)
 	to := memory.ReembedNamed(memory.ProviderBuiltin, "", reembedToDims)
 	rep := &ReembedReport{Memories: h.reembedRows, From: from.String(), To: to.String(), Batch: jobrun.DefaultReembedBatch}
@@ -153,7 +157,7 @@ type reembedTenant struct {
 	target   memory.ReembedTarget
 }
 
-func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedder, duty float64, seed uint64) (ReembedPass, error) {
+func (h *reembedPart) reembedPass(ctx context.Context, from, to memory.ReembedEmbedder, duty float64, seed uint64) (ReembedPass, error) {
 	pass := ReembedPass{Duty: duty, Pace: paceForDuty(duty)}
 	db, loginURL, drop, err := h.tenantDatabase(ctx, "reembed", "re-embed database", benchSchema)
 	defer drop()
@@ -244,7 +248,7 @@ func (h *harness) reembedPass(ctx context.Context, from, to memory.ReembedEmbedd
 // nothing, once its batch in flight is done), so the load's "alone" is
 // measured in the same run, on the same table, amid the same noise of a
 // shared machine as "during" (issue 32: ratios in the same run).
-func (h *harness) fillUnderLoad(ctx context.Context, pass *ReembedPass, newLoop func(*countingFiller, time.Duration) jobrun.ReembedLoop,
+func (h *reembedPart) fillUnderLoad(ctx context.Context, pass *ReembedPass, newLoop func(*countingFiller, time.Duration) jobrun.ReembedLoop,
 	loads [2]opFunc, meter cpuMeter) (<-chan error, error) {
 	fb := newCountingFiller(0)
 	loop := newLoop(fb, reembedBound)
@@ -315,7 +319,7 @@ func (h *harness) fillUnderLoad(ctx context.Context, pass *ReembedPass, newLoop 
 // switchReembed switches once no row is left, as the operator does (a row
 // an add wrote after the count is filled by the loop, which runs until the
 // switch ends it), and waits for the loop to end.
-func (h *harness) switchReembed(ctx context.Context, pass *ReembedPass, admin *pgxpool.Pool, target memory.ReembedTarget, to memory.ReembedEmbedder,
+func (h *reembedPart) switchReembed(ctx context.Context, pass *ReembedPass, admin *pgxpool.Pool, target memory.ReembedTarget, to memory.ReembedEmbedder,
 	ended <-chan error) error {
 	t0 := time.Now()
 	var err error
@@ -353,7 +357,7 @@ func (h *harness) switchReembed(ctx context.Context, pass *ReembedPass, admin *p
 
 // reembedLoads are the vector searches and the adds (fresh texts) through
 // the service, each at concurrency 1.
-func (h *harness) reembedLoads(rt reembedTenant, seed uint64) [2]opFunc {
+func (h *reembedPart) reembedLoads(rt reembedTenant, seed uint64) [2]opFunc {
 	rs := rand.New(rand.NewPCG(seed, 1))
 	ra := rand.New(rand.NewPCG(seed, 2))
 	search := func(ctx context.Context, _ int) error {

@@ -19,7 +19,7 @@ const reembedRecallOwners = 10
 // compares its vector searches with brute force over the switched vectors,
 // after checking that those are the new embedder's vectors of each row's
 // text.
-func (h *harness) recallAfterSwitch(ctx context.Context, pass *ReembedPass, rt reembedTenant, emb memory.Embedder) error {
+func (h *reembedPart) recallAfterSwitch(ctx context.Context, pass *ReembedPass, rt reembedTenant, emb memory.Embedder) error {
 	svc, err := h.startServiceConfig(ctx, "reembed-to", rt.loginURL, memory.ServiceConfig{Schema: benchSchema,
 		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: emb.Dimensions()}, Policy: benchPolicy()})
 	if err != nil {
