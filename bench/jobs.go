@@ -214,17 +214,20 @@ func (h *harness) jobUnderLoad(ctx context.Context, store *memory.Store, rep *Jo
 }
 
 // parseDuties reads --job-duty: 1 to 4 duty cycles within (0, 1].
-func parseDuties(list string) ([]float64, error) {
+func parseDuties(list string) ([]float64, error) { return parseDutyList("--job-duty", list) }
+
+// parseDutyList reads a flag of 1 to 4 duty cycles within (0, 1].
+func parseDutyList(name, list string) ([]float64, error) {
 	var out []float64
 	for _, f := range strings.Split(list, ",") {
 		d, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || d <= 0 || d > 1 {
-			return nil, fmt.Errorf("--job-duty %q: each duty must be a number within (0, 1]", list)
+			return nil, fmt.Errorf("%s %q: each duty must be a number within (0, 1]", name, list)
 		}
 		out = append(out, d)
 	}
 	if len(out) > 4 {
-		return nil, fmt.Errorf("--job-duty %q: at most 4 duties (each seeds a tenant)", list)
+		return nil, fmt.Errorf("%s %q: at most 4 duties (each seeds a tenant)", name, list)
 	}
 	return out, nil
 }

@@ -19,7 +19,11 @@
 //   - the overhead of reranking (rerank.go): hybrid search with and without
 //     a reranker, against a fake /rerank server that answers at once;
 //   - on request (--parts=secrets), the operator's memory with 1,000
-//     unrelated Secrets in the cluster.
+//     unrelated Secrets in the cluster;
+//   - on request (--parts=reembed, reembed.go: minutes at 200k), the
+//     re-embed Job's fill after a model change: rows/s, CPU per 1,000
+//     rows, search p99 during the fill ÷ alone, the switch, and recall
+//     under the new embedder.
 //
 // It needs DATABASE_URL (hack/pgvector.sh start), for the operator part
 // KUBEBUILDER_ASSETS (hack/envtest.sh), and for the Citus comparison of the
@@ -68,6 +72,10 @@ type harness struct {
 	jobDuties []float64
 	// jobBatch is the jobs part's batch size (--job-batch; 0: the default).
 	jobBatch int
+	// reembedRows and reembedDuties size the reembed part (--reembed-rows,
+	// --reembed-duty).
+	reembedRows   int
+	reembedDuties []float64
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -94,6 +102,8 @@ type options struct {
 	mode, parts, out, manager string
 	pprof                     string
 	jobDuty                   string
+	reembedDuty               string
+	reembedRows               int
 	jobBatch                  int
 	runtimes, owners, jobRows int
 	operatorConcurrency       int
@@ -107,7 +117,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, about 11 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,filters,clientvectors,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets)")
+	fs.StringVar(&o.parts, "parts", "service,filters,clientvectors,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets; reembed, the re-embed fill beside searches)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default: 200 short, 1,000 full; up to 5,000: make bench-full N=5000)")
@@ -116,6 +126,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.jobRows, "job-rows", 0, "memories of the jobs part (0 = the mode's default)")
 	fs.IntVar(&o.jobBatch, "job-batch", 0, "batch size of the jobs part (JobOptions.BatchSize, manager job --batch-size; 0 = its default, 1000)")
 	fs.StringVar(&o.jobDuty, "job-duty", "1,0.5", "comma-separated duty cycles of the jobs part (manager job --duty), a seeded tenant each: 1 is unpaced")
+	fs.IntVar(&o.reembedRows, "reembed-rows", 0, "memories of the reembed part, a multiple of 1,000 (0 = the service part's size: 40,000 short, 200,000 full)")
+	fs.StringVar(&o.reembedDuty, "reembed-duty", "1,0.5", "comma-separated duty cycles of the reembed part's fill (manager job --reembed-pace = 1/duty - 1), a seeded tenant each")
 	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
@@ -206,10 +218,19 @@ func newHarness(o *options) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
+	rduties, err := parseDutyList("--reembed-duty", o.reembedDuty)
+	if err != nil {
+		return nil, err
+	}
+	rrows := sc.Owners * sc.PerOwner
+	setIfGiven(&rrows, o.reembedRows)
+	if rrows < 2000 || rrows%seedPerOwner != 0 || rrows > 2_000_000 {
+		return nil, fmt.Errorf("--reembed-rows %d: must be a multiple of 1000 within 2000..2000000", rrows)
+	}
 	if o.jobBatch < 0 || o.jobBatch > 100_000 {
 		return nil, fmt.Errorf("--job-batch %d: must be within 0..100000", o.jobBatch)
 	}
-	h := &harness{jobDuties: duties, jobBatch: o.jobBatch, scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
+	h := &harness{reembedRows: rrows, reembedDuties: rduties, jobDuties: duties, jobBatch: o.jobBatch, scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
 	if h.serverURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
 	}
@@ -256,8 +277,10 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 			rep.ClientVectors, err = h.runClientVectors(ctx)
 		case "rerank":
 			rep.Rerank, err = h.runRerank(ctx)
+		case "reembed":
+			rep.Reembed, err = (&reembedPart{h}).run(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors or rerank)")
+			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors, rerank or reembed)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

@@ -44,6 +44,9 @@ func markdown(rep *Report) string {
 	if r := rep.Rerank; r != nil {
 		rerankMarkdown(p, r)
 	}
+	if r := rep.Reembed; r != nil {
+		reembedMarkdown(p, r)
+	}
 	if len(rep.Targets) > 0 {
 		p("## Targets\n\n| target | goal | measured | met | note |\n|---|---|---|---|---|\n")
 		for _, t := range rep.Targets {

@@ -30,8 +30,10 @@ type Report struct {
 	// ClientVectors is the client vectors part (clientvectors.go).
 	ClientVectors *ClientVectorsReport `json:"clientVectors,omitempty"`
 	// Rerank is the reranking overhead part (rerank.go).
-	Rerank  *RerankReport `json:"rerank,omitempty"`
-	Targets []Target      `json:"targets"`
+	Rerank *RerankReport `json:"rerank,omitempty"`
+	// Reembed is the re-embed part (reembed.go).
+	Reembed *ReembedReport `json:"reembed,omitempty"`
+	Targets []Target       `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`
 	Errors     []string `json:"errors,omitempty"`

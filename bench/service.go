@@ -355,12 +355,17 @@ func (s *benchService) stop() { s.proc.stop(30 * time.Second) }
 // startService writes the config and tokens files the operator would mount
 // and starts `manager serve` on a free loopback port; name names its files.
 func (h *harness) startService(ctx context.Context, name, loginURL string, policy memory.Policy, asyncCommit bool) (*benchService, error) {
-	cfg := memory.ServiceConfig{
+	return h.startServiceConfig(ctx, name, loginURL, memory.ServiceConfig{
 		Schema:             benchSchema,
 		Embedding:          memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: benchDims},
 		Policy:             policy,
 		AsynchronousCommit: asyncCommit,
-	}
+	})
+}
+
+// startServiceConfig is startService with a config of the caller's (the
+// reembed part serves a tenant with another embedder after its switch).
+func (h *harness) startServiceConfig(ctx context.Context, name, loginURL string, cfg memory.ServiceConfig) (*benchService, error) {
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")
 	if err := engramworkload.WriteServiceConfig(cfgPath, cfg); err != nil {

@@ -73,6 +73,9 @@ func targets(rep *Report) []Target {
 	if c := rep.ClientVectors; c != nil {
 		out = append(out, clientVectorTargets(c)...)
 	}
+	if r := rep.Reembed; r != nil {
+		out = append(out, reembedTargets(r)...)
+	}
 	rep.LargestGap = largestGap(out)
 	return out
 }
