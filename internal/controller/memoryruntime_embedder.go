@@ -69,6 +69,18 @@ func recordedDimensions(rt *memoryv1alpha1.MemoryRuntime) int32 {
 	return rt.EmbeddingDimensions()
 }
 
+// switchingToDimensions is the size an active re-embed switches the
+// columns to (0: none active). Provisioning accepts it beside the recorded
+// size: a switch whose status write was lost has already resized the
+// columns, and only checkEmbedder, after provisioning, reads the tenant's
+// re-embed row and records that switch (review 13, H1).
+func switchingToDimensions(rt *memoryv1alpha1.MemoryRuntime) int {
+	if re := rt.Status.Reembed; reembedActive(re) {
+		return int(re.To.Dimensions)
+	}
+	return 0
+}
+
 // warnEmbedderOnce records the Warning when the runtime enters the refusal,
 // not on every reconcile while it lasts.
 func (r *MemoryRuntimeReconciler) warnEmbedderOnce(s *runtimeScope, msg string) {

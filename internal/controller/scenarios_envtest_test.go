@@ -58,6 +58,7 @@ func operatorScenarios() []scenario {
 		{name: "ConnectionChanged", run: scenarioConnectionChanged},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "DimensionsChange", run: scenarioDimensionsChange},
+		{name: "ReembedLostDimsSwitch", run: scenarioReembedLostDimsSwitch},
 		{name: "ReembedLostSwitchThenRollback", run: scenarioReembedLostSwitchThenRollback},
 		{name: "ReembedTwice", run: scenarioReembedTwice},
 		{name: "ReembedLostBeginThenBack", run: scenarioReembedLostBeginThenBack},

@@ -50,14 +50,21 @@ func TestDecideProvisioning(t *testing.T) {
 	}
 
 	t.Run("dimensions-mismatch", func(t *testing.T) {
-		if err := decideDimensions("s1", 384, 384); err != nil {
+		if err := decideDimensions("s1", 384, 384, 0); err != nil {
 			t.Errorf("same size: %v", err)
 		}
-		err := decideDimensions("s1", 384, 768)
+		// A re-embed to 768 whose switch committed before it was recorded.
+		if err := decideDimensions("s1", 768, 384, 768); err != nil {
+			t.Errorf("the size a re-embed switches to: %v", err)
+		}
+		if err := decideDimensions("s1", 512, 384, 768); !errors.Is(err, ErrDimensionsMismatch) {
+			t.Errorf("a size neither recorded nor switched to: %v, want ErrDimensionsMismatch", err)
+		}
+		err := decideDimensions("s1", 384, 768, 0)
 		if !errors.Is(err, ErrDimensionsMismatch) {
 			t.Fatalf("other size: %v, want ErrDimensionsMismatch", err)
 		}
-		if want := `schema "s1" stores 384-dimensional vectors, the spec asks for 768`; !strings.Contains(err.Error(), want) {
+		if want := `schema "s1" stores 384-dimensional vectors, the runtime records 768`; !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
 	})

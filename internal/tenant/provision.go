@@ -36,6 +36,12 @@ type Spec struct {
 	// the caller then passes the new size: the operator passes its
 	// status.embedding's, the embedder of the stored vectors).
 	Dimensions int
+	// SwitchingTo is the size a re-embed under way switches the columns
+	// to (0: none under way). A switch commits before the caller can
+	// record it; should that record be lost, the columns already have this
+	// size, and refusing them would stop the caller before it reads the
+	// re-embed's state and records the switch (review 13, H1).
+	SwitchingTo int
 	// Owner is the runtime the tenant belongs to; its UID is written into
 	// the ownership marker of the schema and both roles.
 	Owner Owner
@@ -273,15 +279,16 @@ func checkDimensions(ctx context.Context, conn *pgx.Conn, spec Spec) error {
 	if err != nil {
 		return err
 	}
-	return decideDimensions(spec.Schema, dims, spec.Dimensions)
+	return decideDimensions(spec.Schema, dims, spec.Dimensions, spec.SwitchingTo)
 }
 
 // decideDimensions is the rule of checkDimensions: an existing schema keeps
 // its vector size; only a re-embed changes it (every embedding recomputed
-// into a column of the new size: internal/memory/reembed).
-func decideDimensions(schema string, have, want int) error {
-	if have != want {
-		return fmt.Errorf("%w: schema %q stores %d-dimensional vectors, the spec asks for %d", ErrDimensionsMismatch, schema, have, want)
+// into a column of the new size: internal/memory/reembed), so while one is
+// under way the size it switches to is accepted too.
+func decideDimensions(schema string, have, want, switchingTo int) error {
+	if have != want && (switchingTo == 0 || have != switchingTo) {
+		return fmt.Errorf("%w: schema %q stores %d-dimensional vectors, the runtime records %d", ErrDimensionsMismatch, schema, have, want)
 	}
 	return nil
 }
