@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/naming"
 )
 
@@ -17,6 +18,13 @@ import (
 func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, s *runtimeScope) ([]string, bool, error) {
 	rt := s.rt
 	var refs []apiKeyRef
+	if s.dual != nil {
+		// A re-embed fills: the recorded embedder's key (the Deployment's)
+		// and the spec's, the next one's.
+		if ref := s.dual.current.APIKeySecretRef; ref != nil {
+			refs = append(refs, apiKeyRef{"the recorded embedder's key (the service's ENGRAM_EMBEDDING_API_KEY)", ref})
+		}
+	}
 	if ref := rt.Spec.Embedding.APIKeySecretRef; ref != nil {
 		refs = append(refs, apiKeyRef{"spec.embedding.apiKeySecretRef", ref})
 	}
@@ -42,6 +50,16 @@ func (r *MemoryRuntimeReconciler) apiKeyDigests(ctx context.Context, s *runtimeS
 		digests = append(digests, naming.SHA256Hex(sec.Data[key]))
 	}
 	return digests, false, nil
+}
+
+// serviceKeyEnv is the service's environment of keys beyond tenantEnv's:
+// the reranker's, and during a re-embed the next embedder's.
+func (s *runtimeScope) serviceKeyEnv() []corev1.EnvVar {
+	env := specs.RerankKeyEnv(s.rerankKey)
+	if s.dual != nil {
+		env = append(env, specs.ReembedKeyEnv(s.dual.next.APIKeySecretRef)...)
+	}
+	return env
 }
 
 // apiKeyRef is an API key Secret reference and the field that holds it.

@@ -79,6 +79,7 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	if m := configModel(); m != "model-a" {
 		t.Errorf("the service config names model %q during the re-embed, want model-a", m)
 	}
+	e.waitReembedNext(t, ns, "bot", "model-b") // dual writes toward model-b
 	// A third model while it runs: refused by the API server (the CRD's
 	// rule reads status.reembed), the message saying how to cancel.
 	if err := e.dryRunUpdate(t, ns, "bot", func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Embedding.Model = "model-c" }); err == nil ||
@@ -100,6 +101,7 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 		t.Errorf("after the rollback status.reembed = %+v, status.embedding = %+v", re, got.Status.Embedding)
 	}
 	e.waitEvent(t, ns, "bot", memoryv1alpha1.ReasonReembedAborted, "model-b")
+	e.waitReembedNext(t, ns, "bot", "") // no dual writes after the abort
 	eventually(t, "the aborted re-embed's Job is deleted", 20*time.Second, func() error {
 		err := e.get(t, ns, job1.Name, &batchv1.Job{})
 		if apierrors.IsNotFound(err) {
@@ -154,6 +156,7 @@ func scenarioEmbeddingChange(e *operatorEnv, t *testing.T) {
 	if m := configModel(); m != "model-b" {
 		t.Errorf("after the switch the service config names model %q, want model-b", m)
 	}
+	e.waitReembedNext(t, ns, "bot", "") // no dual writes after the switch
 	var isNew bool
 	if err := e.pool.QueryRow(testContext(t), `SELECT bool_and(embedding <> array_fill(0.1::real, ARRAY[384])::vector) FROM `+memories).Scan(&isNew); err != nil || !isNew {
 		t.Errorf("a memory's vector after the switch is the old one (%v)", err)

@@ -141,11 +141,14 @@ type runtimeScope struct {
 	rerankKey *memoryv1alpha1.SecretKeySelector
 	// policyName names the policy rerankKey comes from, for messages.
 	policyName string
-	config     []byte
-	hash       string
-	image      string
-	deploy     *appsv1.Deployment
-	requeue    requeueTimer
+	// dual is set while a re-embed fills: the service's config and
+	// Deployment are rendered with both embedders (memoryruntime_dual.go).
+	dual    *dualEmbedders
+	config  []byte
+	hash    string
+	image   string
+	deploy  *appsv1.Deployment
+	requeue requeueTimer
 	// faulted is set when Options.FailAfter injected a fault: the reconcile
 	// stops as if the operator had died (see Options.FailAfter).
 	faulted bool

@@ -12,8 +12,9 @@ import (
 // records the embedder the stored vectors were made with; a spec.embedding
 // naming another provider or model is accepted at once while the tenant
 // holds no vector, and otherwise starts a re-embed (memoryruntime_reembed.go,
-// status.reembed): the reconcile stops before the config and the
-// Deployment, so the service keeps the recorded embedder until the switch.
+// status.reembed): until the switch the service's config and Deployment
+// keep the recorded embedder and write the spec's vectors too (dual
+// writes, memoryruntime_dual.go).
 // Other dimensions always go through a re-embed, which re-types the
 // columns: with no vector held it switches at once. On Citus, where
 // re-embedding is not supported yet, the change is refused
@@ -21,6 +22,18 @@ import (
 // A runtime without status.embedding (new, or from an earlier release)
 // records its spec's.
 func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeScope) (bool, error) {
+	stop, err := r.embedderStep(ctx, s)
+	if err != nil || !stop || !reembedActive(s.rt.Status.Reembed) {
+		return stop, err
+	}
+	// A re-embed fills: the reconcile goes on with both embedders in the
+	// service's config (dual writes, memoryruntime_dual.go).
+	return reembedder{r}.renderDual(ctx, s)
+}
+
+// embedderStep is checkEmbedder's step on status.embedding and the
+// re-embed; true while a re-embed fills or the change is refused.
+func (r *MemoryRuntimeReconciler) embedderStep(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	want := embedderOf(rt)
 	have := rt.Status.Embedding

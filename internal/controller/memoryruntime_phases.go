@@ -347,7 +347,7 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 	if err != nil || stop {
 		return stop, err
 	}
-	cfg := specs.ServiceConfig(rt, s.schema, policy, rt.PolicyName(), generationOf(applied))
+	cfg := s.serviceConfig(s.serviceRuntime(), policy, applied)
 	configYAML, err := specs.MarshalServiceConfig(cfg)
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonConfigInvalid, oneLine(err))
@@ -371,7 +371,7 @@ func (r *MemoryRuntimeReconciler) reconcileDeployment(ctx context.Context, s *ru
 			"no image for the memory service: set spec.service.image or start the operator with --service-image (ENGRAM_IMAGE)")
 		return true, nil
 	}
-	live, outcome, err := r.apply.apply(ctx, specs.Deployment(s.rt, s.image, s.hash, specs.RerankKeyEnv(s.rerankKey)...))
+	live, outcome, err := r.apply.apply(ctx, specs.Deployment(s.serviceRuntime(), s.image, s.hash, s.serviceKeyEnv()...))
 	if err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonApplyFailed, err.Error())
 		return false, err

@@ -27,9 +27,10 @@ import (
 // operator reads no row left (while the Job runs, or once it completed) it
 // switches the columns (memory.ReembedSwitch, which counts again under its
 // lock) and records the new embedder in status.embedding; the
-// reconcile then rolls the service out with it. Until then the reconcile
-// stops here: the service's config and Deployment keep the recorded
-// embedder, and other spec changes wait.
+// reconcile then rolls the service out with it. Until then the service's
+// config and Deployment keep the recorded embedder and name the spec's as
+// the next (dual writes, memoryruntime_dual.go); the rest of the spec
+// rolls out as usual.
 
 // Timing of a re-embed's reconciles.
 const (
@@ -209,9 +210,9 @@ func (r reembedder) driveReembed(ctx context.Context, s *runtimeScope, want memo
 // reembedFillingWaits: the Job runs; its progress is read again soon.
 func (r reembedder) reembedFillingWaits(s *runtimeScope, re *memoryv1alpha1.ReembedStatus) {
 	re.Phase = memoryv1alpha1.ReembedFilling
-	r.reembedWaits(s, memoryv1alpha1.ReasonReembedding, fmt.Sprintf("re-embedding %s → %s: %d rows filled, %d left (Job %s); the service keeps %s until the switch, "+
-		"other spec changes wait; set spec.embedding back to cancel", embedderName(re.From), embedderName(re.To), re.Filled, re.Left,
-		naming.ReembedJobName(s.rt.Name, re.Runs), embedderName(re.From)), reembedPollFor(re.Left))
+	r.reembedWaits(s, memoryv1alpha1.ReasonReembedding, fmt.Sprintf("re-embedding %s → %s: %d rows filled, %d left (Job %s); the service keeps %s and writes %s's vectors too "+
+		"until the switch; set spec.embedding back to cancel", embedderName(re.From), embedderName(re.To), re.Filled, re.Left,
+		naming.ReembedJobName(s.rt.Name, re.Runs), embedderName(re.From), embedderName(re.To)), reembedPollFor(re.Left))
 }
 
 func reembedPollFor(left int64) time.Duration {

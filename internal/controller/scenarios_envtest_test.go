@@ -64,6 +64,7 @@ func operatorScenarios() []scenario {
 		{name: "ReembedLostBeginThenBack", run: scenarioReembedLostBeginThenBack},
 		{name: "ReembedLostRetargetThenBack", run: scenarioReembedLostRetargetThenBack},
 		{name: "ReembedCEL", run: scenarioReembedCEL},
+		{name: "ReembedDualWriteKeys", run: scenarioReembedDualWriteKeys},
 		{name: "ReembedThirdModelThrough", run: scenarioReembedThirdModelThrough},
 		{name: "OperatorFaults", run: scenarioOperatorFaults},
 		{name: "Citus", run: scenarioCitus},

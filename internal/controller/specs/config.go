@@ -17,13 +17,8 @@ import (
 // schema and its resolved policy.
 func ServiceConfig(rt *memoryv1alpha1.MemoryRuntime, schema string, policy memory.Policy, policyName string, policyGeneration int64) memory.ServiceConfig {
 	cfg := memory.ServiceConfig{
-		Schema: schema,
-		Embedding: memory.EmbeddingConfig{
-			Provider:   string(rt.EmbeddingProvider()),
-			Dimensions: int(rt.EmbeddingDimensions()),
-			Model:      rt.Spec.Embedding.Model,
-			Endpoint:   rt.Spec.Embedding.Endpoint,
-		},
+		Schema:             schema,
+		Embedding:          EmbeddingConfig(rt),
 		Policy:             policy,
 		PolicyName:         policyName,
 		PolicyGeneration:   policyGeneration,
@@ -35,6 +30,25 @@ func ServiceConfig(rt *memoryv1alpha1.MemoryRuntime, schema string, policy memor
 	if l := rt.Spec.Service.Limits; l != nil {
 		cfg.MaxResponseBytes = int(l.MaxResponseBytes)
 	}
+	return cfg
+}
+
+// EmbeddingConfig is the config's embedding block of rt's spec.embedding.
+func EmbeddingConfig(rt *memoryv1alpha1.MemoryRuntime) memory.EmbeddingConfig {
+	return memory.EmbeddingConfig{
+		Provider:   string(rt.EmbeddingProvider()),
+		Dimensions: int(rt.EmbeddingDimensions()),
+		Model:      rt.Spec.Embedding.Model,
+		Endpoint:   rt.Spec.Embedding.Endpoint,
+	}
+}
+
+// WithReembedNext is cfg whose writes also embed with next, the embedder
+// a re-embed fills toward (dual writes: cfg.Embedding stays the embedder
+// the tenant's vectors are made with). Its key is the environment's
+// ENGRAM_REEMBED_EMBEDDING_API_KEY (ReembedKeyEnv).
+func WithReembedNext(cfg memory.ServiceConfig, next memory.EmbeddingConfig) memory.ServiceConfig {
+	cfg.Reembed = &memory.ReembedConfig{Next: next}
 	return cfg
 }
 

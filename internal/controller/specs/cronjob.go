@@ -49,10 +49,22 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 	spec := batchv1.JobSpec{
 		BackoffLimit:          ptr.To[int32](0),
 		ActiveDeadlineSeconds: ptr.To(ptr.Deref(rj.Spec.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)),
-		Template:              jobPod(rt, image, labels, JobCommand(rj), JobResources(rj), append(tenantEnv(rt), exportEnv(rj)...)),
+		Template:              jobPod(rt, image, labels, JobCommand(rj), JobResources(rj), append(append(tenantEnv(rt), reembedJobEnv(rt)...), exportEnv(rj)...)),
 	}
 	withExportVolume(rj, &spec.Template.Spec)
 	return spec
+}
+
+// reembedJobEnv is a maintenance run's key of the next embedder while a
+// re-embed fills (status.reembed Filling or Paused): the config it reads
+// names that embedder as reembed.next, so its compaction summaries and
+// episodes are dual-written as the service's writes are.
+func reembedJobEnv(rt *memoryv1alpha1.MemoryRuntime) []corev1.EnvVar {
+	re := rt.Status.Reembed
+	if re == nil || (re.Phase != memoryv1alpha1.ReembedFilling && re.Phase != memoryv1alpha1.ReembedPaused) {
+		return nil
+	}
+	return ReembedKeyEnv(rt.Spec.Embedding.APIKeySecretRef)
 }
 
 // jobPod is the pod of every Job the operator runs for a tenant (the

@@ -60,6 +60,15 @@ func RerankKeyEnv(ref *memoryv1alpha1.SecretKeySelector) []corev1.EnvVar {
 	return []corev1.EnvVar{secretEnv(naming.EnvRerankAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey))}
 }
 
+// ReembedKeyEnv is the service's variable of the key of the embedder a
+// re-embed fills toward (none when ref is nil): the config's reembed.next.
+func ReembedKeyEnv(ref *memoryv1alpha1.SecretKeySelector) []corev1.EnvVar {
+	if ref == nil {
+		return nil
+	}
+	return []corev1.EnvVar{secretEnv(naming.EnvReembedEmbeddingAPIKey, ref.Name, ref.KeyOr(memoryv1alpha1.DefaultAPIKeyKey))}
+}
+
 func secretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: secret},
