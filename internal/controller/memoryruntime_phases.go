@@ -111,6 +111,7 @@ func (r *MemoryRuntimeReconciler) provision(ctx context.Context, s *runtimeScope
 	spec := tenant.Spec{
 		Schema:           s.schema,
 		Dimensions:       int(recordedDimensions(rt)), // the columns', not the spec's during a re-embed
+		SwitchingTo:      switchingToDimensions(rt),
 		Owner:            TenantOwner(rt),
 		Claim:            TenantClaim(rt, s.recorded, s.schema),
 		IndexTimeout:     bound,
