@@ -41,6 +41,24 @@ type RuntimeEmbedder struct {
 	Dimensions int32 `json:"dimensions"`
 }
 
+// EmbedderAccess is how the service reaches an embedder: its endpoint and
+// the Secret key holding its API key. The operator records it from
+// spec.embedding (which passed the CRD's validation) while the spec names
+// the embedder of the stored vectors, so that during a re-embed, when the
+// spec names the next one, the service keeps its current embedder without
+// the operator reading it back from objects a tenant may edit (the
+// ConfigMap, the Deployment).
+type EmbedderAccess struct {
+	RuntimeEmbedder `json:",inline"`
+	// Endpoint is the OpenAI-compatible API's base URL (openai provider).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Endpoint string `json:"endpoint,omitempty"`
+	// APIKeySecretRef names the Secret key holding the API key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+}
+
 // Phases of a re-embed (status.reembed.phase).
 const (
 	ReembedFilling  = "Filling"  // a Job fills the new vectors

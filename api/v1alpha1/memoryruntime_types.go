@@ -338,6 +338,12 @@ type MemoryRuntimeStatus struct {
 	// +optional
 	Embedding *RuntimeEmbedder `json:"embedding,omitempty"`
 
+	// EmbeddingAccess is how the service reaches the embedder of the stored
+	// vectors (see EmbedderAccess): recorded while spec.embedding names it,
+	// kept through a re-embed.
+	// +optional
+	EmbeddingAccess *EmbedderAccess `json:"embeddingAccess,omitempty"`
+
 	// Reembed is the re-embed under way, or the last one (see ReembedStatus).
 	// +optional
 	Reembed *ReembedStatus `json:"reembed,omitempty"`

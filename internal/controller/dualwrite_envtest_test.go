@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 
 // scenarioReembedDualWriteKeys: a re-embed between two OpenAI-compatible
 // embedders of different endpoints and key Secrets. While it fills, the
-// service's config names the recorded embedder (its endpoint, from the
-// config rendered before the change) with reembed.next = the spec's, and
+// service's config names the recorded embedder (its endpoint, from
+// status.embeddingAccess, recorded while the spec named it) with reembed.next = the spec's, and
 // the Deployment reads the recorded embedder's key from its Secret and
 // the next one's from the spec's; one rollout at the begin. Set back: the
 // config and the env lose the next embedder (a rollout back).
@@ -61,6 +62,34 @@ func scenarioReembedDualWriteKeys(e *operatorEnv, t *testing.T) {
 	if ref := env[naming.EnvReembedEmbeddingAPIKey]; ref != "key-b/apiKey" {
 		t.Errorf("%s from %q during the re-embed, want key-b/apiKey (the spec's)", naming.EnvReembedEmbeddingAPIKey, ref)
 	}
+
+	// Review 13b: the current embedder comes from status.embeddingAccess,
+	// not from the live objects. An endpoint edited into the ConfigMap and
+	// a deleted Deployment come back as the operator recorded them.
+	var cm corev1.ConfigMap
+	if err := e.get(t, ns, naming.ConfigMapName("bot"), &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[naming.KeyConfig] = strings.ReplaceAll(cm.Data[naming.KeyConfig], "http://127.0.0.1:9/a/v1", "http://evil.example:8080/v1")
+	if err := e.c.Update(testContext(t), &cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Delete(testContext(t), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.DeploymentName("bot")}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the edited endpoint and the deleted Deployment are put back", 30*time.Second, func() error {
+		if cfg := e.serviceConfig(t, ns, "bot"); cfg.Embedding.Endpoint != "http://127.0.0.1:9/a/v1" || cfg.Reembed == nil {
+			return fmt.Errorf("config embedding = %+v, reembed = %+v", cfg.Embedding, cfg.Reembed)
+		}
+		var d appsv1.Deployment
+		if err := e.get(t, ns, naming.DeploymentName("bot"), &d); err != nil {
+			return err
+		}
+		if env := e.serviceEnv(t, ns, "bot"); env[naming.EnvEmbeddingAPIKey] != "key-a/apiKey" || env[naming.EnvReembedEmbeddingAPIKey] != "key-b/apiKey" {
+			return fmt.Errorf("env = %v", env)
+		}
+		return nil
+	})
 
 	// Set back: aborted; the config and the Deployment without the next.
 	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {

@@ -2,18 +2,12 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/controller/specs"
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/naming"
 )
 
 // Dual writes (docs/decisions.md "Dual writes during a re-embed"): while a
@@ -55,84 +49,26 @@ func (s *runtimeScope) serviceConfig(svc *memoryv1alpha1.MemoryRuntime, policy m
 
 // renderDual lets the reconcile go on to the config and the Deployment
 // while a re-embed fills, with the recorded embedder as the service's and
-// the spec's as the next. The recorded embedder's endpoint and key are
-// not in status (status.embedding names provider, model and dimensions
-// only; the spec that had them is gone): they are the ones the live
-// ConfigMap and Deployment carry, which this operator rendered from the
-// spec before the change (and renders again with them while it lasts).
-// When those objects no longer name the recorded embedder (deleted, or
-// edited), the reconcile stops before the config as it did before dual
-// writes: the service keeps what it runs, and the Job fills its writes.
+// the spec's as the next. The recorded embedder's endpoint and key are the
+// ones status.embeddingAccess recorded from the spec while it named that
+// embedder (recordEmbedderAccess); never the live ConfigMap's or
+// Deployment's, which a tenant may edit (review 13b: an endpoint edited
+// there would have been rendered again for the whole fill, carrying the
+// key). Without a record for it (a runtime whose re-embed began before the
+// operator recorded one, or the re-embed back after a lost switch) the
+// reconcile stops before the config as it did before dual writes: the
+// service keeps what it runs, and the Job fills its writes.
 func (r reembedder) renderDual(ctx context.Context, s *runtimeScope) (bool, error) {
 	have := s.rt.Status.Embedding
 	cur := memoryv1alpha1.EmbeddingSpec{Provider: have.Provider, Model: have.Model, Dimensions: have.Dimensions}
-	if have.Provider == memoryv1alpha1.EmbeddingOpenAI {
-		ok, err := r.liveEmbedderAccess(ctx, s, &cur)
-		if err != nil || !ok {
-			return true, err
+	if have.Provider != memoryv1alpha1.EmbeddingBuiltin {
+		acc := s.rt.Status.EmbeddingAccess
+		if acc == nil || acc.RuntimeEmbedder != *have || acc.Endpoint == "" {
+			ctrl.LoggerFrom(ctx).Info("re-embed without dual writes: no recorded endpoint for the current embedder", "embedder", embedderName(*have))
+			return true, nil
 		}
+		cur.Endpoint, cur.APIKeySecretRef = acc.Endpoint, acc.APIKeySecretRef.DeepCopy()
 	}
 	s.dual = &dualEmbedders{current: cur, next: *s.rt.Spec.Embedding.DeepCopy()}
 	return false, nil
-}
-
-// liveEmbedderAccess fills cur's endpoint from the live ConfigMap's
-// embedding block (when it names cur's provider, model and dimensions, or
-// else its reembed.next when that does) and its key from the live
-// Deployment's matching variable; false when the ConfigMap names no cur.
-func (r reembedder) liveEmbedderAccess(ctx context.Context, s *runtimeScope, cur *memoryv1alpha1.EmbeddingSpec) (bool, error) {
-	log := ctrl.LoggerFrom(ctx)
-	var cm corev1.ConfigMap
-	found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: s.rt.Namespace, Name: naming.ConfigMapName(s.rt.Name)}, &cm)
-	if err != nil {
-		return false, fmt.Errorf("reading the service's config for the re-embed's dual writes: %w", err)
-	}
-	var cfg memory.ServiceConfig
-	if found {
-		if err := yaml.Unmarshal([]byte(cm.Data[naming.KeyConfig]), &cfg); err != nil {
-			found = false
-		}
-	}
-	// The recorded embedder is the config's embedding, or its reembed.next
-	// after a switch whose rollout has not happened (a switch's status
-	// write lost and the spec set back: a re-embed back begins).
-	env := naming.EnvEmbeddingAPIKey
-	e := cfg.Embedding
-	if !names(e, cur) && cfg.Reembed != nil {
-		env, e = naming.EnvReembedEmbeddingAPIKey, cfg.Reembed.Next
-	}
-	if !found || !names(e, cur) || e.Endpoint == "" {
-		log.Info("re-embed without dual writes: the live config does not name the recorded embedder's endpoint", "embedder", embedderName(*s.rt.Status.Embedding))
-		return false, nil
-	}
-	cur.Endpoint = e.Endpoint
-	var dep appsv1.Deployment
-	found, err = getOptional(ctx, r.client, client.ObjectKey{Namespace: s.rt.Namespace, Name: naming.DeploymentName(s.rt.Name)}, &dep)
-	if err != nil {
-		return false, fmt.Errorf("reading the service's Deployment for the re-embed's dual writes: %w", err)
-	}
-	if found {
-		cur.APIKeySecretRef = liveSecretEnv(&dep, env)
-	}
-	return true, nil
-}
-
-// names reports whether the config's embedder e is cur (endpoint aside).
-func names(e memory.EmbeddingConfig, cur *memoryv1alpha1.EmbeddingSpec) bool {
-	return e.Provider == string(cur.Provider) && e.Model == cur.Model && e.Dimensions == int(cur.Dimensions)
-}
-
-// liveSecretEnv is the Secret key the Deployment's pods read the variable
-// name from, nil when none.
-func liveSecretEnv(dep *appsv1.Deployment, name string) *memoryv1alpha1.SecretKeySelector {
-	for _, c := range dep.Spec.Template.Spec.Containers {
-		for _, env := range c.Env {
-			if env.Name != name || env.ValueFrom == nil || env.ValueFrom.SecretKeyRef == nil {
-				continue
-			}
-			ref := env.ValueFrom.SecretKeyRef
-			return &memoryv1alpha1.SecretKeySelector{Name: ref.Name, Key: ref.Key}
-		}
-	}
-	return nil
 }

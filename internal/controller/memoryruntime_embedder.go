@@ -23,6 +23,7 @@ import (
 // records its spec's.
 func (r *MemoryRuntimeReconciler) checkEmbedder(ctx context.Context, s *runtimeScope) (bool, error) {
 	stop, err := r.embedderStep(ctx, s)
+	recordEmbedderAccess(s.rt)
 	if err != nil || !stop || !reembedActive(s.rt.Status.Reembed) {
 		return stop, err
 	}
@@ -80,6 +81,25 @@ func recordedDimensions(rt *memoryv1alpha1.MemoryRuntime) int32 {
 		return e.Dimensions
 	}
 	return rt.EmbeddingDimensions()
+}
+
+// recordEmbedderAccess records in status.embeddingAccess how the service
+// reaches the embedder of the stored vectors while spec.embedding names it
+// (its endpoint and key Secret; nothing for builtin). During a re-embed the
+// spec names the next embedder and the record stays: the service's config
+// keeps the current embedder from it (memoryruntime_dual.go), not from the
+// live ConfigMap or Deployment, which a tenant may edit (review 13b).
+func recordEmbedderAccess(rt *memoryv1alpha1.MemoryRuntime) {
+	have := rt.Status.Embedding
+	if have == nil || *have != embedderOf(rt) {
+		return
+	}
+	if have.Provider == memoryv1alpha1.EmbeddingBuiltin {
+		rt.Status.EmbeddingAccess = nil
+		return
+	}
+	rt.Status.EmbeddingAccess = &memoryv1alpha1.EmbedderAccess{RuntimeEmbedder: *have,
+		Endpoint: rt.Spec.Embedding.Endpoint, APIKeySecretRef: rt.Spec.Embedding.APIKeySecretRef.DeepCopy()}
 }
 
 // switchingToDimensions is the size an active re-embed switches the

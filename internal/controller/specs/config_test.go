@@ -61,6 +61,11 @@ func TestCronJobReembedKey(t *testing.T) {
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: "ns"}}
 	rt.Spec.Embedding = memoryv1alpha1.EmbeddingSpec{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "model-b", Dimensions: 384, Endpoint: "http://b/v1",
 		APIKeySecretRef: &memoryv1alpha1.SecretKeySelector{Name: "key-b"}}
+	// Recorded: model-a, whose key is key-a (the current embedder's key
+	// goes to runs while a re-embed fills; review 13b).
+	rt.Status.Embedding = &memoryv1alpha1.RuntimeEmbedder{Provider: memoryv1alpha1.EmbeddingOpenAI, Model: "model-a", Dimensions: 384}
+	rt.Status.EmbeddingAccess = &memoryv1alpha1.EmbedderAccess{RuntimeEmbedder: *rt.Status.Embedding, Endpoint: "http://a/v1",
+		APIKeySecretRef: &memoryv1alpha1.SecretKeySelector{Name: "key-a"}}
 	rj := &memoryv1alpha1.RetentionJob{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ns"}}
 	rj.Spec.Schedule = "0 3 * * *"
 	for _, tc := range []struct {
@@ -71,14 +76,20 @@ func TestCronJobReembedKey(t *testing.T) {
 		if tc.phase != "" {
 			rt.Status.Reembed = &memoryv1alpha1.ReembedStatus{Phase: tc.phase}
 		}
-		var got string
+		var got, current string
 		for _, env := range CronJob(rj, rt, "img").Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env {
-			if env.Name == naming.EnvReembedEmbeddingAPIKey {
+			switch env.Name {
+			case naming.EnvReembedEmbeddingAPIKey:
 				got = env.ValueFrom.SecretKeyRef.Name
+			case naming.EnvEmbeddingAPIKey:
+				current = env.ValueFrom.SecretKeyRef.Name
 			}
 		}
 		if (got == "key-b") != tc.want || (got != "" && got != "key-b") {
 			t.Errorf("phase %q: %s from %q, want it: %v", tc.phase, naming.EnvReembedEmbeddingAPIKey, got, tc.want)
+		}
+		if wantCurrent := map[bool]string{true: "key-a", false: "key-b"}[tc.want]; current != wantCurrent {
+			t.Errorf("phase %q: %s from %q, want %q", tc.phase, naming.EnvEmbeddingAPIKey, current, wantCurrent)
 		}
 	}
 }

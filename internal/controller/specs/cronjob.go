@@ -49,10 +49,27 @@ func jobSpec(rj *memoryv1alpha1.RetentionJob, rt *memoryv1alpha1.MemoryRuntime, 
 	spec := batchv1.JobSpec{
 		BackoffLimit:          ptr.To[int32](0),
 		ActiveDeadlineSeconds: ptr.To(ptr.Deref(rj.Spec.ActiveDeadlineSeconds, DefaultJobActiveDeadlineSeconds)),
-		Template:              jobPod(rt, image, labels, JobCommand(rj), JobResources(rj), append(append(tenantEnv(rt), reembedJobEnv(rt)...), exportEnv(rj)...)),
+		Template:              jobPod(rt, image, labels, JobCommand(rj), JobResources(rj), append(append(tenantEnv(currentEmbedderView(rt)), reembedJobEnv(rt)...), exportEnv(rj)...)),
 	}
 	withExportVolume(rj, &spec.Template.Spec)
 	return spec
+}
+
+// currentEmbedderView is rt with, while a re-embed fills, the key of the
+// recorded embedder (status.embeddingAccess) as spec.embedding's: the
+// config a run reads names that embedder, not the spec's next one, whose
+// key would go to the wrong provider (review 13b). No record: no key.
+func currentEmbedderView(rt *memoryv1alpha1.MemoryRuntime) *memoryv1alpha1.MemoryRuntime {
+	re, have := rt.Status.Reembed, rt.Status.Embedding
+	if re == nil || have == nil || (re.Phase != memoryv1alpha1.ReembedFilling && re.Phase != memoryv1alpha1.ReembedPaused) {
+		return rt
+	}
+	view := rt.DeepCopy()
+	view.Spec.Embedding.APIKeySecretRef = nil
+	if acc := rt.Status.EmbeddingAccess; acc != nil && acc.RuntimeEmbedder == *have {
+		view.Spec.Embedding.APIKeySecretRef = acc.APIKeySecretRef.DeepCopy()
+	}
+	return view
 }
 
 // reembedJobEnv is a maintenance run's key of the next embedder while a
