@@ -94,31 +94,26 @@ func scenarioCEL(e *operatorEnv, t *testing.T) {
 			"spec.embedding.dimensions in body should be less than or equal to 4096"},
 	} {
 		t.Run("update "+u.name, func(t *testing.T) {
-			var cur memoryv1alpha1.MemoryRuntime
-			if err := e.get(t, ns, rt.Name, &cur); err != nil {
-				t.Fatal(err)
-			}
-			u.mutate(&cur)
-			err := e.c.Update(ctx, &cur, client.DryRunAll)
+			// Retried on a conflict: the operator may write the status
+			// between the read and the update (seen in CI).
+			err := e.dryRunUpdate(t, ns, rt.Name, u.mutate)
 			if err == nil || !strings.Contains(err.Error(), u.want) {
 				t.Fatalf("update refused with %v, want %q", err, u.want)
 			}
 		})
 	}
 	// Other fields stay editable.
-	var cur memoryv1alpha1.MemoryRuntime
-	if err := e.get(t, ns, rt.Name, &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.Service.Replicas = ptr.To[int32](3)
-	if err := e.c.Update(ctx, &cur, client.DryRunAll); err != nil {
+	if err := e.dryRunUpdate(t, ns, rt.Name, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Service.Replicas = ptr.To[int32](3) }); err != nil {
 		t.Fatalf("changing replicas was refused: %v", err)
 	}
 	// So do the dimensions (issue 29: a change re-embeds).
-	cur.Spec.Embedding.Dimensions = 768
-	if err := e.c.Update(ctx, &cur, client.DryRunAll); err != nil {
+	if err := e.dryRunUpdate(t, ns, rt.Name, func(r *memoryv1alpha1.MemoryRuntime) {
+		r.Spec.Service.Replicas = ptr.To[int32](3)
+		r.Spec.Embedding.Dimensions = 768
+	}); err != nil {
 		t.Fatalf("changing embedding.dimensions was refused: %v", err)
 	}
+	var cur memoryv1alpha1.MemoryRuntime
 	if err := e.c.Delete(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
