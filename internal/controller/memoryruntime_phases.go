@@ -446,6 +446,3 @@ func resultLabel(err error) string {
 	}
 	return "ok"
 }
-
-// oneLine joins a multi-line error (errors.Join) for a condition message.
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
