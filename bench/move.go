@@ -60,14 +60,14 @@ type MoveReport struct {
 	// WritesAcked are the adds the engine acknowledged; Refused the ones
 	// it answered unavailable (503 with Retry-After through the service),
 	// RefusedInFreeze those of them that started within the freeze window.
-	WritesAcked          int64  `json:"writesAcked"`
-	WritesRefused        int64  `json:"writesRefused"`
-	WritesRefusedInFreez int64  `json:"writesRefusedInFreeze"`
-	WritesFailed         int64  `json:"writesFailed"`
-	Reads                int64  `json:"reads"`
-	ReadsRefused         int64  `json:"readsRefused"`
-	ReadsFailed          int64  `json:"readsFailed"`
-	FirstError           string `json:"firstError,omitempty"`
+	WritesAcked           int64  `json:"writesAcked"`
+	WritesRefused         int64  `json:"writesRefused"`
+	WritesRefusedInFreeze int64  `json:"writesRefusedInFreeze"`
+	WritesFailed          int64  `json:"writesFailed"`
+	Reads                 int64  `json:"reads"`
+	ReadsRefused          int64  `json:"readsRefused"`
+	ReadsFailed           int64  `json:"readsFailed"`
+	FirstError            string `json:"firstError,omitempty"`
 	// Lost are acknowledged writes absent from the target: must be 0.
 	Lost    int64  `json:"lostAcknowledgedWrites"`
 	LoadAvg string `json:"loadAvg"`
@@ -108,6 +108,8 @@ const (
 	// about 60 memories a second, a busy tenant, not a flood that no
 	// catch-up could follow on 2 shared cores.
 	moveWritePause = 50 * time.Millisecond
+	// moveReadPause is the reader's pause between searches.
+	moveReadPause = 20 * time.Millisecond
 	// moveMaxOps bounds each writer's and reader's operations.
 	moveMaxOps = 200_000
 )
@@ -190,7 +192,7 @@ func (h *harness) runMove(ctx context.Context) (*MoveReport, error) {
 	rep.Lost = lost
 	rep.LoadAvg = loadAvg()
 	h.logf("move: %d writes acknowledged, %d refused (%d in the freeze), %d failed; %d reads (%d refused, %d failed); lost %d; load %s",
-		rep.WritesAcked, rep.WritesRefused, rep.WritesRefusedInFreez, rep.WritesFailed, rep.Reads, rep.ReadsRefused, rep.ReadsFailed, rep.Lost, rep.LoadAvg)
+		rep.WritesAcked, rep.WritesRefused, rep.WritesRefusedInFreeze, rep.WritesFailed, rep.Reads, rep.ReadsRefused, rep.ReadsFailed, rep.Lost, rep.LoadAvg)
 	if rep.Lost > 0 {
 		return rep, fmt.Errorf("%d acknowledged writes are not on the target", rep.Lost)
 	}
@@ -384,9 +386,9 @@ func splitCopySteps(steps []MoveStep) (bulk, index float64) {
 func moveMarkdown(p printer, r *MoveReport) {
 	p("## Moving a tenant to another server\n\n")
 	p("%d memories seeded with COPY on the shared server (%.0f MiB with indexes), moved by `tenant.Relocation` (the operator's steps, in this process) "+
-		"to a second server on the same machine (`hack/pgvector.sh instance`), while %d writers (an add every %s each) and %d reader (vector searches) "+
+		"to a second server on the same machine (`hack/pgvector.sh instance`), while %d writers (an add every %s each) and %d reader (a vector search every %s) "+
 		"work on the source through the memory engine. Copy calls of at most %s; catch-up passes until one applies fewer than %d rows (at most %d).\n\n",
-		r.Memories, r.TableMiB, r.Writers, moveWritePause, r.Readers, moveCopyBudget, moveCatchUpBelow, moveMaxPasses)
+		r.Memories, r.TableMiB, r.Writers, moveWritePause, r.Readers, moveReadPause, moveCopyBudget, moveCatchUpBelow, moveMaxPasses)
 	p("| prepare s | bulk copy s | index rebuild s | copy calls | catch-up passes (rows, s) | FREEZE ms | freeze / final catch-up (rows) / verify / finish ms | load |\n")
 	p("|---|---|---|---|---|---|---|---|\n")
 	passes := make([]string, 0, len(r.Passes))
@@ -397,7 +399,7 @@ func moveMarkdown(p printer, r *MoveReport) {
 	p("| %.1f | %.1f | %.1f | %d | %s | **%.0f** | %.0f / %.0f (%d) / %.0f / %.0f | %s |\n\n", r.PrepareSec, r.BulkSec, r.IndexSec, r.CopyCalls,
 		strings.Join(passes, "; "), f.TotalMs, f.FreezeMs, f.FinalCatchUpMs, f.FinalDelta, f.VerifyMs, f.FinishMs, r.LoadAvg)
 	p("| writes acknowledged | refused (503) / in the freeze | failed otherwise | reads / refused / failed | verified rows (tables) | lost acknowledged writes |\n|---|---|---|---|---|---|\n")
-	p("| %d | %d / %d | %d | %d / %d / %d | %d (%d) | **%d** |\n\n", r.WritesAcked, r.WritesRefused, r.WritesRefusedInFreez, r.WritesFailed,
+	p("| %d | %d / %d | %d | %d / %d / %d | %d (%d) | **%d** |\n\n", r.WritesAcked, r.WritesRefused, r.WritesRefusedInFreeze, r.WritesFailed,
 		r.Reads, r.ReadsRefused, r.ReadsFailed, r.VerifiedRows, r.VerifiedTables, r.Lost)
 }
 

@@ -63,7 +63,7 @@ func (h *harness) startMoveLoad(ctx context.Context, loginURL string, owners int
 	ld.wg.Add(1)
 	go func() {
 		defer ld.wg.Done()
-		ld.loop(lctx, 0, func(ctx context.Context) error {
+		ld.loop(lctx, moveReadPause, func(ctx context.Context) error {
 			owner := jobOwnerName(rng.IntN(owners))
 			_, err := store.Search(ctx, memory.SearchRequest{Owner: owner, Query: h.corpus.query(rng, owner, rng.IntN(seedPerOwner)),
 				Mode: memory.SearchVector, TopK: topK})
@@ -166,7 +166,7 @@ func (ld *moveLoad) acked() []string {
 }
 
 func (ld *moveLoad) report(rep *MoveReport) {
-	rep.WritesAcked, rep.WritesRefused, rep.WritesRefusedInFreez, rep.WritesFailed =
+	rep.WritesAcked, rep.WritesRefused, rep.WritesRefusedInFreeze, rep.WritesFailed =
 		ld.writesAcked.Load(), ld.writesRefused.Load(), ld.refusedInFreeze.Load(), ld.writesFailed.Load()
 	rep.Reads, rep.ReadsRefused, rep.ReadsFailed = ld.reads.Load(), ld.readsRefused.Load(), ld.readsFailed.Load()
 	ld.mu.Lock()

@@ -108,6 +108,10 @@ func moveStart(ctx context.Context, a *app, name string) error {
 	if c := rt.Status.Connection; c != nil {
 		from = c.Via
 	}
+	if from == "" {
+		return fmt.Errorf("memoryruntime %s/%s has not recorded the connection its tenant is on (status.connection.via), so the operator would refuse the move (MoveSourceUnknown): "+
+			"wait until the operator has reconciled it once (an operator of this release records it at every pass), then run the move again", rt.Namespace, rt.Name)
+	}
 	if from == to && (rt.Status.ServerMove == nil || !memoryv1alpha1.ServerMoveRunning(rt.Status.ServerMove.Phase)) {
 		return fmt.Errorf("memoryruntime %s/%s lives on %s already", rt.Namespace, rt.Name, to)
 	}

@@ -46,6 +46,7 @@ func TestMoveCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cl.fails(t, cl.kubeconfig, "has not recorded the connection its tenant is on", "move", rt.Name, "--to-cluster-connection", "pg-b")
 	setStatus(nil)
 
 	cl.fails(t, cl.kubeconfig, "exactly one of --to-cluster-connection", "move", rt.Name)
