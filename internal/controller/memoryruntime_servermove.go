@@ -144,7 +144,7 @@ func (r *MemoryRuntimeReconciler) startServerMove(ctx context.Context, s *runtim
 		To:      memoryv1alpha1.RuntimeConnection{SystemIdentifier: id.System, Database: id.Database, DatabaseOID: id.DatabaseOID, Via: target},
 		Message: "preparing the tenant's schema on " + id.String(),
 	}
-	if err := r.writeServerMove(ctx, s, mv, nil); err != nil {
+	if err := r.movePhaseWritten(ctx, s, mv); err != nil {
 		return false, err
 	}
 	r.eventer().normal(rt, reasonMoveStarted, "Move", "moving schema %s (run %d) from %s (%s) to %s (%s)", s.schema, run, home.Via, from, target, id)

@@ -87,7 +87,7 @@ func (r *MemoryRuntimeReconciler) serverMoveStep(ctx context.Context, s *runtime
 			return false, false, fmt.Errorf("preparing the target: %w", err)
 		}
 		mv.Phase, mv.Message = memoryv1alpha1.ServerMoveCopying, "copying the tables"
-		return false, true, r.writeServerMove(ctx, s, mv, nil)
+		return false, true, r.movePhaseWritten(ctx, s, mv)
 	case memoryv1alpha1.ServerMoveCopying:
 		done, p, err := rel.Copy(dbctx)
 		if err != nil {
@@ -100,7 +100,7 @@ func (r *MemoryRuntimeReconciler) serverMoveStep(ctx context.Context, s *runtime
 		}
 		mv.Phase, mv.Passes = memoryv1alpha1.ServerMoveCatchingUp, 0
 		mv.Message = fmt.Sprintf("copied %d rows and built the indexes; catching up", p.CopiedRows)
-		return false, true, r.writeServerMove(ctx, s, mv, nil)
+		return false, true, r.movePhaseWritten(ctx, s, mv)
 	case memoryv1alpha1.ServerMoveCatchingUp:
 		delta, err := rel.CatchUp(dbctx)
 		if err != nil {
@@ -117,7 +117,7 @@ func (r *MemoryRuntimeReconciler) serverMoveStep(ctx context.Context, s *runtime
 		now := metav1.Now()
 		mv.Phase, mv.FreezeStartedAt = memoryv1alpha1.ServerMoveFrozen, &now
 		mv.Message += "; writes frozen for the last catch-up, verify and switch"
-		return false, true, r.writeServerMove(ctx, s, mv, nil)
+		return false, true, r.movePhaseWritten(ctx, s, mv)
 	case memoryv1alpha1.ServerMoveFrozen:
 		return r.frozenStep(ctx, s, mv, rel)
 	}
@@ -141,6 +141,9 @@ func (r *MemoryRuntimeReconciler) frozenStep(ctx context.Context, s *runtimeScop
 	defer cancel()
 	if err := rel.Freeze(dbctx); err != nil {
 		return r.frozenFailed(ctx, s, mv, rel, fmt.Errorf("freezing the source's writes: %w", err))
+	}
+	if err := r.failAfter(s, "move source frozen"); err != nil {
+		return false, false, err
 	}
 	r.eventer().normal(s.rt, reasonMoveFrozen, "Move", "writes to schema %s on %s are frozen for the switch (at most %s)", s.schema, mv.From.Via, r.opts.MoveFreezeTimeout)
 	delta, err := rel.CatchUp(dbctx)
@@ -255,4 +258,13 @@ func (r *MemoryRuntimeReconciler) checkMoveTarget(ctx context.Context, target *p
 		return fmt.Errorf("%w: %s reached %s, now %s", errMoveTargetChanged, mv.To.Via, want, id)
 	}
 	return nil
+}
+
+// movePhaseWritten writes mv's new phase, then calls the FailAfter test
+// seam with "move <phase>" (an operator dying right after the write).
+func (r *MemoryRuntimeReconciler) movePhaseWritten(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
+	if err := r.writeServerMove(ctx, s, mv, nil); err != nil {
+		return err
+	}
+	return r.failAfter(s, "move "+mv.Phase)
 }
