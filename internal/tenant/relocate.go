@@ -9,8 +9,10 @@ package tenant
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -35,6 +37,11 @@ var (
 	ErrRelocateNotIncoming = errors.New("the target schema is not this runtime's incoming copy")
 	// ErrRelocateNotFrozen: the final steps need the source frozen.
 	ErrRelocateNotFrozen = errors.New("the source is not frozen")
+	// ErrRelocateSourceNotHome: the source server does not hold the
+	// schema as this runtime's home (nothing to move from there).
+	ErrRelocateSourceNotHome = errors.New("the source does not hold the tenant as this runtime's")
+	// ErrRelocateNotCopied: a step that needs the bulk copy done came first.
+	ErrRelocateNotCopied = errors.New("the bulk copy is not finished")
 )
 
 // Relocation is one tenant's move from the source server to the target
@@ -77,65 +84,236 @@ type RelocateCheck struct {
 
 // Prepare provisions the target schema and roles marked "incoming" (schema
 // marker uid=<UID>+incoming, so nothing, not even an older operator, takes
-// it as a home), with its secondary indexes dropped for the bulk copy.
-// Idempotent. Refuses (errors.Is): ErrRelocateSameServer,
-// ErrRelocateVersion, ErrRelocateCitus, ErrOwnedByOther/ErrNotManaged
-// (target schema exists and is not our incoming copy), and a source not
-// provably ours.
-func (m Relocation) Prepare(ctx context.Context) error { return errors.New("not yet") }
-
-// Copy bulk-copies every table (binary COPY source→target, in pk order,
-// chunks each committed with its row map), resumable after a crash (each
-// table restarts after the last copied pk); when all is copied it rebuilds
-// the secondary indexes; done when rows and indexes are in place. Bounded
-// by Budget.
-func (m Relocation) Copy(ctx context.Context) (done bool, p RelocateProgress, err error) {
-	return false, p, errors.New("not yet")
+// it as a home), with its secondary indexes and foreign keys taken off for
+// the bulk copy (recorded on the target, put back by Copy and Finish) and
+// its tables emptied. Idempotent: a prepared target is left as it is.
+// Refuses (errors.Is): ErrRelocateSameServer, ErrRelocateVersion,
+// ErrRelocateCitus, ErrOwnedByOther/ErrNotManaged (the target schema exists
+// and is not our incoming copy; ErrRelocateNotIncoming when it is our home
+// already), ErrRelocateSourceNotHome.
+func (m Relocation) Prepare(ctx context.Context) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	if err := m.checkServers(ctx); err != nil {
+		return fmt.Errorf("preparing the move of schema %q: %w", m.Schema, err)
+	}
+	prepared, err := m.targetPrepared(ctx)
+	if err != nil || prepared {
+		return err
+	}
+	spec := m.Provision
+	spec.Schema, spec.Owner, spec.Claim = m.Schema, m.Owner, Claim{incoming: true}
+	if _, err := Provision(ctx, m.Target, spec); err != nil {
+		return fmt.Errorf("preparing the move's target: %w", err)
+	}
+	err = withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
+		if err := m.mustBeIncoming(ctx, conn); err != nil {
+			return err
+		}
+		if err := ensureRelocateTables(ctx, conn); err != nil {
+			return err
+		}
+		return relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error { return m.stripTarget(ctx, tx) })
+	})
+	if err != nil {
+		return fmt.Errorf("preparing the move's target: %w", err)
+	}
+	return nil
 }
 
-// CatchUp runs one pass: rows inserted, updated or deleted on the source
-// since they were copied (xmin and pk compared with the target's row map)
-// are applied to the target. It returns the number of rows it applied.
-func (m Relocation) CatchUp(ctx context.Context) (delta int64, err error) {
-	return 0, errors.New("not yet")
+func (m Relocation) validate() error {
+	if !ValidSchemaName(m.Schema) {
+		return fmt.Errorf("moving schema %q: invalid schema name", m.Schema)
+	}
+	if m.Owner.UID == "" || m.Source == nil || m.Target == nil {
+		return fmt.Errorf("moving schema %q: owner UID, source and target are required", m.Schema)
+	}
+	return nil
 }
 
-// Freeze makes the tenant's login role read-only on the source (durable: it
-// survives an operator crash; a write gets SQLSTATE 25006, the service
-// answers 503 and the client retries), waits for in-flight write
-// transactions, and ends the login role's sessions in that database so
-// every new one is read-only. Idempotent.
-func (m Relocation) Freeze(ctx context.Context) error { return errors.New("not yet") }
-
-// Unfreeze undoes Freeze exactly (the grants Provision gives).
-func (m Relocation) Unfreeze(ctx context.Context) error { return errors.New("not yet") }
-
-// Frozen reports whether the source is frozen.
-func (m Relocation) Frozen(ctx context.Context) (bool, error) { return false, errors.New("not yet") }
-
-// Verify compares, table by table, exact row counts and an
-// order-independent checksum of every column (vectors included) on both
-// servers; a difference is ErrRelocateMismatch naming the table.
-func (m Relocation) Verify(ctx context.Context) (RelocateCheck, error) {
-	return RelocateCheck{}, errors.New("not yet")
+// checkServers refuses a move between one server's databases, to or from
+// Citus, from a source that is not the tenant's home or whose schema is
+// not at this binary's version.
+func (m Relocation) checkServers(ctx context.Context) error {
+	src, err := Identify(ctx, m.Source)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	dst, err := Identify(ctx, m.Target)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	same := src.Verifiable(dst) && src.System == dst.System
+	if !src.Verifiable(dst) {
+		// Without system identifiers: one server has one start time and
+		// one catalog of roles.
+		var a, b string
+		q := `SELECT pg_postmaster_start_time()::text || '/' || (SELECT oid FROM pg_roles WHERE rolname = current_user)::text`
+		if err := m.Source.QueryRow(ctx, q).Scan(&a); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if err := m.Target.QueryRow(ctx, q).Scan(&b); err != nil {
+			return fmt.Errorf("target: %w", err)
+		}
+		same = a == b
+	}
+	if same {
+		return fmt.Errorf("%w: %s and %s (roles are shared by a server's databases)", ErrRelocateSameServer, src, dst)
+	}
+	for _, side := range []struct {
+		name string
+		pool *pgxpool.Pool
+	}{{"source", m.Source}, {"target", m.Target}} {
+		c, err := DetectCitus(ctx, side.pool)
+		if err != nil {
+			return fmt.Errorf("%s: %w", side.name, err)
+		}
+		if c.Installed {
+			return fmt.Errorf("%w: the %s", ErrRelocateCitus, side.name)
+		}
+	}
+	home, err := HoldsTenant(ctx, m.Source, m.Schema, m.Owner, m.Claim)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if !home {
+		return fmt.Errorf("%w: schema %q on %s", ErrRelocateSourceNotHome, m.Schema, src)
+	}
+	v, err := currentVersion(ctx, m.Source, m.Schema)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if v != LatestVersion {
+		return fmt.Errorf("%w: the source schema is at version %d, this operator migrates to %d (wait for the source's migration)", ErrRelocateVersion, v, LatestVersion)
+	}
+	return nil
 }
 
-// Finish makes the target the tenant's home: identities set past the copied
-// ids, triggers as provisioned, the row map dropped, the schema marker
-// rewritten to this runtime's normal marker. Idempotent.
-func (m Relocation) Finish(ctx context.Context) error { return errors.New("not yet") }
-
-// MarkMoved rewrites the source schema's marker to uid=<UID>+moved;
-// to=<identity>: HoldsTenant and Provision no longer take it as this
-// runtime's home; DropMoved can drop it. The source stays read-only.
-func (m Relocation) MarkMoved(ctx context.Context, to ServerIdentity) error {
-	return errors.New("not yet")
+// targetPrepared reports whether the target schema is this runtime's
+// incoming copy and Prepare has finished with it; a target schema that is
+// this runtime's home already is ErrRelocateNotIncoming.
+func (m Relocation) targetPrepared(ctx context.Context) (bool, error) {
+	c, err := m.Target.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("connecting to the target: %w", err)
+	}
+	defer c.Release()
+	exists, mk, err := schemaState(ctx, c.Conn(), m.Schema)
+	if err != nil || !exists {
+		return false, err
+	}
+	if mk.uid == m.Owner.UID {
+		return false, fmt.Errorf("%w: schema %q on the target is this runtime's home", ErrRelocateNotIncoming, m.Schema)
+	}
+	if mk.relocate != relocateIncoming || mk.relocateUID != m.Owner.UID {
+		return false, nil // Provision says why it is not ours
+	}
+	var tbl bool
+	if err := c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", relocTable("relocate_state")).Scan(&tbl); err != nil || !tbl {
+		return false, err
+	}
+	var prepared bool
+	if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+relocTable("relocate_state")+" WHERE schema_name = $1 AND kind = 'prepared')",
+		m.Schema).Scan(&prepared); err != nil {
+		return false, fmt.Errorf("reading the move's state: %w", err)
+	}
+	return prepared, nil
 }
 
-// DropIncoming drops the target's incoming schema and its roles (abort),
-// only if the schema carries this runtime's incoming marker.
-func (m Relocation) DropIncoming(ctx context.Context) error { return errors.New("not yet") }
+// mustBeIncoming refuses a target schema that is not this runtime's
+// incoming copy (checked under the target's provisioning lease).
+func (m Relocation) mustBeIncoming(ctx context.Context, conn *pgx.Conn) error {
+	exists, mk, err := schemaState(ctx, conn, m.Schema)
+	if err != nil {
+		return err
+	}
+	if !exists || mk.relocate != relocateIncoming || mk.relocateUID != m.Owner.UID {
+		return fmt.Errorf("%w: schema %q", ErrRelocateNotIncoming, m.Schema)
+	}
+	return nil
+}
 
-// DropMoved drops the source's moved copy and its roles, only if marked
-// moved by this runtime.
-func (m Relocation) DropMoved(ctx context.Context) error { return errors.New("not yet") }
+// stripTarget records and takes off the target's secondary indexes and
+// foreign keys and empties its tables (the migrations' default rows
+// included: the source's are copied), once.
+func (m Relocation) stripTarget(ctx context.Context, tx pgx.Tx) error {
+	// Definitions read and replayed with this search_path are qualified.
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path = pg_catalog"); err != nil {
+		return err
+	}
+	var done bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+relocTable("relocate_state")+" WHERE schema_name = $1 AND kind = 'prepared')",
+		m.Schema).Scan(&done); err != nil || done {
+		return err
+	}
+	for _, t := range []string{"relocate_state", "relocate_rows", "relocate_scan"} {
+		if _, err := tx.Exec(ctx, "DELETE FROM "+relocTable(t)+" WHERE schema_name = $1", m.Schema); err != nil {
+			return fmt.Errorf("clearing an earlier move's state: %w", err)
+		}
+	}
+	type obj struct{ kind, name, def, drop string }
+	rows, err := tx.Query(ctx, `SELECT 'fk', c.conrelid::regclass::text || '.' || c.conname,
+			format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid)),
+			format('ALTER TABLE %s DROP CONSTRAINT %I', c.conrelid::regclass, c.conname)
+		FROM pg_constraint c WHERE c.contype = 'f' AND c.connamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)
+		UNION ALL
+		SELECT 'index', ci.relname::text, pg_get_indexdef(i.indexrelid), format('DROP INDEX %s', i.indexrelid::regclass)
+		FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid
+		WHERE ci.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND NOT i.indisprimary
+			AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+		ORDER BY 1, 2`, m.Schema)
+	if err != nil {
+		return fmt.Errorf("reading the target's indexes and foreign keys: %w", err)
+	}
+	objs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (obj, error) {
+		var o obj
+		return o, r.Scan(&o.kind, &o.name, &o.def, &o.drop)
+	})
+	if err != nil {
+		return fmt.Errorf("reading the target's indexes and foreign keys: %w", err)
+	}
+	for _, o := range objs { // foreign keys first ("fk" < "index")
+		if err := setState(ctx, tx, m.Schema, o.kind, o.name, o.def); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, o.drop); err != nil {
+			return fmt.Errorf("%s: %w", o.drop, err)
+		}
+	}
+	var tables string
+	if err := tx.QueryRow(ctx, `SELECT string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname) FROM pg_class c
+		WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1) AND c.relkind IN ('r', 'p')`, m.Schema).Scan(&tables); err != nil {
+		return fmt.Errorf("listing the target's tables: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "TRUNCATE "+tables); err != nil {
+		return fmt.Errorf("emptying the target's tables: %w", err)
+	}
+	return setState(ctx, tx, m.Schema, "prepared", "", "")
+}
+
+// deadline is when a call must stop starting work (zero: no bound).
+func (m Relocation) deadline() time.Time {
+	if m.Budget <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(m.Budget)
+}
+
+func past(dl time.Time) bool { return !dl.IsZero() && time.Now().After(dl) }
+
+// reporter calls Progress at most every progressEvery.
+type reporter struct {
+	fn   func(RelocateProgress)
+	last time.Time
+}
+
+const progressEvery = 3 * time.Second
+
+func (r *reporter) report(p RelocateProgress, force bool) {
+	if r.fn == nil || (!force && time.Since(r.last) < progressEvery) {
+		return
+	}
+	r.last = time.Now()
+	r.fn(p)
+}
