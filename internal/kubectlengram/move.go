@@ -101,6 +101,10 @@ func moveStart(ctx context.Context, a *app, name string) error {
 		return fmt.Errorf("memoryruntime %s/%s is placed on MemoryDatabase %q: a move goes from a clusterConnection or connectionSecretRef to another (docs/export.md)",
 			rt.Namespace, rt.Name, rt.PlacedDatabase())
 	}
+	if mv := rt.Status.ServerMove; mv != nil && mv.Phase == memoryv1alpha1.ServerMoveSwitched {
+		return fmt.Errorf("move %d of memoryruntime %s/%s switched to %s and is not confirmed: the operator starts no other move until it is (kubectl engram move confirm %s)",
+			mv.Run, rt.Namespace, rt.Name, connectionText(mv.To), rt.Name)
+	}
 	if mv := rt.Status.ServerMove; mv != nil && memoryv1alpha1.ServerMoveRunning(mv.Phase) && mv.To.Via != "" && mv.To.Via != to {
 		return fmt.Errorf("memoryruntime %s/%s is being moved to %s (%s): abort it first (kubectl engram move abort %s)", rt.Namespace, rt.Name, mv.To.Via, mv.Phase, rt.Name)
 	}

@@ -94,6 +94,7 @@ func TestMoveCommands(t *testing.T) {
 	cl.ok(t, "move", rt.Name, "--to-secret", "pg-b/url")
 	setStatus(&memoryv1alpha1.ServerMoveStatus{Run: 4, From: home, To: to, Phase: memoryv1alpha1.ServerMoveSwitched, FreezeMillis: 3100})
 	cl.fails(t, cl.kubeconfig, "has switched", "move", "abort", rt.Name)
+	cl.fails(t, cl.kubeconfig, "is not confirmed", "move", rt.Name, "--to-cluster-connection", "main")
 	if out := cl.ok(t, "move", "confirm", rt.Name); !strings.Contains(out, "confirmed move 4") || !strings.Contains(out, "Retain") {
 		t.Errorf("move confirm: %s", out)
 	}
