@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -164,17 +165,16 @@ func (r *MemoryRuntimeReconciler) refuseMove(s *runtimeScope, reason, msg string
 // switch: writes resume on the source and the incoming copy is dropped
 // from the target. The service never left the source.
 func (r *MemoryRuntimeReconciler) abortServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) (bool, error) {
-	rel := r.relocationBase(s)
-	rel.Source = s.pool
+	target, url, terr := r.viaPool(ctx, s.rt, mv.To.Via)
+	rel := withPools(r.relocationBase(s), s.pool, target)
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	if err := rel.Unfreeze(dbctx); err != nil {
 		return false, fmt.Errorf("aborting the move: lifting the freeze on the source: %w", err)
 	}
 	left := ""
-	target, url, err := r.viaPool(ctx, s.rt, mv.To.Via)
+	err := terr
 	if err == nil {
-		rel.Target = target
 		err = rel.DropIncoming(dbctx)
 	}
 	switch {
@@ -237,6 +237,21 @@ var errMoveTargetChanged = errors.New("the move's target connection reaches anot
 func (r *MemoryRuntimeReconciler) relocationBase(s *runtimeScope) tenant.Relocation {
 	rt := s.rt
 	return tenant.Relocation{Schema: s.schema, Owner: TenantOwner(rt), Claim: TenantClaim(rt, s.recorded, s.schema), Budget: r.opts.MoveSlice}
+}
+
+// withPools sets the pools of rel. A Relocation needs both; when one
+// cannot be had (its connection Secret is gone), the other stands in for
+// it, and only the steps on the one that is there (Unfreeze, MarkMoved,
+// DropMoved on the source; DropIncoming on the target) may be called.
+func withPools(rel tenant.Relocation, source, target *pgxpool.Pool) tenant.Relocation {
+	if source == nil {
+		source = target
+	}
+	if target == nil {
+		target = source
+	}
+	rel.Source, rel.Target = source, target
+	return rel
 }
 
 // movingCondition is the Moving condition a reconcile observed.

@@ -147,6 +147,12 @@ func (r *MemoryRuntimeReconciler) frozenStep(ctx context.Context, s *runtimeScop
 	}
 	r.eventer().normal(s.rt, reasonMoveFrozen, "Move", "writes to schema %s on %s are frozen for the switch (at most %s)", s.schema, mv.From.Via, r.opts.MoveFreezeTimeout)
 	delta, err := rel.CatchUp(dbctx)
+	if errors.Is(err, tenant.ErrRelocateNotIncoming) && rel.Finish(dbctx) == nil {
+		// Finish ran in an earlier pass whose switch was not written: the
+		// target is the tenant's home already (Finish says so), nothing is
+		// left to catch up while the source is frozen.
+		err = nil
+	}
 	if err != nil {
 		return r.frozenFailed(ctx, s, mv, rel, fmt.Errorf("the last catch-up: %w", err))
 	}

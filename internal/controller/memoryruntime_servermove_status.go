@@ -94,7 +94,11 @@ func (r *MemoryRuntimeReconciler) settleSwitchedMove(ctx context.Context, s *run
 		}
 		return fmt.Errorf("reaching the moved tenant's old server: %w", err)
 	}
-	rel.Source = source
+	// After the switch this pass runs on the target (status.connection).
+	rel = withPools(rel, source, nil)
+	if s.connID == mv.To.Via {
+		rel.Target = s.pool
+	}
 	if !mv.SourceMarked {
 		if err := r.markSourceMoved(ctx, s, mv, rel); err != nil {
 			return err
@@ -178,37 +182,34 @@ func (r *MemoryRuntimeReconciler) reclaimServerMove(ctx context.Context, s *runt
 		return nil
 	}
 	s.schema = schema
-	rel := r.relocationBase(s)
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
+	gone := func(err error) bool { return reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound }
+	source, surl, serr := r.viaPool(ctx, rt, mv.From.Via)
+	if serr != nil && !gone(serr) {
+		return serr
+	}
 	switch {
 	case memoryv1alpha1.ServerMoveRunning(mv.Phase):
-		if target, url, err := r.viaPool(ctx, rt, mv.To.Via); err == nil {
-			rel.Target = target
+		target, url, err := r.viaPool(ctx, rt, mv.To.Via)
+		if err != nil && !gone(err) {
+			return err
+		}
+		rel := withPools(r.relocationBase(s), source, target)
+		if target != nil {
 			if err := rel.DropIncoming(dbctx); err != nil {
 				return fmt.Errorf("dropping the incoming copy of a move on %s: %s", mv.To.Via, scrubAdmin(err.Error(), url))
 			}
-		} else if reasonOf(err, "") != memoryv1alpha1.ReasonConnectionSecretNotFound {
-			return err
 		}
-		if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
+		if source == nil || rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
 			return nil
 		}
-		if source, url, err := r.viaPool(ctx, rt, mv.From.Via); err == nil {
-			rel.Source = source
-			if err := rel.Unfreeze(dbctx); err != nil {
-				return fmt.Errorf("lifting a move's freeze on %s: %s", mv.From.Via, scrubAdmin(err.Error(), url))
-			}
+		if err := rel.Unfreeze(dbctx); err != nil {
+			return fmt.Errorf("lifting a move's freeze on %s: %s", mv.From.Via, scrubAdmin(err.Error(), surl))
 		}
-	case mv.Phase == memoryv1alpha1.ServerMoveSwitched && rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete:
-		source, url, err := r.viaPool(ctx, rt, mv.From.Via)
-		if err != nil {
-			if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
-				return nil
-			}
-			return err
-		}
-		rel.Source = source
+	case mv.Phase == memoryv1alpha1.ServerMoveSwitched && rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete && source != nil:
+		rel := withPools(r.relocationBase(s), source, nil)
+		url := surl
 		if err := rel.DropMoved(dbctx); err != nil {
 			return fmt.Errorf("dropping the old copy of a moved tenant on %s: %s", mv.From.Via, scrubAdmin(err.Error(), url))
 		}

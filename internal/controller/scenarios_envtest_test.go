@@ -56,6 +56,8 @@ func operatorScenarios() []scenario {
 		{name: "DatabaseAccess", run: scenarioDatabaseAccess},
 		{name: "DatabaseServerDown", run: scenarioDatabaseServerDown},
 		{name: "ConnectionChanged", run: scenarioConnectionChanged},
+		{name: "ServerMove", run: scenarioServerMove},
+		{name: "ServerMoveAbort", run: scenarioServerMoveAbort},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "DimensionsChange", run: scenarioDimensionsChange},
 		{name: "ReembedLostDimsSwitch", run: scenarioReembedLostDimsSwitch},

@@ -1,0 +1,292 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
+	"github.com/engram-dev/engram/internal/naming"
+	"github.com/engram-dev/engram/internal/testenv"
+)
+
+// moveRows is how many memories the move scenarios seed.
+const moveRows = 300
+
+// scenarioServerMove (issue 29): a runtime on the shared server with
+// onChange: Move whose clusterConnection is changed to another server is
+// moved there: Moving, then Switched; the operator dies once right after
+// freezing the source's writes and the next run completes the move;
+// while frozen the login role cannot write on the source. After the
+// switch status.connection is the target, the target holds every row
+// (count and checksum), the source schema is marked moved, <rt>-db names
+// the target with a password that writes there, and the Deployment's pod
+// template changed exactly once. Confirming the run with reclaimPolicy
+// Delete drops the source's copy.
+func scenarioServerMove(e *operatorEnv, t *testing.T) {
+	in := testenv.NewInstance(t, "srvmove")
+	in.Start(t)
+	targetURL := in.NewDatabase(t)
+	targetConn := "moveto-" + randomSuffix()
+	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
+
+	ns := e.newNamespace(t, "srvmove")
+	rt := newRuntime(ns, "bot", "")
+	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
+	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
+	rt = e.readyRuntime(t, rt)
+	schema, from := rt.Status.Schema, *rt.Status.Connection
+	if from.Via != "cluster/main" {
+		t.Fatalf("status.connection.via = %q, want cluster/main", from.Via)
+	}
+	seedMoveRows(t, e.adminURL, schema, moveRows)
+	rows, sum := moveChecksum(t, e.adminURL, schema)
+	gen0, hash0 := e.deploymentGeneration(t, ns, "bot"), e.templateHash(t, ns, "bot")
+	login0, _ := e.tenantLogin(t, ns, "bot")
+
+	// The operator dies once right after the freeze; first, a write of the
+	// service's login on the source must fail.
+	key := types.NamespacedName{Namespace: ns, Name: "bot"}
+	var mu sync.Mutex
+	var frozenWrite error
+	e.faults.arm(key, "move source frozen", func() {
+		err := moveInsert(login0, schema, "written while frozen")
+		mu.Lock()
+		frozenWrite = err
+		mu.Unlock()
+	})
+	hashes := e.watchTemplateHashes(t, ns, "bot")
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		r.Spec.Database.ClusterConnection = targetConn
+	})
+	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveSwitched)
+	mv := got.Status.ServerMove
+	t.Logf("switched: %+v", *mv)
+	if !e.faults.fired(key) {
+		t.Error("the operator was not stopped after the freeze")
+	}
+	mu.Lock()
+	if frozenWrite == nil {
+		t.Error("the login role wrote on the frozen source")
+	} else {
+		t.Logf("a write on the frozen source: %v", frozenWrite)
+	}
+	mu.Unlock()
+	if c := got.Status.Connection; c == nil || c.Via != "cluster/"+targetConn || c.SystemIdentifier == from.SystemIdentifier || c.SystemIdentifier == "" {
+		t.Errorf("status.connection = %+v after the switch, want the target's identity via cluster/%s", c, targetConn)
+	}
+	if mv.Run != 1 || mv.From.Via != "cluster/main" || mv.VerifiedRows < rows || mv.Checksum == "" {
+		t.Errorf("status.serverMove = %+v, want run 1 from cluster/main with at least %d rows verified", *mv, rows)
+	}
+	if n, s := moveChecksum(t, targetURL, schema); n != rows || s != sum {
+		t.Errorf("the target holds %d rows (checksum %s), the source held %d (%s)", n, s, rows, sum)
+	}
+	eventually(t, "the source schema is marked moved", 30*time.Second, func() error {
+		if _, comment := schemaAndComment(t, e.adminURL, schema); !strings.Contains(comment, "+moved") {
+			return fmt.Errorf("source schema comment %q", comment)
+		}
+		return nil
+	})
+	targetHost := mustParseURL(t, targetURL).Host
+	var login1 string
+	eventually(t, "<rt>-db names the target", 30*time.Second, func() error {
+		login1, _ = e.tenantLogin(t, ns, "bot")
+		if h := mustParseURL(t, login1).Host; h != targetHost {
+			return fmt.Errorf("<rt>-db names %s, want %s", h, targetHost)
+		}
+		return nil
+	})
+	if err := moveInsert(login1, schema, "written after the move"); err != nil {
+		t.Errorf("the service's new login cannot write on the target: %v", err)
+	}
+	e.markAvailable(t, ns, "bot")
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionMoving, false, memoryv1alpha1.ReasonMoved)
+	if gen := e.deploymentGeneration(t, ns, "bot"); gen != gen0+1 {
+		t.Errorf("Deployment generation %d → %d across the move, want exactly one change", gen0, gen)
+	}
+	if seen := hashes(); len(seen) != 2 || seen[0] != hash0 {
+		t.Errorf("pod template hashes seen across the move: %v (before: %s), want exactly one change", seen, hash0)
+	}
+
+	// Confirm: reclaimPolicy Delete drops the old copy.
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		if r.Annotations == nil {
+			r.Annotations = map[string]string{}
+		}
+		r.Annotations[naming.AnnotationMoveConfirmed] = "1"
+	})
+	e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveConfirmed)
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionMoving, false, memoryv1alpha1.ReasonMoveConfirmed)
+	if schemaIn(t, e.adminURL, schema) {
+		t.Errorf("schema %s is still on the old server after the confirmation (reclaimPolicy Delete)", schema)
+	}
+	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
+	if schemaIn(t, targetURL, schema) {
+		t.Errorf("schema %s was not reclaimed on its new server", schema)
+	}
+}
+
+// scenarioServerMoveAbort: spec.database set back while the move catches
+// up aborts it: Aborted, the incoming copy is dropped from the target, the
+// source takes writes, and the service's Secret and pod template never
+// changed.
+func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
+	in := testenv.NewInstance(t, "srvmoveabort")
+	in.Start(t)
+	targetURL := in.NewDatabase(t)
+	targetConn := "moveto-" + randomSuffix()
+	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
+
+	ns := e.newNamespace(t, "srvabort")
+	rt := newRuntime(ns, "bot", "")
+	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
+	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
+	rt = e.readyRuntime(t, rt)
+	schema, from := rt.Status.Schema, *rt.Status.Connection
+	seedMoveRows(t, e.adminURL, schema, moveRows)
+	hash0 := e.templateHash(t, ns, "bot")
+	login0, _ := e.tenantLogin(t, ns, "bot")
+
+	key := types.NamespacedName{Namespace: ns, Name: "bot"}
+	held := e.faults.holds.add(key, "move "+memoryv1alpha1.ServerMoveCatchingUp)
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		r.Spec.Database.ClusterConnection = targetConn
+	})
+	select {
+	case <-held.reached:
+	case <-time.After(2 * time.Minute):
+		held.free()
+		t.Fatal("the move never reached CatchingUp")
+	}
+	if !schemaIn(t, targetURL, schema) {
+		t.Error("no incoming copy on the target once the bulk copy is done")
+	}
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		r.Spec.Database.ClusterConnection = "main"
+	})
+	held.free()
+	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveAborted)
+	t.Logf("aborted: %s", got.Status.ServerMove.Message)
+	e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionMoving, false, memoryv1alpha1.ReasonMoveAborted)
+	if schemaIn(t, targetURL, schema) {
+		t.Errorf("the incoming copy of %s is still on the target after the abort", schema)
+	}
+	if c := got.Status.Connection; c == nil || *c != from {
+		t.Errorf("status.connection = %+v after the abort, want %+v", c, from)
+	}
+	if login, _ := e.tenantLogin(t, ns, "bot"); login != login0 {
+		t.Error("the service's credentials changed during an aborted move")
+	}
+	if h := e.templateHash(t, ns, "bot"); h != hash0 {
+		t.Errorf("pod template hash %s → %s during an aborted move", hash0, h)
+	}
+	if err := moveInsert(login0, schema, "written after the abort"); err != nil {
+		t.Errorf("the source takes no write after the abort: %v", err)
+	}
+	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
+}
+
+// waitServerMove waits until status.serverMove.phase is phase.
+func (e *operatorEnv) waitServerMove(t *testing.T, ns, name, phase string) *memoryv1alpha1.MemoryRuntime {
+	t.Helper()
+	var rt memoryv1alpha1.MemoryRuntime
+	eventually(t, fmt.Sprintf("%s/%s status.serverMove.phase %s", ns, name, phase), 3*time.Minute, func() error {
+		if err := e.get(t, ns, name, &rt); err != nil {
+			return err
+		}
+		if mv := rt.Status.ServerMove; mv == nil || mv.Phase != phase {
+			return fmt.Errorf("status.serverMove = %+v", mv)
+		}
+		return nil
+	})
+	return &rt
+}
+
+// watchTemplateHashes polls the Deployment's pod template hash every 50 ms
+// until the test ends; the returned func lists the distinct hashes seen,
+// in order.
+func (e *operatorEnv) watchTemplateHashes(t *testing.T, ns, name string) func() []string {
+	var mu sync.Mutex
+	var seen []string
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var d appsv1.Deployment
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err == nil {
+				h := d.Spec.Template.Annotations[naming.AnnotationConfigHash]
+				mu.Lock()
+				if h != "" && (len(seen) == 0 || seen[len(seen)-1] != h) {
+					seen = append(seen, h)
+				}
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// seedMoveRows writes n memories into the tenant's schema.
+func seedMoveRows(t *testing.T, url, schema string, n int) {
+	t.Helper()
+	memories := pgx.Identifier{schema, "memories"}.Sanitize()
+	if err := testenv.Exec(testContext(t), url, fmt.Sprintf(`INSERT INTO %s (id, owner_id, source, category, content, embedding)
+		SELECT gen_random_uuid(), 'owner-' || (i %% 7), 'user', 'fact', 'memory number ' || i, array_fill((i %% 13)::real / 13, ARRAY[384])::vector
+		FROM generate_series(1, %d) i`, memories, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// moveChecksum counts the tenant's memories and checksums them (ids,
+// owners, contents and vectors).
+func moveChecksum(t *testing.T, url, schema string) (int64, string) {
+	t.Helper()
+	ctx := testContext(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	var sum string
+	memories := pgx.Identifier{schema, "memories"}.Sanitize()
+	if err := conn.QueryRow(ctx, `SELECT count(*), coalesce(md5(string_agg(id::text || '|' || owner_id || '|' || content || '|' || embedding::text, ',' ORDER BY id)), '')
+		FROM `+memories).Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return n, sum
+}
+
+// moveInsert writes one memory with the login uri (the service's).
+func moveInsert(uri, schema, content string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, uri)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "memories"}.Sanitize()+` (id, owner_id, source, category, content, embedding)
+		VALUES (gen_random_uuid(), 'alice', 'user', 'fact', $1, array_fill(0.5::real, ARRAY[384])::vector)`, content)
+	return err
+}
