@@ -20,7 +20,7 @@ import (
 // its own (as writeMove does), and status.connection with it when home is
 // set (the switch). Every such patch carries the optimistic lock: a move's
 // status is never written over one the operator has not seen.
-func (r *MemoryRuntimeReconciler) writeServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, home *memoryv1alpha1.RuntimeConnection) error {
+func (r serverMover) writeServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, home *memoryv1alpha1.RuntimeConnection) error {
 	base := s.orig.DeepCopy()
 	base.ResourceVersion = s.rt.ResourceVersion
 	obj := base.DeepCopy()
@@ -58,7 +58,7 @@ func (th *serverMoveThrottle) due(now time.Time) bool {
 
 // relocationSpec is how the target is provisioned: as provision would
 // provision the tenant there.
-func (r *MemoryRuntimeReconciler) relocationSpec(ctx context.Context, s *runtimeScope) (tenant.Spec, error) {
+func (r serverMover) relocationSpec(ctx context.Context, s *runtimeScope) (tenant.Spec, error) {
 	rt := s.rt
 	text, err := r.textSearchConfig(ctx, rt)
 	if err != nil {
@@ -80,7 +80,7 @@ func (r *MemoryRuntimeReconciler) relocationSpec(ctx context.Context, s *runtime
 // moved (retried until it is), and the move-confirmed annotation naming
 // the run: with reclaimPolicy Delete the old copy is dropped, with Retain
 // it is kept and the message says where.
-func (r *MemoryRuntimeReconciler) settleSwitchedMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
+func (r serverMover) settleSwitchedMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
 	rt := s.rt
 	confirmed := strings.TrimSpace(rt.Annotations[naming.AnnotationMoveConfirmed]) == strconv.Itoa(int(mv.Run))
 	if mv.SourceMarked && !confirmed {
@@ -124,7 +124,7 @@ func (r *MemoryRuntimeReconciler) settleSwitchedMove(ctx context.Context, s *run
 }
 
 // confirmServerMove records the confirmation of a switched move.
-func (r *MemoryRuntimeReconciler) confirmServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, what string) error {
+func (r serverMover) confirmServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, what string) error {
 	mv.Phase = memoryv1alpha1.ServerMoveConfirmed
 	mv.Message = cutMessage("confirmed; "+what, 1000)
 	if err := r.writeServerMove(ctx, s, mv, nil); err != nil {
@@ -139,7 +139,7 @@ func (r *MemoryRuntimeReconciler) confirmServerMove(ctx context.Context, s *runt
 // grants back and would undo the freeze. It also records the connection a
 // known-ready tenant is provisioned through (status.connection.via) when
 // a status from an earlier release lacks it.
-func (r *MemoryRuntimeReconciler) provisionUnlessFrozen(ctx context.Context, s *runtimeScope) (bool, error) {
+func (r serverMover) provisionUnlessFrozen(ctx context.Context, s *runtimeScope) (bool, error) {
 	if mv := s.rt.Status.ServerMove; mv != nil && mv.Phase == memoryv1alpha1.ServerMoveFrozen {
 		reassertReady(s, r.memory.get(s.rt.UID))
 		return false, nil
@@ -175,7 +175,7 @@ func movedAway(s *runtimeScope, live *corev1.Secret) bool {
 // move is dropped (it is ours and useless), and the source's freeze is
 // lifted when it is kept; with reclaimPolicy Delete the old copy of a
 // switched, unconfirmed move is dropped too.
-func (r *MemoryRuntimeReconciler) reclaimServerMove(ctx context.Context, s *runtimeScope, schema string) error {
+func (r serverMover) reclaimServerMove(ctx context.Context, s *runtimeScope, schema string) error {
 	rt := s.rt
 	mv := rt.Status.ServerMove
 	if mv == nil || rt.UsesMemoryDatabase() {
