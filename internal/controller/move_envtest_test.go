@@ -196,6 +196,56 @@ func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
 }
 
+// scenarioServerMoveSourceUnknown: a runtime whose status.connection has
+// no via (recorded by an earlier release) that changes its connection with
+// onChange: Move is refused (DatabaseReady False, MoveSourceUnknown,
+// Stalled), nothing is created on the other server, the service keeps its
+// credentials; set back, it records via and runs again.
+func scenarioServerMoveSourceUnknown(e *operatorEnv, t *testing.T) {
+	in := testenv.NewInstance(t, "srvmovesrc")
+	in.Start(t)
+	targetURL := in.NewDatabase(t)
+	targetConn := "moveto-" + randomSuffix()
+	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
+
+	ns := e.newNamespace(t, "srvunknown")
+	rt := newRuntime(ns, "bot", "")
+	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
+	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
+	rt = e.readyRuntime(t, rt)
+	schema := rt.Status.Schema
+	login0, _ := e.tenantLogin(t, ns, "bot")
+	forget := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/connection/via"}]`))
+	if err := e.c.Status().Patch(testContext(t), &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, forget); err != nil {
+		t.Fatal(err)
+	}
+	setConn := func(name string) {
+		update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+			r.Spec.Database.ClusterConnection = name
+		})
+	}
+	setConn(targetConn)
+	got := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonMoveSourceUnknown)
+	if msg := got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message; !strings.Contains(msg, "set spec.database back") {
+		t.Errorf("MoveSourceUnknown message %q does not say what to do", msg)
+	}
+	if s := got.GetCondition(memoryv1alpha1.ConditionStalled); s == nil || s.Status != metav1.ConditionTrue {
+		t.Errorf("Stalled = %+v, want True", s)
+	}
+	if got.Status.ServerMove != nil || schemaIn(t, targetURL, schema) {
+		t.Errorf("a move began without its source: status.serverMove %+v, schema on the target: %v", got.Status.ServerMove, schemaIn(t, targetURL, schema))
+	}
+	if login, _ := e.tenantLogin(t, ns, "bot"); login != login0 {
+		t.Error("the service's credentials changed")
+	}
+	setConn("main")
+	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
+	if c := got.Status.Connection; c == nil || c.Via != "cluster/main" {
+		t.Errorf("status.connection = %+v once set back, want via cluster/main", c)
+	}
+	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
+}
+
 // waitServerMove waits until status.serverMove.phase is phase.
 func (e *operatorEnv) waitServerMove(t *testing.T, ns, name, phase string) *memoryv1alpha1.MemoryRuntime {
 	t.Helper()

@@ -58,6 +58,7 @@ func operatorScenarios() []scenario {
 		{name: "ConnectionChanged", run: scenarioConnectionChanged},
 		{name: "ServerMove", run: scenarioServerMove},
 		{name: "ServerMoveAbort", run: scenarioServerMoveAbort},
+		{name: "ServerMoveSourceUnknown", run: scenarioServerMoveSourceUnknown},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "DimensionsChange", run: scenarioDimensionsChange},
 		{name: "ReembedLostDimsSwitch", run: scenarioReembedLostDimsSwitch},
