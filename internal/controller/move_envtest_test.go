@@ -49,7 +49,7 @@ func scenarioServerMove(e *operatorEnv, t *testing.T) {
 		t.Fatalf("status.connection.via = %q, want cluster/main", from.Via)
 	}
 	seedMoveRows(t, e.adminURL, schema, moveRows)
-	rows, sum := moveChecksum(t, e.adminURL, schema)
+	rows, _ := moveChecksum(t, e.adminURL, schema)
 	gen0, hash0 := e.deploymentGeneration(t, ns, "bot"), e.templateHash(t, ns, "bot")
 	login0, _ := e.tenantLogin(t, ns, "bot")
 
@@ -65,12 +65,24 @@ func scenarioServerMove(e *operatorEnv, t *testing.T) {
 		mu.Unlock()
 	})
 	hashes := e.watchTemplateHashes(t, ns, "bot")
+	// A client of the service writes all along, through the service's login.
+	writer := startMoveWriter(login0, schema)
 	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
 		r.Spec.Database.ClusterConnection = targetConn
 	})
 	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveSwitched)
+	acked, refused := writer.stop()
 	mv := got.Status.ServerMove
-	t.Logf("switched: %+v", *mv)
+	t.Logf("switched: %+v; %d writes acknowledged during the move, %d refused", *mv, len(acked), refused)
+	// Right after the switch the frozen source and the target hold the
+	// same rows, and every acknowledged write is among them.
+	srcRows, srcSum := moveChecksum(t, e.adminURL, schema)
+	if n, s := moveChecksum(t, targetURL, schema); n != srcRows || s != srcSum || n < rows+int64(len(acked)) {
+		t.Errorf("the target holds %d rows (checksum %s), the frozen source %d (%s); %d seeded + %d acknowledged", n, s, srcRows, srcSum, rows, len(acked))
+	}
+	if missing := moveMissing(t, targetURL, schema, acked); len(missing) > 0 {
+		t.Errorf("%d acknowledged writes are not on the target: %v", len(missing), missing)
+	}
 	if !e.faults.fired(key) {
 		t.Error("the operator was not stopped after the freeze")
 	}
@@ -86,9 +98,6 @@ func scenarioServerMove(e *operatorEnv, t *testing.T) {
 	}
 	if mv.Run != 1 || mv.From.Via != "cluster/main" || mv.VerifiedRows < rows || mv.Checksum == "" {
 		t.Errorf("status.serverMove = %+v, want run 1 from cluster/main with at least %d rows verified", *mv, rows)
-	}
-	if n, s := moveChecksum(t, targetURL, schema); n != rows || s != sum {
-		t.Errorf("the target holds %d rows (checksum %s), the source held %d (%s)", n, s, rows, sum)
 	}
 	eventually(t, "the source schema is marked moved", 30*time.Second, func() error {
 		if _, comment := schemaAndComment(t, e.adminURL, schema); !strings.Contains(comment, "+moved") {
@@ -339,4 +348,87 @@ func moveInsert(uri, schema, content string) error {
 	_, err = conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema, "memories"}.Sanitize()+` (id, owner_id, source, category, content, embedding)
 		VALUES (gen_random_uuid(), 'alice', 'user', 'fact', $1, array_fill(0.5::real, ARRAY[384])::vector)`, content)
 	return err
+}
+
+// moveWriter inserts a memory every 10 ms through one login (reconnecting
+// after an error) and keeps the contents PostgreSQL acknowledged.
+type moveWriter struct {
+	mu      sync.Mutex
+	acked   []string
+	refused int
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func startMoveWriter(uri, schema string) *moveWriter {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &moveWriter{cancel: cancel, done: make(chan struct{})}
+	insert := `INSERT INTO ` + pgx.Identifier{schema, "memories"}.Sanitize() + ` (id, owner_id, source, category, content, embedding)
+		VALUES (gen_random_uuid(), 'writer', 'user', 'fact', $1, array_fill(0.25::real, ARRAY[384])::vector)`
+	go func() {
+		defer close(w.done)
+		var conn *pgx.Conn
+		defer func() {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
+		}()
+		for i := 0; ctx.Err() == nil; i++ {
+			content := fmt.Sprintf("acked-%d", i)
+			err := func() error {
+				if conn == nil {
+					c, err := pgx.Connect(ctx, uri)
+					if err != nil {
+						return err
+					}
+					conn = c
+				}
+				_, err := conn.Exec(ctx, insert, content)
+				return err
+			}()
+			w.mu.Lock()
+			if err == nil {
+				w.acked = append(w.acked, content)
+			} else {
+				w.refused++
+				if conn != nil {
+					conn.Close(context.Background())
+					conn = nil
+				}
+			}
+			w.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the writer and returns what was acknowledged and how many
+// writes failed.
+func (w *moveWriter) stop() ([]string, int) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked, w.refused
+}
+
+// moveMissing lists the contents of want that no memory of the schema has.
+func moveMissing(t *testing.T, url, schema string, want []string) []string {
+	t.Helper()
+	ctx := testContext(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var missing []string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(w), '{}') FROM unnest($1::text[]) w
+		WHERE NOT EXISTS (SELECT 1 FROM `+pgx.Identifier{schema, "memories"}.Sanitize()+` m WHERE m.content = w)`, want).Scan(&missing); err != nil {
+		t.Fatal(err)
+	}
+	return missing
 }
