@@ -205,6 +205,54 @@ func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
 }
 
+// scenarioServerMoveFreezeTooLong: an operator stuck longer than
+// --move-freeze-timeout (15 s here) after freezing the source lifts the
+// freeze (event MoveFreezeTooLong), catches up again, and switches with a
+// second, short freeze.
+func scenarioServerMoveFreezeTooLong(e *operatorEnv, t *testing.T) {
+	in := testenv.NewInstance(t, "srvmovefreeze")
+	in.Start(t)
+	targetURL := in.NewDatabase(t)
+	targetConn := "moveto-" + randomSuffix()
+	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
+
+	ns := e.newNamespace(t, "srvfreeze")
+	rt := newRuntime(ns, "bot", "")
+	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
+	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
+	rt = e.readyRuntime(t, rt)
+	schema := rt.Status.Schema
+	seedMoveRows(t, e.adminURL, schema, moveRows)
+	login0, _ := e.tenantLogin(t, ns, "bot")
+
+	key := types.NamespacedName{Namespace: ns, Name: "bot"}
+	held := e.faults.holds.add(key, "move source frozen")
+	since := time.Now()
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		r.Spec.Database.ClusterConnection = targetConn
+	})
+	select {
+	case <-held.reached:
+	case <-time.After(2 * time.Minute):
+		held.free()
+		t.Fatal("the move never froze the source")
+	}
+	if err := moveInsert(login0, schema, "written while frozen"); err == nil {
+		t.Error("the login role wrote on the frozen source")
+	}
+	time.Sleep(16 * time.Second)
+	held.free()
+	e.waitEventSince(t, ns, "bot", memoryv1alpha1.ReasonMoveFreezeTooLong, "move-freeze-timeout", since)
+	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveSwitched)
+	if mv := got.Status.ServerMove; mv.FreezeMillis <= 0 || mv.FreezeMillis >= 15000 {
+		t.Errorf("the switch's freeze lasted %d ms, want the second, short one", mv.FreezeMillis)
+	}
+	e.deleteAndWait(t, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}})
+	if schemaIn(t, targetURL, schema) || schemaIn(t, e.adminURL, schema) {
+		t.Errorf("schema %s left behind after deleting the moved runtime (reclaimPolicy Delete)", schema)
+	}
+}
+
 // scenarioServerMoveSourceUnknown: a runtime whose status.connection has
 // no via (recorded by an earlier release) that changes its connection with
 // onChange: Move is refused (DatabaseReady False, MoveSourceUnknown,

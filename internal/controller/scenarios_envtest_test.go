@@ -59,6 +59,7 @@ func operatorScenarios() []scenario {
 		{name: "ServerMove", run: scenarioServerMove},
 		{name: "ServerMoveAbort", run: scenarioServerMoveAbort},
 		{name: "ServerMoveSourceUnknown", run: scenarioServerMoveSourceUnknown},
+		{name: "ServerMoveFreezeTooLong", run: scenarioServerMoveFreezeTooLong},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "DimensionsChange", run: scenarioDimensionsChange},
 		{name: "ReembedLostDimsSwitch", run: scenarioReembedLostDimsSwitch},
