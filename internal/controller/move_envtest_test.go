@@ -145,15 +145,14 @@ func scenarioServerMove(e *operatorEnv, t *testing.T) {
 // scenarioServerMoveAbort: spec.database set back while the move catches
 // up aborts it: Aborted, the incoming copy is dropped from the target, the
 // source takes writes, and the service's Secret and pod template never
-// changed.
+// changed. The target is a connectionSecretRef of the runtime's namespace.
 func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 	in := testenv.NewInstance(t, "srvmoveabort")
 	in.Start(t)
 	targetURL := in.NewDatabase(t)
-	targetConn := "moveto-" + randomSuffix()
-	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
 
 	ns := e.newNamespace(t, "srvabort")
+	mustCreate(t, e.c, uriSecret(ns, "own-pg", targetURL))
 	rt := newRuntime(ns, "bot", "")
 	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
 	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
@@ -166,7 +165,8 @@ func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 	key := types.NamespacedName{Namespace: ns, Name: "bot"}
 	held := e.faults.holds.add(key, "move "+memoryv1alpha1.ServerMoveCatchingUp)
 	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection = targetConn
+		r.Spec.Database.ClusterConnection = ""
+		r.Spec.Database.ConnectionSecretRef = &memoryv1alpha1.SecretKeySelector{Name: "own-pg"}
 	})
 	select {
 	case <-held.reached:
@@ -177,8 +177,15 @@ func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 	if !schemaIn(t, targetURL, schema) {
 		t.Error("no incoming copy on the target once the bulk copy is done")
 	}
+	var moving memoryv1alpha1.MemoryRuntime
+	if err := e.get(t, ns, "bot", &moving); err != nil {
+		t.Fatal(err)
+	}
+	if mv := moving.Status.ServerMove; mv == nil || mv.To.Via != "secret/"+ns+"/own-pg/uri" || mv.Phase != memoryv1alpha1.ServerMoveCatchingUp {
+		t.Errorf("status.serverMove = %+v while held, want CatchingUp to secret/%s/own-pg/uri", mv, ns)
+	}
 	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection = "main"
+		r.Spec.Database.ClusterConnection, r.Spec.Database.ConnectionSecretRef = "main", nil
 	})
 	held.free()
 	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveAborted)
