@@ -221,7 +221,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.checkOwnership,
 		r.reconcilePlacement,
 		r.connect,
-		r.provisionUnlessFrozen,
+		serverMover{r}.provisionUnlessFrozen,
 		r.moveToWorker,
 		// After the credentials: a password Provision has just set (a
 		// login role created again) is only in this reconcile; a refused
@@ -236,7 +236,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileNetworkPolicy,
 		r.reconcilePodDisruptionBudget,
 		// Last: the normal pass ran on the tenant's current server first.
-		r.reconcileServerMove,
+		serverMover{r}.reconcileServerMove,
 	} {
 		stop, err := phase(ctx, s)
 		if refused := asNotOwned(err); refused != nil {

@@ -27,7 +27,7 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtim
 		return doneResult(), nil
 	}
 	schema := SchemaFor(rt)
-	if err := r.reclaimServerMove(ctx, s, schema); err != nil {
+	if err := (serverMover{r}).reclaimServerMove(ctx, s, schema); err != nil {
 		return doneResult(), err
 	}
 	if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,7 +30,7 @@ const (
 
 // staleRuntime reports whether the runtime this reconcile read is older
 // than the API server's (an uncached read).
-func (r *MemoryRuntimeReconciler) staleRuntime(ctx context.Context, s *runtimeScope) (bool, error) {
+func (r serverMover) staleRuntime(ctx context.Context, s *runtimeScope) (bool, error) {
 	var live memoryv1alpha1.MemoryRuntime
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(s.rt), &live); err != nil {
 		return false, fmt.Errorf("reading the runtime before a move step: %w", err)
@@ -43,7 +44,7 @@ func (r *MemoryRuntimeReconciler) staleRuntime(ctx context.Context, s *runtimeSc
 // of the move (Options.MoveSlice) and comes back at once; every step is
 // idempotent and the phase is written to status.serverMove before the step
 // acts on a database, so an operator that dies anywhere resumes it.
-func (r *MemoryRuntimeReconciler) reconcileServerMove(ctx context.Context, s *runtimeScope) (bool, error) {
+func (r serverMover) reconcileServerMove(ctx context.Context, s *runtimeScope) (bool, error) {
 	rt := s.rt
 	mv := rt.Status.ServerMove
 	target, wanted := moveTarget(rt)
@@ -78,7 +79,7 @@ func (r *MemoryRuntimeReconciler) reconcileServerMove(ctx context.Context, s *ru
 // startServerMove checks that the move spec.database asks for can be done,
 // and writes its intent (phase Preparing) before anything is created on
 // the target; refused, it says why (condition Moving) and touches nothing.
-func (r *MemoryRuntimeReconciler) startServerMove(ctx context.Context, s *runtimeScope, target string, last *memoryv1alpha1.ServerMoveStatus) (bool, error) {
+func (r serverMover) startServerMove(ctx context.Context, s *runtimeScope, target string, last *memoryv1alpha1.ServerMoveStatus) (bool, error) {
 	rt := s.rt
 	if re := rt.Status.Reembed; re != nil && (re.Phase == memoryv1alpha1.ReembedFilling || re.Phase == memoryv1alpha1.ReembedPaused) {
 		r.refuseMove(s, memoryv1alpha1.ReasonMoveWaitsForReembed, fmt.Sprintf(
@@ -153,7 +154,7 @@ func (r *MemoryRuntimeReconciler) startServerMove(ctx context.Context, s *runtim
 
 // refuseMove says why the move spec.database asks for is not done
 // (condition Moving False), with one Warning per new refusal.
-func (r *MemoryRuntimeReconciler) refuseMove(s *runtimeScope, reason, msg string) {
+func (r serverMover) refuseMove(s *runtimeScope, reason, msg string) {
 	s.facts.moving = &movingCondition{reason: reason, message: msg}
 	if c := s.rt.GetCondition(memoryv1alpha1.ConditionMoving); c == nil || c.Reason != reason {
 		r.eventer().warning(s.rt, reasonMoveRefused, "Move", "%s", msg)
@@ -163,18 +164,17 @@ func (r *MemoryRuntimeReconciler) refuseMove(s *runtimeScope, reason, msg string
 // abortServerMove ends a move spec.database no longer asks for, before its
 // switch: writes resume on the source and the incoming copy is dropped
 // from the target. The service never left the source.
-func (r *MemoryRuntimeReconciler) abortServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) (bool, error) {
-	rel := r.relocationBase(s)
-	rel.Source = s.pool
+func (r serverMover) abortServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) (bool, error) {
+	target, url, terr := r.viaPool(ctx, s.rt, mv.To.Via)
+	rel := withPools(r.relocationBase(s), s.pool, target)
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	if err := rel.Unfreeze(dbctx); err != nil {
 		return false, fmt.Errorf("aborting the move: lifting the freeze on the source: %w", err)
 	}
 	left := ""
-	target, url, err := r.viaPool(ctx, s.rt, mv.To.Via)
+	err := terr
 	if err == nil {
-		rel.Target = target
 		err = rel.DropIncoming(dbctx)
 	}
 	switch {
@@ -198,7 +198,7 @@ func (r *MemoryRuntimeReconciler) abortServerMove(ctx context.Context, s *runtim
 // copies that differ, a target that is another server now): writes resume
 // on the source, the incoming copy is dropped, and a new run starts after
 // GrantCheckInterval while spec.database still asks for the move.
-func (r *MemoryRuntimeReconciler) failServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, cause error) (bool, error) {
+func (r serverMover) failServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, cause error) (bool, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	if err := rel.Unfreeze(dbctx); err != nil {
@@ -234,9 +234,24 @@ func definitiveMoveError(err error) bool {
 var errMoveTargetChanged = errors.New("the move's target connection reaches another server than when the move started")
 
 // relocationBase is the Relocation of s's tenant without its pools.
-func (r *MemoryRuntimeReconciler) relocationBase(s *runtimeScope) tenant.Relocation {
+func (r serverMover) relocationBase(s *runtimeScope) tenant.Relocation {
 	rt := s.rt
 	return tenant.Relocation{Schema: s.schema, Owner: TenantOwner(rt), Claim: TenantClaim(rt, s.recorded, s.schema), Budget: r.opts.MoveSlice}
+}
+
+// withPools sets the pools of rel. A Relocation needs both; when one
+// cannot be had (its connection Secret is gone), the other stands in for
+// it, and only the steps on the one that is there (Unfreeze, MarkMoved,
+// DropMoved on the source; DropIncoming on the target) may be called.
+func withPools(rel tenant.Relocation, source, target *pgxpool.Pool) tenant.Relocation {
+	if source == nil {
+		source = target
+	}
+	if target == nil {
+		target = source
+	}
+	rel.Source, rel.Target = source, target
+	return rel
 }
 
 // movingCondition is the Moving condition a reconcile observed.

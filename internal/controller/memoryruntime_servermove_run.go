@@ -23,7 +23,7 @@ const moveStepsPerPass = 8
 // one applies fewer than moveCatchUpEnough rows, or moveCatchUpPasses) →
 // Frozen (written before the freeze) → last catch-up, verify, finish, and
 // the switch (one status patch: the commit point).
-func (r *MemoryRuntimeReconciler) runServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) (bool, error) {
+func (r serverMover) runServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) (bool, error) {
 	rt := s.rt
 	s.facts.moving = movingFact(mv)
 	if s.connID != mv.From.Via {
@@ -77,7 +77,7 @@ func (r *MemoryRuntimeReconciler) runServerMove(ctx context.Context, s *runtimeS
 // serverMoveStep runs the step of mv's phase: again when the next phase's
 // step may follow in this pass, next when the pass ends and the next one
 // comes at once (a slice done, or the switch).
-func (r *MemoryRuntimeReconciler) serverMoveStep(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (next, again bool, err error) {
+func (r serverMover) serverMoveStep(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (next, again bool, err error) {
 	bound := r.passTimeout(s)
 	dbctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -128,7 +128,7 @@ func (r *MemoryRuntimeReconciler) serverMoveStep(ctx context.Context, s *runtime
 // the last rows, compares both copies, makes the target the tenant's home
 // and switches. A freeze that has lasted longer than MoveFreezeTimeout is
 // lifted instead and the move catches up again.
-func (r *MemoryRuntimeReconciler) frozenStep(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (next, again bool, err error) {
+func (r serverMover) frozenStep(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (next, again bool, err error) {
 	started := time.Now()
 	if mv.FreezeStartedAt != nil {
 		started = mv.FreezeStartedAt.Time
@@ -147,6 +147,12 @@ func (r *MemoryRuntimeReconciler) frozenStep(ctx context.Context, s *runtimeScop
 	}
 	r.eventer().normal(s.rt, reasonMoveFrozen, "Move", "writes to schema %s on %s are frozen for the switch (at most %s)", s.schema, mv.From.Via, r.opts.MoveFreezeTimeout)
 	delta, err := rel.CatchUp(dbctx)
+	if errors.Is(err, tenant.ErrRelocateNotIncoming) && rel.Finish(dbctx) == nil {
+		// Finish ran in an earlier pass whose switch was not written: the
+		// target is the tenant's home already (Finish says so), nothing is
+		// left to catch up while the source is frozen.
+		err = nil
+	}
 	if err != nil {
 		return r.frozenFailed(ctx, s, mv, rel, fmt.Errorf("the last catch-up: %w", err))
 	}
@@ -164,7 +170,7 @@ func (r *MemoryRuntimeReconciler) frozenStep(ctx context.Context, s *runtimeScop
 // frozenFailed handles a failure while frozen: a definitive one ends the
 // move; another is retried while the freeze timeout allows (the source
 // stays frozen in between: it is durable).
-func (r *MemoryRuntimeReconciler) frozenFailed(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, err error) (bool, bool, error) {
+func (r serverMover) frozenFailed(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, err error) (bool, bool, error) {
 	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return r.liftFreeze(ctx, s, mv, rel)
 	}
@@ -173,7 +179,7 @@ func (r *MemoryRuntimeReconciler) frozenFailed(ctx context.Context, s *runtimeSc
 
 // liftFreeze lifts a freeze that lasted longer than MoveFreezeTimeout and
 // takes the move back to catching up.
-func (r *MemoryRuntimeReconciler) liftFreeze(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (bool, bool, error) {
+func (r serverMover) liftFreeze(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (bool, bool, error) {
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	if err := rel.Unfreeze(dbctx); err != nil {
@@ -190,7 +196,7 @@ func (r *MemoryRuntimeReconciler) liftFreeze(ctx context.Context, s *runtimeScop
 // target. The next pass provisions the target, gives the login role a new
 // password and writes <runtime>-db: one rollout of the service. The old
 // copy is then marked moved (settleSwitchedMove retries it).
-func (r *MemoryRuntimeReconciler) switchServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, check tenant.RelocateCheck) error {
+func (r serverMover) switchServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, check tenant.RelocateCheck) error {
 	now := metav1.Now()
 	if mv.FreezeStartedAt != nil {
 		mv.FreezeMillis = now.Sub(mv.FreezeStartedAt.Time).Milliseconds()
@@ -211,7 +217,7 @@ func (r *MemoryRuntimeReconciler) switchServerMove(ctx context.Context, s *runti
 
 // markSourceMoved marks the old copy moved (pointing the connection back at
 // it is then refused); a failure is retried by the next pass.
-func (r *MemoryRuntimeReconciler) markSourceMoved(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) error {
+func (r serverMover) markSourceMoved(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) error {
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	to := tenant.ServerIdentity{System: mv.To.SystemIdentifier, Database: mv.To.Database, DatabaseOID: mv.To.DatabaseOID}
@@ -225,7 +231,7 @@ func (r *MemoryRuntimeReconciler) markSourceMoved(ctx context.Context, s *runtim
 
 // moveStepFailed ends the move for a definitive error, else keeps its
 // phase with the error in its message and retries with backoff.
-func (r *MemoryRuntimeReconciler) moveStepFailed(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, err error, url string) (bool, error) {
+func (r serverMover) moveStepFailed(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, err error, url string) (bool, error) {
 	if definitiveMoveError(err) {
 		return r.failServerMove(ctx, s, mv, rel, err)
 	}
@@ -246,7 +252,7 @@ func (r *MemoryRuntimeReconciler) moveStepFailed(ctx context.Context, s *runtime
 // checkMoveTarget fails the move when its target connection reaches
 // another server than the one recorded when it started (its Secret was
 // edited meanwhile).
-func (r *MemoryRuntimeReconciler) checkMoveTarget(ctx context.Context, target *pgxpool.Pool, mv *memoryv1alpha1.ServerMoveStatus) error {
+func (r serverMover) checkMoveTarget(ctx context.Context, target *pgxpool.Pool, mv *memoryv1alpha1.ServerMoveStatus) error {
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	id, err := tenant.Identify(dbctx, target)
@@ -262,7 +268,7 @@ func (r *MemoryRuntimeReconciler) checkMoveTarget(ctx context.Context, target *p
 
 // movePhaseWritten writes mv's new phase, then calls the FailAfter test
 // seam with "move <phase>" (an operator dying right after the write).
-func (r *MemoryRuntimeReconciler) movePhaseWritten(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
+func (r serverMover) movePhaseWritten(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
 	if err := r.writeServerMove(ctx, s, mv, nil); err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // its own (as writeMove does), and status.connection with it when home is
 // set (the switch). Every such patch carries the optimistic lock: a move's
 // status is never written over one the operator has not seen.
-func (r *MemoryRuntimeReconciler) writeServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, home *memoryv1alpha1.RuntimeConnection) error {
+func (r serverMover) writeServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, home *memoryv1alpha1.RuntimeConnection) error {
 	base := s.orig.DeepCopy()
 	base.ResourceVersion = s.rt.ResourceVersion
 	obj := base.DeepCopy()
@@ -58,7 +58,7 @@ func (th *serverMoveThrottle) due(now time.Time) bool {
 
 // relocationSpec is how the target is provisioned: as provision would
 // provision the tenant there.
-func (r *MemoryRuntimeReconciler) relocationSpec(ctx context.Context, s *runtimeScope) (tenant.Spec, error) {
+func (r serverMover) relocationSpec(ctx context.Context, s *runtimeScope) (tenant.Spec, error) {
 	rt := s.rt
 	text, err := r.textSearchConfig(ctx, rt)
 	if err != nil {
@@ -80,7 +80,7 @@ func (r *MemoryRuntimeReconciler) relocationSpec(ctx context.Context, s *runtime
 // moved (retried until it is), and the move-confirmed annotation naming
 // the run: with reclaimPolicy Delete the old copy is dropped, with Retain
 // it is kept and the message says where.
-func (r *MemoryRuntimeReconciler) settleSwitchedMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
+func (r serverMover) settleSwitchedMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus) error {
 	rt := s.rt
 	confirmed := strings.TrimSpace(rt.Annotations[naming.AnnotationMoveConfirmed]) == strconv.Itoa(int(mv.Run))
 	if mv.SourceMarked && !confirmed {
@@ -94,7 +94,11 @@ func (r *MemoryRuntimeReconciler) settleSwitchedMove(ctx context.Context, s *run
 		}
 		return fmt.Errorf("reaching the moved tenant's old server: %w", err)
 	}
-	rel.Source = source
+	// After the switch this pass runs on the target (status.connection).
+	rel = withPools(rel, source, nil)
+	if s.connID == mv.To.Via {
+		rel.Target = s.pool
+	}
 	if !mv.SourceMarked {
 		if err := r.markSourceMoved(ctx, s, mv, rel); err != nil {
 			return err
@@ -120,7 +124,7 @@ func (r *MemoryRuntimeReconciler) settleSwitchedMove(ctx context.Context, s *run
 }
 
 // confirmServerMove records the confirmation of a switched move.
-func (r *MemoryRuntimeReconciler) confirmServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, what string) error {
+func (r serverMover) confirmServerMove(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, what string) error {
 	mv.Phase = memoryv1alpha1.ServerMoveConfirmed
 	mv.Message = cutMessage("confirmed; "+what, 1000)
 	if err := r.writeServerMove(ctx, s, mv, nil); err != nil {
@@ -135,7 +139,7 @@ func (r *MemoryRuntimeReconciler) confirmServerMove(ctx context.Context, s *runt
 // grants back and would undo the freeze. It also records the connection a
 // known-ready tenant is provisioned through (status.connection.via) when
 // a status from an earlier release lacks it.
-func (r *MemoryRuntimeReconciler) provisionUnlessFrozen(ctx context.Context, s *runtimeScope) (bool, error) {
+func (r serverMover) provisionUnlessFrozen(ctx context.Context, s *runtimeScope) (bool, error) {
 	if mv := s.rt.Status.ServerMove; mv != nil && mv.Phase == memoryv1alpha1.ServerMoveFrozen {
 		reassertReady(s, r.memory.get(s.rt.UID))
 		return false, nil
@@ -171,44 +175,41 @@ func movedAway(s *runtimeScope, live *corev1.Secret) bool {
 // move is dropped (it is ours and useless), and the source's freeze is
 // lifted when it is kept; with reclaimPolicy Delete the old copy of a
 // switched, unconfirmed move is dropped too.
-func (r *MemoryRuntimeReconciler) reclaimServerMove(ctx context.Context, s *runtimeScope, schema string) error {
+func (r serverMover) reclaimServerMove(ctx context.Context, s *runtimeScope, schema string) error {
 	rt := s.rt
 	mv := rt.Status.ServerMove
 	if mv == nil || rt.UsesMemoryDatabase() {
 		return nil
 	}
 	s.schema = schema
-	rel := r.relocationBase(s)
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
+	gone := func(err error) bool { return reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound }
+	source, surl, serr := r.viaPool(ctx, rt, mv.From.Via)
+	if serr != nil && !gone(serr) {
+		return serr
+	}
 	switch {
 	case memoryv1alpha1.ServerMoveRunning(mv.Phase):
-		if target, url, err := r.viaPool(ctx, rt, mv.To.Via); err == nil {
-			rel.Target = target
+		target, url, err := r.viaPool(ctx, rt, mv.To.Via)
+		if err != nil && !gone(err) {
+			return err
+		}
+		rel := withPools(r.relocationBase(s), source, target)
+		if target != nil {
 			if err := rel.DropIncoming(dbctx); err != nil {
 				return fmt.Errorf("dropping the incoming copy of a move on %s: %s", mv.To.Via, scrubAdmin(err.Error(), url))
 			}
-		} else if reasonOf(err, "") != memoryv1alpha1.ReasonConnectionSecretNotFound {
-			return err
 		}
-		if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
+		if source == nil || rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
 			return nil
 		}
-		if source, url, err := r.viaPool(ctx, rt, mv.From.Via); err == nil {
-			rel.Source = source
-			if err := rel.Unfreeze(dbctx); err != nil {
-				return fmt.Errorf("lifting a move's freeze on %s: %s", mv.From.Via, scrubAdmin(err.Error(), url))
-			}
+		if err := rel.Unfreeze(dbctx); err != nil {
+			return fmt.Errorf("lifting a move's freeze on %s: %s", mv.From.Via, scrubAdmin(err.Error(), surl))
 		}
-	case mv.Phase == memoryv1alpha1.ServerMoveSwitched && rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete:
-		source, url, err := r.viaPool(ctx, rt, mv.From.Via)
-		if err != nil {
-			if reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound {
-				return nil
-			}
-			return err
-		}
-		rel.Source = source
+	case mv.Phase == memoryv1alpha1.ServerMoveSwitched && rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete && source != nil:
+		rel := withPools(r.relocationBase(s), source, nil)
+		url := surl
 		if err := rel.DropMoved(dbctx); err != nil {
 			return fmt.Errorf("dropping the old copy of a moved tenant on %s: %s", mv.From.Via, scrubAdmin(err.Error(), url))
 		}

@@ -84,7 +84,7 @@ func viaDatabase(rt *memoryv1alpha1.MemoryRuntime, via string) (memoryv1alpha1.D
 
 // viaPool opens (or takes from the cache) the admin pool of the connection
 // via of rt, with its URL.
-func (r *MemoryRuntimeReconciler) viaPool(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, via string) (*pgxpool.Pool, string, error) {
+func (r serverMover) viaPool(ctx context.Context, rt *memoryv1alpha1.MemoryRuntime, via string) (*pgxpool.Pool, string, error) {
 	db, err := viaDatabase(rt, via)
 	if err != nil {
 		return nil, "", err
@@ -99,3 +99,7 @@ func (r *MemoryRuntimeReconciler) viaPool(ctx context.Context, rt *memoryv1alpha
 	}
 	return pool, url, nil
 }
+
+// serverMover carries out moves to another server for the runtime
+// reconciler (its methods are the move's, apart from the reconciler's own).
+type serverMover struct{ *MemoryRuntimeReconciler }
