@@ -54,7 +54,7 @@ func TestMoveTargets(t *testing.T) {
 		t.Errorf("a move without acknowledged writes: %+v", idle)
 	}
 	var sb strings.Builder
-	moveMarkdown(func(f string, a ...any) { sb.WriteString(fmt.Sprintf(f, a...)) }, &MoveReport{Memories: 2000, Passes: []MovePass{{Delta: 120, Sec: 0.5}}, Freeze: MoveFreeze{TotalMs: 800}})
+	moveMarkdown(func(f string, a ...any) { fmt.Fprintf(&sb, f, a...) }, &MoveReport{Memories: 2000, Passes: []MovePass{{Delta: 120, Sec: 0.5}}, Freeze: MoveFreeze{TotalMs: 800}})
 	if !strings.Contains(sb.String(), "| **800** |") || !strings.Contains(sb.String(), "120 in 0.5") {
 		t.Errorf("markdown lacks the freeze or the passes:\n%s", sb.String())
 	}
