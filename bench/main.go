@@ -293,7 +293,7 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 		case "reembed":
 			rep.Reembed, err = (&reembedPart{h}).run(ctx)
 		case "move":
-			rep.Move, err = h.runMove(ctx)
+			rep.Move, err = (&movePart{h}).run(ctx)
 		default:
 			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors, rerank, reembed or move)")
 		}

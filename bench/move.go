@@ -117,7 +117,11 @@ const (
 // moveAdminSession bounds the admin sessions of both servers.
 var moveAdminSession = memory.SessionSettings{LockTimeout: memory.DefaultLockTimeout, StatementTimeout: time.Hour}
 
-func (h *harness) runMove(ctx context.Context) (*MoveReport, error) {
+// movePart holds the move part's steps (the harness has enough methods
+// of its own).
+type movePart struct{ *harness }
+
+func (h *movePart) run(ctx context.Context) (*MoveReport, error) {
 	rep := &MoveReport{Memories: h.moveRows, Writers: moveWriters, Readers: moveReaders}
 	src, loginURL, drop, err := h.tenantDatabase(ctx, "move", "move source database", benchSchema)
 	defer drop()
@@ -201,7 +205,7 @@ func (h *harness) runMove(ctx context.Context) (*MoveReport, error) {
 
 // moveServer starts the second server: the instance of hack/pgvector.sh
 // (its admin URL of database postgres). stop is never nil.
-func (h *harness) moveServer(ctx context.Context) (string, func(), error) {
+func (h *movePart) moveServer(ctx context.Context) (string, func(), error) {
 	script, err := filepath.Abs(filepath.Join("hack", "pgvector.sh"))
 	if err != nil {
 		return "", func() {}, err
@@ -232,7 +236,7 @@ func (h *harness) moveServer(ctx context.Context) (string, func(), error) {
 }
 
 // moveCopy runs Prepare and the Copy calls until the copy is done.
-func (h *harness) moveCopy(ctx context.Context, m tenant.Relocation, rep *MoveReport, steps *stepClock) error {
+func (h *movePart) moveCopy(ctx context.Context, m tenant.Relocation, rep *MoveReport, steps *stepClock) error {
 	t0 := time.Now()
 	if err := m.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare: %w", err)
@@ -265,7 +269,7 @@ func (h *harness) moveCopy(ctx context.Context, m tenant.Relocation, rep *MoveRe
 }
 
 // moveCatchUp runs the online passes while the writers write.
-func (h *harness) moveCatchUp(ctx context.Context, m tenant.Relocation, rep *MoveReport) error {
+func (h *movePart) moveCatchUp(ctx context.Context, m tenant.Relocation, rep *MoveReport) error {
 	for range moveMaxPasses {
 		t0 := time.Now()
 		delta, err := m.CatchUp(ctx)
@@ -283,7 +287,7 @@ func (h *harness) moveCatchUp(ctx context.Context, m tenant.Relocation, rep *Mov
 
 // moveFreeze is the write-unavailable window: Freeze, the final pass,
 // Verify and Finish. The load is told when it begins and ends.
-func (h *harness) moveFreeze(ctx context.Context, m tenant.Relocation, rep *MoveReport, ld *moveLoad) error {
+func (h *movePart) moveFreeze(ctx context.Context, m tenant.Relocation, rep *MoveReport, ld *moveLoad) error {
 	f := &rep.Freeze
 	ms := func(t time.Time) float64 { return round3(float64(time.Since(t).Microseconds()) / 1000) }
 	t0 := time.Now()

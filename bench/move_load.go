@@ -32,7 +32,7 @@ type moveLoad struct {
 }
 
 // startMoveLoad starts the writers and the reader on the source tenant.
-func (h *harness) startMoveLoad(ctx context.Context, loginURL string, owners int) (*moveLoad, error) {
+func (h *movePart) startMoveLoad(ctx context.Context, loginURL string, owners int) (*moveLoad, error) {
 	// The service's own session settings: the engine's bounds.
 	pool, err := memory.NewPool(ctx, loginURL, moveWriters+moveReaders+1,
 		memory.SessionSettings{LockTimeout: memory.DefaultLockTimeout, StatementTimeout: memory.DefaultStatementTimeout})
@@ -91,7 +91,7 @@ func (ld *moveLoad) loop(ctx context.Context, pause time.Duration, op func(conte
 	}
 }
 
-func (ld *moveLoad) write(ctx context.Context, h *harness, rng *rand.Rand, owners int) error {
+func (ld *moveLoad) write(ctx context.Context, h *movePart, rng *rand.Rand, owners int) error {
 	it := h.corpus.fresh(rng)
 	res, err := ld.store.Add(ctx, memory.AddRequest{Owner: jobOwnerName(rng.IntN(owners)), Content: it.Content,
 		Category: it.Category, Importance: it.Importance})
