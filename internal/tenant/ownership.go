@@ -30,6 +30,10 @@ type Claim struct {
 	// when the marker carries exactly this UID and names this runtime's
 	// namespace/name, so it never hands one tenant another's data.
 	AdoptFromUID string
+	// incoming: the caller is a relocation's Prepare, which may take the
+	// target schema carrying this runtime's incoming marker (relocate.go).
+	// Unexported: no other caller can ask for it.
+	incoming bool
 }
 
 // Errors of ownership, for errors.Is.
@@ -55,6 +59,19 @@ type marker struct {
 	runtime string // runtime= (current) or tenant= (legacy)
 	// quarantine is the lock watchdog's state (quarantinemarker.go).
 	quarantine quarantineMark
+	// relocate is the state of a schema in a move to another server
+	// (relocate.go): relocateIncoming on the target until the move
+	// finishes, relocateMoved on the source after it. Written as a suffix
+	// of the UID (uid=<UID>+incoming), so that a parser that knows no
+	// moves (an older operator) reads another UID: "owned by another
+	// runtime", never a home. uid keeps the whole value; relocateUID is
+	// the UID before the suffix.
+	relocate    string
+	relocateUID string
+	// frozen: the schema's login role is frozen for a move (Freeze).
+	frozen bool
+	// movedTo names the server a moved schema went to, for humans.
+	movedTo string
 }
 
 func (o Owner) marker() string {
@@ -72,6 +89,11 @@ func parseMarker(comment *string) marker {
 		switch k {
 		case "uid":
 			m.uid = v
+			m.relocateUID, m.relocate = splitRelocate(v)
+		case markerFrozen:
+			m.frozen = v == frozenForMove
+		case markerMovedTo:
+			m.movedTo = v
 		case "runtime", "tenant":
 			m.runtime = v
 		default:
@@ -101,6 +123,13 @@ func decideClaim(exists bool, m marker, o Owner, c Claim, kind, name string, sch
 		return 0, fmt.Errorf("%s %q exists and is %w (its comment has no %q marker); choose another spec.database.schema", kind, name, ErrNotManaged, markerPrefix)
 	case m.uid == o.UID:
 		return claimOurs, nil
+	case m.relocate == relocateIncoming && m.relocateUID == o.UID && c.incoming:
+		return claimOurs, nil
+	case m.relocate != "":
+		// Never a home, whatever the claim (an adopt annotation naming
+		// "<UID>+incoming" included): a half copy or a stale one.
+		return 0, fmt.Errorf("%s %q is %s of a move of MemoryRuntime %s (UID %s) to another server, not a tenant's home, and is %w; nothing was changed",
+			kind, name, describeRelocate(m), describeRuntime(m.runtime), m.relocateUID, ErrOwnedByOther)
 	case m.uid == "":
 		legacyOK := c.LegacySchema && (m.runtime == o.Runtime() || (kind == "role" && schemaLegacyOK))
 		if legacyOK {
@@ -124,4 +153,52 @@ func describeRuntime(r string) string {
 		return "an unknown runtime"
 	}
 	return r
+}
+
+// Schema marker fields of a move to another server (relocate.go).
+const (
+	relocateIncoming = "incoming"
+	relocateMoved    = "moved"
+	markerFrozen     = "frozen"
+	frozenForMove    = "move"
+	markerMovedTo    = "to"
+)
+
+// splitRelocate splits a marker's uid value "<UID>+<state>" into the UID
+// and a known move state; any other value is no move state at all (its
+// whole text stays the marker's uid, which matches no runtime's UID).
+func splitRelocate(v string) (uid, state string) {
+	base, st, ok := strings.Cut(v, "+")
+	if !ok || base == "" || (st != relocateIncoming && st != relocateMoved) {
+		return "", ""
+	}
+	return base, st
+}
+
+func describeRelocate(m marker) string {
+	if m.relocate == relocateMoved {
+		if m.movedTo != "" {
+			return "the old copy (moved to " + m.movedTo + ")"
+		}
+		return "the old copy"
+	}
+	return "the incoming copy"
+}
+
+// relocateMarker is o's schema marker in move state state ("" is the
+// normal marker), with the freeze field when frozen and the target's name
+// when moved.
+func (o Owner) relocateMarker(state string, frozen bool, to string) string {
+	uid := o.UID
+	if state != "" {
+		uid += "+" + state
+	}
+	s := fmt.Sprintf("%s; uid=%s; runtime=%s", markerPrefix, uid, o.Runtime())
+	if frozen {
+		s += "; " + markerFrozen + "=" + frozenForMove
+	}
+	if to != "" {
+		s += "; " + markerMovedTo + "=" + to
+	}
+	return s
 }

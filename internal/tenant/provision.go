@@ -242,7 +242,11 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 				return err
 			}
 		}
-		if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
+		if plan.frozen {
+			// Frozen for a move: granting would lift the freeze; only the
+			// move's Unfreeze gives the grants back (relocate_freeze.go).
+			res.Warnings = append(res.Warnings, "schema "+spec.Schema+" is frozen for a move to another server: its login role's write grants stay revoked")
+		} else if err := ensureGrants(ctx, conn, spec.Schema, extSchema, names, res); err != nil {
 			return err
 		}
 		if err := ensureConnectionLimit(ctx, conn, spec.Connections, spec.Owner, names, res); err != nil {

@@ -14,6 +14,9 @@ import (
 // tenantPlan is what provisioning does with the schema and each role.
 type tenantPlan struct {
 	schema, owner, login claimAction
+	// frozen: the schema is frozen for a move (relocate_freeze.go); its
+	// grants stay revoked until the move's Unfreeze.
+	frozen bool
 }
 
 // claimTenant reads the ownership markers of the schema and both roles and
@@ -28,6 +31,7 @@ func claimTenant(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames
 	if plan.schema, err = decideClaim(exists, m, spec.Owner, spec.Claim, "schema", spec.Schema, false); err != nil {
 		return plan, err
 	}
+	plan.frozen = m.frozen
 	// A legacy role carries no runtime; it may follow a schema that is this
 	// runtime's by the legacy rule, or that is already this runtime's.
 	schemaOK := plan.schema == claimOurs || plan.schema == claimRemark
@@ -125,7 +129,11 @@ func roleState(ctx context.Context, conn *pgx.Conn, name string) (bool, marker, 
 // legacy or adopted one.
 func ensureSchema(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, plan tenantPlan, res *Result) error {
 	ident := pgx.Identifier{spec.Schema}.Sanitize()
-	comment := "COMMENT ON SCHEMA " + ident + " IS " + quoteLiteral(spec.Owner.marker())
+	mark := spec.Owner.marker()
+	if spec.Claim.incoming {
+		mark = spec.Owner.relocateMarker(relocateIncoming, false, "") // created as a move's target
+	}
+	comment := "COMMENT ON SCHEMA " + ident + " IS " + quoteLiteral(mark)
 	switch plan.schema {
 	case claimOurs:
 		return nil
