@@ -114,7 +114,7 @@ func (m Relocation) catchUpTable(ctx context.Context, stx pgx.Tx, dst *pgx.Conn,
 		}
 		applied = int64(len(changed) + len(gone))
 		for b := range batches(append(gone, changed...), m.chunk()) {
-			if _, err := tx.Exec(ctx, "DELETE FROM "+t.ident(m.Schema)+" WHERE "+t.inKeys("$1::jsonb"), jsonArray(b)); err != nil {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+t.ident(m.Schema)+" WHERE "+t.inKeys("$1::text::jsonb"), jsonArray(b)); err != nil {
 				return fmt.Errorf("deleting changed rows: %w", err)
 			}
 			if _, err := tx.Exec(ctx, "DELETE FROM "+rowMap+" WHERE schema_name = $1 AND tbl = $2 AND pk = ANY($3)", m.Schema, t.name, b); err != nil {

@@ -116,7 +116,8 @@ type relocCol struct {
 	send      string // typsend of pgvector's types (Verify hashes their binary form)
 }
 
-// relocTab is one tenant table: its columns in order and its primary key.
+// relocTab is one tenant table: its columns by name and its primary key
+// in key order.
 type relocTab struct {
 	name string
 	cols []relocCol
@@ -207,6 +208,9 @@ func readTables(ctx context.Context, q pgx.Tx, schema string) ([]relocTab, error
 		return nil, fmt.Errorf("reading the tables of %s: %w", schema, err)
 	}
 	for i := range tabs {
+		// By name: a schema upgraded over the years (a re-embed's switch
+		// adds its vector column last) and a fresh one differ in order.
+		slices.SortFunc(tabs[i].cols, func(a, b relocCol) int { return strings.Compare(a.name, b.name) })
 		m := pkOrd[tabs[i].name]
 		for o := int64(1); o <= int64(len(m)); o++ {
 			c, ok := m[o]

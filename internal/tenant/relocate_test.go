@@ -28,7 +28,7 @@ func newMoveEnv(t *testing.T, dims int) moveEnv {
 	t.Helper()
 	var e moveEnv
 	e.src, e.srcURL = adminPool(t)
-	in := testenv.NewInstance(t, "move")
+	in := testenv.NewInstance(t, "tenant-move")
 	in.Start(t)
 	e.dstURL = in.NewDatabase(t)
 	e.dst = testenv.NewPool(t, e.dstURL, 4)
@@ -60,11 +60,11 @@ func scalar[T any](t *testing.T, p *pgxpool.Pool, sql string, args ...any) T {
 // document and its changes, through SQL as the admin.
 func fillTenant(t *testing.T, p *pgxpool.Pool, s string, dims, n int) {
 	t.Helper()
-	vec := fmt.Sprintf("(SELECT array_agg(random()::real + g.i * 0) FROM generate_series(1, %d))::vector", dims)
-	mustExec(t, p, strings.NewReplacer("S.", s+".", "VEC", vec, "N", fmt.Sprint(n)).Replace(`
+	vec := fmt.Sprintf("(SELECT array_agg(random()::real) FROM generate_series(1, %d) WHERE g.i > 0)::vector", dims)
+	mustExec(t, p, strings.NewReplacer("S.", s+".", "VEC", vec, "NROWS", fmt.Sprint(n)).Replace(`
 		INSERT INTO S.memories (id, owner_id, source, category, content, embedding, tags, metadata)
 			SELECT gen_random_uuid(), 'o' || g.i % 3, 'user', 'fact', 'fact number ' || g.i, VEC, ARRAY['t' || g.i % 2], jsonb_build_object('n', g.i)
-			FROM generate_series(1, N) AS g(i);
+			FROM generate_series(1, NROWS) AS g(i);
 		UPDATE S.memories m SET superseded_by = (SELECT id FROM S.memories x WHERE x.id > m.id ORDER BY x.id LIMIT 1), active = false, deactivated_at = now()
 			WHERE m.id IN (SELECT id FROM S.memories ORDER BY content LIMIT 5);
 		INSERT INTO S.memory_history (memory_id, owner_id, action, actor, new_content) SELECT id, owner_id, 'add', 'user', content FROM S.memories;
@@ -72,7 +72,7 @@ func fillTenant(t *testing.T, p *pgxpool.Pool, s string, dims, n int) {
 		INSERT INTO S.messages (owner_id, session_id, seq, role, content, tokens, embedding)
 			SELECT 'o1', 'chat', g.i, 'user', 'hello ' || g.i, 2, VEC FROM generate_series(1, 3) AS g(i);
 		INSERT INTO S.summaries (id, owner_id, session_id, depth, content, earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method, embedding)
-			SELECT '00000000-0000-0000-0000-00000000000' || g.i, 'o1', 'chat', g.i - 1, 'summary ' || g.i, 1, 3, now(), now(), 5, g.i, 'llm', VEC
+			SELECT ('00000000-0000-0000-0000-00000000000' || g.i)::uuid, 'o1', 'chat', g.i - 1, 'summary ' || g.i, 1, 3, now(), now(), 5, g.i, 'llm', VEC
 			FROM generate_series(1, 2) AS g(i);
 		INSERT INTO S.summary_sources (summary_id, ord, child_id, from_seq, to_seq) VALUES
 			('00000000-0000-0000-0000-000000000001', 1, NULL, 1, 4), ('00000000-0000-0000-0000-000000000002', 1, '00000000-0000-0000-0000-000000000001', NULL, NULL);
@@ -130,10 +130,10 @@ func loginWrite(t *testing.T, e moveEnv) string {
 func loginGrants(t *testing.T, e moveEnv) string {
 	t.Helper()
 	return scalar[string](t, e.src, `SELECT concat_ws(' | ',
-		(SELECT string_agg(table_name || ':' || privilege_type, ',' ORDER BY 1) FROM information_schema.role_table_grants
+		(SELECT string_agg(table_name || ':' || privilege_type, ',' ORDER BY table_name || ':' || privilege_type) FROM information_schema.role_table_grants
 			WHERE grantee = $1 AND table_schema = $2),
-		(SELECT string_agg(table_name || '.' || column_name || ':' || privilege_type, ',' ORDER BY 1) FROM information_schema.column_privileges
-			WHERE grantee = $1 AND table_schema = $2 AND privilege_type <> 'SELECT'),
+		(SELECT string_agg(column_name || ':' || privilege_type, ',' ORDER BY column_name || ':' || privilege_type) FROM information_schema.column_privileges
+			WHERE grantee = $1 AND table_schema = $2 AND table_name = 'reembed' AND privilege_type <> 'SELECT'),
 		(SELECT string_agg(array_to_string(setconfig, ','), ';') FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole
 			WHERE r.rolname = $1 AND s.setdatabase <> 0))`, e.res.LoginRole, e.spec.Schema)
 }
