@@ -96,6 +96,12 @@ func (m Relocation) catchUpTable(ctx context.Context, stx pgx.Tx, dst *pgx.Conn,
 			"COPY "+scan+" (pk, src_xmin) FROM STDIN"); err != nil {
 			return fmt.Errorf("scanning the source: %w", err)
 		}
+		// Without statistics (a scan filled just now, a row map filled by
+		// the bulk copy) the planner takes both sides for one row and
+		// nests the anti-joins: 186 s at 20,000 rows instead of 23 ms.
+		if _, err := tx.Exec(ctx, "ANALYZE "+scan+", "+rowMap); err != nil {
+			return fmt.Errorf("analyzing the scan and the row map: %w", err)
+		}
 		changed, err := collectKeys(ctx, tx, `SELECT s.pk FROM `+scan+` s WHERE s.schema_name = $1 AND s.tbl = $2 AND NOT EXISTS (
 			SELECT 1 FROM `+rowMap+` r WHERE r.schema_name = s.schema_name AND r.tbl = s.tbl AND r.pk = s.pk AND r.src_xmin = s.src_xmin)`, m.Schema, t.name)
 		if err != nil {
