@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestRelocateResumeUnfreezeAbort: a copy cut off (a context that ends, a
@@ -18,6 +20,17 @@ func TestRelocateResumeUnfreezeAbort(t *testing.T) {
 	fillTenant(t, e.src, s, 4, 200)
 	rel := e.rel
 	rel.ChunkRows = 25
+	// Roles are server-wide: another database of the source's server is
+	// refused, before anything is created there.
+	same := e.rel
+	sameURL := testenv.NewDatabase(t)
+	same.Target = testenv.NewPool(t, sameURL, 2)
+	if err := same.Prepare(ctx); !errors.Is(err, ErrRelocateSameServer) {
+		t.Fatalf("Prepare to the source's server: %v; want ErrRelocateSameServer", err)
+	}
+	if scalar[bool](t, same.Target, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s) {
+		t.Fatal("the refused Prepare created the schema")
+	}
 	if err := rel.Prepare(ctx); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}

@@ -82,7 +82,6 @@ func ensureRelocateTables(ctx context.Context, conn *pgx.Conn) error {
 		"CREATE UNLOGGED TABLE IF NOT EXISTS " + relocTable("relocate_scan") +
 			" (schema_name text NOT NULL DEFAULT current_setting('engram.relocate_schema'), " +
 			"tbl text NOT NULL DEFAULT current_setting('engram.relocate_table'), pk text NOT NULL, src_xmin text NOT NULL)",
-		"CREATE INDEX IF NOT EXISTS relocate_scan_key ON " + relocTable("relocate_scan") + " (schema_name, tbl, pk)",
 	}
 	var err error
 	for range controlSchemaAttempts {
