@@ -79,6 +79,12 @@ type ServerMoveStatus struct {
 	// FreezeStartedAt is when writes on the source were last frozen.
 	// +optional
 	FreezeStartedAt *metav1.Time `json:"freezeStartedAt,omitempty"`
+	// FreezesLifted counts the freezes of this run lifted because they
+	// lasted longer than the operator's --move-freeze-timeout (a write
+	// transaction that would not end, the operator held up); at
+	// MaxMoveFreezesLifted the run fails and a new one starts later.
+	// +optional
+	FreezesLifted int32 `json:"freezesLifted,omitempty"`
 	// FreezeMillis is how long the writes were frozen before the switch.
 	// +optional
 	FreezeMillis int64 `json:"freezeMillis,omitempty"`
@@ -102,3 +108,9 @@ type ServerMoveStatus struct {
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
+
+// MaxMoveFreezesLifted is how many freezes of one move may be lifted for
+// lasting too long before the move fails (status.serverMove.freezesLifted):
+// without a bound, a login transaction that never ends would keep the
+// tenant's writes refused through freeze after freeze (review 14, M3).
+const MaxMoveFreezesLifted = 3

@@ -175,7 +175,7 @@ func (r serverMover) abortServerMove(ctx context.Context, s *runtimeScope, mv *m
 	left := ""
 	err := terr
 	if err == nil {
-		err = rel.DropIncoming(dbctx)
+		err = rel.DropUnswitched(dbctx)
 	}
 	switch {
 	case err == nil:
@@ -205,7 +205,7 @@ func (r serverMover) failServerMove(ctx context.Context, s *runtimeScope, mv *me
 		return false, fmt.Errorf("ending a failed move (%v): lifting the freeze on the source: %w", cause, err)
 	}
 	drop := ""
-	if err := rel.DropIncoming(dbctx); err != nil && !errors.Is(err, tenant.ErrRelocateNotIncoming) {
+	if err := rel.DropUnswitched(dbctx); err != nil && !errors.Is(err, tenant.ErrRelocateNotIncoming) {
 		drop = "; dropping the incoming copy failed too: " + err.Error()
 	}
 	now, phase := metav1.Now(), mv.Phase

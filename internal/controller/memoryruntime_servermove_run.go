@@ -133,7 +133,19 @@ func (r serverMover) frozenStep(ctx context.Context, s *runtimeScope, mv *memory
 	if mv.FreezeStartedAt != nil {
 		started = mv.FreezeStartedAt.Time
 	}
+	finished, err := r.targetFinished(ctx, rel)
+	if err != nil {
+		return false, false, err
+	}
 	left := r.opts.MoveFreezeTimeout - time.Since(started)
+	if finished {
+		// Finish ran (an earlier pass that died before its switch, or one
+		// whose context ended as Finish committed): the target is this
+		// runtime's home-marked copy and its row map is gone, so catching
+		// up again is impossible. The source is still frozen (durably):
+		// verify and switch, whatever the freeze timeout (review 14, H1).
+		left = max(left, r.passTimeout(s))
+	}
 	if left <= 0 {
 		return r.liftFreeze(ctx, s, mv, rel)
 	}
@@ -146,12 +158,9 @@ func (r serverMover) frozenStep(ctx context.Context, s *runtimeScope, mv *memory
 		return false, false, err
 	}
 	r.eventer().normal(s.rt, reasonMoveFrozen, "Move", "writes to schema %s on %s are frozen for the switch (at most %s)", s.schema, mv.From.Via, r.opts.MoveFreezeTimeout)
-	delta, err := rel.CatchUp(dbctx)
-	if errors.Is(err, tenant.ErrRelocateNotIncoming) && rel.Finish(dbctx) == nil {
-		// Finish ran in an earlier pass whose switch was not written: the
-		// target is the tenant's home already (Finish says so), nothing is
-		// left to catch up while the source is frozen.
-		err = nil
+	var delta int64
+	if !finished {
+		delta, err = rel.CatchUp(dbctx)
 	}
 	if err != nil {
 		return r.frozenFailed(ctx, s, mv, rel, fmt.Errorf("the last catch-up: %w", err))
@@ -177,17 +186,42 @@ func (r serverMover) frozenFailed(ctx context.Context, s *runtimeScope, mv *memo
 	return false, false, err
 }
 
+// targetFinished reports whether Finish made the target this runtime's
+// home-marked copy (its incoming marker is gone) although the switch is
+// not recorded: from then on the freeze must not be lifted, as writes on
+// the source could no longer be caught up.
+func (r serverMover) targetFinished(ctx context.Context, rel tenant.Relocation) (bool, error) {
+	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
+	defer cancel()
+	held, err := tenant.HoldsTenant(dbctx, rel.Target, rel.Schema, rel.Owner, tenant.Claim{})
+	if err != nil {
+		return false, fmt.Errorf("asking the move's target whether its copy is finished: %w", err)
+	}
+	return held, nil
+}
+
 // liftFreeze lifts a freeze that lasted longer than MoveFreezeTimeout and
 // takes the move back to catching up.
 func (r serverMover) liftFreeze(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (bool, bool, error) {
+	if finished, err := r.targetFinished(ctx, rel); err != nil || finished {
+		// Past Finish the freeze stays until the switch: the next pass
+		// verifies and switches (frozenStep).
+		return err == nil, false, err
+	}
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
 	if err := rel.Unfreeze(dbctx); err != nil {
 		return false, false, fmt.Errorf("lifting a freeze longer than --move-freeze-timeout %s: %w", r.opts.MoveFreezeTimeout, err)
 	}
 	mv.Phase, mv.Passes, mv.FreezeStartedAt = memoryv1alpha1.ServerMoveCatchingUp, 0, nil
+	mv.FreezesLifted++
 	mv.Message = fmt.Sprintf("the freeze lasted longer than --move-freeze-timeout %s: writes resumed, catching up again", r.opts.MoveFreezeTimeout)
 	r.eventer().warning(s.rt, memoryv1alpha1.ReasonMoveFreezeTooLong, "Move", "%s", mv.Message)
+	if mv.FreezesLifted >= memoryv1alpha1.MaxMoveFreezesLifted {
+		_, err := r.failServerMove(ctx, s, mv, rel, fmt.Errorf("%d freezes lasted longer than --move-freeze-timeout %s (a transaction of the login role that does not end, or the operator held up)",
+			mv.FreezesLifted, r.opts.MoveFreezeTimeout))
+		return false, false, err
+	}
 	return true, false, r.writeServerMove(ctx, s, mv, nil)
 }
 

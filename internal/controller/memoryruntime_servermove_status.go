@@ -197,7 +197,7 @@ func (r serverMover) reclaimServerMove(ctx context.Context, s *runtimeScope, sch
 		}
 		rel := withPools(r.relocationBase(s), source, target)
 		if target != nil {
-			if err := rel.DropIncoming(dbctx); err != nil {
+			if err := rel.DropUnswitched(dbctx); err != nil {
 				return fmt.Errorf("dropping the incoming copy of a move on %s: %s", mv.To.Via, scrubAdmin(err.Error(), url))
 			}
 		}
@@ -210,6 +210,14 @@ func (r serverMover) reclaimServerMove(ctx context.Context, s *runtimeScope, sch
 	case mv.Phase == memoryv1alpha1.ServerMoveSwitched && rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete && source != nil:
 		rel := withPools(r.relocationBase(s), source, nil)
 		url := surl
+		if !mv.SourceMarked {
+			// Deleted after the switch but before the old copy was marked
+			// moved (review 14, L6): DropMoved drops only a moved copy.
+			to := tenant.ServerIdentity{System: mv.To.SystemIdentifier, Database: mv.To.Database, DatabaseOID: mv.To.DatabaseOID}
+			if err := rel.MarkMoved(dbctx, to); err != nil {
+				return fmt.Errorf("marking the old copy of a moved tenant on %s: %s", mv.From.Via, scrubAdmin(err.Error(), url))
+			}
+		}
 		if err := rel.DropMoved(dbctx); err != nil {
 			return fmt.Errorf("dropping the old copy of a moved tenant on %s: %s", mv.From.Via, scrubAdmin(err.Error(), url))
 		}

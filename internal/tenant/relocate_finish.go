@@ -215,6 +215,35 @@ func (m Relocation) DropIncoming(ctx context.Context) error {
 	return nil
 }
 
+// DropUnswitched drops the target's copy of a move that will not switch
+// (an abort, a failure, the runtime's deletion): this runtime's incoming
+// copy, or the copy Finish already made this runtime's home when the switch
+// (the caller's status patch) was never recorded (review 14, H1: a crash
+// between the two). The caller asserts the tenant's recorded home is the
+// source; a schema or role of another runtime is refused as DropIncoming
+// refuses it.
+func (m Relocation) DropUnswitched(ctx context.Context) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	err := withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
+		exists, mk, err := schemaState(ctx, conn, m.Schema)
+		if err != nil || !exists {
+			return err
+		}
+		incoming := mk.relocate == relocateIncoming && mk.relocateUID == m.Owner.UID
+		finished := mk.relocate == "" && mk.managed && mk.uid == m.Owner.UID
+		if !incoming && !finished {
+			return fmt.Errorf("%w: schema %q, refusing to drop it", ErrRelocateNotIncoming, m.Schema)
+		}
+		return m.dropCopy(ctx, conn, true)
+	})
+	if err != nil {
+		return fmt.Errorf("dropping the unswitched copy of schema %q: %w", m.Schema, err)
+	}
+	return nil
+}
+
 // DropMoved drops the source's moved copy and its roles, in one
 // transaction, only if the schema is marked moved by this runtime.
 func (m Relocation) DropMoved(ctx context.Context) error {
