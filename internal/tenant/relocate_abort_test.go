@@ -63,11 +63,19 @@ func TestRelocateResumeUnfreezeAbort(t *testing.T) {
 	if _, err := open.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
+	// A write transaction left open: Freeze waits lock_timeout, then ends
+	// it (never acknowledged, rolled back).
+	if _, err := open.Exec(ctx, "BEGIN; INSERT INTO owner_locks (owner_id) VALUES ('in-flight')"); err != nil {
+		t.Fatal(err)
+	}
 	if err := rel.Freeze(ctx); err != nil {
 		t.Fatalf("Freeze: %v", err)
 	}
-	if _, err := open.Exec(ctx, "SELECT 1"); err == nil {
-		t.Fatal("a login session opened before Freeze still works; want it ended (it would stay writable)")
+	if _, err := open.Exec(ctx, "COMMIT"); err == nil {
+		t.Fatal("a login session opened before Freeze committed; want it ended (it would stay writable)")
+	}
+	if scalar[bool](t, e.src, "SELECT EXISTS (SELECT 1 FROM "+s+".owner_locks WHERE owner_id = 'in-flight')") {
+		t.Fatal("the write of a session ended by Freeze is there")
 	}
 	if frozen, err := rel.Frozen(ctx); err != nil || !frozen {
 		t.Fatalf("Frozen = %v, %v; want true", frozen, err)

@@ -24,7 +24,9 @@ import (
 //     the column grants) from the login role: enforced on open sessions
 //     too, and by a client that sets the read-only default away;
 //  4. LOCK TABLE ... IN EXCLUSIVE MODE on every table, in a short
-//     transaction: waits out write transactions in flight (lock_timeout);
+//     transaction: waits out write transactions in flight, up to
+//     lock_timeout (5 s); one still open then (a session idle in a
+//     transaction) is ended, its write never acknowledged;
 //  5. the login role's sessions in that database are ended, so every new
 //     one starts read-only.
 //
@@ -88,14 +90,27 @@ func (m Relocation) Freeze(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("making the login role read-only: %w", err)
 		}
-		err = relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
-			idents := make([]string, len(tables))
-			for i, t := range tables {
-				idents[i] = pgx.Identifier{m.Schema, t}.Sanitize()
+		idents := make([]string, len(tables))
+		for i, t := range tables {
+			idents[i] = pgx.Identifier{m.Schema, t}.Sanitize()
+		}
+		lock := func() error {
+			return relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(idents, ", ")+" IN EXCLUSIVE MODE")
+				return err
+			})
+		}
+		err = lock()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			// A write transaction still open after lock_timeout (a session
+			// idle in one): its write was never acknowledged; ending its
+			// session rolls it back, and the lock is taken then.
+			if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
+				return err
 			}
-			_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(idents, ", ")+" IN EXCLUSIVE MODE")
-			return err
-		})
+			err = lock()
+		}
 		if err != nil {
 			return fmt.Errorf("waiting for the writes in flight: %w", err)
 		}
