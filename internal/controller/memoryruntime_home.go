@@ -68,9 +68,9 @@ func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtim
 		return id, true, nil
 	}
 	msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; "+
-		"the operator never moves a tenant (its data would stay behind and the service would start on an empty schema), "+
+		"the operator moves a tenant only when asked (its data would stay behind and the service would start on an empty schema), "+
 		"so nothing is created there and the service keeps running on the old server: point the connection back at that server, "+
-		"or move the tenant by hand (docs/export.md, \"Moving a tenant to another server\": export it, import it into a runtime on the new server)",
+		"or set spec.database.onChange: Move to have the operator copy the tenant there and switch (docs/export.md, \"Moving a tenant to another server\")",
 		s.schema, recorded, connectionWhat(s.rt), id)
 	r.warnOnce(s, memoryv1alpha1.ReasonDatabaseChanged, "Provision", msg)
 	s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonDatabaseChanged, msg)

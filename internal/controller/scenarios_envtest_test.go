@@ -60,6 +60,7 @@ func operatorScenarios() []scenario {
 		{name: "ServerMoveAbort", run: scenarioServerMoveAbort},
 		{name: "ServerMoveSourceUnknown", run: scenarioServerMoveSourceUnknown},
 		{name: "ServerMoveFreezeTooLong", run: scenarioServerMoveFreezeTooLong},
+		{name: "ServerMoveFinishedThenLate", run: scenarioServerMoveFinishedThenLate},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "DimensionsChange", run: scenarioDimensionsChange},
 		{name: "ReembedLostDimsSwitch", run: scenarioReembedLostDimsSwitch},
