@@ -267,7 +267,9 @@ func (r serverMover) markSourceMoved(ctx context.Context, s *runtimeScope, mv *m
 // phase with the error in its message and retries with backoff.
 func (r serverMover) moveStepFailed(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, err error, url string) (bool, error) {
 	if definitiveMoveError(err) {
-		return r.failServerMove(ctx, s, mv, rel, err)
+		// The target's admin URL too is kept out of status and events
+		// (review 14, L7); failServerMove scrubs the source's.
+		return r.failServerMove(ctx, s, mv, rel, errors.New(scrubAdmin(err.Error(), url)))
 	}
 	msg := stableMessage(scrubAdmin(scrubAdmin(err.Error(), s.admin), url))
 	if errors.Is(err, tenant.ErrRelocateVersion) {
