@@ -23,7 +23,11 @@
 //   - on request (--parts=reembed, reembed.go: minutes at 200k), the
 //     re-embed Job's fill after a model change: rows/s, CPU per 1,000
 //     rows, search p99 during the fill ÷ alone, the switch, and recall
-//     under the new embedder.
+//     under the new embedder;
+//   - on request (--parts=move, move.go), a tenant moved to a second
+//     server (tenant.Relocation) while writers and a reader work on it:
+//     bulk copy, index rebuild, catch-up passes, the freeze in ms, the
+//     writes refused in it and the acknowledged writes lost (must be 0).
 //
 // It needs DATABASE_URL (hack/pgvector.sh start), for the operator part
 // KUBEBUILDER_ASSETS (hack/envtest.sh), and for the Citus comparison of the
@@ -76,6 +80,8 @@ type harness struct {
 	// --reembed-duty).
 	reembedRows   int
 	reembedDuties []float64
+	// moveRows sizes the move part (--move-rows).
+	moveRows int
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -104,6 +110,7 @@ type options struct {
 	jobDuty                   string
 	reembedDuty               string
 	reembedRows               int
+	moveRows                  int
 	jobBatch                  int
 	runtimes, owners, jobRows int
 	operatorConcurrency       int
@@ -117,7 +124,7 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "short", "short (make bench, about 11 min) or full (make bench-full, the sizes of issue 7)")
-	fs.StringVar(&o.parts, "parts", "service,filters,clientvectors,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets; reembed, the re-embed fill beside searches)")
+	fs.StringVar(&o.parts, "parts", "service,filters,clientvectors,conversation,jobs,operator,transfer,rerank", "comma-separated parts to run (also: secrets, the operator's memory with 1,000 unrelated Secrets; reembed, the re-embed fill beside searches; move, a tenant moved to a second server under writes)")
 	fs.StringVar(&o.out, "out", "bench/results", "directory of the results")
 	fs.StringVar(&o.manager, "manager", "bin/manager", "the manager binary to benchmark (make bench builds it)")
 	fs.IntVar(&o.runtimes, "runtimes", 0, "MemoryRuntimes of the operator part (0 = the mode's default: 200 short, 1,000 full; up to 5,000: make bench-full N=5000)")
@@ -128,6 +135,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.jobDuty, "job-duty", "1,0.5", "comma-separated duty cycles of the jobs part (manager job --duty), a seeded tenant each: 1 is unpaced")
 	fs.IntVar(&o.reembedRows, "reembed-rows", 0, "memories of the reembed part, a multiple of 1,000 (0 = the service part's size: 40,000 short, 200,000 full)")
 	fs.StringVar(&o.reembedDuty, "reembed-duty", "1,0.5", "comma-separated duty cycles of the reembed part's fill (manager job --reembed-pace = 1/duty - 1), a seeded tenant each")
+	fs.IntVar(&o.moveRows, "move-rows", 0, "memories of the move part, a multiple of 1,000 (0 = the service part's size: 40,000 short, 200,000 full)")
 	fs.IntVar(&o.convMessages, "conv-messages", 0, "messages of the long session of the conversation part (0 = the mode's default, 10,000)")
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
@@ -227,10 +235,15 @@ func newHarness(o *options) (*harness, error) {
 	if rrows < 2000 || rrows%seedPerOwner != 0 || rrows > 2_000_000 {
 		return nil, fmt.Errorf("--reembed-rows %d: must be a multiple of 1000 within 2000..2000000", rrows)
 	}
+	mrows := sc.Owners * sc.PerOwner
+	setIfGiven(&mrows, o.moveRows)
+	if mrows < 2000 || mrows%seedPerOwner != 0 || mrows > 2_000_000 {
+		return nil, fmt.Errorf("--move-rows %d: must be a multiple of 1000 within 2000..2000000", mrows)
+	}
 	if o.jobBatch < 0 || o.jobBatch > 100_000 {
 		return nil, fmt.Errorf("--job-batch %d: must be within 0..100000", o.jobBatch)
 	}
-	h := &harness{reembedRows: rrows, reembedDuties: rduties, jobDuties: duties, jobBatch: o.jobBatch, scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
+	h := &harness{moveRows: mrows, reembedRows: rrows, reembedDuties: rduties, jobDuties: duties, jobBatch: o.jobBatch, scale: sc, serverURL: os.Getenv("DATABASE_URL"), citusURL: os.Getenv("CITUS_URL"), assets: os.Getenv("KUBEBUILDER_ASSETS"), corpus: newCorpus(), start: time.Now(), keepDB: o.keepDB, operatorConcurrency: o.operatorConcurrency, pprofDir: o.pprof}
 	if h.serverURL == "" {
 		return nil, errors.New("DATABASE_URL is not set: export DATABASE_URL=$(hack/pgvector.sh start)")
 	}
@@ -279,8 +292,10 @@ func (h *harness) runParts(ctx context.Context, parts []string) *Report {
 			rep.Rerank, err = h.runRerank(ctx)
 		case "reembed":
 			rep.Reembed, err = (&reembedPart{h}).run(ctx)
+		case "move":
+			rep.Move, err = (&movePart{h}).run(ctx)
 		default:
-			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors, rerank or reembed)")
+			err = fmt.Errorf("unknown part (want service, conversation, jobs, operator, secrets, transfer, filters, clientvectors, rerank, reembed or move)")
 		}
 		if err != nil {
 			h.logf("%s: FAILED: %v", part, err)

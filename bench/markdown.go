@@ -47,6 +47,9 @@ func markdown(rep *Report) string {
 	if r := rep.Reembed; r != nil {
 		reembedMarkdown(p, r)
 	}
+	if m := rep.Move; m != nil {
+		moveMarkdown(p, m)
+	}
 	if len(rep.Targets) > 0 {
 		p("## Targets\n\n| target | goal | measured | met | note |\n|---|---|---|---|---|\n")
 		for _, t := range rep.Targets {

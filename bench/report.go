@@ -33,7 +33,9 @@ type Report struct {
 	Rerank *RerankReport `json:"rerank,omitempty"`
 	// Reembed is the re-embed part (reembed.go).
 	Reembed *ReembedReport `json:"reembed,omitempty"`
-	Targets []Target       `json:"targets"`
+	// Move is the tenant move part (move.go).
+	Move    *MoveReport `json:"move,omitempty"`
+	Targets []Target    `json:"targets"`
 	// LargestGap names the target missed by the widest margin (empty when all are met).
 	LargestGap string   `json:"largestGap,omitempty"`
 	Errors     []string `json:"errors,omitempty"`

@@ -76,6 +76,9 @@ func targets(rep *Report) []Target {
 	if r := rep.Reembed; r != nil {
 		out = append(out, reembedTargets(r)...)
 	}
+	if m := rep.Move; m != nil {
+		out = append(out, moveTargets(m)...)
+	}
 	rep.LargestGap = largestGap(out)
 	return out
 }

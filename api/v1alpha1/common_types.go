@@ -50,6 +50,10 @@ const (
 	// ConditionReachable is True when the last check of a MemoryDatabase
 	// connected to it with its admin Secret.
 	ConditionReachable = "Reachable"
+	// ConditionMoving is True while the tenant is being moved to another
+	// server (status.serverMove), False once the move switched, was
+	// refused, aborted or failed (the reason says which).
+	ConditionMoving = "Moving"
 )
 
 // Reasons of the conditions. They are part of the API: alerts and scripts may
@@ -235,6 +239,39 @@ const (
 	// ReasonReembedAborted: the event of a re-embed cancelled by setting
 	// spec.embedding back before the switch.
 	ReasonReembedAborted = "ReembedAborted"
+
+	// ReasonMoveInProgress: Moving=True: the tenant is being copied to
+	// the server spec.database names now; the service stays on the old one
+	// until the switch (status.serverMove says how far).
+	ReasonMoveInProgress = "MoveInProgress"
+	// ReasonMoved: Moving=False: the move switched; the tenant lives on the
+	// new server, the old copy is kept read-only until the move-confirmed
+	// annotation names the run.
+	ReasonMoved = "Moved"
+	// ReasonMoveConfirmed: Moving=False: the move was confirmed (with
+	// reclaimPolicy Delete the old copy was dropped).
+	ReasonMoveConfirmed = "MoveConfirmed"
+	// ReasonMoveAborted: Moving=False: spec.database was set back before
+	// the switch; the incoming copy was dropped.
+	ReasonMoveAborted = "MoveAborted"
+	// ReasonMoveFailed: Moving=False: the move stopped (message says why);
+	// the tenant stays on the old server and a new run starts later.
+	ReasonMoveFailed = "MoveFailed"
+	// ReasonMoveSourceUnknown: onChange Move, but the runtime never
+	// recorded which connection reached its tenant (status.connection.via):
+	// set spec.database back, let it reconcile once, change it again.
+	ReasonMoveSourceUnknown = "MoveSourceUnknown"
+	// ReasonMoveWaitsForReembed: a move waits for the re-embed under way
+	// (status.reembed Filling or Paused) to switch or be aborted.
+	ReasonMoveWaitsForReembed = "MoveWaitsForReembed"
+	// ReasonMoveUnsupported: the move is refused: a Citus coordinator on
+	// either side, or the new connection reaches another database of the
+	// same server (roles are server-wide); nothing was touched.
+	ReasonMoveUnsupported = "MoveUnsupported"
+	// ReasonMoveFreezeTooLong: the event of a freeze that lasted longer
+	// than the operator's --move-freeze-timeout: writes resumed on the
+	// source and the move went back to catching up.
+	ReasonMoveFreezeTooLong = "MoveFreezeTooLong"
 
 	// ReasonReconcileError: Reconciling=True after a phase failed with an
 	// error that is retried with backoff (an API or database request); the

@@ -22,6 +22,14 @@ type RuntimeConnection struct {
 	Database string `json:"database"`
 	// DatabaseOID is the OID of the database on that server.
 	DatabaseOID int64 `json:"databaseOID"`
+	// Via is the admin connection that reached the tenant there, as
+	// cluster/<clusterConnection> or secret/<namespace>/<name>/<key>:
+	// recorded at each pass that proves the tenant is there, so that once
+	// spec.database names another connection (onChange: Move) the operator
+	// still knows the one the tenant is to be moved from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=600
+	Via string `json:"via,omitempty"`
 }
 
 // RuntimeEmbedder is the embedder the tenant's stored vectors were made

@@ -130,6 +130,15 @@ type DatabaseSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=on;off
 	SynchronousCommit string `json:"synchronousCommit,omitempty"`
+
+	// OnChange says what a change of clusterConnection or
+	// connectionSecretRef to another server does once the tenant lives
+	// somewhere: Refuse (default) keeps the service on the old server
+	// (DatabaseChanged); Move copies the tenant there online, freezes its
+	// writes for seconds, switches (status.serverMove; docs/operations.md).
+	// +optional
+	// +kubebuilder:validation:Enum=Refuse;Move
+	OnChange DatabaseOnChange `json:"onChange,omitempty"`
 }
 
 // DatabaseReference names a MemoryDatabase.
@@ -362,6 +371,11 @@ type MemoryRuntimeStatus struct {
 	// asked for with the annotation memory.engram.dev/move-to-worker.
 	// +optional
 	CitusMove *CitusMoveStatus `json:"citusMove,omitempty"`
+
+	// ServerMove is the move of the tenant to another server under way, or
+	// the last one (spec.database.onChange: Move; see ServerMoveStatus).
+	// +optional
+	ServerMove *ServerMoveStatus `json:"serverMove,omitempty"`
 
 	// Endpoint is the in-cluster URL of the memory service.
 	// +optional

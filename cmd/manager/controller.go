@@ -47,6 +47,7 @@ type controllerFlags struct {
 	dbTimeout             time.Duration
 	migrationTimeout      time.Duration
 	tenantServerTimeout   time.Duration
+	moveFreezeTimeout     time.Duration
 	blockerMaxAge         time.Duration
 	reaperInterval        time.Duration
 	lockWatchInterval     time.Duration
@@ -79,6 +80,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (*controllerFlags, er
 	fs.DurationVar(&f.dbTimeout, "db-timeout", controller.DefaultDatabaseTimeout, "statement_timeout of every admin session, and the bound of one provisioning, rotation or drop")
 	fs.DurationVar(&f.migrationTimeout, "migration-timeout", controller.DefaultMigrationTimeout, "bound of a provisioning that may migrate a schema, and of each CREATE INDEX CONCURRENTLY of a migration")
 	fs.DurationVar(&f.tenantServerTimeout, "tenant-server-timeout", controller.DefaultTenantServerTimeout, "bound of a whole provisioning pass (migrations and index builds included) on a database server a runtime's connectionSecretRef names, in place of --migration-timeout: such a server may be the tenant's own and need not answer")
+	fs.DurationVar(&f.moveFreezeTimeout, "move-freeze-timeout", controller.DefaultMoveFreezeTimeout, "longest time a move to another server (spec.database.onChange: Move) keeps the tenant's writes frozen for its last catch-up, verify and switch; past it writes resume and the move catches up again (event MoveFreezeTooLong)")
 	fs.DurationVar(&f.blockerMaxAge, "tenant-blocker-max-age", controller.DefaultTenantBlockerMaxAge, "how long another tenant's open transaction may make a provisioning statement (a concurrent index build of a migration) wait before the operator ends its session")
 	fs.DurationVar(&f.reaperInterval, "tenant-reaper-interval", controller.DefaultTenantReaperInterval, "how often the operator looks, on each database it manages, for tenant sessions whose transaction has held back the database's cleanup (VACUUM) for longer than --tenant-blocker-max-age, and ends them; 0 turns it off")
 	fs.DurationVar(&f.lockWatchInterval, "tenant-lock-watch-interval", controller.DefaultTenantLockWatchInterval, "how often the operator looks, on each database it manages, for tenant sessions holding more than --tenant-lock-threshold locks in the server's shared lock table, and ends them; 0 turns it off")
@@ -222,6 +224,7 @@ func runController(args []string) int {
 		DatabaseTimeout:         f.dbTimeout,
 		MigrationTimeout:        f.migrationTimeout,
 		TenantServerTimeout:     f.tenantServerTimeout,
+		MoveFreezeTimeout:       f.moveFreezeTimeout,
 		TenantBlockerMaxAge:     f.blockerMaxAge,
 		TenantReaperInterval:    reaperInterval(f.reaperInterval),
 		TenantLockWatchInterval: reaperInterval(f.lockWatchInterval),

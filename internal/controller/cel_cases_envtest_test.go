@@ -122,6 +122,8 @@ func celCases(ns string) []celCase {
 		}), `spec.database.connectionSecretRef.key: Invalid value: "a/b": spec.database.connectionSecretRef.key in body should match '^[-._a-zA-Z0-9]+$'`},
 		{"unknown synchronous commit", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.SynchronousCommit = "maybe" }),
 			`spec.database.synchronousCommit: Unsupported value: "maybe": supported values: "on", "off"`},
+		{"unknown onChange", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Database.OnChange = "Copy" }),
+			`spec.database.onChange: Unsupported value: "Copy": supported values: "Refuse", "Move"`},
 		{"dimensions too large", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) { s.Embedding.Dimensions = 8192 }),
 			"spec.embedding.dimensions: Invalid value: 8192: spec.embedding.dimensions in body should be less than or equal to 4096"},
 		{"embedding model too long", rt("r", func(s *memoryv1alpha1.MemoryRuntimeSpec) {

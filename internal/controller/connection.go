@@ -44,8 +44,21 @@ func reasonOf(err error, fallback string) string {
 // adminURL resolves the admin connection of a runtime: the Secret named by
 // spec.database.connectionSecretRef in the runtime's namespace, or the Secret
 // of the operator's namespace labelled memory.engram.dev/connection=<clusterConnection>.
+// While the tenant is to be moved to another server, the connection it
+// lives on (see connectionID).
 func adminURL(ctx context.Context, c client.Reader, rt *memoryv1alpha1.MemoryRuntime, operatorNamespace string) (string, error) {
 	db := rt.Spec.Database
+	if via := moveSourceVia(rt); via != "" {
+		var err error
+		if db, err = viaDatabase(rt, via); err != nil {
+			return "", err
+		}
+	}
+	return databaseSpecURL(ctx, c, rt, db, operatorNamespace)
+}
+
+// databaseSpecURL resolves the admin connection db names for rt.
+func databaseSpecURL(ctx context.Context, c client.Reader, rt *memoryv1alpha1.MemoryRuntime, db memoryv1alpha1.DatabaseSpec, operatorNamespace string) (string, error) {
 	if db.ClusterConnection != "" {
 		return clusterConnectionURL(ctx, c, db.ClusterConnection, operatorNamespace)
 	}

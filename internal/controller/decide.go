@@ -40,6 +40,7 @@ type credentialsObserved struct {
 	stored      string // the password in it
 	rotateAsked bool   // a rotate-credentials value not acted on yet
 	rotateValue string
+	moved       bool // a move to another server switched and the Secret still names the old one
 }
 
 // credentialsAction is what to do with the login password: keep (write
@@ -66,6 +67,8 @@ func decideCredentials(o credentialsObserved) credentialsAction {
 		return credentialsAction{password: o.created}
 	case o.rotateAsked:
 		return credentialsAction{rotate: true, why: "the rotate-credentials annotation changed to " + o.rotateValue, metric: "requested", action: "RotateRequested"}
+	case o.moved:
+		return credentialsAction{rotate: true, why: "the tenant moved to another server", metric: "moved", action: "RotateMoved"}
 	case !o.found:
 		return credentialsAction{rotate: true, why: "the credentials Secret was missing", metric: "secret_missing", action: "RotateSecretMissing"}
 	case !o.intact:

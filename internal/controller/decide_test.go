@@ -53,6 +53,8 @@ func TestDecideCredentials(t *testing.T) {
 		{"edited by hand", credentialsObserved{found: true, stored: "x"}, credentialsAction{rotate: true, why: "the password in the credentials Secret was changed by hand", metric: "secret_edited", action: "RotateSecretEdited"}},
 		{"rotation requested", credentialsObserved{found: true, intact: true, stored: "pw", rotateAsked: true, rotateValue: "2026-01"},
 			credentialsAction{rotate: true, why: "the rotate-credentials annotation changed to 2026-01", metric: "requested", action: "RotateRequested"}},
+		{"moved to another server: the old server's password is not the new one's", credentialsObserved{found: true, intact: true, stored: "pw", moved: true},
+			credentialsAction{rotate: true, why: "the tenant moved to another server", metric: "moved", action: "RotateMoved"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,6 +73,7 @@ func TestRotationEventsOfDistinctCausesStayDistinct(t *testing.T) {
 		"requested": {found: true, intact: true, stored: "pw", rotateAsked: true, rotateValue: "1"},
 		"missing":   {},
 		"edited":    {found: true, stored: "x"},
+		"moved":     {found: true, intact: true, stored: "pw", moved: true},
 	}
 	seen := map[string]string{}
 	for name, o := range causes {

@@ -221,7 +221,7 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.checkOwnership,
 		r.reconcilePlacement,
 		r.connect,
-		r.provision,
+		serverMover{r}.provisionUnlessFrozen,
 		r.moveToWorker,
 		// After the credentials: a password Provision has just set (a
 		// login role created again) is only in this reconcile; a refused
@@ -235,6 +235,8 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileService,
 		r.reconcileNetworkPolicy,
 		r.reconcilePodDisruptionBudget,
+		// Last: the normal pass ran on the tenant's current server first.
+		serverMover{r}.reconcileServerMove,
 	} {
 		stop, err := phase(ctx, s)
 		if refused := asNotOwned(err); refused != nil {

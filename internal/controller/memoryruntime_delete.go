@@ -27,6 +27,9 @@ func (r *MemoryRuntimeReconciler) reconcileDelete(ctx context.Context, s *runtim
 		return doneResult(), nil
 	}
 	schema := SchemaFor(rt)
+	if err := (serverMover{r}).reclaimServerMove(ctx, s, schema); err != nil {
+		return doneResult(), err
+	}
 	if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
 		if err := r.dropTenant(ctx, s, schema); err != nil {
 			return doneResult(), err

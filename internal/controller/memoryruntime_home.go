@@ -57,6 +57,16 @@ func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtim
 		}
 		return id, false, nil
 	}
+	if s.rt.Spec.Database.OnChange == memoryv1alpha1.OnChangeMove && home.Via == "" && !s.rt.UsesMemoryDatabase() {
+		msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; "+
+			"onChange is Move, but this runtime has not recorded which connection reaches its tenant (status.connection.via, recorded since this release): "+
+			"set spec.database back, let it reconcile once, then change it again; nothing was created there and the service keeps running on the old server",
+			s.schema, recorded, connectionWhat(s.rt), id)
+		r.warnOnce(s, memoryv1alpha1.ReasonMoveSourceUnknown, "Provision", msg)
+		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonMoveSourceUnknown, msg)
+		s.requeue.at(r.opts.GrantCheckInterval)
+		return id, true, nil
+	}
 	msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; "+
 		"the operator never moves a tenant (its data would stay behind and the service would start on an empty schema), "+
 		"so nothing is created there and the service keeps running on the old server: point the connection back at that server, "+
@@ -69,9 +79,12 @@ func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtim
 	return id, true, nil
 }
 
-// recordConnection records id as the tenant's home once it is provisioned there.
+// recordConnection records id as the tenant's home once it is provisioned
+// there, with the connection that reached it (connectionID: a move's
+// source until it switches).
 func recordConnection(rt *memoryv1alpha1.MemoryRuntime, id tenant.ServerIdentity) {
-	rt.Status.Connection = &memoryv1alpha1.RuntimeConnection{SystemIdentifier: id.System, Database: id.Database, DatabaseOID: id.DatabaseOID}
+	via := connectionID(rt)
+	rt.Status.Connection = &memoryv1alpha1.RuntimeConnection{SystemIdentifier: id.System, Database: id.Database, DatabaseOID: id.DatabaseOID, Via: via}
 }
 
 // connectionWhat names what chooses the runtime's server, for messages.

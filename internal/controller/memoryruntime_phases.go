@@ -254,7 +254,7 @@ func (r *MemoryRuntimeReconciler) reconcileCredentials(ctx context.Context, s *r
 	rotateValue := rt.Annotations[naming.AnnotationRotateCredentials]
 	act := decideCredentials(credentialsObserved{
 		created: s.created, found: found, intact: intact, stored: stored,
-		rotateAsked: rotationAsked(rt, mem), rotateValue: rotateValue,
+		rotateAsked: rotationAsked(rt, mem), rotateValue: rotateValue, moved: found && movedAway(s, &live),
 	})
 	password := act.password
 	if act.rotate {

@@ -17,7 +17,7 @@ var (
 	provisionChanges = registeredCounter("engram_operator_provision_changes_total",
 		"Changes made while provisioning or repairing tenants (schemas, roles, migrations, grants). Growth on Ready tenants means something keeps undoing them.")
 	passwordRotations = registeredCounterVec("engram_operator_password_rotations_total",
-		"Login password rotations, by reason (requested, secret_missing, secret_edited).",
+		"Login password rotations, by reason (requested, secret_missing, secret_edited, moved).",
 		"reason")
 	reclaims = registeredCounterVec("engram_operator_reclaims_total",
 		"Deleted MemoryRuntimes, by what happened to the tenant (dropped, retained, skipped).",

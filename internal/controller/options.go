@@ -57,6 +57,14 @@ type Options struct {
 	// a running move's progress (move-to-worker). Not a flag: the envtest
 	// suite shortens it so that a move of seconds reports progress.
 	MoveProgressInterval time.Duration
+	// MoveFreezeTimeout bounds how long a move to another server keeps the
+	// tenant's writes frozen (--move-freeze-timeout): past it the freeze is
+	// lifted and the move catches up again (MoveFreezeTooLong).
+	MoveFreezeTimeout time.Duration
+	// MoveSlice is how long one reconcile works on a move to another server
+	// before it returns (and comes back at once): other runtimes get the
+	// worker in between. Not a flag.
+	MoveSlice time.Duration
 	// MetricsNamespaces selects the namespaces whose pods may reach the
 	// memory services' metrics port (where Prometheus runs): the runtimes'
 	// NetworkPolicies admit it from there only. Nil: DefaultMetricsNamespaces.
@@ -153,6 +161,8 @@ const (
 	DefaultRetryMaxDelay           = 5 * time.Minute
 	DefaultNotOwnedRetry           = 30 * time.Second
 	DefaultMoveProgressInterval    = 10 * time.Second
+	DefaultMoveFreezeTimeout       = 60 * time.Second
+	DefaultMoveSlice               = 20 * time.Second
 )
 
 // DefaultMetricsNamespaces is the selector of --service-metrics-namespaces:
@@ -196,6 +206,8 @@ func (o Options) withDefaults() Options {
 	defaultIfUnset(&o.MigrationTimeout, DefaultMigrationTimeout)
 	defaultIfUnset(&o.TenantServerTimeout, DefaultTenantServerTimeout)
 	defaultIfUnset(&o.MoveProgressInterval, DefaultMoveProgressInterval)
+	defaultIfUnset(&o.MoveFreezeTimeout, DefaultMoveFreezeTimeout)
+	defaultIfUnset(&o.MoveSlice, DefaultMoveSlice)
 	defaultIfUnset(&o.TenantBlockerMaxAge, DefaultTenantBlockerMaxAge)
 	if o.TenantReaperInterval == 0 {
 		o.TenantReaperInterval = DefaultTenantReaperInterval

@@ -48,8 +48,9 @@ func TenantClaim(rt *memoryv1alpha1.MemoryRuntime, recordedSchema, schema string
 	}
 }
 
-// connectionID names one admin connection in the pool cache.
-func connectionID(rt *memoryv1alpha1.MemoryRuntime) string {
+// specConnectionID names the admin connection spec.database names, in the
+// pool cache and in status.connection.via.
+func specConnectionID(rt *memoryv1alpha1.MemoryRuntime) string {
 	db := rt.Spec.Database
 	if rt.UsesMemoryDatabase() || db.ConnectionSecretRef == nil && db.ClusterConnection == "" {
 		return databaseConnID(rt.PlacedDatabase())
@@ -58,4 +59,15 @@ func connectionID(rt *memoryv1alpha1.MemoryRuntime) string {
 		return "cluster/" + db.ClusterConnection
 	}
 	return "secret/" + rt.Namespace + "/" + db.ConnectionSecretRef.Name + "/" + db.ConnectionSecretRef.KeyOr(memoryv1alpha1.DefaultConnectionKey)
+}
+
+// connectionID names the admin connection a runtime's reconcile uses (one
+// in the pool cache): spec.database's, except while the tenant is to be
+// moved to the server spec.database names now (moveSourceVia): then the
+// one it lives on, until the move switches.
+func connectionID(rt *memoryv1alpha1.MemoryRuntime) string {
+	if via := moveSourceVia(rt); via != "" {
+		return via
+	}
+	return specConnectionID(rt)
 }

@@ -40,6 +40,9 @@ type runtimeFacts struct {
 	podTrouble string
 	// err is the error a phase returned (retried with backoff).
 	err error
+	// moving is the Moving condition (a move to another server), nil
+	// when no phase looked at one.
+	moving *movingCondition
 }
 
 // blocker is one reason a reconcile could not go on.
@@ -80,6 +83,7 @@ var stalledReasons = map[string]bool{
 	memoryv1alpha1.ReasonNamespaceNotAllowed: true,
 	memoryv1alpha1.ReasonDatabaseNotFound:    true,
 	memoryv1alpha1.ReasonDatabaseChanged:     true,
+	memoryv1alpha1.ReasonMoveSourceUnknown:   true,
 	// A model change on a Citus tenant with vectors waits for
 	// spec.embedding to be set back (no re-embedding on Citus yet).
 	memoryv1alpha1.ReasonEmbeddingChangeNeedsReembed: true,
@@ -115,6 +119,9 @@ func deriveRuntimeStatus(rt *memoryv1alpha1.MemoryRuntime, f runtimeFacts) {
 		return
 	}
 	rt.SetCondition(memoryv1alpha1.ConditionPaused, false, memoryv1alpha1.ReasonNotPaused, "reconciling")
+	if m := f.moving; m != nil {
+		rt.SetCondition(memoryv1alpha1.ConditionMoving, m.status, m.reason, m.message)
+	}
 
 	b := f.blocked
 	switch {

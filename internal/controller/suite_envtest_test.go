@@ -141,6 +141,9 @@ func startOperator(t *testing.T) *operatorEnv {
 		// A move of seconds (scenarioCitus) reports its progress too
 		// (default: one write per 10 s at most).
 		MoveProgressInterval: time.Second,
+		// A freeze held longer is lifted (scenarioServerMoveFreezeTooLong);
+		// the moves of the other scenarios freeze for about a second.
+		MoveFreezeTimeout: 15 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

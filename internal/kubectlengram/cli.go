@@ -23,6 +23,13 @@ Usage:
   kubectl engram run-now RETENTIONJOB [--dry-run] [--wait]
   kubectl engram rotate-credentials RUNTIME [--wait]
   kubectl engram pause RUNTIME | resume RUNTIME
+  kubectl engram move RUNTIME --to-cluster-connection NAME | --to-secret NAME[/KEY] [--dry-run]
+                                                    move the tenant to another PostgreSQL server,
+                                                    online (spec.database, onChange: Move); writes
+                                                    answer 503 for seconds at the switch
+  kubectl engram move confirm RUNTIME               the move switched: keep (Retain) or drop
+                                                    (Delete) the old copy, per reclaimPolicy
+  kubectl engram move abort RUNTIME                 before the switch: back to the old server
   kubectl engram memories RUNTIME OWNER [--search Q] [--limit N] [--filter JSON]
   kubectl engram context RUNTIME OWNER --query Q [--filter JSON]
                                                     --filter: the API's filter grammar, e.g.
@@ -88,6 +95,8 @@ type app struct {
 	vectors         bool
 	file            string
 	maxRequestBytes int64
+	// move
+	toCluster, toSecret string
 
 	kube *kube // opened lazily: --url with --service-token needs no cluster
 	// terminal says whether w is a terminal (progress is drawn only there);
@@ -212,6 +221,11 @@ func (a *app) commands() map[string]command {
 		}},
 		"pause":  {args: []string{"runtime"}, run: func(ctx context.Context, a *app, args []string) error { return setPaused(ctx, a, args[0], true) }},
 		"resume": {args: []string{"runtime"}, run: func(ctx context.Context, a *app, args []string) error { return setPaused(ctx, a, args[0], false) }},
+		"move": {args: []string{"confirm|abort?", "runtime"}, run: runMove, flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&a.toCluster, "to-cluster-connection", "", "move to the server of this clusterConnection")
+			fs.StringVar(&a.toSecret, "to-secret", "", "move to the server of this connection Secret of the runtime's namespace: NAME or NAME/KEY (key default uri)")
+			fs.BoolVar(&a.dryRun, "dry-run", false, "server-side dry run: check the request, change nothing")
+		}},
 		"memories": {args: []string{"runtime", "owner"}, run: runMemories, flags: func(fs *pflag.FlagSet) {
 			fs.StringVar(&a.search, "search", "", "search query (default: list newest first)")
 			fs.IntVar(&a.limit, "limit", 20, "how many")

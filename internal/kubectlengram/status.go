@@ -41,6 +41,9 @@ type RuntimeStatus struct {
 	Embedding *memoryv1alpha1.RuntimeEmbedder `json:"embedding,omitempty"`
 	// Reembed is the re-embed under way or the last one (status.reembed).
 	Reembed *memoryv1alpha1.ReembedStatus `json:"reembed,omitempty"`
+	// ServerMove is the move to another server under way or the last one
+	// (status.serverMove).
+	ServerMove *memoryv1alpha1.ServerMoveStatus `json:"serverMove,omitempty"`
 	// Policy is "<name> (generation N)" or "built-in defaults".
 	Policy      string            `json:"policy"`
 	Replicas    *ReplicaStatus    `json:"replicas,omitempty"`
@@ -107,7 +110,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 func (a *app) runtimeStatus(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime, now time.Time) *RuntimeStatus {
 	st := &RuntimeStatus{Namespace: rt.Namespace, Name: rt.Name, Ready: "Unknown", Paused: rt.Spec.Paused,
 		Schema: rt.Status.Schema, SchemaVersion: rt.Status.SchemaVersion, CitusWorker: rt.Status.CitusWorker, CitusMove: rt.Status.CitusMove, Endpoint: rt.Status.Endpoint,
-		Embedding: rt.Status.Embedding, Reembed: rt.Status.Reembed,
+		Embedding: rt.Status.Embedding, Reembed: rt.Status.Reembed, ServerMove: rt.Status.ServerMove,
 		Policy: "built-in defaults", Conditions: []ConditionStatus{}, Jobs: []JobStatus{}, Database: databaseOf(rt)}
 	if c := rt.GetCondition(memoryv1alpha1.ConditionReady); c != nil {
 		st.Ready, st.Reason, st.Message = string(c.Status), c.Reason, c.Message
@@ -221,6 +224,9 @@ func printRuntimeStatus(w io.Writer, st *RuntimeStatus, now time.Time) error {
 			when = ", started " + age(m.StartedAt.Time, now) + " ago"
 		}
 		line("Last move", fmt.Sprintf("%s to %s%s: %s", m.Result, m.To, when, m.Message))
+	}
+	if mv := st.ServerMove; mv != nil {
+		line(serverMoveText(mv, st.Name, now))
 	}
 	if e := st.Embedding; e != nil {
 		line("Embedder", embedderText(*e))

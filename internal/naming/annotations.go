@@ -68,4 +68,8 @@ const (
 	// AnnotationMoveToWorker (host:port) moves a runtime's schema to that
 	// Citus worker when it is elsewhere (status.citusWorker, status.citusMove).
 	AnnotationMoveToWorker = "memory.engram.dev/move-to-worker"
+	// AnnotationMoveConfirmed ("<run>") confirms a move to another server
+	// that switched (status.serverMove.run): with reclaimPolicy Delete the
+	// old copy is dropped; with Retain it is kept and the status names it.
+	AnnotationMoveConfirmed = "memory.engram.dev/move-confirmed"
 )
