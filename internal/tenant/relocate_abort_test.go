@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // TestRelocateResumeUnfreezeAbort: a copy cut off (a context that ends, a
@@ -18,6 +20,17 @@ func TestRelocateResumeUnfreezeAbort(t *testing.T) {
 	fillTenant(t, e.src, s, 4, 200)
 	rel := e.rel
 	rel.ChunkRows = 25
+	// Roles are server-wide: another database of the source's server is
+	// refused, before anything is created there.
+	same := e.rel
+	sameURL := testenv.NewDatabase(t)
+	same.Target = testenv.NewPool(t, sameURL, 2)
+	if err := same.Prepare(ctx); !errors.Is(err, ErrRelocateSameServer) {
+		t.Fatalf("Prepare to the source's server: %v; want ErrRelocateSameServer", err)
+	}
+	if scalar[bool](t, same.Target, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", s) {
+		t.Fatal("the refused Prepare created the schema")
+	}
 	if err := rel.Prepare(ctx); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -50,11 +63,19 @@ func TestRelocateResumeUnfreezeAbort(t *testing.T) {
 	if _, err := open.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
+	// A write transaction left open: Freeze waits lock_timeout, then ends
+	// it (never acknowledged, rolled back).
+	if _, err := open.Exec(ctx, "BEGIN; INSERT INTO owner_locks (owner_id) VALUES ('in-flight')"); err != nil {
+		t.Fatal(err)
+	}
 	if err := rel.Freeze(ctx); err != nil {
 		t.Fatalf("Freeze: %v", err)
 	}
-	if _, err := open.Exec(ctx, "SELECT 1"); err == nil {
-		t.Fatal("a login session opened before Freeze still works; want it ended (it would stay writable)")
+	if _, err := open.Exec(ctx, "COMMIT"); err == nil {
+		t.Fatal("a login session opened before Freeze committed; want it ended (it would stay writable)")
+	}
+	if scalar[bool](t, e.src, "SELECT EXISTS (SELECT 1 FROM "+s+".owner_locks WHERE owner_id = 'in-flight')") {
+		t.Fatal("the write of a session ended by Freeze is there")
 	}
 	if frozen, err := rel.Frozen(ctx); err != nil || !frozen {
 		t.Fatalf("Frozen = %v, %v; want true", frozen, err)

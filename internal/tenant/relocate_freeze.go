@@ -27,7 +27,9 @@ import (
 //     sees 57P01, answers 503), the pools reconnect read-only;
 //  4. LOCK TABLE ... IN EXCLUSIVE MODE on every table, in a short
 //     transaction: waits out any write still in flight (a session that
-//     connected while step 2 committed), and the sessions are ended again;
+//     connected while step 2 committed), up to lock_timeout (5 s); one
+//     still open then (idle in a transaction) is ended, its write never
+//     acknowledged; then the sessions are ended again;
 //  5. REVOKE INSERT, UPDATE, DELETE, TRUNCATE on the schema's tables (and
 //     the column grants) from the login role, last: a defence against a
 //     client that sets the read-only default away, which by now no
@@ -73,14 +75,28 @@ func (m Relocation) Freeze(ctx context.Context) error {
 		if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
 			return err
 		}
-		err = relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
-			idents := make([]string, len(tables))
-			for i, t := range tables {
-				idents[i] = pgx.Identifier{m.Schema, t}.Sanitize()
+		idents := make([]string, len(tables))
+		for i, t := range tables {
+			idents[i] = pgx.Identifier{m.Schema, t}.Sanitize()
+		}
+		lock := func() error {
+			return relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(idents, ", ")+" IN EXCLUSIVE MODE")
+				return err
+			})
+		}
+		err = lock()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			// A write transaction still open after lock_timeout (a session
+			// that connected while step 2 committed, idle in one): its
+			// write was never acknowledged; ending its session rolls it
+			// back, and the lock is taken then.
+			if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
+				return err
 			}
-			_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(idents, ", ")+" IN EXCLUSIVE MODE")
-			return err
-		})
+			err = lock()
+		}
 		if err != nil {
 			return fmt.Errorf("waiting for the writes in flight: %w", err)
 		}

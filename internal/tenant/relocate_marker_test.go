@@ -67,3 +67,28 @@ func TestRelocateMarkers(t *testing.T) {
 		t.Errorf("refusal of a moved copy: %v; want it to say where it went", err)
 	}
 }
+
+// TestRelocateMatchTables: the copy follows the target's catalog; a source
+// with another column (a re-embed's embedding_next), another vector size
+// or another table is refused, and column order (an upgraded source adds
+// columns last) does not matter (readTables sorts by name).
+func TestRelocateMatchTables(t *testing.T) {
+	col := func(name, typ string, mod int32) relocCol { return relocCol{name: name, typname: typ, typmod: mod} }
+	id := col("id", "uuid", -1)
+	target := []relocTab{{name: "memories", cols: []relocCol{col("content", "text", -1), col("embedding", "vector", 384), id}, pk: []relocCol{id}}}
+	same := []relocTab{{name: "memories", cols: []relocCol{col("content", "text", -1), col("embedding", "vector", 384), id}, pk: []relocCol{id}}}
+	if err := matchTables(target, same); err != nil {
+		t.Fatalf("same tables: %v", err)
+	}
+	for name, src := range map[string][]relocTab{
+		"extra column": {{name: "memories", cols: []relocCol{col("content", "text", -1), col("embedding", "vector", 384),
+			col("embedding_next", "vector", 768), id}, pk: []relocCol{id}}},
+		"other vector size": {{name: "memories", cols: []relocCol{col("content", "text", -1), col("embedding", "vector", 768), id}, pk: []relocCol{id}}},
+		"other table":       {{name: "memorias", cols: target[0].cols, pk: []relocCol{id}}},
+		"no table":          nil,
+	} {
+		if err := matchTables(target, src); !errors.Is(err, ErrRelocateSchemaMismatch) {
+			t.Errorf("%s: %v; want ErrRelocateSchemaMismatch", name, err)
+		}
+	}
+}
