@@ -17,7 +17,10 @@ import (
 // bits of md5 of each row, where the row is its text form (every column
 // but pgvector's, under fixed output settings) followed by the binary form
 // of its vectors (pgvector has no hash support, and its text form is
-// several times slower). A difference is ErrRelocateMismatch naming the
+// several times slower). Generated columns are left out: each server
+// computes them from the columns hashed (the copy never writes them), and
+// a memory's tsvector is a third of the time (6.1 s at 200,000 memories).
+// A difference is ErrRelocateMismatch naming the
 // tables. The source should be frozen, else it may have moved on.
 func (m Relocation) Verify(ctx context.Context) (RelocateCheck, error) {
 	var check RelocateCheck
@@ -96,6 +99,9 @@ func (m Relocation) Verify(ctx context.Context) (RelocateCheck, error) {
 func rowHash(t relocTab) string {
 	var plain, vecs []string
 	for _, c := range t.cols {
+		if c.generated {
+			continue // computed by each server from the hashed columns (and the copy never writes it)
+		}
 		id := pgx.Identifier{c.name}.Sanitize()
 		if c.send != "" {
 			vecs = append(vecs, "coalesce("+c.send+"("+id+"), '\\x'::bytea)")
