@@ -20,8 +20,14 @@ import (
 // transaction. It returns the number of rows it applied. No triggers on the
 // source, no logical replication: a row's xmin changes with every version.
 func (m Relocation) CatchUp(ctx context.Context) (delta int64, err error) {
+	delta, _, err = m.catchUp(ctx, false)
+	return delta, err
+}
+
+// catchUp is CatchUp; verify: CatchUpVerified.
+func (m Relocation) catchUp(ctx context.Context, verify bool) (delta int64, check RelocateCheck, err error) {
 	if err := m.validate(); err != nil {
-		return 0, err
+		return 0, check, err
 	}
 	err = withTenantLock(ctx, m.Target, m.Schema, func(dst *pgx.Conn) error {
 		if err := m.mustBeIncoming(ctx, dst); err != nil {
@@ -52,13 +58,18 @@ func (m Relocation) CatchUp(ctx context.Context) (delta int64, err error) {
 				}
 				delta += d
 			}
-			return nil
+			if !verify {
+				return nil
+			}
+			var verr error
+			check, verr = m.recordBase(ctx, stx, dst, horizon)
+			return verr
 		})
 	})
 	if err != nil {
-		return delta, fmt.Errorf("catching up schema %q on the target: %w", m.Schema, err)
+		return delta, check, fmt.Errorf("catching up schema %q on the target: %w", m.Schema, err)
 	}
-	return delta, nil
+	return delta, check, nil
 }
 
 // mustBeCopied refuses a target whose bulk copy (rows and indexes) is not
