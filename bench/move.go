@@ -30,7 +30,8 @@ import (
 //     steps Copy reports);
 //   - catch-up passes while the writers write, until a pass applies fewer
 //     than moveCatchUpBelow rows or moveMaxPasses ran, then one verified
-//     pass (CatchUpVerified: the full comparison, outside the freeze);
+//     pass (CatchUpVerified: the full comparison, outside the freeze) and
+//     one more (what was written during the verified one);
 //   - the freeze: Freeze → the final CatchUp → Verify → Finish, its
 //     milliseconds step by step; the writers' refusals in it (what the
 //     service answers 503 with Retry-After);
@@ -285,8 +286,7 @@ func (h *movePart) moveCatchUp(ctx context.Context, m tenant.Relocation, rep *Mo
 			break
 		}
 	}
-	// The last pass before the freeze compares everything (outside the
-	// freeze): Verify inside it then compares only what changed since.
+	// The last passes: one compares everything (Verify in the freeze then compares only what changed since).
 	t0 := time.Now()
 	delta, check, err := m.CatchUpVerified(ctx)
 	if err != nil {
@@ -294,6 +294,12 @@ func (h *movePart) moveCatchUp(ctx context.Context, m tenant.Relocation, rep *Mo
 	}
 	rep.Passes = append(rep.Passes, MovePass{Delta: delta, Sec: round3(time.Since(t0).Seconds()), Verified: true})
 	h.logf("move: verified catch-up pass applied %d rows, compared %d rows in %.2fs; load %s", delta, check.Rows, time.Since(t0).Seconds(), loadAvg())
+	// One more pass takes what was written during the checksum out of the freeze.
+	t0 = time.Now()
+	if delta, err = m.CatchUp(ctx); err != nil {
+		return fmt.Errorf("the catch-up pass after the verified one: %w", err)
+	}
+	rep.Passes = append(rep.Passes, MovePass{Delta: delta, Sec: round3(time.Since(t0).Seconds())})
 	return nil
 }
 
