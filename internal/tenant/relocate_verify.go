@@ -46,10 +46,11 @@ func (m Relocation) recordBase(ctx context.Context, stx pgx.Tx, dst *pgx.Conn, h
 		if _, err := tx.Exec(ctx, "DELETE FROM "+relocTable("relocate_state")+" WHERE schema_name = $1 AND kind = 'verified'", m.Schema); err != nil {
 			return fmt.Errorf("forgetting the verified base: %w", err)
 		}
-		for _, t := range d.tabs {
-			if cmpErr != nil {
-				break
-			}
+		tabs := d.tabs
+		if cmpErr != nil {
+			tabs = nil // forgotten: Verify compares everything
+		}
+		for _, t := range tabs {
 			if err := setState(ctx, tx, m.Schema, "verified", t.name, horizon); err != nil {
 				return err
 			}
@@ -111,7 +112,7 @@ func (m Relocation) verifySinceBase(ctx context.Context) (done bool, check Reloc
 					return err
 				}
 				for _, t := range tabs {
-					if _, err := strconv.ParseUint(base[t.name], 10, 32); err != nil {
+					if !isXid(base[t.name]) {
 						return nil // a table without a base: compare everything
 					}
 				}
@@ -183,4 +184,11 @@ func (m Relocation) verifyTableSince(ctx context.Context, stx, tx pgx.Tx, t relo
 	line := fmt.Sprintf("%s (source %d rows, %s changed since the verified pass; target %d rows, %s of them)", t.name, srcRows, srcN, dstRows, dstN)
 	same := srcRows == dstRows && srcN == dstN && srcSum == dstSum
 	return line + ":" + srcSum, dstRows, same, nil
+}
+
+// isXid reports whether s is a transaction id (it goes into SQL as a
+// literal).
+func isXid(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 32)
+	return err == nil
 }
