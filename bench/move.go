@@ -29,7 +29,9 @@ import (
 //     slices): the bulk copy and the index rebuild timed apart (by the
 //     steps Copy reports);
 //   - catch-up passes while the writers write, until a pass applies fewer
-//     than moveCatchUpBelow rows or moveMaxPasses ran;
+//     than moveCatchUpBelow rows or moveMaxPasses ran, then one verified
+//     pass (CatchUpVerified: the full comparison, outside the freeze) and
+//     one more (what was written during the verified one);
 //   - the freeze: Freeze → the final CatchUp → Verify → Finish, its
 //     milliseconds step by step; the writers' refusals in it (what the
 //     service answers 503 with Retry-After);
@@ -83,6 +85,8 @@ type MoveStep struct {
 type MovePass struct {
 	Delta int64   `json:"delta"`
 	Sec   float64 `json:"sec"`
+	// Verified: CatchUpVerified, the full comparison the freeze's Verify builds on.
+	Verified bool `json:"verified,omitempty"`
 }
 
 // MoveFreeze is the write-unavailable window, step by step.
@@ -282,6 +286,20 @@ func (h *movePart) moveCatchUp(ctx context.Context, m tenant.Relocation, rep *Mo
 			break
 		}
 	}
+	// The last passes: one compares everything (Verify in the freeze then compares only what changed since).
+	t0 := time.Now()
+	delta, check, err := m.CatchUpVerified(ctx)
+	if err != nil {
+		return fmt.Errorf("the verified catch-up pass: %w", err)
+	}
+	rep.Passes = append(rep.Passes, MovePass{Delta: delta, Sec: round3(time.Since(t0).Seconds()), Verified: true})
+	h.logf("move: verified catch-up pass applied %d rows, compared %d rows in %.2fs; load %s", delta, check.Rows, time.Since(t0).Seconds(), loadAvg())
+	// One more pass takes what was written during the checksum out of the freeze.
+	t0 = time.Now()
+	if delta, err = m.CatchUp(ctx); err != nil {
+		return fmt.Errorf("the catch-up pass after the verified one: %w", err)
+	}
+	rep.Passes = append(rep.Passes, MovePass{Delta: delta, Sec: round3(time.Since(t0).Seconds())})
 	return nil
 }
 
@@ -397,7 +415,7 @@ func moveMarkdown(p printer, r *MoveReport) {
 	p("|---|---|---|---|---|---|---|---|\n")
 	passes := make([]string, 0, len(r.Passes))
 	for _, x := range r.Passes {
-		passes = append(passes, fmt.Sprintf("%d in %.1f", x.Delta, x.Sec))
+		passes = append(passes, fmt.Sprintf("%d in %.1f%s", x.Delta, x.Sec, map[bool]string{true: " verified"}[x.Verified]))
 	}
 	f := r.Freeze
 	p("| %.1f | %.1f | %.1f | %d | %s | **%.0f** | %.0f / %.0f (%d) / %.0f / %.0f | %s |\n\n", r.PrepareSec, r.BulkSec, r.IndexSec, r.CopyCalls,

@@ -13,22 +13,27 @@ import (
 )
 
 // Freeze makes the tenant's login role read-only on the source, durably
-// (all of it survives an operator crash):
+// (all of it survives an operator crash). The order is chosen so that the
+// service never meets the REVOKE (SQLSTATE 42501, which it answers 500: a
+// missing grant is a fault, not a wait) but the read-only default (25006,
+// which it answers 503, and the client retries):
 //
 //  1. the schema marker records the freeze (frozen=move): Provision then
 //     leaves the write grants revoked (provision.go) and Frozen reports it;
 //  2. ALTER ROLE <login> IN DATABASE <db> SET default_transaction_read_only
-//     = on: new sessions' writes get SQLSTATE 25006, which the service
-//     answers with 503 (the client retries);
-//  3. REVOKE INSERT, UPDATE, DELETE, TRUNCATE on the schema's tables (and
-//     the column grants) from the login role: enforced on open sessions
-//     too, and by a client that sets the read-only default away;
+//     = on, committed: every session that starts from now on is read-only;
+//  3. the login role's sessions in that database are ended: their write
+//     transactions in flight roll back (never acknowledged: the service
+//     sees 57P01, answers 503), the pools reconnect read-only;
 //  4. LOCK TABLE ... IN EXCLUSIVE MODE on every table, in a short
-//     transaction: waits out write transactions in flight, up to
-//     lock_timeout (5 s); one still open then (a session idle in a
-//     transaction) is ended, its write never acknowledged;
-//  5. the login role's sessions in that database are ended, so every new
-//     one starts read-only.
+//     transaction: waits out any write still in flight (a session that
+//     connected while step 2 committed), up to lock_timeout (5 s); one
+//     still open then (idle in a transaction) is ended, its write never
+//     acknowledged; then the sessions are ended again;
+//  5. REVOKE INSERT, UPDATE, DELETE, TRUNCATE on the schema's tables (and
+//     the column grants) from the login role, last: a defence against a
+//     client that sets the read-only default away, which by now no
+//     session of the service can meet (all of them started read-only).
 //
 // Reads go on throughout. Idempotent. The admin needs, besides what
 // Provision needs, to end the login role's sessions: PostgreSQL lets a
@@ -60,9 +65,46 @@ func (m Relocation) Freeze(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		readOnly := "ALTER ROLE " + login + " IN DATABASE " + pgx.Identifier{db}.Sanitize() + " SET default_transaction_read_only = on"
+		if err := relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, readOnly)
+			return err
+		}); err != nil {
+			return fmt.Errorf("making the login role read-only: %w", err)
+		}
+		if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
+			return err
+		}
+		idents := make([]string, len(tables))
+		for i, t := range tables {
+			idents[i] = pgx.Identifier{m.Schema, t}.Sanitize()
+		}
+		lock := func() error {
+			return relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(idents, ", ")+" IN EXCLUSIVE MODE")
+				return err
+			})
+		}
+		err = lock()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			// A write transaction still open after lock_timeout (a session
+			// that connected while step 2 committed, idle in one): its
+			// write was never acknowledged; ending its session rolls it
+			// back, and the lock is taken then.
+			if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
+				return err
+			}
+			err = lock()
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the writes in flight: %w", err)
+		}
+		if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
+			return err
+		}
 		err = relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
 			stmts := []string{
-				"ALTER ROLE " + login + " IN DATABASE " + pgx.Identifier{db}.Sanitize() + " SET default_transaction_read_only = on",
 				"REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA " + pgx.Identifier{m.Schema}.Sanitize() + " FROM " + login,
 			}
 			for _, table := range slices.Sorted(maps.Keys(columnGrants)) {
@@ -88,33 +130,9 @@ func (m Relocation) Freeze(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("making the login role read-only: %w", err)
+			return fmt.Errorf("revoking the login role's writes: %w", err)
 		}
-		idents := make([]string, len(tables))
-		for i, t := range tables {
-			idents[i] = pgx.Identifier{m.Schema, t}.Sanitize()
-		}
-		lock := func() error {
-			return relocTx(ctx, conn, false, relocateStmtTimeout, func(tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(idents, ", ")+" IN EXCLUSIVE MODE")
-				return err
-			})
-		}
-		err = lock()
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
-			// A write transaction still open after lock_timeout (a session
-			// idle in one): its write was never acknowledged; ending its
-			// session rolls it back, and the lock is taken then.
-			if err := endLoginSessions(ctx, conn, LoginRole(m.Schema)); err != nil {
-				return err
-			}
-			err = lock()
-		}
-		if err != nil {
-			return fmt.Errorf("waiting for the writes in flight: %w", err)
-		}
-		return endLoginSessions(ctx, conn, LoginRole(m.Schema))
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("freezing schema %q on the source: %w", m.Schema, err)

@@ -7,7 +7,9 @@ package tenant
 //   - relocate_state: what Prepare took off the target (secondary indexes,
 //     foreign keys, with their definitions) for Copy and Finish to put
 //     back; the copy cursor of each table ("cursor", the last key copied);
-//     which tables are fully copied ("copied"); "prepared".
+//     which tables are fully copied ("copied"); "prepared"; the horizon of
+//     each table's last catch-up pass ("horizon": the xmin of the
+//     source's snapshot, the next pass scans only rows at or after it).
 //   - relocate_rows: the row map, one row per copied source row: its
 //     primary key (jsonb text) and the source's xmin of the copied version.
 //     Written in the same transaction as the rows it describes.
