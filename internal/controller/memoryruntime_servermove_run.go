@@ -112,6 +112,16 @@ func (r serverMover) serverMoveStep(ctx context.Context, s *runtimeScope, mv *me
 		if delta >= moveCatchUpEnough && mv.Passes < moveCatchUpPasses {
 			return true, false, r.writeServerMove(ctx, s, mv, nil)
 		}
+		// The full comparison of both copies, outside the freeze: the
+		// verify inside it then compares only the rows changed since this
+		// pass's snapshot (tenant.Relocation.CatchUpVerified), and one more
+		// pass leaves the freeze the rows written meanwhile.
+		if _, _, err := rel.CatchUpVerified(dbctx); err != nil {
+			return false, false, fmt.Errorf("catching up and comparing the copies: %w", err)
+		}
+		if _, err := rel.CatchUp(dbctx); err != nil {
+			return false, false, fmt.Errorf("catching up after the comparison: %w", err)
+		}
 		// Written before the freeze: an operator that dies after it finds
 		// the phase, and the provisioning pass leaves the frozen source alone.
 		now := metav1.Now()
