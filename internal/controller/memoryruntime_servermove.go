@@ -175,7 +175,7 @@ func (r serverMover) abortServerMove(ctx context.Context, s *runtimeScope, mv *m
 	left := ""
 	err := terr
 	if err == nil {
-		err = rel.DropUnswitched(dbctx)
+		err = rel.DropUnswitched(dbctx, moveIdentity(mv.From), moveIdentity(mv.To))
 	}
 	switch {
 	case err == nil:
@@ -205,7 +205,7 @@ func (r serverMover) failServerMove(ctx context.Context, s *runtimeScope, mv *me
 		return false, fmt.Errorf("ending a failed move (%v): lifting the freeze on the source: %w", cause, err)
 	}
 	drop := ""
-	if err := rel.DropUnswitched(dbctx); err != nil && !errors.Is(err, tenant.ErrRelocateNotIncoming) {
+	if err := rel.DropUnswitched(dbctx, moveIdentity(mv.From), moveIdentity(mv.To)); err != nil && !errors.Is(err, tenant.ErrRelocateNotIncoming) {
 		drop = "; dropping the incoming copy failed too: " + err.Error()
 	}
 	now, phase := metav1.Now(), mv.Phase
@@ -277,4 +277,9 @@ func movingFact(mv *memoryv1alpha1.ServerMoveStatus) *movingCondition {
 		return &movingCondition{reason: memoryv1alpha1.ReasonMoveFailed, message: msg}
 	}
 	return &movingCondition{status: true, reason: memoryv1alpha1.ReasonMoveInProgress, message: "phase " + mv.Phase + ", " + msg}
+}
+
+// moveIdentity is the server identity a move recorded for one of its ends.
+func moveIdentity(end memoryv1alpha1.RuntimeConnection) tenant.ServerIdentity {
+	return tenant.ServerIdentity{System: end.SystemIdentifier, Database: end.Database, DatabaseOID: end.DatabaseOID}
 }

@@ -215,8 +215,12 @@ func (r serverMover) targetFinished(ctx context.Context, rel tenant.Relocation) 
 func (r serverMover) liftFreeze(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation) (bool, bool, error) {
 	if finished, err := r.targetFinished(ctx, rel); err != nil || finished {
 		// Past Finish the freeze stays until the switch: the next pass
-		// verifies and switches (frozenStep).
-		return err == nil, false, err
+		// verifies and switches (frozenStep), after the controller's
+		// backoff (review 15, M1: not a loop of back-to-back verifies).
+		if err == nil {
+			err = errors.New("the new copy is finished: writes stay frozen until the verify and the switch succeed")
+		}
+		return false, false, err
 	}
 	dbctx, cancel := context.WithTimeout(ctx, r.opts.DatabaseTimeout)
 	defer cancel()
@@ -276,6 +280,14 @@ func (r serverMover) markSourceMoved(ctx context.Context, s *runtimeScope, mv *m
 // moveStepFailed ends the move for a definitive error, else keeps its
 // phase with the error in its message and retries with backoff.
 func (r serverMover) moveStepFailed(ctx context.Context, s *runtimeScope, mv *memoryv1alpha1.ServerMoveStatus, rel tenant.Relocation, err error, url string) (bool, error) {
+	// Go on from the move as last written: a step may have set the next
+	// phase in mv before its write failed (the switch sets Switched before
+	// its optimistic-locked patch: a conflict must not let the reconcile's
+	// own status patch record a switch without status.connection, review
+	// 15, H2).
+	if w := s.orig.Status.ServerMove; w != nil && w.Run == mv.Run {
+		mv = w.DeepCopy()
+	}
 	if definitiveMoveError(err) {
 		// The target's admin URL too is kept out of status and events
 		// (review 14, L7); failServerMove scrubs the source's.

@@ -197,7 +197,7 @@ func (r serverMover) reclaimServerMove(ctx context.Context, s *runtimeScope, sch
 		}
 		rel := withPools(r.relocationBase(s), source, target)
 		if target != nil {
-			if err := rel.DropUnswitched(dbctx); err != nil {
+			if err := rel.DropUnswitched(dbctx, moveIdentity(mv.From), moveIdentity(mv.To)); err != nil {
 				return fmt.Errorf("dropping the incoming copy of a move on %s: %s", mv.To.Via, scrubAdmin(err.Error(), url))
 			}
 		}

@@ -256,20 +256,32 @@ func (m Relocation) DropIncoming(ctx context.Context) error {
 // (an abort, a failure, the runtime's deletion): this runtime's incoming
 // copy, or the copy Finish already made this runtime's home when the switch
 // (the caller's status patch) was never recorded (review 14, H1: a crash
-// between the two). The caller asserts the tenant's recorded home is the
-// source; a schema or role of another runtime is refused as DropIncoming
-// refuses it.
-func (m Relocation) DropUnswitched(ctx context.Context) error {
+// between the two). A home-marked copy carries the same marker as the
+// tenant's live home, so it is dropped only when the target pool reaches
+// the server the move was copying to (to) and not the tenant's recorded
+// home (from): a target connection repointed at the home's server since
+// must never drop the live tenant (review 15, H1). The caller asserts the
+// switch was not recorded; a schema or role of another runtime is refused
+// as DropIncoming refuses it.
+func (m Relocation) DropUnswitched(ctx context.Context, from, to ServerIdentity) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	err := withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
+	id, err := Identify(ctx, m.Target)
+	if err != nil {
+		return fmt.Errorf("dropping the unswitched copy of schema %q: %w", m.Schema, err)
+	}
+	err = withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
 		exists, mk, err := schemaState(ctx, conn, m.Schema)
 		if err != nil || !exists {
 			return err
 		}
 		incoming := mk.relocate == relocateIncoming && mk.relocateUID == m.Owner.UID
 		finished := mk.relocate == "" && mk.managed && mk.uid == m.Owner.UID
+		if finished && (!to.Same(id) || from.Same(id)) {
+			return fmt.Errorf("%w: schema %q on %s is marked as this runtime's home and that server is not the move's target (%s), refusing to drop it",
+				ErrRelocateNotIncoming, m.Schema, id, to)
+		}
 		if !incoming && !finished {
 			return fmt.Errorf("%w: schema %q, refusing to drop it", ErrRelocateNotIncoming, m.Schema)
 		}
