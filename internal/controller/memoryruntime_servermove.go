@@ -129,7 +129,19 @@ func (r serverMover) startServerMove(ctx context.Context, s *runtimeScope, targe
 		s.requeue.at(time.Millisecond)
 		return false, nil
 	}
-	if from.System != "" && from.System == id.System {
+	if !from.Verifiable(id) {
+		// Without both system identifiers two servers cannot be told apart
+		// for sure (fresh servers number their databases alike): every
+		// later step that must know which server it is on (the target
+		// check, dropping an unswitched copy) could take the tenant's home
+		// for the target (review 15b).
+		r.refuseMove(s, memoryv1alpha1.ReasonMoveUnsupported, fmt.Sprintf(
+			"a move needs the system identifier of both servers (pg_control_system()) and the operator's role cannot read it on %s: "+
+				"grant it EXECUTE ON FUNCTION pg_control_system() (or pg_monitor) there, or move the tenant by hand (docs/export.md)",
+			map[bool]string{true: "the target", false: "the tenant's server"}[from.System != ""]))
+		return false, nil
+	}
+	if from.System == id.System {
 		r.refuseMove(s, memoryv1alpha1.ReasonMoveUnsupported, fmt.Sprintf(
 			"%s reaches another database (%s) of the tenant's own server: roles are server-wide, so a move within one server is not supported; point spec.database back at %s",
 			target, id.Database, home.Via))
@@ -179,6 +191,11 @@ func (r serverMover) abortServerMove(ctx context.Context, s *runtimeScope, mv *m
 	}
 	switch {
 	case err == nil:
+	case errors.Is(err, tenant.ErrRelocateNotIncoming):
+		// The target connection no longer reaches the move's target (or a
+		// copy there is not one this runtime may drop): nothing is dropped.
+		left = fmt.Sprintf("; the target copy was not dropped (%s): check %s and drop schema %s there by hand if it is the move's copy",
+			stableMessage(scrubAdmin(err.Error(), url)), mv.To.Via, s.schema)
 	case reasonOf(err, "") == memoryv1alpha1.ReasonConnectionSecretNotFound || reasonOf(err, "") == memoryv1alpha1.ReasonConnectionInvalid:
 		left = fmt.Sprintf("; the target connection %s is gone, so the incoming copy of schema %s on %s (marked incoming) was left: drop it by hand", mv.To.Via, s.schema, mv.To.Database)
 	default:

@@ -318,7 +318,10 @@ func (r serverMover) checkMoveTarget(ctx context.Context, target *pgxpool.Pool, 
 		return fmt.Errorf("asking the move's target server which it is: %w", err)
 	}
 	want := tenant.ServerIdentity{System: mv.To.SystemIdentifier, Database: mv.To.Database, DatabaseOID: mv.To.DatabaseOID}
-	if !want.Same(id) {
+	// Proven by system identifiers (a move starts only with both), and
+	// never the tenant's home: a target connection repointed at the home
+	// would verify the home against itself and switch to it (review 15b).
+	if !want.Verifiable(id) || !want.Same(id) || moveIdentity(mv.From).Same(id) {
 		return fmt.Errorf("%w: %s reached %s, now %s", errMoveTargetChanged, mv.To.Via, want, id)
 	}
 	return nil

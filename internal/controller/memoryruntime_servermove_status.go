@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -197,7 +199,14 @@ func (r serverMover) reclaimServerMove(ctx context.Context, s *runtimeScope, sch
 		}
 		rel := withPools(r.relocationBase(s), source, target)
 		if target != nil {
-			if err := rel.DropUnswitched(dbctx, moveIdentity(mv.From), moveIdentity(mv.To)); err != nil {
+			err := rel.DropUnswitched(dbctx, moveIdentity(mv.From), moveIdentity(mv.To))
+			if errors.Is(err, tenant.ErrRelocateNotIncoming) {
+				// Not the move's copy on the move's target (the connection
+				// was repointed): never dropped; the deletion goes on.
+				ctrl.LoggerFrom(ctx).Info("deleting a runtime mid-move: its target copy was left", "schema", s.schema, "reason", err.Error())
+				err = nil
+			}
+			if err != nil {
 				return fmt.Errorf("dropping the incoming copy of a move on %s: %s", mv.To.Via, scrubAdmin(err.Error(), url))
 			}
 		}

@@ -278,7 +278,7 @@ func (m Relocation) DropUnswitched(ctx context.Context, from, to ServerIdentity)
 		}
 		incoming := mk.relocate == relocateIncoming && mk.relocateUID == m.Owner.UID
 		finished := mk.relocate == "" && mk.managed && mk.uid == m.Owner.UID
-		if finished && (!to.Same(id) || from.Same(id)) {
+		if finished && (!to.Verifiable(id) || !to.Same(id) || from.Same(id)) {
 			return fmt.Errorf("%w: schema %q on %s is marked as this runtime's home and that server is not the move's target (%s), refusing to drop it",
 				ErrRelocateNotIncoming, m.Schema, id, to)
 		}
