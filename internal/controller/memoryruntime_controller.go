@@ -213,9 +213,12 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	if rt.Spec.Paused {
 		s.facts.paused = true
-		return doneResult(), nil
+		// Paused leaves the runtime alone, but not writes frozen by a move.
+		err := serverMover{r}.liftOverdueFreeze(ctx, s)
+		return s.requeue.result(), err
 	}
 
+	moved := false
 	for _, phase := range []runtimePhase{
 		r.ensureFinalizer,
 		r.checkOwnership,
@@ -236,7 +239,10 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		r.reconcileNetworkPolicy,
 		r.reconcilePodDisruptionBudget,
 		// Last: the normal pass ran on the tenant's current server first.
-		serverMover{r}.reconcileServerMove,
+		func(ctx context.Context, s *runtimeScope) (bool, error) {
+			moved = true
+			return serverMover{r}.reconcileServerMove(ctx, s)
+		},
 	} {
 		stop, err := phase(ctx, s)
 		if refused := asNotOwned(err); refused != nil {
@@ -246,13 +252,22 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 			break
 		}
 		if err != nil {
-			return doneResult(), err
+			return doneResult(), errors.Join(err, r.liftUnlessMoved(ctx, s, moved))
 		}
 		if stop {
 			break
 		}
 	}
-	return s.requeue.result(), nil
+	return s.requeue.result(), r.liftUnlessMoved(ctx, s, moved)
+}
+
+// liftUnlessMoved enforces a move's freeze timeout when the pass ended
+// before the move step (liftOverdueFreeze); nothing after a simulated crash.
+func (r *MemoryRuntimeReconciler) liftUnlessMoved(ctx context.Context, s *runtimeScope, moved bool) error {
+	if moved || s.faulted {
+		return nil
+	}
+	return serverMover{r}.liftOverdueFreeze(ctx, s)
 }
 
 func (r *MemoryRuntimeReconciler) eventer() eventer { return eventer{rec: r.events} }

@@ -61,6 +61,7 @@ func operatorScenarios() []scenario {
 		{name: "ServerMoveSourceUnknown", run: scenarioServerMoveSourceUnknown},
 		{name: "ServerMoveFreezeTooLong", run: scenarioServerMoveFreezeTooLong},
 		{name: "ServerMoveFinishedThenLate", run: scenarioServerMoveFinishedThenLate},
+		{name: "ServerMovePausedWhileFrozen", run: scenarioServerMovePausedWhileFrozen},
 		{name: "EmbeddingChange", run: scenarioEmbeddingChange},
 		{name: "DimensionsChange", run: scenarioDimensionsChange},
 		{name: "ReembedLostDimsSwitch", run: scenarioReembedLostDimsSwitch},
