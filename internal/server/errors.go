@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/engram-dev/engram/internal/memory"
 )
@@ -59,6 +60,11 @@ func problemFor(err error) (p *Problem, internal bool) {
 		return newProblem(probUnavailable, "the request was canceled"), false
 	case errors.Is(err, context.DeadlineExceeded):
 		return newProblem(probUnavailable, "the request timed out"), true
+	}
+	var stale *staleDimensionsError
+	if errors.As(err, &stale) {
+		return newProblem(probUnavailable, fmt.Sprintf(
+			"the tenant's vectors have %d dimensions since a re-embed, this pod embeds with %d: retry, the rollout replaces it", stale.tenant, stale.pod)), false
 	}
 	var up *UpstreamError
 	if errors.As(err, &up) {

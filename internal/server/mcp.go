@@ -59,7 +59,7 @@ func toolHandler[In, Out any](s *Server, name string, fn func(context.Context, I
 		if err != nil {
 			s.metrics.mcpToolCalls.WithLabelValues(name, "error").Inc()
 			var zero Out
-			return nil, zero, s.toolError(name, err)
+			return nil, zero, s.toolError(name, s.staleDimensions(ctx, err))
 		}
 		s.metrics.mcpToolCalls.WithLabelValues(name, "ok").Inc()
 		return nil, out, nil

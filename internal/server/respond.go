@@ -43,6 +43,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // fail answers with the problem for an engine error.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	err = s.staleDimensions(r.Context(), err)
 	s.metrics.countRefusal(err)
 	p, internal := problemFor(err)
 	if internal {

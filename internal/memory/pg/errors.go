@@ -75,3 +75,11 @@ func unavailableCode(code string) bool {
 	}
 	return strings.HasPrefix(code, "08")
 }
+
+// IsDataException reports SQLSTATE 22000 (data_exception): what pgvector
+// raises comparing or storing vectors of different dimensions (and for
+// NaN or infinite values, which the engine never sends).
+func IsDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22000"
+}
