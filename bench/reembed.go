@@ -328,7 +328,7 @@ func (h *reembedPart) switchReembed(ctx context.Context, pass *ReembedPass, admi
 		if err = memory.ReembedSwitch(ctx, admin, target); !errors.Is(err, memory.ErrReembedRowsLeft) {
 			break
 		}
-		if serr := sleepCtxBench(ctx, 200*time.Millisecond); serr != nil {
+		if serr := memory.Sleep(ctx, 200*time.Millisecond); serr != nil {
 			return serr
 		}
 	}

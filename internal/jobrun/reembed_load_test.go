@@ -222,7 +222,7 @@ func (r *loadRun) work(ctx context.Context, w int) {
 				r.staleReads.Add(1)
 			}
 		}
-		if err := sleepCtx(ctx, pause); err != nil {
+		if err := memory.Sleep(ctx, pause); err != nil {
 			return
 		}
 	}
@@ -291,7 +291,7 @@ func (r *loadRun) switchWhenDone(ctx context.Context) (tries, rowsLeft int, caug
 	t := r.t
 	start := time.Now()
 	for polls := range loadMaxPolls {
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		if err := memory.Sleep(ctx, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		p, err := memory.ReadReembedProgress(ctx, r.jt.admin, r.target)
