@@ -97,16 +97,11 @@ func (h *harness) runJobs(ctx context.Context) (*JobsReport, error) {
 // duty cycle (JobOptions.Duty; 1 = unpaced).
 func (h *harness) jobsPass(ctx context.Context, rep *JobsReport, duty float64, seed uint64) error {
 	sc := h.scale
-	db, loginURL, drop, err := h.tenantDatabase(ctx, "jobs", "jobs database", jobsSchema)
-	defer drop()
+	db, loginURL, admin, done, err := h.adminTenant(ctx, "jobs", "jobs database", jobsSchema, 4, benchAdminSession)
+	defer done()
 	if err != nil {
 		return err
 	}
-	admin, err := memory.NewPool(ctx, db.URL, 4, benchAdminSession)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
 	h.logf("jobs: seeding %d memories (%d owners) with COPY, for duty %.2f", sc.JobRows, rep.Owners, duty)
 	t0 := time.Now()
 	if err := h.seed(ctx, admin, db.URL, jobsSchema, sc.JobRows); err != nil {

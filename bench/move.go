@@ -127,16 +127,11 @@ type movePart struct{ *harness }
 
 func (h *movePart) run(ctx context.Context) (*MoveReport, error) {
 	rep := &MoveReport{Memories: h.moveRows, Writers: moveWriters, Readers: moveReaders}
-	src, loginURL, drop, err := h.tenantDatabase(ctx, "move", "move source database", benchSchema)
-	defer drop()
+	src, loginURL, source, done, err := h.adminTenant(ctx, "move", "move source database", benchSchema, 4, moveAdminSession)
+	defer done()
 	if err != nil {
 		return rep, err
 	}
-	source, err := memory.NewPool(ctx, src.URL, 4, moveAdminSession)
-	if err != nil {
-		return rep, err
-	}
-	defer source.Close()
 	h.logf("move: seeding %d memories with COPY", rep.Memories)
 	t0 := time.Now()
 	if err := h.seed(ctx, source, src.URL, benchSchema, rep.Memories); err != nil {

@@ -85,7 +85,7 @@ func (ld *moveLoad) loop(ctx context.Context, pause time.Duration, op func(conte
 			return // stopped mid-call: neither acknowledged nor refused
 		}
 		outcome(t0, err)
-		if pause > 0 && sleepCtxBench(ctx, pause) != nil {
+		if pause > 0 && memory.Sleep(ctx, pause) != nil {
 			return
 		}
 	}

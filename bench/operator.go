@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/engram-dev/engram/internal/localpod"
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // OperatorReport is the operator part of the results.
@@ -301,7 +302,7 @@ func (h *harness) idle(ctx context.Context, op *process, cfg *rest.Config, c cli
 	}
 	prev := first
 	for time.Since(settleStart) < h.scale.Settle {
-		if err := sleepCtx(ctx, 5*time.Second); err != nil {
+		if err := memory.Sleep(ctx, 5*time.Second); err != nil {
 			return err
 		}
 		cur, err := scrapeMetrics(ctx, metricsURL)
@@ -324,7 +325,7 @@ func (h *harness) idle(ctx context.Context, op *process, cfg *rest.Config, c cli
 	patchesBefore := standIn.patches.Load()
 	h.logf("operator: idle window of %s", h.scale.IdleWindow)
 	t0 := time.Now()
-	if err := sleepCtx(ctx, h.scale.IdleWindow); err != nil {
+	if err := memory.Sleep(ctx, h.scale.IdleWindow); err != nil {
 		return err
 	}
 	if err := op.exited(); err != nil {
@@ -381,13 +382,4 @@ func apiServerWrites(ctx context.Context, cfg *rest.Config) (map[string]float64,
 		}
 		return l["verb"] + " " + r
 	}, func(l map[string]string) bool { return writeVerbs[l["verb"]] }), nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

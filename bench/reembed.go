@@ -159,16 +159,11 @@ type reembedTenant struct {
 
 func (h *reembedPart) reembedPass(ctx context.Context, from, to memory.ReembedEmbedder, duty float64, seed uint64) (ReembedPass, error) {
 	pass := ReembedPass{Duty: duty, Pace: paceForDuty(duty)}
-	db, loginURL, drop, err := h.tenantDatabase(ctx, "reembed", "re-embed database", benchSchema)
-	defer drop()
+	db, loginURL, admin, done, err := h.adminTenant(ctx, "reembed", "re-embed database", benchSchema, 2, benchAdminSession)
+	defer done()
 	if err != nil {
 		return pass, err
 	}
-	admin, err := memory.NewPool(ctx, db.URL, 2, benchAdminSession)
-	if err != nil {
-		return pass, err
-	}
-	defer admin.Close()
 	h.logf("reembed: seeding %d memories with COPY, for duty %.2f", h.reembedRows, duty)
 	t0 := time.Now()
 	if err := h.seed(ctx, admin, db.URL, benchSchema, h.reembedRows); err != nil {
@@ -328,7 +323,7 @@ func (h *reembedPart) switchReembed(ctx context.Context, pass *ReembedPass, admi
 		if err = memory.ReembedSwitch(ctx, admin, target); !errors.Is(err, memory.ErrReembedRowsLeft) {
 			break
 		}
-		if serr := sleepCtxBench(ctx, 200*time.Millisecond); serr != nil {
+		if serr := memory.Sleep(ctx, 200*time.Millisecond); serr != nil {
 			return serr
 		}
 	}

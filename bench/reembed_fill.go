@@ -46,7 +46,7 @@ func (f *countingFiller) FillBatch(ctx context.Context, n int) (int64, bool, err
 	f.mu.Lock()
 	if f.held {
 		f.mu.Unlock()
-		return 0, false, sleepCtxBench(ctx, holdTick)
+		return 0, false, memory.Sleep(ctx, holdTick)
 	}
 	f.busy = true
 	f.mu.Unlock()
@@ -81,7 +81,7 @@ func (f *countingFiller) hold(ctx context.Context) error {
 		if !busy {
 			return nil
 		}
-		if err := sleepCtxBench(ctx, 5*time.Millisecond); err != nil {
+		if err := memory.Sleep(ctx, 5*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -131,15 +131,4 @@ func netOfLoad(during, alone cpuTotals, aloneOps, duringOps int) cpuTotals {
 	sub := func(a, b float64) float64 { return max(0, a-b*f) }
 	return cpuTotals{service: sub(during.service, alone.service), coordinator: sub(during.coordinator+during.workers, alone.coordinator+alone.workers),
 		harness: sub(during.harness, alone.harness)}
-}
-
-func sleepCtxBench(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

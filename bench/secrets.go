@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/engram-dev/engram/internal/memory"
 )
 
 // The secrets part (--parts=secrets, not in the default parts) measures
@@ -99,7 +101,7 @@ func (h *harness) operatorMemory(ctx context.Context, env *envtest.Environment) 
 		return 0, 0, err
 	}
 	defer op.stop(30 * time.Second)
-	if err := sleepCtx(ctx, secretsSettleTime); err != nil {
+	if err := memory.Sleep(ctx, secretsSettleTime); err != nil {
 		return 0, 0, err
 	}
 	if err := op.exited(); err != nil {

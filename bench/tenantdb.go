@@ -27,6 +27,23 @@ func (h *harness) tenantDatabase(ctx context.Context, purpose, what, schema stri
 	return db, loginURL, drop, err
 }
 
+// adminTenant is tenantDatabase with an admin pool of conns connections
+// (session s) on its database, for seeding; done is never nil (deferred
+// before err is looked at, like tenantDatabase's drop): it closes the pool,
+// then drops the database.
+func (h *harness) adminTenant(ctx context.Context, purpose, what, schema string, conns int32, s memory.SessionSettings) (db *benchDB, loginURL string, admin *pgxpool.Pool, done func(), err error) {
+	db, loginURL, drop, err := h.tenantDatabase(ctx, purpose, what, schema)
+	done = drop
+	if err != nil {
+		return db, loginURL, nil, done, err
+	}
+	admin, err = memory.NewPool(ctx, db.URL, conns, s)
+	if err != nil {
+		return db, loginURL, nil, done, err
+	}
+	return db, loginURL, admin, func() { admin.Close(); drop() }, nil
+}
+
 // servicePool is a pool of the tenant's login role sized for the largest
 // concurrency measured (plus the probes that run beside it), as the raw
 // side of a paired run needs.

@@ -57,16 +57,11 @@ func (h *harness) runTransfer(ctx context.Context) (*TransferReport, error) {
 
 // seedAndExport seeds a tenant, exports it into file, and drops it.
 func (h *harness) seedAndExport(ctx context.Context, file string, rep *TransferReport) error {
-	db, loginURL, drop, err := h.tenantDatabase(ctx, "xfer", "transfer database", benchSchema)
-	defer drop()
+	db, loginURL, admin, done, err := h.adminTenant(ctx, "xfer", "transfer database", benchSchema, 4, benchAdminSession)
+	defer done()
 	if err != nil {
 		return err
 	}
-	admin, err := memory.NewPool(ctx, db.URL, 4, benchAdminSession)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
 	h.logf("transfer: seeding %d memories with COPY", rep.Memories)
 	if err := h.seed(ctx, admin, db.URL, benchSchema, rep.Memories); err != nil {
 		return err

@@ -26,14 +26,7 @@ const maxEngramHeldBytes = 64 << 10
 // refuseSpecOverBound.
 func specOverBoundCopy(obj client.Object) client.Object {
 	held := heldBytes(obj, math.MaxInt)
-	kept := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
-	kept.SetName(obj.GetName())
-	kept.SetNamespace(obj.GetNamespace())
-	kept.SetUID(obj.GetUID())
-	kept.SetResourceVersion(obj.GetResourceVersion())
-	kept.SetGeneration(obj.GetGeneration())
-	kept.SetCreationTimestamp(obj.GetCreationTimestamp())
-	kept.SetDeletionTimestamp(obj.GetDeletionTimestamp())
+	kept := identityOf(obj)
 	kept.SetLabels(obj.GetLabels())
 	if slices.Contains(obj.GetFinalizers(), naming.Finalizer) {
 		kept.SetFinalizers([]string{naming.Finalizer})

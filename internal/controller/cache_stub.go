@@ -35,14 +35,7 @@ const (
 // one may hold any number of values, and the Job's pods are found by the
 // Job's name label.
 func ownershipStub(obj client.Object) client.Object {
-	stub := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
-	stub.SetName(obj.GetName())
-	stub.SetNamespace(obj.GetNamespace())
-	stub.SetUID(obj.GetUID())
-	stub.SetResourceVersion(obj.GetResourceVersion())
-	stub.SetGeneration(obj.GetGeneration())
-	stub.SetCreationTimestamp(obj.GetCreationTimestamp())
-	stub.SetDeletionTimestamp(obj.GetDeletionTimestamp())
+	stub := identityOf(obj)
 	stub.SetLabels(engramLabelsOnly(obj.GetLabels()))
 	stub.SetAnnotations(map[string]string{naming.AnnotationCacheStub: "true"})
 	stub.SetOwnerReferences(boundedControllerRef(obj))
@@ -101,4 +94,19 @@ func getWhole(ctx context.Context, uncached client.Reader, obj client.Object) (f
 	v := reflect.ValueOf(obj).Elem()
 	v.Set(reflect.Zero(v.Type()))
 	return getOptional(ctx, uncached, key, obj)
+}
+
+// identityOf is a new object of obj's type that holds only its identity:
+// name, namespace, UID, resourceVersion, generation, creation and
+// deletion timestamps.
+func identityOf(obj client.Object) client.Object {
+	o := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	o.SetName(obj.GetName())
+	o.SetNamespace(obj.GetNamespace())
+	o.SetUID(obj.GetUID())
+	o.SetResourceVersion(obj.GetResourceVersion())
+	o.SetGeneration(obj.GetGeneration())
+	o.SetCreationTimestamp(obj.GetCreationTimestamp())
+	o.SetDeletionTimestamp(obj.GetDeletionTimestamp())
+	return o
 }

@@ -137,14 +137,8 @@ func schemaIn(t *testing.T, url, schema string) bool {
 // and its comment.
 func schemaAndComment(t *testing.T, url, schema string) (bool, string) {
 	t.Helper()
-	ctx := testContext(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var comment *string
-	err = conn.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	err := testenv.QueryRow(testContext(t), url, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, []any{schema}, &comment)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, ""
 	}

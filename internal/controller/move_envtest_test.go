@@ -13,7 +13,6 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // moveRows is how many memories the move scenarios seed.
@@ -30,29 +29,16 @@ const moveRows = 300
 // template changed exactly once. Confirming the run with reclaimPolicy
 // Delete drops the source's copy.
 func scenarioServerMove(e *operatorEnv, t *testing.T) {
-	in := testenv.NewInstance(t, "srvmove")
-	in.Start(t)
-	targetURL := in.NewDatabase(t)
-	targetConn := "moveto-" + randomSuffix()
-	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
-
-	ns := e.newNamespace(t, "srvmove")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
-	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
-	rt = e.readyRuntime(t, rt)
-	schema, from := rt.Status.Schema, *rt.Status.Connection
+	m := e.startMove(t, moveSetup{instance: "srvmove", ns: "srvmove", connPrefix: "moveto-", rows: moveRows})
+	ns, schema, from, targetURL, targetConn, login0, key := m.ns, m.schema, m.from, m.targetURL, m.targetConn, m.login0, m.key
 	if from.Via != "cluster/main" {
 		t.Fatalf("status.connection.via = %q, want cluster/main", from.Via)
 	}
-	seedMoveRows(t, e.adminURL, schema, moveRows)
 	rows, _ := moveChecksum(t, e.adminURL, schema)
 	gen0, hash0 := e.deploymentGeneration(t, ns, "bot"), e.templateHash(t, ns, "bot")
-	login0, _ := e.tenantLogin(t, ns, "bot")
 
 	// The operator dies once right after the freeze; first, a write of the
 	// service's login on the source must fail.
-	key := types.NamespacedName{Namespace: ns, Name: "bot"}
 	var mu sync.Mutex
 	var frozenWrite error
 	e.faults.arm(key, "move source frozen", func() {
@@ -64,9 +50,7 @@ func scenarioServerMove(e *operatorEnv, t *testing.T) {
 	hashes := e.watchTemplateHashes(t, ns, "bot")
 	// A client of the service writes all along, through the service's login.
 	writer := startMoveWriter(login0, schema)
-	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection = targetConn
-	})
+	e.moveTo(t, ns, targetConn)
 	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveSwitched)
 	acked, refused := writer.stop()
 	mv := got.Status.ServerMove
@@ -147,33 +131,16 @@ func scenarioServerMove(e *operatorEnv, t *testing.T) {
 // source takes writes, and the service's Secret and pod template never
 // changed. The target is a connectionSecretRef of the runtime's namespace.
 func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
-	in := testenv.NewInstance(t, "srvmoveabort")
-	in.Start(t)
-	targetURL := in.NewDatabase(t)
-
-	ns := e.newNamespace(t, "srvabort")
-	mustCreate(t, e.c, uriSecret(ns, "own-pg", targetURL))
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
-	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
-	rt = e.readyRuntime(t, rt)
-	schema, from := rt.Status.Schema, *rt.Status.Connection
-	seedMoveRows(t, e.adminURL, schema, moveRows)
+	m := e.startMove(t, moveSetup{instance: "srvmoveabort", ns: "srvabort", rows: moveRows})
+	ns, schema, from, targetURL, login0 := m.ns, m.schema, m.from, m.targetURL, m.login0
 	hash0 := e.templateHash(t, ns, "bot")
-	login0, _ := e.tenantLogin(t, ns, "bot")
 
-	key := types.NamespacedName{Namespace: ns, Name: "bot"}
-	held := e.faults.holds.add(key, "move "+memoryv1alpha1.ServerMoveCatchingUp)
-	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection = ""
-		r.Spec.Database.ConnectionSecretRef = &memoryv1alpha1.SecretKeySelector{Name: "own-pg"}
+	held := e.faults.holds.add(m.key, "move "+memoryv1alpha1.ServerMoveCatchingUp)
+	e.setDatabase(t, ns, func(d *memoryv1alpha1.DatabaseSpec) {
+		d.ClusterConnection = ""
+		d.ConnectionSecretRef = &memoryv1alpha1.SecretKeySelector{Name: "own-pg"}
 	})
-	select {
-	case <-held.reached:
-	case <-time.After(2 * time.Minute):
-		held.free()
-		t.Fatal("the move never reached CatchingUp")
-	}
+	reachHold(t, held, "reached CatchingUp")
 	if !schemaIn(t, targetURL, schema) {
 		t.Error("no incoming copy on the target once the bulk copy is done")
 	}
@@ -184,8 +151,8 @@ func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 	if mv := moving.Status.ServerMove; mv == nil || mv.To.Via != "secret/"+ns+"/own-pg/uri" || mv.Phase != memoryv1alpha1.ServerMoveCatchingUp {
 		t.Errorf("status.serverMove = %+v while held, want CatchingUp to secret/%s/own-pg/uri", mv, ns)
 	}
-	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection, r.Spec.Database.ConnectionSecretRef = "main", nil
+	e.setDatabase(t, ns, func(d *memoryv1alpha1.DatabaseSpec) {
+		d.ClusterConnection, d.ConnectionSecretRef = "main", nil
 	})
 	held.free()
 	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveAborted)
@@ -214,34 +181,14 @@ func scenarioServerMoveAbort(e *operatorEnv, t *testing.T) {
 // freeze (event MoveFreezeTooLong), catches up again, and switches with a
 // second, short freeze.
 func scenarioServerMoveFreezeTooLong(e *operatorEnv, t *testing.T) {
-	in := testenv.NewInstance(t, "srvmovefreeze")
-	in.Start(t)
-	targetURL := in.NewDatabase(t)
-	targetConn := "moveto-" + randomSuffix()
-	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
+	m := e.startMove(t, moveSetup{instance: "srvmovefreeze", ns: "srvfreeze", connPrefix: "moveto-", rows: moveRows})
+	ns, schema, targetURL := m.ns, m.schema, m.targetURL
 
-	ns := e.newNamespace(t, "srvfreeze")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
-	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
-	rt = e.readyRuntime(t, rt)
-	schema := rt.Status.Schema
-	seedMoveRows(t, e.adminURL, schema, moveRows)
-	login0, _ := e.tenantLogin(t, ns, "bot")
-
-	key := types.NamespacedName{Namespace: ns, Name: "bot"}
-	held := e.faults.holds.add(key, "move source frozen")
+	held := e.faults.holds.add(m.key, "move source frozen")
 	since := time.Now()
-	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection = targetConn
-	})
-	select {
-	case <-held.reached:
-	case <-time.After(2 * time.Minute):
-		held.free()
-		t.Fatal("the move never froze the source")
-	}
-	if err := moveInsert(login0, schema, "written while frozen"); err == nil {
+	e.moveTo(t, ns, m.targetConn)
+	reachHold(t, held, "froze the source")
+	if err := moveInsert(m.login0, schema, "written while frozen"); err == nil {
 		t.Error("the login role wrote on the frozen source")
 	}
 	time.Sleep(16 * time.Second)
@@ -263,29 +210,13 @@ func scenarioServerMoveFreezeTooLong(e *operatorEnv, t *testing.T) {
 // Stalled), nothing is created on the other server, the service keeps its
 // credentials; set back, it records via and runs again.
 func scenarioServerMoveSourceUnknown(e *operatorEnv, t *testing.T) {
-	in := testenv.NewInstance(t, "srvmovesrc")
-	in.Start(t)
-	targetURL := in.NewDatabase(t)
-	targetConn := "moveto-" + randomSuffix()
-	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
-
-	ns := e.newNamespace(t, "srvunknown")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
-	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
-	rt = e.readyRuntime(t, rt)
-	schema := rt.Status.Schema
-	login0, _ := e.tenantLogin(t, ns, "bot")
+	m := e.startMove(t, moveSetup{instance: "srvmovesrc", ns: "srvunknown", connPrefix: "moveto-"})
+	ns, schema, targetURL, login0 := m.ns, m.schema, m.targetURL, m.login0
 	forget := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/connection/via"}]`))
 	if err := e.c.Status().Patch(testContext(t), &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, forget); err != nil {
 		t.Fatal(err)
 	}
-	setConn := func(name string) {
-		update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-			r.Spec.Database.ClusterConnection = name
-		})
-	}
-	setConn(targetConn)
+	e.moveTo(t, ns, m.targetConn)
 	got := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonMoveSourceUnknown)
 	if msg := got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message; !strings.Contains(msg, "set spec.database back") {
 		t.Errorf("MoveSourceUnknown message %q does not say what to do", msg)
@@ -299,7 +230,7 @@ func scenarioServerMoveSourceUnknown(e *operatorEnv, t *testing.T) {
 	if login, _ := e.tenantLogin(t, ns, "bot"); login != login0 {
 		t.Error("the service's credentials changed")
 	}
-	setConn("main")
+	e.moveTo(t, ns, "main")
 	got = e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionReady, true, memoryv1alpha1.ReasonAvailable)
 	if c := got.Status.Connection; c == nil || c.Via != "cluster/main" {
 		t.Errorf("status.connection = %+v once set back, want via cluster/main", c)

@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/testenv"
@@ -21,32 +18,13 @@ import (
 // more: the operator must instead verify and switch, the source frozen
 // throughout.
 func scenarioServerMoveFinishedThenLate(e *operatorEnv, t *testing.T) {
-	in := testenv.NewInstance(t, "movelate")
-	in.Start(t)
-	targetURL := in.NewDatabase(t)
-	targetConn := "movelate-" + randomSuffix()
-	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
+	m := e.startMove(t, moveSetup{instance: "movelate", ns: "movelate", connPrefix: "movelate-", retain: true, rows: moveRows})
+	ns, schema, targetURL, targetConn, login, rt := m.ns, m.schema, m.targetURL, m.targetConn, m.login0, m.rt
 
-	ns := e.newNamespace(t, "movelate")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
-	rt = e.readyRuntime(t, rt)
-	schema := rt.Status.Schema
-	seedMoveRows(t, e.adminURL, schema, moveRows)
-	login, _ := e.tenantLogin(t, ns, "bot")
-
-	key := types.NamespacedName{Namespace: ns, Name: "bot"}
-	held := e.faults.holds.add(key, "move source frozen")
+	held := e.faults.holds.add(m.key, "move source frozen")
 	since := time.Now()
-	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
-		r.Spec.Database.ClusterConnection = targetConn
-	})
-	select {
-	case <-held.reached:
-	case <-time.After(2 * time.Minute):
-		held.free()
-		t.Fatal("the move never froze the source")
-	}
+	e.moveTo(t, ns, targetConn)
+	reachHold(t, held, "froze the source")
 	// What the operator did next, up to a crash before the switch patch.
 	ctx := context.Background()
 	src, dst := testenv.NewPool(t, e.adminURL, 2), testenv.NewPool(t, targetURL, 2)

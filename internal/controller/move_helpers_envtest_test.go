@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
@@ -17,6 +19,88 @@ import (
 )
 
 // Helpers of the server move scenarios (move_envtest_test.go).
+
+// moveSetup says how a server move scenario starts.
+type moveSetup struct {
+	instance string // the second PostgreSQL server (hack/pgvector.sh instance name)
+	ns       string // the namespace's prefix
+	// connPrefix names the operator-namespace connection Secret of the
+	// target (with a random suffix); "" puts the target in a uri Secret
+	// "own-pg" of the runtime's namespace instead.
+	connPrefix string
+	retain     bool // leave reclaimPolicy at its default (else Delete)
+	rows       int  // memories seeded into the tenant's schema
+}
+
+// moveStart is what a server move scenario starts from: runtime "bot",
+// onChange Move, Ready on the shared server, and a second server to move
+// it to.
+type moveStart struct {
+	ns, schema string
+	targetURL  string
+	targetConn string // the target's connection Secret ("" with connPrefix "")
+	rt         *memoryv1alpha1.MemoryRuntime
+	from       memoryv1alpha1.RuntimeConnection // status.connection before the move
+	login0     string                           // the service's login before the move
+	key        types.NamespacedName
+}
+
+// startMove starts a second PostgreSQL server and runtime "bot" on the
+// shared one, as s says.
+func (e *operatorEnv) startMove(t *testing.T, s moveSetup) moveStart {
+	t.Helper()
+	in := testenv.NewInstance(t, s.instance)
+	in.Start(t)
+	m := moveStart{targetURL: in.NewDatabase(t)}
+	if s.connPrefix != "" {
+		m.targetConn = s.connPrefix + randomSuffix()
+		mustCreate(t, e.c, connectionSecret(e.opNS, m.targetConn, m.targetURL))
+	}
+	m.ns = e.newNamespace(t, s.ns)
+	if s.connPrefix == "" {
+		mustCreate(t, e.c, uriSecret(m.ns, "own-pg", m.targetURL))
+	}
+	rt := newRuntime(m.ns, "bot", "")
+	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
+	if !s.retain {
+		rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
+	}
+	m.rt = e.readyRuntime(t, rt)
+	m.schema, m.from = m.rt.Status.Schema, *m.rt.Status.Connection
+	if s.rows > 0 {
+		seedMoveRows(t, e.adminURL, m.schema, s.rows)
+	}
+	m.login0, _ = e.tenantLogin(t, m.ns, "bot")
+	m.key = types.NamespacedName{Namespace: m.ns, Name: "bot"}
+	return m
+}
+
+// setDatabase changes runtime bot's spec.database.
+func (e *operatorEnv) setDatabase(t *testing.T, ns string, mutate func(*memoryv1alpha1.DatabaseSpec)) {
+	t.Helper()
+	update(t, e, &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}, func(r *memoryv1alpha1.MemoryRuntime) {
+		mutate(&r.Spec.Database)
+	})
+}
+
+// moveTo points runtime bot at the connection Secret conn.
+func (e *operatorEnv) moveTo(t *testing.T, ns, conn string) {
+	t.Helper()
+	e.setDatabase(t, ns, func(d *memoryv1alpha1.DatabaseSpec) { d.ClusterConnection = conn })
+}
+
+// reachHold waits up to two minutes for the reconcile to stop at held's
+// step; past that it frees it and fails the test with "the move never
+// <never>".
+func reachHold(t *testing.T, held *hold, never string) {
+	t.Helper()
+	select {
+	case <-held.reached:
+	case <-time.After(2 * time.Minute):
+		held.free()
+		t.Fatal("the move never " + never)
+	}
+}
 
 // waitServerMove waits until status.serverMove.phase is phase.
 func (e *operatorEnv) waitServerMove(t *testing.T, ns, name, phase string) *memoryv1alpha1.MemoryRuntime {
@@ -83,17 +167,11 @@ func seedMoveRows(t *testing.T, url, schema string, n int) {
 // owners, contents and vectors).
 func moveChecksum(t *testing.T, url, schema string) (int64, string) {
 	t.Helper()
-	ctx := testContext(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var n int64
 	var sum string
 	memories := pgx.Identifier{schema, "memories"}.Sanitize()
-	if err := conn.QueryRow(ctx, `SELECT count(*), coalesce(md5(string_agg(id::text || '|' || owner_id || '|' || content || '|' || embedding::text, ',' ORDER BY id)), '')
-		FROM `+memories).Scan(&n, &sum); err != nil {
+	if err := testenv.QueryRow(testContext(t), url, `SELECT count(*), coalesce(md5(string_agg(id::text || '|' || owner_id || '|' || content || '|' || embedding::text, ',' ORDER BY id)), '')
+		FROM `+memories, nil, &n, &sum); err != nil {
 		t.Fatal(err)
 	}
 	return n, sum
@@ -182,15 +260,9 @@ func (w *moveWriter) stop() ([]string, int) {
 // moveMissing lists the contents of want that no memory of the schema has.
 func moveMissing(t *testing.T, url, schema string, want []string) []string {
 	t.Helper()
-	ctx := testContext(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var missing []string
-	if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(w), '{}') FROM unnest($1::text[]) w
-		WHERE NOT EXISTS (SELECT 1 FROM `+pgx.Identifier{schema, "memories"}.Sanitize()+` m WHERE m.content = w)`, want).Scan(&missing); err != nil {
+	if err := testenv.QueryRow(testContext(t), url, `SELECT coalesce(array_agg(w), '{}') FROM unnest($1::text[]) w
+		WHERE NOT EXISTS (SELECT 1 FROM `+pgx.Identifier{schema, "memories"}.Sanitize()+` m WHERE m.content = w)`, []any{want}, &missing); err != nil {
 		t.Fatal(err)
 	}
 	return missing

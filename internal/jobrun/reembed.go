@@ -90,7 +90,7 @@ func (l ReembedLoop) Run(ctx context.Context) (ReembedResult, error) {
 	var res ReembedResult
 	sleep := l.sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = memory.Sleep
 	}
 	logger := l.Logger
 	if logger == nil {
@@ -152,17 +152,6 @@ func (l ReembedLoop) Run(ctx context.Context) (ReembedResult, error) {
 		}
 	}
 	return res, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // embedderError marks an error of the embedder (not of the database).

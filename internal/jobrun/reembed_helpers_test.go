@@ -157,3 +157,32 @@ func sameVector(a, b []float32) bool {
 	}
 	return true
 }
+
+// startLoop runs loop.Run(ctx) on a goroutine. The func it returns waits
+// for the run to end (at most within, after the switch), fails the test
+// unless it ended done (switched) after catching up, and returns its
+// result; what names the run in the failures.
+func startLoop(ctx context.Context, loop ReembedLoop) func(t *testing.T, what string, within time.Duration) ReembedResult {
+	type result struct {
+		res ReembedResult
+		err error
+	}
+	ran := make(chan result, 1)
+	go func() {
+		res, err := loop.Run(ctx)
+		ran <- result{res, err}
+	}()
+	return func(t *testing.T, what string, within time.Duration) ReembedResult {
+		t.Helper()
+		var r result
+		select {
+		case r = <-ran:
+		case <-time.After(within):
+			t.Fatalf("%s did not end within %s of the switch", what, within)
+		}
+		if r.err != nil || !r.res.Done || !r.res.CaughtUp {
+			t.Fatalf("%s: %+v, %v; want done (switched) after catching up", what, r.res, r.err)
+		}
+		return r.res
+	}
+}

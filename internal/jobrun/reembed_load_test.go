@@ -126,30 +126,14 @@ func TestReembedUnderLoad(t *testing.T) {
 	defer fillPool.Close()
 	loop := ReembedLoop{Filler: memory.NewReembedFiller(fillPool, r.target, fakeTo(), markedEmbedder{fake.embedder(t)}), Batch: memory.ReembedMaxBatch,
 		MaxRun: 4 * time.Minute, UnreachableAfter: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-	type result struct {
-		res ReembedResult
-		err error
-	}
-	ran := make(chan result, 1)
 	fillStart := time.Now()
-	go func() {
-		res, err := loop.Run(ctx)
-		ran <- result{res, err}
-	}()
+	waitLoop := startLoop(ctx, loop)
 
 	tries, rowsLeft, caughtUpAt := r.switchWhenDone(ctx)
 	switchedAt := time.Since(fillStart)
 	r.rollout(ctx, fake)
 	wg.Wait()
-	var run result
-	select {
-	case run = <-ran:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the fill did not end within 15 s of the switch")
-	}
-	if run.err != nil || !run.res.Done || !run.res.CaughtUp {
-		t.Fatalf("the fill: %+v, %v; want done (switched) after catching up", run.res, run.err)
-	}
+	run := waitLoop(t, "the fill", 15*time.Second)
 	for _, err := range r.errs {
 		t.Error(err)
 	}
@@ -166,7 +150,7 @@ func TestReembedUnderLoad(t *testing.T) {
 		"%d rows filled in %d batches; %d adds (%d while rows were left), %d refused by the guard and retried on B; "+
 		"%d searches of A's store ended after the switch, before the rollout; total %s",
 		n, seeded.Round(time.Millisecond), caughtUpAt.Round(time.Millisecond), tries, rowsLeft, switchedAt.Round(time.Millisecond),
-		run.res.Filled, run.res.Batches, len(r.added), r.addsFilling.Load(), r.refused.Load(), r.staleReads.Load(), time.Since(start).Round(time.Millisecond))
+		run.Filled, run.Batches, len(r.added), r.addsFilling.Load(), r.refused.Load(), r.staleReads.Load(), time.Since(start).Round(time.Millisecond))
 }
 
 // fail records an error of a worker (the test fails at the end).
@@ -222,7 +206,7 @@ func (r *loadRun) work(ctx context.Context, w int) {
 				r.staleReads.Add(1)
 			}
 		}
-		if err := sleepCtx(ctx, pause); err != nil {
+		if err := memory.Sleep(ctx, pause); err != nil {
 			return
 		}
 	}
@@ -291,7 +275,7 @@ func (r *loadRun) switchWhenDone(ctx context.Context) (tries, rowsLeft int, caug
 	t := r.t
 	start := time.Now()
 	for polls := range loadMaxPolls {
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+		if err := memory.Sleep(ctx, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		p, err := memory.ReadReembedProgress(ctx, r.jt.admin, r.target)

@@ -72,15 +72,7 @@ func TestReembedSwitchesUnderSteadyWrites(t *testing.T) {
 
 	loop := ReembedLoop{Filler: memory.NewReembedFiller(login, target, to, markedEmbedder{emb}), Batch: 16, Pace: 0.5,
 		MaxRun: 90 * time.Second, UnreachableAfter: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
-	type result struct {
-		res ReembedResult
-		err error
-	}
-	ran := make(chan result, 1)
-	go func() {
-		res, err := loop.Run(ctx)
-		ran <- result{res, err}
-	}()
+	waitLoop := startLoop(ctx, loop)
 
 	// The switcher: the operator's poll, from the 10th write on (the fill
 	// of the 40 seeded rows is faster than that).
@@ -120,15 +112,7 @@ func TestReembedSwitchesUnderSteadyWrites(t *testing.T) {
 	if !switched {
 		t.Fatalf("not switched after %d tries (%d found rows written since the count)", tries, rowsLeft)
 	}
-	var r result
-	select {
-	case r = <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not end within 10 s of the switch")
-	}
-	if r.err != nil || !r.res.Done || !r.res.CaughtUp {
-		t.Fatalf("the run: %+v, %v; want done (switched) after catching up", r.res, r.err)
-	}
+	res := waitLoop(t, "the run", 10*time.Second)
 	if before.Load() < 5 {
 		t.Errorf("only %d writes before the switch: not a steady writer", before.Load())
 	}
@@ -137,7 +121,7 @@ func TestReembedSwitchesUnderSteadyWrites(t *testing.T) {
 		t.Errorf("after the switch: %d memories with a vector, want %d", n, 40+before.Load())
 	}
 	t.Logf("switched at try %d (%d found a row written since the count); %d writes before the switch, %d rows filled in %d batches",
-		tries, rowsLeft, before.Load(), r.res.Filled, r.res.Batches)
+		tries, rowsLeft, before.Load(), res.Filled, res.Batches)
 }
 
 type testWriter struct{ t *testing.T }

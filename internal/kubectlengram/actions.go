@@ -69,11 +69,7 @@ func (k *kube) patch(ctx context.Context, obj client.Object, p map[string]any, d
 }
 
 func setPaused(ctx context.Context, a *app, name string, paused bool) error {
-	k, err := a.kubeClient()
-	if err != nil {
-		return err
-	}
-	rt, err := k.getRuntime(ctx, name)
+	k, rt, err := a.runtime(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -86,15 +82,11 @@ func setPaused(ctx context.Context, a *app, name string, paused bool) error {
 		msg = "memoryruntime %s/%s paused: the operator leaves its objects and database as they are (condition Paused)"
 	}
 	res := ActionResult{Kind: "MemoryRuntime", Namespace: rt.Namespace, Name: rt.Name, Patch: p, Message: fmt.Sprintf(msg, rt.Namespace, rt.Name)}
-	return a.printData(res, func(w io.Writer) error { _, err := fmt.Fprintln(w, res.Message); return err })
+	return a.printMessage(res)
 }
 
 func runRotate(ctx context.Context, a *app, args []string) error {
-	k, err := a.kubeClient()
-	if err != nil {
-		return err
-	}
-	rt, err := k.getRuntime(ctx, args[0])
+	k, rt, err := a.runtime(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -115,7 +107,7 @@ func runRotate(ctx context.Context, a *app, args []string) error {
 		}
 		res.Message = fmt.Sprintf("rotated the password of memoryruntime %s/%s; its pods roll to the new one", rt.Namespace, rt.Name)
 	}
-	return a.printData(res, func(w io.Writer) error { _, err := fmt.Fprintln(w, res.Message); return err })
+	return a.printMessage(res)
 }
 
 func runRunNow(ctx context.Context, a *app, args []string) error {

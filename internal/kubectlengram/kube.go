@@ -124,6 +124,20 @@ func (k *kube) getRuntime(ctx context.Context, name string) (*memoryv1alpha1.Mem
 	return &rt, nil
 }
 
+// runtime reads the runtime name of the namespace, with the client it
+// read it with.
+func (a *app) runtime(ctx context.Context, name string) (*kube, *memoryv1alpha1.MemoryRuntime, error) {
+	k, err := a.kubeClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := k.getRuntime(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, rt, nil
+}
+
 // isForbidden reports whether err is a refusal of the user's RBAC.
 func isForbidden(err error) bool {
 	var f *ForbiddenError

@@ -3,7 +3,6 @@ package kubectlengram
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -85,11 +84,7 @@ func viaPatch(namespace, via string) (map[string]any, error) {
 }
 
 func moveStart(ctx context.Context, a *app, name string) error {
-	k, err := a.kubeClient()
-	if err != nil {
-		return err
-	}
-	rt, err := k.getRuntime(ctx, name)
+	k, rt, err := a.runtime(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -131,22 +126,15 @@ func moveStart(ctx context.Context, a *app, name string) error {
 			"Follow it with kubectl engram status %s; once it says Moved, kubectl engram move confirm %s (or abort before: kubectl engram move abort %s)",
 			rt.Namespace, rt.Name, orDash(from), to, rt.Name, rt.Name, rt.Name)
 	}
-	return a.printData(res, func(w io.Writer) error { _, err := fmt.Fprintln(w, res.Message); return err })
+	return a.printMessage(res)
 }
 
 func moveConfirm(ctx context.Context, a *app, name string) error {
-	k, err := a.kubeClient()
+	k, rt, mv, err := a.runtimeMove(ctx, name, "confirm")
 	if err != nil {
 		return err
 	}
-	rt, err := k.getRuntime(ctx, name)
-	if err != nil {
-		return err
-	}
-	mv := rt.Status.ServerMove
 	switch {
-	case mv == nil:
-		return fmt.Errorf("memoryruntime %s/%s has no move to confirm (status.serverMove is empty)", rt.Namespace, rt.Name)
 	case mv.Phase == memoryv1alpha1.ServerMoveConfirmed:
 		return fmt.Errorf("move %d of memoryruntime %s/%s is confirmed already", mv.Run, rt.Namespace, rt.Name)
 	case mv.Phase != memoryv1alpha1.ServerMoveSwitched:
@@ -154,9 +142,6 @@ func moveConfirm(ctx context.Context, a *app, name string) error {
 	}
 	value := strconv.Itoa(int(mv.Run))
 	p := annotationPatch(naming.AnnotationMoveConfirmed, value)
-	if err := k.patch(ctx, rt, p, a.dryRun, resRuntimes); err != nil {
-		return err
-	}
 	what := "kept, read-only (reclaimPolicy Retain): drop it when you no longer need it (the status names it)"
 	if rt.ReclaimPolicyOrDefault() == memoryv1alpha1.ReclaimDelete {
 		what = "dropped by the operator (reclaimPolicy Delete)"
@@ -164,25 +149,15 @@ func moveConfirm(ctx context.Context, a *app, name string) error {
 	res := ActionResult{Kind: "MemoryRuntime", Namespace: rt.Namespace, Name: rt.Name, Patch: p, Value: value, DryRun: a.dryRun,
 		Message: fmt.Sprintf("confirmed move %d of memoryruntime %s/%s to %s (%s=%s); the old copy on %s is %s",
 			mv.Run, rt.Namespace, rt.Name, connectionText(mv.To), naming.AnnotationMoveConfirmed, value, connectionText(mv.From), what)}
-	if a.dryRun {
-		res.Message = "dry run: " + res.Message
-	}
-	return a.printData(res, func(w io.Writer) error { _, err := fmt.Fprintln(w, res.Message); return err })
+	return a.applyMove(ctx, k, rt, res)
 }
 
 func moveAbort(ctx context.Context, a *app, name string) error {
-	k, err := a.kubeClient()
+	k, rt, mv, err := a.runtimeMove(ctx, name, "abort")
 	if err != nil {
 		return err
 	}
-	rt, err := k.getRuntime(ctx, name)
-	if err != nil {
-		return err
-	}
-	mv := rt.Status.ServerMove
 	switch {
-	case mv == nil:
-		return fmt.Errorf("memoryruntime %s/%s has no move to abort (status.serverMove is empty)", rt.Namespace, rt.Name)
 	case mv.Phase == memoryv1alpha1.ServerMoveSwitched || mv.Phase == memoryv1alpha1.ServerMoveConfirmed:
 		return fmt.Errorf("move %d of memoryruntime %s/%s has switched: the tenant lives on %s now; a move back is a new move, once this one is confirmed",
 			mv.Run, rt.Namespace, rt.Name, connectionText(mv.To))
@@ -193,16 +168,36 @@ func moveAbort(ctx context.Context, a *app, name string) error {
 	if err != nil {
 		return fmt.Errorf("memoryruntime %s/%s: %w", rt.Namespace, rt.Name, err)
 	}
-	if err := k.patch(ctx, rt, p, a.dryRun, resRuntimes); err != nil {
-		return err
-	}
 	res := ActionResult{Kind: "MemoryRuntime", Namespace: rt.Namespace, Name: rt.Name, Patch: p, DryRun: a.dryRun,
 		Message: fmt.Sprintf("set spec.database of memoryruntime %s/%s back to %s: the operator aborts move %d (%s), drops the copy on %s and lets writes resume",
 			rt.Namespace, rt.Name, mv.From.Via, mv.Run, mv.Phase, connectionText(mv.To))}
+	return a.applyMove(ctx, k, rt, res)
+}
+
+// runtimeMove reads the runtime and its status.serverMove; a runtime
+// without one is an error naming what there is no move to (verb).
+func (a *app) runtimeMove(ctx context.Context, name, verb string) (*kube, *memoryv1alpha1.MemoryRuntime, *memoryv1alpha1.ServerMoveStatus, error) {
+	k, rt, err := a.runtime(ctx, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mv := rt.Status.ServerMove
+	if mv == nil {
+		return nil, nil, nil, fmt.Errorf("memoryruntime %s/%s has no move to %s (status.serverMove is empty)", rt.Namespace, rt.Name, verb)
+	}
+	return k, rt, mv, nil
+}
+
+// applyMove patches the runtime with res.Patch (a dry run with --dry-run,
+// its message then saying so) and prints res.
+func (a *app) applyMove(ctx context.Context, k *kube, rt *memoryv1alpha1.MemoryRuntime, res ActionResult) error {
+	if err := k.patch(ctx, rt, res.Patch, a.dryRun, resRuntimes); err != nil {
+		return err
+	}
 	if a.dryRun {
 		res.Message = "dry run: " + res.Message
 	}
-	return a.printData(res, func(w io.Writer) error { _, err := fmt.Fprintln(w, res.Message); return err })
+	return a.printMessage(res)
 }
 
 // connectionText names a server of a move: the connection and the

@@ -12,6 +12,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// printMessage prints an action's result: its message, or the whole
+// result with -o json|yaml.
+func (a *app) printMessage(res ActionResult) error {
+	return a.printData(res, func(w io.Writer) error { _, err := fmt.Fprintln(w, res.Message); return err })
+}
+
 // printData writes v as JSON or YAML for -o, or calls human for tables.
 func (a *app) printData(v any, human func(w io.Writer) error) error {
 	switch a.output {

@@ -67,11 +67,7 @@ func (a *app) serviceFor(ctx context.Context, name string) (*service, error) {
 	if s.direct != "" && s.token != "" {
 		return s, nil // nothing to read from the cluster
 	}
-	k, err := a.kubeClient()
-	if err != nil {
-		return nil, err
-	}
-	rt, err := k.getRuntime(ctx, name)
+	k, rt, err := a.runtime(ctx, name)
 	if err != nil {
 		return nil, err
 	}

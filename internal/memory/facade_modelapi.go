@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/engram-dev/engram/internal/memory/modelapi"
 )
@@ -32,6 +34,10 @@ const (
 	MinLLMTimeout     = modelapi.MinLLMTimeout
 	MaxLLMTimeout     = modelapi.MaxLLMTimeout
 )
+
+// Sleep waits d or until ctx is done (then returns ctx.Err()):
+// modelapi.Sleep, for the operator's jobs and the bench.
+func Sleep(ctx context.Context, d time.Duration) error { return modelapi.Sleep(ctx, d) }
 
 // ErrUpstream: an embedding or chat model server failed (after retries).
 var ErrUpstream = modelapi.ErrUpstream

@@ -25,12 +25,8 @@ func (c *batchClock) Sleep(ctx context.Context, d time.Duration) error {
 // 3 x 10 ms between every two of its batches (none before the first batch
 // of each batch loop: purge has two, its memories and its eviction rows).
 func TestPacedJobsDoTheSameWork(t *testing.T) {
-	f := newFixture(t, withPolicy(func(p *Policy) { p.Forgetting.MinDecayScore = 0.5 }))
-	seedJobs(t, f)
-	before := f.count(`SELECT count(*) FROM %s`)
-	activeBefore := f.count(`SELECT count(*) FROM %s WHERE active`)
-
-	want := map[string]int64{OpDecay: 3, OpExpire: 2, OpPurge: 4, OpCompact: 3}
+	f, before, activeBefore := newJobsFixture(t)
+	want := seedJobsAffected
 	loops := map[string]int{OpDecay: 1, OpExpire: 1, OpPurge: 2, OpCompact: 1}
 	for _, op := range []string{OpDecay, OpExpire, OpPurge, OpCompact} {
 		res, err := f.store.RunJob(ctx(t), op, JobOptions{BatchSize: 2, Duty: 0.25, Clock: &batchClock{now: time.Unix(0, 0)}})
@@ -44,15 +40,7 @@ func TestPacedJobsDoTheSameWork(t *testing.T) {
 			t.Errorf("paced %s: paused %s over %d batches, want %s", op, res.Paused, res.Batches, wantPause)
 		}
 	}
-	if n := f.count(`SELECT count(*) FROM %s`); n != before-4 {
-		t.Fatalf("%d rows after purge, want %d", n, before-4)
-	}
-	if n := f.count(`SELECT count(*) FROM %s WHERE NOT active AND superseded_by IS NOT NULL`); n != 3 {
-		t.Fatalf("%d superseded by compaction, want 3", n)
-	}
-	if n := f.count(`SELECT count(*) FROM %s WHERE active`); n != activeBefore-3-2-3 {
-		t.Fatalf("%d active after the jobs, want %d", n, activeBefore-8)
-	}
+	checkJobsDone(t, f, before, activeBefore)
 	for _, op := range Operations {
 		if res, err := f.store.RunJob(ctx(t), op, JobOptions{Duty: 0.25}); err != nil || res.Affected != 0 {
 			t.Fatalf("second %s run = %+v, %v; want nothing left to do", op, res, err)

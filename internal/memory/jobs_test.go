@@ -56,13 +56,36 @@ func seedJobs(t *testing.T, f *fixture) {
 	add("a healthy preference", "preference")
 }
 
-func TestJobs(t *testing.T) {
-	f := newFixture(t, withPolicy(func(p *Policy) { p.Forgetting.MinDecayScore = 0.5 }))
-	seedJobs(t, f)
-	before := f.count(`SELECT count(*) FROM %s`)
-	activeBefore := f.count(`SELECT count(*) FROM %s WHERE active`)
+// seedJobsAffected is how many rows each operation changes after seedJobs.
+var seedJobsAffected = map[string]int64{OpDecay: 3, OpExpire: 2, OpPurge: 4, OpCompact: 3}
 
-	want := map[string]int64{OpDecay: 3, OpExpire: 2, OpPurge: 4, OpCompact: 3}
+// newJobsFixture is a fixture (MinDecayScore 0.5) seeded by seedJobs, and
+// its count of memories and of active ones.
+func newJobsFixture(t *testing.T) (f *fixture, before, activeBefore int64) {
+	t.Helper()
+	f = newFixture(t, withPolicy(func(p *Policy) { p.Forgetting.MinDecayScore = 0.5 }))
+	seedJobs(t, f)
+	return f, f.count(`SELECT count(*) FROM %s`), f.count(`SELECT count(*) FROM %s WHERE active`)
+}
+
+// checkJobsDone checks the memories once every operation ran on
+// seedJobs's rows: 4 purged, 3 superseded by compaction, 8 fewer active.
+func checkJobsDone(t *testing.T, f *fixture, before, activeBefore int64) {
+	t.Helper()
+	if n := f.count(`SELECT count(*) FROM %s`); n != before-4 {
+		t.Fatalf("%d rows after purge, want %d", n, before-4)
+	}
+	if n := f.count(`SELECT count(*) FROM %s WHERE NOT active AND superseded_by IS NOT NULL`); n != 3 {
+		t.Fatalf("%d superseded by compaction, want 3", n)
+	}
+	if n := f.count(`SELECT count(*) FROM %s WHERE active`); n != activeBefore-3-2-3 {
+		t.Fatalf("%d active after the jobs, want %d", n, activeBefore-8)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	f, before, activeBefore := newJobsFixture(t)
+	want := seedJobsAffected
 	for _, op := range Operations {
 		res, err := f.store.RunJob(ctx(t), op, JobOptions{DryRun: true, BatchSize: 2})
 		if err != nil || res.Affected != want[op] || !res.DryRun {
@@ -83,15 +106,7 @@ func TestJobs(t *testing.T) {
 		}
 		t.Logf("%s: %+v", op, *res)
 	}
-	if n := f.count(`SELECT count(*) FROM %s`); n != before-4 {
-		t.Fatalf("%d rows after purge, want %d", n, before-4)
-	}
-	if n := f.count(`SELECT count(*) FROM %s WHERE NOT active AND superseded_by IS NOT NULL`); n != 3 {
-		t.Fatalf("%d superseded by compaction, want 3", n)
-	}
-	if n := f.count(`SELECT count(*) FROM %s WHERE active`); n != activeBefore-3-2-3 {
-		t.Fatalf("%d active after the jobs, want %d", n, activeBefore-8)
-	}
+	checkJobsDone(t, f, before, activeBefore)
 	var forgotten int64
 	_ = f.admin.QueryRow(ctx(t), `SELECT count(*) FROM `+f.store.sql.history+` WHERE action = 'forget' AND actor = 'job'`).Scan(&forgotten)
 	if forgotten != 3 {

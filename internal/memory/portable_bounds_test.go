@@ -59,22 +59,7 @@ func TestImportHoldsSessionsToTheConversationLimits(t *testing.T) {
 		})
 	}
 	t.Run("tokens counted anew", func(t *testing.T) {
-		var forged []string
-		for _, l := range lines {
-			var rec map[string]any
-			if err := json.Unmarshal([]byte(l), &rec); err != nil {
-				t.Fatal(err)
-			}
-			switch rec["kind"] {
-			case portable.KindTrailer:
-				continue
-			case portable.KindMessage:
-				rec["tokens"] = 0
-				b, _ := json.Marshal(rec)
-				l = string(b)
-			}
-			forged = append(forged, l)
-		}
+		forged := forgeAll(t, lines, portable.KindMessage, func(rec map[string]any) { rec["tokens"] = 0 })
 		b := newFixture(t, inDatabaseOf(a))
 		if _, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, forged), Embedder: testExportInfo.Embedder}); err != nil {
 			t.Fatal(err)
@@ -93,22 +78,9 @@ func TestImportHoldsSessionsToTheConversationLimits(t *testing.T) {
 func TestImportHistoryDetailsBounded(t *testing.T) {
 	a := newFixture(t)
 	a.add(AddRequest{Owner: "alice", Content: "Alice prefers tea", Category: "preference", Source: SourceUser})
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatal(err)
-		}
-		switch rec["kind"] {
-		case portable.KindTrailer:
-			continue
-		case portable.KindHistory:
-			rec["details"] = json.RawMessage(`{"n": [` + strings.TrimSuffix(strings.Repeat("1e300,", 60), ",") + `]}`)
-			b, _ := json.Marshal(rec)
-			l = string(b)
-		}
-		lines = append(lines, l)
-	}
+	lines := forgeAll(t, strings.Split(strings.TrimSuffix(string(exportAll(t, a, "alice", false, 0)), "\n"), "\n"), portable.KindHistory, func(rec map[string]any) {
+		rec["details"] = json.RawMessage(`{"n": [` + strings.TrimSuffix(strings.Repeat("1e300,", 60), ",") + `]}`)
+	})
 	b := newFixture(t, inDatabaseOf(a))
 	_, err := b.store.Import(ctx(t), ImportRequest{Body: retrailer(t, lines), Embedder: testExportInfo.Embedder})
 	v, ok := IsValidation(err)
@@ -124,8 +96,27 @@ func TestImportHistoryDetailsBounded(t *testing.T) {
 // trailer left out, for retrailer).
 func forgeFirst(t *testing.T, lines []string, kind string, change func(map[string]any)) []string {
 	t.Helper()
+	out, n := forge(t, lines, kind, 1, change)
+	if n == 0 {
+		t.Fatalf("no %s record to forge", kind)
+	}
+	return out
+}
+
+// forgeAll changes every record of kind in an export's lines (its trailer
+// left out, for retrailer).
+func forgeAll(t *testing.T, lines []string, kind string, change func(map[string]any)) []string {
+	t.Helper()
+	out, _ := forge(t, lines, kind, len(lines), change)
+	return out
+}
+
+// forge changes the first most records of kind in an export's lines and
+// leaves out the trailer; it returns the lines and how many it changed.
+func forge(t *testing.T, lines []string, kind string, most int, change func(map[string]any)) ([]string, int) {
+	t.Helper()
 	var out []string
-	done := false
+	n := 0
 	for _, l := range lines {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
@@ -134,17 +125,15 @@ func forgeFirst(t *testing.T, lines []string, kind string, change func(map[strin
 		switch {
 		case rec["kind"] == portable.KindTrailer:
 			continue
-		case rec["kind"] == kind && !done:
+		case rec["kind"] == kind && n < most:
 			change(rec)
 			b, _ := json.Marshal(rec)
-			l, done = string(b), true
+			l = string(b)
+			n++
 		}
 		out = append(out, l)
 	}
-	if !done {
-		t.Fatalf("no %s record to forge", kind)
-	}
-	return out
+	return out, n
 }
 
 // TestImportHoldsTextsToTheWriteBounds (issue 26, nineteenth review,
@@ -182,11 +171,7 @@ func TestImportHoldsTextsToTheWriteBounds(t *testing.T) {
 			if !ok || !slices.ContainsFunc(v.Fields, func(f FieldError) bool { return strings.HasSuffix(f.Field, c.field) }) {
 				t.Fatalf("import with a forged %s: %v, want a 422 naming %s", c.name, err, c.field)
 			}
-			for _, table := range []string{b.store.sql.memories, b.store.sql.messages, b.store.sql.sessions} {
-				if n := rowsOf(t, b, table); n != 0 {
-					t.Errorf("%s holds %d rows after a refused import", table, n)
-				}
-			}
+			holdsNoRows(t, b, "a refused import", b.store.sql.memories, b.store.sql.messages, b.store.sql.sessions)
 		})
 	}
 }

@@ -58,11 +58,7 @@ func TestImportOrphanRecordIsRefused(t *testing.T) {
 	if !ok || !strings.HasSuffix(v.Fields[0].Field, "].sessionId") || !strings.Contains(v.Fields[0].Message, "whole sessions") {
 		t.Fatalf("import of messages without their session: %v", err)
 	}
-	for _, table := range []string{b.store.sql.memories, b.store.sql.messages, b.store.sql.history} {
-		if n := rowsOf(t, b, table); n != 0 {
-			t.Errorf("%s holds %d rows after a refused owner", table, n)
-		}
-	}
+	holdsNoRows(t, b, "a refused owner", b.store.sql.memories, b.store.sql.messages, b.store.sql.history)
 }
 
 // TestImportKeepsGlobalMemoriesGlobal: a tenant-wide memory goes only into

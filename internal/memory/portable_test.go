@@ -93,6 +93,17 @@ func seedRich(t *testing.T, f *fixture, n int) {
 }
 
 // rowsOf counts the rows of table, as admin.
+// holdsNoRows fails the test for each of tables that holds a row after
+// what (a refused import, a dry run).
+func holdsNoRows(t *testing.T, f *fixture, after string, tables ...string) {
+	t.Helper()
+	for _, table := range tables {
+		if n := rowsOf(t, f, table); n != 0 {
+			t.Errorf("%s holds %d rows after %s", table, n, after)
+		}
+	}
+}
+
 func rowsOf(t *testing.T, f *fixture, table string) int64 {
 	t.Helper()
 	var n int64
@@ -277,11 +288,7 @@ func TestImportBadLineWritesNothing(t *testing.T) {
 	if !found {
 		t.Fatalf("errors %+v do not name %s", v.Fields, want)
 	}
-	for _, table := range []string{b.store.sql.memories, b.store.sql.sessions, b.store.sql.messages} {
-		if n := rowsOf(t, b, table); n != 0 {
-			t.Errorf("%s holds %d rows after a refused import", table, n)
-		}
-	}
+	holdsNoRows(t, b, "a refused import", b.store.sql.memories, b.store.sql.sessions, b.store.sql.messages)
 }
 
 // TestImportDryRunWritesNothing: a dry run counts what it would insert
@@ -295,9 +302,5 @@ func TestImportDryRunWritesNothing(t *testing.T) {
 	if !res.DryRun || res.Inserted[portable.KindMemory] == 0 || res.Embedded == 0 {
 		t.Fatalf("dry run result %+v", res)
 	}
-	for _, table := range []string{b.store.sql.memories, b.store.sql.sessions, b.store.sql.messages, b.store.sql.history} {
-		if n := rowsOf(t, b, table); n != 0 {
-			t.Errorf("%s holds %d rows after a dry run", table, n)
-		}
-	}
+	holdsNoRows(t, b, "a dry run", b.store.sql.memories, b.store.sql.sessions, b.store.sql.messages, b.store.sql.history)
 }

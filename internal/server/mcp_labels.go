@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -19,6 +20,20 @@ func mcpMetadata(m map[string]any) (json.RawMessage, error) {
 		return nil, &memory.ValidationError{Fields: []memory.FieldError{{Field: "metadata", Message: "must be a JSON object"}}}
 	}
 	return js, nil
+}
+
+// mcpOwnerFilter is the owner (mcpOwner) and the filter (mcpFilter) of a
+// reading tool's arguments.
+func mcpOwnerFilter(ctx context.Context, askedOwner string, filter map[string]any) (string, *memory.Filter, error) {
+	owner, err := mcpOwner(ctx, askedOwner)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := mcpFilter(filter)
+	if err != nil {
+		return "", nil, err
+	}
+	return owner, f, nil
 }
 
 // mcpFilter is the filter argument of a tool as a memory.Filter (nil when

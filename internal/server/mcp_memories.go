@@ -117,11 +117,7 @@ func (t tools) add(ctx context.Context, a mcpAddArgs) (*memory.AddResult, error)
 }
 
 func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, error) {
-	owner, err := mcpOwner(ctx, a.Owner)
-	if err != nil {
-		return nil, err
-	}
-	filter, err := mcpFilter(a.Filter)
+	owner, filter, err := mcpOwnerFilter(ctx, a.Owner, a.Filter)
 	if err != nil {
 		return nil, err
 	}
@@ -130,11 +126,7 @@ func (t tools) search(ctx context.Context, a mcpSearchArgs) (*searchResponse, er
 }
 
 func (t tools) list(ctx context.Context, a mcpListArgs) (*memory.ListPage, error) {
-	owner, err := mcpOwner(ctx, a.Owner)
-	if err != nil {
-		return nil, err
-	}
-	filter, err := mcpFilter(a.Filter)
+	owner, filter, err := mcpOwnerFilter(ctx, a.Owner, a.Filter)
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +169,7 @@ func (t tools) supersede(ctx context.Context, a mcpSupersedeArgs) (*memory.Memor
 }
 
 func (t tools) context(ctx context.Context, a mcpContextArgs) (*memory.ContextResult, error) {
-	owner, err := mcpOwner(ctx, a.Owner)
-	if err != nil {
-		return nil, err
-	}
-	filter, err := mcpFilter(a.Filter)
+	owner, filter, err := mcpOwnerFilter(ctx, a.Owner, a.Filter)
 	if err != nil {
 		return nil, err
 	}

@@ -29,23 +29,11 @@ func (m Relocation) catchUp(ctx context.Context, verify bool) (delta int64, chec
 	if err := m.validate(); err != nil {
 		return 0, check, err
 	}
-	err = withTenantLock(ctx, m.Target, m.Schema, func(dst *pgx.Conn) error {
-		if err := m.mustBeIncoming(ctx, dst); err != nil {
-			return err
-		}
-		sc, err := m.Source.Acquire(ctx)
-		if err != nil {
-			return fmt.Errorf("connecting to the source: %w", err)
-		}
-		defer sc.Release()
-		tabs, err := m.matchedTables(ctx, dst, sc.Conn())
-		if err != nil {
-			return err
-		}
+	err = m.withIncoming(ctx, func(dst, src *pgx.Conn, tabs []relocTab) error {
 		if err := m.mustBeCopied(ctx, dst, tabs); err != nil {
 			return err
 		}
-		return relocTx(ctx, sc.Conn(), true, relocateStmtTimeout, func(stx pgx.Tx) error {
+		return relocTx(ctx, src, true, relocateStmtTimeout, func(stx pgx.Tx) error {
 			// The first query fixes the snapshot every table is read in.
 			var horizon string
 			if err := stx.QueryRow(ctx, "SELECT (txid_snapshot_xmin(txid_current_snapshot()) % 4294967296)::text").Scan(&horizon); err != nil {

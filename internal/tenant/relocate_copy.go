@@ -22,20 +22,8 @@ func (m Relocation) Copy(ctx context.Context) (done bool, p RelocateProgress, er
 	}
 	dl, rep := m.deadline(), reporter{fn: m.Progress}
 	p.Step = "copying"
-	err = withTenantLock(ctx, m.Target, m.Schema, func(dst *pgx.Conn) error {
-		if err := m.mustBeIncoming(ctx, dst); err != nil {
-			return err
-		}
-		sc, err := m.Source.Acquire(ctx)
-		if err != nil {
-			return fmt.Errorf("connecting to the source: %w", err)
-		}
-		defer sc.Release()
-		src := sc.Conn()
-		tabs, err := m.matchedTables(ctx, dst, src)
-		if err != nil {
-			return err
-		}
+	err = m.withIncoming(ctx, func(dst, src *pgx.Conn, tabs []relocTab) error {
+		var err error
 		var copied, cursors, indexes map[string]string
 		err = relocTx(ctx, dst, false, relocateStmtTimeout, func(tx pgx.Tx) error {
 			if copied, err = stateNames(ctx, tx, m.Schema, "copied"); err != nil {
@@ -92,6 +80,27 @@ func (m Relocation) Copy(ctx context.Context) (done bool, p RelocateProgress, er
 		return false, p, fmt.Errorf("copying schema %q to the target: %w", m.Schema, err)
 	}
 	return done, p, nil
+}
+
+// withIncoming runs fn under the tenant lock on the target, once the
+// target holds this runtime's incoming copy, with a source connection and
+// the tables (matchedTables).
+func (m Relocation) withIncoming(ctx context.Context, fn func(dst, src *pgx.Conn, tabs []relocTab) error) error {
+	return withTenantLock(ctx, m.Target, m.Schema, func(dst *pgx.Conn) error {
+		if err := m.mustBeIncoming(ctx, dst); err != nil {
+			return err
+		}
+		sc, err := m.Source.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("connecting to the source: %w", err)
+		}
+		defer sc.Release()
+		tabs, err := m.matchedTables(ctx, dst, sc.Conn())
+		if err != nil {
+			return err
+		}
+		return fn(dst, sc.Conn(), tabs)
+	})
 }
 
 // matchedTables reads the target's tables and refuses a source whose

@@ -47,14 +47,8 @@ func TestDropUnswitchedNeverDropsTheHome(t *testing.T) {
 // through a target pool repointed at the source, not when the target's
 // identity cannot be proven by its system identifier.
 func TestDropUnswitchedDropsTheFinishedCopy(t *testing.T) {
-	e := newMoveEnv(t, 4)
-	ctx, s := testCtx(t), e.spec.Schema
-	fillTenant(t, e.src, s, 4, 50)
-	rel := e.rel
-	if err := rel.Prepare(ctx); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	copyAll(t, ctx, rel)
+	e := newCopiedMove(t, 50)
+	ctx, s, rel := testCtx(t), e.spec.Schema, e.rel
 	if err := rel.Freeze(ctx); err != nil {
 		t.Fatalf("Freeze: %v", err)
 	}

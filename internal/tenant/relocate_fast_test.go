@@ -16,14 +16,8 @@ import (
 // across a pass boundary (its xid is before the next horizon but after
 // the previous one) all reach the target; Verify agrees after each pass.
 func TestRelocateIncrementalCatchUp(t *testing.T) {
-	e := newMoveEnv(t, 4)
-	ctx, s := testCtx(t), e.spec.Schema
-	fillTenant(t, e.src, s, 4, 40)
-	rel := e.rel
-	if err := rel.Prepare(ctx); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	copyAll(t, ctx, rel)
+	e := newCopiedMove(t, 40)
+	ctx, s, rel := testCtx(t), e.spec.Schema, e.rel
 	if _, err := rel.CatchUp(ctx); err != nil { // the first pass lists every key
 		t.Fatalf("CatchUp 1: %v", err)
 	}
@@ -119,14 +113,8 @@ func TestRelocateIncrementalCatchUp(t *testing.T) {
 // session is gone) and never with 42501 (which the service answers 500);
 // a new session's write gets 25006.
 func TestRelocateFreezeNeverRevokedFirst(t *testing.T) {
-	e := newMoveEnv(t, 4)
-	ctx, s := testCtx(t), e.spec.Schema
-	fillTenant(t, e.src, s, 4, 10)
-	rel := e.rel
-	if err := rel.Prepare(ctx); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	copyAll(t, ctx, rel)
+	e := newCopiedMove(t, 10)
+	ctx, s, rel := testCtx(t), e.spec.Schema, e.rel
 
 	idle := loginConn(t, e.srcURL, e.res, e.res.Password)
 	busy := loginConn(t, e.srcURL, e.res, e.res.Password)
@@ -177,14 +165,8 @@ func TestRelocateFreezeNeverRevokedFirst(t *testing.T) {
 // changed behind the move's back among the changed keys, and a target
 // row gone; it agrees with the full Verify when all is caught up.
 func TestRelocateVerifySinceBase(t *testing.T) {
-	e := newMoveEnv(t, 4)
-	ctx, s := testCtx(t), e.spec.Schema
-	fillTenant(t, e.src, s, 4, 40)
-	rel := e.rel
-	if err := rel.Prepare(ctx); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	copyAll(t, ctx, rel)
+	e := newCopiedMove(t, 40)
+	ctx, s, rel := testCtx(t), e.spec.Schema, e.rel
 	slow, err := e.src.Begin(ctx)
 	if err != nil {
 		t.Fatalf("begin: %v", err)

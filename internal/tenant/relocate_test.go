@@ -40,6 +40,20 @@ func newMoveEnv(t *testing.T, dims int) moveEnv {
 	return e
 }
 
+// newCopiedMove is a moveEnv (vectors of 4 dimensions) whose tenant holds
+// rows memories (fillTenant), prepared and copied to the target.
+func newCopiedMove(t *testing.T, rows int) moveEnv {
+	t.Helper()
+	e := newMoveEnv(t, 4)
+	ctx := testCtx(t)
+	fillTenant(t, e.src, e.spec.Schema, 4, rows)
+	if err := e.rel.Prepare(ctx); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	copyAll(t, ctx, e.rel)
+	return e
+}
+
 func mustExec(t *testing.T, p *pgxpool.Pool, sql string) {
 	t.Helper()
 	if _, err := p.Exec(testCtx(t), sql); err != nil {

@@ -84,7 +84,7 @@ func (c *openAIClient) post(ctx context.Context, path string, body, out any) err
 	var lastErr error
 	for attempt := 0; attempt <= c.retries; attempt++ {
 		if attempt > 0 {
-			if err := sleepCtx(ctx, c.delay(attempt, lastErr)); err != nil {
+			if err := Sleep(ctx, c.delay(attempt, lastErr)); err != nil {
 				return fmt.Errorf("%w: %s: %v (gave up: %v)", ErrUpstream, url, lastErr, err)
 			}
 		}
@@ -178,7 +178,9 @@ func errorMessage(body []byte) string {
 	return s
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits d or until ctx is done (then returns ctx.Err()). The façade
+// exports it as memory.Sleep for the packages outside the engine.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -35,10 +35,7 @@ func TestReembedWithWritesDuringTheFill(t *testing.T) {
 	if rows.Err() != nil || len(ids) != 30 {
 		t.Fatalf("memories to rewrite: %d, %v", len(ids), rows.Err())
 	}
-	to, emb := builtin(t, 768)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 768)
 	writes := make(chan error, 1)
 	go func() {
 		defer close(writes)
@@ -93,10 +90,7 @@ func TestReembedWithWritesDuringTheFill(t *testing.T) {
 func TestReembedSwitchIsAllOrNothing(t *testing.T) {
 	f := newFixture(t)
 	seeded := f.seed(10)
-	to, emb := builtin(t, 512)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 512)
 	fill(t, reembed.NewFiller(f.login, f.target, to, emb), 64)
 	reader, err := f.admin.Begin(ctx(t))
 	if err != nil {

@@ -85,10 +85,7 @@ func (f *fixture) nextIsNull(table, text, content string) bool {
 func TestDualWritesMemories(t *testing.T) {
 	f := newFixture(t)
 	f.seed(6)
-	to, toEmb := builtin(t, 256)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, toEmb := f.beginBuiltin(t, 256)
 	next := &flaky{Embedder: toEmb}
 	var o outcomes
 	s := f.dualStore(to, next, time.Second, &o)
@@ -190,10 +187,7 @@ func TestDualWritesMemories(t *testing.T) {
 func TestDualWritesConversation(t *testing.T) {
 	f := newFixture(t)
 	f.seed(3)
-	to, toEmb := builtin(t, 256)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, toEmb := f.beginBuiltin(t, 256)
 	next := &flaky{Embedder: toEmb}
 	var o outcomes
 	s := f.dualStore(to, next, time.Second, &o)
@@ -261,9 +255,7 @@ func TestDualWritesConversation(t *testing.T) {
 func TestDualWritesFromConfig(t *testing.T) {
 	f := newFixture(t)
 	to := memory.ReembedNamed(memory.ProviderBuiltin, "", 256)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	f.begin(t, to)
 	cfg := &memory.ServiceConfig{Schema: f.target.Schema, Policy: memory.DefaultPolicy(),
 		Embedding: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 384},
 		Reembed:   &memory.ReembedConfig{Next: memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: 256}, Timeout: "1s"}}
@@ -295,10 +287,7 @@ func TestDualWritesFromConfig(t *testing.T) {
 func TestDualWritesWhenTheReembedEnds(t *testing.T) {
 	f := newFixture(t)
 	f.seed(3)
-	to, toEmb := builtin(t, 256)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, toEmb := f.beginBuiltin(t, 256)
 	var o outcomes
 	s := f.dualStore(to, toEmb, time.Second, &o)
 	add := func(content string) {
@@ -317,9 +306,7 @@ func TestDualWritesWhenTheReembedEnds(t *testing.T) {
 	}
 	// Filling again (a store that just read it), then aborted and begun
 	// toward another embedder of 256 dimensions behind its cache.
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	f.begin(t, to)
 	s = f.dualStore(to, toEmb, time.Second, &o)
 	add("written while filling again")
 	if err := reembed.Abort(ctx(t), f.admin, f.target); err != nil {

@@ -18,10 +18,7 @@ import (
 func TestReembedStateIsNotTheTenants(t *testing.T) {
 	f := newFixture(t)
 	f.seed(3)
-	to, emb := builtin(t, 512)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 512)
 	for _, set := range []string{
 		"phase = 'idle', next_provider = NULL, next_model = NULL, next_dimensions = NULL",
 		"next_model = 'forged'",
@@ -52,10 +49,7 @@ func TestReembedStateIsNotTheTenants(t *testing.T) {
 func TestReembedAbortRemovesLeftovers(t *testing.T) {
 	f := newFixture(t)
 	f.seed(3)
-	to, _ := builtin(t, 512)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, _ := f.beginBuiltin(t, 512)
 	f.sql(`UPDATE %[1]s.reembed SET phase = 'idle', next_provider = NULL, next_model = NULL, next_dimensions = NULL`)
 	if err := reembed.Abort(ctx(t), f.admin, f.target); err != nil {
 		t.Fatal(err)
@@ -76,10 +70,7 @@ func TestReembedAbortRemovesLeftovers(t *testing.T) {
 func TestReembedRewriteDuringTheEmbedCall(t *testing.T) {
 	f := newFixture(t)
 	f.seed(5)
-	to, emb := builtin(t, 768)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 768)
 	fill(t, reembed.NewFiller(f.login, f.target, to, &rewriting{Embedder: emb, f: f}), 64)
 	if err := reembed.Switch(ctx(t), f.admin, f.target); err != nil {
 		t.Fatal(err)

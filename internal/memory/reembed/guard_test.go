@@ -25,9 +25,7 @@ func TestReembedGuardRefusesTheOldEmbedderAfterTheSwitch(t *testing.T) {
 	f.seed(4)
 	to := reembed.Named("openai", "other-model", 384)
 	_, emb := builtin(t, 384)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	f.begin(t, to)
 	fill(t, reembed.NewFiller(f.login, f.target, to, emb), 64)
 	if err := reembed.Switch(ctx(t), f.admin, f.target); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,23 @@ func newFixture(t testing.TB) *fixture {
 	return newFixtureOn(t, testenv.NewDatabase(t))
 }
 
+// begin begins the re-embed of f's tenant toward to.
+func (f *fixture) begin(t testing.TB, to reembed.Embedder) {
+	t.Helper()
+	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// beginBuiltin begins the re-embed of f's tenant toward the builtin
+// embedder of dims dimensions, and returns it (builtin).
+func (f *fixture) beginBuiltin(t testing.TB, dims int) (reembed.Embedder, memory.Embedder) {
+	t.Helper()
+	to, emb := builtin(t, dims)
+	f.begin(t, to)
+	return to, emb
+}
+
 // newFixtureOn is newFixture on the database of dbURL.
 func newFixtureOn(t testing.TB, dbURL string) *fixture {
 	t.Helper()

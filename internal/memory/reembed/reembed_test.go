@@ -20,10 +20,7 @@ import (
 func TestReembedFillsAndSwitchesTo768(t *testing.T) {
 	f := newFixture(t)
 	seeded := f.seed(48)
-	to, emb := builtin(t, 768)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 768)
 	p, err := reembed.ReadProgress(ctx(t), f.login, f.target)
 	if err != nil {
 		t.Fatal(err)
@@ -108,10 +105,7 @@ func ownerOf(i int) string { return []string{"owner-0", "owner-1", "owner-2"}[i%
 func TestReembedSwitchKeepsTheCoveringIndex(t *testing.T) {
 	f := newFixture(t)
 	seeded := f.seed(12)
-	to, emb := builtin(t, 512)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 512)
 	if got := fill(t, reembed.NewFiller(f.login, f.target, to, emb), 64); got != seeded.total() {
 		t.Errorf("filled %d rows, want %d", got, seeded.total())
 	}
@@ -173,10 +167,7 @@ func (c *cancelling) Embed(ctx context.Context, texts []string) ([][]float32, er
 func TestReembedResumesAfterACrash(t *testing.T) {
 	f := newFixture(t)
 	seeded := f.seed(90)
-	to, emb := builtin(t, 768)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 768)
 	c, cancel := context.WithCancel(ctx(t))
 	first := &cancelling{Embedder: emb, at: 3, cancel: cancel}
 	fl := reembed.NewFiller(f.login, f.target, to, first)
@@ -194,9 +185,7 @@ func TestReembedResumesAfterACrash(t *testing.T) {
 		t.Fatalf("the first fill stopped with %v after %d rows; want context.Canceled after 2 batches of 20", err, before)
 	}
 	// Begin again (what a restarted operator does) resumes; it changes nothing.
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	f.begin(t, to)
 	p, err := reembed.ReadProgress(ctx(t), f.login, f.target)
 	if err != nil || p.Filled != 40 || p.LeftTotal != seeded.total()-40 {
 		t.Fatalf("progress after the crash: %+v, %v; want 40 filled, %d left", p, err, seeded.total()-40)

@@ -46,10 +46,7 @@ func TestReembedAbortRestores(t *testing.T) {
 	f := newFixture(t)
 	seeded := f.seed(30)
 	before := f.vectorDigest()
-	to, emb := builtin(t, 768)
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	to, emb := f.beginBuiltin(t, 768)
 	if c, i, tr := f.reembedObjects(); c != 4 || i != 4 || tr != 2 {
 		t.Fatalf("after Begin: %d shadow columns, %d valid todo indexes, %d text triggers; want 4, 4, 2", c, i, tr)
 	}
@@ -114,9 +111,7 @@ func TestReembedSwitchRefusedWithRowsLeft(t *testing.T) {
 	if err := reembed.Begin(ctx(t), f.admin, f.target, wrongDims, to); err == nil {
 		t.Error("Begin from an embedder of 512 dimensions on 384-dimension vectors succeeded")
 	}
-	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, to); err != nil {
-		t.Fatal(err)
-	}
+	f.begin(t, to)
 	other, otherEmb := builtin(t, 256)
 	if err := reembed.Begin(ctx(t), f.admin, f.target, f.from, other); !errors.Is(err, reembed.ErrBusy) {
 		t.Errorf("Begin to another embedder during a re-embed: %v, want ErrBusy", err)
