@@ -5,10 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // scenarioServerMovePausedWhileFrozen (review 14, M2): a runtime paused
@@ -18,35 +16,15 @@ import (
 // phase CatchingUp), the runtime stays paused, and once unpaused the move
 // catches up and switches.
 func scenarioServerMovePausedWhileFrozen(e *operatorEnv, t *testing.T) {
-	in := testenv.NewInstance(t, "movepaused")
-	in.Start(t)
-	targetURL := in.NewDatabase(t)
-	targetConn := "movepaused-" + randomSuffix()
-	mustCreate(t, e.c, connectionSecret(e.opNS, targetConn, targetURL))
-
-	ns := e.newNamespace(t, "movepaused")
-	rt := newRuntime(ns, "bot", "")
-	rt.Spec.Database.OnChange = memoryv1alpha1.OnChangeMove
-	rt.Spec.ReclaimPolicy = memoryv1alpha1.ReclaimDelete
-	rt = e.readyRuntime(t, rt)
-	schema := rt.Status.Schema
-	seedMoveRows(t, e.adminURL, schema, moveRows)
-	login, _ := e.tenantLogin(t, ns, "bot")
-
-	key := types.NamespacedName{Namespace: ns, Name: "bot"}
-	obj := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bot"}}
+	m := e.startMove(t, moveSetup{instance: "movepaused", ns: "movepaused", connPrefix: "movepaused-", rows: moveRows})
+	obj := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "bot"}}
 	// Stopped right after the freeze, then killed there.
-	held := e.faults.holds.add(key, "move source frozen")
-	e.faults.arm(key, "move source frozen", nil)
+	held := e.faults.holds.add(m.key, "move source frozen")
+	e.faults.arm(m.key, "move source frozen", nil)
 	since := time.Now()
-	update(t, e, obj, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Database.ClusterConnection = targetConn })
-	select {
-	case <-held.reached:
-	case <-time.After(2 * time.Minute):
-		held.free()
-		t.Fatal("the move never froze the source")
-	}
-	if err := moveInsert(login, schema, "written while frozen"); err == nil {
+	e.moveTo(t, m.ns, m.targetConn)
+	reachHold(t, held, "froze the source")
+	if err := moveInsert(m.login0, m.schema, "written while frozen"); err == nil {
 		t.Error("the login role wrote on the frozen source")
 	}
 	update(t, e, obj, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Paused = true })
@@ -55,29 +33,29 @@ func scenarioServerMovePausedWhileFrozen(e *operatorEnv, t *testing.T) {
 	// Paused: no move step runs, yet the freeze ends after its timeout.
 	deadline := time.Now().Add(time.Minute)
 	var err error
-	for err = moveInsert(login, schema, "written after the lift"); err != nil && time.Now().Before(deadline); err = moveInsert(login, schema, "written after the lift") {
+	for err = moveInsert(m.login0, m.schema, "written after the lift"); err != nil && time.Now().Before(deadline); err = moveInsert(m.login0, m.schema, "written after the lift") {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatalf("the paused runtime's source stayed frozen %s after the freeze began: %v", time.Since(since).Round(time.Second), err)
 	}
 	t.Logf("writes resumed %s after the move began, the runtime paused", time.Since(since).Round(time.Second))
-	e.waitEventSince(t, ns, "bot", memoryv1alpha1.ReasonMoveFreezeTooLong, "move-freeze-timeout", since)
-	got := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveCatchingUp)
+	e.waitEventSince(t, m.ns, "bot", memoryv1alpha1.ReasonMoveFreezeTooLong, "move-freeze-timeout", since)
+	got := e.waitServerMove(t, m.ns, "bot", memoryv1alpha1.ServerMoveCatchingUp)
 	if mv := got.Status.ServerMove; mv.FreezesLifted != 1 || !got.Spec.Paused {
 		t.Errorf("after the lift: freezesLifted %d, paused %v; want 1 and still paused", mv.FreezesLifted, got.Spec.Paused)
 	}
 
 	update(t, e, obj, func(r *memoryv1alpha1.MemoryRuntime) { r.Spec.Paused = false })
-	moved := e.waitServerMove(t, ns, "bot", memoryv1alpha1.ServerMoveSwitched)
-	srcRows, srcSum := moveChecksum(t, e.adminURL, schema)
-	dstRows, dstSum := moveChecksum(t, targetURL, schema)
+	moved := e.waitServerMove(t, m.ns, "bot", memoryv1alpha1.ServerMoveSwitched)
+	srcRows, srcSum := moveChecksum(t, e.adminURL, m.schema)
+	dstRows, dstSum := moveChecksum(t, m.targetURL, m.schema)
 	if srcRows != dstRows || srcSum != dstSum || srcRows != moveRows+1 {
 		t.Errorf("after the switch: source %d rows %s, target %d rows %s; want both %d rows (the write after the lift included)", srcRows, srcSum, dstRows, dstSum, moveRows+1)
 	}
 	t.Logf("switched after unpausing: freeze %d ms", moved.Status.ServerMove.FreezeMillis)
 	e.deleteAndWait(t, obj)
-	if schemaIn(t, targetURL, schema) || schemaIn(t, e.adminURL, schema) {
-		t.Errorf("schema %s left behind after deleting the moved runtime (reclaimPolicy Delete)", schema)
+	if schemaIn(t, m.targetURL, m.schema) || schemaIn(t, e.adminURL, m.schema) {
+		t.Errorf("schema %s left behind after deleting the moved runtime (reclaimPolicy Delete)", m.schema)
 	}
 }
