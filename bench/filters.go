@@ -122,11 +122,7 @@ func (h *harness) runFilters(ctx context.Context) (*FiltersReport, error) {
 		return nil, err
 	}
 	defer pool.Close()
-	emb, err := memory.NewBuiltinEmbedder(benchDims)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := newRawSQL(pool, policy, emb)
+	raw, err := newBuiltinRawSQL(pool, policy)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,16 @@ type rawSQL struct {
 }
 
 // newRawSQL is the raw side over the bench tenant's schema (benchSchema).
+// newBuiltinRawSQL is newRawSQL with the builtin embedder of the bench's
+// dimensions (the service's).
+func newBuiltinRawSQL(pool *pgxpool.Pool, policy memory.Policy) (*rawSQL, error) {
+	emb, err := memory.NewBuiltinEmbedder(benchDims)
+	if err != nil {
+		return nil, err
+	}
+	return newRawSQL(pool, policy, emb)
+}
+
 func newRawSQL(pool *pgxpool.Pool, policy memory.Policy, emb memory.Embedder) (*rawSQL, error) {
 	schema := benchSchema
 	engine, err := memory.New(memory.Config{Pool: pool, Schema: schema, Policy: policy, Embedder: emb})

@@ -137,11 +137,7 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	}
 	rep.TableMiB, _ = tableMiB(ctx, pool, benchSchema)
 
-	emb, err := memory.NewBuiltinEmbedder(benchDims)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := newRawSQL(pool, policy, emb)
+	raw, err := newBuiltinRawSQL(pool, policy)
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +160,10 @@ func (h *harness) runService(ctx context.Context) (*ServiceReport, error) {
 	if werr != nil {
 		return rep, werr
 	}
-	if err := h.measureAsyncCommit(ctx, loginURL, db.name, policy, emb, rep); err != nil {
+	if err := h.measureAsyncCommit(ctx, loginURL, db.name, policy, raw.embedder, rep); err != nil {
 		return rep, err
 	}
-	return rep, h.measureOnCitus(ctx, plainSide{api: api, svc: svc.proc, db: db, raw: raw}, policy, emb, rep)
+	return rep, h.measureOnCitus(ctx, plainSide{api: api, svc: svc.proc, db: db, raw: raw}, policy, raw.embedder, rep)
 }
 
 // settledCeiling measures the ceiling query on the freshly vacuumed table.

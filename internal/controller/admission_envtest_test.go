@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,16 +27,7 @@ import (
 // 16 KiB of labels and memory.engram.dev/ annotations, with a message that
 // says so; others' annotations (kubectl's copy of the object) still pass.
 func TestAdmissionPolicyBoundsEngramObjectsMetadata(t *testing.T) {
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, c := ownControlPlane(t, 2*time.Minute, "team-a")
 	installPolicy(ctx, t, c, filepath.Join(testenv.RepoRoot(), "config", "admission", "metadata-bounds.yaml"))
 
 	tooMany := map[string]string{}

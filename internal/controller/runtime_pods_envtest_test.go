@@ -13,7 +13,6 @@ import (
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 	"github.com/engram-dev/engram/internal/naming"
-	"github.com/engram-dev/engram/internal/testenv"
 )
 
 // pageCounter is a client.Reader that records the largest page of Pods one
@@ -38,17 +37,8 @@ func (p *pageCounter) List(ctx context.Context, list client.ObjectList, opts ...
 // Pods a call now, stops at the first trouble, and at maxPodPages pages.
 func TestPodTroubleReadsPodsAFewAtATime(t *testing.T) {
 	const decoys, pad = 40, 100_000 // bounded: 4 MB in all
-	_, cfg := testenv.ControlPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := "team-decoy"
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, c := ownControlPlane(t, 2*time.Minute, ns)
 	rt := &memoryv1alpha1.MemoryRuntime{ObjectMeta: metav1.ObjectMeta{Name: "bot", Namespace: ns}}
 	for i := range decoys {
 		p := &corev1.Pod{

@@ -27,11 +27,7 @@ func runMemories(ctx context.Context, a *app, args []string) error {
 	if a.limit < 1 || a.limit > 500 {
 		return fmt.Errorf("--limit %d: use 1 to 500", a.limit)
 	}
-	filter, err := a.parsedFilter()
-	if err != nil {
-		return err
-	}
-	s, err := a.serviceFor(ctx, args[0])
+	filter, s, err := a.filteredService(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -91,11 +87,7 @@ func runContext(ctx context.Context, a *app, args []string) error {
 	if a.query == "" {
 		return errors.New("context needs --query: what the prompt is about")
 	}
-	filter, err := a.parsedFilter()
-	if err != nil {
-		return err
-	}
-	s, err := a.serviceFor(ctx, args[0])
+	filter, s, err := a.filteredService(ctx, args[0])
 	if err != nil {
 		return err
 	}
@@ -111,6 +103,20 @@ func runContext(ctx context.Context, a *app, args []string) error {
 		_, err := fmt.Fprintf(w, "%s\n\n(%d memories, %d tokens, %d left out for the budget)\n", res.Text, len(res.IDs), res.Tokens, res.Omitted)
 		return err
 	})
+}
+
+// filteredService is --filter (parsedFilter) and the service of runtime
+// name (serviceFor), for the commands that read memories.
+func (a *app) filteredService(ctx context.Context, name string) (json.RawMessage, *service, error) {
+	filter, err := a.parsedFilter()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := a.serviceFor(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return filter, s, nil
 }
 
 // parsedFilter is --filter as raw JSON (nil without it). Only its shape

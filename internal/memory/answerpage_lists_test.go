@@ -22,19 +22,7 @@ func (f *fixture) seedEscapeHeavyMemories(owner string, n int) []string {
 		SELECT gen_random_uuid(), m.owner_id, m.source, m.category, 'fact ' || i || ': ' || repeat('<&>', 150), m.embedding,
 			m.created_at - i * interval '1 second', m.created_at - i * interval '1 second'
 		FROM %s AS m, generate_series(1, %d) AS i WHERE m.id = '%s'`, f.store.sql.memories, f.store.sql.memories, n-1, seed.Memory.ID))
-	rows, err := f.admin.Query(ctx(f.t), `SELECT id::text FROM `+f.store.sql.memories+` WHERE owner_id = $1 ORDER BY created_at DESC, id DESC`, owner)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			f.t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := f.texts(`SELECT id::text FROM `+f.store.sql.memories+` WHERE owner_id = $1 ORDER BY created_at DESC, id DESC`, owner)
 	if len(ids) != n {
 		f.t.Fatalf("seeded %d memories, want %d", len(ids), n)
 	}

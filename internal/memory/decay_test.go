@@ -84,23 +84,7 @@ func TestDecayGoesOnWhereTheLastRunStopped(t *testing.T) {
 // activeIDs lists the active memories' ids in decay's walking order.
 func (f *fixture) activeIDs() []string {
 	f.t.Helper()
-	rows, err := f.admin.Query(ctx(f.t), `SELECT id::text FROM `+f.store.sql.memories+` WHERE active ORDER BY id`)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			f.t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		f.t.Fatal(err)
-	}
-	return ids
+	return f.texts(`SELECT id::text FROM ` + f.store.sql.memories + ` WHERE active ORDER BY id`)
 }
 
 // decayCursor reads where decay's walk stopped ("" when no run stopped).

@@ -21,6 +21,29 @@ func parseFilter(t *testing.T, js string) *Filter {
 	return &f
 }
 
+// refusesFilter checks that owner u1's search, list and (withContext)
+// context refuse filter with a field error at field whose message holds
+// want.
+func refusesFilter(t *testing.T, f *fixture, filter, field, want string, withContext bool) {
+	t.Helper()
+	flt := parseFilter(t, filter)
+	_, err := f.store.Search(ctx(t), SearchRequest{Owner: "u1", Query: "x", Filter: flt})
+	if msg := fieldError(t, err, field); !strings.Contains(msg, want) {
+		t.Errorf("search %s: %q, want %q", filter, msg, want)
+	}
+	_, err = f.store.List(ctx(t), ListRequest{Owner: "u1", Filter: flt})
+	if msg := fieldError(t, err, field); !strings.Contains(msg, want) {
+		t.Errorf("list %s: %q, want %q", filter, msg, want)
+	}
+	if !withContext {
+		return
+	}
+	_, err = f.store.Context(ctx(t), ContextRequest{Owner: "u1", Filter: flt})
+	if msg := fieldError(t, err, field); !strings.Contains(msg, want) {
+		t.Errorf("context %s: %q, want %q", filter, msg, want)
+	}
+}
+
 func TestFilterRefusals(t *testing.T) {
 	f := newFixture(t)
 	in51 := `[` + strings.Repeat(`"a",`, 50) + `"a"]`
@@ -51,15 +74,7 @@ func TestFilterRefusals(t *testing.T) {
 		{many, "filter.or[32].tags", "more than the limit of 32"},
 	}
 	for _, c := range cases {
-		flt := parseFilter(t, c.filter)
-		_, err := f.store.Search(ctx(t), SearchRequest{Owner: "u1", Query: "x", Filter: flt})
-		if msg := fieldError(t, err, c.field); !strings.Contains(msg, c.want) {
-			t.Errorf("search %s: %q, want %q", c.filter, msg, c.want)
-		}
-		_, err = f.store.List(ctx(t), ListRequest{Owner: "u1", Filter: flt})
-		if msg := fieldError(t, err, c.field); !strings.Contains(msg, c.want) {
-			t.Errorf("list %s: %q, want %q", c.filter, msg, c.want)
-		}
+		refusesFilter(t, f, c.filter, c.field, c.want, false)
 	}
 }
 

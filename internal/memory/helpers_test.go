@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/memory/modelapi"
@@ -149,6 +150,20 @@ func (f *fixture) exec(sql string, args ...any) int64 {
 }
 
 // count runs a COUNT query as admin, %s being the memories table.
+// texts runs sql (one text column) as the admin and returns its rows.
+func (f *fixture) texts(sql string, args ...any) []string {
+	f.t.Helper()
+	rows, err := f.admin.Query(ctx(f.t), sql, args...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
 func (f *fixture) count(sql string, args ...any) int64 {
 	f.t.Helper()
 	var n int64

@@ -93,13 +93,7 @@ func TestConnectionLimitIsSharedByANamespace(t *testing.T) {
 func TestManyRuntimesCannotTakeEverySlot(t *testing.T) {
 	ctx := testCtx(t)
 	pool, url := adminPool(t)
-	policy := ConnectionPolicy{Share: 1} // 1 % of the shared server's slots: a few runtimes
-	slots := serverSlots(t, pool)
-	capacity := policy.shareCapacity(slots)
-	perRuntime := 1
-	if testenv.OnCitus() {
-		perRuntime = 2 // the owner role logs in too
-	}
+	policy, slots, capacity, perRuntime := onePercentShare(t, pool)
 	ns := "ns-" + uniqueSchema(t, "many")
 	var team []*Result
 	for i := range capacity / perRuntime {
@@ -158,13 +152,7 @@ func TestConcurrentAdmissionsKeepTheShare(t *testing.T) {
 	ctx := testCtx(t)
 	url := testenv.NewDatabase(t)
 	pool := testenv.NewPool(t, url, 8)
-	policy := ConnectionPolicy{Share: 1} // 1 % of the shared server's slots: a few runtimes
-	slots := serverSlots(t, pool)
-	capacity := policy.shareCapacity(slots)
-	perRuntime := 1
-	if testenv.OnCitus() {
-		perRuntime = 2 // the owner role logs in too
-	}
+	policy, _, capacity, perRuntime := onePercentShare(t, pool)
 	ns := "ns-" + uniqueSchema(t, "race")
 	spec := func(name string) Spec {
 		s := newSpec(uniqueSchema(t, name), 3)
@@ -218,6 +206,21 @@ func TestConcurrentAdmissionsKeepTheShare(t *testing.T) {
 	if len(roles) > capacity || sum > capacity {
 		t.Errorf("the namespace has %d login roles whose limits add up to %d; its share holds %d", len(roles), sum, capacity)
 	}
+}
+
+// onePercentShare is a share of 1 % of the slots of pool's server (a few
+// runtimes): its policy, the server's slots, the share's capacity, and the
+// slots one runtime takes (its login; on Citus its owner logs in too).
+func onePercentShare(t *testing.T, pool *pgxpool.Pool) (policy ConnectionPolicy, slots, capacity, perRuntime int) {
+	t.Helper()
+	policy = ConnectionPolicy{Share: 1}
+	slots = serverSlots(t, pool)
+	capacity = policy.shareCapacity(slots)
+	perRuntime = 1
+	if testenv.OnCitus() {
+		perRuntime = 2
+	}
+	return policy, slots, capacity, perRuntime
 }
 
 // serverSlots is the shared server's connection slots open to

@@ -28,6 +28,16 @@ type fakeCol struct {
 // function that writes its rows with emit (values already in text form;
 // binary form is derived per type). emit returns false once the client is
 // gone.
+// lockSettingsAnswer answers tableSizeSQL: a lock table of about 6400
+// entries, and 128 (twice max_locks_per_transaction).
+var lockSettingsAnswer = fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+
+// rolesAnswer answers a listing of marked roles (oid, rolname,
+// rolconnlimit, comment) with the rows rows emits.
+func rolesAnswer(rows func(emit func(...string) bool)) fakeAnswer {
+	return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}}, rows: rows}
+}
+
 type fakeAnswer struct {
 	cols []fakeCol
 	rows func(emit func(vals ...string) bool)

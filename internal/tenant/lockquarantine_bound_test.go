@@ -22,19 +22,18 @@ func quarantineFlooder(t *testing.T, until time.Time) *pgx.ConnConfig {
 	url := fakePG(t, func(q string) fakeAnswer {
 		switch {
 		case strings.Contains(q, "max_locks_per_transaction"):
-			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+			return lockSettingsAnswer
 		case strings.Contains(q, "FROM pg_roles r") && strings.Contains(q, "rolcanlogin") && strings.Contains(q, "LIMIT"):
-			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-				rows: func(emit func(...string) bool) {
-					b := base.Add(MaxTenantWatchedRoles)
-					for i := range MaxTenantWatchedRoles {
-						oid := b + int64(i)
-						if !emit(fmt.Sprint(oid), fmt.Sprintf("r%d", oid), "0",
-							fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m;quarantined-until=%d;strikes=1", oid, until.Unix())) {
-							return
-						}
+			return rolesAnswer(func(emit func(...string) bool) {
+				b := base.Add(MaxTenantWatchedRoles)
+				for i := range MaxTenantWatchedRoles {
+					oid := b + int64(i)
+					if !emit(fmt.Sprint(oid), fmt.Sprintf("r%d", oid), "0",
+						fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m;quarantined-until=%d;strikes=1", oid, until.Unix())) {
+						return
 					}
-				}}
+				}
+			})
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):

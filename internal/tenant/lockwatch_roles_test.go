@@ -19,16 +19,15 @@ func watchdogServer(t *testing.T, hostile, hostileMarker int) string {
 	return fakePG(t, func(q string) fakeAnswer {
 		switch {
 		case strings.Contains(q, "max_locks_per_transaction"):
-			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+			return lockSettingsAnswer
 		case strings.Contains(q, "FROM pg_roles r"):
-			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-				rows: func(emit func(...string) bool) {
-					emit("16399", "engram_ok_login", "5", "managed-by=engram;uid=u0;runtime=team-a/ok")
-					for i := range hostile {
-						emit(fmt.Sprint(16400+i), fmt.Sprintf("engram_%d_login", i), "5",
-							fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/mem;pad=%s", i+1, pad))
-					}
-				}}
+			return rolesAnswer(func(emit func(...string) bool) {
+				emit("16399", "engram_ok_login", "5", "managed-by=engram;uid=u0;runtime=team-a/ok")
+				for i := range hostile {
+					emit(fmt.Sprint(16400+i), fmt.Sprintf("engram_%d_login", i), "5",
+						fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/mem;pad=%s", i+1, pad))
+				}
+			})
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):
@@ -104,17 +103,16 @@ func manyRolesServer(t *testing.T, n int) string {
 	return fakePG(t, func(q string) fakeAnswer {
 		switch {
 		case strings.Contains(q, "max_locks_per_transaction"):
-			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+			return lockSettingsAnswer
 		case strings.Contains(q, "FROM pg_roles r"):
-			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-				rows: func(emit func(...string) bool) {
-					for i := range n {
-						if !emit(fmt.Sprint(20000+i), fmt.Sprintf("engram_%d_login", i), "5",
-							fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m%d", i, i)) {
-							return
-						}
+			return rolesAnswer(func(emit func(...string) bool) {
+				for i := range n {
+					if !emit(fmt.Sprint(20000+i), fmt.Sprintf("engram_%d_login", i), "5",
+						fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m%d", i, i)) {
+						return
 					}
-				}}
+				}
+			})
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		}

@@ -1,10 +1,12 @@
 package tenant
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -79,14 +81,7 @@ func TestRelocateIncrementalCatchUp(t *testing.T) {
 	// A transaction open across a pass boundary: it takes its xid before
 	// the pass, which cannot see its write, commits after; later
 	// transactions commit on both sides of the pass.
-	tx, err := e.src.Begin(ctx)
-	if err != nil {
-		t.Fatalf("begin: %v", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "UPDATE "+s+".memories SET content = 'slow edit' WHERE id = (SELECT id FROM "+s+".memories ORDER BY id LIMIT 1)"); err != nil {
-		t.Fatalf("slow update: %v", err)
-	}
+	tx := slowEdit(t, e)
 	mustExec(t, e.src, "UPDATE "+s+".memories SET importance = importance + 1 WHERE id = (SELECT id FROM "+s+".memories ORDER BY id DESC LIMIT 1)")
 	if d, err := rel.CatchUp(ctx); err != nil || d < 1 {
 		t.Fatalf("CatchUp with a transaction open: %d rows, %v; want the other update", d, err)
@@ -167,14 +162,7 @@ func TestRelocateFreezeNeverRevokedFirst(t *testing.T) {
 func TestRelocateVerifySinceBase(t *testing.T) {
 	e := newCopiedMove(t, 40)
 	ctx, s, rel := testCtx(t), e.spec.Schema, e.rel
-	slow, err := e.src.Begin(ctx)
-	if err != nil {
-		t.Fatalf("begin: %v", err)
-	}
-	defer func() { _ = slow.Rollback(ctx) }()
-	if _, err := slow.Exec(ctx, "UPDATE "+s+".memories SET content = 'slow edit' WHERE id = (SELECT id FROM "+s+".memories ORDER BY id LIMIT 1)"); err != nil {
-		t.Fatalf("slow update: %v", err)
-	}
+	slow := slowEdit(t, e)
 	_, base, err := rel.CatchUpVerified(ctx)
 	if err != nil || base.Rows < 100 || base.Tables < 15 {
 		t.Fatalf("CatchUpVerified = %+v, %v; want every table compared", base, err)
@@ -225,4 +213,21 @@ func TestRelocateVerifySinceBase(t *testing.T) {
 	}
 	mustExec(t, e.dst, "DELETE FROM "+s+".sessions")
 	mismatch("a target row gone", "sessions")
+}
+
+// slowEdit begins a transaction on the source that sets the first
+// memory's content to 'slow edit' and leaves it open: the caller commits
+// it (it is rolled back at the end of the test otherwise).
+func slowEdit(t *testing.T, e moveEnv) pgx.Tx {
+	t.Helper()
+	ctx, s := testCtx(t), e.spec.Schema
+	tx, err := e.src.Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "UPDATE "+s+".memories SET content = 'slow edit' WHERE id = (SELECT id FROM "+s+".memories ORDER BY id LIMIT 1)"); err != nil {
+		t.Fatalf("slow update: %v", err)
+	}
+	return tx
 }

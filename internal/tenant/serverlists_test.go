@@ -104,18 +104,17 @@ func TestNamespaceRolesAreBounded(t *testing.T) {
 			case strings.Contains(q, "current_setting('max_connections')"):
 				return fakeAnswer{cols: []fakeCol{{"slots", 23}}, rows: func(emit func(...string) bool) { emit("100000") }}
 			case q == namespaceRolesSQL:
-				return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-					rows: func(emit func(...string) bool) {
-						marker := owner.marker()
-						if !emit("1", names.login, "-1", marker) {
+				return rolesAnswer(func(emit func(...string) bool) {
+					marker := owner.marker()
+					if !emit("1", names.login, "-1", marker) {
+						return
+					}
+					for i := range roles - 1 {
+						if !emit(strconv.Itoa(i+2), "r"+strconv.Itoa(i), "-1", marker) {
 							return
 						}
-						for i := range roles - 1 {
-							if !emit(strconv.Itoa(i+2), "r"+strconv.Itoa(i), "-1", marker) {
-								return
-							}
-						}
-					}}
+					}
+				})
 			case strings.Contains(q, "ALTER ROLE"):
 				alters.Add(1)
 			}
@@ -189,12 +188,11 @@ func TestLockSessionsAreBounded(t *testing.T) {
 	url := fakePG(t, func(q string) fakeAnswer {
 		switch {
 		case strings.Contains(q, "max_locks_per_transaction"):
-			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+			return lockSettingsAnswer
 		case strings.Contains(q, "FROM pg_roles r"):
-			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-				rows: func(emit func(...string) bool) {
-					emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a")
-				}}
+			return rolesAnswer(func(emit func(...string) bool) {
+				emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a")
+			})
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):

@@ -37,18 +37,17 @@ func worstTenantServer(t *testing.T) string {
 	return fakePG(t, func(q string) fakeAnswer {
 		switch {
 		case strings.Contains(q, "max_locks_per_transaction"):
-			return fakeAnswer{cols: []fakeCol{{"a", 23}, {"b", 23}}, rows: func(emit func(...string) bool) { emit("6400", "128") }}
+			return lockSettingsAnswer
 		case strings.Contains(q, "FROM pg_roles r"):
-			return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}},
-				rows: func(emit func(...string) bool) {
-					for i := range 2 * MaxTenantWatchedRoles {
-						name := fmt.Sprintf("r%05d%s", i, strings.Repeat("n", maxRoleNameBytes-6))
-						marker := fmt.Sprintf("managed-by=engram;uid=u%05d;runtime=ns-%05d/rt-%05d;pad=", i, i, i)
-						if !emit(fmt.Sprint(20000+i), name, "5", marker+strings.Repeat("z", maxMarkerBytes-len(marker))) {
-							return
-						}
+			return rolesAnswer(func(emit func(...string) bool) {
+				for i := range 2 * MaxTenantWatchedRoles {
+					name := fmt.Sprintf("r%05d%s", i, strings.Repeat("n", maxRoleNameBytes-6))
+					marker := fmt.Sprintf("managed-by=engram;uid=u%05d;runtime=ns-%05d/rt-%05d;pad=", i, i, i)
+					if !emit(fmt.Sprint(20000+i), name, "5", marker+strings.Repeat("z", maxMarkerBytes-len(marker))) {
+						return
 					}
-				}}
+				}
+			})
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):
