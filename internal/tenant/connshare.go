@@ -112,16 +112,54 @@ func rolesBefore(roles []namespaceRole, uid string, perRuntime int) (older, tota
 	return older, total
 }
 
+// admitAndCreateRoles admits the runtime to its namespace's connection
+// share and creates its roles. A pass that creates the login role holds
+// the namespace's admission lease from the count to the marked roles:
+// passes of one namespace (the operator reconciles several runtimes at
+// once) each counted the roles before the others' existed and all created
+// theirs, beyond the share (issue 26's sixth review, L1). Ranking by OID
+// afterwards could not settle it: a role's OID is taken when CREATE ROLE
+// starts, it becomes visible when that commits and counts once its marker
+// is written, so a role with a lower OID could appear after a racer had
+// already counted (on Citus, where CREATE ROLE commits on every node, two
+// of four racers were admitted). The lease is a row of the admin-only
+// control schema, not an advisory lock a tenant could take. Passes over an
+// existing runtime create nothing and take no lease.
+func admitAndCreateRoles(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, plan tenantPlan, citus bool, res *Result) error {
+	perRuntime := 1
+	if citus {
+		perRuntime = 2 // the owner role logs in too (ownerLogin)
+	}
+	if plan.login == claimCreate {
+		key := admissionLease(spec.Owner.Namespace)
+		holder, err := takeLease(ctx, conn, key)
+		if err != nil {
+			return fmt.Errorf("admitting a runtime of namespace %q: %w", spec.Owner.Namespace, err)
+		}
+		defer releaseLease(conn, key, holder)
+	}
+	if err := admitRuntime(ctx, conn, spec.Connections, spec.Owner, perRuntime); err != nil {
+		return err
+	}
+	if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus, spec.after, res); err != nil {
+		return err
+	}
+	// Again now that the roles exist: a pass that takes no lease (an
+	// operator of an older version during an upgrade) may have been
+	// admitted against the same count.
+	return readmitCreated(ctx, conn, spec.Connections, spec.Owner, names, plan, perRuntime)
+}
+
+// admissionLease is the lease key of a namespace's admissions: a "/"
+// is never in a schema name (ValidSchemaName), so it cannot be a schema's.
+func admissionLease(namespace string) string { return "admission/" + namespace }
+
 // readmitCreated checks the share once more after this pass created the
 // runtime's login role, and drops the roles it created when they rank
-// beyond it. admitRuntime alone reads the namespace's roles before they
-// exist, and the lease is per schema: two passes of one namespace (the
-// operator reconciles several runtimes at once) both saw room for one more
-// and both created their role, beyond the share (issue 26's sixth review,
-// L1). Roles are server-wide and each CREATE ROLE commits at once, so every
-// racer sees the others' roles here; ranking by OID, the oldest keep their
-// place and each pass refuses itself when it is beyond, whichever reads
-// first. Nothing else was created yet, so the refusal leaves nothing.
+// beyond it, ranking by OID (the oldest keep their place). Passes of this
+// version are serialised by the admission lease and always pass here; it
+// catches a pass that took no lease, as well as OIDs and commits allow.
+// Nothing else was created yet, so the refusal leaves nothing.
 func readmitCreated(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, names roleNames, plan tenantPlan, perRuntime int) error {
 	if plan.login != claimCreate {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -205,6 +206,66 @@ func TestConcurrentAdmissionsKeepTheShare(t *testing.T) {
 	}
 	if len(roles) > capacity || sum > capacity {
 		t.Errorf("the namespace has %d login roles whose limits add up to %d; its share holds %d", len(roles), sum, capacity)
+	}
+}
+
+// TestAdmissionCountsARoleNotYetMarked (the CI's Citus pass, 2026-11-27):
+// a role's OID is taken when its CREATE ROLE starts, but other passes
+// count it only once it is committed and marked. Two of four racers were
+// admitted on Citus, where CREATE ROLE commits on every node: a racer
+// counted before an older role showed, and the recheck by OID then let
+// both keep their place. Here the first pass stops between creating its
+// login role and marking it while a second pass of the namespace runs:
+// the second waits for the namespace's admission lease, then counts the
+// first and is refused; the first is admitted. Without the lease the
+// second counts nothing, is admitted, and the first, older by OID, is too.
+func TestAdmissionCountsARoleNotYetMarked(t *testing.T) {
+	ctx := testCtx(t)
+	url := testenv.NewDatabase(t)
+	pool := testenv.NewPool(t, url, 8)
+	policy, _, capacity, perRuntime := onePercentShare(t, pool)
+	ns := "ns-" + uniqueSchema(t, "gap")
+	spec := func(name string) Spec {
+		s := newSpec(uniqueSchema(t, name), 3)
+		s.Owner.Namespace, s.Connections = ns, policy
+		dropRolesAfter(t, url, s.Schema)
+		return s
+	}
+	for i := range capacity/perRuntime - 1 { // one runtime below the share
+		mustProvision(t, pool, url, spec(fmt.Sprintf("engram_gap_%d", i)))
+	}
+	first, second := spec("engram_gap_first"), spec("engram_gap_second")
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var pause sync.Once
+	first.FailAfter = func(step string) error {
+		if step == "login role created, not marked" {
+			pause.Do(func() { close(paused); <-resume })
+		}
+		return nil
+	}
+	firstDone, secondDone := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := Provision(ctx, pool, first); firstDone <- err }()
+	select {
+	case <-paused:
+	case err := <-firstDone:
+		t.Fatalf("the first pass ended before creating its login role: %v", err)
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	go func() { _, err := Provision(ctx, pool, second); secondDone <- err }()
+	var errSecond error
+	select {
+	case errSecond = <-secondDone: // it did not wait: the first is not counted
+		close(resume)
+	case <-time.After(2 * time.Second): // waiting for the lease (it waits up to lockWait)
+		close(resume)
+		errSecond = <-secondDone
+	}
+	if err := <-firstDone; err != nil {
+		t.Errorf("the first pass: %v; want admitted (it counted first)", err)
+	}
+	if !errors.Is(errSecond, ErrConnectionShareExhausted) {
+		t.Errorf("the second pass, run while the first's role was created but not marked: %v; want ConnectionShareExhaustedError", errSecond)
 	}
 }
 

@@ -65,20 +65,23 @@ func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn 
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// A fresh context: the lease is released even when ctx is done; if
-		// that fails, it expires by itself.
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = conn.Exec(rctx, "UPDATE "+locksTable()+" SET holder = NULL, expires_at = NULL, holder_pid = NULL, holder_started = NULL WHERE schema_name = $1 AND holder = $2", schema, holder)
-	}()
+	defer releaseLease(conn, schema, holder)
 	return fn(conn)
+}
+
+// releaseLease gives the lease key back, with a fresh context: it is
+// released even when the caller's context is done; if that fails, it
+// expires by itself (or at once when this session ends).
+func releaseLease(conn *pgx.Conn, key, holder string) {
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(rctx, "UPDATE "+locksTable()+" SET holder = NULL, expires_at = NULL, holder_pid = NULL, holder_started = NULL WHERE schema_name = $1 AND holder = $2", key, holder)
 }
 
 func locksTable() string { return pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize() }
 
-// takeLease waits up to lockWait for the schema's lease and returns the
-// holder id written into it.
+// takeLease waits up to lockWait for the lease of key (a schema, or
+// admissionLease's key) and returns the holder id written into it.
 func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)

@@ -190,19 +190,7 @@ func provisionTo(ctx context.Context, admin *pgxpool.Pool, spec Spec, target int
 		}
 		// A runtime beyond its namespace's connection share is refused
 		// before its role exists.
-		perRuntime := 1
-		if citus.Installed {
-			perRuntime = 2 // the owner role logs in too (ownerLogin)
-		}
-		if err := admitRuntime(ctx, conn, spec.Connections, spec.Owner, perRuntime); err != nil {
-			return err
-		}
-		if err := ensureRoles(ctx, conn, spec.Owner, names, plan, citus.Installed, res); err != nil {
-			return err
-		}
-		// Again now that the role exists: a concurrent pass of the same
-		// namespace may have been admitted against the same count.
-		if err := readmitCreated(ctx, conn, spec.Connections, spec.Owner, names, plan, perRuntime); err != nil {
+		if err := admitAndCreateRoles(ctx, conn, spec, names, plan, citus.Installed, res); err != nil {
 			return err
 		}
 		if err := spec.after("role created"); err != nil {

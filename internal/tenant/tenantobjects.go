@@ -53,8 +53,10 @@ func claimTenant(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames
 // ensureRoles creates the owner (NOLOGIN) and login roles when missing,
 // re-marks legacy or adopted ones, and lets the admin act as the owner
 // (needed to create objects it owns). On Citus the owner role may log in
-// but has no password (see ownerLogin).
-func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, citus bool, res *Result) error {
+// but has no password (see ownerLogin). after is Spec.after: the
+// admission tests pause a pass between a login role's CREATE and its
+// marker, the window in which concurrent counts cannot see it.
+func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, citus bool, after func(string) error, res *Result) error {
 	for _, r := range []struct {
 		name   string
 		login  bool
@@ -89,6 +91,11 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 		}
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("creating role %q: %w", r.name, err)
+		}
+		if r.login || citus {
+			if err := after("login role created, not marked"); err != nil {
+				return err
+			}
 		}
 		if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(owner.marker())); err != nil {
 			return fmt.Errorf("marking role %q: %w", r.name, err)
