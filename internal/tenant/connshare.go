@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -119,24 +120,28 @@ func rolesBefore(roles []namespaceRole, uid string, perRuntime int) (older, tota
 // once) each counted the roles before the others' existed and all created
 // theirs, beyond the share (issue 26's sixth review, L1). Ranking by OID
 // afterwards could not settle it: a role's OID is taken when CREATE ROLE
-// starts, it becomes visible when that commits and counts once its marker
-// is written, so a role with a lower OID could appear after a racer had
-// already counted (on Citus, where CREATE ROLE commits on every node, two
-// of four racers were admitted). The lease is a row of the admin-only
-// control schema, not an advisory lock a tenant could take. Passes over an
-// existing runtime create nothing and take no lease.
+// starts and the role counts only once it is committed with its marker,
+// so a role with a lower OID could appear after a racer had already
+// counted (on Citus, where CREATE ROLE commits on every node, two of four
+// racers were admitted). The lease is a row of the admin-only control
+// schema, not an advisory lock a tenant could take. Passes over an
+// existing runtime create nothing and take no lease. The lease is the
+// database's and roles are the server's: passes of one namespace on two
+// databases of one server are not serialised by it, only by the operator
+// reconciling one runtime per namespace at a time, and past that (an old
+// and a new leader overlapping) by the re-check below.
 func admitAndCreateRoles(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames, plan tenantPlan, citus bool, res *Result) error {
 	perRuntime := 1
 	if citus {
 		perRuntime = 2 // the owner role logs in too (ownerLogin)
 	}
 	if plan.login == claimCreate {
-		key := admissionLease(spec.Owner.Namespace)
-		holder, err := takeLease(ctx, conn, key)
+		l := admissionLease(spec.Owner.Namespace)
+		holder, err := takeLease(ctx, conn, l)
 		if err != nil {
-			return fmt.Errorf("admitting a runtime of namespace %q: %w", spec.Owner.Namespace, err)
+			return err
 		}
-		defer releaseLease(conn, key, holder)
+		defer releaseLease(conn, l.key, holder)
 	}
 	if err := admitRuntime(ctx, conn, spec.Connections, spec.Owner, perRuntime); err != nil {
 		return err
@@ -150,15 +155,26 @@ func admitAndCreateRoles(ctx context.Context, conn *pgx.Conn, spec Spec, names r
 	return readmitCreated(ctx, conn, spec.Connections, spec.Owner, names, plan, perRuntime)
 }
 
-// admissionLease is the lease key of a namespace's admissions: a "/"
-// is never in a schema name (ValidSchemaName), so it cannot be a schema's.
-func admissionLease(namespace string) string { return "admission/" + namespace }
+// admissionLease is the lease of a namespace's admissions. Its key holds
+// a "/", which is never in a schema name (ValidSchemaName), so it cannot
+// be a schema's. It guards a handful of statements, so it lasts
+// admissionLeaseTTL, not the pass's deadline: a holder whose session
+// lives on without it (a half-open connection after a node is lost)
+// holds up the namespace's new runtimes for that long, not for a pass.
+func admissionLease(namespace string) lease {
+	return lease{key: "admission/" + namespace, doing: fmt.Sprintf("admitting a runtime of namespace %q", namespace), ttl: admissionLeaseTTL}
+}
+
+// admissionLeaseTTL is far longer than the statements the admission lease
+// guards take (each bounded by the admin session's statement_timeout).
+const admissionLeaseTTL = 2 * time.Minute
 
 // readmitCreated checks the share once more after this pass created the
 // runtime's login role, and drops the roles it created when they rank
-// beyond it, ranking by OID (the oldest keep their place). Passes of this
-// version are serialised by the admission lease and always pass here; it
-// catches a pass that took no lease, as well as OIDs and commits allow.
+// beyond it, ranking by OID (the oldest keep their place). Passes of one
+// database are serialised by the admission lease and always pass here; it
+// catches what the lease does not serialise, as far as OIDs and commits
+// allow.
 // Nothing else was created yet, so the refusal leaves nothing.
 func readmitCreated(ctx context.Context, conn *pgx.Conn, p ConnectionPolicy, owner Owner, names roleNames, plan tenantPlan, perRuntime int) error {
 	if plan.login != claimCreate {

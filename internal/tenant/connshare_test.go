@@ -3,6 +3,7 @@ package tenant
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,6 +267,44 @@ func TestAdmissionCountsARoleNotYetMarked(t *testing.T) {
 	}
 	if !errors.Is(errSecond, ErrConnectionShareExhausted) {
 		t.Errorf("the second pass, run while the first's role was created but not marked: %v; want ConnectionShareExhaustedError", errSecond)
+	}
+}
+
+// TestRoleIsCreatedWithItsMarker (hostile review 17): a role and its
+// marker were two statements, so a pass that ended between them (a
+// cancelled context, an operator shut down) left a role Engram could not
+// prove was its own, and every later pass refused the runtime for good
+// (ErrNotManaged). Both now commit together: a pass cut right after the
+// CREATE leaves no role, and the next pass provisions the runtime.
+func TestRoleIsCreatedWithItsMarker(t *testing.T) {
+	ctx := testCtx(t)
+	pool, url := adminPool(t)
+	spec := newSpec(uniqueSchema(t, "engram_marked"), 3)
+	dropRolesAfter(t, url, spec.Schema)
+	spec.FailAfter = func(step string) error {
+		if step == "login role created, not marked" {
+			return errors.New("the operator stops here")
+		}
+		return nil
+	}
+	if _, err := Provision(ctx, pool, spec); err == nil {
+		t.Fatal("the injected stop did not end the pass")
+	}
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT rolname FROM pg_roles WHERE rolname = ANY($1)`, []string{LoginRole(spec.Schema), OwnerRole(spec.Schema)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if testenv.OnCitus() && len(left) != 0 || !testenv.OnCitus() && !slices.Equal(left, []string{OwnerRole(spec.Schema)}) {
+		// On Citus the owner logs in too: the stop comes at its CREATE.
+		t.Fatalf("roles left by a pass stopped between a login role's CREATE and its marker: %v; want only the marked roles created before it", left)
+	}
+	spec.FailAfter = nil
+	if res := mustProvision(t, pool, url, spec); res.Password == "" {
+		t.Fatalf("the next pass: no password; changes %v", res.Changes)
 	}
 }
 

@@ -61,7 +61,11 @@ func withTenantLock(ctx context.Context, admin *pgxpool.Pool, schema string, fn 
 	if err := ensureControlSchema(ctx, conn); err != nil {
 		return err
 	}
-	holder, err := takeLease(ctx, conn, schema)
+	l := lease{key: schema, doing: fmt.Sprintf("provisioning schema %q", schema), ttl: defaultLease}
+	if d, ok := ctx.Deadline(); ok {
+		l.ttl = time.Until(d) + leaseMargin
+	}
+	holder, err := takeLease(ctx, conn, l)
 	if err != nil {
 		return err
 	}
@@ -80,16 +84,22 @@ func releaseLease(conn *pgx.Conn, key, holder string) {
 
 func locksTable() string { return pgx.Identifier{ControlSchema, "provision_locks"}.Sanitize() }
 
-// takeLease waits up to lockWait for the lease of key (a schema, or
-// admissionLease's key) and returns the holder id written into it.
-func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, error) {
+// lease is one row of the lease table: key is a schema, or
+// admissionLease's key; doing says what its holder does, for the error of
+// a waiter; ttl is how long the lease lasts when its holder's session
+// lives on but never releases it.
+type lease struct {
+	key, doing string
+	ttl        time.Duration
+}
+
+// takeLease waits up to lockWait for the lease l and returns the holder
+// id written into it.
+func takeLease(ctx context.Context, conn *pgx.Conn, l lease) (string, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	holder := hex.EncodeToString(b)
-	ttl := defaultLease
-	if d, ok := ctx.Deadline(); ok {
-		ttl = time.Until(d) + leaseMargin
-	}
+	schema, ttl := l.key, l.ttl
 	if _, err := conn.Exec(ctx, "INSERT INTO "+locksTable()+" (schema_name) VALUES ($1) ON CONFLICT DO NOTHING", schema); err != nil {
 		return "", fmt.Errorf("taking the provisioning lease: %w", err)
 	}
@@ -108,7 +118,7 @@ func takeLease(ctx context.Context, conn *pgx.Conn, schema string) (string, erro
 			return holder, nil
 		}
 		if time.Now().After(give) {
-			return "", fmt.Errorf("another operator has been provisioning schema %q for over %s; retrying later", schema, lockWait)
+			return "", fmt.Errorf("another operator has been %s for over %s; retrying later", l.doing, lockWait)
 		}
 		select {
 		case <-ctx.Done():

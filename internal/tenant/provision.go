@@ -67,7 +67,9 @@ type Spec struct {
 	TextSearchConfig string
 	// FailAfter is a test seam, nil in production: when set, it is called
 	// after each step of provisioning ("role created", "schema created",
-	// "migrated", "granted"), and an error it returns ends Provision there,
+	// "migrated", "granted"; and "login role created, not marked", inside
+	// the transaction that creates a role that logs in, which an error
+	// rolls back), and an error it returns ends Provision there,
 	// as if the operator had died between two steps. Tests use it to prove
 	// that every partial state converges on the next run.
 	FailAfter func(step string) error

@@ -53,9 +53,7 @@ func claimTenant(ctx context.Context, conn *pgx.Conn, spec Spec, names roleNames
 // ensureRoles creates the owner (NOLOGIN) and login roles when missing,
 // re-marks legacy or adopted ones, and lets the admin act as the owner
 // (needed to create objects it owns). On Citus the owner role may log in
-// but has no password (see ownerLogin). after is Spec.after: the
-// admission tests pause a pass between a login role's CREATE and its
-// marker, the window in which concurrent counts cannot see it.
+// but has no password (see ownerLogin). after is Spec.after.
 func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNames, plan tenantPlan, citus bool, after func(string) error, res *Result) error {
 	for _, r := range []struct {
 		name   string
@@ -73,32 +71,12 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 			res.Changes = append(res.Changes, "marked role "+r.name+" as owned by UID "+owner.UID)
 			continue
 		}
-		stmt := "CREATE ROLE " + ident + " NOLOGIN NOINHERIT"
-		if citus {
-			stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT"
+		pw, err := createMarkedRole(ctx, conn, r.name, r.login, citus, owner.marker(), after)
+		if err != nil {
+			return err
 		}
 		if r.login {
-			pw, err := newPassword()
-			if err != nil {
-				return err
-			}
-			verifier, err := scramVerifier(pw)
-			if err != nil {
-				return err
-			}
-			stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT PASSWORD " + quoteLiteral(verifier)
 			res.Password = pw
-		}
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("creating role %q: %w", r.name, err)
-		}
-		if r.login || citus {
-			if err := after("login role created, not marked"); err != nil {
-				return err
-			}
-		}
-		if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(owner.marker())); err != nil {
-			return fmt.Errorf("marking role %q: %w", r.name, err)
 		}
 		res.Changes = append(res.Changes, "created role "+r.name)
 	}
@@ -126,6 +104,47 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, owner Owner, names roleNam
 		res.Changes = append(res.Changes, "granted "+names.owner+" to the admin role")
 	}
 	return nil
+}
+
+// createMarkedRole creates one role and writes its marker in one
+// transaction, and returns the login role's new password. Two statements
+// on their own left an unmarked role when the pass ended between them (a
+// cancelled context, an operator shut down): every later pass then found
+// a role Engram cannot prove is its own and refused the runtime for good
+// (hostile review 17). after is Spec.after: the admission tests pause a
+// pass right after a login role's CREATE, in the window where its OID is
+// taken but no concurrent pass can count it yet.
+func createMarkedRole(ctx context.Context, conn *pgx.Conn, name string, login, citus bool, marker string, after func(string) error) (password string, err error) {
+	ident := pgx.Identifier{name}.Sanitize()
+	stmt := "CREATE ROLE " + ident + " NOLOGIN NOINHERIT"
+	if citus {
+		stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT"
+	}
+	if login {
+		if password, err = newPassword(); err != nil {
+			return "", err
+		}
+		verifier, err := scramVerifier(password)
+		if err != nil {
+			return "", err
+		}
+		stmt = "CREATE ROLE " + ident + " LOGIN NOINHERIT PASSWORD " + quoteLiteral(verifier)
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("creating role %q: %w", name, err)
+		}
+		if login || citus {
+			if err := after("login role created, not marked"); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident+" IS "+quoteLiteral(marker)); err != nil {
+			return fmt.Errorf("marking role %q: %w", name, err)
+		}
+		return nil
+	})
+	return password, err
 }
 
 func roleState(ctx context.Context, conn *pgx.Conn, name string) (bool, marker, error) {
