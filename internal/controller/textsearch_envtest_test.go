@@ -56,6 +56,20 @@ func scenarioTextSearchChange(e *operatorEnv, t *testing.T) {
 	if err := wantTextSearch(testContext(t), e.pool, bot, "german", "memories_owner_text_stored_german_idx"); err != nil {
 		t.Errorf("a switch right after the previous one was not deferred: %v", err)
 	}
+	// The team changes its mind before the wait ends: back to German, the
+	// tenant's configuration, and nothing is left to switch. Left pending,
+	// the deferred switch ran 5 minutes later, inside the idle check's
+	// window (the CI of 2026-11-27: one event write while idle).
+	update(t, e, policy, func(p *memoryv1alpha1.MemoryPolicy) { p.Spec.Search.TextSearchConfig = "german" })
+	eventually(t, "the service config names German again", 20*time.Second, func() error {
+		if got := e.serviceConfig(t, ns, "bot").Policy.Search.TextSearchConfig; got != "german" {
+			return fmt.Errorf("the service config says %q", got)
+		}
+		return nil
+	})
+	if err := wantTextSearch(testContext(t), e.pool, bot, "german", "memories_owner_text_stored_german_idx"); err != nil {
+		t.Errorf("after the policy came back to the tenant's configuration: %v", err)
+	}
 }
 
 // wantTextSearch checks a tenant's text_search row and that its only text
