@@ -27,7 +27,7 @@ func (e *operatorEnv) placedAll(t *testing.T, ns string, names []string) map[str
 	placed := map[string]string{}
 	start, progress := time.Now(), time.Now()
 	var order []string // when each one was seen placed
-	var last string // what the first runtime not placed says
+	var last string    // what the first runtime not placed says
 	for len(placed) < len(names) {
 		last = ""
 		for _, name := range names {
