@@ -233,7 +233,7 @@ func scenarioDatabases(e *operatorEnv, t *testing.T) {
 
 	where := map[string][]string{}
 	citusPool := testenv.NewPool(t, urlB, 2)
-	placed := e.placedAll(t, ns, fleet.Runtimes)
+	placed := placedAll(e, t, ns, fleet.Runtimes)
 	for _, name := range fleet.Runtimes {
 		db := placed[name]
 		where[db] = append(where[db], name)

@@ -32,19 +32,20 @@ func frozenRuntime(frozenFor time.Duration) *memoryv1alpha1.MemoryRuntime {
 
 // TestFailingPassKeepsFreezeDue (review 16, LOW): a pass that fails while a
 // move holds the source frozen comes back when the freeze is due, not after
-// the controller's backoff. The pass is a paused runtime's (the watchdog
-// asks to come back in about 5 s) whose status write the API server refuses:
+// the controller's backoff. The pass is a paused runtime's (its freeze is
+// due in about 59 minutes) whose status write the API server refuses:
 // Reconcile returns the error, with no RequeueAfter (controller-runtime
 // would drop it), and the key's next retry is at the freeze's due time
-// although the backoff says 5 minutes.
+// although the backoff says 2 hours (durations far apart: the test does
+// not depend on how fast the machine runs it).
 func TestFailingPassKeepsFreezeDue(t *testing.T) {
-	rt := frozenRuntime(10 * time.Second)
+	rt := frozenRuntime(time.Minute)
 	refused := errors.New("the API server is unavailable")
 	c := fake.NewClientBuilder().WithScheme(NewScheme()).WithObjects(rt).WithStatusSubresource(rt).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
 			return refused
 		}}).Build()
-	opts := Options{MoveFreezeTimeout: 15 * time.Second, RetryBaseDelay: 5 * time.Minute, RetryMaxDelay: 5 * time.Minute}
+	opts := Options{MoveFreezeTimeout: time.Hour, RetryBaseDelay: 2 * time.Hour, RetryMaxDelay: 2 * time.Hour}
 	r := &MemoryRuntimeReconciler{client: c, reader: c, opts: opts, memory: newRuntimeMemory(), slots: newNamespaceSlots(), wakeups: newDueWakeups()}
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "bot"}}
 	res, err := r.Reconcile(context.Background(), key)
@@ -55,12 +56,12 @@ func TestFailingPassKeepsFreezeDue(t *testing.T) {
 		t.Errorf("Reconcile returned RequeueAfter %s with an error: controller-runtime ignores it (and logs a warning)", res.RequeueAfter)
 	}
 	limiter := r.wakeups.limit(rateLimiter(opts))
-	if d := limiter.When(key); d <= 0 || d > 5*time.Second {
-		t.Errorf("the failing pass is retried after %s, want the freeze's due time (within 5 s), not the 5 min backoff", d)
+	if d := limiter.When(key); d <= 0 || d > 59*time.Minute {
+		t.Errorf("the failing pass is retried after %s, want the freeze's due time (within 59 min), not the 2 h backoff", d)
 	}
 	// Noted once: the next failure backs off as before.
-	if d := limiter.When(key); d != 5*time.Minute {
-		t.Errorf("the failure after the due time is retried after %s, want the backoff (5m0s)", d)
+	if d := limiter.When(key); d != 2*time.Hour {
+		t.Errorf("the failure after the due time is retried after %s, want the backoff (2h0m0s)", d)
 	}
 }
 

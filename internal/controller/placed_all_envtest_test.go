@@ -22,7 +22,9 @@ const placementStall = 60 * time.Second
 // how many of the other runtimes' passes fitted in a minute, not whether
 // placement works. It fails when placementStall passes without one more of
 // them placed: placement stalled.
-func (e *operatorEnv) placedAll(t *testing.T, ns string, names []string) map[string]string {
+//
+// A function, not a method: operatorEnv is at the 60 methods a type may have.
+func placedAll(e *operatorEnv, t *testing.T, ns string, names []string) map[string]string {
 	t.Helper()
 	placed := map[string]string{}
 	start, progress := time.Now(), time.Now()
