@@ -233,8 +233,9 @@ func scenarioDatabases(e *operatorEnv, t *testing.T) {
 
 	where := map[string][]string{}
 	citusPool := testenv.NewPool(t, urlB, 2)
+	placed := placedAll(e, t, ns, fleet.Runtimes)
 	for _, name := range fleet.Runtimes {
-		db := e.placedOn(t, ns, name)
+		db := placed[name]
 		where[db] = append(where[db], name)
 		rt := e.waitCondition(t, ns, name, memoryv1alpha1.ConditionDatabaseReady, true, memoryv1alpha1.ReasonProvisioned)
 		url := map[string]string{a.Name: urlA, b.Name: urlB}[db]

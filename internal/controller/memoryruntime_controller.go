@@ -52,6 +52,9 @@ type MemoryRuntimeReconciler struct {
 	// slots lets one reconcile per namespace run at a time
 	// (namespace_slots.go).
 	slots *namespaceSlots
+	// wakeups holds a frozen source's lift on a failing pass's path
+	// (due_wakeups.go).
+	wakeups *dueWakeups
 }
 
 // runtimeState is what the operator remembers about a runtime between
@@ -205,6 +208,12 @@ func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.R
 		perr := patchStatus(ctx, r.client, orig, rt, runtimeStatus)
 		r.rememberDBReady(rt, perr)
 		retErr = errors.Join(retErr, perr)
+		if retErr != nil {
+			// The Result is ignored with an error: the backoff decides when
+			// the key comes back, no later than a freeze's due time.
+			r.wakeups.note(req, freezeDueIn(rt, r.opts.MoveFreezeTimeout))
+			res.RequeueAfter = 0
+		}
 	}()
 
 	if !rt.DeletionTimestamp.IsZero() {
@@ -298,7 +307,7 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(r.slots.source()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
-			RateLimiter:             rateLimiter(r.opts),
+			RateLimiter:             r.wakeups.limit(rateLimiter(r.opts)),
 		}).
 		Complete(r)
 }

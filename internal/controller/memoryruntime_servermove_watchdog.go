@@ -14,7 +14,9 @@ import (
 // fixed, the API server refusing a write). The move step is the last phase,
 // so without this a frozen source would refuse the tenant's writes for as
 // long as something unrelated to the move kept failing (review 14, M2).
-// A freeze not yet due asks to come back when it is. The lift itself is
+// A freeze not yet due asks to come back when it is; a pass that ends with
+// an error comes back then too (Reconcile notes the due time for the rate
+// limiter, due_wakeups.go: controller-runtime ignores the Result then). The lift itself is
 // the move's own (liftFreeze): never past Finish, where only the switch
 // may end the freeze, and not while the target cannot be asked.
 func (r serverMover) liftOverdueFreeze(ctx context.Context, s *runtimeScope) error {

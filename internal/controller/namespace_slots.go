@@ -32,23 +32,30 @@ const wakeBuffer = 1024
 //
 // A reconcile that finds its namespace busy does not wait (that would hold
 // the worker all the same): it returns, is remembered as a waiter, and one
-// waiter is queued again when the holder gives the slot back (through
-// wake, a source of the controller), each after namespaceBusyRetry at the
-// latest.
+// waiter, the one that has waited longest, is queued again when the holder
+// gives the slot back (through wake, a source of the controller), each
+// after namespaceBusyRetry at the latest. The longest, not any: with ten
+// runtimes of one namespace created together, a waiter picked at random
+// (map order) could lose every draw, and one of them waited over a minute
+// without a single pass while the others took the slot in turn
+// (TestOperator/Databases under load).
 // controller-runtime's queue keeps one entry per runtime and brings it
 // forward on any event, so nothing is lost; the holder gives the slot
 // back when its reconcile returns, however it returns.
 type namespaceSlots struct {
-	mu      sync.Mutex
-	held    map[string]types.NamespacedName
-	waiting map[string]map[types.NamespacedName]struct{}
+	mu   sync.Mutex
+	held map[string]types.NamespacedName
+	// waiting holds each waiter's turn: the order in which it began to
+	// wait (from next).
+	waiting map[string]map[types.NamespacedName]uint64
+	next    uint64
 	wake    chan event.TypedGenericEvent[types.NamespacedName]
 }
 
 func newNamespaceSlots() *namespaceSlots {
 	return &namespaceSlots{
 		held:    map[string]types.NamespacedName{},
-		waiting: map[string]map[types.NamespacedName]struct{}{},
+		waiting: map[string]map[types.NamespacedName]uint64{},
 		wake:    make(chan event.TypedGenericEvent[types.NamespacedName], wakeBuffer),
 	}
 }
@@ -62,9 +69,12 @@ func (n *namespaceSlots) take(key types.NamespacedName) bool {
 	defer n.mu.Unlock()
 	if _, busy := n.held[key.Namespace]; busy {
 		if n.waiting[key.Namespace] == nil {
-			n.waiting[key.Namespace] = map[types.NamespacedName]struct{}{}
+			n.waiting[key.Namespace] = map[types.NamespacedName]uint64{}
 		}
-		n.waiting[key.Namespace][key] = struct{}{}
+		if _, already := n.waiting[key.Namespace][key]; !already {
+			n.next++
+			n.waiting[key.Namespace][key] = n.next // keeps its turn when it asks again
+		}
 		return false
 	}
 	n.held[key.Namespace] = key
@@ -72,9 +82,10 @@ func (n *namespaceSlots) take(key types.NamespacedName) bool {
 	return true
 }
 
-// give releases the slot key took and queues one of the namespace's
-// waiters, the one to take the slot next; the others stay waiters, each
-// queued by a later give (or after namespaceBusyRetry). Queuing them all
+// give releases the slot key took and queues the namespace's waiter that
+// has waited longest, the one to take the slot next; the others stay
+// waiters, each queued by a later give in its turn (or after
+// namespaceBusyRetry). Queuing them all
 // let one namespace with more waiters than wakeBuffer fill the channel
 // every namespace shares, and another namespace's wake-up was dropped at
 // that moment (issue 26's seventh review, L1): now a give queues at most
@@ -87,13 +98,19 @@ func (n *namespaceSlots) give(key types.NamespacedName) {
 		return
 	}
 	delete(n.held, key.Namespace)
-	for w := range n.waiting[key.Namespace] {
+	var first types.NamespacedName
+	turn := uint64(0)
+	for w, t := range n.waiting[key.Namespace] {
+		if turn == 0 || t < turn {
+			first, turn = w, t
+		}
+	}
+	if turn != 0 {
 		select {
-		case n.wake <- event.TypedGenericEvent[types.NamespacedName]{Object: w}:
-			delete(n.waiting[key.Namespace], w)
+		case n.wake <- event.TypedGenericEvent[types.NamespacedName]{Object: first}:
+			delete(n.waiting[key.Namespace], first)
 		default: // full: namespaceBusyRetry brings it back
 		}
-		break
 	}
 	if len(n.waiting[key.Namespace]) == 0 {
 		delete(n.waiting, key.Namespace)

@@ -78,3 +78,45 @@ func TestWakeUpsOfOneNamespaceNeverCrowdOutAnother(t *testing.T) {
 		t.Fatalf("after a's and b's holders gave their slots back, b's waiter was queued: %v, a's queued %d (want true, 1)", bWoken, queued["a"])
 	}
 }
+
+// TestNamespaceSlotsWakeTheLongestWaiter (TestOperator/Databases flake
+// under load): a give queues the waiter that began to wait first, so each
+// of a namespace's runtimes gets the slot in its turn. Before, a waiter
+// drawn at random could lose every draw: bot-0 of ten runtimes created
+// together had no pass for over a minute while the others took the slot.
+// A waiter that asks again (its namespaceBusyRetry) keeps its turn.
+func TestNamespaceSlotsWakeTheLongestWaiter(t *testing.T) {
+	n := newNamespaceSlots()
+	holder := types.NamespacedName{Namespace: "a", Name: "holder"}
+	if !n.take(holder) {
+		t.Fatal("the first runtime of a namespace did not get its slot")
+	}
+	var order []types.NamespacedName
+	for _, name := range []string{"bot-7", "bot-2", "bot-9", "bot-0", "bot-5", "bot-3", "bot-8", "bot-1", "bot-6", "bot-4"} {
+		w := types.NamespacedName{Namespace: "a", Name: name}
+		order = append(order, w)
+		if n.take(w) {
+			t.Fatalf("%s got a busy namespace's slot", w)
+		}
+	}
+	for _, w := range order { // every waiter asks again: no one loses its turn
+		n.take(w)
+	}
+	for i, want := range order {
+		n.give(holder)
+		if len(n.wake) != 1 {
+			t.Fatalf("give %d queued %d waiters, want 1", i, len(n.wake))
+		}
+		holder = (<-n.wake).Object
+		if holder != want {
+			t.Fatalf("give %d woke %s, want %s (waiting since turn %d)", i, holder, want, i+1)
+		}
+		if !n.take(holder) {
+			t.Fatalf("the woken waiter %s did not take the slot", holder)
+		}
+	}
+	n.give(holder)
+	if len(n.wake) != 0 || len(n.waiting) != 0 {
+		t.Fatalf("after every waiter's turn: %d queued, waiting %v", len(n.wake), n.waiting)
+	}
+}

@@ -10,7 +10,8 @@ import (
 // (Returning a non-nil error instead makes controller-runtime log it and
 // retry the key with the controller's exponential backoff; the Result is
 // ignored then. That is how transient failures such as a database that is
-// down are retried: see rateLimiter in setup.go for the bounds.)
+// down are retried: see rateLimiter in setup.go for the bounds; a move's
+// frozen source caps that backoff at its freeze timeout, due_wakeups.go.)
 
 // doneResult: the object is as declared. controller-runtime forgets the key
 // until a watched object changes (or the informers' periodic resync).

@@ -135,6 +135,7 @@ func Setup(mgr manager.Manager, o Options) error {
 		memory:  newRuntimeMemory(),
 		placer:  newPlacer(),
 		slots:   newNamespaceSlots(),
+		wakeups: newDueWakeups(),
 	}
 	if err := runtimes.setupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MemoryRuntime controller: %w", err)

@@ -66,6 +66,8 @@ type Server struct {
 	hasLLM bool
 	// ready caches the database check of /readyz.
 	ready readiness
+	// dims keeps the answer about the tenant's vector size (staledims.go).
+	dims staleDims
 	// draining is set when shutdown starts, so /readyz fails and the
 	// endpoint is taken out of the Service while in-flight requests finish.
 	draining atomic.Bool
