@@ -47,10 +47,10 @@ type cluster struct {
 // steps, so a bounded run equals an unbounded one. Pure, tested without a
 // database.
 type compactor struct {
-	rows      []compactRow // in compaction order
-	unit      [][]float32  // the rows' vectors scaled to length 1 (nil: zero vector)
+	rows []compactRow // in compaction order
+	unit [][]float32  // the rows' vectors scaled to length 1 (nil: zero vector)
 	// tails[i][k] is the length of unit[i] after its first
-	// boundStages[k] of len(unit[i]) dimensions (similarBound).
+	// boundStages[k] of len(unit[i]) dimensions (mayBeSimilar).
 	tails     [][len(boundStages)]float64
 	taken     []bool
 	threshold float64
