@@ -163,7 +163,11 @@ func (s *maintenance) loadCompactRows(ctx context.Context, owner string, cur *co
 	// client decodes it in one loop, where real[] went through the array
 	// codec per element; reading the owners of the 200,000-memory bench
 	// tenant took 8.3 s as real[] and 2.4 s so (the same float32 values).
-	rows, err := s.core.Pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding, statement_timestamp()
+	// Cast to vector without a size: a re-embed's switch changes the
+	// column's type to another vector(N), and a cached statement whose
+	// result type changed fails ("cached plan must not change result
+	// type"; review 18).
+	rows, err := s.core.Pool.Query(ctx, `SELECT id::text, category, importance, updated_at, embedding::vector, statement_timestamp()
 		FROM `+s.sql.memories+` WHERE `+where, a.List...)
 	if err != nil {
 		return nil, time.Time{}, core.DBErr("loading memories to compact", err)

@@ -7,8 +7,9 @@
 -- score (category, updated_at): a batch is an index-only scan, and only
 -- the rows whose score from updated_at alone is already below the minimum
 -- (a last access can only raise it) are read from the table for the exact
--- score. Its columns change only in writes that already change an indexed
--- column (content, expiry), so no update that was HOT stops being HOT; a
--- deactivated row leaves it; an add pays one small btree entry. Built CONCURRENTLY
+-- score. An add pays one small btree entry; a deactivated row leaves it.
+-- Not free for updates: a PATCH that changes only importance, category,
+-- source or flags of a memory without TTL (it sets updated_at) was a HOT
+-- update and no longer is (review 18; not measured yet). Built CONCURRENTLY
 -- so adds go on while it builds (on Citus too, on the tenant's worker).
 CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_decay_idx ON {{.Schema}}.memories (id) INCLUDE (category, updated_at) WHERE active;
