@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -140,4 +141,64 @@ func BenchmarkCompactPairs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pairs), "ns/pair")
+}
+
+// TestSimilarBoundChangesNothing: mayBeSimilar never rules out a pair
+// whose full dot product reaches the threshold — pairs from far apart to
+// identical, hundreds within 0.01 of the threshold, vectors whose weight sits
+// in the first or the last dimensions, several sizes and thresholds — and
+// it does rule out most far pairs (else it saves nothing).
+func TestSimilarBoundChangesNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ruledOut, far, close := 0, 0, 0
+	for round := range 40 {
+		dims := []int{8, 13, 384, 1536}[round%4]
+		threshold := []float64{0.8, 0.95, 0.99}[round%3]
+		var rows []compactRow
+		for i := range 40 {
+			base := make([]float32, dims)
+			for d := range base {
+				weight := float32(1)
+				switch i % 3 { // weight in the first or the last dimensions
+				case 1:
+					weight = float32(d) / float32(dims)
+				case 2:
+					weight = float32(dims-d) / float32(dims)
+				}
+				base[d] = (r.Float32()*2 - 1) * weight
+			}
+			rows = append(rows, compactRow{id: fmt.Sprintf("%03d", len(rows)), category: "c", vec: base, fresh: true})
+			// A copy at a distance that puts the pair's cosine anywhere
+			// from far below the threshold to 1.
+			near := slices.Clone(base)
+			noise := float32(r.Float64() * r.Float64())
+			for d := range near {
+				near[d] += (r.Float32()*2 - 1) * noise * float32(norm(base)/math.Sqrt(float64(dims)))
+			}
+			rows = append(rows, compactRow{id: fmt.Sprintf("%03d", len(rows)), category: "c", vec: near, fresh: true})
+		}
+		c := newCompactor(rows, threshold)
+		for i := range c.rows {
+			for j := i + 1; j < len(c.rows); j++ {
+				full := float64(dot(c.unit[i], c.unit[j]))
+				may := c.mayBeSimilar(i, j)
+				if full >= threshold && !may {
+					t.Fatalf("round %d (%d dims, threshold %v): a pair at %v was ruled out", round, dims, threshold, full)
+				}
+				if math.Abs(full-threshold) < 0.01 {
+					close++
+				}
+				if full < threshold-0.3 {
+					far++
+					if !may {
+						ruledOut++
+					}
+				}
+			}
+		}
+	}
+	if far == 0 || ruledOut < far/2 || close < 100 {
+		t.Fatalf("the bound ruled out %d of %d far pairs; %d pairs within 0.01 of the threshold", ruledOut, far, close)
+	}
+	t.Logf("ruled out %d of %d far pairs; %d pairs within 0.01 of the threshold", ruledOut, far, close)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/engram-dev/engram/internal/memory/core"
+	"github.com/engram-dev/engram/internal/memory/write"
 )
 
 // The ends of the uuid order decay walks in.
@@ -15,6 +16,11 @@ const (
 	lowestID  = "00000000-0000-0000-0000-000000000000"
 	highestID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 )
+
+// decayCandidateSlack widens decay's candidate test (a relative 1e-9, far
+// above exp's error of an ulp, 2e-16) so that rounding cannot drop a row
+// the exact test forgets; the extra candidates only cost a table read.
+const decayCandidateSlack = "1.000000001"
 
 // decayCursor names decay's row of job_cursors.
 const decayCursor = "decay"
@@ -76,6 +82,20 @@ func (s *maintenance) decay(ctx context.Context, opts JobOptions, res *JobResult
 // statement, so a run stopped between batches resumes after the last one
 // that committed. (Citus refuses a function in DO UPDATE SET: the time
 // comes through EXCLUDED.)
+//
+// The batch is read from memories_decay_idx (migration 23: the active rows
+// in id order with category and updated_at), an index-only scan that no
+// longer fetches the inactive rows of the range nor every active one from
+// the table (issue 32). Only a candidate, a row whose score computed from
+// updated_at alone is below the minimum, is read from the table and
+// checked with the exact score (decayExpr, which also counts the last
+// access). The candidate test cannot drop a row the exact test forgets: a
+// last access only makes the age smaller and the score grows as the age
+// shrinks, so the score from updated_at alone is never above the exact
+// one. In floating point every step but exp is correctly rounded, hence
+// monotonic; exp is within an ulp, which decayCandidateSlack covers.
+// TestDecayCandidatesAreExact checks the forgotten rows against the
+// exact score of every row.
 func (s *maintenance) decaySQL(dryRun bool) string {
 	change := `,
 		u AS (
@@ -93,9 +113,12 @@ func (s *maintenance) decaySQL(dryRun bool) string {
 		change, count = "", `(SELECT count(*) FROM f)`
 	}
 	return `WITH b AS (
-			SELECT m.id, ` + s.sql.decayExpr("$4", "$5") + ` AS d FROM ` + s.sql.memories + ` AS m
+			SELECT m.id, m.category, m.updated_at FROM ` + s.sql.memories + ` AS m
 			WHERE m.active AND m.id > $1::uuid AND m.id <= $6::uuid ORDER BY m.id LIMIT $2),
-		f AS (SELECT id FROM b WHERE d < $3::float8),
+		f AS (
+			SELECT m.id FROM b JOIN ` + s.sql.memories + ` AS m ON m.id = b.id
+			WHERE ` + write.DecayExprAt("b", "b.updated_at", "$4", "$5") + ` < $3::float8 * ` + decayCandidateSlack + `
+				AND m.active AND ` + s.sql.decayExpr("$4", "$5") + ` < $3::float8),
 		last AS (SELECT id FROM b ORDER BY id DESC LIMIT 1)` + change + `
 		SELECT (SELECT id::text FROM last), (SELECT count(*) FROM b), ` + count
 }

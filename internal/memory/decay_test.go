@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -97,3 +99,73 @@ func (f *fixture) decayCursor() string {
 	}
 	return after
 }
+
+// TestDecayCandidatesAreExact: decay reads only the rows whose score from
+// updated_at alone is below the minimum (memories_decay_idx, issue 32)
+// and forgets those whose exact score, which counts the last access, is
+// below it. Rows of every category, aged on both sides of their
+// category's limit, never, recently or long ago accessed: decay forgets
+// exactly the rows the exact score of every row names, and the rows an
+// independent computation here names, no more; it still looks at every
+// active row once.
+func TestDecayCandidatesAreExact(t *testing.T) {
+	f := newFixture(t)
+	p := f.store.core.Policy
+	minScore := p.Forgetting.MinDecayScore
+	want := map[string]bool{}
+	n := 0
+	for _, c := range p.Categories {
+		halfLife := time.Duration(c.HalfLife)
+		limit := 1000 * 24 * time.Hour // a category that does not decay
+		if halfLife > 0 {
+			limit = time.Duration(float64(halfLife) * math.Log2(1/minScore))
+		}
+		for _, age := range []float64{0.5, 0.95, 1.05, 2} {
+			for _, access := range []float64{0, 0.5, 3} { // none, recent, older than the write
+				n++
+				id := f.add(AddRequest{Owner: "d", Content: fmt.Sprintf("%s fact number %d: %s", c.Name, n, decayWords[n%len(decayWords)]),
+					Category: c.Name, Source: SourceUser}).Memory.ID
+				f.exec(`UPDATE %s SET updated_at = now() - $2::float8 * interval '1 second', expires_at = NULL WHERE id = $1`, id, (time.Duration(age * float64(limit))).Seconds())
+				effective := age
+				if access > 0 {
+					if _, err := f.admin.Exec(ctx(t), `INSERT INTO `+f.store.sql.access+` (memory_id, owner_id, access_count, last_accessed_at)
+						VALUES ($1, 'd', 1, now() - $2::float8 * interval '1 second')`, id, (time.Duration(access * float64(limit))).Seconds()); err != nil {
+						t.Fatal(err)
+					}
+					effective = min(age, access)
+				}
+				if halfLife > 0 && effective > 1 {
+					want[id] = true
+				}
+			}
+		}
+	}
+	exact := f.texts(`SELECT m.id::text FROM `+f.store.sql.memories+` AS m WHERE m.active AND `+f.store.sql.decayExpr("$1", "$2")+` < $3 ORDER BY m.id`,
+		f.store.decayNames, f.store.decaySeconds, minScore)
+	if len(exact) != len(want) {
+		t.Fatalf("the exact score names %d rows, this test %d: the test is wrong", len(exact), len(want))
+	}
+	active := f.count(`SELECT count(*) FROM %s WHERE active`)
+	dry, err := f.store.RunJob(ctx(t), OpDecay, JobOptions{DryRun: true, BatchSize: 7})
+	if err != nil || dry.Affected != int64(len(want)) || dry.Scanned != active {
+		t.Fatalf("dry run = %+v, %v; want %d of %d", dry, err, len(want), active)
+	}
+	res, err := f.store.RunJob(ctx(t), OpDecay, JobOptions{BatchSize: 7})
+	if err != nil || res.Affected != int64(len(want)) || res.Scanned != active || res.Batches < 2 {
+		t.Fatalf("decay = %+v, %v; want %d forgotten of %d scanned, in several batches", res, err, len(want), active)
+	}
+	forgotten := f.texts(`SELECT id::text FROM ` + f.store.sql.memories + ` WHERE NOT active ORDER BY id`)
+	if !slices.Equal(forgotten, exact) {
+		t.Fatalf("decay forgot %v, the exact score names %v", forgotten, exact)
+	}
+	for _, id := range forgotten {
+		if !want[id] {
+			t.Fatalf("decay forgot %s, which this test keeps", id)
+		}
+	}
+}
+
+// decayWords keep the texts of TestDecayCandidatesAreExact apart (no dedup).
+var decayWords = []string{"apples and pears", "the blue harbour", "quarterly budget review", "a violin lesson",
+	"mountain trail maps", "the kitchen tiles", "tax forms due", "an old chess opening", "the garden hose", "train timetables",
+	"solar panel quotes", "a birthday cake"}

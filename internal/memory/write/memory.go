@@ -91,13 +91,21 @@ func utcPtr(t *time.Time) *time.Time {
 // and their half-lives in seconds (DecayParams). An array lookup keeps it
 // a plain per-row expression (no subquery per row).
 func DecayExpr(access, names, seconds string) string {
-	halfLife := strings.NewReplacer("$N", names, "$S", seconds).Replace(`($S::float8[])[array_position($N::text[], m.category)]`)
+	return DecayExprAt("m", `greatest(m.updated_at, coalesce(`+LastAccess(access)+`, m.updated_at))`, names, seconds)
+}
+
+// DecayExprAt is DecayExpr's score of a row of alias with the category
+// alias.category, counting its age from the timestamp expression at.
+// Decay's candidate test gives it updated_at alone: a score never above
+// the exact one (a last access only shortens the age).
+func DecayExprAt(alias, at, names, seconds string) string {
+	halfLife := strings.NewReplacer("$N", names, "$S", seconds, "$A", alias).Replace(`($S::float8[])[array_position($N::text[], $A.category)]`)
 	// greatest(-700, ...) keeps exp() above float8's underflow, which
 	// PostgreSQL reports as an error rather than rounding to 0. date_part,
 	// not extract: extract returns numeric, and numeric arithmetic on every
 	// row of an owner was a measurable part of context's query (issue 17).
 	return `CASE WHEN ` + halfLife + ` > 0 THEN exp(greatest(-700, -0.6931471805599453 / ` + halfLife + ` *
-		greatest(date_part('epoch', now() - greatest(m.updated_at, coalesce(` + LastAccess(access) + `, m.updated_at))), 0))) ELSE 1 END`
+		greatest(date_part('epoch', now() - ` + at + `), 0))) ELSE 1 END`
 }
 
 // JSONBound bounds the JSON of m as an item of an answer (core.Bounded).

@@ -1,0 +1,15 @@
+-- engram:no-transaction
+-- Decay's walk over the active memories in id order (issue 32). Decay
+-- read each batch through the primary key and the table: every inactive
+-- row in the id range was fetched only to be skipped (half of the bench
+-- tenant's rows), and every active one to compute its score. This index
+-- holds the active rows only, with the two columns that bound a row's
+-- score (category, updated_at): a batch is an index-only scan, and only
+-- the rows whose score from updated_at alone is already below the minimum
+-- (a last access can only raise it) are read from the table for the exact
+-- score. An add pays one small btree entry; a deactivated row leaves it.
+-- Not free for updates: a PATCH that changes only importance, category,
+-- source or flags of a memory without TTL (it sets updated_at) was a HOT
+-- update and no longer is (review 18; not measured yet). Built CONCURRENTLY
+-- so adds go on while it builds (on Citus too, on the tenant's worker).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_decay_idx ON {{.Schema}}.memories (id) INCLUDE (category, updated_at) WHERE active;
