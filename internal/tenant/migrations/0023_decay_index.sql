@@ -10,6 +10,6 @@
 -- score. An add pays one small btree entry; a deactivated row leaves it.
 -- Not free for updates: a PATCH that changes only importance, category,
 -- source or flags of a memory without TTL (it sets updated_at) was a HOT
--- update and no longer is (review 18; not measured yet). Built CONCURRENTLY
+-- update and no longer is (+6 WAL records per such row, docs/performance.md). Built CONCURRENTLY
 -- so adds go on while it builds (on Citus too, on the tenant's worker).
 CREATE INDEX CONCURRENTLY IF NOT EXISTS memories_decay_idx ON {{.Schema}}.memories (id) INCLUDE (category, updated_at) WHERE active;
