@@ -158,7 +158,18 @@ func ReadState(ctx context.Context, pool *pgxpool.Pool, t Target) (State, error)
 // inTx runs fn in one transaction as t.Owner (when set), with the
 // transaction's lock and statement timeouts, committing on success.
 func inTx(ctx context.Context, pool *pgxpool.Pool, t Target, asOwner bool, fn func(pgx.Tx) error) error {
-	tx, err := pool.Begin(ctx)
+	return inTxWith(ctx, pool, pgx.TxOptions{}, t, asOwner, fn)
+}
+
+// inSnapshot runs fn in one read-only REPEATABLE READ transaction: every
+// statement of fn sees the same snapshot.
+func inSnapshot(ctx context.Context, pool *pgxpool.Pool, t Target, fn func(pgx.Tx) error) error {
+	return inTxWith(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, t, false, fn)
+}
+
+// inTxWith is inTx with the transaction's options.
+func inTxWith(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, t Target, asOwner bool, fn func(pgx.Tx) error) error {
+	tx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

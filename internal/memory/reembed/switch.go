@@ -22,6 +22,10 @@ const (
 	inactiveIndex     = "memories_inactive_owner_idx"
 )
 
+// betweenProgressReads, when set (by a test only), runs between
+// ReadProgress's two reads: the seam a test commits a fill in.
+var betweenProgressReads func()
+
 // Progress is how far the re-embed under way is.
 type Progress struct {
 	State
@@ -33,12 +37,21 @@ type Progress struct {
 
 // ReadProgress reads the re-embed state and counts the rows left (through
 // the partial indexes Begin built: no table is scanned).
+//
+// Both reads see one snapshot (a read-only REPEATABLE READ transaction):
+// under READ COMMITTED each statement had its own, and a fill committing
+// between them was counted in neither the counter (read before it) nor the
+// rows left (counted after it), so the operator once saw nothing left and
+// nothing filled and took the wrong path.
 func ReadProgress(ctx context.Context, pool *pgxpool.Pool, t Target) (Progress, error) {
 	var p Progress
-	err := inTx(ctx, pool, t, false, func(tx pgx.Tx) error {
+	err := inSnapshot(ctx, pool, t, func(tx pgx.Tx) error {
 		var err error
 		if p.State, err = readState(ctx, tx, t, ""); err != nil || p.Phase != PhaseFilling {
 			return err
+		}
+		if betweenProgressReads != nil {
+			betweenProgressReads()
 		}
 		p.Left, p.LeftTotal, err = countLeft(ctx, tx, t)
 		return err
