@@ -35,20 +35,26 @@ type loadClient struct {
 // call sends one JSON request and returns the status (0 for a transport
 // error) and the body.
 func (c loadClient) call(method, path string, body any) (int, []byte) {
+	status, raw, _ := c.callWithHeader(method, path, body)
+	return status, raw
+}
+
+// callWithHeader is call that also returns the answer's headers.
+func (c loadClient) callWithHeader(method, path string, body any) (int, []byte, http.Header) {
 	js, _ := json.Marshal(body)
 	hr, err := http.NewRequest(method, c.srv.base+path, bytes.NewReader(js))
 	if err != nil {
-		return 0, []byte(err.Error())
+		return 0, []byte(err.Error()), nil
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Authorization", "Bearer "+c.srv.token)
 	resp, err := c.client.Do(hr)
 	if err != nil {
-		return 0, []byte(err.Error())
+		return 0, []byte(err.Error()), nil
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	return resp.StatusCode, raw, resp.Header
 }
 
 // ackedWrite is one add the service answered 201.
@@ -58,10 +64,19 @@ type ackedWrite struct {
 	took      time.Duration // how long the add took
 }
 
+// refusedAdd is one add the service answered 503 with Retry-After: the
+// documented answer of a write that waited for a lock longer than the
+// lock timeout (the move's final switch on a slow moment), which a client
+// retries. It must have written nothing.
+type refusedAdd struct {
+	owner, content string
+}
+
 // loadResult is what the writers and the reader saw.
 type loadResult struct {
 	mu         sync.Mutex
 	acked      []ackedWrite
+	refused    []refusedAdd
 	failedAdds []string
 	reads      int
 	failedRead []string
@@ -73,6 +88,12 @@ func (r *loadResult) ack(w ackedWrite) {
 	r.acked = append(r.acked, w)
 }
 
+func (r *loadResult) refuse(a refusedAdd) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused = append(r.refused, a)
+}
+
 func (r *loadResult) fail(list *[]string, what string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -81,7 +102,10 @@ func (r *loadResult) fail(list *[]string, what string) {
 
 // TestCitusMoveUnderLoad moves a tenant to the other worker while 4
 // writers and a reader use it through the memory service: no acknowledged
-// write is lost and no read fails. The move's duration and the longest
+// write is lost, no read fails, and an add answers either 201 or, when it
+// waited for the final switch longer than the lock timeout, 503 with
+// Retry-After having written nothing (how long the switch blocks depends on
+// the machine's load, not on the code). The move's duration and the longest
 // add during it (the write pause of the final switch) are logged.
 func TestCitusMoveUnderLoad(t *testing.T) {
 	tn, res := newCitusTenant(t)
@@ -125,8 +149,12 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 			owner := fmt.Sprintf("writer-%d", w)
 			for i := 0; running(i); i++ {
 				start := time.Now()
-				status, body := lc.call("POST", memPath(owner, "memories"),
-					map[string]any{"content": fmt.Sprintf("writer %d wrote fact %d about topic %d", w, i, i*7919%1000)})
+				content := fmt.Sprintf("writer %d wrote fact %d about topic %d", w, i, i*7919%1000)
+				status, body, header := lc.callWithHeader("POST", memPath(owner, "memories"), map[string]any{"content": content})
+				if status == http.StatusServiceUnavailable && header.Get("Retry-After") != "" {
+					out.refuse(refusedAdd{owner: owner, content: content})
+					continue
+				}
 				if status != http.StatusCreated {
 					out.fail(&out.failedAdds, fmt.Sprintf("%s #%d: %d %s", owner, i, status, body))
 					continue
@@ -192,6 +220,17 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 			t.Errorf("acknowledged write %s of %s lost after the move: %d %s", w.id, w.owner, status, body)
 		}
 	}
+	if len(out.acked) == 0 {
+		t.Fatalf("no add was acknowledged (%d refused with 503, %d failed)", len(out.refused), len(out.failedAdds))
+	}
+	// A refused add wrote nothing (its transaction rolled back whole).
+	for _, r := range out.refused {
+		var n int
+		if err := tn.admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.memories WHERE owner_id = $1 AND content = $2`, tn.schema),
+			r.owner, r.content).Scan(&n); err != nil || n != 0 {
+			t.Errorf("add %q of %s was refused with 503 but %d rows hold it (%v)", r.content, r.owner, n, err)
+		}
+	}
 	if len(out.failedRead) > 0 {
 		t.Errorf("%d of %d reads failed, e.g. %s", len(out.failedRead), out.reads, out.failedRead[0])
 	}
@@ -216,10 +255,10 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 	if len(during) > 0 {
 		longest = during[len(during)-1]
 	}
-	t.Logf("move %s -> %s took %s (%d progress readings); %d acknowledged adds (%d during the move: longest %s, median %s; outside it: longest %s, median %s), %d reads, 0 lost",
+	t.Logf("move %s -> %s took %s (%d progress readings); %d acknowledged adds (%d during the move: longest %s, median %s; outside it: longest %s, median %s), %d refused with 503 (none written), %d reads, 0 lost",
 		mv.From, mv.To, mv.Duration.Round(time.Millisecond), len(progress), len(out.acked), len(during),
 		longest.Round(time.Millisecond), median(during).Round(time.Millisecond),
-		longestOutside.Round(time.Millisecond), median(outside).Round(time.Millisecond), out.reads)
+		longestOutside.Round(time.Millisecond), median(outside).Round(time.Millisecond), len(out.refused), out.reads)
 }
 
 func median(d []time.Duration) time.Duration {

@@ -179,7 +179,7 @@ func startServer(t *testing.T, s serverSetup) *testServer {
 	t.Cleanup(func() {
 		ts.stop()
 		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
+			t.Logf("server log %s", failureLog(logs.String()))
 		}
 	})
 	return ts
