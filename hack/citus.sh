@@ -48,9 +48,12 @@ DBNAME=engram
 CITUS_VERSION=13.2.2
 CITUS_SHA256=c8fc76dc8294636a52b1a0dd75a20d8b4a36937df6443e30ca84d8d0464a6bb9
 CITUS_UPSTREAM="https://github.com/citusdata/citus/archive/refs/tags/v$CITUS_VERSION.tar.gz"
+PGROOT_SCRIPT=hack/citus.sh PGROOT_LOG=citus
 
-log() { printf 'citus: %s\n' "$*" >&2; }
-die() { printf 'citus: error: %s\n' "$*" >&2; exit 1; }
+# log, die, alive, clear_stale_pid, port_free, take_lock, mount_proc,
+# umount_proc, durability_conf (shared with hack/pgvector.sh).
+# shellcheck source=hack/pgroot.sh
+source "$(dirname "$(readlink -f "$0")")/pgroot.sh"
 
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -140,8 +143,6 @@ build_root() {
   log "Citus $CITUS_VERSION installed in the root"
 }
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 # pick_port prints a free port for node $1: the one it had, else the first
 # free one of 54439..54539 that no other node of this cluster has taken.
 # Ports a start just failed to bind (AVOID...) are never picked again.
@@ -158,10 +159,6 @@ pick_port() {
     port_free "$p" && { echo "$p"; return; }
   done
   die "no free port in 54439..54539 on 127.0.0.1"
-}
-
-alive() {
-  [ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
 }
 
 node_dir() { echo "$BASE/$1"; }
@@ -247,25 +244,6 @@ EOF2
   printf '# written by hack/citus.sh\ncitus  citus-node  all\n' >"$ROOTFS$dir/pg_ident.conf"
 }
 
-# durability_conf writes the settings of mode $1 into the file node $2's
-# postgresql.conf includes last; returns 1 when nothing changed.
-durability_conf() {
-  local dir
-  dir=$(node_dir "$2")
-  local conf="$ROOTFS$dir/postgresql.conf" inc="$ROOTFS$dir/engram-durability.conf" want
-  grep -q "^include_if_exists = 'engram-durability.conf'" "$conf" ||
-    printf "include_if_exists = 'engram-durability.conf'\n" >>"$conf"
-  case "$1" in
-    durable) want=$'# written by hack/citus.sh: durable (the default)\nfsync = on\nfull_page_writes = on\nsynchronous_commit = on' ;;
-    fast) want=$'# written by hack/citus.sh: ENGRAM_PG_DURABILITY=fast, for tests only: a crash loses acknowledged writes\nfsync = off\nfull_page_writes = off\nsynchronous_commit = off' ;;
-    *) die "ENGRAM_PG_DURABILITY must be durable or fast, not '$1'" ;;
-  esac
-  [ -f "$inc" ] && [ "$(cat "$inc")" = "$want" ] && return 1
-  printf '%s\n' "$want" >"$inc"
-  chroot "$ROOTFS" chown postgres:postgres "$dir/engram-durability.conf"
-  return 0
-}
-
 psql_node() { # psql_node NODE DB ARGS...
   local node="$1" db="$2"
   shift 2
@@ -282,7 +260,7 @@ start_node() {
   local node="$1" dir
   dir=$(node_dir "$node")
   local pidfile="$ROOTFS$dir/postmaster.pid"
-  [ -f "$pidfile" ] && ! alive "$(head -1 "$pidfile")" && rm -f "$pidfile"
+  clear_stale_pid "$pidfile"
   local port before tried=""
   port=$(pick_port "$node")
   # A port nobody answers on can still be bound: 54439..54539 lies in Linux's
@@ -328,22 +306,21 @@ cmd_start() {
   need_root
   local mode="${ENGRAM_PG_DURABILITY:-durable}" node
   mkdir -p "$CHOME" "$STATE"
-  exec 9>"$LOCK"
-  flock 9
+  take_lock
   build_root
   [ -f "$CHOME/password" ] || {
     head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24 >"$CHOME/password"
     chmod 600 "$CHOME/password"
   }
   make_certs
-  mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+  mount_proc
   mkdir -p "$ROOTFS/run/postgresql"
   chroot "$ROOTFS" chown postgres:postgres /run/postgresql
   local started=0
   for node in "${NODES[@]}"; do
     init_node "$node"
     local changed=0
-    durability_conf "$mode" "$node" && changed=1
+    durability_conf "$mode" "$(node_dir "$node")" && changed=1
     if node_running "$node"; then
       [ "$changed" = 1 ] && in_root "$PGBIN/pg_ctl" -D "$(node_dir "$node")" reload >/dev/null 9>&-
     else
@@ -367,13 +344,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-  if [ -n "${CITUS_URL:-}" ]; then
-    log "CITUS_URL is set: nothing was started here, nothing to stop"
-    return 0
-  fi
-  [ -d "$STATE" ] || { log "not started"; return 0; }
-  exec 9>"$LOCK"
-  flock 9
+  stop_locked CITUS_URL || return 0
   local node pid
   for node in "${NODES[@]}"; do
     pid=$(cat "$STATE/pid-$node" 2>/dev/null || true)
@@ -388,7 +359,7 @@ cmd_stop() {
     rm -f "$STATE/pid-$node"
   done
   rm -f "$STATE/registered"
-  if mountpoint -q "$ROOTFS/proc"; then umount "$ROOTFS/proc" || umount -l "$ROOTFS/proc"; fi
+  umount_proc
 }
 
 cmd_status() {
@@ -435,8 +406,7 @@ case "${1:-}" in
   build)
     need_root
     mkdir -p "$CHOME" "$STATE"
-    exec 9>"$LOCK"
-    flock 9
+    take_lock
     build_root
     ;;
   *) echo "usage: $0 start|stop|status|url|workers|build" >&2; exit 2 ;;

@@ -36,9 +36,14 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 PGBIN=/usr/lib/postgresql/17/bin
 DATADIR=/var/lib/engram/data   # inside the root
 DBNAME=engram
+PGROOT_SCRIPT=hack/pgvector.sh # its name in the files it writes, and:
+PGROOT_LOG=pgvector            # in its messages
 
-log() { printf 'pgvector: %s\n' "$*" >&2; }
-die() { printf 'pgvector: error: %s\n' "$*" >&2; exit 1; }
+# log, die, alive, clear_stale_pid, port_free, take_lock, mount_proc,
+# umount_proc, durability_conf (shared with hack/citus.sh), found next to
+# this file even when it runs through a symlink.
+# shellcheck source=hack/pgroot.sh
+source "$(dirname "$(readlink -f "$0")")/pgroot.sh"
 
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -117,8 +122,6 @@ running() {
   alive "$pid"
 }
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 # pick_port [AVOID...] prints a free port, never one of AVOID (ports a start
 # just failed to bind).
 pick_port() {
@@ -173,26 +176,6 @@ local_url() {
 
 psql_root() { in_root "$PGBIN/psql" -h /run/postgresql -p "$(cat "$STATE/port")" -U postgres -v ON_ERROR_STOP=1 -qAt "$@"; }
 
-# durability_conf writes the settings of mode $1 (durable|fast) into the file
-# the postgresql.conf of data dir $2 (default: the main server's) includes
-# last, so they win over anything above them (clusters made by earlier
-# versions of this script had fast settings inline).
-durability_conf() {
-  local dir="${2:-$DATADIR}"
-  local conf="$ROOTFS$dir/postgresql.conf" inc="$ROOTFS$dir/engram-durability.conf" want
-  grep -q "^include_if_exists = 'engram-durability.conf'" "$conf" ||
-    printf "include_if_exists = 'engram-durability.conf'\n" >>"$conf"
-  case "$1" in
-    durable) want=$'# written by hack/pgvector.sh: durable (the default)\nfsync = on\nfull_page_writes = on\nsynchronous_commit = on' ;;
-    fast) want=$'# written by hack/pgvector.sh: ENGRAM_PG_DURABILITY=fast, for tests only: a crash loses acknowledged writes\nfsync = off\nfull_page_writes = off\nsynchronous_commit = off' ;;
-    *) die "ENGRAM_PG_DURABILITY must be durable or fast, not '$1'" ;;
-  esac
-  [ -f "$inc" ] && [ "$(cat "$inc")" = "$want" ] && return 1
-  printf '%s\n' "$want" >"$inc"
-  chroot "$ROOTFS" chown postgres:postgres "$dir/engram-durability.conf"
-  return 0
-}
-
 say_durability() {
   if [ "$1" = fast ]; then
     log "durability: FAST (fsync, full_page_writes, synchronous_commit off) as ENGRAM_PG_DURABILITY=fast asks: for tests only, a crash loses acknowledged writes"
@@ -216,14 +199,13 @@ cmd_start() {
     return 0
   fi
   mkdir -p "$PGHOME" "$STATE"
-  exec 9>"$LOCK"
-  flock 9
+  take_lock
   build_root
   init_cluster
   # /proc lets postgres read its own limits; /dev/shm is not needed (mmap DSM).
-  mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+  mount_proc
   local changed=0
-  durability_conf "$mode" && changed=1
+  durability_conf "$mode" "$DATADIR" && changed=1
   echo "$mode" >"$STATE/durability"
   say_durability "$mode"
   if running; then
@@ -252,13 +234,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-  if [ -n "${DATABASE_URL:-}" ]; then
-    log "DATABASE_URL is set: nothing was started here, nothing to stop"
-    return 0
-  fi
-  [ -d "$STATE" ] || { log "not started"; return 0; }
-  exec 9>"$LOCK"
-  flock 9
+  stop_locked DATABASE_URL || return 0
   if [ -f "$STATE/started-by-us" ] && running; then
     in_root "$PGBIN/pg_ctl" -D "$DATADIR" -m fast -w -t 60 stop >/dev/null
     log "stopped"
@@ -272,7 +248,7 @@ cmd_stop() {
     [ -f "$d/postmaster.pid" ] || continue
     in_root "$PGBIN/pg_ctl" -D "${d#"$ROOTFS"}" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
   done
-  if mountpoint -q "$ROOTFS/proc"; then umount "$ROOTFS/proc" || umount -l "$ROOTFS/proc"; fi
+  umount_proc
 }
 
 cmd_status() {
@@ -312,20 +288,6 @@ inst_running() {
   alive "$pid"
 }
 
-# clear_stale_pid removes the postmaster.pid of a postmaster that is dead or
-# a zombie. PostgreSQL removes a stale file itself, but kill(pid, 0) succeeds
-# on a zombie, so it would wait for a postmaster that cannot run any more.
-clear_stale_pid() {
-  [ -f "$1" ] || return 0
-  alive "$(head -1 "$1")" || rm -f "$1"
-}
-
-# alive: the process exists and is not a zombie (a killed postmaster is
-# re-parented to PID 1, which in some sandboxes never reaps it).
-alive() {
-  [ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
-}
-
 # wait_old_backends waits (30 s at most) until no process works in data dir
 # $1 any more. After a kill -9 of the postmaster its backends exit on their
 # own, each when it next checks for the postmaster (an idle one at once, a
@@ -358,13 +320,12 @@ cmd_instance() {
   local dir
   dir=$(inst_dir "$name")
   mkdir -p "$PGHOME" "$STATE"
-  exec 9>"$LOCK"
-  flock 9
+  take_lock
   case "$action" in
     start)
       build_root
       init_cluster # for the password file
-      mountpoint -q "$ROOTFS/proc" || mount -t proc proc "$ROOTFS/proc"
+      mount_proc
       if [ ! -f "$ROOTFS$dir/PG_VERSION" ]; then
         mkdir -p "$ROOTFS$(dirname "$dir")"
         chroot "$ROOTFS" chown postgres:postgres "$(dirname "$dir")"

@@ -118,6 +118,19 @@ func reimport(t *testing.T, body []byte) map[string]int64 {
 	return tr.Counts
 }
 
+// checkReadBack: the export read back (body, or the error of reading it)
+// is complete and reimports to the records the run counted.
+func checkReadBack(t *testing.T, body []byte, err error, op memory.JobSummaryOp) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkComplete(t, body, op)
+	if got := reimport(t, body); !maps.Equal(got, op.Export.Records) {
+		t.Fatalf("reimported tenant exports %v, the original %v", got, op.Export.Records)
+	}
+}
+
 // TestExportOperationUploadsACompleteExportToS3 runs summarize and export
 // through `manager job` against a real S3-compatible server: the object
 // is complete (trailer counts and checksum), named in the summary, and
@@ -150,13 +163,7 @@ func TestExportOperationUploadsACompleteExportToS3(t *testing.T) {
 	}
 	body, err := io.ReadAll(obj.Body)
 	_ = obj.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkComplete(t, body, op)
-	if got := reimport(t, body); !maps.Equal(got, op.Export.Records) {
-		t.Fatalf("reimported tenant exports %v, the original %v", got, op.Export.Records)
-	}
+	checkReadBack(t, body, err, op)
 }
 
 // TestExportOperationWritesACompleteFileToThePVC: the file appears under
@@ -188,13 +195,7 @@ func TestExportOperationWritesACompleteFileToThePVC(t *testing.T) {
 		t.Fatalf("file %s, location %s", name, op.Export.Location)
 	}
 	body, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkComplete(t, body, op)
-	if got := reimport(t, body); !maps.Equal(got, op.Export.Records) {
-		t.Fatalf("reimported tenant exports %v, the original %v", got, op.Export.Records)
-	}
+	checkReadBack(t, body, err, op)
 }
 
 // TestExportOperationRefusesARunWithoutADestination: the flags are

@@ -2,13 +2,11 @@ package jobrun
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // TestReembedOperationFillsOtherDimensions: `manager job --ops=reembed`
@@ -20,15 +18,9 @@ import (
 // holds the new embedder's vector of its text.
 func TestReembedOperationFillsOtherDimensions(t *testing.T) {
 	jt := newJobTenant(t)
-	for i := range 5 {
-		jt.add(t, "alice", fmt.Sprintf("memory %d about topic %d", i, i*7), "project")
-	}
+	jt.addTopics(t, 5, "memory %d about topic %d")
 	ctx := context.Background()
-	target := memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
-	to := memory.ReembedNamed("builtin", "", 768)
-	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), to); err != nil {
-		t.Fatal(err)
-	}
+	target := jt.beginReembed(t, ctx, memory.ReembedNamed("builtin", "", 768))
 	code, sum, _ := runMain(t, jt, "--ops=reembed", "--reembed-provider=builtin", "--reembed-dimensions=768", "--reembed-pace=0", "--reembed-max-run=2s")
 	if code != 0 || sum.Result != memory.RunSucceeded || affected(sum)[OpReembed] != 5 {
 		t.Fatalf("the run toward 768 dimensions: exit %d, %+v; want 5 rows filled", code, sum)

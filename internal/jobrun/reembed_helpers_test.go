@@ -3,6 +3,8 @@ package jobrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/engram-dev/engram/internal/memory"
+	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // The re-embed tests' new embedder: model "m2" of provider openai, served
@@ -185,4 +188,46 @@ func startLoop(ctx context.Context, loop ReembedLoop) func(t *testing.T, what st
 		}
 		return r.res
 	}
+}
+
+// addTopics adds n memories of alice in category project, the i-th
+// fmt.Sprintf(format, i, i*7).
+func (jt *jobTenant) addTopics(t *testing.T, n int, format string) {
+	t.Helper()
+	for i := range n {
+		jt.add(t, "alice", fmt.Sprintf(format, i, i*7), "project")
+	}
+}
+
+// reembedTarget is the tenant's schema and roles, as the operator names them.
+func (jt *jobTenant) reembedTarget() memory.ReembedTarget {
+	return memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
+}
+
+// beginReembed begins a re-embed of the tenant from the builtin embedder
+// of dims (what newJobTenant configures) to to, and returns its target.
+func (jt *jobTenant) beginReembed(t *testing.T, ctx context.Context, to memory.ReembedEmbedder) memory.ReembedTarget {
+	t.Helper()
+	target := jt.reembedTarget()
+	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed(memory.ProviderBuiltin, "", dims), to); err != nil {
+		t.Fatal(err)
+	}
+	return target
+}
+
+// trySwitch is one Switch of the operator's poll: true if it went
+// through; ErrReembedRowsLeft (rows written since the count) adds one to
+// rowsLeft, any other error fails the test.
+func trySwitch(t *testing.T, ctx context.Context, admin *pgxpool.Pool, target memory.ReembedTarget, rowsLeft *int) bool {
+	t.Helper()
+	err := memory.ReembedSwitch(ctx, admin, target)
+	switch {
+	case errors.Is(err, memory.ErrReembedRowsLeft):
+		*rowsLeft++
+	case err != nil:
+		t.Fatal(err)
+	default:
+		return true
+	}
+	return false
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/tenant"
 	"github.com/engram-dev/engram/internal/workload"
 )
 
@@ -106,11 +105,9 @@ func TestReembedUnderLoad(t *testing.T) {
 	}
 
 	r := &loadRun{t: t, jt: jt, rolled: make(chan struct{}), added: map[string]string{},
-		target: memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}}
+		target: jt.reembedTarget()}
 	r.cur.Store(&podStore{store: jt.store})
-	if err := memory.ReembedBegin(ctx, jt.admin, r.target, memory.ReembedNamed(memory.ProviderBuiltin, "", dims), fakeTo()); err != nil {
-		t.Fatal(err)
-	}
+	jt.beginReembed(t, ctx, fakeTo())
 	fake := newFakeEmbedder(t)
 	var wg sync.WaitGroup
 	for w := range loadAdders + loadSearchers {
@@ -293,13 +290,7 @@ func (r *loadRun) switchWhenDone(ctx context.Context) (tries, rowsLeft int, caug
 		}
 		r.waitBefore(ctx, loadOpsBefore)
 		tries++
-		err = memory.ReembedSwitch(ctx, r.jt.admin, r.target)
-		switch {
-		case errors.Is(err, memory.ErrReembedRowsLeft):
-			rowsLeft++
-		case err != nil:
-			t.Fatal(err)
-		default:
+		if trySwitch(t, ctx, r.jt.admin, r.target, &rowsLeft) {
 			r.switched.Store(true)
 			return tries, rowsLeft, caughtUpAt
 		}

@@ -2,7 +2,6 @@ package jobrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // TestReembedSwitchesUnderSteadyWrites reproduces the hostile review's H4
@@ -27,16 +25,11 @@ import (
 // its text.
 func TestReembedSwitchesUnderSteadyWrites(t *testing.T) {
 	jt := newJobTenant(t)
-	for i := range 40 {
-		jt.add(t, "alice", fmt.Sprintf("seeded memory %d about topic %d", i, i*7), "project")
-	}
+	jt.addTopics(t, 40, "seeded memory %d about topic %d")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	target := memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
 	to := fakeTo()
-	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), to); err != nil {
-		t.Fatal(err)
-	}
+	target := jt.beginReembed(t, ctx, to)
 	emb := newFakeEmbedder(t).embedder(t)
 	login, err := memory.NewPool(ctx, jt.loginURL, 2, memory.SessionSettings{LockTimeout: 5 * time.Second, StatementTimeout: time.Minute})
 	if err != nil {
@@ -95,15 +88,7 @@ func TestReembedSwitchesUnderSteadyWrites(t *testing.T) {
 			continue
 		}
 		tries++
-		err = memory.ReembedSwitch(ctx, jt.admin, target)
-		switch {
-		case errors.Is(err, memory.ErrReembedRowsLeft):
-			rowsLeft++
-		case err != nil:
-			t.Fatal(err)
-		default:
-			switched = true
-		}
+		switched = trySwitch(t, ctx, jt.admin, target, &rowsLeft)
 	}
 	close(stop)
 	if werr := <-wrote; werr != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
-	"github.com/engram-dev/engram/internal/tenant"
 )
 
 // TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder: `manager job
@@ -19,14 +18,9 @@ import (
 // none left and the fake's vectors in place.
 func TestReembedOperationFillsAndPausesOnAnUnreachableEmbedder(t *testing.T) {
 	jt := newJobTenant(t)
-	for i := range 5 {
-		jt.add(t, "alice", fmt.Sprintf("memory %d about topic %d", i, i*7), "project")
-	}
 	ctx := context.Background()
-	target := memory.ReembedTarget{Schema: jt.schema, Owner: tenant.OwnerRole(jt.schema), Login: tenant.LoginRole(jt.schema)}
-	if err := memory.ReembedBegin(ctx, jt.admin, target, memory.ReembedNamed("builtin", "", dims), fakeTo()); err != nil {
-		t.Fatal(err)
-	}
+	jt.addTopics(t, 5, "memory %d about topic %d")
+	target := jt.beginReembed(t, ctx, fakeTo())
 	fake := newFakeEmbedder(t)
 	args := []string{"--ops=reembed", "--reembed-provider=openai", "--reembed-model=" + fakeModel, "--reembed-endpoint=" + fake.srv.URL + "/v1",
 		fmt.Sprintf("--reembed-dimensions=%d", dims), "--reembed-pace=0.1"}

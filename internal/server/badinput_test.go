@@ -19,7 +19,7 @@ func TestBadInput(t *testing.T) {
 	// Besides the admin token: an agent bound to carol, an agent bound to
 	// dave, an app token, for the refusals of roles and bindings.
 	agent, daveAgent, app := newTestToken(t), newTestToken(t), newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), tokens: []string{
+	srv := tn.serve(t, serverSetup{tokens: []string{
 		agent + " role=agent owner=carol name=bot", daveAgent + " role=agent owner=dave", app + " role=app name=backend"}})
 	as := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
 	const owner = "carol"

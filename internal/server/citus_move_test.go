@@ -109,7 +109,7 @@ func (r *loadResult) fail(list *[]string, what string) {
 // add during it (the write pause of the final switch) are logged.
 func TestCitusMoveUnderLoad(t *testing.T) {
 	tn, res := newCitusTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	srv := tn.serve(t, serverSetup{})
 	ctx := testCtx(t)
 	c, err := tenant.DetectCitus(ctx, tn.admin)
 	if err != nil {
@@ -281,7 +281,7 @@ func TestCitusLockTimeoutOnWorker(t *testing.T) {
 		t.Fatalf("tenant.CitusWorkerLockTimeout %s differs from memory.DefaultLockTimeout %s", tenant.CitusWorkerLockTimeout, memory.DefaultLockTimeout)
 	}
 	tn, _ := newCitusTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-statement-timeout=60s"}})
+	srv := tn.serve(t, serverSetup{args: []string{"--db-statement-timeout=60s"}})
 	add := func(owner, content string) *response { return srv.addMemory(t, owner, content) }
 	add("stuck", "Stuck plays the cello").want(t, 201)
 	tn.holdOwnerLock(t, "stuck")

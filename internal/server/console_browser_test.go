@@ -100,8 +100,7 @@ func seedConversation(t *testing.T, srv *testServer, owner string) string {
 // script error, and the token must appear in no URL and no server log.
 func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowser(t) // first: a missing browser fails (or skips) before any setup
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	seed := seedConsole(t, srv)
 	ui := srv.base + "/ui/"
 	aliceHash := "#/o/" + strings.ReplaceAll(seed.owner, "@", "%40")

@@ -59,8 +59,7 @@ func sessPath(owner, id string, rest ...string) string {
 // describe/expand (byte for byte), history search, archive, delete; and
 // another owner's ids are 404.
 func TestConversationFlow(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	const alice, bob, id = "alice", "bob", "support-chat-1"
 
 	// Create: 201 with Location; the same id again is a conflict.
@@ -349,8 +348,7 @@ func TestConversationCredentials(t *testing.T) {
 // refuses is a 422 naming that message, and nothing of the turn is stored;
 // secrets are redacted before they are stored.
 func TestConversationGuard(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	const id = "guarded"
 	srv.do(t, req{method: "POST", path: memPath("carol", "sessions"), body: map[string]any{"id": id}}).want(t, 201)
 	appendTurn(t, srv, "carol", id, turn(1, "setup"))

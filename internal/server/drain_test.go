@@ -19,7 +19,7 @@ import (
 // node suite saw it under kubectl drain).
 func TestDrainingClosesKeptAliveConnections(t *testing.T) {
 	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--shutdown-delay=3s"}})
+	srv := tn.serve(t, serverSetup{args: []string{"--shutdown-delay=3s"}})
 	var dials atomic.Int32
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{

@@ -19,7 +19,7 @@ func startExportServer(t *testing.T) (*testServer, exportTokens) {
 	t.Helper()
 	tk := exportTokens{newTestToken(t), newTestToken(t), newTestToken(t)}
 	tn := newTenant(t)
-	s := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), tokens: []string{
+	s := tn.serve(t, serverSetup{tokens: []string{
 		tk.aliceApp + " role=app owner=alice name=alice-app",
 		tk.bobApp + " role=app owner=bob name=bob-app",
 		tk.aliceAgent + " role=agent owner=alice name=alice-bot",

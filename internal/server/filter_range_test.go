@@ -16,8 +16,7 @@ import (
 // naming the part; the MCP tools' input schemas spell out openapi.yaml's
 // filter grammar.
 func TestFilterRangesAndContextRESTAndMCP(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	var cheap, dear memory.AddResult
 	srv.do(t, req{method: "POST", path: memPath("alice", "memories"),
 		body: `{"content": "Alice's hostel in Lisbon costs 30 euros", "metadata": {"price": 30, "booked": "2026-03-01T10:00:00Z"}}`}).want(t, 201).decode(t, &cheap)

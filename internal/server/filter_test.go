@@ -12,8 +12,7 @@ import (
 // take one filter grammar; a filter that cannot be evaluated is 422 naming
 // the offending part.
 func TestFiltersRESTAndMCP(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	var lisbon memory.AddResult
 	srv.do(t, req{method: "POST", path: memPath("alice", "memories"),
 		body: `{"content": "Alice flies to Lisbon", "metadata": {"trip": "lisbon"}, "tags": ["travel"]}`}).want(t, 201).decode(t, &lisbon)

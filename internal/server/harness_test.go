@@ -54,6 +54,21 @@ func newTenant(t *testing.T) *testTenant {
 	return tn
 }
 
+// serve starts a service on the tenant: startServer with its login URL
+// and testConfig; s sets the rest (tokens, args, env, clock).
+func (tn *testTenant) serve(t *testing.T, s serverSetup) *testServer {
+	t.Helper()
+	s.databaseURL, s.config = tn.loginURL, testConfig(tn.schema)
+	return startServer(t, s)
+}
+
+// newServedTenant is newTenant and its service with nothing more (serve).
+func newServedTenant(t *testing.T) (*testTenant, *testServer) {
+	t.Helper()
+	tn := newTenant(t)
+	return tn, tn.serve(t, serverSetup{})
+}
+
 // provisionTenant provisions a tenant of a fresh schema named after prefix
 // on the database of adminURL; its roles are dropped when the test ends.
 func provisionTenant(t *testing.T, adminURL, prefix string) (*testTenant, *tenant.Result) {

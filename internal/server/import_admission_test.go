@@ -17,7 +17,7 @@ import (
 func TestImportBodyLimitIsTheImportersOnly(t *testing.T) {
 	tn := newTenant(t)
 	agent, ops := newTestToken(t), newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		args:   []string{"--max-body-bytes=65536", "--max-import-bytes=4194304", "--body-timeout=3s", "--request-timeout=5s"},
 		tokens: []string{agent + " role=agent owner=mallory name=mallory", ops + " role=admin name=ops"}})
 	answers := make(chan *http.Response, 4)

@@ -11,8 +11,7 @@ import (
 // PATCH, returned by get, list and search (the harness checks every answer
 // against openapi.yaml), and bad ones are 422 naming the field.
 func TestMetadataAndTagsREST(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	var added memory.AddResult
 	srv.do(t, req{method: "POST", path: memPath("alice", "memories"),
 		body: `{"content": "Alice flies to Lisbon on 12 May", "metadata": {"source": "email", "ticket": 12345678901234567890}, "tags": ["travel", "2026"]}`}).
@@ -61,8 +60,7 @@ func TestMetadataAndTagsREST(t *testing.T) {
 // TestMetadataAndTagsMCP: add_memory takes metadata and tags, bounded the
 // same way.
 func TestMetadataAndTagsMCP(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	session := mcpSession(t, srv, srv.token)
 	var added memory.AddResult
 	callTool(t, session, "add_memory", map[string]any{"owner": "alice", "content": "Alice flies to Lisbon",

@@ -11,8 +11,7 @@ import (
 // not deactivated yet is not listed by default, as search and context do
 // not return it; include=expired (or inactive) lists it.
 func TestListHidesExpired(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	tn, srv := newServedTenant(t)
 	const owner = "erin"
 	var kept, expired memory.AddResult
 	srv.do(t, req{method: "POST", path: memPath(owner, "memories"), body: map[string]any{"content": "Erin likes long walks"}}).want(t, 201).decode(t, &kept)

@@ -15,7 +15,7 @@ import (
 func TestLockTimeoutIs503(t *testing.T) {
 	testenv.SkipOnCitus(t, "the row lock is waited for on the worker, where the tenant role's lock_timeout applies, not the flag's (TestCitusLockTimeoutOnWorker)")
 	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: []string{"--db-lock-timeout=300ms"}})
+	srv := tn.serve(t, serverSetup{args: []string{"--db-lock-timeout=300ms"}})
 	add := func(owner, content string) *response { return srv.addMemory(t, owner, content) }
 	add("stuck", "Stuck plays the cello").want(t, 201)
 	tn.holdOwnerLock(t, "stuck")

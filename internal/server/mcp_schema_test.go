@@ -52,8 +52,7 @@ func TestMCPToolSchemasUnchanged(t *testing.T) {
 // client with the server's token (closed when the test ends).
 func startMCP(t *testing.T) (*testServer, *mcp.ClientSession) {
 	t.Helper()
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	session := mcpSession(t, srv, srv.token)
 	return srv, session
 }

@@ -52,8 +52,7 @@ func mcpSession(t *testing.T, srv *testServer, token string) *mcp.ClientSession 
 // token, lists the fifteen tools with their argument schemas and calls each
 // against the running server; without a token it cannot connect.
 func TestMCP(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	ctx := testCtx(t)
 
 	if _, err := connectMCP(t, srv, "wrong"); err == nil || !strings.Contains(err.Error(), "Unauthorized") {

@@ -14,7 +14,7 @@ import (
 func TestMetricsNotOnAPIPort(t *testing.T) {
 	tn := newTenant(t)
 	tok := newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		tokens: []string{tok + " role=agent name=visible-token-name"}})
 	const owner, content = "owner-zq7", "Zq7 keeps a diary in a locked drawer"
 	srv.do(t, req{method: "POST", path: memPath(owner, "memories"), token: tok, body: map[string]any{"content": content}}).want(t, 201)

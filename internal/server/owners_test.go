@@ -14,7 +14,7 @@ import (
 func TestListOwners(t *testing.T) {
 	tn := newTenant(t)
 	app, appAlice, agent := newTestToken(t), newTestToken(t), newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), tokens: []string{
+	srv := tn.serve(t, serverSetup{tokens: []string{
 		app + " role=app name=backend", appAlice + " role=app owner=alice name=alice-app", agent + " role=agent name=bot"}})
 	owners := []string{"alice", "bob", "carol@example.com", "dave"}
 	for i, o := range owners {

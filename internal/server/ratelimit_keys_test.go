@@ -33,7 +33,7 @@ func TestLLMBucketKeyedByRoleAndSubject(t *testing.T) {
 // and gets 429; bob's agent, same subject, is still served.
 func TestSignedSubjectBucketPerOwner(t *testing.T) {
 	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		args:  []string{"--rate-limit-per-minute=1", "--rate-limit-burst=2"},
 		clock: newTestClock().now})
 	tok := map[string]string{}

@@ -77,7 +77,7 @@ func TestRateLimitPerCredential(t *testing.T) {
 	const burst = 5
 	tn := newTenant(t)
 	tokA, tokB := newTestToken(t), newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		args:   []string{"--rate-limit-per-minute=1", "--rate-limit-burst=" + strconv.Itoa(burst)},
 		tokens: []string{tokA + " role=agent name=agent-a", tokB + " role=agent name=agent-b"},
 		clock:  newTestClock().now})

@@ -14,8 +14,7 @@ import (
 // is seen (failure, then recovery) soon after.
 func TestReadyzCache(t *testing.T) {
 	const readyWindows = 5 * time.Second // five cache windows
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	tn, srv := newServedTenant(t)
 	ready := func() *response { return srv.do(t, req{method: "GET", path: "/readyz", noAuth: true}) }
 	// A migration this binary does not know makes the schema "not at this
 	// binary's version": a real change of what the check reads.

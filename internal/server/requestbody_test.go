@@ -47,7 +47,7 @@ func TestOversizeContentLengthHoldsNoSlot(t *testing.T) {
 	const perPath = 6 // 12 requests: under the credential's 16 in flight
 	tn := newTenant(t)
 	mallory := newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		args:   []string{"--max-inflight=64", "--max-body-bytes=65536", "--body-timeout=2s", "--request-timeout=5s"},
 		tokens: []string{mallory + " role=agent owner=mallory name=mallory"}})
 	answers := make(chan *http.Response, 2*perPath)

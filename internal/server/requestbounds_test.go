@@ -135,7 +135,7 @@ func TestSlowBodiesOfOneCredentialHoldNoSlot(t *testing.T) {
 	const conns, perCredential = 64, DefaultMaxInflightPerCredential
 	tn := newTenant(t)
 	mallory := newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		args:   append([]string{"--max-inflight=64", "--body-timeout=60s"}, defaultRateArgs...),
 		tokens: []string{mallory + " role=agent owner=mallory name=mallory"}})
 	answers := make(chan *http.Response, conns)
@@ -210,7 +210,7 @@ func TestSlowBodiesOfOneCredentialHoldNoSlot(t *testing.T) {
 func TestSlowBodyIsCutAtTheBodyTimeout(t *testing.T) {
 	tn := newTenant(t)
 	mallory := newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		args:   []string{"--body-timeout=1s", "--max-inflight-per-credential=1"},
 		tokens: []string{mallory + " role=agent owner=mallory name=mallory"}})
 	answers := make(chan *http.Response, 1)

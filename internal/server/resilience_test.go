@@ -152,8 +152,7 @@ func TestGracefulShutdown(t *testing.T) {
 // add a second token, both work; remove the first, it gets 401; an empty
 // file locks everyone out; comments and blank lines are ignored.
 func TestTokenRotation(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	oldTok, newTok := srv.token, "rotated-"+srv.token
 	path := memPath("gina", "memories")
 	status := func(tok string) int {

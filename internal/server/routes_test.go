@@ -22,8 +22,7 @@ func memPath(owner string, rest ...string) string {
 // tenant: success paths first, then each error status a route can give for
 // reasons other than bad syntax (which TestBadInput covers).
 func TestRoutes(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	tn, srv := newServedTenant(t)
 	const alice, bob = "alice@example.com", "bob"
 
 	add := func(owner string, body map[string]any) memory.AddResult {

@@ -14,8 +14,7 @@ import (
 // failure keeps its answer: the question is asked only after pgvector's
 // data exception.
 func TestStaleDimensionsIs503(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	tn, srv := newServedTenant(t)
 	srv.addMemory(t, "alice", "Alice plays the viola").want(t, 201)
 	// What a dimensions switch leaves for this pod: the tenant's vectors
 	// of another size.

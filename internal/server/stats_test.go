@@ -11,7 +11,7 @@ import (
 func TestStats(t *testing.T) {
 	tn := newTenant(t)
 	app, adminAlice := newTestToken(t), newTestToken(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema),
+	srv := tn.serve(t, serverSetup{
 		tokens: []string{app + " role=app name=backend", adminAlice + " role=admin owner=alice name=alice-admin"}})
 
 	var st memory.Stats
@@ -52,8 +52,7 @@ func TestStats(t *testing.T) {
 // strips Authorization) authenticates like Authorization does, and a wrong
 // one is refused.
 func TestProxyAuthorizationHeader(t *testing.T) {
-	tn := newTenant(t)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema)})
+	_, srv := newServedTenant(t)
 	srv.do(t, req{method: "GET", path: "/v1/stats", noAuth: true,
 		header: map[string]string{HeaderProxyAuthorization: "Bearer " + srv.token}}).want(t, 200)
 	srv.do(t, req{method: "GET", path: "/v1/stats", noAuth: true,

@@ -107,7 +107,7 @@ func TestServeTLS(t *testing.T) {
 	notAfter := time.Now().Add(12 * time.Hour).Truncate(time.Second)
 	certPEM, keyPEM := ca.ServerCert(t, notAfter, "bot.team-a.svc", "127.0.0.1")
 	dir := newTLSDir(t, certPEM, keyPEM)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: dir.args()})
+	srv := tn.serve(t, serverSetup{args: dir.args()})
 	srv.useTLS(ca)
 
 	srv.do(t, req{method: "GET", path: "/healthz", noAuth: true}).want(t, 200)
@@ -158,7 +158,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	ca := testenv.NewTestCA(t)
 	first, firstKey := ca.ServerCert(t, time.Now().Add(time.Hour), "127.0.0.1")
 	dir := newTLSDir(t, first, firstKey)
-	srv := startServer(t, serverSetup{databaseURL: tn.loginURL, config: testConfig(tn.schema), args: dir.args()})
+	srv := tn.serve(t, serverSetup{args: dir.args()})
 	srv.useTLS(ca)
 	addr := srv.proc.Addr().String()
 	waitSerial := func(what, want string) {

@@ -62,8 +62,8 @@ func BenchmarkDecodeClientVector(b *testing.B) {
 			}
 			for _, impl := range []string{"jsonVector", "float32s"} {
 				target := map[string]func() any{
-					"search/jsonVector": func() any { return &searchBody{} }, "search/float32s": func() any { return &searchBodyOld{} },
-					"add/jsonVector": func() any { return &addBody{} }, "add/float32s": func() any { return &addBodyOld{} },
+					"search/jsonVector": func() any { return &searchBody{} }, "search/float32s": oldBody[searchBody](),
+					"add/jsonVector": func() any { return &addBody{} }, "add/float32s": oldBody[addBody](),
 				}[kind+"/"+impl]
 				b.Run(kind+"/"+strconv.Itoa(dims)+"/"+impl, func(b *testing.B) {
 					b.SetBytes(int64(len(body)))

@@ -10,57 +10,26 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/engram-dev/engram/internal/memory"
 )
 
-// The body types as they were before jsonVector (cf105be): encoding/json's
-// []float32. The malformed-input table compares their answers with today's.
-type (
-	addBodyOld struct {
-		Agent      string          `json:"agent,omitempty"`
-		Session    string          `json:"session,omitempty"`
-		Source     memory.Source   `json:"source,omitempty"`
-		Content    string          `json:"content"`
-		Category   string          `json:"category,omitempty"`
-		Importance int             `json:"importance,omitempty"`
-		TTL        string          `json:"ttl,omitempty"`
-		Embedding  []float32       `json:"embedding,omitempty"`
-		Metadata   json.RawMessage `json:"metadata,omitempty"`
-		Tags       []string        `json:"tags,omitempty"`
-	}
-	updateBodyOld struct {
-		Source     memory.Source   `json:"source,omitempty"`
-		Content    *string         `json:"content,omitempty"`
-		Category   *string         `json:"category,omitempty"`
-		Importance *int            `json:"importance,omitempty"`
-		TTL        *string         `json:"ttl,omitempty"`
-		Embedding  []float32       `json:"embedding,omitempty"`
-		Metadata   json.RawMessage `json:"metadata,omitempty"`
-		Tags       []string        `json:"tags,omitempty"`
-	}
-	searchBodyOld struct {
-		Agent      string            `json:"agent,omitempty"`
-		Session    string            `json:"session,omitempty"`
-		Query      string            `json:"query"`
-		Vector     []float32         `json:"vector,omitempty"`
-		Mode       memory.SearchMode `json:"mode,omitempty"`
-		TopK       int               `json:"topK,omitempty"`
-		Categories []string          `json:"categories,omitempty"`
-		MinScore   float64           `json:"minScore,omitempty"`
-		Filter     *memory.Filter    `json:"filter,omitempty"`
-		Rerank     *bool             `json:"rerank,omitempty"`
-	}
-)
+// oldBody makes values of body type T as it was before jsonVector
+// (cf105be): encoding/json's []float32 in place of the jsonVector field,
+// the twin plainBody builds (TestOldBodiesMirrorToday checks it field by
+// field against today's type). The malformed-input table compares their
+// answers with today's.
+func oldBody[T any]() func() any {
+	typ := reflect.TypeOf(plainBody(new(T))).Elem()
+	return func() any { return reflect.New(typ).Interface() }
+}
 
 // bodyPairs are today's body types beside their old twins.
 var bodyPairs = []struct {
 	name, field string
 	now, old    func() any
 }{
-	{"add", "embedding", func() any { return &addBody{} }, func() any { return &addBodyOld{} }},
-	{"update", "embedding", func() any { return &updateBody{} }, func() any { return &updateBodyOld{} }},
-	{"search", "vector", func() any { return &searchBody{} }, func() any { return &searchBodyOld{} }},
+	{"add", "embedding", func() any { return &addBody{} }, oldBody[addBody]()},
+	{"update", "embedding", func() any { return &updateBody{} }, oldBody[updateBody]()},
+	{"search", "vector", func() any { return &searchBody{} }, oldBody[searchBody]()},
 }
 
 // TestOldBodiesMirrorToday: the old twins have today's fields, tags and
