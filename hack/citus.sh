@@ -35,7 +35,7 @@
 set -euo pipefail
 
 CACHE="${ENGRAM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/engram}"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HERE="$(dirname "$(readlink -f "$0")")"  # the script's own directory, through a symlink too
 PGROOT="$CACHE/postgres/rootfs" # hack/pgvector.sh's root, copied, never changed
 CHOME="$CACHE/citus"
 ROOTFS="$CHOME/rootfs"
@@ -53,7 +53,7 @@ PGROOT_SCRIPT=hack/citus.sh PGROOT_LOG=citus
 # log, die, alive, clear_stale_pid, port_free, take_lock, mount_proc,
 # umount_proc, durability_conf (shared with hack/pgvector.sh).
 # shellcheck source=hack/pgroot.sh
-source "$(dirname "$(readlink -f "$0")")/pgroot.sh"
+source "$HERE/pgroot.sh"
 
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then

@@ -59,9 +59,9 @@ func (c loadClient) callWithHeader(method, path string, body any) (int, []byte, 
 
 // ackedWrite is one add the service answered 201.
 type ackedWrite struct {
-	owner, id string
-	at        time.Time     // when the answer came
-	took      time.Duration // how long the add took
+	owner, id, content string
+	at                 time.Time     // when the answer came
+	took               time.Duration // how long the add took
 }
 
 // refusedAdd is one add the service answered 503 with Retry-After: the
@@ -70,6 +70,17 @@ type ackedWrite struct {
 // retries. It must have written nothing.
 type refusedAdd struct {
 	owner, content string
+	at             time.Time     // when the answer came
+	took           time.Duration // how long the add took
+}
+
+// lockWait reports whether a refusal is a lock wait of the move's final
+// switch: the add overlapped the move and waited out about the lock
+// timeout. A 503 that came at once (a connection the move broke, say) or
+// outside the move is a failure.
+func (a refusedAdd) lockWait(moveStart, moveEnd time.Time) bool {
+	return a.at.After(moveStart) && a.at.Add(-a.took).Before(moveEnd) &&
+		a.took >= memory.DefaultLockTimeout-500*time.Millisecond
 }
 
 // loadResult is what the writers and the reader saw.
@@ -152,7 +163,7 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 				content := fmt.Sprintf("writer %d wrote fact %d about topic %d", w, i, i*7919%1000)
 				status, body, header := lc.callWithHeader("POST", memPath(owner, "memories"), map[string]any{"content": content})
 				if status == http.StatusServiceUnavailable && header.Get("Retry-After") != "" {
-					out.refuse(refusedAdd{owner: owner, content: content})
+					out.refuse(refusedAdd{owner: owner, content: content, at: time.Now(), took: time.Since(start)})
 					continue
 				}
 				if status != http.StatusCreated {
@@ -164,7 +175,7 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 					out.fail(&out.failedAdds, fmt.Sprintf("%s #%d: bad body %s", owner, i, body))
 					continue
 				}
-				out.ack(ackedWrite{owner: owner, id: r.Memory.ID, at: time.Now(), took: time.Since(start)})
+				out.ack(ackedWrite{owner: owner, id: r.Memory.ID, content: content, at: time.Now(), took: time.Since(start)})
 			}
 		}()
 	}
@@ -223,12 +234,27 @@ func TestCitusMoveUnderLoad(t *testing.T) {
 	if len(out.acked) == 0 {
 		t.Fatalf("no add was acknowledged (%d refused with 503, %d failed)", len(out.refused), len(out.failedAdds))
 	}
-	// A refused add wrote nothing (its transaction rolled back whole).
-	for _, r := range out.refused {
+	// A refused add was a lock wait of the switch and wrote nothing (its
+	// transaction rolled back whole); the same count finds an acknowledged
+	// add, so it is not vacuous.
+	stored := func(owner, content string) int {
 		var n int
 		if err := tn.admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.memories WHERE owner_id = $1 AND content = $2`, tn.schema),
-			r.owner, r.content).Scan(&n); err != nil || n != 0 {
-			t.Errorf("add %q of %s was refused with 503 but %d rows hold it (%v)", r.content, r.owner, n, err)
+			owner, content).Scan(&n); err != nil {
+			t.Fatalf("counting the rows of an add: %v", err)
+		}
+		return n
+	}
+	if n := stored(out.acked[0].owner, out.acked[0].content); n != 1 {
+		t.Fatalf("%d rows hold acknowledged add %q of %s, want 1", n, out.acked[0].content, out.acked[0].owner)
+	}
+	for _, r := range out.refused {
+		if !r.lockWait(moveStart, moveEnd) {
+			t.Errorf("add %q of %s refused with 503 after %s, not a lock wait of the move's switch (%s to %s)",
+				r.content, r.owner, r.took.Round(time.Millisecond), moveStart.Format(time.StampMilli), moveEnd.Format(time.StampMilli))
+		}
+		if n := stored(r.owner, r.content); n != 0 {
+			t.Errorf("add %q of %s was refused with 503 but %d rows hold it", r.content, r.owner, n)
 		}
 	}
 	if len(out.failedRead) > 0 {

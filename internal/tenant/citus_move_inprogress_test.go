@@ -66,17 +66,26 @@ func TestCitusMoveRefusedWhileAnotherMoveRuns(t *testing.T) {
 	moved := make(chan outcome, 1)
 	readings := make(chan MoveProgress, 64)
 	go func() {
-		res, err := MoveSchema(ctx, pool, MoveSpec{Schema: x.Schema, Owner: x.Owner, To: other(resX.Worker),
-			Progress: func(p MoveProgress) {
-				select {
-				case readings <- p:
-				default:
-				}
-			}})
-		moved <- outcome{res, err}
+		// Other packages' tests move schemas on the same Citus cluster at
+		// the same time (make test runs packages in parallel): X's move
+		// waits for theirs, within a bound, before it can be the one in
+		// flight (the test's context ends at 2 minutes).
+		for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(time.Second) {
+			res, err := MoveSchema(ctx, pool, MoveSpec{Schema: x.Schema, Owner: x.Owner, To: other(resX.Worker),
+				Progress: func(p MoveProgress) {
+					select {
+					case readings <- p:
+					default:
+					}
+				}})
+			if !errors.Is(err, ErrMoveInProgress) || time.Now().After(deadline) {
+				moved <- outcome{res, err}
+				return
+			}
+		}
 	}()
 	// X's move is past its monitor once its cleanup call waits on the lock.
-	waitErr := waitFor(ctx, 60*time.Second, func() (bool, error) {
+	waitErr := waitFor(ctx, 100*time.Second, func() (bool, error) {
 		select {
 		case o := <-moved:
 			return false, fmt.Errorf("X's move ended before it waited on pg_dist_cleanup: %+v, %v", o.res, o.err)

@@ -19,6 +19,7 @@ func TestReadProgressIsOneSnapshot(t *testing.T) {
 	restore := reembed.SetBetweenProgressReads(func() {
 		filled = fill(t, reembed.NewFiller(f.login, f.target, to, emb), 64)
 	})
+	t.Cleanup(restore) // also when fill fails the test inside the hook
 	p, err := reembed.ReadProgress(ctx(t), f.login, f.target)
 	restore()
 	if err != nil {
