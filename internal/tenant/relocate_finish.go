@@ -236,11 +236,7 @@ func (m Relocation) DropIncoming(ctx context.Context) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	err := withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
-		exists, mk, err := schemaState(ctx, conn, m.Schema)
-		if err != nil || !exists {
-			return err
-		}
+	err := m.onExistingSchema(ctx, m.Target, func(conn *pgx.Conn, mk marker) error {
 		if mk.relocate != relocateIncoming || mk.relocateUID != m.Owner.UID {
 			return fmt.Errorf("%w: schema %q, refusing to drop it", ErrRelocateNotIncoming, m.Schema)
 		}
@@ -271,11 +267,7 @@ func (m Relocation) DropUnswitched(ctx context.Context, from, to ServerIdentity)
 	if err != nil {
 		return fmt.Errorf("dropping the unswitched copy of schema %q: %w", m.Schema, err)
 	}
-	err = withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
-		exists, mk, err := schemaState(ctx, conn, m.Schema)
-		if err != nil || !exists {
-			return err
-		}
+	err = m.onExistingSchema(ctx, m.Target, func(conn *pgx.Conn, mk marker) error {
 		incoming := mk.relocate == relocateIncoming && mk.relocateUID == m.Owner.UID
 		finished := mk.relocate == "" && mk.managed && mk.uid == m.Owner.UID
 		if finished && (!to.Verifiable(id) || !to.Same(id) || from.Same(id)) {
@@ -299,11 +291,7 @@ func (m Relocation) DropMoved(ctx context.Context) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	err := withTenantLock(ctx, m.Source, m.Schema, func(conn *pgx.Conn) error {
-		exists, mk, err := schemaState(ctx, conn, m.Schema)
-		if err != nil || !exists {
-			return err
-		}
+	err := m.onExistingSchema(ctx, m.Source, func(conn *pgx.Conn, mk marker) error {
 		if mk.relocate != relocateMoved || mk.relocateUID != m.Owner.UID {
 			return fmt.Errorf("schema %q is not this runtime's moved copy (%w), refusing to drop it", m.Schema, ErrOwnedByOther)
 		}
@@ -317,6 +305,18 @@ func (m Relocation) DropMoved(ctx context.Context) error {
 		return fmt.Errorf("dropping the moved copy of schema %q: %w", m.Schema, err)
 	}
 	return nil
+}
+
+// onExistingSchema runs fn under the tenant lock on pool with the schema's
+// marker; a server without the schema is left alone (fn is not run).
+func (m Relocation) onExistingSchema(ctx context.Context, pool *pgxpool.Pool, fn func(*pgx.Conn, marker) error) error {
+	return withTenantLock(ctx, pool, m.Schema, func(conn *pgx.Conn) error {
+		exists, mk, err := schemaState(ctx, conn, m.Schema)
+		if err != nil || !exists {
+			return err
+		}
+		return fn(conn, mk)
+	})
 }
 
 // dropCopy drops the schema and both roles (each must carry this
