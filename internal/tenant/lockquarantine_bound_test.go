@@ -37,14 +37,11 @@ func quarantineFlooder(t *testing.T, until time.Time) *pgx.ConnConfig {
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):
-			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
+			return fakeAnswer{cols: locksCols}
 		}
 		return fakeAnswer{}
 	})
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	BoundTenantServer(cfg)
 	return cfg
 }
