@@ -74,10 +74,7 @@ func TestLockWatchdogQuarantinesAReconnectingFlood(t *testing.T) {
 	resA := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_quar_a"), 3))
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_quar_b"), 3))
 	pool.Reset()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	const interval, backoff = time.Second, 4 * time.Second
 	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{Quarantine: backoff})
 	if err != nil {
@@ -225,10 +222,7 @@ func TestLockWatchdogSumsANamespace(t *testing.T) {
 	}
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_sum_b"), 3))
 	pool.Reset()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
 	if err != nil {
 		t.Fatal(err)

@@ -29,10 +29,7 @@ func TestLockWatchdogEndsASavepointFlood(t *testing.T) {
 	pool := testenv.NewPool(t, url, 2)
 	resA := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_lockwatch_a"), 3))
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_lockwatch_b"), 3))
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
 	if err != nil {
 		t.Fatalf("opening the watchdog: %v", err)

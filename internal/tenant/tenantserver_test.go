@@ -43,10 +43,7 @@ func hostileTenantServer(t *testing.T, rowBytes int) string {
 // server (BoundTenantServer).
 func tenantServerConn(t *testing.T, ctx context.Context, url string) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	BoundTenantServer(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -163,10 +160,7 @@ func TestBoundTwiceKeepsOneWrapper(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, order := range []string{"tenant then platform", "platform then tenant"} {
-		cfg, err := pgx.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := mustParseConfig(t, url)
 		if order == "tenant then platform" {
 			BoundTenantServer(cfg)
 			BoundMessages(&cfg.Config)
