@@ -21,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -180,10 +179,7 @@ type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err err
 // Reconcile brings one MemoryRuntime to its declared state.
 func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
 	rt := &memoryv1alpha1.MemoryRuntime{}
-	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
-		return doneResult(), client.IgnoreNotFound(err)
-	}
-	if over, err := refuseSpecOverBound(ctx, r.client, rt, runtimeStatus); over {
+	if done, err := readToReconcile(ctx, r.client, req, rt, runtimeStatus); done {
 		return doneResult(), err
 	}
 	// Before anything is written (the status patch below): a namespace
@@ -305,10 +301,7 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.runtimesAwaitingInNamespace), builder.WithPredicates(namespaceLabelsChanged)).
 		// A namespace's reconcile ended: the runtimes that waited for it.
 		WatchesRawSource(r.slots.source()).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
-			RateLimiter:             r.wakeups.limit(rateLimiter(r.opts)),
-		}).
+		WithOptions(controllerOptions(r.opts.RuntimeConcurrency, r.wakeups.limit(rateLimiter(r.opts)))).
 		Complete(r)
 }
 
