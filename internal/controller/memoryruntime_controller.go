@@ -395,5 +395,20 @@ func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj
 	return err == nil, err
 }
 
+// getOrBlock reads the object kind name of the runtime's namespace into
+// obj; a missing one blocks Ready with reason and msg and stops the pass
+// (stop), a failed read is an error.
+func getOrBlock(ctx context.Context, c client.Reader, s *runtimeScope, kind, name string, obj client.Object, reason, msg string) (stop bool, err error) {
+	found, err := getOptional(ctx, c, client.ObjectKey{Namespace: s.rt.Namespace, Name: name}, obj)
+	if err != nil {
+		return false, fmt.Errorf("reading %s %q: %w", kind, name, err)
+	}
+	if !found {
+		s.facts.block(memoryv1alpha1.ConditionReady, reason, msg)
+		return true, nil
+	}
+	return false, nil
+}
+
 // runtimeStatus is what a status patch of a runtime compares.
 func runtimeStatus(o *memoryv1alpha1.MemoryRuntime) any { return o.Status }
