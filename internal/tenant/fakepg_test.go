@@ -55,6 +55,21 @@ func watchdogAnswer(q string, roles func(emit func(...string) bool)) (a fakeAnsw
 	return fakeAnswer{}, false
 }
 
+// citusAnswer answers DetectCitus as a Citus 13.0 coordinator whose
+// pg_dist_node lists the workers nodes emits (name, port); ok is false for
+// any other statement.
+func citusAnswer(q string, nodes func(emit func(...string) bool)) (a fakeAnswer, ok bool) {
+	switch {
+	case strings.Contains(q, "FROM pg_extension WHERE extname = 'citus'"):
+		return fakeAnswer{cols: []fakeCol{{"extversion", 25}}, rows: func(emit func(...string) bool) { emit("13.0") }}, true
+	case strings.Contains(q, "pg_dist_local_group"):
+		return fakeAnswer{cols: []fakeCol{{"c", 16}}, rows: func(emit func(...string) bool) { emit("t") }}, true
+	case strings.Contains(q, "FROM pg_dist_node"):
+		return fakeAnswer{cols: []fakeCol{{"nodename", 25}, {"nodeport", 23}}, rows: nodes}, true
+	}
+	return fakeAnswer{}, false
+}
+
 // locksCols are locksSQL's columns.
 var locksCols = []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}
 

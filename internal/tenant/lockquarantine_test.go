@@ -76,11 +76,7 @@ func TestLockWatchdogQuarantinesAReconnectingFlood(t *testing.T) {
 	pool.Reset()
 	cfg := mustParseConfig(t, url)
 	const interval, backoff = time.Second, 4 * time.Second
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{Quarantine: backoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{Quarantine: backoff})
 	connB := loginConn(t, url, resB, resB.Password)
 
 	// The attack runs until shortly before the back-off ends.
@@ -223,11 +219,7 @@ func TestLockWatchdogSumsANamespace(t *testing.T) {
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_sum_b"), 3))
 	pool.Reset()
 	cfg := mustParseConfig(t, url)
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{})
 	stmt := floodSQL(w.Threshold() - 1) // the threshold's count, not over it
 	var conns []*pgx.Conn
 	for _, r := range team {

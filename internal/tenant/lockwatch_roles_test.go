@@ -110,11 +110,7 @@ func watchdogKeeps(t *testing.T, p LockPolicy, listed, want int) {
 	cfg := mustParseConfig(t, manyRolesServer(t, listed))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, p)
-	if err != nil {
-		t.Fatalf("opening the watchdog: %v", err)
-	}
-	defer d.Close(context.Background())
+	d := mustOpenWatchdog(t, ctx, cfg, p)
 	if len(d.roles) != want {
 		t.Errorf("the watchdog keeps %d roles of a server that listed %d, want %d", len(d.roles), listed, want)
 	}

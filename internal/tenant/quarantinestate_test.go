@@ -272,11 +272,7 @@ func TestCitusWorkerQuarantineWithoutMarker(t *testing.T) {
 		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+ident)
 	})
 	cfg := mustParseConfig(t, worker)
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{Threshold: 20, Quarantine: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{Threshold: 20, Quarantine: time.Second})
 	hog, err := pgx.Connect(ctx, testenv.WithUser(worker, role, password))
 	if err != nil {
 		t.Fatal(err)

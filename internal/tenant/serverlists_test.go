@@ -204,13 +204,9 @@ func TestLockSessionsAreBounded(t *testing.T) {
 	cfg := mustParseConfig(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
-	if err != nil {
-		t.Fatalf("opening the watchdog: %v", err)
-	}
-	defer d.Close(context.Background())
+	d := mustOpenWatchdog(t, ctx, cfg, LockPolicy{})
 	ends.Store(0) // opening prepared endSQL: the fake answers a Describe too
-	_, err = d.Look(ctx)
+	_, err := d.Look(ctx)
 	var tooMany *TooManyRowsError
 	if !errors.As(err, &tooMany) || tooMany.Limit != maxServerSessions {
 		t.Fatalf("a server listing %d sessions holding locks: %v; want a *TooManyRowsError of %d", listed, err, maxServerSessions)
