@@ -80,20 +80,7 @@ func TestTenantServerConnectionKeepsLittle(t *testing.T) {
 	}
 	base := retainedHeap() // fresh connections (and the fake server's buffers)
 	for _, conn := range open {
-		for i := range 2 * TenantStatementCache { // distinct texts: the cache fills
-			rows, err := conn.Query(ctx, fmt.Sprintf("SELECT %d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				t.Fatalf("statement %d: %v", i, err)
-			}
-		}
-		if err := conn.QueryRow(ctx, "SELECT big").Scan(&s); err != nil {
-			t.Fatalf("a row just under MaxTenantServerMessage: %v", err)
-		}
-		s = ""
+		driveToBounds(t, ctx, conn) // distinct texts: the cache fills
 	}
 	var grew uint64
 	if h := retainedHeap(); h > base {
