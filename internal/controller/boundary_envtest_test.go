@@ -72,12 +72,7 @@ func scenarioTenantBoundary(e *operatorEnv, t *testing.T) {
 	if err := e.c.Delete(testContext(t), thief); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "thief deleted", 30*time.Second, func() error {
-		if err := e.get(t, nsC, "thief", &memoryv1alpha1.MemoryRuntime{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
-		}
-		return nil
-	})
+	waitRuntimeGone(t, e, nsC, "thief", "thief deleted")
 	if exists, roles := e.tenantState(t, victim.Status.Schema); !exists || roles != 2 {
 		t.Fatalf("deleting the thief (reclaimPolicy Delete) dropped the victim's tenant: schema=%v roles=%d", exists, roles)
 	}

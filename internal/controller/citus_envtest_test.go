@@ -39,12 +39,7 @@ func scenarioCitus(e *operatorEnv, t *testing.T) {
 		if err := e.c.Delete(ctx, rt); err != nil && !apierrors.IsNotFound(err) {
 			t.Logf("deleting the Citus runtime: %v", err)
 		}
-		eventually(t, "the Citus runtime is gone", 30*time.Second, func() error {
-			if err := e.get(t, ns, "bot", &memoryv1alpha1.MemoryRuntime{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
-			}
-			return nil
-		})
+		waitRuntimeGone(t, e, ns, "bot", "the Citus runtime is gone")
 		if _, err := tenant.Drop(ctx, pool, SchemaFor(rt), TenantOwner(rt)); err != nil {
 			t.Logf("dropping the Citus tenant: %v", err)
 		}
@@ -200,12 +195,7 @@ func scenarioCitusWorkerRefused(e *operatorEnv, t *testing.T) {
 		if err := e.c.Delete(ctx, rt); err != nil && !apierrors.IsNotFound(err) {
 			t.Logf("deleting the runtime on the Citus worker: %v", err)
 		}
-		eventually(t, "the runtime on the Citus worker is gone", 30*time.Second, func() error {
-			if err := e.get(t, ns, "bot", &memoryv1alpha1.MemoryRuntime{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there: %v", err)
-			}
-			return nil
-		})
+		waitRuntimeGone(t, e, ns, "bot", "the runtime on the Citus worker is gone")
 	})
 	got := e.waitCondition(t, ns, "bot", memoryv1alpha1.ConditionDatabaseReady, false, memoryv1alpha1.ReasonCitusUnsupported)
 	if msg := got.GetCondition(memoryv1alpha1.ConditionDatabaseReady).Message; !strings.Contains(msg, "worker node") {

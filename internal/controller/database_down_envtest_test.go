@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
@@ -158,12 +157,7 @@ func scenarioDatabaseDown(e *operatorEnv, t *testing.T) {
 	if err := e.c.Delete(testContext(t), rt); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the runtime is gone", 30*time.Second, func() error {
-		if err := e.get(t, ns, "bot", &memoryv1alpha1.MemoryRuntime{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
-		}
-		return nil
-	})
+	waitRuntimeGone(t, e, ns, "bot", "the runtime is gone")
 }
 
 // refuser stands for a PostgreSQL that is down: it accepts TCP connections

@@ -138,19 +138,7 @@ func (e *operatorEnv) kubectlApply(t *testing.T, manifest []byte) {
 func (e *operatorEnv) checkWideTable(t *testing.T, ns string, where map[string][]string, citusDB string) {
 	t.Helper()
 	table := e.serverTable(t, "/apis/memory.engram.dev/v1alpha1/namespaces/"+ns+"/memoryruntimes")
-	col := map[string]int{}
-	for i, c := range table.ColumnDefinitions {
-		col[c.Name] = i
-	}
-	for _, name := range []string{"Name", "Database", "Citus-Worker"} {
-		if _, ok := col[name]; !ok {
-			t.Fatalf("kubectl get memoryruntimes -o wide has no %s column: %v", name, table.ColumnDefinitions)
-		}
-	}
-	rows := map[string][]any{}
-	for _, r := range table.Rows {
-		rows[fmt.Sprint(r.Cells[col["Name"]])] = r.Cells
-	}
+	col, rows := tableByName(t, table, "memoryruntimes", []string{"Name", "Database", "Citus-Worker"})
 	for db, names := range where {
 		for _, name := range names {
 			cells, ok := rows[name]
@@ -169,6 +157,27 @@ func (e *operatorEnv) checkWideTable(t *testing.T, ns string, where map[string][
 	}
 }
 
+// tableByName indexes a table as `kubectl get <resource> -o wide` shows
+// it: the position of each column, and each row's cells by its Name; a
+// column of names missing fails the test.
+func tableByName(t *testing.T, table *metav1.Table, resource string, names []string) (map[string]int, map[string][]any) {
+	t.Helper()
+	col := map[string]int{}
+	for i, c := range table.ColumnDefinitions {
+		col[c.Name] = i
+	}
+	for _, name := range names {
+		if _, ok := col[name]; !ok {
+			t.Fatalf("kubectl get %s -o wide has no %s column: %v", resource, name, table.ColumnDefinitions)
+		}
+	}
+	rows := map[string][]any{}
+	for _, r := range table.Rows {
+		rows[fmt.Sprint(r.Cells[col["Name"]])] = r.Cells
+	}
+	return col, rows
+}
+
 // checkDatabaseTable reads `kubectl get memorydatabases -o wide` as the API
 // server serves it (the CRD's printer columns) and checks each database of
 // tenants (name -> tenants placed) at a glance: reachable, its tenants and
@@ -177,20 +186,8 @@ func (e *operatorEnv) checkWideTable(t *testing.T, ns string, where map[string][
 func (e *operatorEnv) checkDatabaseTable(t *testing.T, tenants map[string]int, citusDB string) {
 	t.Helper()
 	table := e.serverTable(t, "/apis/memory.engram.dev/v1alpha1/memorydatabases")
-	col := map[string]int{}
-	for i, c := range table.ColumnDefinitions {
-		col[c.Name] = i
-	}
 	names := []string{"Name", "Reachable", "Reason", "Tenants", "Max-Tenants", "Used", "Max-Bytes", "Cordoned", "Version", "Citus", "Age"}
-	for _, name := range names {
-		if _, ok := col[name]; !ok {
-			t.Fatalf("kubectl get memorydatabases -o wide has no %s column: %v", name, table.ColumnDefinitions)
-		}
-	}
-	rows := map[string][]any{}
-	for _, r := range table.Rows {
-		rows[fmt.Sprint(r.Cells[col["Name"]])] = r.Cells
-	}
+	col, rows := tableByName(t, table, "memorydatabases", names)
 	for name, n := range tenants {
 		cells, ok := rows[name]
 		if !ok {

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -151,10 +150,7 @@ func (r *MemoryDatabaseReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Watches(&memoryv1alpha1.MemoryRuntime{}, handler.EnqueueRequestsFromMapFunc(databaseOfRuntime), builder.WithPredicates(placementChanged)).
 		// Its admin Secret created or edited.
 		WatchesRawSource(source.Kind[client.Object](r.secrets.meta, secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.databasesOfSecret))).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.DatabaseConcurrency,
-			RateLimiter:             rateLimiter(r.opts),
-		}).
+		WithOptions(controllerOptions(r.opts.DatabaseConcurrency, rateLimiter(r.opts))).
 		Complete(r)
 }
 

@@ -8,7 +8,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -27,10 +26,7 @@ type MemoryPolicyReconciler struct {
 // Reconcile validates one MemoryPolicy and counts its runtimes.
 func (r *MemoryPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	p := &memoryv1alpha1.MemoryPolicy{}
-	if err := r.client.Get(ctx, req.NamespacedName, p); err != nil {
-		return doneResult(), client.IgnoreNotFound(err)
-	}
-	if over, err := refuseSpecOverBound(ctx, r.client, p, func(o *memoryv1alpha1.MemoryPolicy) any { return o.Status }); over {
+	if done, err := readToReconcile(ctx, r.client, req, p, func(o *memoryv1alpha1.MemoryPolicy) any { return o.Status }); done {
 		return doneResult(), err
 	}
 	orig := p.DeepCopy()
@@ -82,10 +78,7 @@ func (r *MemoryPolicyReconciler) setupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&memoryv1alpha1.MemoryPolicy{}).
 		Watches(&memoryv1alpha1.MemoryRuntime{}, handler.EnqueueRequestsFromMapFunc(policyOfRuntime)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.PolicyConcurrency,
-			RateLimiter:             rateLimiter(r.opts),
-		}).
+		WithOptions(controllerOptions(r.opts.PolicyConcurrency, rateLimiter(r.opts))).
 		Complete(r)
 }
 

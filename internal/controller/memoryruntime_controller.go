@@ -21,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -180,10 +179,7 @@ type runtimePhase func(ctx context.Context, s *runtimeScope) (stop bool, err err
 // Reconcile brings one MemoryRuntime to its declared state.
 func (r *MemoryRuntimeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, retErr error) {
 	rt := &memoryv1alpha1.MemoryRuntime{}
-	if err := r.client.Get(ctx, req.NamespacedName, rt); err != nil {
-		return doneResult(), client.IgnoreNotFound(err)
-	}
-	if over, err := refuseSpecOverBound(ctx, r.client, rt, runtimeStatus); over {
+	if done, err := readToReconcile(ctx, r.client, req, rt, runtimeStatus); done {
 		return doneResult(), err
 	}
 	// Before anything is written (the status patch below): a namespace
@@ -305,10 +301,7 @@ func (r *MemoryRuntimeReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.runtimesAwaitingInNamespace), builder.WithPredicates(namespaceLabelsChanged)).
 		// A namespace's reconcile ended: the runtimes that waited for it.
 		WatchesRawSource(r.slots.source()).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.RuntimeConcurrency,
-			RateLimiter:             r.wakeups.limit(rateLimiter(r.opts)),
-		}).
+		WithOptions(controllerOptions(r.opts.RuntimeConcurrency, r.wakeups.limit(rateLimiter(r.opts)))).
 		Complete(r)
 }
 
@@ -400,6 +393,21 @@ func getOptional(ctx context.Context, c client.Reader, key client.ObjectKey, obj
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// getOrBlock reads the object kind name of the runtime's namespace into
+// obj; a missing one blocks Ready with reason and msg and stops the pass
+// (stop), a failed read is an error.
+func getOrBlock(ctx context.Context, c client.Reader, s *runtimeScope, kind, name string, obj client.Object, reason, msg string) (stop bool, err error) {
+	found, err := getOptional(ctx, c, client.ObjectKey{Namespace: s.rt.Namespace, Name: name}, obj)
+	if err != nil {
+		return false, fmt.Errorf("reading %s %q: %w", kind, name, err)
+	}
+	if !found {
+		s.facts.block(memoryv1alpha1.ConditionReady, reason, msg)
+		return true, nil
+	}
+	return false, nil
 }
 
 // runtimeStatus is what a status patch of a runtime compares.

@@ -57,23 +57,19 @@ func (r *MemoryRuntimeReconciler) checkConnection(ctx context.Context, s *runtim
 		}
 		return id, false, nil
 	}
-	if s.rt.Spec.Database.OnChange == memoryv1alpha1.OnChangeMove && home.Via == "" && !s.rt.UsesMemoryDatabase() {
-		msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; "+
-			"onChange is Move, but this runtime has not recorded which connection reaches its tenant (status.connection.via, recorded since this release): "+
-			"set spec.database back, let it reconcile once, then change it again; nothing was created there and the service keeps running on the old server",
-			s.schema, recorded, connectionWhat(s.rt), id)
-		r.warnOnce(s, memoryv1alpha1.ReasonMoveSourceUnknown, "Provision", msg)
-		s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonMoveSourceUnknown, msg)
-		s.requeue.at(r.opts.GrantCheckInterval)
-		return id, true, nil
-	}
-	msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; "+
+	reason, what := memoryv1alpha1.ReasonDatabaseChanged,
 		"the operator moves a tenant only when asked (its data would stay behind and the service would start on an empty schema), "+
-		"so nothing is created there and the service keeps running on the old server: point the connection back at that server, "+
-		"or set spec.database.onChange: Move to have the operator copy the tenant there and switch (docs/export.md, \"Moving a tenant to another server\")",
-		s.schema, recorded, connectionWhat(s.rt), id)
-	r.warnOnce(s, memoryv1alpha1.ReasonDatabaseChanged, "Provision", msg)
-	s.facts.block(memoryv1alpha1.ConditionDatabaseReady, memoryv1alpha1.ReasonDatabaseChanged, msg)
+			"so nothing is created there and the service keeps running on the old server: point the connection back at that server, "+
+			"or set spec.database.onChange: Move to have the operator copy the tenant there and switch (docs/export.md, \"Moving a tenant to another server\")"
+	if s.rt.Spec.Database.OnChange == memoryv1alpha1.OnChangeMove && home.Via == "" && !s.rt.UsesMemoryDatabase() {
+		reason, what = memoryv1alpha1.ReasonMoveSourceUnknown,
+			"onChange is Move, but this runtime has not recorded which connection reaches its tenant (status.connection.via, recorded since this release): "+
+				"set spec.database back, let it reconcile once, then change it again; nothing was created there and the service keeps running on the old server"
+	}
+	msg := fmt.Sprintf("this tenant (schema %s) lives on %s (status.connection), and its admin connection, %s, now reaches %s; ",
+		s.schema, recorded, connectionWhat(s.rt), id) + what
+	r.warnOnce(s, reason, "Provision", msg)
+	s.facts.block(memoryv1alpha1.ConditionDatabaseReady, reason, msg)
 	// A human has to change the spec or the Secret (both are watched).
 	s.requeue.at(r.opts.GrantCheckInterval)
 	return id, true, nil

@@ -324,14 +324,9 @@ func (r *MemoryRuntimeReconciler) reconcileConfig(ctx context.Context, s *runtim
 	var applied *memoryv1alpha1.AppliedPolicy
 	if name := rt.PolicyName(); name != "" {
 		var mp memoryv1alpha1.MemoryPolicy
-		found, err := getOptional(ctx, r.client, client.ObjectKey{Namespace: rt.Namespace, Name: name}, &mp)
-		if err != nil {
-			return false, fmt.Errorf("reading MemoryPolicy %q: %w", name, err)
-		}
-		if !found {
-			s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonPolicyNotFound, fmt.Sprintf(
-				"MemoryPolicy %q does not exist in namespace %q: create it, or remove spec.policyRef to use the built-in defaults", name, rt.Namespace))
-			return true, nil
+		if stop, err := getOrBlock(ctx, r.client, s, "MemoryPolicy", name, &mp, memoryv1alpha1.ReasonPolicyNotFound, fmt.Sprintf(
+			"MemoryPolicy %q does not exist in namespace %q: create it, or remove spec.policyRef to use the built-in defaults", name, rt.Namespace)); stop || err != nil {
+			return stop, err
 		}
 		var reason, msg string
 		if policy, reason, msg = runtimePolicy(name, &mp); reason != "" {

@@ -1,9 +1,7 @@
 package controller
 
 import (
-	"context"
 	"errors"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,11 +46,8 @@ func (c databaseCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c databaseCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var list memoryv1alpha1.MemoryDatabaseList
-	if err := c.cache.List(ctx, &list); err != nil {
-		ch <- prometheus.NewInvalidMetric(databaseReachableDesc, err)
+	if !listForScrape(c.cache, &list, ch, databaseReachableDesc) {
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, name string) {

@@ -29,11 +29,8 @@ type runtimeCollector struct{ cache client.Reader }
 func (c runtimeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runtimesDesc }
 
 func (c runtimeCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var list memoryv1alpha1.MemoryRuntimeList
-	if err := c.cache.List(ctx, &list); err != nil {
-		ch <- prometheus.NewInvalidMetric(runtimesDesc, err)
+	if !listForScrape(c.cache, &list, ch, runtimesDesc) {
 		return
 	}
 	counts := map[string]float64{}
@@ -43,6 +40,19 @@ func (c runtimeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range runtimeStates {
 		ch <- prometheus.MustNewConstMetric(runtimesDesc, prometheus.GaugeValue, counts[s], s)
 	}
+}
+
+// listForScrape lists into list from the cache, for at most a scrape's
+// 5 seconds; a failure is sent on ch as an invalid metric of d, and false
+// returned.
+func listForScrape(c client.Reader, list client.ObjectList, ch chan<- prometheus.Metric, d *prometheus.Desc) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.List(ctx, list); err != nil {
+		ch <- prometheus.NewInvalidMetric(d, err)
+		return false
+	}
+	return true
 }
 
 // stateOf is the state label of one runtime.

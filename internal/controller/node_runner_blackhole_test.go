@@ -66,17 +66,7 @@ func countingListener(t *testing.T, hold bool) (addr string, accepted *atomic.In
 // thrown away with it.
 func plainTenantRole(t *testing.T, url string) (role, password string) {
 	t.Helper()
-	role, password = "engram_bh_"+randomSuffix(), "pw-"+randomSuffix()
-	admin := testenv.NewPool(t, url, 1)
-	id := pgx.Identifier{role}.Sanitize()
-	for _, stmt := range []string{
-		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", id, password),
-		fmt.Sprintf("COMMENT ON ROLE %s IS 'managed-by=engram; uid=uid-%s'", id, role),
-	} {
-		if _, err := admin.Exec(testContext(t), stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	role, password, _ = markedLoginRole(t, testenv.NewPool(t, url, 1), "engram_bh_")
 	return role, password
 }
 

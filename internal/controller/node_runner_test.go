@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/engram-dev/engram/internal/testenv"
 )
@@ -18,18 +19,8 @@ import (
 // creates it, its password and its comment on every worker.
 func citusTenantRole(t *testing.T, url string) (role, password string) {
 	t.Helper()
-	ctx := testContext(t)
-	role, password = "engram_nodes_"+randomSuffix(), "pw-"+randomSuffix()
 	admin := testenv.NewPool(t, url, 2)
-	id := pgx.Identifier{role}.Sanitize()
-	for _, stmt := range []string{
-		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", id, password),
-		fmt.Sprintf("COMMENT ON ROLE %s IS 'managed-by=engram; uid=uid-%s'", id, role),
-	} {
-		if _, err := admin.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	role, password, id := markedLoginRole(t, admin, "engram_nodes_")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -44,6 +35,25 @@ func citusTenantRole(t *testing.T, url string) (role, password string) {
 		}
 	})
 	return role, password
+}
+
+// markedLoginRole creates, through admin, a login role named prefix and a
+// random suffix that the reaper and the watchdog take for a tenant's
+// (Engram's marker with a UID, no runtime); it returns the role, its
+// password and its quoted name.
+func markedLoginRole(t *testing.T, admin *pgxpool.Pool, prefix string) (role, password, id string) {
+	t.Helper()
+	role, password = prefix+randomSuffix(), "pw-"+randomSuffix()
+	id = pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", id, password),
+		fmt.Sprintf("COMMENT ON ROLE %s IS 'managed-by=engram; uid=uid-%s'", id, role),
+	} {
+		if _, err := admin.Exec(testContext(t), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	return role, password, id
 }
 
 // onEveryWorker logs in as role on each worker of url directly (as a

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -67,10 +66,7 @@ type retentionPhase func(ctx context.Context, s *retentionScope) (stop bool, err
 // Reconcile brings one RetentionJob's CronJobs to its declared state.
 func (r *RetentionJobReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	rj := &memoryv1alpha1.RetentionJob{}
-	if err := r.client.Get(ctx, req.NamespacedName, rj); err != nil {
-		return doneResult(), client.IgnoreNotFound(err)
-	}
-	if over, err := refuseSpecOverBound(ctx, r.client, rj, retentionStatus); over {
+	if done, err := readToReconcile(ctx, r.client, req, rj, retentionStatus); done {
 		return doneResult(), err
 	}
 	if !rj.DeletionTimestamp.IsZero() {
@@ -322,10 +318,7 @@ func (r *RetentionJobReconciler) setupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.CronJob{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(retentionJobOfJob)).
 		Watches(&memoryv1alpha1.MemoryRuntime{}, handler.EnqueueRequestsFromMapFunc(r.retentionJobsOfRuntime)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.RetentionJobConcurrency,
-			RateLimiter:             rateLimiter(r.opts),
-		}).
+		WithOptions(controllerOptions(r.opts.RetentionJobConcurrency, rateLimiter(r.opts))).
 		Complete(r)
 }
 

@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -171,6 +172,12 @@ func Setup(mgr manager.Manager, o Options) error {
 		return fmt.Errorf("setting up the RetentionJob controller: %w", err)
 	}
 	return nil
+}
+
+// controllerOptions are a controller's options: n reconciles at once,
+// failures retried as limiter says.
+func controllerOptions(n int, limiter workqueue.TypedRateLimiter[reconcile.Request]) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: n, RateLimiter: limiter}
 }
 
 // rateLimiter retries a failing key with exponential backoff between

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
@@ -25,6 +26,16 @@ type readyConditioned interface {
 	SetCondition(condType string, ok bool, reason, message string)
 	SetStalled(reason, message string)
 	MarkObserved()
+}
+
+// readToReconcile reads the object req names into obj; done says the
+// reconcile ends there: the object is gone, or its spec is over the bound
+// (refuseSpecOverBound; err is what that status patch returned).
+func readToReconcile[T readyConditioned](ctx context.Context, c client.Client, req reconcile.Request, obj T, status func(T) any) (done bool, err error) {
+	if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	return refuseSpecOverBound(ctx, c, obj, status)
 }
 
 // refuseSpecOverBound, at the start of a reconcile, sets Ready=False on an

@@ -312,6 +312,18 @@ func eventually(t *testing.T, what string, timeout time.Duration, check func() e
 	testenv.Eventually(t, what, timeout, check)
 }
 
+// waitRuntimeGone waits until runtime ns/name is gone (its finalizer
+// done); what names the wait.
+func waitRuntimeGone(t *testing.T, e *operatorEnv, ns, name, what string) {
+	t.Helper()
+	eventually(t, what, 30*time.Second, func() error {
+		if err := e.get(t, ns, name, &memoryv1alpha1.MemoryRuntime{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+}
+
 func (e *operatorEnv) get(t *testing.T, ns, name string, obj client.Object) error {
 	t.Helper()
 	return e.c.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, obj)

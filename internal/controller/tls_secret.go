@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	memoryv1alpha1 "github.com/engram-dev/engram/api/v1alpha1"
 )
@@ -28,14 +27,9 @@ func (r *MemoryRuntimeReconciler) checkTLSSecret(ctx context.Context, s *runtime
 		return false, nil
 	}
 	var sec corev1.Secret
-	found, err := getOptional(ctx, r.secrets, client.ObjectKey{Namespace: rt.Namespace, Name: name}, &sec)
-	if err != nil {
-		return false, fmt.Errorf("reading Secret %q: %w", name, err)
-	}
-	if !found {
-		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-			"spec.service.tls.secretName: Secret %q does not exist in namespace %q (with cert-manager: is the Certificate issued?); the service is not changed until it does", name, rt.Namespace))
-		return true, nil
+	if stop, err := getOrBlock(ctx, r.secrets, s, "Secret", name, &sec, memoryv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+		"spec.service.tls.secretName: Secret %q does not exist in namespace %q (with cert-manager: is the Certificate issued?); the service is not changed until it does", name, rt.Namespace)); stop || err != nil {
+		return stop, err
 	}
 	if err := ValidateTLSSecret(&sec, time.Now()); err != nil {
 		s.facts.block(memoryv1alpha1.ConditionReady, memoryv1alpha1.ReasonTLSSecretInvalid, fmt.Sprintf(

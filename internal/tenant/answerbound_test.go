@@ -18,21 +18,14 @@ import (
 func citusRowsServer(t *testing.T, maxRows int) string {
 	host := strings.Repeat("h", 4<<20)
 	return fakePG(t, func(q string) fakeAnswer {
-		switch {
-		case strings.Contains(q, "FROM pg_extension WHERE extname = 'citus'"):
-			return fakeAnswer{cols: []fakeCol{{"extversion", 25}}, rows: func(emit func(...string) bool) { emit("13.0") }}
-		case strings.Contains(q, "pg_dist_local_group"):
-			return fakeAnswer{cols: []fakeCol{{"c", 16}}, rows: func(emit func(...string) bool) { emit("t") }}
-		case strings.Contains(q, "FROM pg_dist_node"):
-			return fakeAnswer{cols: []fakeCol{{"nodename", 25}, {"nodeport", 23}}, rows: func(emit func(...string) bool) {
-				for range maxRows {
-					if !emit(host, "5432") {
-						return
-					}
+		a, _ := citusAnswer(q, func(emit func(...string) bool) {
+			for range maxRows {
+				if !emit(host, "5432") {
+					return
 				}
-			}}
-		}
-		return fakeAnswer{}
+			}
+		})
+		return a
 	})
 }
 

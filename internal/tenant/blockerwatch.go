@@ -235,19 +235,27 @@ func blockingSessions(ctx context.Context, conn *pgx.Conn, pid int) ([]blockingS
 		return nil, fmt.Errorf("looking for sessions that block the provisioning: %w", err)
 	}
 	// Bounded: the watch keeps each (seen) and may end each.
-	var out []blockingSession
 	var s blockingSession
-	_, err = pgx.ForEachRow(rows, []any{&s.pid, &s.roleOID, &s.role, &s.canBe, &s.admin, &s.comment, &s.xactAge}, func() error {
-		if len(out) == maxServerSessions {
-			return &TooManyRowsError{What: "sessions blocking the provisioning", Limit: maxServerSessions}
-		}
-		out = append(out, s)
-		return nil
-	})
+	out, err := readSessions(rows, &s, []any{&s.pid, &s.roleOID, &s.role, &s.canBe, &s.admin, &s.comment, &s.xactAge}, "sessions blocking the provisioning")
 	if err != nil {
 		return nil, fmt.Errorf("looking for sessions that block the provisioning: %w", err)
 	}
 	return out, nil
+}
+
+// readSessions reads the sessions rows returns, each scanned into *s by
+// dest, at most maxServerSessions of them (a TooManyRowsError naming what
+// past that); nil when there are none.
+func readSessions[T any](rows pgx.Rows, s *T, dest []any, what string) ([]T, error) {
+	var out []T
+	_, err := pgx.ForEachRow(rows, dest, func() error {
+		if len(out) == maxServerSessions {
+			return &TooManyRowsError{What: what, Limit: maxServerSessions}
+		}
+		out = append(out, *s)
+		return nil
+	})
+	return out, err
 }
 
 // classify says whose session s is: only a login role whose marker carries

@@ -58,10 +58,7 @@ func TestBlockerWatchPanicNeverExitsTheProcess(t *testing.T) {
 		defer mu.Unlock()
 		logged = append(logged, args)
 	}, funcr.Options{}))
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	var reports sync.WaitGroup
 	reports.Add(1)
 	w := startBlockerWatch(ctx, cfg, pid, Owner{UID: "uid-self"}, BlockerPolicy{

@@ -19,10 +19,7 @@ import (
 func TestCitusWorkerConfigs(t *testing.T) {
 	pool, url := citusPool(t)
 	ctx := testCtx(t)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	cfgs, err := CitusWorkerConfigs(ctx, pool, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +113,7 @@ func TestCitusConnectionLimitOnWorkers(t *testing.T) {
 func TestCitusWorkerConfigsUseAuthinfo(t *testing.T) {
 	pool, url := citusPool(t)
 	ctx := testCtx(t)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	var nodeID int
 	var worker string
 	if err := pool.QueryRow(ctx, `SELECT nodeid, nodename || ':' || nodeport FROM pg_dist_node

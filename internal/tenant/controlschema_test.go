@@ -61,10 +61,7 @@ func TestControlSchemaTakesNoLockATenantCanHold(t *testing.T) {
 	if _, err := holder.Exec(testCtx(t), "SELECT pg_advisory_lock($1)", int64(oldKey)); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	cfg.RuntimeParams["lock_timeout"] = "2s" // as the operator's sessions have one
 	conn, err := pgx.ConnectConfig(testCtx(t), cfg)
 	if err != nil {

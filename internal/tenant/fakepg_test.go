@@ -38,6 +38,41 @@ func rolesAnswer(rows func(emit func(...string) bool)) fakeAnswer {
 	return fakeAnswer{cols: []fakeCol{{"oid", 26}, {"rolname", 25}, {"rolconnlimit", 23}, {"c", 25}}, rows: rows}
 }
 
+// watchdogAnswer answers the lock watchdog's statements as a server whose
+// marked roles roles emits, each with one session, none holding locks; ok
+// is false for any other statement.
+func watchdogAnswer(q string, roles func(emit func(...string) bool)) (a fakeAnswer, ok bool) {
+	switch {
+	case strings.Contains(q, "max_locks_per_transaction"):
+		return lockSettingsAnswer, true
+	case strings.Contains(q, "FROM pg_roles r"):
+		return rolesAnswer(roles), true
+	case strings.Contains(q, "count(pg_get_userbyid"):
+		return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}, true
+	case strings.Contains(q, "pg_lock_status()"):
+		return fakeAnswer{cols: locksCols}, true
+	}
+	return fakeAnswer{}, false
+}
+
+// citusAnswer answers DetectCitus as a Citus 13.0 coordinator whose
+// pg_dist_node lists the workers nodes emits (name, port); ok is false for
+// any other statement.
+func citusAnswer(q string, nodes func(emit func(...string) bool)) (a fakeAnswer, ok bool) {
+	switch {
+	case strings.Contains(q, "FROM pg_extension WHERE extname = 'citus'"):
+		return fakeAnswer{cols: []fakeCol{{"extversion", 25}}, rows: func(emit func(...string) bool) { emit("13.0") }}, true
+	case strings.Contains(q, "pg_dist_local_group"):
+		return fakeAnswer{cols: []fakeCol{{"c", 16}}, rows: func(emit func(...string) bool) { emit("t") }}, true
+	case strings.Contains(q, "FROM pg_dist_node"):
+		return fakeAnswer{cols: []fakeCol{{"nodename", 25}, {"nodeport", 23}}, rows: nodes}, true
+	}
+	return fakeAnswer{}, false
+}
+
+// locksCols are locksSQL's columns.
+var locksCols = []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}
+
 type fakeAnswer struct {
 	cols []fakeCol
 	rows func(emit func(vals ...string) bool)

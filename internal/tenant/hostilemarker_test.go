@@ -31,10 +31,7 @@ func TestHostileStrikesNeverPanicTheWatchdog(t *testing.T) {
 		t.Fatal(err)
 	}
 	policy := LockPolicy{Threshold: 20, Quarantine: time.Second, MaxQuarantine: 3 * time.Second}
-	cfg, err := pgx.ParseConfig(f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, f.url)
 	w, err := OpenLockWatchdog(ctx, cfg, policy)
 	if err != nil {
 		t.Fatal(err)

@@ -37,14 +37,11 @@ func quarantineFlooder(t *testing.T, until time.Time) *pgx.ConnConfig {
 		case strings.Contains(q, "count(pg_get_userbyid"):
 			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):
-			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
+			return fakeAnswer{cols: locksCols}
 		}
 		return fakeAnswer{}
 	})
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	BoundTenantServer(cfg)
 	return cfg
 }
@@ -59,11 +56,7 @@ func TestWatchdogQuarantinesStayWithinListedRoles(t *testing.T) {
 	cfg := quarantineFlooder(t, time.Now().Add(-time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{MaxRoles: MaxTenantWatchedRoles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	d := mustOpenWatchdog(t, ctx, cfg, LockPolicy{MaxRoles: MaxTenantWatchedRoles})
 	for n := 0; n < looks && ctx.Err() == nil; n++ {
 		if _, err := d.Look(ctx); err != nil {
 			t.Fatalf("look %d: %v", n, err)
@@ -86,11 +79,7 @@ func TestWatchdogClampsAMarkersQuarantine(t *testing.T) {
 	cfg := quarantineFlooder(t, time.Now().Add(10*365*24*time.Hour))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{MaxRoles: MaxTenantWatchedRoles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(context.Background())
+	d := mustOpenWatchdog(t, ctx, cfg, LockPolicy{MaxRoles: MaxTenantWatchedRoles})
 	most := time.Now().Add(DefaultMaxQuarantine + time.Minute)
 	if len(d.quarantined) == 0 {
 		t.Fatal("no quarantine taken in from the markers")

@@ -74,16 +74,9 @@ func TestLockWatchdogQuarantinesAReconnectingFlood(t *testing.T) {
 	resA := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_quar_a"), 3))
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_quar_b"), 3))
 	pool.Reset()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	const interval, backoff = time.Second, 4 * time.Second
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{Quarantine: backoff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{Quarantine: backoff})
 	connB := loginConn(t, url, resB, resB.Password)
 
 	// The attack runs until shortly before the back-off ends.
@@ -225,15 +218,8 @@ func TestLockWatchdogSumsANamespace(t *testing.T) {
 	}
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_sum_b"), 3))
 	pool.Reset()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	cfg := mustParseConfig(t, url)
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{})
 	stmt := floodSQL(w.Threshold() - 1) // the threshold's count, not over it
 	var conns []*pgx.Conn
 	for _, r := range team {

@@ -51,10 +51,7 @@ func TestTenantCannotFillTheLockTable(t *testing.T) {
 	}
 	if testenv.OnCitus() {
 		for _, w := range testenv.CitusWorkerURLs(t, url) {
-			cfg, err := pgx.ParseConfig(testenv.WithUser(w, resA.LoginRole, resA.Password))
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, testenv.WithUser(w, resA.LoginRole, resA.Password))
 			worker := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
 			conn, err := pgx.ConnectConfig(ctx, cfg)
 			if err != nil {

@@ -298,15 +298,8 @@ func (w *LockWatchdog) Look(ctx context.Context) ([]LockHog, error) {
 		return nil, fmt.Errorf("looking for tenant sessions holding many locks: %w", err)
 	}
 	// Bounded: offenders keeps each and may end a role for each.
-	var sessions []session
 	var s session
-	_, err = pgx.ForEachRow(rows, []any{&s.pid, &s.role, &s.locks}, func() error {
-		if len(sessions) == maxServerSessions {
-			return &TooManyRowsError{What: "tenant sessions holding locks", Limit: maxServerSessions}
-		}
-		sessions = append(sessions, s)
-		return nil
-	})
+	sessions, err := readSessions(rows, &s, []any{&s.pid, &s.role, &s.locks}, "tenant sessions holding locks")
 	if err != nil {
 		return nil, fmt.Errorf("looking for tenant sessions holding many locks: %w", err)
 	}

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // watchdogServer answers the lock watchdog's statements as a server a
@@ -16,24 +14,16 @@ import (
 // hostile ones whose markers are hostileMarker bytes long.
 func watchdogServer(t *testing.T, hostile, hostileMarker int) string {
 	pad := strings.Repeat("z", hostileMarker)
-	return fakePG(t, func(q string) fakeAnswer {
-		switch {
-		case strings.Contains(q, "max_locks_per_transaction"):
-			return lockSettingsAnswer
-		case strings.Contains(q, "FROM pg_roles r"):
-			return rolesAnswer(func(emit func(...string) bool) {
-				emit("16399", "engram_ok_login", "5", "managed-by=engram;uid=u0;runtime=team-a/ok")
-				for i := range hostile {
-					emit(fmt.Sprint(16400+i), fmt.Sprintf("engram_%d_login", i), "5",
-						fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/mem;pad=%s", i+1, pad))
-				}
-			})
-		case strings.Contains(q, "count(pg_get_userbyid"):
-			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
-		case strings.Contains(q, "pg_lock_status()"):
-			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
+	roles := func(emit func(...string) bool) {
+		emit("16399", "engram_ok_login", "5", "managed-by=engram;uid=u0;runtime=team-a/ok")
+		for i := range hostile {
+			emit(fmt.Sprint(16400+i), fmt.Sprintf("engram_%d_login", i), "5",
+				fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/mem;pad=%s", i+1, pad))
 		}
-		return fakeAnswer{}
+	}
+	return fakePG(t, func(q string) fakeAnswer {
+		a, _ := watchdogAnswer(q, roles)
+		return a
 	})
 }
 
@@ -67,10 +57,7 @@ func TestWatchdogKeepsBoundedRolesPerNode(t *testing.T) {
 		}
 	}()
 	for k := range nodes { // one per node key: engram_k on the same server
-		cfg, err := pgx.ParseConfig(strings.Replace(url, "/engram?", fmt.Sprintf("/engram_%d?", k), 1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := mustParseConfig(t, strings.Replace(url, "/engram?", fmt.Sprintf("/engram_%d?", k), 1))
 		d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
 		if err != nil {
 			t.Fatalf("watchdog %d: %v", k, err)
@@ -100,23 +87,19 @@ func TestWatchdogKeepsBoundedRolesPerNode(t *testing.T) {
 // manyRolesServer lists n honest marked roles, whatever the statement's
 // LIMIT says.
 func manyRolesServer(t *testing.T, n int) string {
-	return fakePG(t, func(q string) fakeAnswer {
-		switch {
-		case strings.Contains(q, "max_locks_per_transaction"):
-			return lockSettingsAnswer
-		case strings.Contains(q, "FROM pg_roles r"):
-			return rolesAnswer(func(emit func(...string) bool) {
-				for i := range n {
-					if !emit(fmt.Sprint(20000+i), fmt.Sprintf("engram_%d_login", i), "5",
-						fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m%d", i, i)) {
-						return
-					}
-				}
-			})
-		case strings.Contains(q, "count(pg_get_userbyid"):
-			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
+	roles := func(emit func(...string) bool) {
+		for i := range n {
+			if !emit(fmt.Sprint(20000+i), fmt.Sprintf("engram_%d_login", i), "5",
+				fmt.Sprintf("managed-by=engram;uid=u%d;runtime=team-a/m%d", i, i)) {
+				return
+			}
 		}
-		return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
+	}
+	return fakePG(t, func(q string) fakeAnswer {
+		if a, ok := watchdogAnswer(q, roles); ok {
+			return a
+		}
+		return fakeAnswer{cols: locksCols}
 	})
 }
 
@@ -124,17 +107,10 @@ func manyRolesServer(t *testing.T, n int) string {
 // and checks it keeps the first want.
 func watchdogKeeps(t *testing.T, p LockPolicy, listed, want int) {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(manyRolesServer(t, listed))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, manyRolesServer(t, listed))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, p)
-	if err != nil {
-		t.Fatalf("opening the watchdog: %v", err)
-	}
-	defer d.Close(context.Background())
+	d := mustOpenWatchdog(t, ctx, cfg, p)
 	if len(d.roles) != want {
 		t.Errorf("the watchdog keeps %d roles of a server that listed %d, want %d", len(d.roles), listed, want)
 	}

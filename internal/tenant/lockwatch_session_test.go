@@ -3,8 +3,6 @@ package tenant
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/engram-dev/engram/internal/testenv"
 )
 
@@ -14,10 +12,7 @@ import (
 // and the role's marker) must survive a crash of the server.
 func TestLockWatchdogSessionIsDurableAndBounded(t *testing.T) {
 	ctx := testCtx(t)
-	cfg, err := pgx.ParseConfig(testenv.AdminURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, testenv.AdminURL(t))
 	cfg.RuntimeParams["synchronous_commit"] = "off"
 	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
 	if err != nil {

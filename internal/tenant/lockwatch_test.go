@@ -29,15 +29,8 @@ func TestLockWatchdogEndsASavepointFlood(t *testing.T) {
 	pool := testenv.NewPool(t, url, 2)
 	resA := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_lockwatch_a"), 3))
 	resB := mustProvision(t, pool, url, newSpec(uniqueSchema(t, "engram_lockwatch_b"), 3))
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
-	if err != nil {
-		t.Fatalf("opening the watchdog: %v", err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	cfg := mustParseConfig(t, url)
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{})
 	if hogs, err := w.Look(ctx); err != nil || len(hogs) > 0 {
 		t.Fatalf("a look before the attack: %v, %v; want nothing found", hogs, err)
 	}
@@ -48,7 +41,7 @@ func TestLockWatchdogEndsASavepointFlood(t *testing.T) {
 	for i := range 40000 {
 		fmt.Fprintf(&flood, " SAVEPOINT s%d; INSERT INTO owner_locks VALUES ('x-%d');", i, i)
 	}
-	_, err = connA.Exec(ctx, flood.String())
+	_, err := connA.Exec(ctx, flood.String())
 	if err == nil || !strings.Contains(err.Error(), "out of shared memory") {
 		t.Fatalf("A's savepoint flood ended with %v; want it to fill the lock table (out of shared memory)", err)
 	}

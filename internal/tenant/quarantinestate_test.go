@@ -36,10 +36,7 @@ func newQuarantineFixture(t *testing.T, instance string) *quarantineFixture {
 // watchdog opens a lock watchdog on url with a threshold of 20 locks.
 func (f *quarantineFixture) watchdog(url string, backoff time.Duration) *LockWatchdog {
 	f.t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	cfg := mustParseConfig(f.t, url)
 	w, err := OpenLockWatchdog(testCtx(f.t), cfg, LockPolicy{Threshold: 20, Quarantine: backoff})
 	if err != nil {
 		f.t.Fatal(err)
@@ -274,15 +271,8 @@ func TestCitusWorkerQuarantineWithoutMarker(t *testing.T) {
 		}
 		_, _ = admin.Exec(ctx, "DROP ROLE IF EXISTS "+ident)
 	})
-	cfg, err := pgx.ParseConfig(worker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := OpenLockWatchdog(ctx, cfg, LockPolicy{Threshold: 20, Quarantine: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	cfg := mustParseConfig(t, worker)
+	w := mustOpenWatchdog(t, ctx, cfg, LockPolicy{Threshold: 20, Quarantine: time.Second})
 	hog, err := pgx.Connect(ctx, testenv.WithUser(worker, role, password))
 	if err != nil {
 		t.Fatal(err)

@@ -112,10 +112,7 @@ var vacuumTuples = regexp.MustCompile(`tuples: (\d+) removed, \d+ remain, (\d+) 
 // rows it removed and how many it had to keep.
 func vacuumMemories(t *testing.T, adminURL string, res *Result) (removed, kept int) {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(testenv.WithUser(adminURL, res.LoginRole, res.Password))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, testenv.WithUser(adminURL, res.LoginRole, res.Password))
 	var report string
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if strings.Contains(n.Message, `.memories"`) && vacuumTuples.MatchString(n.Message) {

@@ -236,20 +236,12 @@ func (m Relocation) DropIncoming(ctx context.Context) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	err := withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
-		exists, mk, err := schemaState(ctx, conn, m.Schema)
-		if err != nil || !exists {
-			return err
-		}
+	return m.onExistingSchema(ctx, m.Target, "dropping the incoming copy", func(conn *pgx.Conn, mk marker) error {
 		if mk.relocate != relocateIncoming || mk.relocateUID != m.Owner.UID {
 			return fmt.Errorf("%w: schema %q, refusing to drop it", ErrRelocateNotIncoming, m.Schema)
 		}
 		return m.dropCopy(ctx, conn, true)
 	})
-	if err != nil {
-		return fmt.Errorf("dropping the incoming copy of schema %q: %w", m.Schema, err)
-	}
-	return nil
 }
 
 // DropUnswitched drops the target's copy of a move that will not switch
@@ -271,11 +263,7 @@ func (m Relocation) DropUnswitched(ctx context.Context, from, to ServerIdentity)
 	if err != nil {
 		return fmt.Errorf("dropping the unswitched copy of schema %q: %w", m.Schema, err)
 	}
-	err = withTenantLock(ctx, m.Target, m.Schema, func(conn *pgx.Conn) error {
-		exists, mk, err := schemaState(ctx, conn, m.Schema)
-		if err != nil || !exists {
-			return err
-		}
+	return m.onExistingSchema(ctx, m.Target, "dropping the unswitched copy", func(conn *pgx.Conn, mk marker) error {
 		incoming := mk.relocate == relocateIncoming && mk.relocateUID == m.Owner.UID
 		finished := mk.relocate == "" && mk.managed && mk.uid == m.Owner.UID
 		if finished && (!to.Verifiable(id) || !to.Same(id) || from.Same(id)) {
@@ -287,10 +275,6 @@ func (m Relocation) DropUnswitched(ctx context.Context, from, to ServerIdentity)
 		}
 		return m.dropCopy(ctx, conn, true)
 	})
-	if err != nil {
-		return fmt.Errorf("dropping the unswitched copy of schema %q: %w", m.Schema, err)
-	}
-	return nil
 }
 
 // DropMoved drops the source's moved copy and its roles, in one
@@ -299,11 +283,7 @@ func (m Relocation) DropMoved(ctx context.Context) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	err := withTenantLock(ctx, m.Source, m.Schema, func(conn *pgx.Conn) error {
-		exists, mk, err := schemaState(ctx, conn, m.Schema)
-		if err != nil || !exists {
-			return err
-		}
+	return m.onExistingSchema(ctx, m.Source, "dropping the moved copy", func(conn *pgx.Conn, mk marker) error {
 		if mk.relocate != relocateMoved || mk.relocateUID != m.Owner.UID {
 			return fmt.Errorf("schema %q is not this runtime's moved copy (%w), refusing to drop it", m.Schema, ErrOwnedByOther)
 		}
@@ -313,8 +293,21 @@ func (m Relocation) DropMoved(ctx context.Context) error {
 		}
 		return m.dropCopy(ctx, conn, false)
 	})
+}
+
+// onExistingSchema runs fn under the tenant lock on pool with the schema's
+// marker; a server without the schema is left alone (fn is not run). An
+// error says what was being done ("<what> of schema ...").
+func (m Relocation) onExistingSchema(ctx context.Context, pool *pgxpool.Pool, what string, fn func(*pgx.Conn, marker) error) error {
+	err := withTenantLock(ctx, pool, m.Schema, func(conn *pgx.Conn) error {
+		exists, mk, err := schemaState(ctx, conn, m.Schema)
+		if err != nil || !exists {
+			return err
+		}
+		return fn(conn, mk)
+	})
 	if err != nil {
-		return fmt.Errorf("dropping the moved copy of schema %q: %w", m.Schema, err)
+		return fmt.Errorf("%s of schema %q: %w", what, m.Schema, err)
 	}
 	return nil
 }

@@ -30,10 +30,7 @@ func usesReserved(t *testing.T, superURL, role string) bool {
 func TestAdminTakesReservedConnections(t *testing.T) {
 	const change = "granted pg_use_reserved_connections to the admin role"
 	pool, url, superURL := restrictedAdmin(t, true)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	admin := cfg.User
 	spec := newSpec(uniqueSchema(t, "engram_reserved"), 3)
 	res := mustProvision(t, pool, superURL, spec)

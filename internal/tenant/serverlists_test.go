@@ -18,10 +18,7 @@ import (
 // none) and rows in text form.
 func fakeConn(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	BoundMessages(&cfg.Config)
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -187,16 +184,8 @@ func TestLockSessionsAreBounded(t *testing.T) {
 	var ends atomic.Int64
 	url := fakePG(t, func(q string) fakeAnswer {
 		switch {
-		case strings.Contains(q, "max_locks_per_transaction"):
-			return lockSettingsAnswer
-		case strings.Contains(q, "FROM pg_roles r"):
-			return rolesAnswer(func(emit func(...string) bool) {
-				emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a")
-			})
-		case strings.Contains(q, "count(pg_get_userbyid"):
-			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
 		case strings.Contains(q, "pg_lock_status()"):
-			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}, rows: func(emit func(...string) bool) {
+			return fakeAnswer{cols: locksCols, rows: func(emit func(...string) bool) {
 				for i := range listed {
 					if !emit(strconv.Itoa(i+1), "20000", "100000") {
 						return
@@ -207,21 +196,17 @@ func TestLockSessionsAreBounded(t *testing.T) {
 			ends.Add(1)
 			return fakeAnswer{cols: []fakeCol{{"pids", 1007}}, rows: func(emit func(...string) bool) { emit("{}") }}
 		}
-		return fakeAnswer{}
+		a, _ := watchdogAnswer(q, func(emit func(...string) bool) {
+			emit("20000", "engram_a_login", "5", "managed-by=engram;uid=u;runtime=team/a")
+		})
+		return a
 	})
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := OpenLockWatchdog(ctx, cfg, LockPolicy{})
-	if err != nil {
-		t.Fatalf("opening the watchdog: %v", err)
-	}
-	defer d.Close(context.Background())
+	d := mustOpenWatchdog(t, ctx, cfg, LockPolicy{})
 	ends.Store(0) // opening prepared endSQL: the fake answers a Describe too
-	_, err = d.Look(ctx)
+	_, err := d.Look(ctx)
 	var tooMany *TooManyRowsError
 	if !errors.As(err, &tooMany) || tooMany.Limit != maxServerSessions {
 		t.Fatalf("a server listing %d sessions holding locks: %v; want a *TooManyRowsError of %d", listed, err, maxServerSessions)

@@ -43,10 +43,7 @@ func hostileTenantServer(t *testing.T, rowBytes int) string {
 // server (BoundTenantServer).
 func tenantServerConn(t *testing.T, ctx context.Context, url string) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustParseConfig(t, url)
 	BoundTenantServer(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -83,20 +80,7 @@ func TestTenantServerConnectionKeepsLittle(t *testing.T) {
 	}
 	base := retainedHeap() // fresh connections (and the fake server's buffers)
 	for _, conn := range open {
-		for i := range 2 * TenantStatementCache { // distinct texts: the cache fills
-			rows, err := conn.Query(ctx, fmt.Sprintf("SELECT %d", i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				t.Fatalf("statement %d: %v", i, err)
-			}
-		}
-		if err := conn.QueryRow(ctx, "SELECT big").Scan(&s); err != nil {
-			t.Fatalf("a row just under MaxTenantServerMessage: %v", err)
-		}
-		s = ""
+		driveToBounds(t, ctx, conn) // distinct texts: the cache fills
 	}
 	var grew uint64
 	if h := retainedHeap(); h > base {
@@ -163,10 +147,7 @@ func TestBoundTwiceKeepsOneWrapper(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, order := range []string{"tenant then platform", "platform then tenant"} {
-		cfg, err := pgx.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := mustParseConfig(t, url)
 		if order == "tenant then platform" {
 			BoundTenantServer(cfg)
 			BoundMessages(&cfg.Config)

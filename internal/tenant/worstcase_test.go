@@ -34,25 +34,20 @@ func worstTenantServer(t *testing.T) string {
 	for i := range 41 { // 41 × (80 + 19) bytes: just under tenantSmallMessage of row description
 		cols = append(cols, fakeCol{fmt.Sprintf("c%02d%s", i, strings.Repeat("p", 77)), 25})
 	}
+	roles := func(emit func(...string) bool) {
+		for i := range 2 * MaxTenantWatchedRoles {
+			name := fmt.Sprintf("r%05d%s", i, strings.Repeat("n", maxRoleNameBytes-6))
+			marker := fmt.Sprintf("managed-by=engram;uid=u%05d;runtime=ns-%05d/rt-%05d;pad=", i, i, i)
+			if !emit(fmt.Sprint(20000+i), name, "5", marker+strings.Repeat("z", maxMarkerBytes-len(marker))) {
+				return
+			}
+		}
+	}
 	return fakePG(t, func(q string) fakeAnswer {
-		switch {
-		case strings.Contains(q, "max_locks_per_transaction"):
-			return lockSettingsAnswer
-		case strings.Contains(q, "FROM pg_roles r"):
-			return rolesAnswer(func(emit func(...string) bool) {
-				for i := range 2 * MaxTenantWatchedRoles {
-					name := fmt.Sprintf("r%05d%s", i, strings.Repeat("n", maxRoleNameBytes-6))
-					marker := fmt.Sprintf("managed-by=engram;uid=u%05d;runtime=ns-%05d/rt-%05d;pad=", i, i, i)
-					if !emit(fmt.Sprint(20000+i), name, "5", marker+strings.Repeat("z", maxMarkerBytes-len(marker))) {
-						return
-					}
-				}
-			})
-		case strings.Contains(q, "count(pg_get_userbyid"):
-			return fakeAnswer{cols: []fakeCol{{"count", 23}}, rows: func(emit func(...string) bool) { emit("1") }}
-		case strings.Contains(q, "pg_lock_status()"):
-			return fakeAnswer{cols: []fakeCol{{"pid", 23}, {"usesysid", 26}, {"count", 23}}}
-		case strings.Contains(q, "big"):
+		if a, ok := watchdogAnswer(q, roles); ok {
+			return a
+		}
+		if strings.Contains(q, "big") {
 			return fakeAnswer{cols: cols[:1], rows: func(emit func(...string) bool) { emit(strings.Repeat("x", MaxTenantServerMessage-1<<10)) }}
 		}
 		return fakeAnswer{cols: cols, rows: func(emit func(...string) bool) { emit(make([]string, len(cols))...) }}
