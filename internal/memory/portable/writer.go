@@ -385,9 +385,9 @@ func (w *ownerWriter) episodeQuota(ctx context.Context) error {
 			adding++
 		}
 	}
-	var held int64
-	if err := w.tx.QueryRow(ctx, `SELECT count(*) FROM `+w.t("episodes")+` WHERE owner_id = $1`, w.g.owner).Scan(&held); err != nil {
-		return core.DBErr("counting the owner's episodes", err)
+	held, err := core.CountOwnerRows(ctx, w.tx, w.t("episodes"), "episodes", w.g.owner)
+	if err != nil {
+		return err
 	}
 	if limit := int64(w.s.core.Policy.Limits.MaxEpisodesPerOwner); limit > 0 && held+adding > limit {
 		return core.Invalid("owners["+w.g.owner+"]", "the owner would hold %d episodes, more than limits.maxEpisodesPerOwner (%d) of this runtime's policy", held+adding, limit)
