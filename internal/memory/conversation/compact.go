@@ -37,20 +37,7 @@ func scanSummary(row pgx.Row, extra ...any) (Summary, error) {
 }
 
 func (s *Store) querySummaries(ctx context.Context, q core.RowsQuerier, sql string, args ...any) ([]Summary, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, core.DBErr("reading summaries", err)
-	}
-	defer rows.Close()
-	out := []Summary{}
-	for rows.Next() {
-		y, err := scanSummary(rows)
-		if err != nil {
-			return nil, core.DBErr("reading summaries", err)
-		}
-		out = append(out, y)
-	}
-	return out, core.DBErr("reading summaries", rows.Err())
+	return scanRows(ctx, q, "summaries", func(r pgx.Row) (Summary, error) { return scanSummary(r) }, nil, sql, args...)
 }
 
 // rootSummaries are the summaries of a session no other covers, in seq order.
@@ -151,13 +138,7 @@ func (s *Store) lastMessagesMeta(ctx context.Context, owner, session string, n i
 	if err != nil {
 		return nil, core.DBErr("reading messages", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
-		var m Message
-		var role string
-		err := r.Scan(&m.Seq, &role, &m.Tokens)
-		m.Role = Role(role)
-		return m, err
-	})
+	out, err := pgx.CollectRows(rows, scanMessageMeta)
 	slices.Reverse(out)
 	return out, core.DBErr("reading messages", err)
 }
@@ -204,13 +185,7 @@ func (s *Store) summarizeLeaves(ctx context.Context, sess *Session, partial bool
 	if err != nil {
 		return core.DBErr("planning compaction", err)
 	}
-	metas, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
-		var m Message
-		var role string
-		err := r.Scan(&m.Seq, &role, &m.Tokens)
-		m.Role = Role(role)
-		return m, err
-	})
+	metas, err := pgx.CollectRows(rows, scanMessageMeta)
 	if err != nil {
 		return core.DBErr("planning compaction", err)
 	}

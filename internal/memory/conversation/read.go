@@ -92,27 +92,7 @@ func fitting(b *core.AnswerBytes, tokens *int) visitFunc {
 // scanMessages reads the messages of sql one row at a time, as visit
 // decides; the rows after it stops are discarded unread.
 func (s *Store) scanMessages(ctx context.Context, q core.RowsQuerier, visit visitFunc, sql string, args ...any) ([]Message, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, core.DBErr("reading messages", err)
-	}
-	defer rows.Close()
-	out := []Message{}
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, core.DBErr("reading messages", err)
-		}
-		add, more := visit(m)
-		if add {
-			out = append(out, m)
-		}
-		if !more {
-			rows.Close()
-			break
-		}
-	}
-	return out, core.DBErr("reading messages", rows.Err())
+	return scanRows(ctx, q, "messages", scanMessage, visit, sql, args...)
 }
 
 // queryMessagesUntil reads messages until their content passes maxContent

@@ -68,11 +68,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 		if err := s.core.LockOwner(ctx, tx, req.Owner); err != nil {
 			return err
 		}
-		n, err := core.CountOwnerRows(ctx, tx, s.sql.sessions, "sessions", req.Owner)
-		if err != nil {
-			return err
-		}
-		if err := core.OverQuota(core.QuotaSessionsPerOwner, s.core.Policy.Limits.MaxSessionsPerOwner, n, 1, "sessions", "the owner",
+		if err := core.OneMoreOwnerRow(ctx, tx, s.sql.sessions, req.Owner, core.QuotaSessionsPerOwner, s.core.Policy.Limits.MaxSessionsPerOwner, "sessions",
 			"delete sessions the owner no longer needs, or raise the limit"); err != nil {
 			return err
 		}
@@ -86,6 +82,7 @@ func (s *Store) CreateSession(ctx context.Context, req CreateSessionRequest) (*S
 			req.Owner, req.Agent).Scan(&profile, &constraints); err != nil {
 			return core.DBErr("reading the agent's document versions", err)
 		}
+		var err error
 		c, err = ScanSession(tx.QueryRow(ctx, `INSERT INTO `+s.sql.sessions+` AS c (owner_id, id, agent_id, title, profile_version, constraints_version)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, id) DO NOTHING RETURNING `+SessionColumns,
 			req.Owner, id, req.Agent, req.Title, profile, constraints))

@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Quotas of the policy: the names a QuotaError carries are the policy
 // fields, as a MemoryPolicy spells them.
@@ -41,6 +44,18 @@ func (e *QuotaError) Error() string {
 // new turn), not for what the owner or the session holds.
 func (e *QuotaError) TurnLength() bool {
 	return e.Quota == QuotaTurnMessages || e.Quota == QuotaTurnTokens
+}
+
+// OneMoreOwnerRow refuses one more row of owner in table (unit names the
+// rows, "episodes") when the owner holds limit of them already: a
+// QuotaError of quota held by "the owner", with remedy. The caller holds
+// the owner's lock when the count must stand until its insert.
+func OneMoreOwnerRow(ctx context.Context, q Querier, table, owner, quota string, limit int, unit, remedy string) error {
+	n, err := CountOwnerRows(ctx, q, table, unit, owner)
+	if err != nil {
+		return err
+	}
+	return OverQuota(quota, limit, n, 1, unit, "the owner", remedy)
 }
 
 // OverQuota returns a QuotaError when current + requested passes limit.

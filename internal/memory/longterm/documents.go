@@ -155,11 +155,7 @@ func (s *Store) PutDocument(ctx context.Context, req PutDocumentRequest) (*Docum
 // new agent id. The caller holds the owner's lock: no concurrent write
 // can create a document between the count and its insert.
 func (s *Store) checkDocumentsQuota(ctx context.Context, tx pgx.Tx, owner string) error {
-	n, err := core.CountOwnerRows(ctx, tx, s.sql.documents, "documents", owner)
-	if err != nil {
-		return err
-	}
-	return core.OverQuota(core.QuotaDocumentsPerOwner, s.core.Policy.Limits.MaxDocumentsPerOwner, n, 1, "documents", "the owner",
+	return core.OneMoreOwnerRow(ctx, tx, s.sql.documents, owner, core.QuotaDocumentsPerOwner, s.core.Policy.Limits.MaxDocumentsPerOwner, "documents",
 		"nothing was written; write the documents of the agents the owner has (or the shared one, agent empty), or raise the limit")
 }
 

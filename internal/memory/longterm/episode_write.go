@@ -152,11 +152,7 @@ func newestWithin(in []conversation.SummaryInput, maxChars int) []conversation.S
 // checkEpisodeQuota refuses one more episode of an owner at
 // limits.maxEpisodesPerOwner.
 func (s *Store) checkEpisodeQuota(ctx context.Context, q core.Querier, owner string) error {
-	n, err := core.CountOwnerRows(ctx, q, s.sql.episodes, "episodes", owner)
-	if err != nil {
-		return err
-	}
-	return core.OverQuota(core.QuotaEpisodesPerOwner, s.core.Policy.Limits.MaxEpisodesPerOwner, n, 1, "episodes", "the owner",
+	return core.OneMoreOwnerRow(ctx, q, s.sql.episodes, owner, core.QuotaEpisodesPerOwner, s.core.Policy.Limits.MaxEpisodesPerOwner, "episodes",
 		"nothing was written; raise the limit, or erase the owner's data, to record more episodes")
 }
 

@@ -195,71 +195,49 @@ func (p *parser) data(n int, env envelope, line []byte, c checker) {
 // decodeRecord decodes and validates a record of kind r.kind.
 func (p *parser) decodeRecord(r *record, line []byte, c checker) bool {
 	dims := p.target.Dimensions
-	var ok bool
 	switch r.kind {
 	case KindSession:
-		v := &sessionRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.session(v)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.session, nil)
 	case KindMessage:
-		v := &messageRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.message(v)
-			r.embed = p.vectorIn(&v.Embedding, c, dims) && v.Content != ""
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.message, func(v *messageRec) bool {
+			return p.vectorIn(&v.Embedding, c, dims) && v.Content != ""
+		})
 	case KindSummary:
-		v := &summaryRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.summary(v)
-			r.embed = p.vectorIn(&v.Embedding, c, dims)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.summary, func(v *summaryRec) bool { return p.vectorIn(&v.Embedding, c, dims) })
 	case KindSummarySource:
-		v := &summarySourceRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.summarySource(v)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.summarySource, nil)
 	case KindEpisode:
-		v := &episodeRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.episode(v)
-			r.embed = p.vectorIn(&v.Embedding, c, dims)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.episode, func(v *episodeRec) bool { return p.vectorIn(&v.Embedding, c, dims) })
 	case KindDocument:
-		v := &documentRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.document(v)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.document, nil)
 	case KindDocumentChange:
-		v := &documentChangeRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.documentChange(v)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.documentChange, nil)
 	case KindMemory:
-		v := &memoryRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.memory(v)
-			c.globalScope(v)
-			r.embed = p.vectorIn(&v.Embedding, c, dims) || v.Embedding == nil
-		}
-		r.value = v
+		return decodeAs(r, line, c, func(v *memoryRec) { c.memory(v); c.globalScope(v) }, func(v *memoryRec) bool {
+			return p.vectorIn(&v.Embedding, c, dims) || v.Embedding == nil
+		})
 	case KindHistory:
-		v := &historyRec{}
-		if ok = decodeStrict(line, v, c); ok {
-			c.history(v)
-		}
-		r.value = v
+		return decodeAs(r, line, c, c.history, nil)
 	default:
 		c.add("kind", "%q is not a record kind (%v, checkpoint)", r.kind, RecordKinds)
+		return false
 	}
-	return ok
+}
+
+// decodeAs decodes line into a new T, the value of r whether it decodes
+// or not; a T that decodes is validated by check, then embed (nil: the
+// kind has no vector) decides whether its vector is computed on the way in.
+func decodeAs[T any](r *record, line []byte, c checker, check func(*T), embed func(*T) bool) bool {
+	v := new(T)
+	r.value = v
+	if !decodeStrict(line, v, c) {
+		return false
+	}
+	check(v)
+	if embed != nil {
+		r.embed = embed(v)
+	}
+	return true
 }
 
 // vectorIn decides about a record's vector: kept when the part's vectors

@@ -105,14 +105,8 @@ func flags(f []string) []string {
 
 // held reads which of the file's sessions and documents the tenant holds.
 func (w *ownerWriter) held(ctx context.Context) error {
-	var ids, docs []string
-	for _, r := range w.g.byKind[KindSession] {
-		ids = append(ids, r.value.(*sessionRec).ID)
-	}
-	for _, r := range w.g.byKind[KindDocument] {
-		v := r.value.(*documentRec)
-		docs = append(docs, v.AgentID+" "+v.Type)
-	}
+	ids := keysOf(w.g.byKind[KindSession], func(v *sessionRec) string { return v.ID })
+	docs := keysOf(w.g.byKind[KindDocument], func(v *documentRec) string { return v.AgentID + " " + v.Type })
 	var err error
 	if w.heldSessions, err = w.existingIDs(ctx, `SELECT id FROM `+w.t("sessions")+`
 		WHERE owner_id = $2 AND id = ANY($1::text[])`, ids, w.g.owner); err != nil {
@@ -131,23 +125,43 @@ func (w *ownerWriter) held(ctx context.Context) error {
 	return nil
 }
 
-// skip counts a record left out because the tenant holds its unit.
-func (w *ownerWriter) skip(kind string) { w.c.existing[kind]++ }
+// keysOf is the key of each record (all of one kind, *T), in file order;
+// nil for none.
+func keysOf[T any](recs []record, key func(*T) string) []string {
+	var keys []string
+	for _, r := range recs {
+		keys = append(keys, key(r.value.(*T)))
+	}
+	return keys
+}
 
-func (w *ownerWriter) sessions(ctx context.Context) error {
-	for _, r := range w.g.byKind[KindSession] {
-		v := r.value.(*sessionRec)
-		if err := w.queue(ctx, KindSession, `INSERT INTO `+w.t("sessions")+` (owner_id, id, agent_id, title, archived,
-			created_at, last_active_at, ended_at, message_count, token_count, next_seq, summarized_through,
-			summarized_tokens, summary_count, extracted_through, profile_version, constraints_version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
-			w.g.owner, v.ID, v.AgentID, v.Title, v.Archived, v.CreatedAt, v.LastActiveAt, v.EndedAt, v.MessageCount,
-			v.TokenCount, v.NextSeq, v.SummarizedThrough, v.SummarizedTokens, v.SummaryCount, v.ExtractedThrough,
-			v.ProfileVersion, v.ConstraintsVersion); err != nil {
+// insertEach queues sql for each record of kind (*T), with the arguments
+// args gives; a record whose unit the tenant holds (held true; nil: none
+// is held) is counted as existing instead.
+func insertEach[T any](ctx context.Context, w *ownerWriter, kind, sql string, held func(*T) bool, args func(*T) []any) error {
+	for _, r := range w.g.byKind[kind] {
+		v := r.value.(*T)
+		if held != nil && held(v) {
+			w.c.existing[kind]++
+			continue
+		}
+		if err := w.queue(ctx, kind, sql, args(v)...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (w *ownerWriter) sessions(ctx context.Context) error {
+	return insertEach(ctx, w, KindSession, `INSERT INTO `+w.t("sessions")+` (owner_id, id, agent_id, title, archived,
+			created_at, last_active_at, ended_at, message_count, token_count, next_seq, summarized_through,
+			summarized_tokens, summary_count, extracted_through, profile_version, constraints_version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
+		nil, func(v *sessionRec) []any {
+			return []any{w.g.owner, v.ID, v.AgentID, v.Title, v.Archived, v.CreatedAt, v.LastActiveAt, v.EndedAt, v.MessageCount,
+				v.TokenCount, v.NextSeq, v.SummarizedThrough, v.SummarizedTokens, v.SummaryCount, v.ExtractedThrough,
+				v.ProfileVersion, v.ConstraintsVersion}
+		})
 }
 
 func (w *ownerWriter) messages(ctx context.Context) error {
@@ -155,21 +169,13 @@ func (w *ownerWriter) messages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range w.g.byKind[KindMessage] {
-		v := r.value.(*messageRec)
-		if w.heldSessions[v.SessionID] {
-			w.skip(KindMessage)
-			continue
-		}
-		if err := w.queue(ctx, KindMessage, `INSERT INTO `+w.t("messages")+` (owner_id, session_id, seq, role, source,
+	return insertEach(ctx, w, KindMessage, `INSERT INTO `+w.t("messages")+` (owner_id, session_id, seq, role, source,
 			content, tool_name, tool_call_id, tokens, flags, embedding, created_at, tsv_config, tsv_local)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, `+core.TextLocal("$13", "$6")+`) ON CONFLICT DO NOTHING`,
-			w.g.owner, v.SessionID, v.Seq, v.Role, v.Source, v.Content, v.ToolName, v.ToolCallID, v.Tokens,
-			flags(v.Flags), vec(v.Embedding), v.CreatedAt, textConfig); err != nil {
-			return err
-		}
-	}
-	return nil
+		func(v *messageRec) bool { return w.heldSessions[v.SessionID] }, func(v *messageRec) []any {
+			return []any{w.g.owner, v.SessionID, v.Seq, v.Role, v.Source, v.Content, v.ToolName, v.ToolCallID, v.Tokens,
+				flags(v.Flags), vec(v.Embedding), v.CreatedAt, textConfig}
+		})
 }
 
 func (w *ownerWriter) summaries(ctx context.Context) error {
@@ -177,45 +183,29 @@ func (w *ownerWriter) summaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range w.g.byKind[KindSummary] {
-		v := r.value.(*summaryRec)
-		if w.heldSessions[v.SessionID] {
-			w.skip(KindSummary)
-			continue
-		}
-		if err := w.queue(ctx, KindSummary, `INSERT INTO `+w.t("summaries")+` (id, owner_id, session_id, depth, content,
+	return insertEach(ctx, w, KindSummary, `INSERT INTO `+w.t("summaries")+` (id, owner_id, session_id, depth, content,
 			expand_hint, earliest_seq, latest_seq, earliest_at, latest_at, tokens, descendant_count, method,
 			parent_id, embedding, created_at, tsv_config, tsv_local)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, `+core.TextLocal("$17", "$5")+`) ON CONFLICT DO NOTHING`,
-			v.ID, w.g.owner, v.SessionID, v.Depth, v.Content, v.ExpandHint, v.EarliestSeq, v.LatestSeq,
-			v.EarliestAt, v.LatestAt, v.Tokens, v.DescendantCount, v.Method, v.ParentID, vec(v.Embedding),
-			v.CreatedAt, textConfig); err != nil {
-			return err
-		}
-	}
-	return nil
+		func(v *summaryRec) bool { return w.heldSessions[v.SessionID] }, func(v *summaryRec) []any {
+			return []any{v.ID, w.g.owner, v.SessionID, v.Depth, v.Content, v.ExpandHint, v.EarliestSeq, v.LatestSeq,
+				v.EarliestAt, v.LatestAt, v.Tokens, v.DescendantCount, v.Method, v.ParentID, vec(v.Embedding),
+				v.CreatedAt, textConfig}
+		})
 }
 
 // summarySources links only summaries of this owner: a source naming
 // another owner's summary is skipped (counted as existing), never written.
 func (w *ownerWriter) summarySources(ctx context.Context) error {
 	sums := w.t("summaries")
-	for _, r := range w.g.byKind[KindSummarySource] {
-		v := r.value.(*summarySourceRec)
-		if w.heldSummaries[v.SummaryID] {
-			w.skip(KindSummarySource)
-			continue
-		}
-		if err := w.queue(ctx, KindSummarySource, `INSERT INTO `+w.t("summary_sources")+` (summary_id, ord, child_id, from_seq, to_seq)
+	return insertEach(ctx, w, KindSummarySource, `INSERT INTO `+w.t("summary_sources")+` (summary_id, ord, child_id, from_seq, to_seq)
 			SELECT $1, $2, $3, $4, $5
 			WHERE EXISTS (SELECT 1 FROM `+sums+` WHERE id = $1 AND owner_id = $6)
 			AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM `+sums+` WHERE id = $3 AND owner_id = $6))
 			ON CONFLICT DO NOTHING`,
-			v.SummaryID, v.Ord, v.ChildID, v.FromSeq, v.ToSeq, w.g.owner); err != nil {
-			return err
-		}
-	}
-	return nil
+		func(v *summarySourceRec) bool { return w.heldSummaries[v.SummaryID] }, func(v *summarySourceRec) []any {
+			return []any{v.SummaryID, v.Ord, v.ChildID, v.FromSeq, v.ToSeq, w.g.owner}
+		})
 }
 
 func (w *ownerWriter) episodes(ctx context.Context) error {
@@ -226,50 +216,30 @@ func (w *ownerWriter) episodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range w.g.byKind[KindEpisode] {
-		v := r.value.(*episodeRec)
-		if w.heldSessions[v.SessionID] {
-			w.skip(KindEpisode)
-			continue
-		}
-		if err := w.queue(ctx, KindEpisode, `INSERT INTO `+w.t("episodes")+` (id, owner_id, session_id, agent_id, summary,
+	return insertEach(ctx, w, KindEpisode, `INSERT INTO `+w.t("episodes")+` (id, owner_id, session_id, agent_id, summary,
 			method, user_turns, started_at, ended_at, embedding, created_at, tsv_config, tsv_local)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, `+core.TextLocal("$12", "$5")+`) ON CONFLICT DO NOTHING`,
-			v.ID, w.g.owner, v.SessionID, v.AgentID, v.Summary, v.Method, v.UserTurns, v.StartedAt, v.EndedAt,
-			vec(v.Embedding), v.CreatedAt, textConfig); err != nil {
-			return err
-		}
-	}
-	return nil
+		func(v *episodeRec) bool { return w.heldSessions[v.SessionID] }, func(v *episodeRec) []any {
+			return []any{v.ID, w.g.owner, v.SessionID, v.AgentID, v.Summary, v.Method, v.UserTurns, v.StartedAt, v.EndedAt,
+				vec(v.Embedding), v.CreatedAt, textConfig}
+		})
 }
 
 func (w *ownerWriter) documents(ctx context.Context) error {
-	for _, r := range w.g.byKind[KindDocument] {
-		v := r.value.(*documentRec)
-		if err := w.queue(ctx, KindDocument, `INSERT INTO `+w.t("documents")+` (owner_id, agent_id, kind, version, content,
+	return insertEach(ctx, w, KindDocument, `INSERT INTO `+w.t("documents")+` (owner_id, agent_id, kind, version, content,
 			source, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-			w.g.owner, v.AgentID, v.Type, v.Version, v.Content, v.Source, v.UpdatedAt); err != nil {
-			return err
-		}
-	}
-	return nil
+		nil, func(v *documentRec) []any {
+			return []any{w.g.owner, v.AgentID, v.Type, v.Version, v.Content, v.Source, v.UpdatedAt}
+		})
 }
 
 func (w *ownerWriter) documentChanges(ctx context.Context) error {
-	for _, r := range w.g.byKind[KindDocumentChange] {
-		v := r.value.(*documentChangeRec)
-		if w.heldDocs[v.AgentID+" "+v.Type] {
-			w.skip(KindDocumentChange)
-			continue
-		}
-		if err := w.queue(ctx, KindDocumentChange, `INSERT INTO `+w.t("document_changes")+` (owner_id, agent_id, kind,
+	return insertEach(ctx, w, KindDocumentChange, `INSERT INTO `+w.t("document_changes")+` (owner_id, agent_id, kind,
 			version, source, actor_id, before, after, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
-			w.g.owner, v.AgentID, v.Type, v.Version, v.Source, v.ActorID, v.Before, v.After, v.CreatedAt); err != nil {
-			return err
-		}
-	}
-	return nil
+		func(v *documentChangeRec) bool { return w.heldDocs[v.AgentID+" "+v.Type] }, func(v *documentChangeRec) []any {
+			return []any{w.g.owner, v.AgentID, v.Type, v.Version, v.Source, v.ActorID, v.Before, v.After, v.CreatedAt}
+		})
 }
 
 // memories inserts the memories without their supersede links, then
@@ -280,7 +250,7 @@ func (w *ownerWriter) memories(ctx context.Context) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	have, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("memories")+` WHERE id = ANY($1::uuid[])`, memoryIDs(recs))
+	have, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("memories")+` WHERE id = ANY($1::uuid[])`, keysOf(recs, func(v *memoryRec) string { return v.ID }))
 	if err != nil {
 		return err
 	}
@@ -325,14 +295,6 @@ func (w *ownerWriter) memories(ctx context.Context) error {
 	return nil
 }
 
-func memoryIDs(recs []record) []string {
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.value.(*memoryRec).ID
-	}
-	return ids
-}
-
 // history writes the history of each memory the tenant holds no history
 // of: a memory's history is imported whole or not at all, so a second
 // import adds nothing (history rows have no id of their own in the format).
@@ -344,10 +306,7 @@ func (w *ownerWriter) history(ctx context.Context) error {
 	if err := w.send(ctx); err != nil {
 		return err
 	}
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.value.(*historyRec).MemoryID
-	}
+	ids := keysOf(recs, func(v *historyRec) string { return v.MemoryID })
 	// History goes only with the owner's own memories: a file must not
 	// hang rows on another owner's memory, which that owner's deletions
 	// would then take along (fifteenth review of issue 26).
@@ -414,11 +373,8 @@ func (w *ownerWriter) episodeQuota(ctx context.Context) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	ids := make([]string, len(recs))
-	for i, r := range recs {
-		ids[i] = r.value.(*episodeRec).ID
-	}
-	have, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("episodes")+` WHERE id = ANY($1::uuid[])`, ids)
+	have, err := w.existingIDs(ctx, `SELECT id::text FROM `+w.t("episodes")+` WHERE id = ANY($1::uuid[])`,
+		keysOf(recs, func(v *episodeRec) string { return v.ID }))
 	if err != nil {
 		return err
 	}
@@ -429,9 +385,9 @@ func (w *ownerWriter) episodeQuota(ctx context.Context) error {
 			adding++
 		}
 	}
-	var held int64
-	if err := w.tx.QueryRow(ctx, `SELECT count(*) FROM `+w.t("episodes")+` WHERE owner_id = $1`, w.g.owner).Scan(&held); err != nil {
-		return core.DBErr("counting the owner's episodes", err)
+	held, err := core.CountOwnerRows(ctx, w.tx, w.t("episodes"), "episodes", w.g.owner)
+	if err != nil {
+		return err
 	}
 	if limit := int64(w.s.core.Policy.Limits.MaxEpisodesPerOwner); limit > 0 && held+adding > limit {
 		return core.Invalid("owners["+w.g.owner+"]", "the owner would hold %d episodes, more than limits.maxEpisodesPerOwner (%d) of this runtime's policy", held+adding, limit)

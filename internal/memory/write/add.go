@@ -332,15 +332,10 @@ func (s *Store) merge(ctx context.Context, tx core.DBTX, p *Prepared, nb *Neighb
 	if !ok {
 		return s.insert(ctx, tx, p, res)
 	}
-	m, err := s.rewrite(ctx, tx, nb, rewrite{
-		content: p.Content, vec: p.Vec, nextVec: p.NextVec, category: category, importance: p.Req.Importance,
-		source: p.Req.Source, actor: p.Req.Source, agent: p.Req.Agent, session: p.Req.Session,
-		sourceSession: p.Req.SourceSession, flags: p.Flags,
-		expiry: s.ExpirySeconds(category, p.ttl), action: string(action),
-		details:  labelDetails(mergeDetails(map[string]any{"similarity": nb.Sim, "wasActive": nb.active}, nb, p), p),
-		owner:    p.Req.Owner,
-		metadata: p.Req.Metadata, tags: p.Req.Tags,
-	})
+	m, err := s.mergeRewrite(ctx, tx, nb, p, rewrite{
+		content: p.Content, vec: p.Vec, nextVec: p.NextVec, category: category,
+		source: p.Req.Source, action: string(action),
+	}, map[string]any{"wasActive": nb.active})
 	if err != nil {
 		return nil, err
 	}

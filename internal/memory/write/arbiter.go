@@ -203,15 +203,9 @@ func (s *Store) applyArbitration(ctx context.Context, tx core.DBTX, p *Prepared,
 			res.Arbiter = "fallback: a protected memory is not merged with text of source " + string(src)
 			return s.insert(ctx, tx, p, res)
 		}
-		m, err := s.rewrite(ctx, tx, nb, rewrite{
-			content: plan.merged, vec: plan.mergedVec, category: category, importance: p.Req.Importance,
-			source: src, actor: p.Req.Source, agent: p.Req.Agent, session: p.Req.Session,
-			sourceSession: p.Req.SourceSession, flags: p.Flags,
-			expiry: s.ExpirySeconds(category, p.ttl), action: "arbiter-update",
-			details:  labelDetails(mergeDetails(map[string]any{"similarity": nb.Sim, "incoming": p.Content}, nb, p), p),
-			owner:    p.Req.Owner,
-			metadata: p.Req.Metadata, tags: p.Req.Tags,
-		})
+		m, err := s.mergeRewrite(ctx, tx, nb, p, rewrite{
+			content: plan.merged, vec: plan.mergedVec, category: category, source: src, action: "arbiter-update",
+		}, map[string]any{"incoming": p.Content})
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,8 @@
 package write
 
 import (
+	"context"
+
 	"github.com/engram-dev/engram/internal/memory/core"
 )
 
@@ -52,4 +54,20 @@ func mergeDetails(details map[string]any, nb *Neighbour, p *Prepared) map[string
 	details["existingSource"] = string(nb.source)
 	details["incomingSource"] = string(p.Req.Source)
 	return details
+}
+
+// mergeRewrite rewrites nb with the text w holds (content, vectors,
+// category, source and action), merged from the write p: the row takes
+// the write's importance, scope, flags, metadata and tags and the expiry
+// of its category; its history row names the writer as actor, and its
+// details are details with the similarity, both sources and the write's
+// labels added.
+func (s *Store) mergeRewrite(ctx context.Context, tx core.DBTX, nb *Neighbour, p *Prepared, w rewrite, details map[string]any) (Memory, error) {
+	w.importance, w.actor, w.agent, w.session = p.Req.Importance, p.Req.Source, p.Req.Agent, p.Req.Session
+	w.sourceSession, w.flags = p.Req.SourceSession, p.Flags
+	w.expiry = s.ExpirySeconds(w.category, p.ttl)
+	details["similarity"] = nb.Sim
+	w.details = labelDetails(mergeDetails(details, nb, p), p)
+	w.owner, w.metadata, w.tags = p.Req.Owner, p.Req.Metadata, p.Req.Tags
+	return s.rewrite(ctx, tx, nb, w)
 }
