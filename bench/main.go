@@ -70,7 +70,8 @@ type harness struct {
 	// --max-concurrent-reconciles-runtime (0: its default).
 	operatorConcurrency int
 	// pprofDir, when set (--pprof), starts `manager serve` with a pprof
-	// listener and saves a CPU profile of the vector search c=1 cell there.
+	// listener and saves CPU profiles of the vector search c=1 cell and of
+	// each conversation c=1 cell there.
 	pprofDir string
 	// jobDuties are the duty cycles the jobs part measures (--job-duty).
 	jobDuties []float64
@@ -140,7 +141,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
 	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
-	fs.StringVar(&o.pprof, "pprof", "", "directory to save a CPU profile of manager serve during the vector search c=1 cell in (\"\" = none; the service then runs with --pprof-listen on 127.0.0.1)")
+	fs.StringVar(&o.pprof, "pprof", "", "directory to save CPU profiles of manager serve in: the vector search c=1 cell and each conversation c=1 cell (\"\" = none; the service then runs with --pprof-listen on 127.0.0.1)")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
 	fs.BoolVar(&o.keepDB, "keep-db", false, "keep the benchmark databases and roles (to investigate plans afterwards; drop them by hand)")
 	if err := fs.Parse(args); err != nil {
