@@ -64,13 +64,18 @@ func (h *harness) runConversation(ctx context.Context) (*ConversationReport, err
 	}
 	var failed []string
 	meters := sideMeters{service: cpuMeter{servicePID: svc.proc.pid(), database: db.name}, raw: cpuMeter{database: db.name}}
-	for _, w := range h.conversationWorkloads(ctx, api, raw) {
+	ab, err := h.startConvAB(ctx, loginURL, svc, db.name, raw)
+	defer ab.stop()
+	if err != nil {
+		return rep, err
+	}
+	for i, w := range h.conversationWorkloads(ctx, api, raw) {
 		for _, c := range sc.Concurrency {
 			var prof *profileRun
 			if svc.pprofURL != "" && c == 1 {
 				prof = h.startProfile(ctx, svc.pprofURL, "conv-"+strings.ReplaceAll(w.name, " ", "-")+"-c1", cellDuration(sc, 2))
 			}
-			wl := meters.pair(ctx, sc, w, c)
+			wl := ab.pair(ctx, h, meters, w, i, c)
 			prof.wait()
 			svcStats, rawStats := wl.Service, wl.Raw
 			h.logf("conversation: %-16s c=%d  service %7.1f/s p50 %6.2fms p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f | %s | load %s",
