@@ -2,7 +2,6 @@ package memory
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 )
@@ -73,9 +72,9 @@ func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 	b = core.AppendJSONString(b, m.ID)
 	b = append(b, `,"owner":`...)
 	b = core.AppendJSONString(b, m.Owner)
-	b = appendOptString(b, `,"agent":`, m.Agent)
-	b = appendOptString(b, `,"session":`, m.Session)
-	b = appendOptString(b, `,"sourceSession":`, m.SourceSession)
+	b = core.AppendJSONOptString(b, `,"agent":`, m.Agent)
+	b = core.AppendJSONOptString(b, `,"session":`, m.Session)
+	b = core.AppendJSONOptString(b, `,"sourceSession":`, m.SourceSession)
 	b = append(b, `,"source":`...)
 	b = core.AppendJSONString(b, string(m.Source))
 	b = append(b, `,"category":`...)
@@ -84,17 +83,17 @@ func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 	b = core.AppendJSONString(b, m.Content)
 	b = append(b, `,"importance":`...)
 	b = strconv.AppendInt(b, int64(m.Importance), 10)
-	b = appendOptStrings(b, `,"flags":`, m.Flags)
+	b = core.AppendJSONOptStrings(b, `,"flags":`, m.Flags)
 	b = append(b, `,"active":`...)
 	b = strconv.AppendBool(b, m.Active)
-	b = appendOptString(b, `,"supersededBy":`, m.SupersededBy)
+	b = core.AppendJSONOptString(b, `,"supersededBy":`, m.SupersededBy)
 	if m.ExpiresAt != nil {
-		b = appendTime(b, `,"expiresAt":`, *m.ExpiresAt, &ok)
+		b = core.AppendJSONTimeField(b, `,"expiresAt":`, *m.ExpiresAt, &ok)
 	}
-	b = appendTime(b, `,"createdAt":`, m.CreatedAt, &ok)
-	b = appendTime(b, `,"updatedAt":`, m.UpdatedAt, &ok)
+	b = core.AppendJSONTimeField(b, `,"createdAt":`, m.CreatedAt, &ok)
+	b = core.AppendJSONTimeField(b, `,"updatedAt":`, m.UpdatedAt, &ok)
 	if m.LastAccessedAt != nil {
-		b = appendTime(b, `,"lastAccessedAt":`, *m.LastAccessedAt, &ok)
+		b = core.AppendJSONTimeField(b, `,"lastAccessedAt":`, *m.LastAccessedAt, &ok)
 	}
 	b = append(b, `,"accessCount":`...)
 	b = strconv.AppendInt(b, m.AccessCount, 10)
@@ -105,44 +104,15 @@ func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 			ok = false
 		}
 	}
-	b = appendOptStrings(b, `,"tags":`, m.Tags)
+	b = core.AppendJSONOptStrings(b, `,"tags":`, m.Tags)
 	if m.Withheld {
 		b = append(b, `,"withheld":true`...)
 	}
 	return append(b, '}'), ok
 }
 
-func appendOptString(b []byte, name, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return core.AppendJSONString(append(b, name...), v)
-}
-
-func appendOptStrings(b []byte, name string, vs []string) []byte {
-	if len(vs) == 0 {
-		return b
-	}
-	b = append(append(b, name...), '[')
-	for i, v := range vs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = core.AppendJSONString(b, v)
-	}
-	return append(b, ']')
-}
-
 func appendFloat(b []byte, f float64, ok *bool) []byte {
 	b, fine := core.AppendJSONFloat(b, f)
-	if !fine {
-		*ok = false
-	}
-	return b
-}
-
-func appendTime(b []byte, name string, t time.Time, ok *bool) []byte {
-	b, fine := core.AppendJSONTime(append(b, name...), t)
 	if !fine {
 		*ok = false
 	}

@@ -1,0 +1,118 @@
+package conversation
+
+import (
+	"strconv"
+
+	"github.com/engram-dev/engram/internal/memory/core"
+)
+
+// AppendJSON appends the window as encoding/json's Marshal writes it, byte
+// for byte (field order, omitempty, HTML escaping, the embedded
+// Truncation's fields in its place), without reflection: a token window
+// of a long session answers with ~100 messages, each with a time.Time that
+// Marshal writes through its MarshalJSON and then validates again (issue
+// 32). false: a value Marshal refuses (a year past 9999); the caller then
+// marshals the window with encoding/json, which reports the error.
+// TestWindowAppendJSONMatchesMarshal compares the two.
+func (w *Window) AppendJSON(b []byte) ([]byte, bool) {
+	ok := true
+	b = append(b, `{"strategy":`...)
+	b = core.AppendJSONString(b, string(w.Strategy))
+	b = append(b, `,"budget":`...)
+	b = strconv.AppendInt(b, int64(w.Budget), 10)
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, int64(w.Tokens), 10)
+	b = append(b, `,"items":`...)
+	if w.Items == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range w.Items {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = w.Items[i].appendJSON(b, &ok)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"freshTailOverBudget":`...)
+	b = strconv.AppendBool(b, w.FreshTailOverBudget)
+	b = append(b, `,"dropped":`...)
+	b = strconv.AppendInt(b, int64(w.Dropped), 10)
+	b = w.Truncation.appendJSONFields(b)
+	return append(b, '}'), ok
+}
+
+// appendJSONFields appends the Truncation's fields as they stand in the
+// object that embeds it.
+func (t *Truncation) appendJSONFields(b []byte) []byte {
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, t.Truncated)
+	for _, f := range [...]struct {
+		name string
+		v    int64
+	}{{`,"omitted":`, int64(t.Omitted)}, {`,"omittedFrom":`, t.OmittedFrom}, {`,"omittedTo":`, t.OmittedTo}} {
+		if f.v != 0 {
+			b = strconv.AppendInt(append(b, f.name...), f.v, 10)
+		}
+	}
+	return b
+}
+
+func (it *WindowItem) appendJSON(b []byte, ok *bool) []byte {
+	b = append(b, `{"kind":`...)
+	b = core.AppendJSONString(b, it.Kind)
+	if it.Message != nil {
+		b = it.Message.appendJSON(append(b, `,"message":`...), ok)
+	}
+	if it.Summary != nil {
+		b = it.Summary.appendJSON(append(b, `,"summary":`...), ok)
+	}
+	return append(b, '}')
+}
+
+func (m *Message) appendJSON(b []byte, ok *bool) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, m.Seq, 10)
+	b = append(b, `,"role":`...)
+	b = core.AppendJSONString(b, string(m.Role))
+	b = append(b, `,"content":`...)
+	b = core.AppendJSONString(b, m.Content)
+	b = core.AppendJSONOptString(b, `,"toolName":`, m.ToolName)
+	b = core.AppendJSONOptString(b, `,"toolCallId":`, m.ToolCallID)
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, int64(m.Tokens), 10)
+	b = core.AppendJSONTimeField(b, `,"createdAt":`, m.CreatedAt, ok)
+	b = core.AppendJSONOptStrings(b, `,"flags":`, m.Flags)
+	b = append(b, `,"source":`...)
+	b = core.AppendJSONString(b, string(m.Source))
+	return append(b, '}')
+}
+
+func (s *Summary) appendJSON(b []byte, ok *bool) []byte {
+	b = append(b, `{"id":`...)
+	b = core.AppendJSONString(b, s.ID)
+	b = append(b, `,"owner":`...)
+	b = core.AppendJSONString(b, s.Owner)
+	b = append(b, `,"sessionId":`...)
+	b = core.AppendJSONString(b, s.SessionID)
+	b = append(b, `,"depth":`...)
+	b = strconv.AppendInt(b, int64(s.Depth), 10)
+	b = append(b, `,"content":`...)
+	b = core.AppendJSONString(b, s.Content)
+	b = core.AppendJSONOptString(b, `,"expandHint":`, s.ExpandHint)
+	b = append(b, `,"earliestSeq":`...)
+	b = strconv.AppendInt(b, s.EarliestSeq, 10)
+	b = append(b, `,"latestSeq":`...)
+	b = strconv.AppendInt(b, s.LatestSeq, 10)
+	b = core.AppendJSONTimeField(b, `,"earliestAt":`, s.EarliestAt, ok)
+	b = core.AppendJSONTimeField(b, `,"latestAt":`, s.LatestAt, ok)
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, int64(s.Tokens), 10)
+	b = append(b, `,"descendantCount":`...)
+	b = strconv.AppendInt(b, int64(s.DescendantCount), 10)
+	b = append(b, `,"method":`...)
+	b = core.AppendJSONString(b, s.Method)
+	b = core.AppendJSONTimeField(b, `,"createdAt":`, s.CreatedAt, ok)
+	return append(b, '}')
+}
