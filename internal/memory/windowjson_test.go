@@ -108,3 +108,36 @@ func TestWindowJSONKnowsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// benchWindow is a token window of the bench's long session: 100 messages
+// of ~150 bytes.
+func benchWindow() *Window {
+	w := &Window{Strategy: policy.WindowToken, Budget: 4000, Tokens: 3980}
+	at := time.Date(2026, 11, 28, 9, 0, 0, 123456000, time.UTC)
+	for i := range 100 {
+		w.Items = append(w.Items, WindowItem{Kind: conversation.KindMessage, Message: &conversation.Message{Seq: int64(9900 + i),
+			Role: conversation.RoleUser, Content: "Message 9900: I have a question about billing. Yesterday it stopped working after the update and I could not find the setting again.",
+			Tokens: 40, CreatedAt: at, Source: SourceAgent}})
+	}
+	return w
+}
+
+func BenchmarkWindowJSON(b *testing.B) {
+	w := benchWindow()
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := w.AppendJSON(make([]byte, 0, 8<<10)); !ok {
+				b.Fatal("not ok")
+			}
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package conversation
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/engram-dev/engram/internal/memory/core"
@@ -16,6 +17,7 @@ import (
 // TestWindowAppendJSONMatchesMarshal compares the two.
 func (w *Window) AppendJSON(b []byte) ([]byte, bool) {
 	ok := true
+	b = slices.Grow(b, w.jsonSize())
 	b = append(b, `{"strategy":`...)
 	b = core.AppendJSONString(b, string(w.Strategy))
 	b = append(b, `,"budget":`...)
@@ -41,6 +43,26 @@ func (w *Window) AppendJSON(b []byte) ([]byte, bool) {
 	b = strconv.AppendInt(b, int64(w.Dropped), 10)
 	b = w.Truncation.appendJSONFields(b)
 	return append(b, '}'), ok
+}
+
+// jsonSize is about the length of the window's JSON (a little over when
+// nothing is escaped), so that it is written into one buffer: grown by
+// append from a few KiB, the buffer of a 100-message window was
+// allocated four times, three times the bytes encoding/json allocates.
+func (w *Window) jsonSize() int {
+	n := 256
+	for i := range w.Items {
+		if m := w.Items[i].Message; m != nil {
+			n += 192 + len(m.Content) + len(m.ToolName) + len(m.ToolCallID)
+			for _, f := range m.Flags {
+				n += 4 + len(f)
+			}
+		}
+		if s := w.Items[i].Summary; s != nil {
+			n += 384 + len(s.ID) + len(s.Owner) + len(s.SessionID) + len(s.Content) + len(s.ExpandHint)
+		}
+	}
+	return n
 }
 
 // appendJSONFields appends the Truncation's fields as they stand in the
