@@ -15,21 +15,11 @@ import (
 func (r *SearchResult) AppendJSON(b []byte) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"results":`...)
-	if r.Results == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range r.Results {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var hitOK bool
-			if b, hitOK = appendHitJSON(b, &r.Results[i]); !hitOK {
-				ok = false
-			}
-		}
-		b = append(b, ']')
-	}
+	b = core.AppendJSONArray(b, r.Results, func(b []byte, h *SearchHit) []byte {
+		b, hitOK := appendHitJSON(b, h)
+		ok = ok && hitOK
+		return b
+	})
 	b = append(b, `,"truncated":`...)
 	b = strconv.AppendBool(b, r.Truncated)
 	if r.Omitted != 0 {
@@ -68,21 +58,15 @@ func appendHitJSON(b []byte, h *SearchHit) ([]byte, bool) {
 // the same fields in the same order).
 func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 	ok := true
-	b = append(b, `{"id":`...)
-	b = core.AppendJSONString(b, m.ID)
-	b = append(b, `,"owner":`...)
-	b = core.AppendJSONString(b, m.Owner)
+	b = core.AppendJSONStringField(b, `{"id":`, m.ID)
+	b = core.AppendJSONStringField(b, `,"owner":`, m.Owner)
 	b = core.AppendJSONOptString(b, `,"agent":`, m.Agent)
 	b = core.AppendJSONOptString(b, `,"session":`, m.Session)
 	b = core.AppendJSONOptString(b, `,"sourceSession":`, m.SourceSession)
-	b = append(b, `,"source":`...)
-	b = core.AppendJSONString(b, string(m.Source))
-	b = append(b, `,"category":`...)
-	b = core.AppendJSONString(b, m.Category)
-	b = append(b, `,"content":`...)
-	b = core.AppendJSONString(b, m.Content)
-	b = append(b, `,"importance":`...)
-	b = strconv.AppendInt(b, int64(m.Importance), 10)
+	b = core.AppendJSONStringField(b, `,"source":`, string(m.Source))
+	b = core.AppendJSONStringField(b, `,"category":`, m.Category)
+	b = core.AppendJSONStringField(b, `,"content":`, m.Content)
+	b = core.AppendJSONIntField(b, `,"importance":`, int64(m.Importance))
 	b = core.AppendJSONOptStrings(b, `,"flags":`, m.Flags)
 	b = append(b, `,"active":`...)
 	b = strconv.AppendBool(b, m.Active)
@@ -95,8 +79,7 @@ func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 	if m.LastAccessedAt != nil {
 		b = core.AppendJSONTimeField(b, `,"lastAccessedAt":`, *m.LastAccessedAt, &ok)
 	}
-	b = append(b, `,"accessCount":`...)
-	b = strconv.AppendInt(b, m.AccessCount, 10)
+	b = core.AppendJSONIntField(b, `,"accessCount":`, m.AccessCount)
 	if len(m.Metadata) > 0 {
 		b = append(b, `,"metadata":`...)
 		var rawOK bool

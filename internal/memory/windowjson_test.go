@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
@@ -62,18 +61,7 @@ func randomWindow(r *rand.Rand) *Window {
 // byte what encoding/json writes, on random windows (strings with what
 // JSON escapes, times in several zones, omitted and present fields).
 func TestWindowAppendJSONMatchesMarshal(t *testing.T) {
-	r := rand.New(rand.NewPCG(32, 11))
-	for i := range 3000 {
-		w := randomWindow(r)
-		want, err := json.Marshal(w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, ok := w.AppendJSON(nil)
-		if !ok || !bytes.Equal(got, want) {
-			t.Fatalf("case %d: AppendJSON (ok %v)\n got %s\nwant %s", i, ok, got, want)
-		}
-	}
+	checkMatchesMarshal(t, 11, func(r *rand.Rand) jsonAppender { return randomWindow(r) })
 }
 
 // TestWindowAppendJSONRefusesWhatMarshalRefuses: a time encoding/json
@@ -81,32 +69,21 @@ func TestWindowAppendJSONMatchesMarshal(t *testing.T) {
 // answer with its error, as before.
 func TestWindowAppendJSONRefusesWhatMarshalRefuses(t *testing.T) {
 	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	for name, w := range map[string]*Window{
-		"message":         {Items: []WindowItem{{Kind: "message", Message: &conversation.Message{CreatedAt: far}}}},
-		"summary created": {Items: []WindowItem{{Kind: "summary", Summary: &conversation.Summary{CreatedAt: far}}}},
-		"summary latest":  {Items: []WindowItem{{Kind: "summary", Summary: &conversation.Summary{LatestAt: far}}}},
-	} {
-		if _, err := json.Marshal(w); err == nil {
-			t.Fatalf("%s: Marshal accepts it; the case tests nothing", name)
-		}
-		if _, ok := w.AppendJSON(nil); ok {
-			t.Errorf("%s: AppendJSON says ok where Marshal fails", name)
-		}
-	}
+	checkRefusals(t, map[string]jsonAppender{
+		"message":         &Window{Items: []WindowItem{{Kind: "message", Message: &conversation.Message{CreatedAt: far}}}},
+		"summary created": &Window{Items: []WindowItem{{Kind: "summary", Summary: &conversation.Summary{CreatedAt: far}}}},
+		"summary latest":  &Window{Items: []WindowItem{{Kind: "summary", Summary: &conversation.Summary{LatestAt: far}}}},
+	})
 }
 
 // TestWindowJSONKnowsEveryField: a field added to the window's types must
 // be added to conversation/windowjson.go too (the random test would not
 // set it).
 func TestWindowJSONKnowsEveryField(t *testing.T) {
-	for typ, n := range map[reflect.Type]int{
+	checkFieldCounts(t, "conversation/windowjson.go", map[reflect.Type]int{
 		reflect.TypeFor[Window](): 7, reflect.TypeFor[WindowItem](): 3, reflect.TypeFor[conversation.Message](): 9,
 		reflect.TypeFor[conversation.Summary](): 14, reflect.TypeFor[conversation.Truncation](): 4,
-	} {
-		if typ.NumField() != n {
-			t.Errorf("%v has %d fields, windowjson.go writes %d: update AppendJSON and this count", typ, typ.NumField(), n)
-		}
-	}
+	})
 }
 
 // benchWindow is a token window of the bench's long session: 100 messages

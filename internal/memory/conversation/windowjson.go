@@ -18,29 +18,14 @@ import (
 func (w *Window) AppendJSON(b []byte) ([]byte, bool) {
 	ok := true
 	b = slices.Grow(b, w.jsonSize())
-	b = append(b, `{"strategy":`...)
-	b = core.AppendJSONString(b, string(w.Strategy))
-	b = append(b, `,"budget":`...)
-	b = strconv.AppendInt(b, int64(w.Budget), 10)
-	b = append(b, `,"tokens":`...)
-	b = strconv.AppendInt(b, int64(w.Tokens), 10)
+	b = core.AppendJSONStringField(b, `{"strategy":`, string(w.Strategy))
+	b = core.AppendJSONIntField(b, `,"budget":`, int64(w.Budget))
+	b = core.AppendJSONIntField(b, `,"tokens":`, int64(w.Tokens))
 	b = append(b, `,"items":`...)
-	if w.Items == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range w.Items {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = w.Items[i].appendJSON(b, &ok)
-		}
-		b = append(b, ']')
-	}
+	b = core.AppendJSONArray(b, w.Items, func(b []byte, it *WindowItem) []byte { return it.appendJSON(b, &ok) })
 	b = append(b, `,"freshTailOverBudget":`...)
 	b = strconv.AppendBool(b, w.FreshTailOverBudget)
-	b = append(b, `,"dropped":`...)
-	b = strconv.AppendInt(b, int64(w.Dropped), 10)
+	b = core.AppendJSONIntField(b, `,"dropped":`, int64(w.Dropped))
 	b = w.Truncation.appendJSONFields(b)
 	return append(b, '}'), ok
 }
@@ -82,8 +67,7 @@ func (t *Truncation) appendJSONFields(b []byte) []byte {
 }
 
 func (it *WindowItem) appendJSON(b []byte, ok *bool) []byte {
-	b = append(b, `{"kind":`...)
-	b = core.AppendJSONString(b, it.Kind)
+	b = core.AppendJSONStringField(b, `{"kind":`, it.Kind)
 	if it.Message != nil {
 		b = it.Message.appendJSON(append(b, `,"message":`...), ok)
 	}
@@ -94,47 +78,32 @@ func (it *WindowItem) appendJSON(b []byte, ok *bool) []byte {
 }
 
 func (m *Message) appendJSON(b []byte, ok *bool) []byte {
-	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, m.Seq, 10)
-	b = append(b, `,"role":`...)
-	b = core.AppendJSONString(b, string(m.Role))
-	b = append(b, `,"content":`...)
-	b = core.AppendJSONString(b, m.Content)
+	b = core.AppendJSONIntField(b, `{"seq":`, m.Seq)
+	b = core.AppendJSONStringField(b, `,"role":`, string(m.Role))
+	b = core.AppendJSONStringField(b, `,"content":`, m.Content)
 	b = core.AppendJSONOptString(b, `,"toolName":`, m.ToolName)
 	b = core.AppendJSONOptString(b, `,"toolCallId":`, m.ToolCallID)
-	b = append(b, `,"tokens":`...)
-	b = strconv.AppendInt(b, int64(m.Tokens), 10)
+	b = core.AppendJSONIntField(b, `,"tokens":`, int64(m.Tokens))
 	b = core.AppendJSONTimeField(b, `,"createdAt":`, m.CreatedAt, ok)
 	b = core.AppendJSONOptStrings(b, `,"flags":`, m.Flags)
-	b = append(b, `,"source":`...)
-	b = core.AppendJSONString(b, string(m.Source))
+	b = core.AppendJSONStringField(b, `,"source":`, string(m.Source))
 	return append(b, '}')
 }
 
 func (s *Summary) appendJSON(b []byte, ok *bool) []byte {
-	b = append(b, `{"id":`...)
-	b = core.AppendJSONString(b, s.ID)
-	b = append(b, `,"owner":`...)
-	b = core.AppendJSONString(b, s.Owner)
-	b = append(b, `,"sessionId":`...)
-	b = core.AppendJSONString(b, s.SessionID)
-	b = append(b, `,"depth":`...)
-	b = strconv.AppendInt(b, int64(s.Depth), 10)
-	b = append(b, `,"content":`...)
-	b = core.AppendJSONString(b, s.Content)
+	b = core.AppendJSONStringField(b, `{"id":`, s.ID)
+	b = core.AppendJSONStringField(b, `,"owner":`, s.Owner)
+	b = core.AppendJSONStringField(b, `,"sessionId":`, s.SessionID)
+	b = core.AppendJSONIntField(b, `,"depth":`, int64(s.Depth))
+	b = core.AppendJSONStringField(b, `,"content":`, s.Content)
 	b = core.AppendJSONOptString(b, `,"expandHint":`, s.ExpandHint)
-	b = append(b, `,"earliestSeq":`...)
-	b = strconv.AppendInt(b, s.EarliestSeq, 10)
-	b = append(b, `,"latestSeq":`...)
-	b = strconv.AppendInt(b, s.LatestSeq, 10)
+	b = core.AppendJSONIntField(b, `,"earliestSeq":`, s.EarliestSeq)
+	b = core.AppendJSONIntField(b, `,"latestSeq":`, s.LatestSeq)
 	b = core.AppendJSONTimeField(b, `,"earliestAt":`, s.EarliestAt, ok)
 	b = core.AppendJSONTimeField(b, `,"latestAt":`, s.LatestAt, ok)
-	b = append(b, `,"tokens":`...)
-	b = strconv.AppendInt(b, int64(s.Tokens), 10)
-	b = append(b, `,"descendantCount":`...)
-	b = strconv.AppendInt(b, int64(s.DescendantCount), 10)
-	b = append(b, `,"method":`...)
-	b = core.AppendJSONString(b, s.Method)
+	b = core.AppendJSONIntField(b, `,"tokens":`, int64(s.Tokens))
+	b = core.AppendJSONIntField(b, `,"descendantCount":`, int64(s.DescendantCount))
+	b = core.AppendJSONStringField(b, `,"method":`, s.Method)
 	b = core.AppendJSONTimeField(b, `,"createdAt":`, s.CreatedAt, ok)
 	return append(b, '}')
 }

@@ -161,3 +161,29 @@ func AppendJSONTimeField(dst []byte, name string, t time.Time, ok *bool) []byte 
 	}
 	return dst
 }
+
+// AppendJSONArray appends xs as a JSON array, each element written by f,
+// and null for a nil slice (as Marshal writes them).
+func AppendJSONArray[T any](dst []byte, xs []T, f func([]byte, *T) []byte) []byte {
+	if xs == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = f(dst, &xs[i])
+	}
+	return append(dst, ']')
+}
+
+// AppendJSONStringField appends the field name (`,"x":`) and s.
+func AppendJSONStringField(dst []byte, name, s string) []byte {
+	return AppendJSONString(append(dst, name...), s)
+}
+
+// AppendJSONIntField appends the field name and n.
+func AppendJSONIntField(dst []byte, name string, n int64) []byte {
+	return strconv.AppendInt(append(dst, name...), n, 10)
+}
