@@ -64,7 +64,7 @@ func (h *harness) runConversation(ctx context.Context) (*ConversationReport, err
 	}
 	var failed []string
 	meters := sideMeters{service: cpuMeter{servicePID: svc.proc.pid(), database: db.name}, raw: cpuMeter{database: db.name}}
-	ab, err := h.startConvAB(ctx, loginURL, svc, db.name, raw)
+	ab, err := startConvAB(ctx, h, loginURL, svc, db.name, raw)
 	defer ab.stop()
 	if err != nil {
 		return rep, err

@@ -18,11 +18,11 @@ type convAB struct {
 }
 
 // startConvAB starts the second build when --ab-manager names one.
-func (h *harness) startConvAB(ctx context.Context, loginURL string, a *benchService, dbName string, raw *rawConversation) (*convAB, error) {
+func startConvAB(ctx context.Context, h *harness, loginURL string, a *benchService, dbName string, raw *rawConversation) (*convAB, error) {
 	if h.abManagerBin == "" {
 		return nil, nil
 	}
-	svc, err := h.startServiceBin(ctx, h.abManagerBin, "service-conv-b", loginURL, benchServiceConfig(benchPolicy(), false))
+	svc, err := startServiceBin(ctx, h, h.abManagerBin, "service-conv-b", loginURL, benchServiceConfig(benchPolicy(), false))
 	if err != nil {
 		return nil, fmt.Errorf("starting --ab-manager %s: %w", h.abManagerBin, err)
 	}

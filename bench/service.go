@@ -367,12 +367,12 @@ func benchServiceConfig(policy memory.Policy, asyncCommit bool) memory.ServiceCo
 // startServiceConfig is startService with a config of the caller's (the
 // reembed part serves a tenant with another embedder after its switch).
 func (h *harness) startServiceConfig(ctx context.Context, name, loginURL string, cfg memory.ServiceConfig) (*benchService, error) {
-	return h.startServiceBin(ctx, h.managerBin, name, loginURL, cfg)
+	return startServiceBin(ctx, h, h.managerBin, name, loginURL, cfg)
 }
 
 // startServiceBin is startServiceConfig of the manager binary bin (the
 // conversation part's --ab-manager serves a second build beside the first).
-func (h *harness) startServiceBin(ctx context.Context, bin, name, loginURL string, cfg memory.ServiceConfig) (*benchService, error) {
+func startServiceBin(ctx context.Context, h *harness, bin, name, loginURL string, cfg memory.ServiceConfig) (*benchService, error) {
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")
 	if err := engramworkload.WriteServiceConfig(cfgPath, cfg); err != nil {
