@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/engram-dev/engram/internal/memory"
@@ -63,9 +64,19 @@ func (h *harness) runConversation(ctx context.Context) (*ConversationReport, err
 	}
 	var failed []string
 	meters := sideMeters{service: cpuMeter{servicePID: svc.proc.pid(), database: db.name}, raw: cpuMeter{database: db.name}}
-	for _, w := range h.conversationWorkloads(ctx, api, raw) {
+	ab, err := startConvAB(ctx, h, loginURL, svc, db.name, raw)
+	defer ab.stop()
+	if err != nil {
+		return rep, err
+	}
+	for i, w := range h.conversationWorkloads(ctx, api, raw) {
 		for _, c := range sc.Concurrency {
-			wl := meters.pair(ctx, sc, w, c)
+			var prof *profileRun
+			if svc.pprofURL != "" && c == 1 {
+				prof = h.startProfile(ctx, svc.pprofURL, "conv-"+strings.ReplaceAll(w.name, " ", "-")+"-c1", cellDuration(sc, 2))
+			}
+			wl := ab.pair(ctx, h, meters, w, i, c)
+			prof.wait()
 			svcStats, rawStats := wl.Service, wl.Raw
 			h.logf("conversation: %-16s c=%d  service %7.1f/s p50 %6.2fms p99 %6.2fms | raw %7.1f/s p99 %6.2fms | ratio %.2f | %s | load %s",
 				w.name, c, svcStats.Throughput, svcStats.Latency.P50, svcStats.Latency.P99, rawStats.Throughput, rawStats.Latency.P99, wl.Ratio, wl.cpuLine(), loadAvg())

@@ -70,8 +70,13 @@ type harness struct {
 	// --max-concurrent-reconciles-runtime (0: its default).
 	operatorConcurrency int
 	// pprofDir, when set (--pprof), starts `manager serve` with a pprof
-	// listener and saves a CPU profile of the vector search c=1 cell there.
+	// listener and saves CPU profiles of the vector search c=1 cell and of
+	// each conversation c=1 cell there.
 	pprofDir string
+	// abManagerBin, when set (--ab-manager), is a second manager binary the
+	// conversation part serves beside the first and measures in the same
+	// slices (conversation_ab.go).
+	abManagerBin string
 	// jobDuties are the duty cycles the jobs part measures (--job-duty).
 	jobDuties []float64
 	// jobBatch is the jobs part's batch size (--job-batch; 0: the default).
@@ -107,6 +112,7 @@ func (h *harness) cleanup(what string, fn func() error) {
 type options struct {
 	mode, parts, out, manager string
 	pprof                     string
+	abManager                 string
 	jobDuty                   string
 	reembedDuty               string
 	reembedRows               int
@@ -140,7 +146,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.DurationVar(&o.runDuration, "run-duration", 0, "measured time of one workload at one concurrency, per side (0 = the mode's default)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "stop everything after this long (0 = 25m short, 3h full)")
 	fs.DurationVar(&o.idle, "idle-window", 0, "length of the operator's idle window (0 = 60s)")
-	fs.StringVar(&o.pprof, "pprof", "", "directory to save a CPU profile of manager serve during the vector search c=1 cell in (\"\" = none; the service then runs with --pprof-listen on 127.0.0.1)")
+	fs.StringVar(&o.pprof, "pprof", "", "directory to save CPU profiles of manager serve in: the vector search c=1 cell and each conversation c=1 cell (\"\" = none; the service then runs with --pprof-listen on 127.0.0.1)")
+	fs.StringVar(&o.abManager, "ab-manager", "", "a second manager binary: the conversation part serves it beside --manager on the same tenant and measures it in the same alternating slices (service B in the log), to A/B a change (\"\" = none)")
 	fs.BoolVar(&o.keepLogs, "keep-logs", false, "keep the logs and config files of the run")
 	fs.BoolVar(&o.keepDB, "keep-db", false, "keep the benchmark databases and roles (to investigate plans afterwards; drop them by hand)")
 	if err := fs.Parse(args); err != nil {
@@ -252,6 +259,14 @@ func newHarness(o *options) (*harness, error) {
 	}
 	if _, err := os.Stat(h.managerBin); err != nil {
 		return nil, fmt.Errorf("manager binary %s: %w (build it: make build, or let make bench do it)", h.managerBin, err)
+	}
+	if o.abManager != "" {
+		if h.abManagerBin, err = filepath.Abs(o.abManager); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(h.abManagerBin); err != nil {
+			return nil, fmt.Errorf("--ab-manager %s: %w", h.abManagerBin, err)
+		}
 	}
 	if h.workDir, err = os.MkdirTemp("", "engram-bench-"); err != nil {
 		return nil, err

@@ -351,17 +351,28 @@ func (s *benchService) stop() { s.proc.stop(30 * time.Second) }
 // startService writes the config and tokens files the operator would mount
 // and starts `manager serve` on a free loopback port; name names its files.
 func (h *harness) startService(ctx context.Context, name, loginURL string, policy memory.Policy, asyncCommit bool) (*benchService, error) {
-	return h.startServiceConfig(ctx, name, loginURL, memory.ServiceConfig{
+	return h.startServiceConfig(ctx, name, loginURL, benchServiceConfig(policy, asyncCommit))
+}
+
+// benchServiceConfig is the config startService serves a tenant with.
+func benchServiceConfig(policy memory.Policy, asyncCommit bool) memory.ServiceConfig {
+	return memory.ServiceConfig{
 		Schema:             benchSchema,
 		Embedding:          memory.EmbeddingConfig{Provider: memory.ProviderBuiltin, Dimensions: benchDims},
 		Policy:             policy,
 		AsynchronousCommit: asyncCommit,
-	})
+	}
 }
 
 // startServiceConfig is startService with a config of the caller's (the
 // reembed part serves a tenant with another embedder after its switch).
 func (h *harness) startServiceConfig(ctx context.Context, name, loginURL string, cfg memory.ServiceConfig) (*benchService, error) {
+	return startServiceBin(ctx, h, h.managerBin, name, loginURL, cfg)
+}
+
+// startServiceBin is startServiceConfig of the manager binary bin (the
+// conversation part's --ab-manager serves a second build beside the first).
+func startServiceBin(ctx context.Context, h *harness, bin, name, loginURL string, cfg memory.ServiceConfig) (*benchService, error) {
 	cfgPath := filepath.Join(h.workDir, name+"-config.yaml")
 	tokPath := filepath.Join(h.workDir, name+"-tokens")
 	if err := engramworkload.WriteServiceConfig(cfgPath, cfg); err != nil {
@@ -388,7 +399,7 @@ func (h *harness) startServiceConfig(ctx context.Context, name, loginURL string,
 		args = append(args, fmt.Sprintf("--pprof-listen=127.0.0.1:%d", pport))
 		pprofURL = fmt.Sprintf("http://127.0.0.1:%d", pport)
 	}
-	p, err := startProcess("manager serve", h.managerBin, args,
+	p, err := startProcess("manager serve", bin, args,
 		[]string{naming.EnvDatabaseURL + "=" + loginURL}, filepath.Join(h.workDir, name+".log"))
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/engram-dev/engram/internal/memory/core"
 )
@@ -16,21 +15,11 @@ import (
 func (r *SearchResult) AppendJSON(b []byte) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"results":`...)
-	if r.Results == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range r.Results {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var hitOK bool
-			if b, hitOK = appendHitJSON(b, &r.Results[i]); !hitOK {
-				ok = false
-			}
-		}
-		b = append(b, ']')
-	}
+	b = core.AppendJSONArray(b, r.Results, func(b []byte, h *SearchHit) []byte {
+		b, hitOK := appendHitJSON(b, h)
+		ok = ok && hitOK
+		return b
+	})
 	b = append(b, `,"truncated":`...)
 	b = strconv.AppendBool(b, r.Truncated)
 	if r.Omitted != 0 {
@@ -69,35 +58,28 @@ func appendHitJSON(b []byte, h *SearchHit) ([]byte, bool) {
 // the same fields in the same order).
 func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 	ok := true
-	b = append(b, `{"id":`...)
-	b = core.AppendJSONString(b, m.ID)
-	b = append(b, `,"owner":`...)
-	b = core.AppendJSONString(b, m.Owner)
-	b = appendOptString(b, `,"agent":`, m.Agent)
-	b = appendOptString(b, `,"session":`, m.Session)
-	b = appendOptString(b, `,"sourceSession":`, m.SourceSession)
-	b = append(b, `,"source":`...)
-	b = core.AppendJSONString(b, string(m.Source))
-	b = append(b, `,"category":`...)
-	b = core.AppendJSONString(b, m.Category)
-	b = append(b, `,"content":`...)
-	b = core.AppendJSONString(b, m.Content)
-	b = append(b, `,"importance":`...)
-	b = strconv.AppendInt(b, int64(m.Importance), 10)
-	b = appendOptStrings(b, `,"flags":`, m.Flags)
+	b = core.AppendJSONStringField(b, `{"id":`, m.ID)
+	b = core.AppendJSONStringField(b, `,"owner":`, m.Owner)
+	b = core.AppendJSONOptString(b, `,"agent":`, m.Agent)
+	b = core.AppendJSONOptString(b, `,"session":`, m.Session)
+	b = core.AppendJSONOptString(b, `,"sourceSession":`, m.SourceSession)
+	b = core.AppendJSONStringField(b, `,"source":`, string(m.Source))
+	b = core.AppendJSONStringField(b, `,"category":`, m.Category)
+	b = core.AppendJSONStringField(b, `,"content":`, m.Content)
+	b = core.AppendJSONIntField(b, `,"importance":`, int64(m.Importance))
+	b = core.AppendJSONOptStrings(b, `,"flags":`, m.Flags)
 	b = append(b, `,"active":`...)
 	b = strconv.AppendBool(b, m.Active)
-	b = appendOptString(b, `,"supersededBy":`, m.SupersededBy)
+	b = core.AppendJSONOptString(b, `,"supersededBy":`, m.SupersededBy)
 	if m.ExpiresAt != nil {
-		b = appendTime(b, `,"expiresAt":`, *m.ExpiresAt, &ok)
+		b = core.AppendJSONTimeField(b, `,"expiresAt":`, *m.ExpiresAt, &ok)
 	}
-	b = appendTime(b, `,"createdAt":`, m.CreatedAt, &ok)
-	b = appendTime(b, `,"updatedAt":`, m.UpdatedAt, &ok)
+	b = core.AppendJSONTimeField(b, `,"createdAt":`, m.CreatedAt, &ok)
+	b = core.AppendJSONTimeField(b, `,"updatedAt":`, m.UpdatedAt, &ok)
 	if m.LastAccessedAt != nil {
-		b = appendTime(b, `,"lastAccessedAt":`, *m.LastAccessedAt, &ok)
+		b = core.AppendJSONTimeField(b, `,"lastAccessedAt":`, *m.LastAccessedAt, &ok)
 	}
-	b = append(b, `,"accessCount":`...)
-	b = strconv.AppendInt(b, m.AccessCount, 10)
+	b = core.AppendJSONIntField(b, `,"accessCount":`, m.AccessCount)
 	if len(m.Metadata) > 0 {
 		b = append(b, `,"metadata":`...)
 		var rawOK bool
@@ -105,44 +87,15 @@ func appendMemoryJSON(b []byte, m *Memory) ([]byte, bool) {
 			ok = false
 		}
 	}
-	b = appendOptStrings(b, `,"tags":`, m.Tags)
+	b = core.AppendJSONOptStrings(b, `,"tags":`, m.Tags)
 	if m.Withheld {
 		b = append(b, `,"withheld":true`...)
 	}
 	return append(b, '}'), ok
 }
 
-func appendOptString(b []byte, name, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return core.AppendJSONString(append(b, name...), v)
-}
-
-func appendOptStrings(b []byte, name string, vs []string) []byte {
-	if len(vs) == 0 {
-		return b
-	}
-	b = append(append(b, name...), '[')
-	for i, v := range vs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = core.AppendJSONString(b, v)
-	}
-	return append(b, ']')
-}
-
 func appendFloat(b []byte, f float64, ok *bool) []byte {
 	b, fine := core.AppendJSONFloat(b, f)
-	if !fine {
-		*ok = false
-	}
-	return b
-}
-
-func appendTime(b []byte, name string, t time.Time, ok *bool) []byte {
-	b, fine := core.AppendJSONTime(append(b, name...), t)
 	if !fine {
 		*ok = false
 	}

@@ -110,14 +110,21 @@ func randomSearchResult(r *rand.Rand) *SearchResult {
 // is what encoding/json writes, byte for byte, over random answers with
 // every field set or not and strings made of what JSON escapes.
 func TestSearchResultAppendJSONMatchesMarshal(t *testing.T) {
-	r := rand.New(rand.NewPCG(32, 1))
+	checkMatchesMarshal(t, 1, func(r *rand.Rand) jsonAppender { return randomSearchResult(r) })
+}
+
+// checkMatchesMarshal: AppendJSON writes what Marshal writes, on 3,000
+// random values of gen (seeded with seed).
+func checkMatchesMarshal(t *testing.T, seed uint64, gen func(*rand.Rand) jsonAppender) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(32, seed))
 	for i := range 3000 {
-		res := randomSearchResult(r)
-		want, err := json.Marshal(res)
+		v := gen(r)
+		want, err := json.Marshal(v)
 		if err != nil {
 			t.Fatalf("case %d: Marshal: %v", i, err)
 		}
-		got, ok := res.AppendJSON(nil)
+		got, ok := v.AppendJSON(nil)
 		if !ok || !bytes.Equal(got, want) {
 			t.Fatalf("case %d: AppendJSON (ok %v)\n got %s\nwant %s", i, ok, got, want)
 		}
@@ -133,17 +140,38 @@ func TestSearchResultAppendJSONRefusesWhatMarshalRefuses(t *testing.T) {
 		mod(&h)
 		return &SearchResult{Results: []SearchHit{h}}
 	}
-	for name, res := range map[string]*SearchResult{
+	checkRefusals(t, map[string]jsonAppender{
 		"NaN score":        hit(func(h *SearchHit) { h.Score = math.NaN() }),
 		"infinite rerank":  hit(func(h *SearchHit) { h.RerankScore = new(math.Inf(1)) }),
 		"year 10000":       hit(func(h *SearchHit) { h.Memory.UpdatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }),
 		"invalid metadata": hit(func(h *SearchHit) { h.Memory.Metadata = json.RawMessage(`{"a":`) }),
-	} {
-		if _, err := json.Marshal(res); err == nil {
+	})
+}
+
+// jsonAppender is an answer that writes its own JSON (server.writeJSON).
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, bool)
+}
+
+// checkRefusals: each value is one Marshal refuses, and AppendJSON says so.
+func checkRefusals(t *testing.T, cases map[string]jsonAppender) {
+	t.Helper()
+	for name, v := range cases {
+		if _, err := json.Marshal(v); err == nil {
 			t.Fatalf("%s: Marshal accepts it; the case tests nothing", name)
 		}
-		if _, ok := res.AppendJSON(nil); ok {
+		if _, ok := v.AppendJSON(nil); ok {
 			t.Errorf("%s: AppendJSON says ok where Marshal fails", name)
+		}
+	}
+}
+
+// checkFieldCounts: each type has the number of fields file writes.
+func checkFieldCounts(t *testing.T, file string, counts map[reflect.Type]int) {
+	t.Helper()
+	for typ, n := range counts {
+		if typ.NumField() != n {
+			t.Errorf("%v has %d fields, %s writes %d: update AppendJSON and this count", typ, typ.NumField(), file, n)
 		}
 	}
 }
@@ -151,11 +179,7 @@ func TestSearchResultAppendJSONRefusesWhatMarshalRefuses(t *testing.T) {
 // TestAnswerJSONKnowsEveryField: a field added to the answer's types must
 // be added to answerjson.go too (the random test would not set it).
 func TestAnswerJSONKnowsEveryField(t *testing.T) {
-	for typ, n := range map[reflect.Type]int{
+	checkFieldCounts(t, "answerjson.go", map[reflect.Type]int{
 		reflect.TypeFor[SearchResult](): 5, reflect.TypeFor[SearchHit](): 6, reflect.TypeFor[Memory](): 20,
-	} {
-		if typ.NumField() != n {
-			t.Errorf("%v has %d fields, answerjson.go writes %d: update AppendJSON and this count", typ, typ.NumField(), n)
-		}
-	}
+	})
 }

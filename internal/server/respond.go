@@ -8,8 +8,8 @@ import (
 )
 
 // jsonAppender is an answer that writes its own JSON, byte for byte what
-// encoding/json would write (memory.SearchResult, on every search; issue
-// 32); false: a value encoding/json refuses, which writeJSON then reports
+// encoding/json would write (memory.SearchResult, on every search, and
+// memory.Window; issue 32); false: a value encoding/json refuses, which writeJSON then reports
 // through encoding/json.
 type jsonAppender interface {
 	AppendJSON(b []byte) ([]byte, bool)

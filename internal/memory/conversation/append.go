@@ -246,15 +246,16 @@ func (s *Store) insertMessages(ctx context.Context, tx pgx.Tx, owner, session st
 		if m.flagged {
 			flags = []string{textguard.FlagInjection}
 		}
-		var vec, next *pgv.Vector
+		// Vectors go as pgv.Vector values (nil: NULL): a *pgv.Vector is a
+		// driver.Valuer, which pgx encodes by formatting it as text and
+		// parsing that back (issue 32: ~10 % of an append's CPU).
+		var vec, next any
 		if m.vec != nil {
-			v := pgv.NewVector(m.vec)
-			vec = &v
+			vec = pgv.NewVector(m.vec)
 		}
 		col, val := "", ""
 		if m.next != nil {
-			v := pgv.NewVector(m.next)
-			next, col, val = &v, ", embedding_next", ", $13"
+			next, col, val = pgv.NewVector(m.next), ", embedding_next", ", $13"
 		}
 		args := []any{owner, session, first + int64(i), string(m.msg.Role), m.msg.Content, m.msg.ToolName, m.msg.ToolCallID, m.tokens, flags, vec, string(src),
 			textConfig}

@@ -57,16 +57,15 @@ func (s *Store) Window(ctx context.Context, req WindowRequest) (*Window, error) 
 	if err := fe.Err(); err != nil {
 		return nil, err
 	}
-	tx, err := s.core.Pool.Begin(ctx)
+	// One snapshot for the session, its roots and its messages: an append
+	// or a compaction in between cannot make them disagree. The BEGIN
+	// names the isolation (one round trip; a SET TRANSACTION after it was
+	// a second, issue 32).
+	tx, err := s.core.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, core.DBErr("begin", err)
 	}
-	// One snapshot for the session, its roots and its messages: an append
-	// or a compaction in between cannot make them disagree.
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
-		return nil, core.DBErr("window snapshot", err)
-	}
 	sess, err := s.getSession(ctx, tx, req.Owner, req.SessionID, "")
 	if err != nil {
 		return nil, err

@@ -126,3 +126,64 @@ func AppendJSONRaw(dst []byte, raw json.RawMessage) ([]byte, bool) {
 	}
 	return append(dst, js...), true
 }
+
+// AppendJSONOptString appends the field name (`,"x":`) and s, nothing when
+// s is empty (omitempty).
+func AppendJSONOptString(dst []byte, name, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	return AppendJSONString(append(dst, name...), s)
+}
+
+// AppendJSONOptStrings appends the field name and vs as an array, nothing
+// when vs is empty (omitempty).
+func AppendJSONOptStrings(dst []byte, name string, vs []string) []byte {
+	if len(vs) == 0 {
+		return dst
+	}
+	dst = append(append(dst, name...), '[')
+	for i, v := range vs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, v)
+	}
+	return append(dst, ']')
+}
+
+// AppendJSONTimeField appends the field name and t (AppendJSONTime),
+// setting *ok to false where Marshal would refuse t.
+func AppendJSONTimeField(dst []byte, name string, t time.Time, ok *bool) []byte {
+	dst, fine := AppendJSONTime(append(dst, name...), t)
+	if !fine {
+		*ok = false
+	}
+	return dst
+}
+
+// AppendJSONArray appends xs as a JSON array, each element written by f,
+// and null for a nil slice (as Marshal writes them).
+func AppendJSONArray[T any](dst []byte, xs []T, f func([]byte, *T) []byte) []byte {
+	if xs == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = f(dst, &xs[i])
+	}
+	return append(dst, ']')
+}
+
+// AppendJSONStringField appends the field name (`,"x":`) and s.
+func AppendJSONStringField(dst []byte, name, s string) []byte {
+	return AppendJSONString(append(dst, name...), s)
+}
+
+// AppendJSONIntField appends the field name and n.
+func AppendJSONIntField(dst []byte, name string, n int64) []byte {
+	return strconv.AppendInt(append(dst, name...), n, 10)
+}

@@ -14,17 +14,31 @@ const FlagInjection = "injection"
 
 // injectionMarkers are phrases and chat-template tokens that try to turn a
 // stored memory into instructions for the model reading it later.
-var injectionMarkers = []struct {
+// Each carries needles (prefilter.go): ASCII text holding none of them
+// skips the expression.
+var injectionMarkers = withNeedles([]injectionMarker{
+	{reason: "instruction override", re: regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override|bypass)\s+(all\s+|any\s+|every\s+)?(of\s+)?(the\s+|your\s+|my\s+)?(previous|prior|above|earlier|preceding|original|system|existing)\s+(instructions?|prompts?|messages?|rules|directions|guidelines|context)`)},
+	{reason: "instruction override", re: regexp.MustCompile(`(?i)\b(ignore|disregard|forget)\s+(everything|all)\s+(you\s+were\s+told|above|before)`)},
+	{reason: "role hijack", re: regexp.MustCompile(`(?i)\byou\s+are\s+now\s+(in\s+)?(an?\s+)?(unrestricted|jailbroken|developer\s+mode|dan\b|god\s+mode|evil)`)},
+	{reason: "prompt exfiltration", re: regexp.MustCompile(`(?i)\b(reveal|print|show|repeat|output|leak)\s+(me\s+)?(your|the)\s+(system\s+prompt|hidden\s+instructions|initial\s+instructions|instructions\s+above)`)},
+	{reason: "fake instructions", re: regexp.MustCompile(`(?i)(^|\n)\s*(new|updated|real|actual)\s+instructions\s*:`)},
+	{reason: "fake system turn", re: regexp.MustCompile(`(?i)(^|\n)\s*(#+\s*)?(system|assistant)\s*(prompt|message)?\s*:\s*you\s+(are|must|will|should)`)},
+	{reason: "chat template token", re: regexp.MustCompile(`(?i)<\|\s*(im_start|im_end|system|endoftext|eot_id|start_header_id)\s*\|>|\[/?INST\]|<<\s*/?SYS\s*>>|</?\s*system\s*>`)},
+})
+
+// injectionMarker is one phrase or token of the guard.
+type injectionMarker struct {
 	reason string
 	re     *regexp.Regexp
-}{
-	{"instruction override", regexp.MustCompile(`(?i)\b(ignore|disregard|forget|override|bypass)\s+(all\s+|any\s+|every\s+)?(of\s+)?(the\s+|your\s+|my\s+)?(previous|prior|above|earlier|preceding|original|system|existing)\s+(instructions?|prompts?|messages?|rules|directions|guidelines|context)`)},
-	{"instruction override", regexp.MustCompile(`(?i)\b(ignore|disregard|forget)\s+(everything|all)\s+(you\s+were\s+told|above|before)`)},
-	{"role hijack", regexp.MustCompile(`(?i)\byou\s+are\s+now\s+(in\s+)?(an?\s+)?(unrestricted|jailbroken|developer\s+mode|dan\b|god\s+mode|evil)`)},
-	{"prompt exfiltration", regexp.MustCompile(`(?i)\b(reveal|print|show|repeat|output|leak)\s+(me\s+)?(your|the)\s+(system\s+prompt|hidden\s+instructions|initial\s+instructions|instructions\s+above)`)},
-	{"fake instructions", regexp.MustCompile(`(?i)(^|\n)\s*(new|updated|real|actual)\s+instructions\s*:`)},
-	{"fake system turn", regexp.MustCompile(`(?i)(^|\n)\s*(#+\s*)?(system|assistant)\s*(prompt|message)?\s*:\s*you\s+(are|must|will|should)`)},
-	{"chat template token", regexp.MustCompile(`(?i)<\|\s*(im_start|im_end|system|endoftext|eot_id|start_header_id)\s*\|>|\[/?INST\]|<<\s*/?SYS\s*>>|</?\s*system\s*>`)},
+	// needles: one of them is in every match (prefilter.go; nil: none known).
+	needles []string
+}
+
+func withNeedles(ms []injectionMarker) []injectionMarker {
+	for i := range ms {
+		ms[i].needles = needlesOf(ms[i].re.String())
+	}
+	return ms
 }
 
 // isInvisible reports format and bidi control characters that hide text from
@@ -48,6 +62,15 @@ func isInvisible(r rune) bool {
 // mathematical letters, zero-width characters inside words and the like do
 // not hide them.
 func DetectInjection(s string) string {
+	if isASCII(s) {
+		return detectASCII(s)
+	}
+	return detectNormalized(s)
+}
+
+// detectNormalized is DetectInjection of any text: the two normalized
+// readings, every marker on each.
+func detectNormalized(s string) string {
 	if strings.IndexFunc(s, isInvisible) >= 0 {
 		return "invisible or bidirectional Unicode control characters"
 	}
@@ -59,6 +82,22 @@ func DetectInjection(s string) string {
 			if m.re.MatchString(folded) {
 				return m.reason
 			}
+		}
+	}
+	return ""
+}
+
+// detectASCII is DetectInjection of ASCII text (issue 32: the guard was
+// a quarter of the service's CPU per conversation append). ASCII holds no
+// invisible or format character, and Normalize leaves it as it is (NFKD
+// and NFKC keep ASCII, and no ASCII rune is mapped), so both readings are
+// s itself: the markers run once, each only when one of its needles is
+// in the text (TestDetectInjectionASCIIIsExact).
+func detectASCII(s string) string {
+	lower := strings.ToLower(s)
+	for _, m := range injectionMarkers {
+		if mayMatch(m.needles, lower, true) && m.re.MatchString(s) {
+			return m.reason
 		}
 	}
 	return ""
