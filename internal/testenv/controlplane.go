@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -20,9 +21,10 @@ func ControlPlane(t testing.TB) (*envtest.Environment, *rest.Config) {
 		}
 	}
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: startTimeout(),
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -37,4 +39,18 @@ func ControlPlane(t testing.TB) (*envtest.Environment, *rest.Config) {
 		}
 	})
 	return env, cfg
+}
+
+// startTimeout is how long each control-plane process may take to answer
+// ready. envtest's 20 s default is too short on a loaded machine: the race
+// pass of make test starts several API servers with -race binaries beside
+// PostgreSQL, and a CI run failed with "timeout waiting for process
+// kube-apiserver to start" at load 19. Waiting longer costs nothing on a
+// quiet machine. KUBEBUILDER_CONTROLPLANE_START_TIMEOUT, envtest's own
+// variable, still wins when set.
+func startTimeout() time.Duration {
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") != "" {
+		return 0 // envtest reads the variable itself
+	}
+	return 2 * time.Minute
 }
