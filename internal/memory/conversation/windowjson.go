@@ -26,7 +26,7 @@ func (w *Window) AppendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"freshTailOverBudget":`...)
 	b = strconv.AppendBool(b, w.FreshTailOverBudget)
 	b = core.AppendJSONIntField(b, `,"dropped":`, int64(w.Dropped))
-	b = w.Truncation.appendJSONFields(b)
+	b = w.appendJSONFields(b) // the embedded Truncation's fields
 	return append(b, '}'), ok
 }
 
